@@ -1,0 +1,270 @@
+"""The chain: per-stage costs of a network seen as a sequence of stages (DESIGN section 1).
+
+A chain has ``L >= 1`` forward stages F_0..F_{L-1} followed by a loss stage.  Stage i reads
+x_i and produces x_{i+1}; its tape t_{i+1} (what autograd saves for B_i) includes x_{i+1}.
+
+Units: times in seconds (or any consistent unit), sizes in bytes (integers).
+The model is the one of Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova, "Optimal
+checkpointing for heterogeneous chains" (Rotor), with the loss freeing its plain input.
+"""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .errors import ChainError
+
+FORMAT = "remat-chain/1"
+
+_FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead")
+
+
+def _check_time(field_name: str, index: int, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ChainError(f"{field_name}[{index}] = {value!r} is not a number")
+    v = float(value)
+    if math.isnan(v):
+        raise ChainError(f"{field_name}[{index}] is NaN")
+    if math.isinf(v):
+        raise ChainError(f"{field_name}[{index}] = {v} is not finite")
+    if v < 0:
+        raise ChainError(f"{field_name}[{index}] = {v} is negative")
+    return v
+
+
+def _check_size(field_name: str, index: int, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ChainError(f"{field_name}[{index}] = {value!r} is not a number")
+    if isinstance(value, numbers.Integral):
+        v = int(value)
+    else:
+        f = float(value)
+        if math.isnan(f):
+            raise ChainError(f"{field_name}[{index}] is NaN")
+        if math.isinf(f):
+            raise ChainError(f"{field_name}[{index}] = {f} is not finite")
+        if not f.is_integer():
+            raise ChainError(f"{field_name}[{index}] = {value!r} is not an integer (sizes are bytes)")
+        v = int(f)
+    if v < 0:
+        raise ChainError(f"{field_name}[{index}] = {v} is negative")
+    return v
+
+
+def _check_array(field_name: str, values: Any, length: int, checker) -> tuple:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
+        raise ChainError(f"{field_name} must be a list of numbers, got {type(values).__name__}")
+    values = list(values)
+    if len(values) != length:
+        raise ChainError(f"{field_name} has length {len(values)}, expected {length}")
+    return tuple(checker(field_name, i, v) for i, v in enumerate(values))
+
+
+@dataclass(frozen=True)
+class Chain:
+    """An immutable, validated chain.
+
+    Parameters (all sequences; L = number of forward stages)
+    ----------
+    fwd_time : L floats, seconds.  fwd_time[i] is the time of F_i.
+    bwd_time : L+1 floats, seconds.  bwd_time[i] is the time of B_i; bwd_time[L] is the
+        loss (its forward and backward together).
+    x_size : L+1 ints, bytes.  Size of x_i and of its gradient d_i.
+    tape_size : L ints, bytes.  Size of t_{i+1}, everything F_i saves for B_i
+        (including x_{i+1}, so tape_size[i] >= x_size[i+1]).
+    fwd_overhead : L ints, bytes.  Transient memory while F_i runs (default zeros).
+    bwd_overhead : L+1 ints, bytes.  Transient memory while B_i / the loss runs.
+    name : free text.
+    """
+
+    fwd_time: tuple
+    bwd_time: tuple
+    x_size: tuple
+    tape_size: tuple
+    fwd_overhead: tuple = None  # type: ignore[assignment]
+    bwd_overhead: tuple = None  # type: ignore[assignment]
+    name: str = field(default="chain", compare=False)
+
+    def __post_init__(self) -> None:
+        fwd = self.fwd_time
+        if isinstance(fwd, (str, bytes)) or not hasattr(fwd, "__len__"):
+            raise ChainError(f"fwd_time must be a list of numbers, got {type(fwd).__name__}")
+        L = len(fwd)
+        if L < 1:
+            raise ChainError("fwd_time is empty: a chain needs at least one stage")
+        set_ = object.__setattr__
+        set_(self, "fwd_time", _check_array("fwd_time", fwd, L, _check_time))
+        set_(self, "bwd_time", _check_array("bwd_time", self.bwd_time, L + 1, _check_time))
+        set_(self, "x_size", _check_array("x_size", self.x_size, L + 1, _check_size))
+        set_(self, "tape_size", _check_array("tape_size", self.tape_size, L, _check_size))
+        fo = self.fwd_overhead if self.fwd_overhead is not None else [0] * L
+        bo = self.bwd_overhead if self.bwd_overhead is not None else [0] * (L + 1)
+        set_(self, "fwd_overhead", _check_array("fwd_overhead", fo, L, _check_size))
+        set_(self, "bwd_overhead", _check_array("bwd_overhead", bo, L + 1, _check_size))
+        if not isinstance(self.name, str):
+            raise ChainError(f"name = {self.name!r} is not a string")
+        for i in range(L):
+            if self.tape_size[i] < self.x_size[i + 1]:
+                raise ChainError(
+                    f"tape_size[{i}] = {self.tape_size[i]} is smaller than x_size[{i + 1}] = "
+                    f"{self.x_size[i + 1]} (the tape of F_{i} includes its output x_{i + 1})"
+                )
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def length(self) -> int:
+        """L, the number of forward stages."""
+        return len(self.fwd_time)
+
+    def __len__(self) -> int:
+        return self.length
+
+    @classmethod
+    def homogeneous(cls, length: int, fwd_time: float = 1.0, bwd_time: float = 1.0,
+                    x_size: int = 1, tape_size: int | None = None, loss_time: float = 0.0,
+                    name: str | None = None) -> "Chain":
+        """A chain whose stages are all equal (the setting of Revolve and Gruslys et al.)."""
+        if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
+            raise ChainError(f"length = {length!r} must be an integer >= 1")
+        tape = x_size if tape_size is None else tape_size
+        return cls(
+            fwd_time=[fwd_time] * length,
+            bwd_time=[bwd_time] * length + [loss_time],
+            x_size=[x_size] * (length + 1),
+            tape_size=[tape] * length,
+            name=name or f"homogeneous-{length}",
+        )
+
+    def with_name(self, name: str) -> "Chain":
+        return Chain(self.fwd_time, self.bwd_time, self.x_size, self.tape_size,
+                     self.fwd_overhead, self.bwd_overhead, name=name)
+
+    def scaled_sizes(self, divisor: int) -> "Chain":
+        """The chain with every size divided by ``divisor`` (which must divide them all)."""
+        for f in ("x_size", "tape_size", "fwd_overhead", "bwd_overhead"):
+            for i, v in enumerate(getattr(self, f)):
+                if v % divisor:
+                    raise ChainError(f"{f}[{i}] = {v} is not divisible by {divisor}")
+        return Chain(self.fwd_time, self.bwd_time,
+                     [v // divisor for v in self.x_size], [v // divisor for v in self.tape_size],
+                     [v // divisor for v in self.fwd_overhead],
+                     [v // divisor for v in self.bwd_overhead], name=self.name)
+
+    def size_gcd(self) -> int:
+        """Greatest common divisor of all sizes and overheads (1 if all are zero)."""
+        g = reduce(math.gcd, self.x_size + self.tape_size + self.fwd_overhead + self.bwd_overhead, 0)
+        return g or 1
+
+    # ------------------------------------------------------------------ memory helpers
+    def store_all_memory(self) -> int:
+        """Peak memory (bytes) of store-all (Fall every stage, Loss, B every stage).
+
+        Closed form; the tests check it against the simulator.
+        """
+        L = self.length
+        x, tp, fo, bo = self.x_size, self.tape_size, self.fwd_overhead, self.bwd_overhead
+        peak = x[0]
+        held = x[0]
+        for i in range(L):
+            peak = max(peak, held + tp[i] + fo[i])
+            held += tp[i]
+        peak = max(peak, held + x[L] + bo[L])
+        held += x[L]  # d_L; x_L lives inside t_L, which stays
+        for i in range(L - 1, -1, -1):
+            peak = max(peak, held + x[i] + bo[i])
+            held += x[i] - x[i + 1] - tp[i]
+        return peak
+
+    def memory_lower_bound(self) -> int:
+        """A budget below which no schedule is valid (bytes).
+
+        Every schedule runs B_i holding at least x_0, d_{i+1}, t_{i+1} and x_i (plain, or
+        inside t_i, which is no smaller), runs the loss holding x_L, and runs some F_i
+        producing t_{i+1} while holding x_i.  The maximum of those necessary peaks is a
+        lower bound; the exact smallest feasible budget is computed by the solvers.
+        """
+        L = self.length
+        x, tp, fo, bo = self.x_size, self.tape_size, self.fwd_overhead, self.bwd_overhead
+        bound = x[0] + x[L] + x[L] + bo[L]
+        for i in range(L):
+            inp = x[i] if i > 0 else 0  # x_0 is already counted
+            bound = max(bound, x[0] + inp + tp[i] + fo[i])
+            bound = max(bound, x[0] + x[i + 1] + tp[i] + inp + x[i] + bo[i])
+        return bound
+
+    def total_fwd_time(self) -> float:
+        return math.fsum(self.fwd_time)
+
+    def total_bwd_time(self) -> float:
+        return math.fsum(self.bwd_time)
+
+    def ideal_makespan(self) -> float:
+        """Makespan with no recomputation: every forward once, every backward once."""
+        return math.fsum(self.fwd_time + self.bwd_time)
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "fwd_time": list(self.fwd_time),
+            "bwd_time": list(self.bwd_time),
+            "x_size": list(self.x_size),
+            "tape_size": list(self.tape_size),
+            "fwd_overhead": list(self.fwd_overhead),
+            "bwd_overhead": list(self.bwd_overhead),
+        }
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n")
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Chain":
+        if not isinstance(data, Mapping):
+            raise ChainError(f"a chain must be a JSON object, got {type(data).__name__}")
+        fmt = data.get("format")
+        if fmt != FORMAT:
+            raise ChainError(f"format = {fmt!r} is unknown (expected {FORMAT!r})")
+        known = set(_FIELDS) | {"format", "name"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ChainError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        for f in ("fwd_time", "bwd_time", "x_size", "tape_size"):
+            if f not in data:
+                raise ChainError(f"missing field {f!r}")
+        name = data.get("name", "chain")
+        if name is None:
+            name = "chain"
+        return cls(
+            fwd_time=data["fwd_time"], bwd_time=data["bwd_time"], x_size=data["x_size"],
+            tape_size=data["tape_size"], fwd_overhead=data.get("fwd_overhead"),
+            bwd_overhead=data.get("bwd_overhead"), name=name,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "Chain":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ChainError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Chain":
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise ChainError(f"cannot read chain file {str(p)!r}: {e.strerror}") from None
+        try:
+            return cls.from_json(text)
+        except ChainError as e:
+            raise ChainError(f"{p.name}: {e}") from None

@@ -1,0 +1,1 @@
+"""Subcommands of ``remat``; one module each (see :mod:`remat_theory.cli`)."""

@@ -1,0 +1,52 @@
+"""``remat solve CHAIN.json --budget B --solver NAME [--json]``"""
+from __future__ import annotations
+
+import solvers
+
+from ..solution import INFEASIBLE
+from ._common import (budget_arg, check_budget_feasible_at_all, load_chain, positive_float,
+                      positive_int, print_json)
+
+NAME = "solve"
+ORDER = 20
+HELP = "find a schedule for a chain under a memory budget with a named solver"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("chain", metavar="CHAIN.json", help="chain file (remat-chain/1 layout)")
+    p.add_argument("--budget", type=budget_arg, required=True, help="memory budget in bytes")
+    p.add_argument("--solver", default="store-all", help="solver name (see `remat solvers`)")
+    p.add_argument("--slots", type=positive_int, default=None,
+                   help="memory slots for slot-discretized solvers (sizes rounded up)")
+    p.add_argument("--time-limit", type=positive_float, default=None, dest="time_limit",
+                   help="time limit in seconds for solvers that take one")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args) -> int:
+    chain = load_chain(args.chain)
+    check_budget_feasible_at_all(chain, args.budget)
+    options = {}
+    if args.slots is not None:
+        options["slots"] = args.slots
+    if args.time_limit is not None:
+        options["time_limit"] = args.time_limit
+    sol = solvers.solve(chain, args.budget, args.solver, **options)
+    if args.json:
+        print_json(sol.to_dict())
+    else:
+        print(f"solver {sol.solver}: {sol.status}" + (f" ({sol.message})" if sol.message else ""))
+        if sol.schedule is not None:
+            print(f"makespan {sol.makespan:.6g}, peak memory {sol.peak_memory} (budget {sol.budget})")
+            if sol.bound is not None:
+                print(f"lower bound {sol.bound:.6g} (optimal for: {sol.optimal_for})")
+            print(f"schedule: {sol.schedule}")
+        print(f"solve time {sol.wall_time:.3g} s")
+    if sol.status == INFEASIBLE:
+        if not args.json:
+            import sys
+            smallest = f"; the smallest feasible budget for it is {sol.min_budget}" if sol.min_budget is not None else ""
+            print(f"remat: error: budget {args.budget} is infeasible for solver {sol.solver}{smallest}",
+                  file=sys.stderr)
+        return 2
+    return 0

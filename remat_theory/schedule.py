@@ -1,0 +1,166 @@
+"""Operations and schedules, with their token form (DESIGN section 1).
+
+Tokens: ``Fn{i}``, ``Fck{i}``, ``Fall{i}``, ``Loss``, ``B{i}``; and, only in the optional
+explicit-deletion extension, ``Dropx{i}`` / ``Dropt{i}`` (free a held plain x_i / tape t_i
+at zero cost).  A schedule's text is its tokens separated by spaces (commas also accepted).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+from .errors import ScheduleParseError
+
+FN, FCK, FALL, LOSS, B, DROP = "Fn", "Fck", "Fall", "Loss", "B", "Drop"
+FORWARD_KINDS = (FN, FCK, FALL)
+KINDS = (FN, FCK, FALL, LOSS, B, DROP)
+
+_TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(\d+)$|^(Loss)$|^Drop([xt])(\d+)$")
+
+
+@dataclass(frozen=True, order=True)
+class Op:
+    """One operation.  ``index`` is the stage i (None for Loss); ``target`` is ``"x"`` or
+    ``"t"`` for a Drop (the value x_i or t_i it frees), None otherwise."""
+
+    kind: str
+    index: int | None = None
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ScheduleParseError(f"unknown operation kind {self.kind!r}")
+        if self.kind == LOSS:
+            if self.index is not None:
+                raise ScheduleParseError("Loss takes no stage index")
+        elif isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
+            raise ScheduleParseError(f"{self.kind} needs a stage index >= 0, got {self.index!r}")
+        if self.kind == DROP:
+            if self.target not in ("x", "t"):
+                raise ScheduleParseError(f"Drop target must be 'x' or 't', got {self.target!r}")
+        elif self.target is not None:
+            raise ScheduleParseError(f"{self.kind} takes no target")
+
+    @property
+    def token(self) -> str:
+        if self.kind == LOSS:
+            return LOSS
+        if self.kind == DROP:
+            return f"Drop{self.target}{self.index}"
+        return f"{self.kind}{self.index}"
+
+    def __str__(self) -> str:
+        return self.token
+
+    @property
+    def is_forward(self) -> bool:
+        return self.kind in FORWARD_KINDS
+
+    @classmethod
+    def parse(cls, token: str) -> "Op":
+        m = _TOKEN.match(token)
+        if not m:
+            raise ScheduleParseError(
+                f"unknown op token {token!r} (expected Fn<i>, Fck<i>, Fall<i>, Loss, B<i>, "
+                f"Dropx<i> or Dropt<i>)")
+        if m.group(1):
+            return cls(m.group(1), int(m.group(2)))
+        if m.group(3):
+            return cls(LOSS)
+        return cls(DROP, int(m.group(5)), m.group(4))
+
+
+def Fn(i: int) -> Op:
+    return Op(FN, i)
+
+
+def Fck(i: int) -> Op:
+    return Op(FCK, i)
+
+
+def Fall(i: int) -> Op:
+    return Op(FALL, i)
+
+
+def Bwd(i: int) -> Op:
+    return Op(B, i)
+
+
+def DropX(i: int) -> Op:
+    return Op(DROP, i, "x")
+
+
+def DropT(i: int) -> Op:
+    return Op(DROP, i, "t")
+
+
+LOSS_OP = Op(LOSS)
+
+
+class Schedule(Sequence):
+    """An immutable sequence of operations."""
+
+    __slots__ = ("_ops",)
+
+    def __init__(self, ops: Iterable[Op | str] = ()):
+        items = []
+        for k, o in enumerate(ops):
+            if isinstance(o, str):
+                try:
+                    o = Op.parse(o)
+                except ScheduleParseError as e:
+                    raise ScheduleParseError(f"token {k}: {e}") from None
+            elif not isinstance(o, Op):
+                raise ScheduleParseError(f"token {k}: {o!r} is not an operation")
+            items.append(o)
+        self._ops = tuple(items)
+
+    @classmethod
+    def parse(cls, text: str) -> "Schedule":
+        """Parse the token form, e.g. ``"Fck0 Fn1 Fall2 Loss B2 ..."``."""
+        if not isinstance(text, str):
+            raise ScheduleParseError(f"schedule text must be a string, got {type(text).__name__}")
+        return cls(t for t in re.split(r"[\s,]+", text.strip()) if t)
+
+    def tokens(self) -> list[str]:
+        return [o.token for o in self._ops]
+
+    def __str__(self) -> str:
+        return " ".join(self.tokens())
+
+    def __repr__(self) -> str:
+        return f"Schedule.parse({str(self)!r})"
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self._ops)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return Schedule(self._ops[k])
+        return self._ops[k]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Schedule):
+            return self._ops == other._ops
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._ops)
+
+    def __add__(self, other: "Schedule | Sequence[Op]") -> "Schedule":
+        return Schedule(self._ops + tuple(other))
+
+    @property
+    def ops(self) -> tuple:
+        return self._ops
+
+    def count(self, kind: str) -> int:  # type: ignore[override]
+        return sum(1 for o in self._ops if o.kind == kind)
+
+    def forward_count(self) -> int:
+        """Number of forward operations (any kind)."""
+        return sum(1 for o in self._ops if o.is_forward)

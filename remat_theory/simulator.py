@@ -1,0 +1,262 @@
+"""The simulator: the referee for every schedule (DESIGN section 1).
+
+``simulate(chain, schedule, budget)`` replays a schedule operation by operation, checks
+every rule of the operation table, and returns the makespan, the peak memory and the
+per-step memory profile, or raises :class:`InvalidScheduleError` naming the first bad step.
+
+The transition function :func:`transition` is public so that exact search (Dijkstra over
+simulator states) uses the very same rules.
+
+State encoding (:class:`State`): a bitmask of the plain activations x_i held (bit 0, x_0,
+always set), a bitmask of the tapes t_i held (bits 1..L), and ``bwd_next``, the stage whose
+backward runs next (L for the loss, then L-1, ..., 0; -1 once d_0 exists).  Backward
+operations run in the fixed order Loss, B_{L-1}, ..., B_0, so the one live gradient is
+d_{bwd_next+1} (none before the loss).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
+
+from .chain import Chain
+from .errors import BudgetExceededError, InvalidScheduleError, RematError
+from .schedule import B, DROP, FALL, FCK, FN, LOSS, Op, Schedule
+
+
+class State(NamedTuple):
+    plain: int  # bit i set: plain x_i held
+    tapes: int  # bit i set: tape t_i held (i >= 1)
+    bwd_next: int  # L before the loss; i while d_{i+1} is live; -1 when d_0 exists
+
+    @classmethod
+    def initial(cls, chain: Chain) -> "State":
+        return cls(plain=1, tapes=0, bwd_next=chain.length)
+
+    def is_final(self) -> bool:
+        return self.bwd_next == -1
+
+    def describe(self, chain: Chain) -> str:
+        L = chain.length
+        held = [f"x{i}" for i in range(L + 1) if self.plain >> i & 1]
+        held += [f"t{i}" for i in range(1, L + 1) if self.tapes >> i & 1]
+        if self.bwd_next < L:
+            held.append(f"d{self.bwd_next + 1}")
+        return "{" + ", ".join(held) + "}"
+
+
+def state_memory(chain: Chain, state: State) -> int:
+    """Bytes held in ``state``: plain activations, tapes and the live gradient."""
+    x, tp = chain.x_size, chain.tape_size
+    mem = 0
+    p = state.plain
+    i = 0
+    while p:
+        if p & 1:
+            mem += x[i]
+        p >>= 1
+        i += 1
+    t = state.tapes >> 1
+    i = 0
+    while t:
+        if t & 1:
+            mem += tp[i]
+        t >>= 1
+        i += 1
+    if state.bwd_next < chain.length:
+        mem += x[state.bwd_next + 1]
+    return mem
+
+
+class Transition(NamedTuple):
+    state: State
+    peak: int  # memory while the op runs
+    memory_after: int
+    time: float
+
+
+def transition(chain: Chain, state: State, memory: int, op: Op,
+               allow_drop: bool = False) -> Transition | str:
+    """Apply ``op`` to ``state`` (holding ``memory`` bytes).
+
+    Returns the new state, the op's peak, the memory after and the op's time, or a string
+    saying why the op is invalid.  Budget is not checked here.
+    """
+    L = chain.length
+    plain, tapes, bwd_next = state
+    kind, i = op.kind, op.index
+    x = chain.x_size
+    if kind in (FN, FCK, FALL):
+        if i >= L:
+            return f"stage index {i} is out of range 0..{L - 1}"
+        if bwd_next < i:
+            return f"B{i} has already run: a forward of stage {i} is no longer allowed"
+        from_plain = plain >> i & 1
+        if not from_plain and not (i >= 1 and tapes >> i & 1):
+            return f"x{i} is not available (neither x{i} nor t{i} is held)"
+        if kind == FALL:
+            if tapes >> (i + 1) & 1:
+                return f"t{i + 1} is already held"
+            size = chain.tape_size[i]
+            peak = memory + size + chain.fwd_overhead[i]
+            return Transition(State(plain, tapes | 1 << (i + 1), bwd_next), peak,
+                              memory + size, chain.fwd_time[i])
+        if plain >> (i + 1) & 1:
+            return f"x{i + 1} is already held"
+        size = x[i + 1]
+        peak = memory + size + chain.fwd_overhead[i]
+        after = memory + size
+        plain |= 1 << (i + 1)
+        if kind == FN and i >= 1:
+            if from_plain:
+                plain &= ~(1 << i)
+                after -= x[i]
+            else:
+                tapes &= ~(1 << i)
+                after -= chain.tape_size[i - 1]
+        return Transition(State(plain, tapes, bwd_next), peak, after, chain.fwd_time[i])
+    if kind == LOSS:
+        if bwd_next != L:
+            return "the loss has already run"
+        from_plain = plain >> L & 1
+        if not from_plain and not tapes >> L & 1:
+            return f"x{L} is not available (neither x{L} nor t{L} is held)"
+        peak = memory + x[L] + chain.bwd_overhead[L]
+        after = memory + x[L]
+        if from_plain:
+            plain &= ~(1 << L)
+            after -= x[L]
+        return Transition(State(plain, tapes, L - 1), peak, after, chain.bwd_time[L])
+    if kind == B:
+        if i >= L:
+            return f"stage index {i} is out of range 0..{L - 1}"
+        if bwd_next == L:
+            return f"d{i + 1} is not available: the loss has not run"
+        if bwd_next < i:
+            return f"B{i} has already run"
+        if bwd_next > i:
+            return f"d{i + 1} is not available (the live gradient is d{bwd_next + 1})"
+        if not tapes >> (i + 1) & 1:
+            return f"t{i + 1} is not held (B{i} needs the tape of F{i})"
+        from_plain = plain >> i & 1
+        if not from_plain and not (i >= 1 and tapes >> i & 1):
+            return f"x{i} is not available (neither x{i} nor t{i} is held)"
+        peak = memory + x[i] + chain.bwd_overhead[i]
+        after = memory + x[i] - x[i + 1] - chain.tape_size[i]
+        tapes &= ~(1 << (i + 1))
+        if from_plain and i >= 1:
+            plain &= ~(1 << i)
+            after -= x[i]
+        return Transition(State(plain, tapes, i - 1), peak, after, chain.bwd_time[i])
+    if kind == DROP:
+        if not allow_drop:
+            return "Drop operations are not allowed (the canonical model has no deletions; pass allow_drop=True)"
+        if op.target == "x":
+            if i > L:
+                return f"value index {i} is out of range 0..{L}"
+            if i == 0:
+                return "x0 is never freed"
+            if not plain >> i & 1:
+                return f"x{i} is not held"
+            return Transition(State(plain & ~(1 << i), tapes, bwd_next), memory, memory - x[i], 0.0)
+        if i > L or i == 0:
+            return f"tape index {i} is out of range 1..{L}"
+        if not tapes >> i & 1:
+            return f"t{i} is not held"
+        return Transition(State(plain, tapes & ~(1 << i), bwd_next), memory,
+                          memory - chain.tape_size[i - 1], 0.0)
+    return f"unknown operation {op!r}"  # pragma: no cover - Op validates its kind
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of the memory profile."""
+
+    step: int
+    op: str
+    start: float  # time at which the op starts (seconds)
+    time: float  # its duration
+    memory_before: int
+    peak: int  # memory while it runs (held + output + overhead)
+    memory_after: int
+    held: str  # the values held after it, e.g. "{x0, t2, d3}"
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    makespan: float
+    peak_memory: int
+    profile: tuple = field(repr=False)
+    budget: int | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "makespan": self.makespan,
+            "peak_memory": self.peak_memory,
+            "budget": self.budget,
+            "profile": [s.__dict__ for s in self.profile],
+        }
+
+
+def check_budget(budget) -> int | None:
+    """Validate a budget (bytes): None, or a non-negative integer."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real):
+        raise RematError(f"budget = {budget!r} is not a number")
+    if not isinstance(budget, numbers.Integral):
+        f = float(budget)
+        if math.isnan(f) or math.isinf(f) or not f.is_integer():
+            raise RematError(f"budget = {budget!r} is not an integer number of bytes")
+        budget = int(f)
+    budget = int(budget)
+    if budget < 0:
+        raise RematError(f"budget = {budget} is negative")
+    return budget
+
+
+def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | None = None,
+             allow_drop: bool = False) -> SimulationResult:
+    """Replay ``schedule`` on ``chain`` and check it against ``budget`` (bytes; None: no limit).
+
+    Returns makespan (sum of op times), peak memory (bytes; max over the ops' peaks and the
+    initial x_0) and the profile.  Raises :class:`InvalidScheduleError` (or its subclass
+    :class:`BudgetExceededError`) naming the first invalid step, and also when the schedule
+    ends without computing d_0.
+    """
+    if not isinstance(chain, Chain):
+        raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
+    if isinstance(schedule, str):
+        schedule = Schedule.parse(schedule)
+    elif not isinstance(schedule, Schedule):
+        schedule = Schedule(schedule)
+    budget = check_budget(budget)
+    state = State.initial(chain)
+    memory = chain.x_size[0]
+    peak = memory
+    if budget is not None and memory > budget:
+        raise InvalidScheduleError(
+            f"budget {budget} is below the size of the input x0 ({memory}), which is always held")
+    clock = 0.0
+    profile = []
+    for k, op in enumerate(schedule):
+        r = transition(chain, state, memory, op, allow_drop)
+        if isinstance(r, str):
+            raise InvalidScheduleError(r, k, op.token)
+        if budget is not None and r.peak > budget:
+            raise BudgetExceededError(
+                f"peak memory {r.peak} exceeds the budget {budget} (held {memory} before it, "
+                f"values {state.describe(chain)})", k, op.token, r.peak, budget)
+        profile.append(Step(k, op.token, clock, r.time, memory, r.peak, r.memory_after,
+                            r.state.describe(chain)))
+        clock += r.time
+        state, memory = r.state, r.memory_after
+        peak = max(peak, r.peak)
+    if not state.is_final():
+        if state.bwd_next == chain.length:
+            why = "the loss never ran"
+        else:
+            why = f"the last gradient computed is d{state.bwd_next + 1}"
+        raise InvalidScheduleError(f"the schedule ends without computing d0 ({why})")
+    return SimulationResult(makespan=clock, peak_memory=peak, profile=tuple(profile), budget=budget)

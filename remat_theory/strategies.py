@@ -1,0 +1,119 @@
+"""Hypothesis strategies for property-testing checkpointing solvers, ours or yours.
+
+Example::
+
+    from hypothesis import given
+    from remat_theory.strategies import chains, budgets, chains_and_budgets
+    from remat_theory import simulate
+
+    @given(chains_and_budgets(max_stages=5))
+    def test_my_solver(cb):
+        chain, budget = cb
+        schedule = my_solver(chain, budget)
+        if schedule is not None:
+            assert simulate(chain, schedule, budget).peak_memory <= budget
+
+Arguments are validated when the strategy is built; a bad one raises hypothesis'
+``InvalidArgument`` naming it (the ``hypothesis.strategies`` habit).
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from .chain import Chain
+from .families import FAMILIES
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgument(f"{name} = {value!r} must be an integer >= {minimum}")
+
+
+@st.composite
+def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, integer_times):
+    L = draw(st.integers(min_stages, max_stages))
+    if integer_times:
+        times = st.integers(0, max_time).map(float)
+    else:
+        times = st.floats(0.0, float(max_time), allow_nan=False, allow_infinity=False)
+    fwd = draw(st.lists(times, min_size=L, max_size=L))
+    bwd = draw(st.lists(times, min_size=L + 1, max_size=L + 1))
+    x = draw(st.lists(st.integers(1, max_size), min_size=L + 1, max_size=L + 1))
+    extra = draw(st.lists(st.integers(0, max_size), min_size=L, max_size=L))
+    tape = [x[i + 1] + extra[i] for i in range(L)]
+    use_overheads = draw(st.booleans()) if overheads is None else overheads
+    if use_overheads:
+        fo = draw(st.lists(st.integers(0, max_size), min_size=L, max_size=L))
+        bo = draw(st.lists(st.integers(0, max_size), min_size=L + 1, max_size=L + 1))
+    else:
+        fo, bo = [0] * L, [0] * (L + 1)
+    return Chain(fwd, bwd, x, tape, fo, bo, name=f"hypothesis-{L}")
+
+
+def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_size: int = 10,
+           overheads: bool | None = None, family: str | None = None,
+           integer_times: bool = True) -> st.SearchStrategy[Chain]:
+    """Random heterogeneous chains.
+
+    Parameters
+    ----------
+    min_stages, max_stages : range of L, the number of forward stages.
+    max_time : times are drawn in [0, max_time] (integers unless ``integer_times=False``).
+    max_size : activations in [1, max_size]; tapes exceed their output by [0, max_size];
+        overheads in [0, max_size].
+    overheads : True / False forces transient overheads on / off; None draws both.
+    family : None for independent uniform values, or a family name of
+        :mod:`remat_theory.families` (``random``, ``resnet``, ``transformer``, ``rnn``,
+        ``homogeneous``): the chain is that family's, with a drawn seed.
+    """
+    _check_int("min_stages", min_stages, 1)
+    _check_int("max_stages", max_stages, 1)
+    if max_stages < min_stages:
+        raise InvalidArgument(f"max_stages = {max_stages} is below min_stages = {min_stages}")
+    _check_int("max_time", max_time, 0)
+    _check_int("max_size", max_size, 1)
+    if overheads not in (None, True, False):
+        raise InvalidArgument(f"overheads = {overheads!r} must be True, False or None")
+    if family is not None:
+        if family not in FAMILIES:
+            raise InvalidArgument(f"family = {family!r} is unknown (known: {', '.join(FAMILIES)})")
+        gen = FAMILIES[family]
+
+        def build(args):
+            L, seed, ov = args
+            if family == "homogeneous":
+                return gen(L, seed)
+            return gen(L, seed, overheads=ov)
+
+        ov = st.booleans() if overheads is None else st.just(overheads)
+        return st.tuples(st.integers(min_stages, max_stages), st.integers(0, 2**32 - 1), ov).map(build)
+    return _random_chain(min_stages, max_stages, max_time, max_size, overheads, integer_times)
+
+
+def budgets(chain: Chain, *, feasible_only: bool = False, low: int | None = None,
+            high: int | None = None) -> st.SearchStrategy[int]:
+    """Integer budgets (bytes) for ``chain``.
+
+    By default from just below :meth:`Chain.memory_lower_bound` (so some are infeasible)
+    to a little above :meth:`Chain.store_all_memory`.  ``feasible_only=True`` starts at the
+    lower bound (budgets there may still be infeasible: the bound is necessary, not
+    sufficient).  ``low`` / ``high`` override the range.
+    """
+    if not isinstance(chain, Chain):
+        raise InvalidArgument(f"chain = {chain!r} is not a Chain")
+    lb, top = chain.memory_lower_bound(), chain.store_all_memory()
+    lo = low if low is not None else (lb if feasible_only else max(0, lb - 2))
+    hi = high if high is not None else top + 2
+    _check_int("low", lo, 0)
+    _check_int("high", hi, 0)
+    if hi < lo:
+        raise InvalidArgument(f"high = {hi} is below low = {lo}")
+    return st.integers(lo, hi)
+
+
+def chains_and_budgets(min_stages: int = 1, max_stages: int = 6, **kwargs) -> st.SearchStrategy:
+    """Pairs ``(chain, budget)`` with the budget drawn by :func:`budgets`."""
+    feasible_only = kwargs.pop("feasible_only", False)
+    return chains(min_stages, max_stages, **kwargs).flatmap(
+        lambda c: st.tuples(st.just(c), budgets(c, feasible_only=feasible_only)))

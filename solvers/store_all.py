@@ -1,0 +1,35 @@
+"""Store-all: no checkpointing at all (plain backpropagation).
+
+Every forward stage runs once as F_all (its tape is kept), then the loss, then every
+backward.  The makespan is the ideal one (sum of all forward and backward times) and the
+peak is :meth:`Chain.store_all_memory`.  It is the unique schedule with no recomputation
+and therefore optimal whenever it fits; below its peak it is infeasible.
+"""
+from __future__ import annotations
+
+from remat_theory.chain import Chain
+from remat_theory.schedule import LOSS_OP, Bwd, Fall, Schedule
+from remat_theory.solution import CLASS_NONE, FEASIBLE, INFEASIBLE, OPTIMAL, Solution
+
+from .registry import register
+
+
+def store_all_schedule(chain: Chain) -> Schedule:
+    """Fall0 .. Fall{L-1} Loss B{L-1} .. B0."""
+    L = chain.length
+    return Schedule([Fall(i) for i in range(L)] + [LOSS_OP] + [Bwd(i) for i in range(L - 1, -1, -1)])
+
+
+@register("store-all", optimal_for=CLASS_NONE,
+          description="No checkpointing: keep every tape (plain backpropagation).")
+def solve_store_all(chain: Chain, budget: int) -> Solution:
+    peak = chain.store_all_memory()
+    if peak > budget:
+        return Solution("store-all", INFEASIBLE, None, None, None, budget, min_budget=peak,
+                        message=f"store-all needs a budget of at least {peak}; got {budget}")
+    makespan = chain.ideal_makespan()
+    # No schedule can be faster than running each op once, so this is optimal in every class
+    # whenever it fits; the bound says so.
+    return Solution("store-all", OPTIMAL, store_all_schedule(chain), makespan, peak, budget,
+                    bound=makespan, optimal_for="all", min_budget=peak,
+                    message="no recomputation needed")

@@ -1,0 +1,171 @@
+"""The NP-hardness reduction: SUBSET-SUM (and PARTITION) to optimal re-materialization.
+
+``proofs/np_hardness.md`` states and proves the theorem; this module builds the instances
+so that tests can check the proof against exact search.
+
+Given positive integers a_1..a_n and a capacity C, :func:`subset_sum_instance` builds a
+chain of ``n + 1`` stages:
+
+* item stage i (i = 0..n-1): forward time a_{i+1}, tape size a_{i+1}, activation x_{i+1}
+  of size 0, backward time 0;
+* a final "gate" stage n: forward time 0, tape size G = sum(a), activation x_{n+1} of
+  size 0, backward time 0; the loss takes time 0; x_0 has size 0; no overheads;
+
+with the budget M = G + C.  Before B_n (the backward of the gate stage) can run, its tape
+(G bytes) is held, so the item tapes held at that moment sum to at most C; every item
+tape not held then must be recomputed afterwards, costing its forward time a_i once more.
+The optimal makespan is therefore exactly
+
+    OPT = 2 * sum(a) - max{ sum(K) : K subset of the items, sum(K) <= C }
+
+(:func:`subset_sum_optimum`), and ``OPT <= 2 * sum(a) - C`` iff some subset sums to C.
+PARTITION is the case C = sum(a) / 2 (:func:`partition_instance`).
+
+Only sizes and times of the chain grow with the numbers (they are written in binary), so
+the reduction is polynomial; the problem is NP-hard in the weak sense, consistent with the
+pseudo-polynomial persistent DP.
+"""
+from __future__ import annotations
+
+import itertools
+import numbers
+from dataclasses import dataclass
+from typing import Sequence
+
+from .chain import Chain
+from .errors import RematError
+from .schedule import LOSS_OP, Bwd, Fall, Fck, Schedule
+
+
+@dataclass(frozen=True)
+class HardInstance:
+    """A chain, a budget (bytes) and a makespan threshold built from a number problem.
+
+    ``threshold``: the instance of the number problem is a yes-instance iff some valid
+    schedule under ``budget`` has makespan <= ``threshold``.
+    """
+
+    values: tuple
+    capacity: int
+    chain: Chain
+    budget: int
+    threshold: float
+
+
+def _check_values(values: Sequence) -> tuple:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise RematError(f"values must be a list of positive integers, got {type(values).__name__}")
+    vals = []
+    for k, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise RematError(f"values[{k}] = {v!r} is not a positive integer")
+        vals.append(int(v))
+    if not vals:
+        raise RematError("values is empty: the reduction needs at least one number")
+    return tuple(vals)
+
+
+def subset_sum_instance(values: Sequence[int], capacity: int) -> HardInstance:
+    """The chain, budget and threshold of the SUBSET-SUM instance (values, capacity).
+
+    Yes-instance (some sub-multiset of ``values`` sums to ``capacity``) iff the optimal
+    makespan under the budget is <= ``2 * sum(values) - capacity``.
+    """
+    vals = _check_values(values)
+    if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) or capacity < 0:
+        raise RematError(f"capacity = {capacity!r} is not a non-negative integer")
+    capacity = int(capacity)
+    n, total = len(vals), sum(vals)
+    gate = total
+    chain = Chain(
+        fwd_time=[float(a) for a in vals] + [0.0],
+        bwd_time=[0.0] * (n + 2),
+        x_size=[0] * (n + 2),
+        tape_size=list(vals) + [gate],
+        name=f"subset-sum-{'-'.join(map(str, vals))}-c{capacity}",
+    )
+    return HardInstance(vals, capacity, chain, gate + capacity, float(2 * total - capacity))
+
+
+def partition_instance(values: Sequence[int]) -> HardInstance:
+    """The instance of PARTITION (split ``values`` into two halves of equal sum).
+
+    Capacity floor(sum/2) and threshold 3*sum/2: when the sum is odd the threshold cannot
+    be met (the item tapes kept sum to at most floor(sum/2) < sum/2).
+    """
+    vals = _check_values(values)
+    total = sum(vals)
+    inst = subset_sum_instance(vals, total // 2)
+    return HardInstance(vals, total // 2, inst.chain.with_name(
+        f"partition-{'-'.join(map(str, vals))}"), inst.budget, 1.5 * total)
+
+
+def best_subset_sum(values: Sequence[int], capacity: int) -> int:
+    """max{ sum(K) : K sub-multiset of values, sum(K) <= capacity } (pseudo-polynomial DP)."""
+    vals = _check_values(values)
+    reach = 1  # bit s set: some subset sums to s
+    mask = (1 << (capacity + 1)) - 1
+    for a in vals:
+        reach = (reach | reach << a) & mask
+    return reach.bit_length() - 1
+
+
+def is_partition_yes(values: Sequence[int]) -> bool:
+    """Whether ``values`` split into two parts of equal sum (by brute force over subsets)."""
+    vals = _check_values(values)
+    total = sum(vals)
+    if total % 2:
+        return False
+    return any(sum(c) * 2 == total for r in range(len(vals) + 1)
+               for c in itertools.combinations(vals, r))
+
+
+def subset_sum_optimum(values: Sequence[int], capacity: int) -> float:
+    """The optimal makespan of :func:`subset_sum_instance` as the proof derives it:
+    ``2 * sum(values) - best_subset_sum(values, capacity)``."""
+    vals = _check_values(values)
+    return float(2 * sum(vals) - best_subset_sum(vals, capacity))
+
+
+def witness_schedule(values: Sequence[int], kept: Sequence[int]) -> Schedule:
+    """The schedule of the proof's "if" direction: the item stages whose indices are in
+    ``kept`` run ``Fall`` in the forward pass (their tape stays until their backward); the
+    others run ``Fck`` and are recomputed with ``Fall`` just before their backward."""
+    vals = _check_values(values)
+    n = len(vals)
+    keep = set(kept)
+    bad = [k for k in keep if not (isinstance(k, numbers.Integral) and 0 <= k < n)]
+    if bad:
+        raise RematError(f"kept index {bad[0]!r} is out of range 0..{n - 1}")
+    ops = [Fall(i) if i in keep else Fck(i) for i in range(n)]
+    ops += [Fall(n), LOSS_OP, Bwd(n)]
+    for i in range(n - 1, -1, -1):
+        if i not in keep:
+            ops.append(Fall(i))
+        ops.append(Bwd(i))
+    return Schedule(ops)
+
+
+def best_kept_set(values: Sequence[int], capacity: int) -> tuple:
+    """Indices of a subset of largest sum <= capacity (brute force; for small n only)."""
+    vals = _check_values(values)
+    best, best_sum = (), -1
+    for r in range(len(vals) + 1):
+        for idx in itertools.combinations(range(len(vals)), r):
+            s = sum(vals[i] for i in idx)
+            if best_sum < s <= capacity:
+                best, best_sum = idx, s
+    return best
+
+
+def all_instances(max_items: int, max_value: int):
+    """Every PARTITION instance as a sequence: all tuples of 1..max_items values, each in
+    1..max_value (order matters for the chain, so all orders are listed)."""
+    for n in range(1, max_items + 1):
+        yield from itertools.product(range(1, max_value + 1), repeat=n)
+
+
+__all__ = ["HardInstance", "subset_sum_instance", "partition_instance", "best_subset_sum",
+           "is_partition_yes", "subset_sum_optimum", "witness_schedule", "best_kept_set",
+           "all_instances"]
+

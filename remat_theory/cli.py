@@ -26,11 +26,18 @@ def _commands():
     return mods
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``remat: error: ...``, exit code 2)."""
+
+    def error(self, message):  # noqa: D401 - argparse hook
+        self.exit(2, f"{self.prog.split()[0]}: error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="remat",
         description="Find, prove and confirm optimal activation re-materialization schedules.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod in sorted(_commands(), key=lambda m: getattr(m, "ORDER", 50)):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
@@ -41,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2, one line printed)
+        return int(e.code or 0)
     try:
         return int(args._run(args) or 0)
     except RematError as e:

@@ -117,3 +117,69 @@ def chains_and_budgets(min_stages: int = 1, max_stages: int = 6, **kwargs) -> st
     feasible_only = kwargs.pop("feasible_only", False)
     return chains(min_stages, max_stages, **kwargs).flatmap(
         lambda c: st.tuples(st.just(c), budgets(c, feasible_only=feasible_only)))
+
+
+def _forward_path_to_backward(chain: Chain, state, memory):
+    """Shortest list of forward ops after which the next backward op is valid (BFS over
+    simulator states, no budget).  Always exists: x_0 is held and every stage not yet
+    differentiated can be recomputed from it."""
+    from collections import deque
+
+    from .schedule import LOSS_OP, Bwd, Fall, Fck, Fn
+    from .simulator import transition
+
+    def bwd_op(s):
+        return LOSS_OP if s.bwd_next == chain.length else Bwd(s.bwd_next)
+
+    seen = {state}
+    queue = deque([(state, memory, [])])
+    while queue:
+        s, mem, path = queue.popleft()
+        if not isinstance(transition(chain, s, mem, bwd_op(s)), str):
+            return path
+        for i in range(min(s.bwd_next, chain.length - 1) + 1):
+            for op in (Fn(i), Fck(i), Fall(i)):
+                r = transition(chain, s, mem, op)
+                if not isinstance(r, str) and r.state not in seen:
+                    seen.add(r.state)
+                    queue.append((r.state, r.memory_after, path + [op]))
+    raise AssertionError("unreachable: a forward path to the next backward always exists")
+
+
+@st.composite
+def valid_schedules(draw, chain: Chain, max_random_steps: int = 30):
+    """Random valid schedules of ``chain`` (no budget): a random walk over the valid
+    operations of the simulator (wasteful recomputations included), completed by the
+    shortest forward paths once ``max_random_steps`` is spent."""
+    from .schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
+    from .simulator import State, transition
+
+    if not isinstance(chain, Chain):
+        raise InvalidArgument(f"chain = {chain!r} is not a Chain")
+    _check_int("max_random_steps", max_random_steps, 0)
+    state, mem = State.initial(chain), chain.x_size[0]
+    ops = []
+    steps = draw(st.integers(0, max_random_steps))
+    while not state.is_final():
+        bwd = LOSS_OP if state.bwd_next == chain.length else Bwd(state.bwd_next)
+        candidates = [bwd] + [op for i in range(min(state.bwd_next, chain.length - 1) + 1)
+                              for op in (Fn(i), Fck(i), Fall(i))]
+        valid = [(op, r) for op in candidates
+                 if not isinstance(r := transition(chain, state, mem, op), str)]
+        if steps > 0 and valid:
+            steps -= 1
+            op, r = valid[draw(st.integers(0, len(valid) - 1))]
+            chosen = [(op, r)]
+        else:
+            path = _forward_path_to_backward(chain, state, mem) + [bwd]
+            chosen = []
+            for op in path:
+                r = transition(chain, state, mem, op)
+                chosen.append((op, r))
+                state, mem = r.state, r.memory_after
+            ops.extend(op for op, _ in chosen)
+            continue
+        for op, r in chosen:
+            ops.append(op)
+            state, mem = r.state, r.memory_after
+    return Schedule(ops)

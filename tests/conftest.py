@@ -1,0 +1,12 @@
+import os
+
+from hypothesis import HealthCheck, settings
+
+# In CI, hypothesis runs derandomized (the same examples every run) so that a red CI always
+# means a reproducible failure; locally it explores new examples each run.
+settings.register_profile(
+    "ci", deadline=None, derandomize=True, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -1,0 +1,111 @@
+"""Exhaustive search against a second, independent enumeration and against closed forms."""
+import itertools
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import solvers
+from remat_theory import Chain, simulate
+from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
+from remat_theory.simulator import State, transition
+from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
+from remat_theory.strategies import chains, chains_and_budgets
+from remat_theory.errors import SolverError
+from solvers.exhaustive import min_feasible_budget
+
+
+def brute_force(chain, budget, max_len):
+    """Best makespan over every op sequence of at most ``max_len`` ops (depth-first, no
+    state merging): an oracle that shares nothing with A* but the transition rules."""
+    L = chain.length
+    ops = [LOSS_OP] + [Bwd(i) for i in range(L)] + [f(i) for i in range(L) for f in (Fn, Fck, Fall)]
+    best = math.inf
+
+    def dfs(state, mem, t, depth):
+        nonlocal best
+        if state.is_final():
+            best = min(best, t)
+            return
+        if depth == max_len or t >= best:
+            return
+        for op in ops:
+            r = transition(chain, state, mem, op)
+            if not isinstance(r, str) and r.peak <= budget:
+                dfs(r.state, r.memory_after, t + r.time, depth + 1)
+
+    dfs(State.initial(chain), chain.x_size[0], 0.0, 0)
+    return best
+
+
+@settings(max_examples=40)
+@given(chains_and_budgets(1, 2, max_size=5, max_time=5))
+def test_exhaustive_equals_brute_force_on_tiny_chains(cb):
+    chain, budget = cb
+    max_len = 4 * chain.length + 4
+    best = brute_force(chain, budget, max_len)
+    sol = solvers.solve(chain, budget, "exhaustive")
+    if sol.status == INFEASIBLE:
+        assert best == math.inf
+        return
+    assert sol.status == OPTIMAL
+    # Every enumerated schedule is valid, so A* (claimed optimal) can be no worse ...
+    assert sol.makespan <= best + 1e-9
+    # ... and when its schedule is short enough to be enumerated, no better either.
+    if len(sol.schedule) <= max_len:
+        assert sol.makespan == pytest.approx(best)
+
+
+@settings(max_examples=60)
+@given(chains(1, 5))
+def test_feasibility_threshold_is_exact(chain):
+    m = min_feasible_budget(chain)
+    assert solvers.solve(chain, m, "exhaustive").status == OPTIMAL
+    low = solvers.solve(chain, m - 1, "exhaustive")
+    assert low.status == INFEASIBLE and low.min_budget == m
+
+
+@settings(max_examples=60)
+@given(chains_and_budgets(1, 5))
+def test_exhaustive_bounds(cb):
+    chain, budget = cb
+    sol = solvers.solve(chain, budget, "exhaustive")
+    if sol.status == OPTIMAL:
+        assert sol.makespan >= chain.ideal_makespan() - 1e-9
+        assert sol.peak_memory <= budget
+        if budget >= chain.store_all_memory():
+            assert sol.makespan == pytest.approx(chain.ideal_makespan())
+        more = solvers.solve(chain, budget + 3, "exhaustive")
+        assert more.makespan <= sol.makespan + 1e-9  # monotone in the budget
+
+
+def test_drop_can_only_help():
+    c = Chain([3, 1, 1], [1, 1, 1, 1], [1, 4, 1, 1], [4, 4, 1], [0, 0, 0], [0, 0, 0, 0])
+    for b in range(min_feasible_budget(c), c.store_all_memory() + 1):
+        plain = solvers.solve(c, b, "exhaustive")
+        dropped = solvers.solve(c, b, "exhaustive", allow_drop=True)
+        assert dropped.makespan <= plain.makespan + 1e-9
+        assert dropped.optimal_for == "all+drop"
+
+
+def test_time_limit_and_size_guard():
+    c = Chain.homogeneous(8, x_size=1, tape_size=2)
+    sol = solvers.solve(c, min_feasible_budget(c) + 1, "exhaustive", time_limit=1e-9)
+    assert sol.status in (TIME_LIMIT, OPTIMAL)
+    if sol.status == TIME_LIMIT:
+        assert sol.schedule is None and "not proven optimal" in sol.message
+    with pytest.raises(SolverError, match="max_stages = 8"):
+        solvers.solve(Chain.homogeneous(9), 100, "exhaustive")
+
+
+def test_homogeneous_three_stage_optimum_by_hand():
+    # Unit sizes, tape = activation, free loss.  Store-all peaks at B2: x0 + t1 + t2 + t3 +
+    # d3 + d2 = 6.  At 5, B2 must run holding only x0, d3, t3, x2 (+ d2), so x1 is lost and
+    # F0, F1 run again before B1 (as Fall0 Fall1, keeping t1 for B0): 8 = 6 + 2.
+    c = Chain.homogeneous(3, fwd_time=1, bwd_time=1, x_size=1, tape_size=1)
+    assert c.store_all_memory() == 6 and min_feasible_budget(c) == 5
+    assert solvers.solve(c, 6, "exhaustive").makespan == 6
+    s5 = solvers.solve(c, 5, "exhaustive")
+    assert s5.makespan == 8 and simulate(c, s5.schedule, 5).makespan == 8
+    assert simulate(c, "Fn0 Fn1 Fall2 Loss B2 Fall0 Fall1 B1 B0", 5).makespan == 8

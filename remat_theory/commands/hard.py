@@ -1,0 +1,137 @@
+"""``remat hard --objective dp-gap|baseline-gap|ilp-time [--solver NAME] [--time S] [--out DIR]``"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from ..certificates import Certificate
+from ..chain import Chain
+from ..errors import RematError
+from ..hard_search import OBJECTIVES, Found, SearchConfig, certificate, search
+from ._common import positive_float, positive_int, print_json
+
+NAME = "hard"
+ORDER = 60
+HELP = "search for hard instances (DP/OPT gap, baseline/OPT gap, slow ILP proofs)"
+DESCRIPTION = (
+    "Random restarts plus local search over stage values, in parallel over processes, then "
+    "shrinking the best instance to a minimal one that keeps its score. OPT is exhaustive "
+    "search (up to 7 stages) or a proven ILP optimum. Writes a corpus of certificate files "
+    "(remat-certificate/1: the chain, the budget, each solver's schedule, makespan, status).")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--objective", choices=OBJECTIVES, default="dp-gap",
+                   help="dp-gap: DP / OPT; baseline-gap: SOLVER / OPT; ilp-time: seconds to "
+                        "prove the ILP optimum")
+    p.add_argument("--solver", default=None,
+                   help="solver compared with OPT (dp-gap: default dp, e.g. dp-weak; "
+                        "baseline-gap: required)")
+    p.add_argument("--time", type=positive_float, default=60.0,
+                   help="total wall-clock seconds (search, then shrinking); default 60")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="worker processes (default: every core)")
+    p.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address, or 'local' (default: local processes)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write the corpus here (one JSON file per instance)")
+    p.add_argument("--top", type=positive_int, default=5,
+                   help="how many of the best instances found to write besides the shrunk "
+                        "one (default 5)")
+    p.add_argument("--min-stages", type=positive_int, default=3, dest="min_stages")
+    p.add_argument("--max-stages", type=positive_int, default=6, dest="max_stages",
+                   help="largest L drawn (default 6; above 7 OPT is the ILP)")
+    p.add_argument("--max-time", type=positive_int, default=10, dest="max_time",
+                   help="largest stage time drawn (integers)")
+    p.add_argument("--max-size", type=positive_int, default=10, dest="max_size",
+                   help="largest activation size drawn (bytes)")
+    p.add_argument("--overheads", action="store_true", help="draw transient overheads too")
+    p.add_argument("--keep", type=float, default=None,
+                   help="the shrinker keeps score >= KEEP (default: the best score found)")
+    p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
+    p.add_argument("--json", action="store_true", help="print one JSON summary object")
+
+
+def _fmt(score) -> str:
+    if score is None:
+        return "-"
+    if math.isinf(score):
+        return "inf"
+    return f"{score:.4f}"
+
+
+def _name(kind: str, cfg: SearchConfig, k: int, f: Found) -> str:
+    L = Chain.from_dict(f.chain).length
+    s = "inf" if math.isinf(f.score) else f"{f.score:.4f}"
+    return f"{cfg.objective}-{kind}{k:02d}-L{L}-score{s}.json"
+
+
+def run(args) -> int:
+    if args.objective == "ilp-time" and args.solver:
+        raise RematError("--solver is not used by --objective ilp-time (it times the ilp solver)")
+    if args.keep is not None and not math.isfinite(args.keep):
+        raise RematError(f"--keep = {args.keep} must be a finite number")
+    cfg = SearchConfig(objective=args.objective, solver=args.solver,
+                       min_stages=args.min_stages, max_stages=args.max_stages,
+                       max_time=args.max_time, max_size=args.max_size,
+                       overheads=args.overheads)
+    res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
+                 scheduler=args.scheduler, progress=not args.no_progress and not args.json,
+                 keep=args.keep)
+    written = []
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        if res.shrunk is not None:
+            cert = certificate(res.shrunk, cfg, description=(
+                f"remat hard --objective {cfg.objective} --seed {args.seed}: best instance "
+                f"found, shrunk keeping score >= {_fmt(args.keep or res.found[0].score)}"))
+            written.append(str(cert.save(out / _name("shrunk", cfg, 0, res.shrunk))))
+        for k, f in enumerate(res.found[:args.top]):
+            cert = certificate(f, cfg, description=(
+                f"remat hard --objective {cfg.objective} --seed {args.seed}: restart seed {f.seed}"))
+            written.append(str(cert.save(out / _name("found", cfg, k, f))))
+        for k, (msg, chain, budget) in enumerate(res.anomalies[:20]):
+            cert = Certificate(Chain.from_dict(chain), budget,
+                               {"note": {"solver": "none", "status": "anomaly", "makespan": None,
+                                         "schedule": None}},
+                               claim="anomaly", description=msg)
+            written.append(str(cert.save(out / f"anomaly-{k:02d}.json")))
+    summary = {
+        "objective": cfg.objective,
+        "solver": cfg.target,
+        "evaluations": res.evaluations,
+        "restarts": len(res.found),
+        "best_score": None if not res.found else _fmt(res.found[0].score),
+        "shrunk_score": None if res.shrunk is None else _fmt(res.shrunk.score),
+        "shrunk": None if res.shrunk is None else {"chain": res.shrunk.chain,
+                                                     "budget": res.shrunk.budget},
+        "anomalies": [m for m, _, _ in res.anomalies],
+        "files": written,
+        "wall_time": round(res.wall_time, 2),
+    }
+    if args.json:
+        print_json(summary)
+    else:
+        print(f"remat hard {cfg.objective} ({cfg.target} vs OPT): {res.evaluations} instances "
+              f"evaluated in {res.wall_time:.1f} s")
+        if not res.found:
+            print("no scorable instance found (is the time too short?)")
+        else:
+            print(f"best score {_fmt(res.found[0].score)}")
+        if res.shrunk is not None:
+            c = Chain.from_dict(res.shrunk.chain)
+            print(f"shrunk to L={c.length}, budget {res.shrunk.budget}, score "
+                  f"{_fmt(res.shrunk.score)}:")
+            for f in ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead",
+                      "bwd_overhead"):
+                print(f"  {f:13s} {list(getattr(c, f))}")
+        for path in written:
+            print(f"wrote {path}")
+    if res.anomalies:
+        print(f"remat: {len(res.anomalies)} anomalies (a solver failed its replay or beat the "
+              f"exact optimum); first: {res.anomalies[0][0]}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,491 @@
+"""Search for hard instances: random restarts, local search, then shrinking.
+
+An *instance* is a chain with integer stage values and a budget (bytes).  An *objective*
+scores it (higher is harder):
+
+* ``dp-gap``: makespan of the persistent DP (or of the solver named by ``solver``, e.g.
+  ``dp-weak``) divided by the exact optimum OPT; ``inf`` when OPT fits the budget but the
+  DP's class has no schedule there.
+* ``baseline-gap``: the same ratio for a baseline heuristic (``solver`` required).
+* ``ilp-time``: the seconds the ``ilp`` solver takes to prove its optimum (only proven
+  solves count), a measure of how hard the MILP finds the instance.
+
+OPT is ``exhaustive`` (A* over simulator states, no modelling argument) when the chain has
+at most :data:`EXHAUSTIVE_MAX_STAGES` stages, else ``ilp`` when it proves optimality; an
+instance whose optimum is not proven scores nothing.
+
+The search (:func:`search`) runs independent *restarts*, each a top-level function of its
+own seed (:func:`run_restart`), spread over processes by
+:func:`remat_theory.parallel.parallel_map`: each draws a random instance and hill-climbs
+by changing one stage value or the budget at a time, accepting moves that do not lower
+the score.  The best instance is then *shrunk* (:func:`shrink`), as hypothesis shrinks a
+failing example: fewer stages first, then smaller integers, then a smaller budget, keeping
+the property ``score >= keep`` throughout.
+
+A solver that returns a wrong answer (rejected by the registry's replay), or a class-
+restricted solver that beats the exact optimum, is an *anomaly*: it is recorded, never
+scored.  This module sits above the solver floor (it calls solvers by name).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .certificates import Certificate, solution_entry
+from .chain import Chain
+from .errors import RematError
+from .solution import INFEASIBLE, OPTIMAL
+
+OBJECTIVES = ("dp-gap", "baseline-gap", "ilp-time")
+EXHAUSTIVE_MAX_STAGES = 7
+_SIZE_FIELDS = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead")
+_TIME_FIELDS = ("fwd_time", "bwd_time")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """What to search for and where.
+
+    objective : one of :data:`OBJECTIVES`.
+    solver : the solver compared with OPT (``dp-gap``: default ``dp``; ``baseline-gap``:
+        required); ignored by ``ilp-time``.
+    min_stages, max_stages : range of L for fresh instances.
+    max_time : stage times are integers in [1, max_time] when drawn (0 allowed by moves).
+    max_size : activations in [1, max_size]; tapes exceed their output by [0, max_size].
+    overheads : draw transient overheads (else all zero).
+    ilp_time_limit : seconds for ``ilp`` when it is OPT or the measured solver.
+    """
+
+    objective: str = "dp-gap"
+    solver: str | None = None
+    min_stages: int = 3
+    max_stages: int = 6
+    max_time: int = 10
+    max_size: int = 10
+    overheads: bool = False
+    ilp_time_limit: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise RematError(f"objective = {self.objective!r} is unknown (known: "
+                             f"{', '.join(OBJECTIVES)})")
+        if self.objective == "baseline-gap" and not self.solver:
+            raise RematError("objective baseline-gap needs a solver (--solver NAME)")
+        for name in ("min_stages", "max_stages", "max_time", "max_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise RematError(f"{name} = {v!r} must be an integer >= 1")
+        if self.max_stages < self.min_stages:
+            raise RematError(f"max_stages = {self.max_stages} is below min_stages = "
+                             f"{self.min_stages}")
+
+    @property
+    def target(self) -> str:
+        if self.objective == "ilp-time":
+            return "ilp"
+        return self.solver or "dp"
+
+    def check_solvers(self) -> None:
+        """Raise naming the solver if one this objective needs is not registered."""
+        import solvers
+
+        known = solvers.names()
+        need = [self.target, "exhaustive"]
+        if self.max_stages > EXHAUSTIVE_MAX_STAGES:
+            need.append("ilp")
+        for name in need:
+            if name not in known:
+                raise RematError(f"solver {name!r} is not available (known: {', '.join(known)})")
+
+
+@dataclass
+class Evaluation:
+    """The score of one instance and the solutions behind it (label -> (Solution, options))."""
+
+    score: float | None
+    solutions: dict = field(default_factory=dict)
+    anomaly: str | None = None
+
+
+def _opt(chain: Chain, budget: int, cfg: SearchConfig):
+    import solvers
+
+    if chain.length <= EXHAUSTIVE_MAX_STAGES:
+        return solvers.solve(chain, budget, "exhaustive"), {}
+    opts = {"time_limit": cfg.ilp_time_limit}
+    return solvers.solve(chain, budget, "ilp", **opts), opts
+
+
+def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
+    """Score ``(chain, budget)`` for ``cfg.objective`` (None: not scorable, e.g. OPT is
+    infeasible or unproven)."""
+    import solvers
+
+    try:
+        opt, opt_opts = _opt(chain, budget, cfg)
+    except RematError as e:
+        return Evaluation(None, anomaly=f"OPT solver failed: {e}")
+    sols = {"opt": (opt, opt_opts)}
+    if opt.status != OPTIMAL:
+        return Evaluation(None, sols)
+    target_opts = {"time_limit": cfg.ilp_time_limit} if cfg.target == "ilp" else {}
+    try:
+        sol = solvers.solve(chain, budget, cfg.target, **target_opts)
+    except RematError as e:
+        return Evaluation(None, sols, anomaly=f"solver {cfg.target} failed: {e}")
+    sols[cfg.target] = (sol, target_opts)
+    if cfg.objective == "ilp-time":
+        if sol.status != OPTIMAL:
+            return Evaluation(None, sols)
+        if not math.isclose(sol.makespan, opt.makespan, rel_tol=1e-9, abs_tol=1e-9):
+            return Evaluation(None, sols, anomaly=f"ilp proves {sol.makespan} but OPT is "
+                                                  f"{opt.makespan}")
+        return Evaluation(sol.wall_time, sols)
+    if sol.status == INFEASIBLE:
+        return Evaluation(math.inf, sols)
+    if sol.makespan is None:
+        return Evaluation(None, sols)
+    if sol.makespan < opt.makespan - 1e-9 * max(1.0, abs(opt.makespan)):
+        return Evaluation(None, sols, anomaly=f"{cfg.target} ({sol.makespan}) beats the exact "
+                                              f"optimum ({opt.makespan})")
+    if opt.makespan <= 0:
+        return Evaluation(1.0, sols)
+    return Evaluation(sol.makespan / opt.makespan, sols)
+
+
+# ---------------------------------------------------------------------- instances as lists
+
+def _values(chain: Chain) -> dict:
+    return {f: [int(v) if f in _SIZE_FIELDS else v for v in getattr(chain, f)]
+            for f in _TIME_FIELDS + _SIZE_FIELDS}
+
+
+def _build(vals: dict, name: str = "hard") -> Chain | None:
+    try:
+        return Chain(vals["fwd_time"], vals["bwd_time"], vals["x_size"], vals["tape_size"],
+                     vals["fwd_overhead"], vals["bwd_overhead"], name=name)
+    except RematError:
+        return None
+
+
+def random_instance(rng: np.random.Generator, cfg: SearchConfig) -> tuple[Chain, int]:
+    """A fresh random chain of cfg's shape and a budget drawn between its memory lower
+    bound and its store-all peak (an infeasible budget is raised later by the caller)."""
+    L = int(rng.integers(cfg.min_stages, cfg.max_stages + 1))
+    t = lambda n: [float(v) for v in rng.integers(1, cfg.max_time + 1, n)]  # noqa: E731
+    x = [int(v) for v in rng.integers(1, cfg.max_size + 1, L + 1)]
+    tape = [x[i + 1] + int(rng.integers(0, cfg.max_size + 1)) for i in range(L)]
+    if cfg.overheads:
+        fo = [int(v) for v in rng.integers(0, cfg.max_size + 1, L)]
+        bo = [int(v) for v in rng.integers(0, cfg.max_size + 1, L + 1)]
+    else:
+        fo, bo = [0] * L, [0] * (L + 1)
+    chain = Chain(t(L), t(L + 1), x, tape, fo, bo, name="hard")
+    lb, top = chain.memory_lower_bound(), chain.store_all_memory()
+    budget = int(lb + rng.random() * 0.6 * max(0, top - lb))
+    return chain, budget
+
+
+def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConfig):
+    """One local move: change one stage value (or the budget) by a small step."""
+    vals = _values(chain)
+    fields = list(_TIME_FIELDS) + ["x_size", "tape_size"]
+    if cfg.overheads:
+        fields += ["fwd_overhead", "bwd_overhead"]
+    if rng.random() < 0.2:
+        step = int(rng.choice([-3, -2, -1, 1, 2, 3]))
+        return chain, max(0, budget + step)
+    f = fields[int(rng.integers(len(fields)))]
+    i = int(rng.integers(len(vals[f])))
+    hi = cfg.max_time if f in _TIME_FIELDS else 2 * cfg.max_size
+    if rng.random() < 0.3:
+        new = int(rng.integers(0 if f in _TIME_FIELDS else 1, hi + 1))
+    else:
+        new = int(vals[f][i]) + int(rng.choice([-2, -1, 1, 2]))
+    new = max(0, min(new, 3 * hi))
+    vals[f][i] = float(new) if f in _TIME_FIELDS else new
+    if f == "x_size" and i >= 1:  # keep the tape of F_{i-1} at least x_i
+        vals["tape_size"][i - 1] = max(vals["tape_size"][i - 1], new)
+    if f == "tape_size":
+        vals["tape_size"][i] = max(new, vals["x_size"][i + 1])
+    c = _build(vals)
+    if c is None:
+        return chain, budget
+    # keep the budget at the same distance above the memory lower bound
+    b = max(0, budget + c.memory_lower_bound() - chain.memory_lower_bound())
+    return c, b
+
+
+def _feasible_budget(chain: Chain, budget: int, ev: Evaluation) -> int | None:
+    """A feasible budget near ``budget`` when OPT said it is infeasible."""
+    opt = ev.solutions.get("opt", (None,))[0]
+    if opt is not None and opt.status == INFEASIBLE and opt.min_budget is not None:
+        return max(budget, opt.min_budget)
+    return None
+
+
+@dataclass
+class Found:
+    """An instance with its score (picklable: the chain travels as a dict)."""
+
+    score: float
+    chain: dict
+    budget: int
+    seed: int = 0
+
+    def chain_obj(self) -> Chain:
+        return Chain.from_dict(self.chain)
+
+
+@dataclass
+class RestartResult:
+    best: Found | None
+    evaluations: int
+    anomalies: list  # (message, chain dict, budget)
+
+
+def run_restart(task: tuple) -> RestartResult:
+    """One restart (a top-level function, so that processes can run it).
+
+    ``task = (cfg, seed, seconds, max_evals)``: draw a random instance from ``seed`` and
+    hill-climb for ``seconds`` (or ``max_evals`` evaluations, whichever comes first).
+    """
+    cfg, seed, seconds, max_evals = task
+    rng = np.random.default_rng(seed)
+    deadline = time.perf_counter() + seconds
+    evals = 0
+    anomalies = []
+    cur = None  # (score, chain, budget)
+    best = None
+
+    def score_of(chain, budget):
+        nonlocal evals
+        evals += 1
+        ev = evaluate(chain, budget, cfg)
+        if ev.anomaly:
+            anomalies.append((ev.anomaly, chain.to_dict(), budget))
+        if ev.score is None:
+            b2 = _feasible_budget(chain, budget, ev)
+            if b2 is not None and b2 != budget:
+                evals += 1
+                ev = evaluate(chain, b2, cfg)
+                if ev.anomaly:
+                    anomalies.append((ev.anomaly, chain.to_dict(), b2))
+                return ev.score, b2
+        return ev.score, budget
+
+    def out_of_time():
+        return time.perf_counter() > deadline or (max_evals is not None and evals >= max_evals)
+
+    while not out_of_time():
+        if cur is None or rng.random() < 0.02:  # fresh start (rarely, also mid-climb)
+            chain, budget = random_instance(rng, cfg)
+            s, budget = score_of(chain, budget)
+            if s is not None:
+                cur = (s, chain, budget)
+        else:
+            chain, budget = _mutate(rng, cur[1], cur[2], cfg)
+            s, budget = score_of(chain, budget)
+            if s is not None and s >= cur[0]:
+                cur = (s, chain, budget)
+        if cur is not None and (best is None or cur[0] > best[0]):
+            best = cur
+    found = None if best is None else Found(best[0], best[1].to_dict(), best[2], seed)
+    return RestartResult(found, evals, anomalies[:5])
+
+
+# ---------------------------------------------------------------------- shrinking
+
+def _complexity(chain: Chain, budget: int) -> tuple:
+    """Shrink order: fewer stages, then smaller sum of values, then smaller budget."""
+    vals = _values(chain)
+    return (chain.length, sum(sum(v) for v in vals.values()), budget)
+
+
+def _delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
+    """The chain without forward stage i (keep_output: x_{i+1} replaces x_i as its input)."""
+    L = chain.length
+    if L <= 1:
+        return None
+    v = _values(chain)
+    drop_x = i if keep_output else i + 1
+    if drop_x == L + 1 or (drop_x == 0 and not keep_output):
+        return None
+    new = {
+        "fwd_time": v["fwd_time"][:i] + v["fwd_time"][i + 1:],
+        "bwd_time": v["bwd_time"][:i] + v["bwd_time"][i + 1:],
+        "x_size": v["x_size"][:drop_x] + v["x_size"][drop_x + 1:],
+        "tape_size": v["tape_size"][:i] + v["tape_size"][i + 1:],
+        "fwd_overhead": v["fwd_overhead"][:i] + v["fwd_overhead"][i + 1:],
+        "bwd_overhead": v["bwd_overhead"][:i] + v["bwd_overhead"][i + 1:],
+    }
+    for j in range(L - 1):  # restore tape >= next activation
+        new["tape_size"][j] = max(new["tape_size"][j], new["x_size"][j + 1])
+    return _build(new, chain.name)
+
+
+def _candidates(chain: Chain, budget: int):
+    """Simpler instances, simplest first (hypothesis-style shrink passes)."""
+    L = chain.length
+    for i in range(L):
+        for keep_output in (False, True):
+            c = _delete_stage(chain, i, keep_output)
+            if c is None:
+                continue
+            lb_drop = chain.memory_lower_bound() - c.memory_lower_bound()
+            for b in sorted({budget, budget - lb_drop, c.store_all_memory() - 1}):
+                if b >= 0:
+                    yield c, b
+    vals = _values(chain)
+    for f in _TIME_FIELDS + _SIZE_FIELDS:
+        for i, v in enumerate(vals[f]):
+            v = int(v)
+            floor = vals["x_size"][i + 1] if f == "tape_size" else 0
+            for new in sorted({floor, floor + 1, (v + floor) // 2, v - 1}):
+                if new < floor or new >= v:
+                    continue
+                w = {k: list(x) for k, x in vals.items()}
+                w[f][i] = float(new) if f in _TIME_FIELDS else new
+                if f == "x_size" and i >= 1:
+                    w["tape_size"][i - 1] = max(w["tape_size"][i - 1], new)
+                c = _build(w, chain.name)
+                if c is None:
+                    continue
+                if f in _SIZE_FIELDS:
+                    yield c, budget - (v - new)
+                yield c, budget
+    times = [int(t) for f in _TIME_FIELDS for t in vals[f]]
+    g = math.gcd(*times) if any(times) else 0
+    if g > 1:
+        w = {k: list(x) for k, x in vals.items()}
+        for f in _TIME_FIELDS:
+            w[f] = [float(int(t) // g) for t in w[f]]
+        c = _build(w, chain.name)
+        if c is not None:
+            yield c, budget
+    gs = math.gcd(chain.size_gcd(), budget)
+    if gs > 1:
+        yield chain.scaled_sizes(gs), budget // gs
+    for b in (budget - 1,):
+        if b >= 0:
+            yield chain, b
+
+
+def shrink(chain: Chain, budget: int, keep: Callable[[Chain, int], bool],
+           deadline: float | None = None, max_steps: int = 10_000) -> tuple[Chain, int]:
+    """Greedy shrinking: repeatedly replace the instance by the first simpler candidate
+    that still satisfies ``keep`` until none does (or the deadline, a
+    ``time.perf_counter()`` value, passes).  Values must be integers."""
+    for _ in range(max_steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        here = _complexity(chain, budget)
+        for c, b in _candidates(chain, budget):
+            if _complexity(c, b) >= here:
+                continue
+            if deadline is not None and time.perf_counter() > deadline:
+                return chain, budget
+            if keep(c, b):
+                chain, budget = c, b
+                break
+        else:
+            break
+    return chain, budget
+
+
+# ---------------------------------------------------------------------- the whole search
+
+@dataclass
+class SearchResult:
+    config: SearchConfig
+    found: list  # Found, best first (one per restart that scored anything)
+    shrunk: Found | None
+    evaluations: int
+    anomalies: list
+    wall_time: float
+
+
+def _search_items(cfg: SearchConfig, seed: int, seconds: float, workers: int,
+                  restart_seconds: float | None, max_evals: int | None) -> list:
+    per = restart_seconds or max(2.0, min(15.0, seconds / 3))
+    rounds = max(1, int(round(seconds / per)))
+    n = max(workers, rounds * workers)
+    per = seconds * workers / n if restart_seconds is None else per
+    ss = np.random.SeedSequence(seed)
+    seeds = [int(s.generate_state(1)[0]) for s in ss.spawn(n)]
+    return [(cfg, s, per, max_evals) for s in seeds]
+
+
+def search(cfg: SearchConfig, *, seconds: float = 60.0, seed: int = 0,
+           workers: int | None = None, scheduler=None, progress: bool = True,
+           shrink_fraction: float = 0.35, keep: float | None = None,
+           restart_seconds: float | None = None, max_evals: int | None = None) -> SearchResult:
+    """Run the restarts in parallel for about ``(1 - shrink_fraction) * seconds``, then shrink
+    the best instance for the rest of the time.
+
+    keep : the shrinker keeps ``score >= keep`` (default: the best score found, so that
+        shrinking never loses hardness).
+    """
+    from .parallel import default_workers, parallel_map
+
+    if not (isinstance(seconds, (int, float)) and seconds > 0 and math.isfinite(seconds)):
+        raise RematError(f"seconds = {seconds!r} must be a positive number")
+    cfg.check_solvers()
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    n_workers = workers or default_workers()
+    items = _search_items(cfg, seed, seconds * (1 - shrink_fraction), n_workers,
+                          restart_seconds, max_evals)
+    results = parallel_map(run_restart, items, workers=n_workers, scheduler=scheduler,
+                           progress=progress, desc=f"hard {cfg.objective}")
+    found = sorted((r.best for r in results if r.best is not None), key=lambda f: -f.score)
+    anomalies = [a for r in results for a in r.anomalies]
+    evals = sum(r.evaluations for r in results)
+    shrunk = None
+    if found:
+        best = found[0]
+        target = best.score if keep is None else keep
+        chain, budget = shrink(best.chain_obj(), best.budget,
+                               lambda c, b: _keeps(c, b, cfg, target),
+                               deadline=max(deadline, time.perf_counter() + 1.0))
+        ev = evaluate(chain, budget, cfg)
+        if ev.score is not None and ev.score >= target:
+            shrunk = Found(ev.score, chain.to_dict(), budget, best.seed)
+    return SearchResult(cfg, found, shrunk, evals, anomalies, time.perf_counter() - t0)
+
+
+def _keeps(chain: Chain, budget: int, cfg: SearchConfig, target: float) -> bool:
+    ev = evaluate(chain, budget, cfg)
+    return ev.score is not None and ev.score >= target
+
+
+def certificate(found: Found, cfg: SearchConfig, claim: str | None = None,
+                description: str = "") -> Certificate:
+    """Evaluate ``found`` again and record every solver's answer as a certificate."""
+    chain = found.chain_obj()
+    ev = evaluate(chain, found.budget, cfg)
+    sols = {label: solution_entry(sol, opts) for label, (sol, opts) in ev.solutions.items()}
+    facts = {"objective": cfg.objective, "solver": cfg.target, "score": _json_num(ev.score),
+             "stages": chain.length}
+    opt = ev.solutions.get("opt", (None,))[0]
+    tgt = ev.solutions.get(cfg.target, (None,))[0]
+    if opt is not None and tgt is not None and opt.makespan and tgt.makespan is not None:
+        facts["ratio"] = tgt.makespan / opt.makespan
+    return Certificate(chain, found.budget, sols, claim or f"hard-{cfg.objective}",
+                       description, facts)
+
+
+def _json_num(v):
+    if v is None:
+        return None
+    if math.isinf(v):
+        return "inf"
+    return v
+
+
+__all__ = ["OBJECTIVES", "SearchConfig", "Evaluation", "evaluate", "random_instance",
+           "run_restart", "shrink", "search", "SearchResult", "Found", "certificate"]

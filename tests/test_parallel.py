@@ -75,3 +75,29 @@ def test_progress_bar_draws_only_when_enabled():
     assert "work [" in out and "4/4" in out and out.endswith("\n")
     with pytest.raises(ValueError, match="total"):
         Progress(-1)
+
+
+def _answers(report):
+    """Everything a verify report says about the instances, without the timings."""
+    return [(c["chain"], i["budget"], i["optimum"],
+             [(r["solver"], r["status"], r["makespan"], r["peak_memory"], r["min_budget"])
+              for r in i["results"]], len(i["violations"]))
+            for c in report["details"] for i in c["instances"]]
+
+
+def test_verify_sweep_on_a_local_dask_cluster_matches_the_single_process_run():
+    pytest.importorskip("dask.distributed")
+    from remat_theory.verify import VerifyConfig, run_verify
+
+    def cfg(**kw):
+        return VerifyConfig(seed=11, min_stages=2, max_stages=4, trials=2,
+                            families=("random", "rnn"), solvers=("exhaustive", "store-all"),
+                            budgets_per_chain=2, progress=False, **kw)
+
+    serial = run_verify(cfg(workers=1))
+    dask = run_verify(cfg(scheduler="local", workers=2))
+    pool = run_verify(cfg(workers=2))
+    assert serial["ok"] and serial["chains"] == 4
+    assert _answers(dask) == _answers(serial) == _answers(pool)
+    untimed = lambda rep: [{k: v for k, v in r.items() if k != "time"} for r in rep["summary"]]
+    assert untimed(dask) == untimed(serial) == untimed(pool)

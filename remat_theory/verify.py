@@ -1,0 +1,504 @@
+"""Cross-check every solver against every other: the package's main job (``remat verify``).
+
+Three independent ways to reach an optimum (persistent DP, ILP, exhaustive search) and a
+set of baselines each answer the same instances; every schedule is replayed through the
+simulator (by :func:`solvers.solve`), and the answers must satisfy every relation that the
+theory says holds between them.  A relation that fails is a *violation*: a bug in some
+solver (or in the theory), never a number to average away.
+
+Relations checked on each instance ``(chain, budget)``
+------------------------------------------------------
+Schedules belong to classes ordered by inclusion::
+
+    persistent  ⊆  weakly-persistent  ⊆  all  ⊆  all+drop
+
+A solver's schedule is in the class its ``Solution.optimal_for`` names when the solver is an
+exact one (registry ``exact=True``); any other schedule is only known to be in ``all`` (or
+``all+drop`` when it uses Drop ops).  A *claim* is what a solution proves about a class C
+(its ``optimal_for``): "the optimum of C is v" (status ``optimal``), "every schedule of C
+takes at least b" (``bound``), "no schedule of C fits" (status ``infeasible``).  Then:
+
+1. every schedule is valid under the budget and its claimed makespan and peak are the
+   simulated ones (the registry raises :class:`SolverError` otherwise; any exception a
+   solver raises on valid input counts too);
+2. no schedule of a class C' ⊆ C is shorter than an optimum or a bound claimed for C
+   (relative tolerance 1e-9).  This contains: exact solvers of the same class agree,
+   ``exhaustive <= ilp`` (equal when both are proven), ``ilp <= dp-weak <= dp``, and no
+   heuristic beats the proven optimum;
+3. no schedule of a class C' ⊆ C exists where a solver claims C infeasible (so all exact
+   solvers agree on feasibility, and no heuristic fits where the optimum says none does);
+4. the smallest feasible budgets (``min_budget``) that exact solvers report are equal
+   within a class and do not increase from a class to a larger one, and are consistent
+   with the instance's own status (above the budget when infeasible, at most it when not);
+5. across the budgets of one chain, each exact solver's proven optimum does not increase
+   with the budget, and it never says infeasible above a budget where it found a schedule.
+
+The *gap* of a solver on an instance is ``makespan / optimum - 1``, where the optimum is the
+proven optimum of class ``all`` (exhaustive search or a proven ILP); instances with no
+proven optimum have no gap.
+
+Budgets per chain: ``lb - 1`` where ``lb`` is :meth:`Chain.memory_lower_bound` (infeasible
+for every schedule); the smallest feasible budget ``m`` the exact solvers report there
+(and ``m - 1``, which must be infeasible, when ``m`` is the optimum of class ``all``); then
+``budgets_per_chain`` budgets from ``m`` to store-all, denser near ``m`` (tight budgets are
+where solvers differ and where the ILP works hardest).
+
+This module sits on the solver floor (like the command line): it imports :mod:`solvers`
+and is not imported by the core package.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import families
+from .chain import Chain
+from .errors import InfeasibleBudgetError, RematError, SolverError
+from .parallel import parallel_map
+from .solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT
+
+__all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verify",
+           "summarize", "format_table", "CLASS_RANK", "class_subset"]
+
+RTOL = 1e-9  # relative tolerance between makespans: sums of the same floats, nothing more
+
+# Inclusion order of the classes of schedules (Solution.optimal_for values).
+CLASS_RANK = {"persistent": 0, "weakly-persistent": 1, "all": 2, "all+drop": 3}
+
+DEFAULT_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
+DEFAULT_MAX_EXHAUSTIVE_STAGES = 7
+
+
+def class_subset(a: str, b: str) -> bool:
+    """True when every schedule of class ``a`` is also in class ``b``."""
+    if a == b:
+        return True
+    ra, rb = CLASS_RANK.get(a), CLASS_RANK.get(b)
+    return ra is not None and rb is not None and ra <= rb
+
+
+def _lt(a: float, b: float) -> bool:
+    """a < b beyond floating-point noise."""
+    return a < b - RTOL * max(1.0, abs(a), abs(b))
+
+
+# --------------------------------------------------------------------------- tasks
+@dataclass(frozen=True)
+class ChainTask:
+    """One chain of the sweep and how to check it (small and picklable: the chain is built
+    in the worker from ``family``, ``length`` and ``seed``)."""
+
+    family: str
+    length: int
+    seed: int
+    solvers: tuple
+    budgets_per_chain: int = 4
+    time_limit: float | None = None
+    max_exhaustive_stages: int = DEFAULT_MAX_EXHAUSTIVE_STAGES
+    overheads: bool = True
+    integer_times: bool = True
+
+    def chain(self) -> Chain:
+        kwargs = {}
+        if self.family == "random":
+            kwargs = {"overheads": self.overheads, "integer_times": self.integer_times}
+        elif self.family in ("resnet", "transformer", "rnn"):
+            kwargs = {"overheads": self.overheads}
+        return families.make(self.family, self.length, self.seed, **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"ChainTask({self.family}, L={self.length}, seed={self.seed}, "
+                f"overheads={self.overheads}, integer_times={self.integer_times})")
+
+
+@dataclass
+class VerifyConfig:
+    """Parameters of a sweep (the options of ``remat verify``)."""
+
+    seed: int = 0
+    min_stages: int = 2
+    max_stages: int = 7
+    trials: int = 6  # chains per family
+    families: tuple = DEFAULT_FAMILIES
+    solvers: tuple | None = None  # None: every registered solver
+    budgets_per_chain: int = 4
+    time_limit: float | None = 20.0  # per solve, for solvers that take a time limit
+    max_exhaustive_stages: int = DEFAULT_MAX_EXHAUSTIVE_STAGES
+    workers: int | None = None
+    scheduler: object = None
+    progress: bool = True
+
+    def check(self) -> None:
+        for name in ("min_stages", "max_stages", "trials", "budgets_per_chain",
+                     "max_exhaustive_stages"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise RematError(f"{name} = {v!r} must be an integer >= 1")
+        if self.min_stages > self.max_stages:
+            raise RematError(f"stage range {self.min_stages}:{self.max_stages} is empty "
+                             "(min above max)")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise RematError(f"seed = {self.seed!r} must be an integer >= 0")
+        if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
+            raise RematError(f"time_limit = {self.time_limit!r} must be a positive number of seconds")
+        if not self.families:
+            raise RematError("families is empty")
+        for f in self.families:
+            families.family(f)  # raises ChainError naming it
+
+
+def resolve_solvers(requested) -> tuple:
+    """Registry names to run: ``requested`` checked against the registry, or all of them."""
+    import solvers
+
+    known = solvers.names()
+    if requested is None:
+        return tuple(known)
+    out = []
+    for name in requested:
+        solvers.get(name)  # raises SolverError naming it and the known names
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise RematError("no solver selected")
+    return tuple(out)
+
+
+def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
+    """The chains of a sweep, in a fixed order; each task's seed derives from ``cfg.seed``,
+    the family and the trial number only (never from the worker that runs it)."""
+    cfg.check()
+    names = resolve_solvers(cfg.solvers)
+    tasks = []
+    span = cfg.max_stages - cfg.min_stages + 1
+    for fi, fam in enumerate(cfg.families):
+        for trial in range(cfg.trials):
+            ss = np.random.SeedSequence([int(cfg.seed), fi, trial])
+            rng = np.random.default_rng(ss)
+            if fam == "homogeneous":  # the seed does not change it: vary its length instead
+                length = cfg.min_stages + trial % span
+            else:
+                length = int(rng.integers(cfg.min_stages, cfg.max_stages + 1))
+            chain_seed = int(ss.generate_state(1)[0])
+            tasks.append(ChainTask(
+                family=fam, length=length, seed=chain_seed, solvers=names,
+                budgets_per_chain=cfg.budgets_per_chain, time_limit=cfg.time_limit,
+                max_exhaustive_stages=cfg.max_exhaustive_stages,
+                overheads=trial % 2 == 0, integer_times=trial % 4 != 3))
+    return tasks
+
+
+# --------------------------------------------------------------------------- solving
+def _solve_record(chain: Chain, budget: int, name: str, task: ChainTask) -> dict | None:
+    """Run one solver on one instance; a dict describing what it answered (or how it
+    failed), or None when the solver is skipped on this chain."""
+    import solvers
+
+    info = solvers.get(name)
+    if name == "exhaustive" and chain.length > task.max_exhaustive_stages:
+        return None
+    options = {}
+    if task.time_limit is not None and "time_limit" in info.options:
+        options["time_limit"] = task.time_limit
+    rec = {"solver": name, "exact": info.exact, "status": None, "makespan": None,
+           "peak_memory": None, "bound": None, "optimal_for": CLASS_NONE, "min_budget": None,
+           "wall_time": 0.0, "error": None, "schedule_class": None, "message": ""}
+    t0 = time.perf_counter()
+    try:
+        sol = solvers.solve(chain, budget, name, **options)
+    except InfeasibleBudgetError as e:  # a solver saying "infeasible" by raising
+        rec.update(status=INFEASIBLE, min_budget=e.smallest_feasible,
+                   optimal_for=info.optimal_for if info.exact else CLASS_NONE,
+                   wall_time=time.perf_counter() - t0, message=str(e))
+        return rec
+    except SolverError as e:
+        rec.update(status="error", error=f"{e}", wall_time=time.perf_counter() - t0)
+        return rec
+    except Exception as e:  # noqa: BLE001 - a crash on valid input is a finding, not a stop
+        rec.update(status="error", error=f"{type(e).__name__}: {e}",
+                   wall_time=time.perf_counter() - t0)
+        return rec
+    rec.update(status=sol.status, makespan=sol.makespan, peak_memory=sol.peak_memory,
+               bound=sol.bound, optimal_for=sol.optimal_for or CLASS_NONE,
+               min_budget=sol.min_budget, wall_time=sol.wall_time, message=sol.message)
+    if sol.schedule is not None:
+        drop = bool(sol.info.get("allow_drop", False))
+        if info.exact and sol.optimal_for in CLASS_RANK:
+            rec["schedule_class"] = sol.optimal_for
+        else:
+            rec["schedule_class"] = "all+drop" if drop else "all"
+        if drop and not class_subset("all+drop", rec["schedule_class"]):
+            rec["schedule_class"] = "all+drop"
+    return rec
+
+
+def _budgets(chain: Chain, probe: list, k: int) -> tuple[list, list]:
+    """Feasible-side and infeasible-side budgets for ``chain`` from the probe at lb - 1."""
+    lb, top = chain.memory_lower_bound(), chain.store_all_memory()
+    global_min = [r["min_budget"] for r in probe if r["exact"] and r["min_budget"] is not None
+                  and r["optimal_for"] == "all"]
+    any_min = [r["min_budget"] for r in probe if r["exact"] and r["min_budget"] is not None]
+    if global_min:
+        m = min(global_min)
+    elif any_min:
+        m = min(any_min)
+    else:
+        m = lb
+    m = max(m, lb)
+    m = min(m, top)  # store-all always fits at top
+    extra_infeasible = [m - 1] if global_min and m - 1 > lb - 1 else []
+    if k == 1:
+        fracs = [0.0]
+    else:
+        fracs = [(j / (k - 1)) ** 2 for j in range(k)]
+    feas = sorted({m + int(round((top - m) * f)) for f in fracs})
+    return feas, extra_infeasible
+
+
+def _check_instance(chain_name: str, budget: int, recs: list) -> list:
+    """Violations of relations 1-4 among the answers ``recs`` on one instance."""
+    out = []
+
+    def viol(relation, names, detail):
+        out.append({"chain": chain_name, "budget": budget, "relation": relation,
+                    "solvers": sorted(set(names)), "detail": detail})
+
+    for r in recs:
+        if r["status"] == "error":
+            viol("valid schedule and true claims", [r["solver"]], r["error"])
+    ok = [r for r in recs if r["status"] != "error"]
+    scheds = [r for r in ok if r["schedule_class"] is not None]
+    for c in ok:
+        cls = c["optimal_for"]
+        if cls == CLASS_NONE or cls is None:
+            continue
+        if c["status"] == OPTIMAL and c["makespan"] is not None:
+            for s in scheds:
+                if s is not c and class_subset(s["schedule_class"], cls) and _lt(s["makespan"], c["makespan"]):
+                    viol("no schedule beats a proven optimum of its class",
+                         [c["solver"], s["solver"]],
+                         f"{c['solver']} claims the optimum over {cls} is {c['makespan']:.10g} but "
+                         f"{s['solver']} found a {s['schedule_class']} schedule of {s['makespan']:.10g}")
+        if c["bound"] is not None and c["status"] != OPTIMAL:
+            for s in scheds:
+                if class_subset(s["schedule_class"], cls) and _lt(s["makespan"], c["bound"]):
+                    viol("no schedule beats a proven lower bound of its class",
+                         [c["solver"], s["solver"]],
+                         f"{c['solver']} proves every {cls} schedule takes >= {c['bound']:.10g} but "
+                         f"{s['solver']} found one of {s['makespan']:.10g}")
+        if c["status"] == INFEASIBLE:
+            for s in scheds:
+                if class_subset(s["schedule_class"], cls):
+                    viol("no schedule where its class is proven infeasible",
+                         [c["solver"], s["solver"]],
+                         f"{c['solver']} says no {cls} schedule fits in {budget} but "
+                         f"{s['solver']} found a {s['schedule_class']} schedule "
+                         f"(peak {s['peak_memory']}, makespan {s['makespan']:.10g})")
+    # Smallest feasible budgets reported by exact solvers.
+    mins = [r for r in ok if r["exact"] and r["min_budget"] is not None
+            and r["optimal_for"] in CLASS_RANK]
+    for r in mins:
+        if r["status"] == INFEASIBLE and r["min_budget"] <= budget:
+            viol("min_budget consistent with the status", [r["solver"]],
+                 f"{r['solver']} says {budget} is infeasible but reports the smallest feasible "
+                 f"budget {r['min_budget']}")
+        if r["schedule_class"] is not None and r["min_budget"] > budget:
+            viol("min_budget consistent with the status", [r["solver"]],
+                 f"{r['solver']} found a schedule at {budget} but reports the smallest feasible "
+                 f"budget {r['min_budget']}")
+    for a in mins:
+        for b in mins:
+            if a is b:
+                continue
+            ca, cb = a["optimal_for"], b["optimal_for"]
+            if ca == cb:
+                bad = a["min_budget"] != b["min_budget"] and a["solver"] < b["solver"]
+            else:  # a's class strictly inside b's: it cannot fit in less memory
+                bad = class_subset(ca, cb) and a["min_budget"] < b["min_budget"]
+            if bad:
+                viol("smallest feasible budgets agree across classes", [a["solver"], b["solver"]],
+                     f"{a['solver']} ({ca}) reports {a['min_budget']}, "
+                     f"{b['solver']} ({cb}) reports {b['min_budget']}")
+    return out
+
+
+def _check_monotone(chain_name: str, instances: list) -> list:
+    """Relation 5: each solver's proven optimum is non-increasing in the budget."""
+    out = []
+    by_solver: dict = {}
+    for inst in instances:
+        for r in inst["results"]:
+            if r["exact"] and r["status"] != "error":
+                by_solver.setdefault(r["solver"], []).append((inst["budget"], r))
+    for name, seq in by_solver.items():
+        seq.sort(key=lambda x: x[0])
+        for i, (b1, r1) in enumerate(seq):
+            for b2, r2 in seq[i + 1:]:
+                if b2 <= b1:
+                    continue
+                if r1["status"] == OPTIMAL and r2["status"] == OPTIMAL and \
+                        r1["optimal_for"] == r2["optimal_for"] and _lt(r1["makespan"], r2["makespan"]):
+                    out.append({"chain": chain_name, "budget": b2,
+                                "relation": "optimum non-increasing in the budget", "solvers": [name],
+                                "detail": f"{name}: optimum {r1['makespan']:.10g} at budget {b1} but "
+                                          f"{r2['makespan']:.10g} at the larger budget {b2}"})
+                if r1["schedule_class"] is not None and r2["status"] == INFEASIBLE and \
+                        r2["optimal_for"] != CLASS_NONE:
+                    out.append({"chain": chain_name, "budget": b2,
+                                "relation": "feasibility monotone in the budget", "solvers": [name],
+                                "detail": f"{name}: a schedule at budget {b1} but infeasible at the "
+                                          f"larger budget {b2}"})
+    return out
+
+
+def verify_chain(task: ChainTask) -> dict:
+    """Check one chain at all its budgets (the unit of work of a sweep; runs in a worker).
+
+    Returns a plain dict (picklable, JSON-ready): the chain, each instance's answers and
+    reference optimum, and the violations found.
+    """
+    t0 = time.perf_counter()
+    chain = task.chain()
+    lb = chain.memory_lower_bound()
+    instances = []
+
+    def run_instance(budget: int, kind: str) -> dict:
+        recs = [r for r in (_solve_record(chain, budget, n, task) for n in task.solvers)
+                if r is not None]
+        proven = [r["makespan"] for r in recs if r["status"] == OPTIMAL and
+                  r["optimal_for"] == "all" and r["makespan"] is not None]
+        opt = min(proven) if proven else None
+        for r in recs:
+            r["gap"] = None
+            if opt is not None and r["schedule_class"] is not None:
+                r["gap"] = (r["makespan"] / opt - 1.0) if opt > 0 else 0.0
+        inst = {"budget": budget, "kind": kind, "optimum": opt, "results": recs}
+        inst["violations"] = _check_instance(chain.name, budget, recs)
+        instances.append(inst)
+        return inst
+
+    probe_budget = max(0, lb - 1)
+    probe = run_instance(probe_budget, "below-lower-bound")
+    feas, infeas = _budgets(chain, probe["results"], task.budgets_per_chain)
+    for b in infeas:
+        if b != probe_budget:
+            run_instance(b, "below-min-budget")
+    for b in feas:
+        run_instance(b, "feasible")
+    for v in _check_monotone(chain.name, instances):
+        next(i for i in instances if i["budget"] == v["budget"])["violations"].append(v)
+    violations = [v for inst in instances for v in inst["violations"]]
+    return {"task": repr(task), "chain": chain.name, "family": task.family,
+            "length": chain.length, "chain_data": chain.to_dict(),
+            "lower_bound": lb, "store_all": chain.store_all_memory(),
+            "instances": instances, "violations": violations,
+            "wall_time": time.perf_counter() - t0}
+
+
+# --------------------------------------------------------------------------- sweep
+def run_verify(cfg: VerifyConfig) -> dict:
+    """Run the whole sweep (in parallel) and return the report (a JSON-ready dict)."""
+    import solvers
+
+    solvers.names()  # import every solver module before any worker starts
+    tasks = make_tasks(cfg)
+    t0 = time.perf_counter()
+    chains = parallel_map(verify_chain, tasks, workers=cfg.workers, scheduler=cfg.scheduler,
+                          progress=cfg.progress, desc="verify")
+    wall = time.perf_counter() - t0
+    summary = summarize(chains, tasks[0].solvers if tasks else ())
+    violations = [v for c in chains for v in c["violations"]]
+    return {
+        "config": {"seed": cfg.seed, "stages": [cfg.min_stages, cfg.max_stages],
+                   "trials": cfg.trials, "families": list(cfg.families),
+                   "solvers": list(tasks[0].solvers) if tasks else [],
+                   "budgets_per_chain": cfg.budgets_per_chain, "time_limit": cfg.time_limit,
+                   "max_exhaustive_stages": cfg.max_exhaustive_stages},
+        "chains": len(chains),
+        "instances": sum(len(c["instances"]) for c in chains),
+        "solves": sum(len(i["results"]) for c in chains for i in c["instances"]),
+        "violations": violations,
+        "ok": not violations,
+        "wall_time": wall,
+        "summary": summary,
+        "details": chains,
+    }
+
+
+def summarize(chains: list, solver_names) -> list:
+    """One row per solver: instances it ran on, schedules found, proven optima, instances
+    where it took part in no violation, gap to the proven optimum (max and mean over the
+    instances that have one), total solve time."""
+    rows = []
+    for name in solver_names:
+        n = feasible = proven = agree = 0
+        gaps = []
+        wall = 0.0
+        unproven = 0
+        for c in chains:
+            for inst in c["instances"]:
+                recs = [r for r in inst["results"] if r["solver"] == name]
+                if not recs:
+                    continue
+                r = recs[0]
+                n += 1
+                wall += r["wall_time"] or 0.0
+                if r["schedule_class"] is not None:
+                    feasible += 1
+                if r["status"] == OPTIMAL:
+                    proven += 1
+                if r["status"] == TIME_LIMIT:
+                    unproven += 1
+                if not any(name in v["solvers"] for v in inst["violations"]):
+                    agree += 1
+                if r.get("gap") is not None:
+                    gaps.append(r["gap"])
+        info_exact = any(r["exact"] for c in chains for i in c["instances"]
+                         for r in i["results"] if r["solver"] == name)
+        rows.append({"solver": name, "exact": info_exact, "instances": n, "feasible": feasible,
+                     "proven": proven, "time_limited": unproven,
+                     "agreements": agree, "disagreements": n - agree,
+                     "gap_count": len(gaps), "max_gap": max(gaps) if gaps else None,
+                     "mean_gap": (sum(gaps) / len(gaps)) if gaps else None, "time": wall})
+    return rows
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+def format_table(report: dict) -> str:
+    """The summary as a fixed-width text table, followed by the violations (if any)."""
+    head = ("solver", "kind", "instances", "feasible", "proven", "agree", "max gap",
+            "mean gap", "time (s)")
+    rows = []
+    for r in report["summary"]:
+        rows.append((r["solver"], "exact" if r["exact"] else "heuristic", str(r["instances"]),
+                     str(r["feasible"]), str(r["proven"]),
+                     f"{r['agreements']}/{r['instances']}", _pct(r["max_gap"]),
+                     _pct(r["mean_gap"]), f"{r['time']:.2f}"))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w)
+                               for i, (v, w) in enumerate(zip(row, widths))))
+    lines.append("")
+    lines.append(f"{report['chains']} chains, {report['instances']} instances, "
+                 f"{report['solves']} solves in {report['wall_time']:.1f} s; gap = makespan / "
+                 "proven optimum over all schedules - 1")
+    v = report["violations"]
+    if v:
+        lines.append(f"{len(v)} VIOLATION(S):")
+        for x in v[:30]:
+            lines.append(f"  [{', '.join(x['solvers'])}] {x['chain']} budget {x['budget']}: "
+                         f"{x['relation']}: {x['detail']}")
+        if len(v) > 30:
+            lines.append(f"  ... and {len(v) - 30} more (see --json)")
+    else:
+        lines.append("no violation: every schedule valid, every relation holds")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""``remat verify`` must pass on correct solvers and fail, naming the culprit, on wrong ones.
+
+Wrong solvers are registered only inside a test (and removed after): one that claims a
+suboptimal schedule is optimal, one that wrongly says "infeasible", one whose claimed
+makespan is not the simulated one.  The sweeps stay tiny (a few chains of 3-4 stages).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+
+import solvers
+from remat_theory.cli import main
+from remat_theory.errors import RematError, SolverError
+from remat_theory.solution import CLASS_ALL, CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
+from remat_theory.verify import (ChainTask, VerifyConfig, class_subset, make_tasks, run_verify,
+                                 verify_chain)
+from solvers import registry
+from solvers.exhaustive import min_feasible_budget, solve_exhaustive
+from solvers.store_all import store_all_schedule
+
+
+@contextlib.contextmanager
+def registered(name, func, **kw):
+    registry._load_all()
+    registry.register(name, **kw)(func)
+    try:
+        yield name
+    finally:
+        registry._REGISTRY.pop(name, None)
+
+
+def _tiny(solver_names, **kw):
+    base = dict(seed=3, min_stages=3, max_stages=4, trials=2, families=("random", "resnet"),
+                solvers=solver_names, budgets_per_chain=3, workers=1, progress=False)
+    base.update(kw)
+    return VerifyConfig(**base)
+
+
+# --- deliberately wrong solvers (module level: they must be picklable like real ones) ---
+def liar_suboptimal(chain, budget):
+    """Returns the optimal schedule of the *smallest* feasible budget (valid at any larger
+    budget, but usually slower there) and claims it is optimal over all schedules."""
+    m = min_feasible_budget(chain)
+    if budget < m:
+        return Solution("liar", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_ALL,
+                        min_budget=m)
+    s = solve_exhaustive(chain, m)
+    return Solution("liar", OPTIMAL, s.schedule, s.makespan, s.peak_memory, budget,
+                    bound=s.makespan, optimal_for=CLASS_ALL, min_budget=m)
+
+
+def liar_infeasible(chain, budget):
+    """Claims that no schedule fits unless store-all does."""
+    top = chain.store_all_memory()
+    if budget < top:
+        return Solution("liar-infeasible", INFEASIBLE, None, None, None, budget,
+                        optimal_for=CLASS_ALL, min_budget=top)
+    return Solution("liar-infeasible", OPTIMAL, store_all_schedule(chain), chain.ideal_makespan(),
+                    top, budget, bound=chain.ideal_makespan(), optimal_for=CLASS_ALL,
+                    min_budget=top)
+
+
+def liar_makespan(chain, budget):
+    """A valid store-all schedule whose claimed makespan is 1 less than the truth."""
+    top = chain.store_all_memory()
+    if budget < top:
+        return Solution("liar-makespan", INFEASIBLE, None, None, None, budget)
+    return Solution("liar-makespan", OPTIMAL, store_all_schedule(chain), chain.ideal_makespan() - 1,
+                    top, budget, optimal_for=CLASS_NONE)
+
+
+# ------------------------------------------------------------------------------- tests
+def test_correct_solvers_pass_and_the_optimum_matches_the_closed_form():
+    report = run_verify(_tiny(("exhaustive", "store-all")))
+    assert report["ok"], report["violations"]
+    assert report["chains"] == 4
+    rows = {r["solver"]: r for r in report["summary"]}
+    assert rows["exhaustive"]["agreements"] == rows["exhaustive"]["instances"] == report["instances"]
+    for c in report["details"]:
+        kinds = [i["kind"] for i in c["instances"]]
+        assert kinds[0] == "below-lower-bound" and "feasible" in kinds
+        for inst in c["instances"]:
+            by = {r["solver"]: r for r in inst["results"]}
+            if inst["budget"] < c["lower_bound"]:
+                assert by["exhaustive"]["status"] == INFEASIBLE
+            # independent oracle: where store-all fits, the optimum is the ideal makespan
+            if inst["budget"] >= c["store_all"]:
+                ideal = sum(c["chain_data"]["fwd_time"]) + sum(c["chain_data"]["bwd_time"])
+                assert inst["optimum"] == pytest.approx(ideal, rel=1e-12)
+        # the tightest feasible budget is the exact smallest feasible budget
+        feas = [i["budget"] for i in c["instances"] if i["kind"] == "feasible"]
+        assert min(feas) == next(r["min_budget"] for r in c["instances"][0]["results"]
+                                 if r["solver"] == "exhaustive")
+
+
+def test_a_suboptimal_optimum_claim_is_caught_and_named():
+    with registered("liar", liar_suboptimal, optimal_for=CLASS_ALL, exact=True):
+        report = run_verify(_tiny(("exhaustive", "liar")))
+    assert not report["ok"]
+    beaten = [v for v in report["violations"]
+              if v["relation"].startswith("no schedule beats a proven optimum")]
+    assert beaten and all("liar" in v["solvers"] for v in beaten)
+    rows = {r["solver"]: r for r in report["summary"]}
+    assert rows["liar"]["agreements"] < rows["liar"]["instances"]
+
+
+def test_a_false_infeasible_claim_is_caught_by_a_heuristic_schedule():
+    # store-all alone finds schedules only at store-all budgets, so add exhaustive: its
+    # schedules at tighter budgets contradict the false claim.
+    with registered("liar-infeasible", liar_infeasible, optimal_for=CLASS_ALL, exact=True):
+        report = run_verify(_tiny(("exhaustive", "liar-infeasible", "store-all")))
+    rel = {v["relation"] for v in report["violations"]}
+    assert "no schedule where its class is proven infeasible" in rel
+    assert "smallest feasible budgets agree across classes" in rel
+    assert all("liar-infeasible" in v["solvers"] for v in report["violations"])
+
+
+def test_the_cli_exits_nonzero_and_names_a_wrong_makespan_claim(capsys):
+    with registered("liar-makespan", liar_makespan, optimal_for=CLASS_NONE):
+        code = main(["verify", "--seed", "1", "--stages", "3:3", "--trials", "1",
+                     "--families", "random", "--solvers", "exhaustive,liar-makespan",
+                     "--budgets-per-chain", "2", "--workers", "1", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "VIOLATION" in out and "[liar-makespan]" in out and "simulator measures" in out
+
+
+def test_the_cli_json_report_and_exit_zero(capsys):
+    code = main(["verify", "--seed", "2", "--stages", "2:3", "--trials", "1", "--families",
+                 "homogeneous,transformer", "--solvers", "exhaustive,store-all",
+                 "--budgets-per-chain", "2", "--workers", "1", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"] and report["chains"] == 2
+    assert [r["solver"] for r in report["summary"]] == ["exhaustive", "store-all"]
+
+
+def test_tasks_are_deterministic_and_do_not_depend_on_the_worker_count():
+    cfg = _tiny(("exhaustive",), trials=3)
+    assert make_tasks(cfg) == make_tasks(cfg)
+    assert make_tasks(cfg) != make_tasks(_tiny(("exhaustive",), trials=3, seed=4))
+    task = make_tasks(cfg)[0]
+    a, b = verify_chain(task), verify_chain(task)
+    strip = lambda c: [[(r["solver"], r["status"], r["makespan"]) for r in i["results"]]
+                       for i in c["instances"]]
+    assert strip(a) == strip(b)
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--stages", "5:3"], "stage range"),
+    (["--solvers", "no-such-solver"], "no-such-solver"),
+    (["--families", "lstm"], "lstm"),
+])
+def test_bad_input_is_a_clear_error(argv, field, capsys):
+    code = main(["verify", "--workers", "1", "--no-progress"] + argv)
+    assert code == 2
+    assert field in capsys.readouterr().err
+
+
+def test_class_inclusion_order():
+    assert class_subset("persistent", "all") and class_subset("weakly-persistent", "all+drop")
+    assert not class_subset("all", "persistent") and not class_subset("all", "none")
+    with pytest.raises(RematError, match="seed"):
+        make_tasks(_tiny(("exhaustive",), seed=-1))
+
+
+@pytest.mark.slow
+def test_default_verify_run_passes(capsys):
+    """The default `remat verify` (every registered solver); its wall time is reported by hand."""
+    code = main(["verify", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out

@@ -1,0 +1,167 @@
+"""Schedule-building helpers shared by the baseline solvers (not a solver module).
+
+Every classical strategy on a chain is built from three pieces, written here once in the
+operations of the model (DESIGN section 1):
+
+* an *advance* from a held activation x_a to x_c without keeping anything on the way
+  (``Fck_a Fn_{a+1} .. Fn_{c-1}``: x_a stays, x_c is held at the end, the activations in
+  between are freed as soon as they are read);
+* a *stored segment* [a, b): every stage of it run as ``Fall`` (its tape kept), the loss if
+  b = L, then the backwards ``B_{b-1} .. B_a`` (the last one frees the plain x_a);
+* a *segment-checkpoint schedule*: activations x_c for a set of checkpoints are kept during
+  one forward sweep, and every segment between two checkpoints is run again as a stored
+  segment during the backward sweep (what ``checkpoint_sequential``, Chen et al.'s sqrt(n)
+  plan and their greedy planner all produce).
+
+:func:`segments_cost` computes the makespan and the peak memory of a segment-checkpoint
+schedule in O(L) (numpy), exactly as the simulator would (the tests compare the two), so
+that solvers can search over many checkpoint sets without replaying each one.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from remat_theory.chain import Chain
+from remat_theory.errors import SolverError
+from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.simulator import simulate
+from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+
+
+def check_int_option(solver: str, name: str, value, minimum: int,
+                     maximum: int | None = None) -> int:
+    """Validate an integer option; raise :class:`SolverError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise SolverError(f"solver {solver!r}: option {name} = {value!r} is not an integer")
+    value = int(value)
+    if value < minimum:
+        raise SolverError(f"solver {solver!r}: option {name} = {value} must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise SolverError(f"solver {solver!r}: option {name} = {value} must be <= {maximum}")
+    return value
+
+
+def advance(a: int, c: int) -> list[Op]:
+    """Ops taking a held x_a to a held x_c (c > a), keeping x_a and nothing in between."""
+    if c <= a:
+        raise ValueError(f"advance from {a} to {c}: the target must be after the source")
+    return [Fck(a)] + [Fn(k) for k in range(a + 1, c)]
+
+
+def stored_segment(chain: Chain, a: int, b: int) -> list[Op]:
+    """Ops running [a, b) with every tape kept, then its backwards (x_a held, d_b live)."""
+    ops = [Fall(i) for i in range(a, b)]
+    if b == chain.length:
+        ops.append(LOSS_OP)
+    ops.extend(Bwd(i) for i in range(b - 1, a - 1, -1))
+    return ops
+
+
+def normalize_checkpoints(chain: Chain, checkpoints: Iterable[int]) -> list[int]:
+    """Sorted, distinct checkpoint positions in 1..L-1 (0 is x_0, always kept)."""
+    cps = sorted(set(int(c) for c in checkpoints))
+    for c in cps:
+        if not 1 <= c <= chain.length - 1:
+            raise ValueError(f"checkpoint {c} is outside 1..{chain.length - 1}")
+    return cps
+
+
+def segments_schedule(chain: Chain, checkpoints: Sequence[int]) -> Schedule:
+    """The segment-checkpoint schedule for checkpoints 0 < c_1 < .. < c_k < L.
+
+    Forward sweep: advance x_0 -> x_{c_1} -> .. -> x_{c_k} keeping each x_{c_j}; then the
+    last segment [c_k, L) stored, the loss and its backwards; then, for j = k-1 .. 0, the
+    segment [c_j, c_{j+1}) run again stored and its backwards.  Every stage before c_k runs
+    twice, the others once.
+    """
+    cps = normalize_checkpoints(chain, checkpoints)
+    bounds = [0] + cps + [chain.length]
+    ops: list[Op] = []
+    for j in range(len(cps)):
+        ops.extend(advance(bounds[j], bounds[j + 1]))
+    for j in range(len(bounds) - 2, -1, -1):
+        ops.extend(stored_segment(chain, bounds[j], bounds[j + 1]))
+    return Schedule(ops)
+
+
+class _Arrays:
+    """The chain's arrays as numpy vectors (int64 sizes, float times), cached per chain."""
+
+    def __init__(self, chain: Chain):
+        self.L = chain.length
+        self.x = np.asarray(chain.x_size, dtype=np.int64)
+        self.tp = np.asarray(chain.tape_size, dtype=np.int64)
+        self.fo = np.asarray(chain.fwd_overhead, dtype=np.int64)
+        self.bo = np.asarray(chain.bwd_overhead, dtype=np.int64)
+        self.fwd = np.asarray(chain.fwd_time, dtype=float)
+        self.TP = np.concatenate(([0], np.cumsum(self.tp)))  # TP[i] = tp[0] + .. + tp[i-1]
+        self.ideal = chain.ideal_makespan()
+
+
+def chain_arrays(chain: Chain) -> _Arrays:
+    return _Arrays(chain)
+
+
+def segments_cost(chain: Chain, checkpoints: Sequence[int],
+                  arrays: _Arrays | None = None) -> tuple[float, int]:
+    """(makespan, peak memory) of :func:`segments_schedule` without building it.
+
+    Derivation (operation table of DESIGN section 1): with ``P_j`` = x_0 plus the sizes of
+    the checkpoints x_{c_1} .. x_{c_j} (held while segment j = [c_j, c_{j+1}) runs):
+    the advance op of stage i in segment j peaks at ``P_j + x_{i+1} + fo_i`` (Fck, i = c_j)
+    or ``P_j + x_i + x_{i+1} + fo_i`` (Fn); in the stored run of segment j, with g_j the
+    live gradient d_{c_{j+1}} (none for the last segment before the loss), Fall_i peaks at
+    ``P_j + g_j + tp[c_j..i] + fo_i``, B_i at ``P_j + x_{i+1} + tp[c_j..i] + x_i + bo_i``
+    and the loss at ``P_k + tp[c_k..L-1] + x_L + bo_L``.  The makespan is the ideal one
+    plus one more forward of every stage before c_k.
+    """
+    a = arrays if arrays is not None else _Arrays(chain)
+    L = a.L
+    cps = np.asarray(checkpoints, dtype=np.int64)
+    bounds = np.concatenate(([0], cps, [L]))
+    nseg = len(bounds) - 1
+    P = a.x[0] + np.concatenate(([0], np.cumsum(a.x[cps])))  # P[j] for segment j
+    idx = np.arange(L)
+    seg = np.searchsorted(bounds, idx, side="right") - 1  # segment of each stage
+    start = bounds[seg]
+    Pi = P[seg]
+    g = np.where(seg < nseg - 1, a.x[bounds[np.minimum(seg + 1, nseg)]], 0)
+    run_tp = a.TP[idx + 1] - a.TP[start]  # tapes of the segment held once Fall_i is done
+    peak = max(int(a.x[0]),
+               int(np.max(Pi + g + run_tp + a.fo)),
+               int(np.max(Pi + a.x[idx + 1] + run_tp + a.x[idx] + a.bo[:L])),
+               int(P[-1] + a.TP[L] - a.TP[bounds[-2]] + a.x[L] + a.bo[L]))
+    last = int(bounds[-2])
+    if last > 0:
+        adv = idx[:last]
+        fn_in = np.where(adv == start[:last], 0, a.x[adv])
+        peak = max(peak, int(np.max(Pi[:last] + fn_in + a.x[adv + 1] + a.fo[adv])))
+    makespan = a.ideal + math.fsum(a.fwd[:last])
+    return makespan, peak
+
+
+def replay(chain: Chain, schedule: Schedule) -> tuple[float, int]:
+    """(makespan, peak) of a schedule, measured by the simulator (no budget)."""
+    sim = simulate(chain, schedule)
+    return sim.makespan, sim.peak_memory
+
+
+def fixed_schedule_solution(name: str, chain: Chain, budget: int, schedule: Schedule,
+                            message: str = "", info: dict | None = None) -> Solution:
+    """A solver whose schedule does not depend on the budget: feasible iff its peak fits.
+
+    Its peak (measured by the simulator) is then exactly the smallest budget at which the
+    solver succeeds, so ``min_budget`` is reported in both cases.
+    """
+    makespan, peak = replay(chain, schedule)
+    info = dict(info or {})
+    if peak > budget:
+        return Solution(name, INFEASIBLE, None, None, None, budget, min_budget=peak,
+                        message=f"its schedule peaks at {peak} > budget {budget}"
+                                + (f"; {message}" if message else ""), info=info)
+    return Solution(name, FEASIBLE, schedule, makespan, peak, budget, min_budget=peak,
+                    message=message, info=info)

@@ -1,0 +1,191 @@
+"""The BPTT dynamic programs of Gruslys, Munos, Danihelka, Lanctot, Graves 2016,
+"Memory-efficient backpropagation through time" (NIPS 2016), mapped onto the chain.
+
+Their setting (section 3): a homogeneous recurrent core unrolled for t steps; memory is
+counted in slots of one hidden state, an internal state (everything the core's backward
+needs) takes alpha slots; cost is the number of forward operations of the core.  With m
+slots, the fewest forwards C(t, m) obey
+
+* BPTT-HSM (hidden states only, section 3.1): C(t, m) = min_y [ y + C(t-y, m-1) + C(y, m) ];
+* BPTT-ISM (internal states only, section 3.2): C(t, m) = min_y [ y + C(t-y, m-alpha) + C(y-1, m) ];
+* BPTT-MSM (mixed, section 3.3): the smaller of the two at every (t, m).
+
+Mapping (option ``variant`` = ``hidden``, ``internal`` or ``mixed``, default mixed): the
+hidden state is the activation x_i, the internal state of step i is the tape t_{i+1}.  A
+subproblem reverses the stages [a, b) with x_a held and m free units of memory:
+
+* a *leaf* (one stage): ``Fall_a (Loss) B_a``, 1 forward;
+* a *hidden-state checkpoint* at a + k (1 <= k < l): advance to x_{a+k}, keep it (1 unit),
+  reverse [a+k, b) with m - 1 units, then [a, a+k) with m: k + C(l-k, m-1) + C(k, m);
+* an *internal-state checkpoint* at a + j: advance to x_{a+j}, run ``Fall_{a+j}`` and keep
+  t_{a+j+1} (alpha units, plus 1 for x_{a+j} which B_{a+j} also needs when j > 0), reverse
+  [a+j+1, b) from the tape, run ``B_{a+j}`` with no recomputation, then reverse [a, a+j):
+  j + 1 + C(l-j-1, m - alpha - [j > 0]) + C(j, m).  With j = 0 this is the Rotor ``Fall``
+  option; with their y = j + 1 it is their ISM recursion.
+
+They assume a homogeneous chain.  On a heterogeneous one this solver does what a user of
+their DP would: one unit is the largest activation X = max x_size, alpha = ceil(T / X)
+with T the largest tape, and every forward counts 1 (the DP minimizes the number of
+forward operations, which is the makespan when all forward times equal their mean; the
+reported makespan is the simulated one with the real times).  The units the budget allows
+are m = floor((budget - x_0 - R) / X), where R = max(3X + FO, X + T + FO, 2X + T + BO)
+covers what the running operation adds (the live gradient, an activation being advanced and
+its successor, a leaf's tape, the gradient being produced, overheads); every schedule then
+peaks at most at x_0 + m X + R <= budget.  The table is computed with numpy for every (l, m)
+in O(L^2 m) time.  With ``hidden`` and m units the forward count equals revolve's
+t(L, m) + L (the tests check it: HSM is binomial checkpointing).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from remat_theory.chain import Chain
+from remat_theory.errors import SolverError
+from remat_theory.schedule import LOSS_OP, Bwd, Fall, Schedule
+from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+
+from ._schedules import advance, replay, stored_segment
+from .registry import register
+
+VARIANTS = ("hidden", "internal", "mixed")
+_LEAF, _HIDDEN, _INTERNAL = 0, 1, 2
+
+
+def units(chain: Chain) -> tuple[int, int, int]:
+    """(unit size X in bytes, alpha in units, reserve R in bytes) of the slot accounting."""
+    X = max(max(chain.x_size), 1)
+    T = max(chain.tape_size)
+    FO, BO = max(chain.fwd_overhead), max(chain.bwd_overhead)
+    alpha = -(-T // X)
+    R = max(3 * X + FO, X + T + FO, 2 * X + T + BO)
+    return X, alpha, R
+
+
+def memory_units(chain: Chain, budget: int) -> int:
+    """Units m the budget leaves after x_0 and the reserve (negative: not even a leaf fits)."""
+    X, _, R = units(chain)
+    return (budget - chain.x_size[0] - R) // X
+
+
+def min_units(length: int, alpha: int, variant: str) -> int:
+    """Fewest units with a finite C(L, m): 0 for one stage; else 1 if hidden-state
+    checkpoints are allowed (recompute from x_0), else alpha for two stages and
+    alpha + 1 beyond (a chain of internal checkpoints at the end of each segment)."""
+    if length == 1:
+        return 0
+    if variant != "internal":
+        return 1
+    return alpha if length == 2 else alpha + 1
+
+
+def gruslys_table(length: int, m: int, alpha: int, variant: str):
+    """C[l, u] (forwards to reverse l stages with u units, inf if impossible) for l <= length,
+    u <= m, and the choice (kind, offset) at each entry."""
+    L, M = length, m
+    INF = math.inf
+    C = np.full((L + 1, M + 1), INF)
+    C[0, :] = 0.0
+    if L >= 1:
+        C[1, :] = 1.0
+    kind = np.zeros((L + 1, M + 1), dtype=np.int8)
+    arg = np.zeros((L + 1, M + 1), dtype=np.int32)
+    hidden = variant in ("hidden", "mixed")
+    internal = variant in ("internal", "mixed")
+    for l in range(2, L + 1):
+        best = np.full(M + 1, INF)
+        bkind = np.zeros(M + 1, dtype=np.int8)
+        barg = np.zeros(M + 1, dtype=np.int32)
+
+        def take(lo, vals, k, off):
+            better = vals < best[lo:]
+            best[lo:][better] = vals[better]
+            bkind[lo:][better] = k
+            barg[lo:][better] = off[better] if isinstance(off, np.ndarray) else off
+
+        if hidden and M >= 1:
+            K = np.arange(1, l)
+            vals = K[:, None] + C[l - K, :M] + C[K, 1:]
+            pick = np.argmin(vals, axis=0)
+            take(1, vals[pick, np.arange(M)], _HIDDEN, K[pick])
+        if internal:
+            if M >= alpha:  # j = 0: the tape of stage a, x_a is held already
+                take(alpha, 1.0 + C[l - 1, :M + 1 - alpha], _INTERNAL, 0)
+            if M >= alpha + 1:
+                J = np.arange(1, l)
+                vals = J[:, None] + 1.0 + C[l - J - 1, :M - alpha] + C[J, alpha + 1:]
+                pick = np.argmin(vals, axis=0)
+                take(alpha + 1, vals[pick, np.arange(M - alpha)], _INTERNAL, J[pick])
+        C[l], kind[l], arg[l] = best, bkind, barg
+    return C, kind, arg
+
+
+def gruslys_schedule(chain: Chain, m: int, alpha: int, kind, arg) -> Schedule:
+    """Follow the table's choices from (0, L, m) into a schedule."""
+    L = chain.length
+    ops = []
+    stack = [("rev", 0, L, m)]
+    while stack:
+        item = stack.pop()
+        if item[0] == "op":
+            ops.append(item[1])
+            continue
+        _, a, b, u = item
+        l = b - a
+        if l == 0:
+            if b == L:
+                ops.append(LOSS_OP)  # the tape just recorded holds x_L
+            continue
+        if l == 1:
+            ops.extend(stored_segment(chain, a, b))
+            continue
+        k, off = int(kind[l, u]), int(arg[l, u])
+        if k == _HIDDEN:
+            ops.extend(advance(a, a + off))
+            stack.append(("rev", a, a + off, u))
+            stack.append(("rev", a + off, b, u - 1))
+        elif k == _INTERNAL:
+            y = a + off
+            if off:
+                ops.extend(advance(a, y))
+            ops.append(Fall(y))
+            stack.append(("rev", a, y, u))
+            stack.append(("op", Bwd(y)))
+            stack.append(("rev", y + 1, b, u - alpha - (1 if off else 0)))
+        else:  # pragma: no cover - l >= 2 entries with a finite cost always have a choice
+            raise SolverError(f"gruslys: no choice recorded for {l} stages and {u} units")
+    return Schedule(ops)
+
+
+@register("gruslys", optimal_for="none",
+          description="Gruslys et al. 2016 BPTT dynamic programs (hidden / internal / mixed states), unit slots.")
+def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solution:
+    if variant not in VARIANTS:
+        raise SolverError(f"solver 'gruslys': option variant = {variant!r} is not one of "
+                          f"{', '.join(VARIANTS)}")
+    L = chain.length
+    X, alpha, R = units(chain)
+    m = memory_units(chain, budget)
+    need = min_units(L, alpha, variant)
+    smallest = chain.x_size[0] + R + need * X
+    info = {"variant": variant, "unit": X, "alpha": alpha, "reserve": R}
+    if m < need:
+        return Solution("gruslys", INFEASIBLE, None, None, None, budget, min_budget=smallest,
+                        message=f"{variant}: the budget leaves {max(m, 0)} units of {X} bytes, "
+                                f"{need} needed",
+                        info=info)
+    # Beyond this many units every option is available everywhere: more cannot help.
+    cap = (L - 1) * (alpha + 1) + 1
+    mm = min(m, cap)
+    C, kind, arg = gruslys_table(L, mm, alpha, variant)
+    forwards = C[L, mm]
+    if not math.isfinite(forwards):  # pragma: no cover - min_units guarantees a finite entry
+        raise SolverError(f"gruslys: no finite cost with {mm} units although {need} suffice")
+    schedule = gruslys_schedule(chain, mm, alpha, kind, arg)
+    makespan, peak = replay(chain, schedule)
+    info.update(units=mm, forwards=int(forwards))
+    return Solution("gruslys", FEASIBLE, schedule, makespan, peak, budget, min_budget=smallest,
+                    message=f"{variant}: {mm} units of {X} bytes (alpha = {alpha}), "
+                            f"{int(forwards)} forwards",
+                    info=info)

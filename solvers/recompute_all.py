@@ -1,0 +1,44 @@
+"""Recompute-all: keep only the input x_0 and recompute everything else on demand.
+
+The memory-lean extreme of checkpointing, the first strategy of Griewank and Walther's
+analysis ("Algorithm 799: revolve", ACM TOMS 26(1), 2000, section 2: with a single
+checkpoint, reversing l steps costs l(l-1)/2 forward steps).  For each backward B_i,
+i = L-1 .. 0, it runs the chain again from x_0 up to x_i without keeping anything
+(``Fck_0 Fn_1 .. Fn_{i-1}``), then ``Fall_i`` (and the loss for i = L-1) and ``B_i``:
+L(L+1)/2 forward operations in all, and at most x_0, x_i, t_{i+1} and two gradients held.
+
+Assumes nothing about the chain.  Its schedule does not depend on the budget, so it is
+feasible exactly when its simulated peak fits (``min_budget`` is that peak).
+"""
+from __future__ import annotations
+
+from remat_theory.chain import Chain
+from remat_theory.schedule import LOSS_OP, Bwd, Fall, Schedule
+from remat_theory.solution import Solution
+
+from ._schedules import advance, fixed_schedule_solution
+from .registry import register
+
+
+def recompute_all_schedule(chain: Chain) -> Schedule:
+    """For i = L-1 .. 0: advance x_0 -> x_i, Fall_i, (Loss,) B_i."""
+    L = chain.length
+    ops = []
+    for i in range(L - 1, -1, -1):
+        if i > 0:
+            ops.extend(advance(0, i))
+        ops.append(Fall(i))
+        if i == L - 1:
+            ops.append(LOSS_OP)
+        ops.append(Bwd(i))
+    return Schedule(ops)
+
+
+@register("recompute-all", optimal_for="none",
+          description="Keep only x_0; recompute from it before every backward (L(L+1)/2 forwards).")
+def solve_recompute_all(chain: Chain, budget: int) -> Solution:
+    L = chain.length
+    return fixed_schedule_solution(
+        "recompute-all", chain, budget, recompute_all_schedule(chain),
+        message=f"{L * (L + 1) // 2} forward operations (store-all: {L})",
+        info={"forward_ops": L * (L + 1) // 2})

@@ -13,6 +13,14 @@ time, and every remaining B_j whose tape t_{j+1} is not held needs at least one 
 
 The state space has at most 2^L * 2^L * (L+2) states: practical up to about 7-8 stages.
 
+Option ``schedule_class`` restricts the search to exactly one class of schedules of
+:mod:`remat_theory.persistence` (``"persistent"`` or ``"weak"``): an operation is an edge
+only when it also obeys the class rules, and for the persistent class the search state is
+extended with the one piece of bookkeeping its rules need (which plain value, if any, the
+previous operation produced).  This is the oracle each dynamic program is checked against:
+``dp`` must equal ``exhaustive(schedule_class="persistent")`` and ``dp-weak`` must equal
+``exhaustive(schedule_class="weak")``.  The default ``"all"`` is the unrestricted search.
+
 :func:`min_feasible_budget` finds the smallest budget at which any schedule exists, by a
 bottleneck (minimax) variant of the same search: exact for the whole schedule space.
 """
@@ -22,12 +30,13 @@ import heapq
 import itertools
 import time
 
+from remat_theory import persistence
 from remat_theory.chain import Chain
 from remat_theory.errors import SolverError
 from remat_theory.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
 from remat_theory.simulator import State, transition
-from remat_theory.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, INFEASIBLE, OPTIMAL,
-                                   TIME_LIMIT, Solution)
+from remat_theory.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, CLASS_PERSISTENT, CLASS_WEAK,
+                                   INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution)
 
 from .registry import register
 
@@ -85,7 +94,7 @@ def _heuristic(chain: Chain, state: State) -> float:
     return h
 
 
-def _rebuild(parent: dict, state: State) -> Schedule:
+def _rebuild(parent: dict, state) -> Schedule:
     ops = []
     while parent[state] is not None:
         state, op = parent[state]
@@ -93,19 +102,78 @@ def _rebuild(parent: dict, state: State) -> Schedule:
     return Schedule(reversed(ops))
 
 
-def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: float | None = None):
-    """A* over simulator states.  Returns ``(schedule, makespan, peak, bound, proven)``;
-    schedule is None when no schedule fits (proven) or the time limit left none."""
-    start = State.initial(chain)
+class _ClassMoves:
+    """Moves restricted to a class of :mod:`remat_theory.persistence`.
+
+    Search nodes are ``(State, fresh)``: ``fresh`` is the plain value the previous op
+    produced (only the persistent rules need it; it is always -1 for the weak class).
+    """
+
+    def __init__(self, chain: Chain, schedule_class: str):
+        self.chain = chain
+        self.cls = schedule_class
+        self.inner = _Moves(chain, False)
+
+    def start(self):
+        return (State.initial(chain=self.chain), persistence.NO_FRESH)
+
+    def __call__(self, node, mem):
+        state, fresh = node
+        chain, cls = self.chain, self.cls
+        for op in self.inner(state):
+            if persistence.violation(chain, state, fresh, op, cls) is not None:
+                continue
+            r = transition(chain, state, mem, op)
+            if isinstance(r, str):
+                continue
+            nf = persistence.next_fresh(op) if cls == persistence.PERSISTENT else persistence.NO_FRESH
+            yield op, r, (r.state, nf)
+
+
+class _AllMoves:
+    """Unrestricted moves; search nodes are simulator states."""
+
+    def __init__(self, chain: Chain, allow_drop: bool):
+        self.chain = chain
+        self.allow_drop = allow_drop
+        self.inner = _Moves(chain, allow_drop)
+
+    def start(self):
+        return State.initial(self.chain)
+
+    def __call__(self, state, mem):
+        for op in self.inner(state):
+            r = transition(self.chain, state, mem, op, self.allow_drop)
+            if isinstance(r, str):
+                continue
+            yield op, r, r.state
+
+
+def _node_moves(chain: Chain, allow_drop: bool, schedule_class: str):
+    if schedule_class == persistence.ALL:
+        return _AllMoves(chain, allow_drop)
+    return _ClassMoves(chain, schedule_class)
+
+
+def _state_of(node) -> State:
+    return node if isinstance(node, State) else node[0]
+
+
+def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: float | None = None,
+           schedule_class: str = "all"):
+    """A* over simulator states (restricted to ``schedule_class``).  Returns
+    ``(schedule, makespan, peak, bound, proven)``; schedule is None when no schedule fits
+    (proven) or the time limit left none."""
+    moves = _node_moves(chain, allow_drop, schedule_class)
+    start = moves.start()
     mem0 = chain.x_size[0]
     if mem0 > budget:
         return None, None, None, None, True
-    moves = _Moves(chain, allow_drop)
     g = {start: 0.0}
     parent = {start: None}
     peak_to = {start: mem0}  # peak along the best path found so far (reporting only)
     counter = itertools.count()
-    heap = [(_heuristic(chain, start), 0.0, next(counter), start, mem0)]
+    heap = [(_heuristic(chain, _state_of(start)), 0.0, next(counter), start, mem0)]
     closed = set()
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     pops = 0
@@ -113,17 +181,15 @@ def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: floa
         f, gs, _, s, mem = heapq.heappop(heap)
         if s in closed:
             continue
-        if s.is_final():
+        if _state_of(s).is_final():
             return _rebuild(parent, s), gs, peak_to[s], gs, True
         closed.add(s)
         pops += 1
         if deadline is not None and pops % 2048 == 0 and time.perf_counter() > deadline:
             return None, None, None, f, False
-        for op in moves(s):
-            r = transition(chain, s, mem, op, allow_drop)
-            if isinstance(r, str) or r.peak > budget:
+        for op, r, ns in moves(s, mem):
+            if r.peak > budget:
                 continue
-            ns = r.state
             if ns in closed:
                 continue
             ng = gs + r.time
@@ -132,21 +198,23 @@ def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: floa
                 g[ns] = ng
                 parent[ns] = (s, op)
                 peak_to[ns] = max(peak_to[s], r.peak)
-                heapq.heappush(heap, (ng + _heuristic(chain, ns), ng, next(counter), ns,
+                heapq.heappush(heap, (ng + _heuristic(chain, r.state), ng, next(counter), ns,
                                       r.memory_after))
     return None, None, None, None, True
 
 
 def min_feasible_budget(chain: Chain, allow_drop: bool = False,
-                        max_stages: int = DEFAULT_MAX_STAGES) -> int:
-    """The smallest budget (bytes) at which some valid schedule exists, over ALL schedules.
+                        max_stages: int = DEFAULT_MAX_STAGES, schedule_class: str = "all") -> int:
+    """The smallest budget (bytes) at which some valid schedule exists, over ALL schedules
+    (or over the schedules of ``schedule_class``).
 
     Bottleneck shortest path: minimize, over paths from the initial state to a final one,
     the largest op peak on the path (Dijkstra with max instead of +).
     """
     _check_size(chain, max_stages)
-    start = State.initial(chain)
-    moves = _Moves(chain, allow_drop)
+    _check_class(schedule_class, allow_drop)
+    moves = _node_moves(chain, allow_drop, schedule_class)
+    start = moves.start()
     best = {start: chain.x_size[0]}
     counter = itertools.count()
     heap = [(chain.x_size[0], next(counter), start, chain.x_size[0])]
@@ -155,33 +223,49 @@ def min_feasible_budget(chain: Chain, allow_drop: bool = False,
         b, _, s, mem = heapq.heappop(heap)
         if s in closed:
             continue
-        if s.is_final():
+        if _state_of(s).is_final():
             return b
         closed.add(s)
-        for op in moves(s):
-            r = transition(chain, s, mem, op, allow_drop)
-            if isinstance(r, str):
-                continue
+        for op, r, ns in moves(s, mem):
             nb = max(b, r.peak)
-            ns = r.state
             if ns not in closed and nb < best.get(ns, float("inf")):
                 best[ns] = nb
                 heapq.heappush(heap, (nb, next(counter), ns, r.memory_after))
     raise SolverError("no schedule exists at any budget")  # unreachable: store-all always exists
 
 
+_CLASS_NAMES = {persistence.PERSISTENT: CLASS_PERSISTENT, persistence.WEAK: CLASS_WEAK}
+
+
+def _check_class(schedule_class, allow_drop: bool) -> None:
+    if schedule_class not in persistence.CLASSES:
+        raise SolverError(f"solver 'exhaustive': option schedule_class = {schedule_class!r} is not "
+                          f"one of {', '.join(persistence.CLASSES)}")
+    if schedule_class != persistence.ALL and allow_drop:
+        raise SolverError(f"solver 'exhaustive': schedule_class = {schedule_class!r} has no Drop "
+                          f"operations; allow_drop needs schedule_class = 'all'")
+
+
 @register("exhaustive", optimal_for=CLASS_ALL, exact=True,
           description="A* over simulator states: the exact optimum over all schedules (L <= 8).")
 def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
                      time_limit: float | None = None,
-                     max_stages: int = DEFAULT_MAX_STAGES) -> Solution:
+                     max_stages: int = DEFAULT_MAX_STAGES,
+                     schedule_class: str = "all") -> Solution:
     """Exact optimum over every valid schedule of the model (with ``allow_drop``, also over
     schedules using explicit deletions).  ``time_limit`` (seconds) stops the search and
-    reports the best proven lower bound with status ``time_limit``."""
+    reports the best proven lower bound with status ``time_limit``.  ``schedule_class``
+    (``"all"``, ``"persistent"``, ``"weak"``) restricts the search to exactly that class of
+    :mod:`remat_theory.persistence`; the value is then optimal for that class."""
     _check_size(chain, max_stages)
-    cls = CLASS_ALL_WITH_DROP if allow_drop else CLASS_ALL
-    schedule, makespan, peak, bound, proven = search(chain, budget, allow_drop, time_limit)
-    info = {"allow_drop": allow_drop}
+    _check_class(schedule_class, allow_drop)
+    if schedule_class != persistence.ALL:
+        cls = _CLASS_NAMES[schedule_class]
+    else:
+        cls = CLASS_ALL_WITH_DROP if allow_drop else CLASS_ALL
+    schedule, makespan, peak, bound, proven = search(chain, budget, allow_drop, time_limit,
+                                                     schedule_class)
+    info = {"allow_drop": allow_drop, "schedule_class": schedule_class}
     if schedule is not None:
         return Solution("exhaustive", OPTIMAL, schedule, makespan, peak, budget, bound=makespan,
                         optimal_for=cls, info=info)
@@ -189,7 +273,7 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
         return Solution("exhaustive", TIME_LIMIT, None, None, None, budget, bound=bound,
                         optimal_for=cls, info=info,
                         message=f"time limit reached: not proven optimal; lower bound {bound}")
-    mfb = min_feasible_budget(chain, allow_drop, max_stages)
+    mfb = min_feasible_budget(chain, allow_drop, max_stages, schedule_class)
     return Solution("exhaustive", INFEASIBLE, None, None, None, budget, optimal_for=cls,
                     min_budget=mfb, info=info,
                     message=f"no schedule fits in {budget}; the smallest feasible budget is {mfb}")

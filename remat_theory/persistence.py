@@ -1,0 +1,150 @@
+"""Classes of schedules: persistent and weakly persistent (in normal form).
+
+The persistent dynamic program of Beaumont et al. (Rotor, "Optimal checkpointing for
+heterogeneous chains", 2019, section 4) is optimal among *persistent* schedules: every value
+kept for later is kept until the backward operation that consumes it.  The journal version
+of that work also considers *weakly persistent* schedules, in which a held checkpoint may be
+released (and replaced by a later one) before its segment's backward completes.  This
+module defines both classes precisely, as rules checked operation by operation on top of the
+simulator, so that any valid schedule can be classified and so that exhaustive search can be
+restricted to exactly a class (``solvers/exhaustive.py``, option ``schedule_class``).  The
+proofs that ``solvers/dp.py`` and ``solvers/dp_weak.py`` are optimal in these classes are in
+``proofs/persistent_dp.md`` and ``proofs/weak_persistence.md``.
+
+Definitions (state = the simulator's state before the operation; u = ``bwd_next``, the
+backward to run next, L for the loss).
+
+* The **frontier** is the largest index i <= u such that x_i is available (a plain x_i
+  held, or, for i >= 1, the tape t_i held).  x_0 is always held, so it exists.
+* A plain x_i is **fresh** when the operation just before produced it (Fck_{i-1} or
+  Fn_{i-1}).
+
+A schedule is **weakly persistent** when it is valid, has no Drop, and every forward
+operation F_i (Fn_i, Fck_i or Fall_i)
+
+  (W1) reads the frontier: i is the frontier of the state it runs in;
+  (W2) if it is Fn_i or Fck_i, runs before B_{i+1}... precisely: i < u, so it never
+       recomputes a plain x_{i+1} when d_{i+1} already exists (such a value could never be
+       freed again);
+  (W3) if it is Fn_i with i >= 1, reads a plain x_i (it never frees a tape: every tape
+       t_{i+1}, once computed, is held until B_i consumes it).
+
+A schedule is **persistent** when it is weakly persistent and moreover
+
+  (P1) every Fn_i with i >= 1 reads a fresh x_i: a plain value that is read by any other
+       operation (it became a checkpoint) is then held until the backward that consumes it
+       (B_i, or the loss for x_L).
+
+So weak persistence lets a checkpoint x_i (i >= 1) that has already served be released by
+Fn_i, its memory then going to the later values computed from it; persistence forbids it.
+Consequences of the rules (proofs/weak_persistence.md): no schedule of either class ever
+holds a plain x_i and the tape t_i together, and every Fall_i runs exactly once.
+
+The frontier rule (W1) is the normal form of the Rotor proof: it forbids computing values
+early (before the segment that needs them is being processed), which never helps; the
+persistent DP is optimal among persistent schedules in this sense, and the exhaustive
+search restricted to the class finds the same optimum (tests/test_persistence.py).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .chain import Chain
+from .errors import InvalidScheduleError
+from .schedule import FALL, FCK, FN, FORWARD_KINDS, DROP, Op, Schedule
+from .simulator import State, transition
+
+PERSISTENT = "persistent"
+WEAK = "weak"
+ALL = "all"
+CLASSES = (ALL, PERSISTENT, WEAK)
+
+NO_FRESH = -1
+
+
+def frontier(chain: Chain, state: State) -> int:
+    """The largest i <= bwd_next with x_i available (plain x_i, or tape t_i for i >= 1)."""
+    plain, tapes, u = state
+    avail = plain | (tapes & ~1)
+    top = min(u, chain.length)
+    avail &= (1 << (top + 1)) - 1
+    return avail.bit_length() - 1
+
+
+def violation(chain: Chain, state: State, fresh: int, op: Op, schedule_class: str) -> str | None:
+    """Why ``op`` breaks the rules of ``schedule_class`` in ``state``, or None if it does not.
+
+    ``fresh`` is the index of the plain x produced by the previous operation (-1 if none).
+    Validity in the model itself (needs, budget) is the simulator's business, not checked here.
+    """
+    if schedule_class == ALL:
+        return None
+    if op.kind == DROP:
+        return "Drop is not part of the persistent classes"
+    if op.kind not in FORWARD_KINDS:
+        return None
+    i = op.index
+    f = frontier(chain, state)
+    if i != f:
+        return f"F{i} does not read the frontier x{f}"
+    if op.kind == FALL:
+        return None
+    u = state.bwd_next
+    if i >= u:
+        return f"{op.token} recomputes x{i + 1} after d{i + 1} exists"
+    if op.kind == FN and i >= 1:
+        if not state.plain >> i & 1:
+            return f"Fn{i} would free the tape t{i}"
+        if schedule_class == PERSISTENT and fresh != i:
+            return f"Fn{i} releases the checkpoint x{i} before B{i}"
+    return None
+
+
+def next_fresh(op: Op) -> int:
+    """The fresh plain value after ``op`` (Fck_i / Fn_i produce a plain x_{i+1})."""
+    if op.kind in (FN, FCK):
+        return op.index + 1
+    return NO_FRESH
+
+
+def check_class(chain: Chain, schedule: Schedule | str | Iterable, schedule_class: str) -> None:
+    """Raise :class:`InvalidScheduleError` naming the first step of ``schedule`` that is
+    invalid or breaks the rules of ``schedule_class`` (``"persistent"``, ``"weak"``)."""
+    if schedule_class not in CLASSES:
+        raise ValueError(f"schedule_class = {schedule_class!r} is not one of {CLASSES}")
+    if isinstance(schedule, str):
+        schedule = Schedule.parse(schedule)
+    elif not isinstance(schedule, Schedule):
+        schedule = Schedule(schedule)
+    state = State.initial(chain)
+    memory = chain.x_size[0]
+    fresh = NO_FRESH
+    for k, op in enumerate(schedule):
+        why = violation(chain, state, fresh, op, schedule_class)
+        if why is not None:
+            raise InvalidScheduleError(f"not {schedule_class}: {why}", k, op.token)
+        r = transition(chain, state, memory, op, allow_drop=True)
+        if isinstance(r, str):
+            raise InvalidScheduleError(r, k, op.token)
+        state, memory, fresh = r.state, r.memory_after, next_fresh(op)
+    if not state.is_final():
+        raise InvalidScheduleError("the schedule ends without computing d0")
+
+
+def _is_in(chain: Chain, schedule, schedule_class: str) -> bool:
+    try:
+        check_class(chain, schedule, schedule_class)
+    except InvalidScheduleError:
+        return False
+    return True
+
+
+def is_persistent(chain: Chain, schedule) -> bool:
+    """True when ``schedule`` is valid (no budget) and persistent (module docstring)."""
+    return _is_in(chain, schedule, PERSISTENT)
+
+
+def is_weakly_persistent(chain: Chain, schedule) -> bool:
+    """True when ``schedule`` is valid (no budget) and weakly persistent (module docstring).
+    Every persistent schedule is weakly persistent."""
+    return _is_in(chain, schedule, WEAK)

@@ -1,0 +1,431 @@
+"""Benchmarks: how fast each solver is (``remat bench solvers``) and how far each strategy is
+from the optimum (``remat bench quality``).  Figures, not tests: nothing here asserts a time.
+
+Speed (:func:`bench_solvers`)
+    Every measured solve runs in a fresh Python subprocess (``python -m
+    remat_theory.benchmark``) so that its peak resident memory (``ru_maxrss`` of that process,
+    interpreter and imports included; the RSS after imports is reported as ``base_rss``) and
+    its time belong to that run alone.  Time is the solver's own wall time as the registry
+    measures it (the simulator replay that checks the answer is not included).
+
+    * ``dp``: stages x slots grid, budget halfway between the memory lower bound and
+      store-all, on random chains (sizes 1..100 MiB) and homogeneous ones (activations 1 MiB,
+      tapes 2 MiB): the Rotor paper's setting of a budget cut into ``slots`` units.
+    * ``ilp``: random chains (sizes 1..10) at a middle budget (``budget_frac`` of the way from
+      the smallest feasible budget to store-all), several seeds per length, HiGHS and CBC;
+      the median time to proven optimality counts an unproven run as infinite.
+    * ``exhaustive``: random chains of 2..8 stages at the smallest feasible budget and a
+      middle one.
+
+Quality (:func:`bench_quality`)
+    For each family, one chain, budgets from the smallest feasible (over all schedules) to
+    store-all; every registered solver's makespan divided by the exact optimum (exhaustive
+    search up to ``max_exhaustive_stages``, the ILP beyond, its status said when unproven).
+
+This module sits on the solver floor (like the command line): it imports :mod:`solvers`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import families
+from .chain import Chain
+from .errors import RematError
+from .parallel import parallel_map
+from .progress import Progress
+
+MIB = 2 ** 20
+
+DP_STAGES = (10, 30, 100, 300, 1000)
+DP_SLOTS = (100, 500, 1000, 2000)
+DP_FAMILIES = ("random", "homogeneous")
+ILP_STAGES = (5, 10, 20, 30, 45, 60)
+ILP_BACKENDS = ("highs", "cbc")
+EXHAUSTIVE_STAGES = (2, 3, 4, 5, 6, 7, 8)
+QUALITY_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
+
+QUICK = {"dp_stages": (10, 30, 100), "dp_slots": (100, 500), "dp_families": ("random",),
+         "ilp_stages": (5, 10), "ilp_seeds": 1, "ilp_time_limit": 30.0,
+         "exhaustive_stages": (2, 3, 4, 5, 6)}
+
+
+# --------------------------------------------------------------------------- chains
+def bench_chain(family: str, length: int, seed: int = 0, *, big: bool = False) -> Chain:
+    """The chain a benchmark runs on.
+
+    ``big=True`` (the DP speed grid) gives byte-sized chains whose budget has to be cut into
+    slots: random sizes 1..100 MiB, or homogeneous stages (1 MiB activations, 2 MiB tapes,
+    forward 1, backward 2, loss 1).  Otherwise the family generator's own small integer
+    sizes (so the exact solvers work on exact memory).
+    """
+    if big:
+        if family == "homogeneous":
+            return Chain.homogeneous(length, 1.0, 2.0, MIB, 2 * MIB, loss_time=1.0,
+                                     name=f"homogeneous-{length}-MiB")
+        if family == "random":
+            return families.uniform_random(length, seed, max_size=100, unit=MIB)
+        return families.make(family, length, seed, unit=MIB)
+    return families.make(family, length, seed)
+
+
+def smallest_feasible_budget(chain: Chain, max_exhaustive_stages: int = 8) -> tuple[int, str]:
+    """The smallest feasible budget (bytes) and where it comes from.
+
+    Exact over all schedules by exhaustive search up to ``max_exhaustive_stages`` stages;
+    beyond, the smallest reported by the exact solvers at an infeasible budget (the ILP's is
+    over all schedules when it proves it; the DP's is over persistent schedules, so an upper
+    bound on the true one), else the memory lower bound (a lower bound).
+    """
+    import solvers
+
+    if chain.length <= max_exhaustive_stages and "exhaustive" in solvers.names():
+        from solvers.exhaustive import min_feasible_budget
+        return min_feasible_budget(chain, max_stages=max_exhaustive_stages), "exhaustive"
+    lb = chain.memory_lower_bound()
+    for name in ("dp-weak", "dp"):
+        if name in solvers.names():
+            try:
+                sol = solvers.solve(chain, max(0, lb - 1), name)
+            except RematError:
+                continue
+            if sol.min_budget is not None:
+                return sol.min_budget, name
+    return lb, "memory lower bound"
+
+
+def budget_between(low: int, high: int, frac: float) -> int:
+    return int(low + round((high - low) * frac))
+
+
+# --------------------------------------------------------------------------- subprocess
+def _child_main() -> None:
+    """Subprocess entry: read one spec (JSON) on stdin, solve, print one JSON line."""
+    import resource
+
+    spec = json.loads(sys.stdin.read())
+    import solvers  # imported before the baseline RSS is read
+
+    chain = Chain.from_dict(spec["chain"])
+    solvers.names()
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = {"ok": True}
+    t0 = time.perf_counter()
+    try:
+        sol = solve_with_options(chain, spec["budget"], spec["solver"], spec.get("options", {}))
+        out.update(status=sol.status, makespan=sol.makespan, bound=sol.bound,
+                   min_budget=sol.min_budget, solve_time=sol.wall_time, gap=sol.gap,
+                   message=sol.message, info={k: v for k, v in sol.info.items()
+                                              if isinstance(v, (int, float, str, bool, type(None)))})
+    except Exception as e:  # noqa: BLE001 - reported in the table, not raised
+        out.update(ok=False, status="error", error=f"{type(e).__name__}: {e}")
+    out["total_time"] = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # A solver may run an external program (CBC does): count its peak too.
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is KiB on Linux, bytes on macOS
+    out["peak_rss"] = max(peak, kids) * scale
+    out["child_process_rss"] = kids * scale
+    out["base_rss"] = base * scale
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+def solve_with_options(chain: Chain, budget: int, name: str, options: dict):
+    """:func:`solvers.solve`, also for an option named ``solver`` (the ILP's back end), which
+    ``solvers.solve``'s own ``solver`` parameter would capture: then the same steps by hand
+    (check the options, time the call, replay the schedule through the simulator)."""
+    import solvers
+    from solvers import registry
+
+    if "solver" not in options:
+        return solvers.solve(chain, budget, name, **options)
+    info = registry.get(name)
+    bad = [k for k in options if k not in info.options]
+    if bad:
+        raise RematError(f"solver {name!r} does not take option {bad[0]!r}")
+    t0 = time.perf_counter()
+    sol = info.func(chain, budget, **options)
+    if not sol.wall_time:
+        sol = sol.replace(wall_time=time.perf_counter() - t0)
+    registry.verify_solution(chain, sol, budget)
+    return sol
+
+
+def backend_option(name: str = "ilp") -> str:
+    """Name of the ILP's option choosing the MILP back end (``backend`` or ``solver``)."""
+    import solvers
+
+    opts = solvers.get(name).options
+    return "backend" if "backend" in opts else "solver"
+
+
+def measure(chain: Chain, budget: int, solver: str, options: dict | None = None,
+            timeout: float = 600.0) -> dict:
+    """Solve in a fresh subprocess; its solve time, status and peak RSS (bytes)."""
+    spec = {"chain": chain.to_dict(), "budget": int(budget), "solver": solver,
+            "options": options or {}}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "remat_theory.benchmark"],
+                              input=json.dumps(spec), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "status": "timeout", "error": f"killed after {timeout:g} s",
+                "solve_time": None, "peak_rss": None, "wall": time.perf_counter() - t0}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        return {"ok": False, "status": "crash", "error": f"exit {proc.returncode}: {tail[0]}",
+                "solve_time": None, "peak_rss": None, "wall": time.perf_counter() - t0}
+    out = json.loads(lines[-1])
+    out["wall"] = time.perf_counter() - t0
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+def format_table(head: list, rows: list) -> str:
+    """Fixed-width table; the first column left-aligned, the others right-aligned."""
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(head)]
+
+    def line(vals):
+        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths)))
+
+    return "\n".join([line(head), "  ".join("-" * w for w in widths)] + [line(r) for r in cells])
+
+
+def _s(x, digits=3) -> str:
+    if x is None:
+        return "-"
+    if x == math.inf:
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def _mib(x) -> str:
+    return "-" if x is None else f"{x / MIB:.0f}"
+
+
+def machine_info() -> dict:
+    """What the figures were measured on (and how loaded it was at the time)."""
+    info = {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    try:
+        info["load_average"] = list(os.getloadavg())
+    except OSError:
+        pass
+    return info
+
+
+def write_json(path: Path, obj: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------- solvers
+def bench_dp(stages=DP_STAGES, slots=DP_SLOTS, fams=DP_FAMILIES, budget_frac: float = 0.5,
+             timeout: float = 600.0, progress: bool = True, solver: str = "dp") -> list:
+    """DP time and peak RSS over a stages x slots grid (one subprocess per run)."""
+    rows = []
+    grid = [(f, L, S) for f in fams for L in stages for S in slots]
+    with Progress(len(grid), f"bench {solver}", enabled=None if progress else False) as bar:
+        for fam, L, S in grid:
+            chain = bench_chain(fam, L, seed=L, big=True)
+            lb, top = chain.memory_lower_bound(), chain.store_all_memory()
+            budget = budget_between(lb, top, budget_frac)
+            r = measure(chain, budget, solver, {"slots": S}, timeout)
+            rows.append({**r, "solver": solver, "family": fam, "stages": L, "slots": S,
+                         "budget": budget, "budget_frac": budget_frac})
+            bar.update()
+    return rows
+
+
+def bench_ilp(stages=ILP_STAGES, backends=ILP_BACKENDS, seeds: int = 3, budget_frac: float = 0.5,
+              time_limit: float = 300.0, progress: bool = True) -> list:
+    """ILP time to proven optimality on random chains, per backend (one subprocess per run)."""
+    rows = []
+    grid = [(L, seed, be) for L in stages for seed in range(seeds) for be in backends]
+    with Progress(len(grid), "bench ilp", enabled=None if progress else False) as bar:
+        cache: dict = {}
+        for L, seed, be in grid:
+            chain = bench_chain("random", L, seed)
+            if (L, seed) not in cache:
+                cache[(L, seed)] = smallest_feasible_budget(chain)
+            m, src = cache[(L, seed)]
+            budget = budget_between(m, chain.store_all_memory(), budget_frac)
+            r = measure(chain, budget, "ilp", {backend_option(): be, "time_limit": time_limit},
+                        timeout=time_limit * 2 + 120)
+            rows.append({**r, "solver": "ilp", "backend": be, "family": "random", "stages": L,
+                         "seed": seed, "budget": budget, "budget_frac": budget_frac,
+                         "min_budget": m, "min_budget_from": src, "time_limit": time_limit})
+            bar.update()
+    return rows
+
+
+def bench_exhaustive(stages=EXHAUSTIVE_STAGES, timeout: float = 600.0, progress: bool = True) -> list:
+    rows = []
+    grid = [(L, frac) for L in stages for frac in (0.0, 0.5)]
+    with Progress(len(grid), "bench exhaustive", enabled=None if progress else False) as bar:
+        for L, frac in grid:
+            chain = bench_chain("random", L, seed=L)
+            m, src = smallest_feasible_budget(chain, max_exhaustive_stages=max(stages))
+            budget = budget_between(m, chain.store_all_memory(), frac)
+            r = measure(chain, budget, "exhaustive", {"max_stages": max(8, L)}, timeout)
+            rows.append({**r, "solver": "exhaustive", "family": "random", "stages": L,
+                         "budget": budget, "budget_frac": frac, "min_budget": m})
+            bar.update()
+    return rows
+
+
+def ilp_medians(rows: list) -> list:
+    """Median time to proven optimality per (backend, stages); unproven runs count as inf."""
+    out = []
+    keys = sorted({(r["backend"], r["stages"]) for r in rows})
+    for be, L in keys:
+        rs = [r for r in rows if r["backend"] == be and r["stages"] == L]
+        times = [r["solve_time"] if r.get("status") == "optimal" else math.inf for r in rs]
+        out.append({"backend": be, "stages": L, "runs": len(rs),
+                    "proven": sum(1 for r in rs if r.get("status") == "optimal"),
+                    "median_time": statistics.median(times) if times else None,
+                    "max_time": max(times) if times else None,
+                    "median_rss": statistics.median([r["peak_rss"] for r in rs if r.get("peak_rss")] or [0])})
+    return out
+
+
+def table_dp(rows) -> str:
+    return format_table(
+        ["family", "stages", "slots", "budget (MiB)", "status", "time (s)", "peak RSS (MiB)",
+         "base RSS (MiB)"],
+        [[r["family"], r["stages"], r["slots"], _mib(r["budget"]), r.get("status"),
+          _s(r.get("solve_time")), _mib(r.get("peak_rss")), _mib(r.get("base_rss"))] for r in rows])
+
+
+def table_ilp(rows) -> str:
+    per_run = format_table(
+        ["backend", "stages", "seed", "budget", "status", "time (s)", "gap", "peak RSS (MiB)"],
+        [[r["backend"], r["stages"], r["seed"], r["budget"], r.get("status"),
+          _s(r.get("solve_time")), _s(r.get("gap")), _mib(r.get("peak_rss"))] for r in rows])
+    med = format_table(
+        ["backend", "stages", "runs", "proven", "median time to optimality (s)", "max (s)"],
+        [[m["backend"], m["stages"], m["runs"], m["proven"], _s(m["median_time"]),
+          _s(m["max_time"])] for m in ilp_medians(rows)])
+    return per_run + "\n\n" + med
+
+
+def table_exhaustive(rows) -> str:
+    return format_table(
+        ["stages", "budget", "budget frac", "status", "time (s)", "peak RSS (MiB)"],
+        [[r["stages"], r["budget"], r["budget_frac"], r.get("status"), _s(r.get("solve_time")),
+          _mib(r.get("peak_rss"))] for r in rows])
+
+
+# --------------------------------------------------------------------------- quality
+def _quality_task(item: tuple) -> dict:
+    """One (family, budget) cell of the quality table: every solver at that budget."""
+    import solvers
+
+    fam, L, seed, budget, frac, names, time_limit, max_ex = item
+    chain = bench_chain(fam, L, seed)
+    res = {}
+    for name in names:
+        info = solvers.get(name)
+        if name == "exhaustive" and L > max_ex:
+            continue
+        opts = {"time_limit": time_limit} if time_limit and "time_limit" in info.options else {}
+        try:
+            sol = solvers.solve(chain, budget, name, **opts)
+            res[name] = {"status": sol.status, "makespan": sol.makespan, "bound": sol.bound,
+                         "optimal_for": sol.optimal_for, "time": sol.wall_time}
+        except Exception as e:  # noqa: BLE001 - a failing solver is reported in the table
+            res[name] = {"status": "error", "makespan": None, "bound": None,
+                         "optimal_for": None, "time": None, "error": f"{type(e).__name__}: {e}"}
+    ref, ref_from, ref_status = None, None, None
+    for cand in ("exhaustive", "ilp"):
+        r = res.get(cand)
+        if r and r["makespan"] is not None and r["optimal_for"] == "all":
+            ref, ref_from, ref_status = r["makespan"], cand, r["status"]
+            if r["status"] == "optimal":
+                break
+    for r in res.values():
+        r["ratio"] = (r["makespan"] / ref) if (ref and r["makespan"] is not None) else None
+    return {"family": fam, "stages": L, "seed": seed, "chain": chain.name, "budget": budget,
+            "budget_frac": frac, "reference": ref, "reference_from": ref_from,
+            "reference_status": ref_status, "results": res}
+
+
+def bench_quality(fams=QUALITY_FAMILIES, stages: int = 7, seed: int = 0, budgets: int = 7,
+                  solver_names=None, time_limit: float | None = 60.0,
+                  max_exhaustive_stages: int = 7, workers=None, scheduler=None,
+                  progress: bool = True) -> list:
+    """Makespan ratio to the exact optimum of every solver, per family and budget."""
+    import solvers
+
+    names = tuple(solver_names) if solver_names else tuple(solvers.names())
+    for n in names:
+        solvers.get(n)
+    if budgets < 2:
+        raise RematError(f"budgets = {budgets} must be >= 2 (smallest feasible and store-all)")
+    fracs = [0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0] if budgets == 8 else \
+        [round(j / (budgets - 1), 4) for j in range(budgets)]
+    items = []
+    for fam in fams:
+        chain = bench_chain(fam, stages, seed)
+        m, _ = smallest_feasible_budget(chain, max_exhaustive_stages)
+        top = chain.store_all_memory()
+        seen = set()
+        for f in fracs:
+            b = budget_between(m, top, f)
+            if b in seen:
+                continue
+            seen.add(b)
+            items.append((fam, stages, seed, b, f, names, time_limit, max_exhaustive_stages))
+    return parallel_map(_quality_task, items, workers=workers, scheduler=scheduler,
+                        progress=progress, desc="bench quality")
+
+
+def table_quality(rows: list, names) -> str:
+    """One row per (family, budget): each solver's makespan / optimum ('inf' infeasible)."""
+    head = ["family", "budget", "frac", "optimum"] + list(names)
+    body = []
+    for r in rows:
+        ref = r["reference"]
+        mark = "" if r["reference_status"] == "optimal" else "*"
+        cells = [r["family"], r["budget"], f"{r['budget_frac']:.2f}",
+                 ("-" if ref is None else f"{ref:.6g}{mark}")]
+        for n in names:
+            x = r["results"].get(n)
+            if x is None:
+                cells.append("skip")
+            elif x["status"] == "error":
+                cells.append("ERROR")
+            elif x["makespan"] is None:
+                cells.append("inf" if x["status"] == "infeasible" else x["status"])
+            else:
+                cells.append(f"{x['ratio']:.4f}" if x["ratio"] is not None else f"{x['makespan']:.6g}")
+        body.append(cells)
+    return format_table(head, body)
+
+
+def quality_summary(rows: list, names) -> list:
+    """Per solver: cells where it found a schedule, max and mean ratio to the optimum."""
+    out = []
+    for n in names:
+        ratios = [r["results"][n]["ratio"] for r in rows if n in r["results"]
+                  and r["results"][n].get("ratio") is not None]
+        infeasible = sum(1 for r in rows if n in r["results"] and r["results"][n]["makespan"] is None)
+        out.append({"solver": n, "cells": sum(1 for r in rows if n in r["results"]),
+                    "no_schedule": infeasible, "max_ratio": max(ratios) if ratios else None,
+                    "mean_ratio": statistics.fmean(ratios) if ratios else None})
+    return out
+
+
+if __name__ == "__main__":
+    _child_main()

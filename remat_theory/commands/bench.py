@@ -1,0 +1,186 @@
+"""``remat bench solvers`` (speed and peak memory) and ``remat bench quality`` (makespan ratio
+to the optimum); each prints a table and writes JSON under benchmarks/results/."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .. import benchmark as bm
+from ..errors import RematError
+from ._common import positive_float, positive_int, print_json
+from .verify import name_list
+
+NAME = "bench"
+ORDER = 60
+HELP = "benchmark solver speed and peak memory, or solution quality against the optimum"
+
+
+def int_list(text: str) -> tuple:
+    try:
+        vals = tuple(int(t) for t in text.replace(" ", ",").split(",") if t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must list integers >= 1")
+    return vals
+
+
+def fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
+    return v
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="what", metavar="WHAT")
+    sub.required = True
+    s = sub.add_parser("solvers", help="time and peak RSS of dp, ilp and exhaustive",
+                       description="Time (and peak resident memory, each run in its own "
+                                   "subprocess) of the exact solvers over problem sizes.")
+    s.add_argument("--quick", action="store_true",
+                   help="a small grid (about a minute): dp up to 100 stages and 500 slots, "
+                        "ilp on 5 and 10 stages, exhaustive up to 6 stages; files get _quick")
+    s.add_argument("--only", type=name_list, default=("dp", "ilp", "exhaustive"),
+                   help="which benchmarks: dp, ilp, exhaustive (comma-separated)")
+    s.add_argument("--dp-solver", default="dp", dest="dp_solver",
+                   help="registry name of the DP to time (default dp; e.g. dp-weak)")
+    s.add_argument("--dp-stages", type=int_list, default=None, dest="dp_stages",
+                   help=f"default {','.join(map(str, bm.DP_STAGES))}")
+    s.add_argument("--dp-slots", type=int_list, default=None, dest="dp_slots",
+                   help=f"default {','.join(map(str, bm.DP_SLOTS))}")
+    s.add_argument("--dp-families", type=name_list, default=None, dest="dp_families",
+                   help=f"default {','.join(bm.DP_FAMILIES)}")
+    s.add_argument("--ilp-stages", type=int_list, default=None, dest="ilp_stages",
+                   help=f"default {','.join(map(str, bm.ILP_STAGES))}")
+    s.add_argument("--ilp-seeds", type=positive_int, default=None, dest="ilp_seeds",
+                   help="random chains per length (default 3)")
+    s.add_argument("--ilp-backends", type=name_list, default=bm.ILP_BACKENDS, dest="ilp_backends",
+                   help="MILP back ends (default highs,cbc)")
+    s.add_argument("--ilp-time-limit", type=positive_float, default=None, dest="ilp_time_limit",
+                   help="seconds per ILP solve (default 300)")
+    s.add_argument("--budget-frac", type=fraction, default=0.5, dest="budget_frac",
+                   help="budget as a fraction of the way from the smallest feasible budget "
+                        "(dp: the memory lower bound) to store-all (default 0.5)")
+    s.add_argument("--exhaustive-stages", type=int_list, default=None, dest="exhaustive_stages",
+                   help=f"default {','.join(map(str, bm.EXHAUSTIVE_STAGES))}")
+    s.add_argument("--timeout", type=positive_float, default=600.0,
+                   help="seconds before a dp or exhaustive run is killed (default 600)")
+    _out_args(s)
+
+    q = sub.add_parser("quality", help="makespan / optimum of every solver per family and budget",
+                       description="For each family, one chain, budgets from the smallest "
+                                   "feasible to store-all: every solver's makespan divided by "
+                                   "the exact optimum (exhaustive search; ILP beyond its "
+                                   "size, '*' when not proven).")
+    q.add_argument("--families", type=name_list, default=bm.QUALITY_FAMILIES)
+    q.add_argument("--stages", type=positive_int, default=7, help="chain length (default 7)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--budgets", type=positive_int, default=8,
+                   help="budgets per family from the smallest feasible to store-all (default 8)")
+    q.add_argument("--solvers", type=name_list, default=None,
+                   help="solvers (default: every registered one)")
+    q.add_argument("--time-limit", type=positive_float, default=60.0, dest="time_limit",
+                   help="seconds per solve for solvers that take a limit (default 60)")
+    q.add_argument("--max-exhaustive-stages", type=positive_int, default=7,
+                   dest="max_exhaustive_stages")
+    q.add_argument("--workers", type=positive_int, default=None)
+    q.add_argument("--scheduler", default=None, metavar="ADDRESS")
+    _out_args(q)
+
+
+def _out_args(p) -> None:
+    p.add_argument("--out-dir", default="benchmarks/results", dest="out_dir",
+                   help="where the JSON goes (default benchmarks/results)")
+    p.add_argument("--tag", default=None, help="suffix of the file names")
+    p.add_argument("--no-write", action="store_true", dest="no_write", help="write no file")
+    p.add_argument("--no-progress", action="store_true", dest="no_progress")
+    p.add_argument("--json", action="store_true", help="print the JSON instead of tables")
+
+
+def _path(args, stem: str) -> Path:
+    tag = args.tag if args.tag is not None else ("quick" if getattr(args, "quick", False) else "")
+    return Path(args.out_dir) / (f"{stem}_{tag}.json" if tag else f"{stem}.json")
+
+
+def _emit(args, stem: str, payload: dict, table: str) -> None:
+    if args.json:
+        print_json(payload)
+    else:
+        print(table)
+        print()
+    if not args.no_write:
+        path = _path(args, stem)
+        try:
+            bm.write_json(path, payload)
+        except OSError as e:
+            raise RematError(f"cannot write {str(path)!r}: {e.strerror}") from None
+        print(f"wrote {path}", file=sys.stderr)
+
+
+def run(args) -> int:
+    return _run_solvers(args) if args.what == "solvers" else _run_quality(args)
+
+
+def _run_solvers(args) -> int:
+    import solvers
+
+    quick = bm.QUICK if args.quick else {}
+    progress = not args.no_progress
+    unknown = [w for w in args.only if w not in ("dp", "ilp", "exhaustive")]
+    if unknown:
+        raise RematError(f"--only {unknown[0]!r} is not one of dp, ilp, exhaustive")
+    command = "remat " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("remat") else None
+    for what in args.only:
+        name = args.dp_solver if what == "dp" else what
+        if name not in solvers.names():
+            print(f"remat bench: solver {name!r} is not registered; skipping", file=sys.stderr)
+            continue
+        meta = {"machine": bm.machine_info(), "command": command}
+        if what == "dp":
+            rows = bm.bench_dp(args.dp_stages or quick.get("dp_stages", bm.DP_STAGES),
+                               args.dp_slots or quick.get("dp_slots", bm.DP_SLOTS),
+                               args.dp_families or quick.get("dp_families", bm.DP_FAMILIES),
+                               args.budget_frac, args.timeout, progress, solver=name)
+            _emit(args, f"bench_solvers_{name}", {**meta, "rows": rows}, table_title(name) + bm.table_dp(rows))
+        elif what == "ilp":
+            rows = bm.bench_ilp(args.ilp_stages or quick.get("ilp_stages", bm.ILP_STAGES),
+                                args.ilp_backends, args.ilp_seeds or quick.get("ilp_seeds", 3),
+                                args.budget_frac,
+                                args.ilp_time_limit or quick.get("ilp_time_limit", 300.0), progress)
+            _emit(args, "bench_solvers_ilp", {**meta, "rows": rows, "medians": bm.ilp_medians(rows)},
+                  table_title("ilp") + bm.table_ilp(rows))
+        else:
+            rows = bm.bench_exhaustive(args.exhaustive_stages or quick.get(
+                "exhaustive_stages", bm.EXHAUSTIVE_STAGES), args.timeout, progress)
+            _emit(args, "bench_solvers_exhaustive", {**meta, "rows": rows},
+                  table_title("exhaustive") + bm.table_exhaustive(rows))
+    return 0
+
+
+def table_title(name: str) -> str:
+    return f"== {name} ==\n"
+
+
+def _run_quality(args) -> int:
+    import solvers
+
+    names = tuple(args.solvers) if args.solvers else tuple(solvers.names())
+    rows = bm.bench_quality(args.families, args.stages, args.seed, args.budgets, names,
+                            args.time_limit, args.max_exhaustive_stages, args.workers,
+                            args.scheduler, not args.no_progress)
+    summary = bm.quality_summary(rows, names)
+    table = bm.table_quality(rows, names) + "\n\n" + bm.format_table(
+        ["solver", "cells", "no schedule", "max ratio", "mean ratio"],
+        [[s["solver"], s["cells"], s["no_schedule"], bm._s(s["max_ratio"], 5),
+          bm._s(s["mean_ratio"], 5)] for s in summary])
+    table += ("\n(ratio = makespan / exact optimum over all schedules; inf = no schedule; "
+              "'*' = reference not proven optimal)")
+    payload = {"machine": bm.machine_info(), "stages": args.stages, "seed": args.seed,
+               "solvers": list(names), "rows": rows, "summary": summary}
+    _emit(args, f"quality_L{args.stages}_s{args.seed}", payload, table)
+    return 0

@@ -19,6 +19,7 @@ that solvers can search over many checkpoint sets without replaying each one.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import Iterable, Sequence
@@ -28,7 +29,7 @@ import numpy as np
 from remat_theory.chain import Chain
 from remat_theory.errors import SolverError
 from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
-from remat_theory.simulator import simulate
+from remat_theory.simulator import State, transition
 from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
 
 
@@ -45,19 +46,34 @@ def check_int_option(solver: str, name: str, value, minimum: int,
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def _fn(k: int) -> Op:
+    return Fn(k)  # ops are immutable: one object per stage is shared by every schedule
+
+
 def advance(a: int, c: int) -> list[Op]:
     """Ops taking a held x_a to a held x_c (c > a), keeping x_a and nothing in between."""
     if c <= a:
         raise ValueError(f"advance from {a} to {c}: the target must be after the source")
-    return [Fck(a)] + [Fn(k) for k in range(a + 1, c)]
+    return [Fck(a)] + [_fn(k) for k in range(a + 1, c)]
+
+
+@functools.lru_cache(maxsize=None)
+def _fall(k: int) -> Op:
+    return Fall(k)
+
+
+@functools.lru_cache(maxsize=None)
+def _bwd(k: int) -> Op:
+    return Bwd(k)
 
 
 def stored_segment(chain: Chain, a: int, b: int) -> list[Op]:
     """Ops running [a, b) with every tape kept, then its backwards (x_a held, d_b live)."""
-    ops = [Fall(i) for i in range(a, b)]
+    ops = [_fall(i) for i in range(a, b)]
     if b == chain.length:
         ops.append(LOSS_OP)
-    ops.extend(Bwd(i) for i in range(b - 1, a - 1, -1))
+    ops.extend(_bwd(i) for i in range(b - 1, a - 1, -1))
     return ops
 
 
@@ -145,9 +161,20 @@ def segments_cost(chain: Chain, checkpoints: Sequence[int],
 
 
 def replay(chain: Chain, schedule: Schedule) -> tuple[float, int]:
-    """(makespan, peak) of a schedule, measured by the simulator (no budget)."""
-    sim = simulate(chain, schedule)
-    return sim.makespan, sim.peak_memory
+    """(makespan, peak) of a schedule, by the simulator's own transition function (no
+    budget, no profile: the registry replays the schedule in full afterwards)."""
+    state, memory = State.initial(chain), chain.x_size[0]
+    peak, clock = memory, 0.0
+    for k, op in enumerate(schedule):
+        r = transition(chain, state, memory, op)
+        if isinstance(r, str):
+            raise SolverError(f"built an invalid schedule: step {k} ({op.token}): {r}")
+        state, memory = r.state, r.memory_after
+        peak = max(peak, r.peak)
+        clock += r.time
+    if not state.is_final():
+        raise SolverError("built a schedule that does not end with d0 computed")
+    return clock, peak
 
 
 def fixed_schedule_solution(name: str, chain: Chain, budget: int, schedule: Schedule,

@@ -1,0 +1,177 @@
+"""``remat compare``: every registered solver in one table, ratios to the best proven value.
+
+The reference is checked against exhaustive search run directly, the rows against
+``solvers.solve`` run directly; errors and skips must be said, never hidden.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import solvers
+from remat_theory import families
+from remat_theory.cli import main
+from remat_theory.errors import RematError
+from remat_theory.solution import INFEASIBLE, OPTIMAL
+from solvers import registry
+
+
+@contextlib.contextmanager
+def registered(name, func, **kw):
+    registry._load_all()
+    registry.register(name, **kw)(func)
+    try:
+        yield name
+    finally:
+        registry._REGISTRY.pop(name, None)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    chain = families.make("random", 5, 11)
+    path = tmp_path_factory.mktemp("compare") / "small.json"
+    chain.save(path)
+    return chain, str(path)
+
+
+def _json(capsys, argv):
+    code = main(argv + ["--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_table_has_every_solver_and_the_proven_reference(small, capsys):
+    chain, path = small
+    budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
+    assert main(["compare", path, "--budget", str(budget)]) == 0
+    out = capsys.readouterr().out
+    for name in solvers.names():
+        assert f"  {name} " in out
+    opt = solvers.solve(chain, budget, "exhaustive")
+    assert opt.status == OPTIMAL
+    assert f"reference {opt.makespan:.6g}: optimum over all schedules" in out
+
+
+def test_json_rows_agree_with_direct_solves(small, capsys):
+    chain, path = small
+    budget = (chain.memory_lower_bound() + 3 * chain.store_all_memory()) // 4
+    names = "exhaustive,store-all,periodic,revolve,gruslys,dtr,recompute-all"
+    code, data = _json(capsys, ["compare", path, "--budget", str(budget), "--solvers", names])
+    assert code == 0
+    (res,) = data["comparisons"]
+    assert res["budget"] == budget
+    opt = solvers.solve(chain, budget, "exhaustive").makespan
+    assert res["reference"]["makespan"] == pytest.approx(opt)
+    assert res["reference"]["proven_optimal"] is True
+    rows = {r["solver"]: r for r in res["results"]}
+    assert sorted(rows) == sorted(names.split(","))
+    for name, r in rows.items():
+        direct = solvers.solve(chain, budget, name)
+        assert r["status"] == direct.status
+        if direct.schedule is None:
+            assert r["makespan"] is None and r["ratio"] is None
+            continue
+        assert r["makespan"] == pytest.approx(direct.makespan)
+        assert r["peak_memory"] == direct.peak_memory <= budget
+        assert r["ratio"] == pytest.approx(direct.makespan / opt)
+        assert r["uses_drop"] == (name == "dtr")
+        if not r["uses_drop"]:
+            assert r["ratio"] >= 1 - 1e-9
+
+
+def test_sweep_reports_each_budget_and_infeasibility(small, capsys):
+    chain, path = small
+    lb, top = chain.memory_lower_bound(), chain.store_all_memory()
+    budgets = [lb - 1, top]
+    code, data = _json(capsys, ["compare", path, "--budgets", ",".join(map(str, budgets)),
+                                "--solvers", "exhaustive,store-all,chen-sqrt,revolve"])
+    assert code == 0
+    assert [c["budget"] for c in data["comparisons"]] == budgets
+    below, at_top = data["comparisons"]
+    assert all(r["status"] == INFEASIBLE for r in below["results"])
+    assert below["reference"]["makespan"] is None
+    assert "no exact value" in below["reference"]["description"]
+    top_rows = {r["solver"]: r for r in at_top["results"]}
+    assert top_rows["store-all"]["ratio"] == pytest.approx(1.0)
+    assert at_top["reference"]["makespan"] == pytest.approx(chain.ideal_makespan())
+
+
+def test_exhaustive_is_skipped_beyond_7_stages_and_the_dp_reference_is_labelled(tmp_path, capsys):
+    if "dp" not in solvers.names():
+        pytest.skip("the persistent DP is not registered in this checkout")
+    chain = families.make("resnet", 8, 2)
+    path = tmp_path / "c8.json"
+    chain.save(path)
+    budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
+    assert main(["compare", str(path), "--budget", str(budget),
+                 "--solvers", "exhaustive,dp,periodic"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: exhaustive search is exponential and runs only when L <= 7 (L = 8)" in out
+    dp = solvers.solve(chain, budget, "dp")
+    assert f"reference {dp.makespan:.6g}: best exact-solver value: dp, optimal among " \
+           f"{dp.optimal_for} schedules only" in out
+
+
+def test_a_failing_solver_is_shown_and_sets_the_exit_code(small, capsys):
+    chain, path = small
+
+    def broken(chain, budget):
+        raise RematError("deliberately broken")
+
+    with registered("zz-broken", broken, optimal_for="none"):
+        code = main(["compare", path, "--budget", str(chain.store_all_memory()),
+                     "--solvers", "store-all,zz-broken"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "zz-broken" in captured.out and "deliberately broken" in captured.out
+    assert "zz-broken raised an error" in captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budgets", "10,x"], "'x' is not an integer"),
+    (["--budgets", "10,,20"], "expected integers separated by commas"),
+    (["--budget", "-3"], "budget -3 is negative"),
+    (["--budget", "10", "--budgets", "10,20"], "not allowed with argument"),
+])
+def test_bad_arguments_exit_2_naming_the_value(small, capsys, argv, message):
+    _, path = small
+    assert main(["compare", path] + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("remat: error:") and message in err
+
+
+def test_unknown_solver_is_named(small, capsys):
+    _, path = small
+    assert main(["compare", path, "--budget", "100", "--solvers", "store-all,nope"]) == 2
+    assert "unknown solver 'nope'" in capsys.readouterr().err
+
+
+def test_json_stays_clean_when_a_solver_library_prints_to_stdout(small):
+    """A native solver library writing straight to file descriptor 1 (as HiGHS' banner
+    does) must not corrupt ``--json``: compare sends it to stderr."""
+    _, path = small
+    code = textwrap.dedent(f"""
+        import os, sys
+        import solvers
+        from solvers import registry
+        from solvers.store_all import solve_store_all
+        def noisy(chain, budget):
+            os.write(1, b"banner from a native library\\n")
+            return solve_store_all(chain, budget).replace(solver="zz-noisy")
+        registry._load_all()
+        registry.register("zz-noisy", optimal_for="none")(noisy)
+        from remat_theory.cli import main
+        sys.exit(main(["compare", {path!r}, "--budget", "1000", "--solvers", "zz-noisy", "--json"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["comparisons"][0]["results"][0]["solver"] == "zz-noisy"
+    assert "banner from a native library" in proc.stderr

@@ -42,6 +42,7 @@ from .chain import Chain
 from .errors import RematError
 from .parallel import parallel_map
 from .progress import Progress
+from .verify import solve_with_options
 
 MIB = 2 ** 20
 
@@ -136,27 +137,6 @@ def _child_main() -> None:
     out["child_process_rss"] = kids * scale
     out["base_rss"] = base * scale
     sys.stdout.write(json.dumps(out) + "\n")
-
-
-def solve_with_options(chain: Chain, budget: int, name: str, options: dict):
-    """:func:`solvers.solve`, also for an option named ``solver`` (the ILP's back end), which
-    ``solvers.solve``'s own ``solver`` parameter would capture: then the same steps by hand
-    (check the options, time the call, replay the schedule through the simulator)."""
-    import solvers
-    from solvers import registry
-
-    if "solver" not in options:
-        return solvers.solve(chain, budget, name, **options)
-    info = registry.get(name)
-    bad = [k for k in options if k not in info.options]
-    if bad:
-        raise RematError(f"solver {name!r} does not take option {bad[0]!r}")
-    t0 = time.perf_counter()
-    sol = info.func(chain, budget, **options)
-    if not sol.wall_time:
-        sol = sol.replace(wall_time=time.perf_counter() - t0)
-    registry.verify_solution(chain, sol, budget)
-    return sol
 
 
 def backend_option(name: str = "ilp") -> str:

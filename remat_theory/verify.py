@@ -12,12 +12,13 @@ Schedules belong to classes ordered by inclusion::
 
     persistent  ⊆  weakly-persistent  ⊆  all  ⊆  all+drop
 
-A solver's schedule is in the class its ``Solution.optimal_for`` names when the solver is an
-exact one (registry ``exact=True``); any other schedule is only known to be in ``all`` (or
-``all+drop`` when it uses Drop ops).  A *claim* is what a solution proves about a class C
-(its ``optimal_for``): "the optimum of C is v" (status ``optimal``), "every schedule of C
-takes at least b" (``bound``), "no schedule of C fits" (status ``infeasible``).  Then:
+Every schedule is classified by the rules of :mod:`remat_theory.persistence` (the smallest
+class it lies in; ``all+drop`` when it uses Drop ops), whatever solver produced it.  A
+*claim* is what a solution proves about a class C (its ``optimal_for``): "the optimum of C
+is v" (status ``optimal``), "every schedule of C takes at least b" (``bound``), "no
+schedule of C fits" (status ``infeasible``).  Then:
 
+0. an exact solver's schedule lies in the class it claims to be optimal for;
 1. every schedule is valid under the budget and its claimed makespan and peak are the
    simulated ones (the registry raises :class:`SolverError` otherwise; any exception a
    solver raises on valid input counts too);
@@ -57,8 +58,9 @@ import numpy as np
 from . import families
 from .chain import Chain
 from .errors import InfeasibleBudgetError, RematError, SolverError
+from .schedule import DROP
 from .parallel import parallel_map
-from .solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT
+from .solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution
 
 __all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verify",
            "summarize", "format_table", "CLASS_RANK", "class_subset"]
@@ -150,21 +152,88 @@ class VerifyConfig:
             families.family(f)  # raises ChainError naming it
 
 
+# Variants run under their own label: a registered solver with fixed options.  The
+# class-restricted exhaustive searches are the oracles of the two DPs' own classes.
+VARIANTS = {
+    "exhaustive-persistent": ("exhaustive", {"schedule_class": "persistent"}),
+    "exhaustive-weak": ("exhaustive", {"schedule_class": "weak"}),
+    "ilp-cbc": ("ilp", {"solver": "cbc"}),
+}
+DEFAULT_VARIANTS = ("exhaustive-persistent", "exhaustive-weak")
+
+
+def _variant_ok(label: str) -> bool:
+    import solvers
+
+    name, opts = VARIANTS[label]
+    return name in solvers.names() and all(k in solvers.get(name).options for k in opts)
+
+
 def resolve_solvers(requested) -> tuple:
-    """Registry names to run: ``requested`` checked against the registry, or all of them."""
+    """``(label, registry name, options)`` for each solver to run: ``requested`` (registry
+    names or labels of :data:`VARIANTS`) checked, or every registered solver plus the
+    class-restricted exhaustive searches when the registry supports them."""
     import solvers
 
     known = solvers.names()
     if requested is None:
-        return tuple(known)
+        labels = list(known) + [v for v in DEFAULT_VARIANTS if _variant_ok(v)]
+    else:
+        labels = []
+        for label in requested:
+            if label in VARIANTS:
+                if not _variant_ok(label):
+                    name, opts = VARIANTS[label]
+                    raise SolverError(f"solver variant {label!r} needs {name!r} with options "
+                                      f"{sorted(opts)}, which the registry does not have")
+            else:
+                solvers.get(label)  # raises SolverError naming it and the known names
+            if label not in labels:
+                labels.append(label)
+        if not labels:
+            raise RematError("no solver selected")
     out = []
-    for name in requested:
-        solvers.get(name)  # raises SolverError naming it and the known names
-        if name not in out:
-            out.append(name)
-    if not out:
-        raise RematError("no solver selected")
+    for label in labels:
+        name, opts = VARIANTS.get(label, (label, {}))
+        out.append((label, name, tuple(sorted(opts.items()))))
     return tuple(out)
+
+
+def solve_with_options(chain: Chain, budget: int, name: str, options: dict):
+    """:func:`solvers.solve`, also for an option named ``solver`` (the ILP's back end), which
+    ``solvers.solve``'s own ``solver`` parameter would capture: then the same steps by hand
+    (check the options, time the call, replay the schedule through the simulator)."""
+    import solvers
+    from solvers import registry
+
+    if "solver" not in options:
+        return solvers.solve(chain, budget, name, **options)
+    info = registry.get(name)
+    bad = [k for k in options if k not in info.options]
+    if bad:
+        raise SolverError(f"solver {name!r} does not take option {bad[0]!r}")
+    t0 = time.perf_counter()
+    sol = info.func(chain, budget, **options)
+    if not isinstance(sol, Solution):
+        raise SolverError(f"solver {name!r} returned {type(sol).__name__}, not a Solution")
+    if not sol.wall_time:
+        sol = sol.replace(wall_time=time.perf_counter() - t0)
+    registry.verify_solution(chain, sol, budget)
+    return sol
+
+
+def schedule_class_of(chain: Chain, schedule) -> str:
+    """The smallest class of :data:`CLASS_RANK` that ``schedule`` belongs to, decided by the
+    rules of :mod:`remat_theory.persistence` (not by what a solver says)."""
+    from . import persistence
+
+    if any(op.kind == DROP for op in schedule):
+        return "all+drop"
+    if persistence.is_persistent(chain, schedule):
+        return "persistent"
+    if persistence.is_weakly_persistent(chain, schedule):
+        return "weakly-persistent"
+    return "all"
 
 
 def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
@@ -192,23 +261,24 @@ def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
 
 
 # --------------------------------------------------------------------------- solving
-def _solve_record(chain: Chain, budget: int, name: str, task: ChainTask) -> dict | None:
+def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> dict | None:
     """Run one solver on one instance; a dict describing what it answered (or how it
     failed), or None when the solver is skipped on this chain."""
     import solvers
 
+    label, name, opts = spec
     info = solvers.get(name)
     if name == "exhaustive" and chain.length > task.max_exhaustive_stages:
         return None
-    options = {}
+    options = dict(opts)
     if task.time_limit is not None and "time_limit" in info.options:
         options["time_limit"] = task.time_limit
-    rec = {"solver": name, "exact": info.exact, "status": None, "makespan": None,
+    rec = {"solver": label, "exact": info.exact, "status": None, "makespan": None,
            "peak_memory": None, "bound": None, "optimal_for": CLASS_NONE, "min_budget": None,
            "wall_time": 0.0, "error": None, "schedule_class": None, "message": ""}
     t0 = time.perf_counter()
     try:
-        sol = solvers.solve(chain, budget, name, **options)
+        sol = solve_with_options(chain, budget, name, options)
     except InfeasibleBudgetError as e:  # a solver saying "infeasible" by raising
         rec.update(status=INFEASIBLE, min_budget=e.smallest_feasible,
                    optimal_for=info.optimal_for if info.exact else CLASS_NONE,
@@ -225,13 +295,7 @@ def _solve_record(chain: Chain, budget: int, name: str, task: ChainTask) -> dict
                bound=sol.bound, optimal_for=sol.optimal_for or CLASS_NONE,
                min_budget=sol.min_budget, wall_time=sol.wall_time, message=sol.message)
     if sol.schedule is not None:
-        drop = bool(sol.info.get("allow_drop", False))
-        if info.exact and sol.optimal_for in CLASS_RANK:
-            rec["schedule_class"] = sol.optimal_for
-        else:
-            rec["schedule_class"] = "all+drop" if drop else "all"
-        if drop and not class_subset("all+drop", rec["schedule_class"]):
-            rec["schedule_class"] = "all+drop"
+        rec["schedule_class"] = schedule_class_of(chain, sol.schedule)
     return rec
 
 
@@ -271,6 +335,11 @@ def _check_instance(chain_name: str, budget: int, recs: list) -> list:
             viol("valid schedule and true claims", [r["solver"]], r["error"])
     ok = [r for r in recs if r["status"] != "error"]
     scheds = [r for r in ok if r["schedule_class"] is not None]
+    for r in scheds:
+        cls = r["optimal_for"]
+        if r["exact"] and cls in CLASS_RANK and not class_subset(r["schedule_class"], cls):
+            viol("schedule lies in the class it claims", [r["solver"]],
+                 f"{r['solver']} claims {cls} but its schedule is only {r['schedule_class']}")
     for c in ok:
         cls = c["optimal_for"]
         if cls == CLASS_NONE or cls is None:
@@ -409,12 +478,12 @@ def run_verify(cfg: VerifyConfig) -> dict:
     chains = parallel_map(verify_chain, tasks, workers=cfg.workers, scheduler=cfg.scheduler,
                           progress=cfg.progress, desc="verify")
     wall = time.perf_counter() - t0
-    summary = summarize(chains, tasks[0].solvers if tasks else ())
+    summary = summarize(chains, [spec[0] for spec in tasks[0].solvers] if tasks else ())
     violations = [v for c in chains for v in c["violations"]]
     return {
         "config": {"seed": cfg.seed, "stages": [cfg.min_stages, cfg.max_stages],
                    "trials": cfg.trials, "families": list(cfg.families),
-                   "solvers": list(tasks[0].solvers) if tasks else [],
+                   "solvers": [spec[0] for spec in tasks[0].solvers] if tasks else [],
                    "budgets_per_chain": cfg.budgets_per_chain, "time_limit": cfg.time_limit,
                    "max_exhaustive_stages": cfg.max_exhaustive_stages},
         "chains": len(chains),
@@ -467,7 +536,11 @@ def summarize(chains: list, solver_names) -> list:
 
 
 def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.2f}%"
+    if x is None:
+        return "-"
+    if abs(x) < 5e-7:  # float noise around an exact tie: do not print "-0.00%"
+        x = 0.0
+    return f"{100 * x:.2f}%"
 
 
 def format_table(report: dict) -> str:
@@ -501,4 +574,8 @@ def format_table(report: dict) -> str:
             lines.append(f"  ... and {len(v) - 30} more (see --json)")
     else:
         lines.append("no violation: every schedule valid, every relation holds")
+    if any((r["max_gap"] is not None and r["max_gap"] < -5e-7) or
+           (r["mean_gap"] is not None and r["mean_gap"] < -5e-7) for r in report["summary"]):
+        lines.append("(a negative gap is a schedule with Drop ops, outside the canonical model "
+                     "the optimum is taken in)")
     return "\n".join(lines)

@@ -196,13 +196,41 @@ def _shift(row: np.ndarray, d: int) -> np.ndarray:
     return out
 
 
+def _saturation(uc: UnitChain):
+    """sat[s, t]: peak (memory units, segment convention) of the segment's store-all
+    schedule Fall_s .. Fall_t (the loss when t = L), B_t .. B_s; ideal[s, t]: its time, the
+    least any schedule of the segment can take.  W(s, t, m) = ideal[s, t] for m >= sat[s, t]."""
+    L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
+    TS = np.concatenate([[0], np.cumsum(tape)]).astype(np.int64)
+    cb = np.concatenate([[0.0], np.cumsum(uc.bwd)])
+    fall_term = [int(TS[j + 1] + fo[j]) for j in range(L)]
+    b_term = [int(TS[j + 1] + x[j + 1] + x[j] + bo[j]) for j in range(L)]
+    sat = np.zeros((L + 1, L + 1), dtype=np.int64)
+    ideal = np.zeros((L + 1, L + 1))
+    for s in range(L + 1):
+        rf = rb = -(1 << 62)
+        for t in range(s, L + 1):
+            if t < L:
+                rf = max(rf, fall_term[t])
+                rb = max(rb, b_term[t])
+                sat[s, t] = max(int(x[t + 1]) + rf, rb) - int(TS[s])
+                ideal[s, t] = (uc.cf[t + 1] - uc.cf[s]) + (cb[t + 1] - cb[s])
+            else:
+                peak = int(TS[L] - TS[s] + x[L] + bo[L])
+                if s < L:
+                    peak = max(peak, rf - int(TS[s]), rb - int(TS[s]))
+                sat[s, t] = peak
+                ideal[s, t] = (uc.cf[L] - uc.cf[s]) + (cb[L + 1] - cb[s])
+    return sat, ideal
+
+
 class PersistentTable:
     """The value table W(s, t, m) for m = 0..M (float64 seconds, inf when infeasible).
 
     ``V[s][t - s]`` is the row W(s, t, .).  Built for all m at once; see the module docstring.
     """
 
-    def __init__(self, uc: UnitChain, M: int):
+    def __init__(self, uc: UnitChain, M: int, dtype=np.float64, mm: np.ndarray | None = None):
         if M < 0:
             raise ValueError("M must be >= 0")
         self.uc, self.M = uc, M
@@ -210,45 +238,55 @@ class PersistentTable:
         x, tape = uc.x, uc.tape
         W = M + 1
         marr = np.arange(W, dtype=np.int64)
-        V = [np.empty((L + 1 - s, W)) for s in range(L + 1)]
+        V = [np.empty((L + 1 - s, W), dtype=dtype) for s in range(L + 1)]
         # CT[k] = W(k, t, m - x[k]) + cf[k]: the plain-form child plus the pass prefix time.
-        CT = np.empty((L + 1, W))
-        buf = np.empty((L + 1, W))
+        CT = np.empty((L + 1, W), dtype=dtype)
+        buf = np.empty((L + 1, W), dtype=dtype)
+        cf = [float(v) for v in uc.cf]
+        fb = [float(uc.fwd[i] + uc.bwd[i]) for i in range(L)]
+        mm = min_memory_table(uc) if mm is None else mm
+        sat, ideal = _saturation(uc)
         for t in range(L + 1):
             g = uc.g(t)
             for s in range(t, -1, -1):
                 if s == t:
                     if t == L:
                         need = int(x[L] + uc.bo[L])
-                        cost = uc.bwd[L]
+                        cost = float(uc.bwd[L])
                     else:
                         need = uc.fall_needs(s, t)
-                        cost = uc.fwd[s] + uc.bwd[s]
-                    row = np.where(marr >= need, cost, INF)
+                        cost = fb[s]
+                    row = np.where(marr >= need, cost, INF).astype(dtype)
                 else:
+                    # Only memory values in [a, b) need work: below mm[s, t] nothing is
+                    # feasible, from sat[s, t] on store-all of the segment fits (ideal time).
+                    a = min(int(mm[s, t]), W)
+                    b = max(a, min(int(sat[s, t]), W))
+                    row = np.full(W, INF, dtype=dtype)
+                    row[b:] = ideal[s, t]
                     # option A: Fall_s, W(s+1, t, m - tape[s]), B_s
-                    row = _shift(V[s + 1][t - s - 1], int(tape[s])) + (uc.fwd[s] + uc.bwd[s])
-                    need = uc.fall_needs(s, t)
-                    row[:min(need, W)] = INF
+                    d = int(tape[s])
+                    a1 = max(a, uc.fall_needs(s, t))
+                    if a1 < b:
+                        np.add(V[s + 1][t - s - 1][a1 - d:b - d], fb[s], out=row[a1:b])
                     # option B: pass s -> k, W(k, t, m - x[k]), W(s, k-1, m)
                     n = t - s
                     thr = g + uc.fp[s, s + 1:t + 1]  # non-decreasing in k
-                    lo = int(thr[0])
-                    if lo < W:
-                        blk = buf[:n]
-                        np.add(V[s][:n], CT[s + 1:t + 1], out=blk)
+                    lo = max(a, int(thr[0]))
+                    if lo < b:
+                        blk = buf[:n, :b - lo]
+                        np.add(V[s][:n, lo:b], CT[s + 1:t + 1, lo:b], out=blk)
                         best = blk.min(axis=0)
-                        hi = min(int(thr[-1]), W)
+                        hi = min(int(thr[-1]), b)
                         if hi > lo:  # memory values where only a prefix of k is allowed
-                            part = np.minimum.accumulate(blk[:, lo:hi], axis=0)
+                            part = np.minimum.accumulate(blk[:, :hi - lo], axis=0)
                             cnt = np.searchsorted(thr, marr[lo:hi], side="right")
-                            best[lo:hi] = part[cnt - 1, np.arange(hi - lo)]
-                        best[:lo] = INF
-                        best -= uc.cf[s]
-                        np.minimum(row, best, out=row)
+                            best[:hi - lo] = part[cnt - 1, np.arange(hi - lo)]
+                        best -= cf[s]
+                        np.minimum(row[lo:b], best, out=row[lo:b])
                 V[s][t - s] = row
                 if s >= 1:
-                    CT[s] = _shift(row, int(x[s])) + uc.cf[s]
+                    CT[s] = _shift(row, int(x[s])) + cf[s]
         self.V = V
 
     def value(self, s: int, t: int, m: int) -> float:
@@ -305,6 +343,22 @@ class PersistentTable:
         return Schedule(ops)
 
 
+def table_dtype(uc: UnitChain):
+    """float32 when it is exact, float64 otherwise.
+
+    When every time is an integer and every sum the DP forms is below 2^24, float32
+    represents all of them exactly (a persistent schedule runs at most L(L+1)/2 forwards
+    and each backward once; the table also adds one prefix sum of forward times), so the
+    table is exactly the float64 one at half the memory traffic.
+    """
+    times = np.concatenate([uc.fwd, uc.bwd])
+    if not np.all(times == np.floor(times)):
+        return np.float64
+    L = uc.L
+    top = (L + 1) * (L + 2) / 2 * float(uc.fwd.max(initial=0.0)) + float(uc.bwd.sum()) + 2 * float(uc.cf[-1])
+    return np.float32 if top < 2 ** 24 else np.float64
+
+
 def solve_units(uc: UnitChain, budget_units: int):
     """Optimal persistent makespan and schedule for a budget in units, or (inf, None)."""
     M = budget_units - int(uc.x[0])
@@ -318,7 +372,7 @@ def solve_units(uc: UnitChain, budget_units: int):
         raise SolverError(
             f"solver 'dp': the exact-memory table would need {table_bytes / 2**30:.1f} GiB "
             f"({M + 1} memory units x {L} stages); pass slots=S to discretize memory")
-    table = PersistentTable(uc, M)
+    table = PersistentTable(uc, M, table_dtype(uc))
     value = table.value(0, L, M)
     if value == INF:
         return INF, None

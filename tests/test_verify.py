@@ -172,3 +172,24 @@ def test_default_verify_run_passes(capsys):
     code = main(["verify", "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0, out
+
+
+def test_every_registered_solver_passes_a_tiny_sweep():
+    """Every solver of the registry but the ILP (and the class-restricted exhaustive
+    searches) on a few short chains of every family: no relation may fail.  The ILP is left
+    to its own tests (against exhaustive search) and to the slow default run below: its
+    proofs take seconds each, too long for this file's share of CI."""
+    labels = [n for n in solvers.names() if n != "ilp"]
+    labels += ["exhaustive-persistent", "exhaustive-weak"]
+    report = run_verify(_tiny(tuple(labels), min_stages=2, max_stages=4, trials=1,
+                              families=("random", "resnet", "transformer", "rnn", "homogeneous"),
+                              budgets_per_chain=2, seed=7))
+    bad = "\n".join(f"{v['solvers']} {v['chain']} {v['budget']}: {v['detail']}"
+                    for v in report["violations"])
+    assert report["ok"], bad
+    assert [r["solver"] for r in report["summary"]] == labels
+    rows = {r["solver"]: r for r in report["summary"]}
+    # the exact solvers proved an optimum on every feasible instance they ran on
+    for name in ("exhaustive", "dp", "dp-weak", "exhaustive-persistent", "exhaustive-weak"):
+        if name in rows:
+            assert rows[name]["proven"] == rows[name]["feasible"] > 0

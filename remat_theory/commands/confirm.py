@@ -1,0 +1,146 @@
+"""``remat confirm [--device cpu|cuda|auto] [--models ...] [--budgets ...] [--json]``
+
+Profile the built-in networks, solve them at fractions of their store-all peak, execute the
+schedules with autograd and report predicted vs measured peak activation memory and time
+(see :mod:`remat_theory.torch.confirm`).  Needs torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..errors import RematError
+from ._common import positive_float, positive_int, print_json
+
+NAME = "confirm"
+ORDER = 60
+HELP = "check predicted vs measured memory and time of schedules on real torch networks"
+
+
+def _fractions(text: str) -> list:
+    out = []
+    for part in text.replace(",", " ").split():
+        try:
+            v = float(part[:-1]) / 100 if part.endswith("%") else float(part)
+        except ValueError:
+            raise RematError(f"--budgets: {part!r} is not a fraction (e.g. 0.5) or a percentage (50%)") from None
+        if not 0 < v <= 1:
+            raise RematError(f"--budgets: {part!r} must be a fraction of the store-all peak in (0, 1]")
+        out.append(v)
+    if not out:
+        raise RematError("--budgets is empty")
+    return out
+
+
+def _names(text: str) -> list:
+    return [p for p in text.replace(",", " ").split() if p]
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (cuda when available); default cpu")
+    p.add_argument("--models", default=None,
+                   help="comma-separated networks (mlp, resnet, transformer, rnn); default all")
+    p.add_argument("--budgets", default="0.3,0.5,0.8",
+                   help="fractions (or percentages) of the store-all peak; default 0.3,0.5,0.8")
+    p.add_argument("--solvers", default=None,
+                   help="comma-separated solver names; default every registered solver")
+    p.add_argument("--scale", default="small", choices=("test", "small"), help="network sizes")
+    p.add_argument("--repeats", type=positive_int, default=3, help="timed executions per schedule")
+    p.add_argument("--profile-repeats", type=positive_int, default=5, dest="profile_repeats",
+                   help="timed repetitions per stage when profiling")
+    p.add_argument("--ilp-time-limit", type=positive_float, default=10.0, dest="ilp_time_limit",
+                   help="seconds for each time-limited solver (ilp, exhaustive)")
+    p.add_argument("--dp-slots", type=positive_int, default=1000, dest="dp_slots",
+                   help="memory slots of the DP (sizes are bytes; slots keep its tables small)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch CPU threads (default: torch's own choice)")
+    p.add_argument("--tolerance", type=positive_float, default=0.10,
+                   help="memory tolerance |measured/predicted - 1| flagged in the table (default 0.10)")
+    p.add_argument("--out-dir", default="benchmarks/results", dest="out_dir",
+                   help="where confirm_<device>.json and .png are written ('' to skip)")
+    p.add_argument("--json", action="store_true", help="print the records as a JSON list")
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool):
+    """Solver libraries (HiGHS) print banners on file descriptor 1; keep --json clean."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(records, tolerance: float) -> None:
+    print(f"{'model':<12}{'solver':<14}{'budget':>7} {'status':<11}{'pred peak':>11}{'meas peak':>11}"
+          f"{'ratio':>8}{'pred s':>9}{'meas s':>9}{'ratio':>7}  grads")
+    for r in records:
+        flag = ""
+        if r["peak_ratio"] is not None and abs(r["peak_ratio"] - 1) > tolerance:
+            flag = "  <-- memory outside tolerance"
+        grads = "-" if r["grads_identical"] is None else (
+            "identical" if r["grads_identical"] else f"rel {r['max_grad_rel_error']:.1e}")
+        status = r["status"]
+        if status == "infeasible" and r["min_budget"] is not None:
+            status += f" (min {r['min_budget'] / r['store_all_peak']:.0%})"
+        print(f"{r['model']:<12}{r['solver']:<14}{r['budget_fraction']:>7.0%} {status:<11}"
+              f"{_fmt(r['predicted_peak'], 'd'):>11}{_fmt(r['measured_peak'], 'd'):>11}"
+              f"{_fmt(r['peak_ratio'], '.4f'):>8}{_fmt(r['predicted_time'], '.4f'):>9}"
+              f"{_fmt(r['measured_time'], '.4f'):>9}{_fmt(r['time_ratio'], '.2f'):>7}  {grads}{flag}")
+
+
+def run(args) -> int:
+    try:
+        import torch
+    except ImportError:
+        raise RematError("remat confirm needs torch (pip install 'remat[torch]')") from None
+    from ..torch import confirm as C
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise RematError(f"--device {device!r}: expected cpu, cuda or auto")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RematError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    budgets = _fractions(args.budgets)
+    models = _names(args.models) if args.models else None
+    solver_names = _names(args.solvers) if args.solvers else None
+    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+    with _stdout_to_stderr(args.json):
+        records = C.confirm(models, budgets, solver_names, device=device, scale=args.scale,
+                            repeats=args.repeats, profile_repeats=args.profile_repeats,
+                            ilp_time_limit=args.ilp_time_limit, dp_slots=args.dp_slots, log=log)
+    if args.out_dir:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"confirm_{device}.json").write_text(json.dumps(records, indent=1) + "\n")
+        C.plot(records, out / f"confirm_{device}.png",
+               title=f"remat confirm --device {device} (scale {args.scale})")
+    if args.json:
+        print_json(records)
+    else:
+        print()
+        print_table(records, args.tolerance)
+    bad = [r for r in records if r["grads_identical"] is False and r["max_grad_rel_error"] > 1e-6]
+    if bad:
+        print(f"remat: error: {len(bad)} schedule(s) gave gradients that differ from plain "
+              f"backpropagation by more than 1e-6 relative", file=sys.stderr)
+        return 1
+    return 0

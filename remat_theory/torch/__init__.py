@@ -1,0 +1,25 @@
+"""The torch harness: profile a real network into a chain, run any schedule on it with
+autograd (exact gradients, replayed randomness), measure its memory, and train under a
+budget with :class:`CheckpointedSequential`.
+
+This subpackage is the only part of remat that imports torch; ``import remat_theory``
+never does.  Modules:
+
+* :mod:`.stages`: how a model becomes stages (``split_stages``).
+* :mod:`.tracker`: :class:`MemoryTracker`, live tensor bytes and their peak on any device.
+* :mod:`.executor`: :class:`ScheduleExecutor` / :func:`execute`, and :func:`plain_backprop`.
+* :mod:`.profiler`: :func:`profile` (model -> Chain) and :func:`profile_details`.
+* :mod:`.module`: :class:`CheckpointedSequential`, the drop-in module.
+* :mod:`.networks`: built-in MLP, ResNet-like, Transformer and unrolled-GRU networks.
+* :mod:`.confirm`: predicted vs measured memory and time (``remat confirm``).
+"""
+from .executor import ExecutionResult, ScheduleExecutor, execute, plain_backprop
+from .module import CheckpointedSequential
+from .networks import NETWORKS, Network, build
+from .profiler import ProfileResult, profile, profile_details
+from .stages import split_stages
+from .tracker import MemoryTracker
+
+__all__ = ["CheckpointedSequential", "ExecutionResult", "MemoryTracker", "NETWORKS", "Network",
+           "ProfileResult", "ScheduleExecutor", "build", "execute", "plain_backprop", "profile",
+           "profile_details", "split_stages"]

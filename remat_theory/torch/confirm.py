@@ -1,0 +1,236 @@
+"""Confirm the model on real networks: profile, solve, execute, measure (``remat confirm``).
+
+For each built-in network (:mod:`.networks`) and each budget (a fraction of the store-all
+peak of its profiled chain), every requested solver's schedule is
+
+1. predicted: replayed through the simulator on the profiled chain (peak bytes, seconds);
+2. executed with the :class:`~.executor.ScheduleExecutor` under the
+   :class:`~.tracker.MemoryTracker`, from the same model state and random seed as a plain
+   backpropagation run: the measured peak is the tracker's peak of live activation bytes
+   (x_0 included, as in the model; parameters and their pre-allocated gradients excluded),
+   and every parameter gradient, the input gradient and every buffer (BatchNorm running
+   statistics) are compared with plain backpropagation's;
+3. timed: median wall time of ``repeats`` untracked executions (after one warm-up); on a GPU,
+   ``torch.cuda.max_memory_allocated`` is recorded as a cross-check of the tracker
+   (``cuda_peak``: allocator peak minus resident memory, plus x_0).
+
+Budgets below a solver's smallest feasible budget are reported as ``infeasible`` with that
+smallest budget (``min_budget``), never clamped.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+import torch
+
+import solvers as solver_registry
+
+from ..errors import RematError
+from ..simulator import simulate
+from .executor import ScheduleExecutor, plain_backprop
+from .networks import NETWORKS, build
+from .profiler import profile_details
+from .stages import split_stages, stage_parameters
+from .tracker import MemoryTracker, storage_bytes
+
+DEFAULT_BUDGETS = (0.3, 0.5, 0.8)
+SEED = 1234
+
+
+def solver_options(name: str, chain, *, ilp_time_limit: float, dp_slots: int | None) -> dict | str:
+    """Options for one solver on a chain of byte sizes, or a string saying why it is skipped."""
+    opts = solver_registry.get(name).options
+    out = {}
+    if name in ("dp", "dp-weak") and dp_slots and "slots" in opts:
+        out["slots"] = dp_slots
+    if "time_limit" in opts:
+        out["time_limit"] = ilp_time_limit
+    if name == "exhaustive" and chain.length > 8:
+        return f"exhaustive search is limited to 8 stages; this chain has {chain.length}"
+    return out
+
+
+def _grad_snapshot(params, x_grad):
+    return [None if p.grad is None else p.grad.detach().clone() for p in params] + [x_grad.detach().clone()]
+
+
+def _compare(ref: list, got: list) -> tuple:
+    """(identical bits, max abs error, max relative error) between two gradient lists."""
+    identical, abs_err, rel_err = True, 0.0, 0.0
+    for a, b in zip(ref, got):
+        if a is None and b is None:
+            continue
+        a = torch.zeros_like(b) if a is None else a
+        b = torch.zeros_like(a) if b is None else b
+        if not torch.equal(a, b):
+            identical = False
+            d = (a.double() - b.double()).abs().max().item()
+            scale = a.double().abs().max().item()
+            abs_err = max(abs_err, d)
+            rel_err = max(rel_err, d / scale if scale > 0 else float("inf"))
+    return identical, abs_err, rel_err
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, device="cpu",
+                    scale: str = "small", repeats: int = 3, profile_repeats: int = 5,
+                    ilp_time_limit: float = 10.0, dp_slots: int | None = 1000, log=None) -> list:
+    """Records (dicts) for one network: one per (budget, solver)."""
+    dev = torch.device(device)
+    net = build(name, scale).to(dev)
+    stages = split_stages(net.model)
+    params = stage_parameters(stages)
+    x0, loss_fn = net.example_input, net.loss_fn
+    prof = profile_details(stages, x0, loss_fn, dev, repeats=profile_repeats, name=name)
+    chain = prof.chain
+    store_all = chain.store_all_memory()
+    if log:
+        log(f"{name}: {chain.length} stages, store-all peak {store_all} B, "
+            f"ideal makespan {chain.ideal_makespan():.4g} s")
+
+    state0 = copy.deepcopy(net.model.state_dict())
+    torch.manual_seed(SEED)
+    ref = plain_backprop(stages, x0, loss_fn)
+    ref_grads = _grad_snapshot(params, ref.input_grad)
+    ref_state = copy.deepcopy(net.model.state_dict())
+    for p in params:
+        p.grad = torch.zeros_like(p) if p.requires_grad else None
+
+    def restore():
+        net.model.load_state_dict(state0)
+        for p in params:
+            if p.grad is not None:
+                p.grad.zero_()
+
+    names = list(solver_registry.names()) if solver_names is None else list(solver_names)
+    records = []
+    for frac in budgets:
+        budget = int(frac * store_all)
+        for sname in names:
+            rec = {"model": name, "solver": sname, "device": str(dev), "scale": scale,
+                   "stages": chain.length, "budget_fraction": frac, "budget": budget,
+                   "store_all_peak": store_all, "status": None, "min_budget": None,
+                   "predicted_peak": None, "measured_peak": None, "peak_ratio": None,
+                   "predicted_time": None, "measured_time": None, "time_ratio": None,
+                   "max_grad_error": None, "max_grad_rel_error": None, "grads_identical": None,
+                   "buffers_identical": None, "cuda_peak": None, "solve_time": None,
+                   "schedule_length": None, "recomputed_forwards": None, "message": ""}
+            records.append(rec)
+            opts = solver_options(sname, chain, ilp_time_limit=ilp_time_limit, dp_slots=dp_slots)
+            if isinstance(opts, str):
+                rec["status"], rec["message"] = "skipped", opts
+                continue
+            try:
+                sol = solver_registry.solve(chain, budget, sname, **opts)
+            except RematError as e:
+                rec["status"], rec["message"] = "error", str(e)
+                continue
+            rec.update(status=sol.status, min_budget=sol.min_budget, solve_time=sol.wall_time,
+                       message=sol.message)
+            if sol.schedule is None:
+                continue
+            schedule = sol.schedule
+            allow_drop = bool(sol.info.get("allow_drop", False))
+            sim = simulate(chain, schedule, budget, allow_drop=allow_drop)
+            rec.update(predicted_peak=sim.peak_memory, predicted_time=sim.makespan,
+                       schedule_length=len(schedule),
+                       recomputed_forwards=schedule.forward_count() - chain.length)
+            # -------- memory and gradients (tracked run)
+            restore()
+            torch.manual_seed(SEED)
+            tracker = MemoryTracker()
+            tracker.track(x0)
+            with tracker:
+                result = ScheduleExecutor(stages, loss_fn, x0, tracker=tracker).run(schedule)
+            got = _grad_snapshot(params, result.input_grad)
+            del result
+            identical, abs_err, rel_err = _compare(ref_grads, got)
+            buffers_ok = all(torch.equal(a, b) for a, b in
+                             zip(ref_state.values(), net.model.state_dict().values()))
+            rec.update(measured_peak=tracker.peak, peak_ratio=tracker.peak / sim.peak_memory,
+                       max_grad_error=abs_err, max_grad_rel_error=rel_err,
+                       grads_identical=identical, buffers_identical=buffers_ok)
+            # -------- time (untracked), CUDA allocator cross-check on the first run
+            times = []
+            for rep in range(1 + repeats):
+                restore()
+                _sync(dev)
+                if dev.type == "cuda" and rep == 0:
+                    torch.cuda.reset_peak_memory_stats(dev)
+                    resident = torch.cuda.memory_allocated(dev)
+                t0 = time.perf_counter()
+                ScheduleExecutor(stages, loss_fn, x0).run(schedule)
+                _sync(dev)
+                times.append(time.perf_counter() - t0)
+                if dev.type == "cuda" and rep == 0:
+                    rec["cuda_peak"] = torch.cuda.max_memory_allocated(dev) - resident + storage_bytes(x0)
+            rec["measured_time"] = statistics.median(times[1:]) if repeats else times[0]
+            rec["time_ratio"] = rec["measured_time"] / sim.makespan if sim.makespan else None
+            if log:
+                log(f"  {sname:>13} @ {frac:.0%}: peak {rec['measured_peak']} / "
+                    f"{rec['predicted_peak']} = {rec['peak_ratio']:.4f}, time "
+                    f"{rec['measured_time']:.4g} / {rec['predicted_time']:.4g} s, grads "
+                    f"{'identical' if identical else f'max rel err {rel_err:.2e}'}")
+    restore()
+    return records
+
+
+def confirm(models=None, budgets=DEFAULT_BUDGETS, solver_names=None, **kw) -> list:
+    """Records for every requested network (default: all of :data:`NETWORKS`)."""
+    models = list(NETWORKS) if models is None else list(models)
+    for m in models:
+        if m not in NETWORKS:
+            raise RematError(f"unknown network {m!r} (known: {', '.join(NETWORKS)})")
+    if solver_names is not None:
+        for s in solver_names:
+            solver_registry.get(s)
+    out = []
+    for m in models:
+        out.extend(confirm_network(m, budgets, solver_names, **kw))
+    return out
+
+
+def plot(records: list, path, title: str = "") -> None:
+    """Predicted vs measured peak memory and time, one point per executed schedule."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in records if r["measured_peak"] is not None]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    models = sorted({r["model"] for r in done})
+    markers = "osD^v<>"
+    for k, m in enumerate(models):
+        rs = [r for r in done if r["model"] == m]
+        axes[0].scatter([r["predicted_peak"] / 2 ** 20 for r in rs],
+                        [r["measured_peak"] / 2 ** 20 for r in rs], label=m, marker=markers[k % 7], alpha=.7)
+        axes[1].scatter([r["predicted_time"] * 1e3 for r in rs],
+                        [r["measured_time"] * 1e3 for r in rs], label=m, marker=markers[k % 7], alpha=.7)
+    for ax, unit, tol in ((axes[0], "MiB", 0.10), (axes[1], "ms", 0.10)):
+        lo, hi = ax.get_xlim()
+        lo2, hi2 = ax.get_ylim()
+        lo, hi = min(lo, lo2), max(hi, hi2)
+        xs = [lo, hi]
+        ax.plot(xs, xs, "k-", lw=.8, label="measured = predicted")
+        ax.plot(xs, [v * (1 + tol) for v in xs], "k:", lw=.8, label=f"±{tol:.0%}")
+        ax.plot(xs, [v * (1 - tol) for v in xs], "k:", lw=.8)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"predicted ({unit})")
+        ax.set_ylabel(f"measured ({unit})")
+        ax.grid(alpha=.3)
+    axes[0].set_title("peak activation memory")
+    axes[1].set_title("time of one training step")
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

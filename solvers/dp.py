@@ -379,11 +379,11 @@ def solve_units(uc: UnitChain, budget_units: int):
     return value, table.schedule(M)
 
 
-def _check_slots(slots):
+def _check_slots(slots, solver: str = "dp"):
     if slots is None:
         return None
     if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 1:
-        raise SolverError(f"solver 'dp': option slots = {slots!r} must be an integer >= 1")
+        raise SolverError(f"solver {solver!r}: option slots = {slots!r} must be an integer >= 1")
     return int(slots)
 
 

@@ -245,7 +245,7 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None) -> Sol
     """Optimal weakly persistent schedule (module docstring), exact in memory, or with
     ``slots=S`` (sizes rounded up to multiples of budget/S: valid at the real budget, optimal
     for the rounded sizes only, status ``feasible``)."""
-    slots = _check_slots(slots)
+    slots = _check_slots(slots, "dp-weak")
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}

@@ -1,0 +1,124 @@
+"""The weak-persistence DP (solvers/dp_weak.py) against exhaustive search restricted to the
+weakly persistent class, the persistent DP, the unrestricted optimum and the simulator."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import solvers
+from remat_theory import Chain, families, simulate
+from remat_theory.errors import SolverError
+from remat_theory.persistence import is_persistent, is_weakly_persistent
+from remat_theory.strategies import chains, chains_and_budgets
+from solvers import dp, dp_weak, exhaustive
+
+
+@settings(max_examples=50, deadline=None)
+@given(chains(1, 5))
+def test_dp_weak_equals_exhaustive_weak_at_every_budget(chain):
+    """dp-weak == exhaustive(schedule_class="weak"), exhaustive(all) <= dp-weak <= dp, at
+    every budget from below the smallest feasible one to store-all."""
+    lo = exhaustive.min_feasible_budget(chain)
+    for budget in range(max(0, lo - 1), chain.store_all_memory() + 1):
+        w = solvers.solve(chain, budget, "dp-weak")
+        e = solvers.solve(chain, budget, "exhaustive", schedule_class="weak")
+        assert (w.schedule is None) == (e.schedule is None), budget
+        if w.schedule is None:
+            assert w.status == "infeasible" and w.min_budget == e.min_budget
+            continue
+        assert w.status == "optimal" and w.optimal_for == "weakly-persistent"
+        assert is_weakly_persistent(chain, w.schedule)
+        assert math.isclose(w.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9), budget
+        d = solvers.solve(chain, budget, "dp")
+        a = solvers.solve(chain, budget, "exhaustive")
+        assert a.makespan <= w.makespan + 1e-9
+        if d.schedule is not None:
+            assert w.makespan <= d.makespan + 1e-9
+
+
+@settings(max_examples=30, deadline=None)
+@given(chains(5, 6, overheads=True))
+def test_dp_weak_with_overheads_matches_class_search(chain):
+    budget = (dp_weak.min_feasible_budget(chain) + chain.store_all_memory()) // 2
+    w = solvers.solve(chain, budget, "dp-weak")
+    e = solvers.solve(chain, budget, "exhaustive", schedule_class="weak")
+    assert math.isclose(w.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 6))
+def test_weak_min_budget(chain):
+    mb = dp_weak.min_feasible_budget(chain)
+    assert mb == exhaustive.min_feasible_budget(chain, schedule_class="weak")
+    assert exhaustive.min_feasible_budget(chain) <= mb <= dp.min_feasible_budget(chain)
+    assert solvers.solve(chain, mb, "dp-weak").status == "optimal"
+    assert solvers.solve(chain, mb - 1, "dp-weak").status == "infeasible"
+
+
+@settings(max_examples=25, deadline=None)
+@given(chains(1, 10))
+def test_monotone_and_never_worse_than_dp(chain):
+    prev = math.inf
+    for budget in range(dp_weak.min_feasible_budget(chain), chain.store_all_memory() + 1):
+        w = solvers.solve(chain, budget, "dp-weak").makespan
+        d = solvers.solve(chain, budget, "dp")
+        assert w <= prev + 1e-9
+        if d.schedule is not None:
+            assert w <= d.makespan + 1e-9
+        prev = w
+
+
+# The smallest instance found by random search where weak persistence strictly helps:
+# checkpoint x_1 (1 unit) is released by Fn1 after B3 and x_1 comes back inside the tape
+# t_1 of Fall0, which the persistent class cannot do without holding x_1 through.
+STRICT = Chain(fwd_time=[1.0, 1.0, 3.0, 2.0], bwd_time=[1.0, 0.0, 0.0, 0.0, 2.0],
+               x_size=[3, 1, 2, 2, 1], tape_size=[1, 3, 2, 2], name="weak-beats-persistent")
+STRICT_BUDGET = 11
+
+
+def test_weak_strictly_better_regression():
+    d = solvers.solve(STRICT, STRICT_BUDGET, "dp")
+    w = solvers.solve(STRICT, STRICT_BUDGET, "dp-weak")
+    assert d.makespan == 17.0 and w.makespan == 16.0
+    assert simulate(STRICT, w.schedule, STRICT_BUDGET).makespan == 16.0
+    assert simulate(STRICT, d.schedule, STRICT_BUDGET).makespan == 17.0
+    assert is_weakly_persistent(STRICT, w.schedule) and not is_persistent(STRICT, w.schedule)
+    # the class searches agree with both numbers
+    assert solvers.solve(STRICT, STRICT_BUDGET, "exhaustive", schedule_class="persistent").makespan == 17.0
+    assert solvers.solve(STRICT, STRICT_BUDGET, "exhaustive", schedule_class="weak").makespan == 16.0
+    hand = "Fck0 Fck1 Fn2 Fall3 Loss B3 Fn1 Fall2 B2 Fall0 Fall1 B1 B0"
+    assert simulate(STRICT, hand, STRICT_BUDGET).makespan == 16.0
+    assert is_weakly_persistent(STRICT, hand) and not is_persistent(STRICT, hand)
+
+
+@settings(max_examples=30, deadline=None)
+@given(chains_and_budgets(1, 6), st.integers(1, 30))
+def test_slots_valid_and_never_better_than_exact(cb, slots):
+    chain, budget = cb
+    s = solvers.solve(chain, budget, "dp-weak", slots=slots)
+    if s.schedule is None:
+        assert s.status == "infeasible" and s.min_budget == dp_weak.min_feasible_budget(chain)
+        return
+    exact = solvers.solve(chain, budget, "dp-weak")
+    assert s.status == "feasible" and s.peak_memory <= budget
+    assert s.makespan >= exact.makespan - 1e-9
+
+
+@pytest.mark.parametrize("family", ["random", "resnet", "transformer"])
+def test_family_chains(family):
+    chain = families.make(family, 12, 1)
+    lo, hi = dp_weak.min_feasible_budget(chain), chain.store_all_memory()
+    for budget in (lo, (2 * lo + hi) // 3, hi):
+        w = solvers.solve(chain, budget, "dp-weak")
+        d = solvers.solve(chain, budget, "dp")
+        assert is_weakly_persistent(chain, w.schedule)
+        assert d.schedule is None or w.makespan <= d.makespan + 1e-9
+
+
+def test_bad_slots():
+    c = families.make("random", 3, 0)
+    with pytest.raises(SolverError, match="slots"):
+        solvers.solve(c, c.store_all_memory(), "dp-weak", slots=-1)

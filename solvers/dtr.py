@@ -6,7 +6,7 @@ DTR runs the program as written (here: store-all, ``Fall_0 .. Fall_{L-1} Loss B_
 B_0``) and decides nothing in advance.  Before an operation whose peak would exceed the
 budget, it evicts held values one at a time, each time the one with the smallest
 
-    h(t) = cost(t) / (size(t) * staleness(t))            (section 4, the h_DTR heuristic)
+    h(t) = cost(t) / (size(t) * staleness(t))            (the paper's h_DTR heuristic)
 
 until the operation fits; a value that is needed but was evicted is recomputed on demand,
 recursively recomputing the evicted values it depends on.  Here the values are the tapes

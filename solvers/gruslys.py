@@ -1,14 +1,14 @@
 """The BPTT dynamic programs of Gruslys, Munos, Danihelka, Lanctot, Graves 2016,
 "Memory-efficient backpropagation through time" (NIPS 2016), mapped onto the chain.
 
-Their setting (section 3): a homogeneous recurrent core unrolled for t steps; memory is
+Their setting: a homogeneous recurrent core unrolled for t steps; memory is
 counted in slots of one hidden state, an internal state (everything the core's backward
 needs) takes alpha slots; cost is the number of forward operations of the core.  With m
 slots, the fewest forwards C(t, m) obey
 
-* BPTT-HSM (hidden states only, section 3.1): C(t, m) = min_y [ y + C(t-y, m-1) + C(y, m) ];
-* BPTT-ISM (internal states only, section 3.2): C(t, m) = min_y [ y + C(t-y, m-alpha) + C(y-1, m) ];
-* BPTT-MSM (mixed, section 3.3): the smaller of the two at every (t, m).
+* BPTT-HSM (hidden state memorization): C(t, m) = min_y [ y + C(t-y, m-1) + C(y, m) ];
+* BPTT-ISM (internal state memorization): C(t, m) = min_y [ y + C(t-y, m-alpha) + C(y-1, m) ];
+* BPTT-MSM (mixed state memorization): the smaller of the two at every (t, m).
 
 Mapping (option ``variant`` = ``hidden``, ``internal`` or ``mixed``, default mixed): the
 hidden state is the activation x_i, the internal state of step i is the tape t_{i+1}.  A

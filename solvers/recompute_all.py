@@ -1,8 +1,8 @@
 """Recompute-all: keep only the input x_0 and recompute everything else on demand.
 
 The memory-lean extreme of checkpointing, the first strategy of Griewank and Walther's
-analysis ("Algorithm 799: revolve", ACM TOMS 26(1), 2000, section 2: with a single
-checkpoint, reversing l steps costs l(l-1)/2 forward steps).  For each backward B_i,
+analysis ("Algorithm 799: revolve", ACM TOMS 26(1), 2000: with a single checkpoint,
+reversing l steps costs t(l, 1) = l(l-1)/2 advances).  For each backward B_i,
 i = L-1 .. 0, it runs the chain again from x_0 up to x_i without keeping anything
 (``Fck_0 Fn_1 .. Fn_{i-1}``), then ``Fall_i`` (and the loss for i = L-1) and ``B_i``:
 L(L+1)/2 forward operations in all, and at most x_0, x_i, t_{i+1} and two gradients held.

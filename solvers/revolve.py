@@ -6,7 +6,7 @@ of temporal and spatial complexity in reverse automatic differentiation").
 Their setting: l equal steps, c checkpoint slots (one holds the initial state), a step
 costs 1.  The fewest *advances* (forward steps run without recording, to move a state
 forward) needed to reverse all l steps is, with beta(c, r) = C(c + r, c) and r the
-unique integer with beta(c, r - 1) < l <= beta(c, r) (TOMS 2000, section 2):
+unique integer with beta(c, r - 1) < l <= beta(c, r) (Griewank 1992; restated in the TOMS paper):
 
     t(l, c) = r l - beta(c + 1, r - 1).
 

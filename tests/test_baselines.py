@@ -327,6 +327,9 @@ def test_baselines_are_valid_and_never_beat_the_exact_optimum(cb):
 @settings(max_examples=40, deadline=None)
 @given(chains(1, 9))
 def test_fixed_schedules_are_feasible_exactly_from_their_peak(chain):
+    top = chain.store_all_memory()
+    assert solvers.solve(chain, top, "store-all").status == OPTIMAL
+    assert solvers.solve(chain, top - 1, "store-all").status == INFEASIBLE
     for name in ("recompute-all", "chen-sqrt"):
         peak = solvers.solve(chain, chain.store_all_memory() * 4, name).peak_memory
         at = solvers.solve(chain, peak, name)

@@ -274,8 +274,12 @@ class PersistentTable:
                     thr = g + uc.fp[s, s + 1:t + 1]  # non-decreasing in k
                     lo = max(a, int(thr[0]))
                     if lo < b:
-                        blk = buf[:n, :b - lo]
-                        np.add(V[s][:n, lo:b], CT[s + 1:t + 1, lo:b], out=blk)
+                        # Whole contiguous rows: numpy adds them several times faster than
+                        # a column window of them (strided rows), so only the reductions
+                        # are restricted to the window.
+                        full = buf[:n]
+                        np.add(V[s][:n], CT[s + 1:t + 1], out=full)
+                        blk = full[:, lo:b]
                         best = blk.min(axis=0)
                         hi = min(int(thr[-1]), b)
                         if hi > lo:  # memory values where only a prefix of k is allowed
@@ -359,24 +363,29 @@ def table_dtype(uc: UnitChain):
     return np.float32 if top < 2 ** 24 else np.float64
 
 
-def solve_units(uc: UnitChain, budget_units: int):
-    """Optimal persistent makespan and schedule for a budget in units, or (inf, None)."""
+def solve_units(uc: UnitChain, budget_units: int, mm: np.ndarray | None = None):
+    """Optimal persistent makespan and schedule for a budget in units, or (inf, None).
+
+    Returns ``(makespan, schedule, mm)`` with ``mm`` the min-memory table
+    (:func:`min_memory_table`, computed here when not given)."""
+    if mm is None:
+        mm = min_memory_table(uc)
+    L = uc.L
     M = budget_units - int(uc.x[0])
-    if M < 0:
-        return INF, None
+    if M < int(mm[0, L]):
+        return INF, None, mm
     # Above store-all's peak the optimum is the ideal makespan: no need for a wider table.
     M = min(M, max(0, uc.store_all_units() - int(uc.x[0])))
-    L = uc.L
     table_bytes = (L + 1) * (L + 2) // 2 * (M + 1) * 8
     if table_bytes > MAX_TABLE_BYTES:
         raise SolverError(
             f"solver 'dp': the exact-memory table would need {table_bytes / 2**30:.1f} GiB "
             f"({M + 1} memory units x {L} stages); pass slots=S to discretize memory")
-    table = PersistentTable(uc, M, table_dtype(uc))
+    table = PersistentTable(uc, M, table_dtype(uc), mm)
     value = table.value(0, L, M)
-    if value == INF:
-        return INF, None
-    return value, table.schedule(M)
+    if value == INF:  # pragma: no cover - mm says it is feasible
+        raise SolverError("solver 'dp': internal error, the table disagrees with min-memory")
+    return value, table.schedule(M), mm
 
 
 def _check_slots(slots, solver: str = "dp"):
@@ -433,10 +442,10 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     if slot_bound and slots is None:
         raise SolverError("solver 'dp': option slot_bound needs slots=S")
     uc_exact, gcd = UnitChain.exact(chain)
-    min_budget = min_units(uc_exact) * gcd
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}
-        makespan, schedule = solve_units(uc_exact, budget // gcd)
+        makespan, schedule, mm = solve_units(uc_exact, budget // gcd)
+        min_budget = int(uc_exact.x[0] + mm[0, uc_exact.L]) * gcd
         if schedule is None:
             return Solution("dp", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_PERSISTENT,
                             min_budget=min_budget, info=info,
@@ -447,8 +456,9 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
                         optimal_for=CLASS_PERSISTENT, min_budget=min_budget, info=info)
     info = {"memory": "slots", **slot_info(chain, budget, slots)}
     uc = UnitChain.rounded(chain, budget, slots)
-    makespan, schedule = solve_units(uc, slots)
+    makespan, schedule, _ = solve_units(uc, slots)
     if schedule is None:
+        min_budget = min_units(uc_exact) * gcd
         msg = (f"no persistent schedule fits in {budget} with sizes rounded up to "
                f"{slots} slots; the smallest feasible budget (exact memory) is {min_budget}")
         return Solution("dp", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_PERSISTENT,
@@ -456,7 +466,7 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     bound = None
     status = FEASIBLE
     if slot_bound:
-        lb, _ = solve_units(UnitChain.rounded(chain, budget, slots, down=True), slots)
+        lb, _, _ = solve_units(UnitChain.rounded(chain, budget, slots, down=True), slots)
         bound = lb
         info["lower_bound_from"] = "sizes rounded down"
         if lb == makespan:
@@ -464,7 +474,7 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     peak = _peak(chain, schedule)
     return Solution("dp", status, schedule, makespan, peak, budget, bound=bound,
                     optimal_for=CLASS_PERSISTENT if status == OPTIMAL else CLASS_NONE,
-                    min_budget=min_budget, info=info,
+                    info=info,
                     message="" if status == OPTIMAL else
                     "slots mode: optimal for the rounded sizes, not proven optimal at the real budget")
 

@@ -121,6 +121,8 @@ def run(args) -> int:
             print("no scorable instance found (is the time too short?)")
         else:
             print(f"best score {_fmt(res.found[0].score)}")
+            if cfg.objective != "ilp-time" and res.found[0].score <= 1.0 + 1e-12:
+                print(f"no gap found: {cfg.target} was optimal on every instance tried")
         if res.shrunk is not None:
             c = Chain.from_dict(res.shrunk.chain)
             print(f"shrunk to L={c.length}, budget {res.shrunk.budget}, score "

@@ -1,0 +1,298 @@
+"""The executable checks of proofs/ (see proofs/README.md, the index of claims).
+
+Every certificate under proofs/certificates/ is replayed through the simulator and, when
+small enough, re-proved by running its solvers again.  The lemmas of proofs/model.md, the
+homogeneous-chain theorem (proofs/homogeneous.md) and the slot bound (proofs/slots.md) are
+checked against independent oracles: exhaustive search, the simulator, closed forms
+written out here.
+"""
+from __future__ import annotations
+
+import json
+import math
+from math import comb
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import solvers
+from remat_theory import Chain, simulate
+from remat_theory.certificates import CertificateError, load, replay, reprove
+from remat_theory.hardness import is_partition_yes, partition_instance
+from remat_theory.schedule import B, FALL, FORWARD_KINDS, LOSS
+from remat_theory.strategies import chains
+
+CERT_DIR = Path(__file__).resolve().parent.parent / "proofs" / "certificates"
+CERTS = sorted(CERT_DIR.glob("*.json"))
+# Re-proving runs every recorded solver again; exhaustive search is quick up to 7 stages.
+REPROVE_MAX_STAGES = 7
+
+
+def _cert(name: str):
+    return load(CERT_DIR / name)
+
+
+# ---------------------------------------------------------------------- certificates
+
+def test_there_are_certificates():
+    names = {p.name for p in CERTS}
+    for required in ("drop_shortens.json", "drop_lowers_min_budget.json",
+                     "partition_yes.json", "partition_no.json", "persistence_gap.json"):
+        assert required in names
+
+
+@pytest.mark.parametrize("path", CERTS, ids=[p.stem for p in CERTS])
+def test_certificates_replay(path):
+    """Every recorded schedule is valid under the budget, with its recorded makespan/peak."""
+    cert = load(path)
+    sims = replay(cert)
+    assert sims, f"{path.name} records no schedule"
+    for label, sim in sims.items():
+        assert sim.peak_memory <= cert.budget
+
+
+@pytest.mark.parametrize("path", CERTS, ids=[p.stem for p in CERTS])
+def test_certificates_reprove(path):
+    """The recorded solvers, run again, give the same statuses and optimal makespans."""
+    cert = load(path)
+    if cert.chain.length > REPROVE_MAX_STAGES:
+        pytest.skip(f"{cert.chain.length} stages: replayed only (re-proving is for <= 7)")
+    sols = reprove(cert)
+    assert set(sols) == set(cert.solutions)
+
+
+def test_replay_rejects_a_tampered_certificate(tmp_path):
+    data = json.loads((CERT_DIR / "drop_shortens.json").read_text())
+    data["solutions"]["opt"]["makespan"] = 1.0  # the true optimum is 2
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(data))
+    with pytest.raises(CertificateError, match="recorded makespan"):
+        replay(load(p))
+    data = json.loads((CERT_DIR / "drop_shortens.json").read_text())
+    data["solutions"]["opt"]["schedule"] = data["solutions"]["opt"]["schedule"][:-1]
+    p.write_text(json.dumps(data))
+    with pytest.raises(CertificateError, match="invalid"):
+        replay(load(p))
+    p.write_text("{}")
+    with pytest.raises(CertificateError, match="format"):
+        load(p)
+
+
+# ---------------------------------------------------------------------- claim 1: the model
+
+def test_drop_shortens_certificate_says_what_model_md_claims():
+    cert = _cert("drop_shortens.json")
+    opt, drop = cert.solutions["opt"], cert.solutions["opt_drop"]
+    assert opt["status"] == drop["status"] == "optimal"
+    assert opt["optimal_for"] == "all" and drop["optimal_for"] == "all+drop"
+    assert drop["makespan"] < opt["makespan"]
+    assert any(t.startswith("Drop") for t in drop["schedule"])
+
+
+def test_drop_lowers_min_budget_certificate():
+    cert = _cert("drop_lowers_min_budget.json")
+    opt, drop = cert.solutions["opt"], cert.solutions["opt_drop"]
+    assert opt["status"] == "infeasible" and drop["status"] == "optimal"
+    assert opt["min_budget"] > cert.budget
+    from solvers.exhaustive import min_feasible_budget
+
+    assert min_feasible_budget(cert.chain, allow_drop=True) <= cert.budget
+    assert min_feasible_budget(cert.chain) == opt["min_budget"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 4, max_time=6, max_size=6), st.floats(0.0, 1.0))
+def test_backward_order_and_forward_counts(chain, frac):
+    """Lemmas 1.1 and 1.2 on exact optima: Loss, B_{L-1}..B_0 once each in this order; every
+    stage runs a forward before the loss and a Fall before its backward."""
+    budget = _budget_between(chain, frac)
+    sol = solvers.solve(chain, budget, "exhaustive")
+    assert sol.status == "optimal"
+    ops = list(sol.schedule)
+    backs = [o for o in ops if o.kind in (LOSS, B)]
+    L = chain.length
+    assert [o.kind for o in backs] == [LOSS] + [B] * L
+    assert [o.index for o in backs[1:]] == list(range(L - 1, -1, -1))
+    loss_at = next(k for k, o in enumerate(ops) if o.kind == LOSS)
+    before = [o.index for o in ops[:loss_at] if o.kind in FORWARD_KINDS]
+    it = iter(before)
+    assert all(any(j == i for j in it) for i in range(L))  # 0..L-1 is a subsequence
+    for i in range(L):
+        b_at = next(k for k, o in enumerate(ops) if o.kind == B and o.index == i)
+        assert any(o.kind == FALL and o.index == i for o in ops[:b_at])
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 4, max_time=6, max_size=6), st.floats(0.0, 1.0))
+def test_optimum_is_between_ideal_and_store_all(chain, frac):
+    """Lemmas 1.4 and 1.5: OPT >= ideal makespan; OPT = ideal at store_all_memory(); and
+    when every forward time is positive, OPT > ideal one byte below it."""
+    budget = _budget_between(chain, frac)
+    sol = solvers.solve(chain, budget, "exhaustive")
+    ideal = chain.ideal_makespan()
+    assert sol.makespan >= ideal - 1e-9
+    top = chain.store_all_memory()
+    at_top = solvers.solve(chain, top, "exhaustive")
+    assert math.isclose(at_top.makespan, ideal, abs_tol=1e-9)
+    if all(f > 0 for f in chain.fwd_time):
+        below = solvers.solve(chain, top - 1, "exhaustive")
+        assert below.status == "infeasible" or below.makespan > ideal + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains(1, 4, max_time=5, max_size=8))
+def test_memory_lower_bound_is_below_exact_min_budget(chain):
+    """Lemma 1.6: memory_lower_bound() <= the exact smallest feasible budget."""
+    from solvers.exhaustive import min_feasible_budget
+
+    assert chain.memory_lower_bound() <= min_feasible_budget(chain)
+
+
+@settings(max_examples=30, deadline=None)
+@given(chains(1, 4, max_time=6, max_size=6), st.floats(0.0, 1.0))
+def test_drop_extension_never_worse(chain, frac):
+    """Lemma 1.7: OPT_drop(M) <= OPT(M), and both are non-increasing in M."""
+    budget = _budget_between(chain, frac)
+    plain = solvers.solve(chain, budget, "exhaustive")
+    drop = solvers.solve(chain, budget, "exhaustive", allow_drop=True)
+    assert drop.status == "optimal"
+    assert drop.makespan <= plain.makespan + 1e-9
+    more = solvers.solve(chain, budget + 1, "exhaustive")
+    assert more.makespan <= plain.makespan + 1e-9
+
+
+def _budget_between(chain: Chain, frac: float) -> int:
+    from solvers.exhaustive import min_feasible_budget
+
+    lo, hi = min_feasible_budget(chain), chain.store_all_memory()
+    return lo + int(frac * (hi - lo))
+
+
+# ---------------------------------------------------------------------- claim 5: NP-hardness
+
+@pytest.mark.parametrize("name", ["partition_yes.json", "partition_no.json"])
+def test_partition_certificates_match_the_reduction(name):
+    cert = _cert(name)
+    values = cert.facts["values"]
+    inst = partition_instance(values)
+    assert inst.chain == cert.chain and inst.budget == cert.budget
+    assert cert.facts["yes_instance"] == is_partition_yes(values)
+    opt = cert.solutions["opt"]
+    assert opt["status"] == "optimal" and opt["optimal_for"] == "all"
+    assert (opt["makespan"] <= inst.threshold) == is_partition_yes(values)
+
+
+# ---------------------------------------------------------------------- claim 6: the gap
+
+def test_persistence_gap_certificate():
+    """The DP is optimal for its class and strictly worse than the exact optimum here."""
+    cert = _cert("persistence_gap.json")
+    dp, opt = cert.solutions["dp"], cert.solutions["opt"]
+    assert dp["status"] == "optimal" and dp["optimal_for"] == "persistent"
+    assert opt["status"] == "optimal" and opt["optimal_for"] == "all"
+    assert dp["makespan"] / opt["makespan"] >= cert.facts["ratio"] - 1e-9 > 1.0
+
+
+# ---------------------------------------------------------------------- claim 7: homogeneous
+
+def _beta(c: int, r: int) -> int:
+    return comb(c + r, c) if c >= 0 and r >= 0 else 0
+
+
+def _revolve(l: int, c: int) -> int:
+    """Griewank-Walther: fewest advances to reverse l steps with c checkpoints,
+    r l - beta(c+1, r-1), r the unique integer with beta(c, r-1) < l <= beta(c, r)."""
+    r = 0
+    while _beta(c, r) < l:
+        r += 1
+    return r * l - _beta(c + 1, r - 1)
+
+
+def _hsm(l: int, c: int, memo: dict) -> int:
+    """Gruslys et al. 2016, BPTT-HSM: C(t, m) = min_y y + C(t-y, m-1) + C(y, m), C(1, m) = 0
+    (advances only; a right part of one step needs no slot)."""
+    if l <= 1:
+        return 0
+    if c <= 0:
+        return math.inf
+    key = (l, c)
+    if key not in memo:
+        memo[key] = min(y + _hsm(l - y, c - 1, memo) + _hsm(y, c, memo) for y in range(1, l))
+    return memo[key]
+
+
+def _homogeneous_case(L: int, c: int, bwd: float = 2.0, extra_tape: int = 1):
+    """The tape-dominated homogeneous chain of proofs/homogeneous.md and its budget."""
+    T = c + extra_tape  # T >= c + 1
+    return Chain.homogeneous(L, 1.0, bwd, 1, T, 0.0), T + 3 + c
+
+
+def test_revolve_closed_form_equals_gruslys_hsm_recurrence():
+    memo: dict = {}
+    for L in range(1, 60):
+        for c in range(1, 12):
+            assert _hsm(L, c, memo) == _revolve(L, c), (L, c)
+
+
+@pytest.mark.parametrize("L", range(1, 16))
+def test_dp_on_homogeneous_chain_equals_revolve(L):
+    """Theorem 7.1: DP makespan = L (f + b) + f t(L, c) at budget T + 3 + c, T >= c + 1."""
+    for c in range(1, L + 2):
+        for extra in (1, 3):
+            chain, budget = _homogeneous_case(L, c, extra_tape=extra)
+            sol = solvers.solve(chain, budget, "dp")
+            assert sol.status == "optimal"
+            assert sol.makespan == L * 3.0 + _revolve(L, c), (L, c, extra)
+
+
+@pytest.mark.parametrize("L", range(1, 7))
+def test_exact_optimum_on_homogeneous_chain_equals_revolve(L):
+    """Theorem 7.1's global part (checked, L <= 6): no schedule at all beats the formula."""
+    for c in range(1, L + 1):
+        chain, budget = _homogeneous_case(L, c)
+        sol = solvers.solve(chain, budget, "exhaustive")
+        assert sol.makespan == L * 3.0 + _revolve(L, c), (L, c)
+
+
+def test_tape_condition_is_needed():
+    """With T <= c the DP can keep a tape as a checkpoint and beat revolve's count: the
+    condition T >= c + 1 of theorem 7.1 is not an artefact."""
+    beaten = 0
+    for L in range(3, 9):
+        for c in range(2, L + 2):
+            chain = Chain.homogeneous(L, 1.0, 2.0, 1, c, 0.0)  # T = c
+            sol = solvers.solve(chain, c + 3 + c, "dp")
+            assert sol.makespan <= L * 3.0 + _revolve(L, c)
+            beaten += sol.makespan < L * 3.0 + _revolve(L, c)
+    assert beaten > 0
+
+
+# ---------------------------------------------------------------------- claim 8: slots
+
+@settings(max_examples=60, deadline=None)
+@given(chains(1, 6, max_time=9, max_size=40), st.floats(0.0, 1.2), st.integers(4, 80))
+def test_slot_rounding_bound(chain, frac, slots):
+    """Theorem 8.1: exact(M) <= slots(M, S) <= exact(M - loss) with loss the sum of the
+    L + 4 largest rounding excesses, and loss < (L + 4) M / S."""
+    lo, hi = chain.memory_lower_bound(), chain.store_all_memory()
+    budget = lo + int(frac * (hi - lo))
+    exact = solvers.solve(chain, budget, "dp")
+    slot = solvers.solve(chain, budget, "dp", slots=slots)
+    L = chain.length
+    sizes = chain.x_size + chain.tape_size + chain.fwd_overhead + chain.bwd_overhead
+    excess = sorted(((-(-v * slots // budget)) * budget / slots - v for v in sizes),
+                    reverse=True)
+    loss = sum(excess[:L + 4])
+    assert loss < (L + 4) * budget / slots + 1e-9
+    guaranteed = math.floor(budget - loss)
+    assert slot.info["guaranteed_budget"] == max(0, guaranteed)
+    if slot.schedule is not None:
+        assert simulate(chain, slot.schedule, budget).makespan == pytest.approx(slot.makespan)
+        assert exact.schedule is not None and slot.makespan >= exact.makespan - 1e-9
+    if guaranteed >= 0:
+        below = solvers.solve(chain, guaranteed, "dp")
+        if below.schedule is not None:
+            assert slot.schedule is not None, "slot DP infeasible where the bound promises"
+            assert slot.makespan <= below.makespan + 1e-9

@@ -157,7 +157,7 @@ class VerifyConfig:
 VARIANTS = {
     "exhaustive-persistent": ("exhaustive", {"schedule_class": "persistent"}),
     "exhaustive-weak": ("exhaustive", {"schedule_class": "weak"}),
-    "ilp-cbc": ("ilp", {"solver": "cbc"}),
+    "ilp-cbc": ("ilp", {"mip_solver": "cbc"}),
 }
 DEFAULT_VARIANTS = ("exhaustive-persistent", "exhaustive-weak")
 

@@ -37,8 +37,9 @@ class State(NamedTuple):
     def is_final(self) -> bool:
         return self.bwd_next == -1
 
-    def describe(self, chain: Chain) -> str:
-        L = chain.length
+    def describe(self, chain: Chain | int) -> str:
+        """The values held, e.g. ``{x0, t2, d3}`` (``chain`` or its length)."""
+        L = chain if isinstance(chain, int) else chain.length
         held = [f"x{i}" for i in range(L + 1) if self.plain >> i & 1]
         held += [f"t{i}" for i in range(1, L + 1) if self.tapes >> i & 1]
         if self.bwd_next < L:
@@ -169,7 +170,7 @@ def transition(chain: Chain, state: State, memory: int, op: Op,
     return f"unknown operation {op!r}"  # pragma: no cover - Op validates its kind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Step:
     """One row of the memory profile."""
 
@@ -180,7 +181,19 @@ class Step:
     memory_before: int
     peak: int  # memory while it runs (held + output + overhead)
     memory_after: int
-    held: str  # the values held after it, e.g. "{x0, t2, d3}"
+    state: State = field(repr=False)  # the simulator state after it
+    length: int = field(repr=False)  # L, to describe the state
+
+    @property
+    def held(self) -> str:
+        """The values held after the op, e.g. ``{x0, t2, d3}`` (built on demand: cheap
+        replays of long schedules do not pay for the text)."""
+        return self.state.describe(self.length)
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "op": self.op, "start": self.start, "time": self.time,
+                "memory_before": self.memory_before, "peak": self.peak,
+                "memory_after": self.memory_after, "held": self.held}
 
 
 @dataclass(frozen=True)
@@ -195,7 +208,7 @@ class SimulationResult:
             "makespan": self.makespan,
             "peak_memory": self.peak_memory,
             "budget": self.budget,
-            "profile": [s.__dict__ for s in self.profile],
+            "profile": [s.to_dict() for s in self.profile],
         }
 
 
@@ -249,7 +262,7 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
                 f"peak memory {r.peak} exceeds the budget {budget} (held {memory} before it, "
                 f"values {state.describe(chain)})", k, op.token, r.peak, budget)
         profile.append(Step(k, op.token, clock, r.time, memory, r.peak, r.memory_after,
-                            r.state.describe(chain)))
+                            r.state, chain.length))
         clock += r.time
         state, memory = r.state, r.memory_after
         peak = max(peak, r.peak)

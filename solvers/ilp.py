@@ -1,0 +1,572 @@
+"""``ilp``: an exact time-expanded MILP (PuLP; HiGHS in-process, CBC as fallback) with no
+persistence assumption.
+
+The formulation, its normal form and the proof that the normal form loses no optimal
+schedule are in ``proofs/ilp.md``; this docstring is the short version.
+
+Phases.  Backward operations run in the fixed order Loss, B_{L-1}, ..., B_0, so every
+schedule is L+1 *phases*: phase p (p = L, L-1, ..., 0) is the run of forward operations
+after the previous backward operation, closed by its own backward operation (the loss for
+p = L, B_p otherwise).  In phase p only stages 0..min(p, L-1) may run forward.
+
+Passes.  Inside a phase, the forward operations are cut into *passes*: maximal runs of
+strictly increasing stage index.  A pass is modelled as one sweep over the stages
+0..min(p, L-1), choosing at each stage nothing, ``Fn``, ``Fck`` or ``Fall``.  With ``K``
+passes per phase the model contains exactly the schedules whose phases have at most ``K``
+increasing runs.  ``proofs/ilp.md`` gives the number of passes that provably loses no
+optimal schedule (:func:`passes_sufficient`), and the evidence for the default.
+
+Variables (all binary, per phase p, pass k, stage s): ``n`` (Fn_s reading the plain x_s,
+which it frees), ``nt`` (Fn_s reading x_s from the tape t_s, which it frees; allowed only
+when no plain x_s is held: the simulator's rule), ``ck`` (Fck_s), ``all`` (Fall_s).  The
+values held between passes (plain x_j, tapes t_j) are continuous [0, 1] variables forced to
+integer values by equalities; held memory before every operation is a continuous variable
+forced by an exact equality (created minus freed bytes), and every operation's peak (held
++ output + overhead, DESIGN section 1) is bounded by the budget.  Values that are dead in a
+phase get no variables.  Objective: the sum of the times of the chosen operations, plus the
+constant backward times.
+
+Numerics: sizes are divided by their gcd; no cost noise, no loosened tolerances: the
+relative MIP gap is 0 and the absolute gap is 1e-9 times the makespan scale, the registry's
+own float tolerance.  ``optimal`` is reported only when the solver's own model status says
+proven optimal (HiGHS ``kOptimal``; CBC solution status ``Optimal``), never from PuLP's
+``LpStatus`` string.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import pulp
+
+from remat_theory.chain import Chain
+from remat_theory.errors import RematError, SolverError
+from remat_theory.schedule import B, FALL, FCK, FN, LOSS, LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
+from remat_theory.simulator import simulate
+from remat_theory.solution import (CLASS_ALL, INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution)
+
+from . import registry
+from .registry import register
+
+NAME = "ilp"
+SOLVERS = ("highs", "cbc")
+KINDS = ("n", "nt", "ck", "all")  # Fn from plain, Fn from tape, Fck, Fall
+DEFAULT_PASSES = None  # the number proven sufficient (proofs/ilp.md, Theorem 1)
+
+
+class IlpError(SolverError):
+    """The MILP solver failed or returned something that cannot be decoded."""
+
+
+# --------------------------------------------------------------------------- model
+@dataclass
+class Model:
+    """A built MILP and what is needed to decode it."""
+
+    chain: Chain  # sizes already divided by their gcd
+    passes: int
+    prob: pulp.LpProblem
+    ops: dict  # (p, k, s, kind) -> binary variable
+    budget_var: pulp.LpVariable | None  # the budget itself when it is minimized
+    constant: float  # sum of backward times (in the objective as a constant)
+    order: list = field(default_factory=list)  # (p, k, s) in schedule order
+
+
+def _stages(L: int, p: int) -> range:
+    return range(0, min(p, L - 1) + 1)
+
+
+def _allowed(L: int, p: int, s: int) -> tuple:
+    """Operation kinds the model allows at stage s in phase p (proofs/ilp.md, Lemma 2).
+
+    In phase p < L, a plain x_{p+1} is dead as soon as it exists (nothing may read or free it
+    after B_{p+1}); so Fck_p there is pure waste and is excluded, while Fn_p is kept because it
+    frees its input.  Fn_0 frees nothing (x_0 is never freed): it is the same operation as
+    Fck_0 and is not duplicated.
+    """
+    kinds = []
+    if s >= 1:
+        kinds += ["n", "nt"]
+    if s < p or p == L:
+        if not (s == 0 and p < L and p == 0):
+            kinds.append("ck")
+    kinds.append("all")
+    return tuple(kinds)
+
+
+def _base(chain: Chain, p: int) -> int:
+    """Bytes held throughout phase p by every schedule: x_0, and the live gradient d_{p+1}."""
+    return chain.x_size[0] + (chain.x_size[p + 1] if p < chain.length else 0)
+
+
+def _least_peak(chain: Chain, p: int, s: int, kind: str) -> int:
+    """A lower bound on the peak of operation ``kind`` at stage s in phase p: the bytes always
+    held in the phase, its input (the plain x_s, or t_s for ``nt``), its output and overhead.
+    Operations above the budget get no variable (they are invalid in every schedule)."""
+    x, tp = chain.x_size, chain.tape_size
+    inp = 0 if s == 0 else (tp[s - 1] if kind == "nt" else x[s])
+    out = tp[s] if kind == "all" else x[s + 1]
+    return _base(chain, p) + inp + out + chain.fwd_overhead[s]
+
+
+def build_model(chain: Chain, budget: int | None, passes: int | None,
+                name: str = "remat") -> Model:
+    """The K-pass MILP for ``chain`` (sizes in their final units) under ``budget``.
+
+    Phase p gets ``min(passes, phase_pass_bound(L, p))`` passes (``passes=None``: the bound,
+    which loses no schedule at all: proofs/ilp.md, Theorem 1).
+
+    ``budget=None`` builds the min-budget variant: the budget is an integer variable and the
+    objective minimizes it (used to report ``min_budget`` when a budget is infeasible).
+    """
+    L = chain.length
+    x, tp = chain.x_size, chain.tape_size
+    fo, bo = chain.fwd_overhead, chain.bwd_overhead
+    ft = chain.fwd_time
+    prob = pulp.LpProblem(name, pulp.LpMinimize)
+    if budget is None:
+        Mv = prob.add_variable("budget", lowBound=x[0], cat=pulp.LpInteger)
+        M = Mv
+    else:
+        Mv = None
+        M = budget
+    ops: dict = {}
+    order: list = []
+    cons = []
+
+    infeasible = []
+
+    def add(c, label):
+        # constraints left without variables (operations removed by _least_peak) are
+        # decided here: a true one is dropped, a false one makes the model infeasible
+        if isinstance(c, bool) or (isinstance(c, pulp.LpConstraint) and len(c) == 0):
+            ok = c if isinstance(c, bool) else c.valid()
+            if not ok:
+                infeasible.append(label)
+            return
+        cons.append((c, label))
+
+    # State of the values at the start of the current pass: plain x_j, tapes t_j (dict j ->
+    # expression / variable / constant 0 or 1).
+    P = {j: 0 for j in range(1, L + 1)}
+    T = {j: 0 for j in range(1, L + 1)}
+    mem = x[0]  # held bytes at the start of the current pass (x_0 always held)
+    cost = []
+    for p in range(L, -1, -1):
+        stages = _stages(L, p)
+        top = stages[-1]
+        bound_p = phase_pass_bound(L, p)
+        K = bound_p if passes is None else min(passes, bound_p)
+        # values alive in phase p: plain x_1..x_{top+1}, tapes t_1..t_{top+1}
+        pass_any = []  # per pass: stage -> expression "an op runs here"
+        for k in range(K):
+            pos_any = {}
+            Pn, Tn = dict(P), dict(T)
+            created_P = {}
+            created_T = {}
+            mb = mem
+            for s in stages:
+                kinds = _allowed(L, p, s)
+                if budget is not None:
+                    kinds = tuple(kd for kd in kinds if _least_peak(chain, p, s, kd) <= budget)
+                v = {}
+                for kd in kinds:
+                    var = prob.add_variable(f"o_{p}_{k}_{s}_{kd}", cat=pulp.LpBinary)
+                    ops[(p, k, s, kd)] = var
+                    v[kd] = var
+                    cost.append((var, ft[s]))
+                order.append((p, k, s))
+                n = v.get("n", 0)
+                nt = v.get("nt", 0)
+                ck = v.get("ck", 0)
+                al = v.get("all", 0)
+                anyop = pulp.lpSum(v.values())
+                pos_any[s] = anyop
+                add(anyop <= 1, f"one_{p}_{k}_{s}")
+                if s >= 1:
+                    Ps = P[s] + created_P.get(s, 0)
+                    Ts = T[s] + created_T.get(s, 0)
+                    # x_s must be available (plain or inside t_s)
+                    add(anyop - Ps - Ts <= 0, f"avail_{p}_{k}_{s}")
+                    # Fn frees the plain x_s when one is held, otherwise the tape t_s
+                    add(n - Ps <= 0, f"nplain_{p}_{k}_{s}")
+                    add(nt - Ts <= 0, f"ntape_{p}_{k}_{s}")
+                    add(nt + Ps <= 1, f"ntonly_{p}_{k}_{s}")
+                    Pn[s] = Ps - n
+                    Tn[s] = Ts - nt
+                    freed = x[s] * n + tp[s - 1] * nt
+                else:
+                    freed = 0
+                out = x[s + 1] * (n + nt + ck) + tp[s] * al
+                add(mb + out + fo[s] * anyop - M <= 0, f"peak_{p}_{k}_{s}")
+                # creation of x_{s+1} / t_{s+1}; creating a held value is invalid
+                cp = n + nt + ck
+                if not isinstance(cp, int):
+                    created_P[s + 1] = cp
+                    add(P[s + 1] + cp <= 1, f"newx_{p}_{k}_{s + 1}")
+                created_T[s + 1] = al
+                add(T[s + 1] + al <= 1, f"newt_{p}_{k}_{s + 1}")
+                nxt = prob.add_variable(f"m_{p}_{k}_{s}", lowBound=_base(chain, p))
+                add(nxt - mb - out + freed == 0, f"mem_{p}_{k}_{s}")
+                mb = nxt
+            pass_any.append(pos_any)
+            # values at stage top+1 are created by the last stage and not freed in this phase
+            j = top + 1
+            Pn[j] = P[j] + created_P.get(j, 0)
+            Tn[j] = T[j] + created_T.get(j, 0)
+            # state variables at the end of the pass
+            for j in range(1, top + 2):
+                for nm, src, dst in (("P", Pn, P), ("T", Tn, T)):
+                    e = src[j]
+                    if isinstance(e, int):
+                        dst[j] = e
+                        continue
+                    sv = prob.add_variable(f"{nm}_{p}_{k}_{j}", lowBound=0, upBound=1)
+                    add(sv - e == 0, f"st{nm}_{p}_{k}_{j}")
+                    dst[j] = sv
+            mem = mb
+        # Passes are the maximal increasing runs (symmetry breaking, proofs/ilp.md section
+        # 3.3): if the first operation of pass k+1 is at stage s, pass k has one at a stage
+        # >= s.  (So empty passes come last, and a run is never split in two.)
+        for k in range(1, K):
+            cur, prev = pass_any[k], pass_any[k - 1]
+            for s in stages:
+                add(cur[s] - pulp.lpSum(cur[r] for r in stages if r < s)
+                    - pulp.lpSum(prev[r] for r in stages if r >= s) <= 0, f"maxrun_{p}_{k}_{s}")
+        if K > 1:
+            add(pulp.lpSum(pulp.lpSum(a.values()) for a in pass_any) <= bound_p, f"nops_{p}")
+        # the backward operation closing phase p
+        if p == L:
+            add(P[L] + T[L] >= 1, "loss_avail")
+            add(mem + x[L] + bo[L] - M <= 0, "peak_loss")
+            after = mem + x[L] - x[L] * P[L]
+            P[L] = 0
+        else:
+            add(T[p + 1] >= 1, f"bwd_tape_{p}")
+            if p >= 1:
+                add(P[p] + T[p] >= 1, f"bwd_avail_{p}")
+            add(mem + x[p] + bo[p] - M <= 0, f"peak_b_{p}")
+            after = mem + x[p] - x[p + 1] - tp[p] - (x[p] * P[p] if p >= 1 else 0)
+            T[p + 1] = 0
+            if p >= 1:
+                P[p] = 0
+            P[p + 1] = 0  # dead if held: its bytes stay in ``mem``; no variable any more
+        mv = prob.add_variable(f"mb_{p}", lowBound=0)
+        add(mv - after == 0, f"memb_{p}")
+        mem = mv
+    constant = math.fsum(chain.bwd_time)
+    if Mv is None:
+        prob += pulp.lpSum(c * v for v, c in cost)  # the constant is added when reading
+    else:
+        prob += Mv
+    for c, label in cons:
+        prob += c, label
+    if infeasible:
+        dummy = prob.add_variable("infeasible", lowBound=0, upBound=0)
+        prob += dummy >= 1, "infeasible_" + infeasible[0]
+    return Model(chain, passes, prob, ops, Mv, constant, order)
+
+
+def decode(model: Model) -> Schedule:
+    """The schedule encoded by the current variable values (binaries rounded)."""
+    L = model.chain.length
+    ops = []
+    last_p = None
+    for p, k, s in model.order:
+        if last_p is not None and p != last_p:
+            ops.append(LOSS_OP if last_p == L else Bwd(last_p))
+        last_p = p
+        for kd in KINDS:
+            var = model.ops.get((p, k, s, kd))
+            if var is not None and var.varValue is not None and var.varValue > 0.5:
+                ops.append({"n": Fn, "nt": Fn, "ck": Fck, "all": Fall}[kd](s))
+    ops.append(Bwd(0) if L >= 1 else LOSS_OP)
+    return Schedule(ops)
+
+
+def encode(model: Model, schedule: Schedule) -> dict | None:
+    """Variable values placing ``schedule`` in the model, or None if it does not fit
+    (more increasing runs in a phase than passes, or an operation the normal form excludes).
+
+    Used for warm starts: any schedule of a DP (one run per phase) fits.
+    """
+    L = model.chain.length
+    chain = model.chain
+    from remat_theory.simulator import State, transition  # local: model helpers only
+
+    state = State.initial(chain)
+    mem = chain.x_size[0]
+    values = {v.name: 0 for v in model.ops.values()}
+    p = L
+    k = 0
+    last_s = None
+    for op in schedule:
+        if op.kind in (LOSS, B):
+            p = L - 1 if op.kind == LOSS else op.index - 1
+            k, last_s = 0, None
+        elif op.kind in (FN, FCK, FALL):
+            s = op.index
+            if last_s is not None and s <= last_s:
+                k += 1
+            last_s = s
+            if op.kind == FN:
+                kd = "n" if (s == 0 or state.plain >> s & 1) else "nt"
+                if s == 0:
+                    kd = "ck"
+            elif op.kind == FCK:
+                kd = "ck"
+            else:
+                kd = "all"
+            var = model.ops.get((p, k, s, kd))
+            if var is None:
+                return None
+            values[var.name] = 1
+        else:
+            return None
+        r = transition(chain, state, mem, op)
+        if isinstance(r, str):
+            return None
+        state, mem = r.state, r.memory_after
+    return values
+
+
+# --------------------------------------------------------------------------- solving
+def phase_pass_bound(L: int, p: int) -> int:
+    """Most forward operations any valid schedule runs in phase p (proofs/ilp.md, Lemma 3):
+    (p+1)(p+2) for p < L, L(L+1) for the loss phase.  It bounds the increasing runs too, so
+    that many passes lose no schedule at all."""
+    return L * (L + 1) if p == L else (p + 1) * (p + 2)
+
+
+def passes_sufficient(chain: Chain) -> int:
+    """Passes per phase with which the model contains every valid schedule: the largest
+    :func:`phase_pass_bound`, L(L+1) (proofs/ilp.md, Theorem 1)."""
+    L = chain.length
+    return L * (L + 1)
+
+
+@dataclass
+class RunResult:
+    proven: bool  # the solver proved its answer (optimal, or infeasible)
+    infeasible: bool
+    has_solution: bool
+    objective: float | None
+    bound: float | None
+    status_text: str
+
+
+class _WarmHighs(pulp.HiGHS):
+    """PuLP's in-process HiGHS, plus a MIP start (PuLP's class does not pass one)."""
+
+    def __init__(self, start: dict | None = None, **kw):
+        super().__init__(**kw)
+        self._start = start
+
+    def callSolver(self, lp):
+        import highspy
+
+        h = lp.solverModel
+        if self._start:
+            import numpy as np
+            pairs = [(v.index, float(self._start[v.name])) for v in lp.variables()
+                     if v.name in self._start]
+            idx = np.array([i for i, _ in pairs], dtype=np.int32)
+            val = np.array([x for _, x in pairs], dtype=np.float64)
+            h.setSolution(len(pairs), idx, val)
+        if self.threads is not None:
+            # HiGHS keeps one thread scheduler per process; a different thread count needs
+            # a fresh one (otherwise run() fails with an option error)
+            highspy.Highs.resetGlobalScheduler(True)
+        self.run_status = h.run()
+
+
+def _run_highs(model: Model, time_limit, start, threads, scale) -> RunResult:
+    import highspy
+
+    opts = dict(mip_rel_gap=0.0, mip_abs_gap=1e-9 * scale, mip_feasibility_tolerance=1e-9)
+    solver = _WarmHighs(start=start, msg=False, timeLimit=time_limit, threads=threads, **opts)
+    model.prob.solve(solver)
+    h = model.prob.solverModel
+    st = h.getModelStatus()
+    if solver.run_status == highspy.HighsStatus.kError or st in (
+            highspy.HighsModelStatus.kNotset, highspy.HighsModelStatus.kLoadError,
+            highspy.HighsModelStatus.kModelError, highspy.HighsModelStatus.kSolveError,
+            highspy.HighsModelStatus.kPresolveError, highspy.HighsModelStatus.kPostsolveError):
+        raise IlpError(f"ilp: HiGHS failed ({h.modelStatusToString(st)})")
+    info = h.getInfo()
+    MS = highspy.HighsModelStatus
+    has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    bound = info.mip_dual_bound
+    bound = None if bound is None or not math.isfinite(bound) else bound
+    obj = info.objective_function_value + model.constant if has else None
+    if bound is not None:
+        bound += model.constant
+    return RunResult(proven=st in (MS.kOptimal, MS.kInfeasible), infeasible=st == MS.kInfeasible,
+                     has_solution=has, objective=obj, bound=bound,
+                     status_text=h.modelStatusToString(st))
+
+
+_CBC_BOUND = re.compile(r"best possible\s+(-?[0-9.eE+]+)")
+_CBC_BOUND2 = re.compile(r"Lower bound:\s+(-?[0-9.eE+]+)")
+
+
+def _run_cbc(model: Model, time_limit, start, threads, scale) -> RunResult:
+    if start:
+        for v in model.prob.variables():
+            if v.name in start:
+                v.setInitialValue(start[v.name])
+            elif v.cat == pulp.LpBinary:
+                v.setInitialValue(0)
+    fd, log = tempfile.mkstemp(suffix=".log")
+    os.close(fd)
+    try:
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0,
+                                   gapAbs=1e-9 * scale, threads=threads,
+                                   warmStart=bool(start), logPath=log)
+        model.prob.solve(solver)
+        with open(log) as f:
+            text = f.read()
+    finally:
+        os.unlink(log)
+    sol_status = model.prob.sol_status
+    proven_opt = sol_status == pulp.LpSolutionOptimal
+    infeasible = sol_status == pulp.LpSolutionInfeasible and "infeasible" in text.lower()
+    has = sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    obj = pulp.value(model.prob.objective) + model.constant if has else None
+    bound = None
+    m = _CBC_BOUND.findall(text) or _CBC_BOUND2.findall(text)
+    if m:
+        bound = float(m[-1]) + model.constant
+    if proven_opt:
+        bound = obj
+    return RunResult(proven=proven_opt or infeasible, infeasible=infeasible, has_solution=has,
+                     objective=obj, bound=bound, status_text=pulp.LpSolution[sol_status])
+
+
+def _run(model, solver, time_limit, start, threads, scale) -> RunResult:
+    if solver == "highs":
+        return _run_highs(model, time_limit, start, threads, scale)
+    return _run_cbc(model, time_limit, start, threads, scale)
+
+
+def _incumbent(chain: Chain, budget: int, use_dp: bool):
+    """A valid schedule to start from, and its makespan, or (None, None): the weak DP, then
+    the persistent DP, when registered; store-all when it fits."""
+    names = registry.names()
+    if use_dp:
+        for nm in ("dp-weak", "dp"):
+            if nm in names:
+                try:
+                    sol = registry.solve(chain, budget, nm)
+                except RematError:
+                    continue
+                if sol.schedule is not None:
+                    return sol.schedule, sol.makespan, nm
+    if chain.store_all_memory() <= budget:
+        from .store_all import store_all_schedule
+        sched = store_all_schedule(chain)
+        return sched, chain.ideal_makespan(), "store-all"
+    return None, None, None
+
+
+def _check_options(time_limit, solver, passes, warm_start, threads):
+    if solver not in SOLVERS:
+        raise SolverError(f"ilp: mip_solver = {solver!r} is unknown (known: {', '.join(SOLVERS)})")
+    if time_limit is not None:
+        if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) \
+                or not math.isfinite(time_limit) or time_limit <= 0:
+            raise SolverError(f"ilp: time_limit = {time_limit!r} must be a positive number of seconds")
+    if passes is not None and (isinstance(passes, bool) or not isinstance(passes, int) or passes < 1):
+        raise SolverError(f"ilp: passes = {passes!r} must be an integer >= 1 (or None)")
+    if not isinstance(warm_start, bool):
+        raise SolverError(f"ilp: warm_start = {warm_start!r} must be True or False")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise SolverError(f"ilp: threads = {threads!r} must be an integer >= 1")
+
+
+@register(NAME, optimal_for=CLASS_ALL, exact=True,
+          description="Time-expanded MILP (PuLP; HiGHS or CBC), no persistence assumption.")
+def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
+              mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
+              warm_start: bool = True, threads: int = 1) -> Solution:
+    """Optimal schedule over every schedule with at most ``passes`` increasing runs of forward
+    operations per phase (``passes=None``: the number proven sufficient for all schedules,
+    proofs/ilp.md).  ``time_limit`` in seconds; ``mip_solver`` "highs" (in-process highspy) or
+    "cbc" (the option cannot be called ``solver``: that is the registry's own argument); ``warm_start`` seeds the solver with the DP schedule (or store-all) as incumbent."""
+    solver = mip_solver
+    _check_options(time_limit, solver, passes, warm_start, threads)
+    t0 = time.perf_counter()
+    g = chain.size_gcd()
+    sc = chain.scaled_sizes(g)
+    M = budget // g
+    K = passes_sufficient(chain) if passes is None else passes
+    exact_all = K >= passes_sufficient(chain)
+    cls = CLASS_ALL if exact_all else f"runs<={K}"
+    scale = max(1.0, chain.ideal_makespan())
+    info = {"solver": solver, "passes": K, "gcd": g, "allow_drop": False}
+    if budget < chain.x_size[0]:
+        return _infeasible(chain, budget, sc, g, K, solver, time_limit, threads, info, cls, t0)
+    model = build_model(sc, M, K)
+    start = None
+    if warm_start:
+        sched, ms, src = _incumbent(chain, budget, True)
+        if sched is not None:
+            start = encode(model, sched)
+            info["warm_start"] = src if start is not None else f"{src} (does not fit the passes)"
+            info["incumbent"] = ms
+    info["variables"] = len(model.prob.variables())
+    info["constraints"] = model.prob.numConstraints()
+    left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
+    res = _run(model, solver, left, start, threads, scale)
+    info["solver_status"] = res.status_text
+    if res.infeasible:
+        return _infeasible(chain, budget, sc, g, K, solver, time_limit, threads, info, cls, t0)
+    if not res.has_solution:
+        bound = chain.ideal_makespan() if res.bound is None else max(res.bound, chain.ideal_makespan())
+        return Solution(NAME, TIME_LIMIT, None, None, None, budget, bound=bound,
+                        optimal_for=cls, info=info, wall_time=time.perf_counter() - t0,
+                        message=f"time limit reached with no schedule found ({res.status_text})")
+    schedule = decode(model)
+    try:
+        sim = simulate(chain, schedule, budget)
+    except RematError as e:
+        raise IlpError(f"ilp: the decoded MILP solution is not a valid schedule ({e}); "
+                       f"solver status {res.status_text}") from None
+    if not math.isclose(sim.makespan, res.objective, rel_tol=1e-7, abs_tol=1e-7):
+        raise IlpError(f"ilp: the MILP objective {res.objective} differs from the decoded "
+                       f"schedule's makespan {sim.makespan}")
+    # Every schedule runs each operation at least once: the ideal makespan is a bound even
+    # when the solver stopped before proving one.
+    bound = chain.ideal_makespan() if res.bound is None else max(res.bound, chain.ideal_makespan())
+    bound = min(bound, sim.makespan)
+    info["mip_gap"] = max(0.0, (sim.makespan - bound) / sim.makespan) if sim.makespan else 0.0
+    status = OPTIMAL if res.proven else TIME_LIMIT
+    if status == OPTIMAL:
+        bound = sim.makespan if bound is None else bound
+    msg = "proven optimal" if status == OPTIMAL else \
+        f"time limit: not proven optimal (bound {bound}, makespan {sim.makespan})"
+    if status == OPTIMAL and not exact_all:
+        msg += f" among schedules with at most {K} increasing forward runs per phase"
+    return Solution(NAME, status, schedule, sim.makespan, sim.peak_memory, budget, bound=bound,
+                    optimal_for=cls, info=info, wall_time=time.perf_counter() - t0, message=msg)
+
+
+def _infeasible(chain, budget, sc, g, K, solver, time_limit, threads, info, cls, t0) -> Solution:
+    """Infeasible budget: the smallest feasible budget, by the min-budget MILP."""
+    model = build_model(sc, None, K, name="remat_min_budget")
+    sched, _, _ = _incumbent(chain, 10 ** 18, False)
+    start = encode(model, sched) if sched is not None else None
+    if start is not None:
+        start["budget"] = chain.store_all_memory() // g
+    left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
+    res = _run(model, solver, left, start, threads, 1.0)
+    mb = None
+    if res.proven and res.has_solution:
+        mb = int(round(model.budget_var.varValue)) * g
+    msg = f"no schedule fits in {budget}" + (f"; the smallest feasible budget is {mb}" if mb else "")
+    return Solution(NAME, INFEASIBLE, None, None, None, budget, optimal_for=cls, min_budget=mb,
+                    info=info, wall_time=time.perf_counter() - t0, message=msg)

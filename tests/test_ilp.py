@@ -1,0 +1,310 @@
+"""The ILP against exhaustive search (the oracle with no modelling argument), against the
+DPs, and the lemmas of proofs/ilp.md checked on random valid schedules."""
+import math
+
+import highspy
+import pulp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import solvers
+from remat_theory import Chain, simulate
+from remat_theory.errors import SolverError
+from remat_theory.families import make
+from remat_theory.schedule import B, FALL, FCK, FN, LOSS, Schedule
+from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
+from remat_theory.strategies import chains, chains_and_budgets, valid_schedules
+from solvers.exhaustive import min_feasible_budget, search
+from solvers.ilp import build_model, decode, encode, phase_pass_bound
+
+HIGHS_PROVEN = "Optimal"  # highspy's modelStatusToString(kOptimal)
+
+
+def breakpoints(chain):
+    """Budgets where the exhaustive optimum changes, one below each, and the optima there."""
+    lo = min_feasible_budget(chain)
+    out = {lo - 1: None}
+    prev = None
+    for b in range(lo, chain.store_all_memory() + 1):
+        _, ms, _, _, _ = search(chain, b)
+        if ms != prev:
+            out[b - 1] = prev if b > lo else None
+            out[b] = ms
+            prev = ms
+    return out
+
+
+def phases(schedule):
+    """Forward operations of each phase, as (phase index p, [ops])."""
+    L = None
+    out, cur = [], []
+    for op in schedule:
+        if op.kind == LOSS:
+            out.append(("loss", cur))
+            cur = []
+        elif op.kind == B:
+            out.append((op.index, cur))
+            cur = []
+        else:
+            cur.append(op)
+    return out
+
+
+def strip_dead(chain, schedule):
+    """Remove the operations Lemma 2 excludes: Fck_p in phase p < L, Fn_0/Fck_0 in phase 0."""
+    keep = []
+    p = chain.length
+    for op in schedule:
+        if op.kind == LOSS:
+            p = chain.length - 1
+        elif op.kind == B:
+            p = op.index - 1
+        elif p < chain.length and ((op.kind == FCK and op.index == p)
+                                    or (p == 0 and op.kind in (FN, FCK) and op.index == 0)):
+            continue
+        keep.append(op)
+    return Schedule(keep)
+
+
+def check_against_oracle(chain, budget, expected, **options):
+    sol = solvers.solve(chain, budget, "ilp", **options)  # replays the schedule
+    if expected is None:
+        assert sol.status == INFEASIBLE
+        assert sol.schedule is None
+    else:
+        assert sol.status == OPTIMAL, sol.message
+        assert sol.info["solver_status"] == HIGHS_PROVEN
+        assert sol.makespan == pytest.approx(expected, rel=1e-9)
+        assert sol.bound == pytest.approx(expected, rel=1e-9)
+        assert sol.peak_memory <= budget
+    return sol
+
+
+# Chains of the breakpoint sweep: (family, stages, seed, overheads); the last ones run only
+# with -m slow (CI time).
+SWEEP = [("random", 3, 1, True), ("random", 3, 2, False), ("random", 4, 3, True),
+         ("random", 4, 4, False), ("resnet", 4, 0, True), ("random", 5, 5, True)]
+SWEEP_SLOW = [("random", 5, 6, False), ("transformer", 5, 1, True)]
+SWEEP_ALL = SWEEP + [pytest.param(*c, marks=pytest.mark.slow) for c in SWEEP_SLOW]
+
+
+def sweep_chain(family, L, seed, overheads):
+    return make(family, L, seed, overheads=overheads) if family != "homogeneous" else \
+        make(family, L, seed)
+
+
+@pytest.mark.parametrize("family,L,seed,overheads", SWEEP_ALL)
+def test_equals_exhaustive_at_every_breakpoint(family, L, seed, overheads):
+    """passes=2 (the fast mode; equal to the optimum on every instance tried, proofs/ilp.md
+    section 5); passes=1 restricts the class (section 4): never below the optimum, and
+    infeasible whenever every schedule is."""
+    chain = sweep_chain(family, L, seed, overheads)
+    for budget, expected in breakpoints(chain).items():
+        check_against_oracle(chain, budget, expected, passes=2)
+        one = solvers.solve(chain, budget, "ilp", passes=1)
+        if expected is None:
+            assert one.status == INFEASIBLE
+        elif one.status == OPTIMAL:
+            assert one.makespan >= expected * (1 - 1e-9)
+
+
+# The counterexample of proofs/ilp.md, section 4: one increasing run per phase (the
+# Checkmate-style normal form, each stage at most once per phase) misses the optimum.
+CHECKMATE_COUNTEREXAMPLE = Chain(
+    fwd_time=[10.0, 6.0, 8.0], bwd_time=[1.0, 5.0, 7.0, 5.0], x_size=[0, 11, 0, 10],
+    tape_size=[30, 5, 23], fwd_overhead=[9, 20, 13], bwd_overhead=[11, 5, 9, 14])
+
+
+def test_one_run_per_phase_is_lossy():
+    chain, budget = CHECKMATE_COUNTEREXAMPLE, 52
+    exact = solvers.solve(chain, budget, "exhaustive")
+    one = solvers.solve(chain, budget, "ilp", passes=1)
+    two = solvers.solve(chain, budget, "ilp", passes=2)
+    proven = solvers.solve(chain, budget, "ilp")
+    assert exact.makespan == 58.0
+    assert one.status == OPTIMAL and one.makespan == 66.0
+    assert two.status == OPTIMAL and two.makespan == exact.makespan
+    assert proven.status == OPTIMAL and proven.makespan == exact.makespan
+    # the optimum needs Fall_1 and then Fn_1 (which frees x_1) in the loss phase
+    loss_phase = phases(two.schedule)[0][1]
+    assert [o.index for o in loss_phase].count(1) == 2
+
+
+@pytest.mark.parametrize("family,L,seed,overheads",
+                         SWEEP[:2] + [pytest.param(*SWEEP[2], marks=pytest.mark.slow)])
+def test_proven_mode_equals_exhaustive_at_every_breakpoint(family, L, seed, overheads):
+    """Default options: the number of passes Theorem 1 proves sufficient."""
+    chain = sweep_chain(family, L, seed, overheads)
+    for budget, expected in breakpoints(chain).items():
+        sol = check_against_oracle(chain, budget, expected)
+        assert sol.optimal_for == "all"
+        if expected is None:
+            assert sol.min_budget == min_feasible_budget(chain)
+
+
+@settings(max_examples=25, deadline=None)
+@given(chains_and_budgets(1, 5, max_size=8, max_time=9))
+def test_equals_exhaustive_on_random_chains(cb):
+    chain, budget = cb
+    e = solvers.solve(chain, budget, "exhaustive")
+    check_against_oracle(chain, budget, e.makespan if e.status == OPTIMAL else None, passes=2)
+
+
+@settings(max_examples=12, deadline=None)
+@given(chains_and_budgets(1, 3, max_size=8, max_time=9))
+def test_proven_mode_equals_exhaustive_on_random_chains(cb):
+    chain, budget = cb
+    e = solvers.solve(chain, budget, "exhaustive")
+    sol = check_against_oracle(chain, budget, e.makespan if e.status == OPTIMAL else None)
+    assert sol.optimal_for == "all"
+    if e.status == INFEASIBLE:
+        assert sol.min_budget == e.min_budget
+
+
+@settings(max_examples=8, deadline=None)
+@given(chains(6, 9, max_size=10), st.floats(0.0, 1.0))
+def test_never_worse_than_the_dps(chain, frac):
+    """ilp <= dp-weak <= dp (the DPs' schedules are in the model: one run per phase)."""
+    lo = solvers.solve(chain, 0, "dp").min_budget
+    budget = int(lo + frac * (chain.store_all_memory() - lo))
+    dp = solvers.solve(chain, budget, "dp")
+    weak = solvers.solve(chain, budget, "dp-weak")
+    sol = solvers.solve(chain, budget, "ilp", passes=1)
+    assert sol.status == OPTIMAL
+    assert weak.makespan <= dp.makespan * (1 + 1e-9)
+    assert sol.makespan <= weak.makespan * (1 + 1e-9)
+    assert sol.info["warm_start"] == "dp-weak"
+
+
+def test_time_limit_is_honest():
+    """A tight budget on 25 stages cannot be proven in a fraction of a second; whatever
+    happens, the status must be the solver's own: time_limit with a bound below the
+    makespan, or optimal only when HiGHS says proven."""
+    chain = make("random", 25, 3)
+    lo = solvers.solve(chain, 0, "dp-weak").min_budget
+    budget = lo + (chain.store_all_memory() - lo) // 10
+    sol = solvers.solve(chain, budget, "ilp", passes=1, time_limit=0.3)
+    assert sol.status in (OPTIMAL, TIME_LIMIT)
+    assert sol.schedule is not None  # the DP warm start is an incumbent
+    if sol.status == TIME_LIMIT:
+        assert sol.info["solver_status"] != HIGHS_PROVEN
+        assert sol.bound is not None and sol.bound <= sol.makespan
+        assert "not proven optimal" in sol.message
+    else:
+        assert sol.info["solver_status"] == HIGHS_PROVEN
+        assert sol.bound == pytest.approx(sol.makespan)
+
+
+@pytest.mark.parametrize("L,seed", [(3, 0), (4, 1), (5, 2)])
+def test_cbc_agrees_with_highs(L, seed):
+    chain = make("random", L, seed)
+    lo = min_feasible_budget(chain)
+    for budget in (lo - 1, lo, (lo + chain.store_all_memory()) // 2):
+        h = solvers.solve(chain, budget, "ilp", passes=1)
+        c = solvers.solve(chain, budget, "ilp", passes=1, mip_solver="cbc")
+        assert c.status == h.status
+        assert c.makespan == pytest.approx(h.makespan) if h.makespan else c.makespan is None
+        assert c.min_budget == h.min_budget
+
+
+def test_cbc_time_limit_is_honest():
+    chain = make("random", 25, 3)
+    lo = solvers.solve(chain, 0, "dp-weak").min_budget
+    budget = lo + (chain.store_all_memory() - lo) // 10
+    sol = solvers.solve(chain, budget, "ilp", passes=1, mip_solver="cbc", time_limit=1.0)
+    assert sol.status in (OPTIMAL, TIME_LIMIT)
+    if sol.status == TIME_LIMIT:
+        assert sol.info["solver_status"] != "Optimal Solution Found"
+        assert sol.bound is None or sol.schedule is None or sol.bound <= sol.makespan
+    else:
+        assert sol.info["solver_status"] == "Optimal Solution Found"
+
+
+# ----------------------------------------------------------------------- the lemmas
+@settings(max_examples=60, deadline=None)
+@given(st.data(), chains(1, 4, max_size=6))
+def test_lemma2_dead_operations_can_be_removed(data, chain):
+    """Removing Fck_p in phase p < L (and Fn_0/Fck_0 in phase 0) keeps a schedule valid and
+    never increases its time or its peak."""
+    sched = data.draw(valid_schedules(chain, 25))
+    stripped = strip_dead(chain, sched)
+    a = simulate(chain, sched)
+    b = simulate(chain, stripped)
+    assert b.makespan <= a.makespan + 1e-9
+    assert b.peak_memory <= a.peak_memory
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), chains(1, 4, max_size=6))
+def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain):
+    """Every valid schedule runs at most phase_pass_bound(L, p) forward ops in phase p, and
+    once stripped of dead operations it is a point of the proven model that decodes back to
+    itself."""
+    L = chain.length
+    sched = data.draw(valid_schedules(chain, 40))
+    for p, ops in phases(sched):
+        pi = L if p == "loss" else p
+        assert len(ops) <= phase_pass_bound(L, pi)
+    stripped = strip_dead(chain, sched)
+    model = build_model(chain, None, None)  # the min-budget variant of the proven model
+    values = encode(model, stripped)
+    assert values is not None
+    for var in model.prob.variables():
+        if var.name in values:
+            var.varValue = values[var.name]
+    decoded = decode(model)
+    # Fn_0 and Fck_0 are the same operation (x_0 is never freed): the model writes Fck_0
+    norm = [("Fck" if (o.kind == FN and o.index == 0) else o.kind, o.index) for o in stripped]
+    assert [(o.kind, o.index) for o in decoded] == norm
+    # With its operations fixed, the smallest budget the model accepts is the schedule's
+    # simulated peak, exactly: the model's memory accounting is the simulator's.
+    for var in model.prob.variables():
+        if var.name in values:
+            var.lowBound = var.upBound = values[var.name]
+    model.prob.solve(pulp.HiGHS(msg=False))
+    assert model.prob.solverModel.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    assert round(model.budget_var.varValue) == simulate(chain, stripped).peak_memory
+
+
+def test_passes_one_is_the_checkmate_style_normal_form():
+    """With passes=1 each stage runs at most once per phase (and the model still finds the
+    store-all schedule, which has exactly one run per phase)."""
+    chain = make("random", 6, 0)
+    sol = solvers.solve(chain, chain.store_all_memory(), "ilp", passes=1)
+    assert sol.makespan == pytest.approx(chain.ideal_makespan())
+    for _, ops in phases(sol.schedule):
+        stages = [o.index for o in ops]
+        assert stages == sorted(set(stages))
+
+
+# ----------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("option,value", [("mip_solver", "gurobi"), ("passes", 0),
+                                          ("passes", 1.5), ("time_limit", -1.0),
+                                          ("time_limit", math.nan), ("warm_start", "yes"),
+                                          ("threads", 0)])
+def test_bad_options_are_named(option, value):
+    chain = make("random", 3, 0)
+    with pytest.raises(SolverError, match=option):
+        solvers.solve(chain, chain.store_all_memory(), "ilp", **{option: value})
+
+
+def test_budget_below_x0_is_infeasible():
+    chain = Chain([1.0, 1.0], [1.0, 1.0, 1.0], [5, 2, 2], [3, 3])
+    sol = solvers.solve(chain, 4, "ilp")
+    assert sol.status == INFEASIBLE
+    assert sol.min_budget == min_feasible_budget(chain)
+
+
+def test_sizes_are_divided_by_their_gcd():
+    base = make("random", 4, 7)
+    big = Chain(base.fwd_time, base.bwd_time, [v * 1000 for v in base.x_size],
+                [v * 1000 for v in base.tape_size], [v * 1000 for v in base.fwd_overhead],
+                [v * 1000 for v in base.bwd_overhead])
+    lo = min_feasible_budget(base)
+    for b in (lo, lo + 3):
+        s1 = solvers.solve(base, b, "ilp", passes=1)
+        s2 = solvers.solve(big, b * 1000 + 999, "ilp", passes=1)
+        assert s2.info["gcd"] % 1000 == 0
+        assert s1.makespan == pytest.approx(s2.makespan)
+

@@ -23,9 +23,8 @@ A schedule is **weakly persistent** when it is valid, has no Drop, and every for
 operation F_i (Fn_i, Fck_i or Fall_i)
 
   (W1) reads the frontier: i is the frontier of the state it runs in;
-  (W2) if it is Fn_i or Fck_i, runs before B_{i+1}... precisely: i < u, so it never
-       recomputes a plain x_{i+1} when d_{i+1} already exists (such a value could never be
-       freed again);
+  (W2) if it is Fn_i or Fck_i, has i < u: it never recomputes a plain x_{i+1} once
+       d_{i+1} exists (such a value could never be freed again);
   (W3) if it is Fn_i with i >= 1, reads a plain x_i (it never frees a tape: every tape
        t_{i+1}, once computed, is held until B_i consumes it).
 

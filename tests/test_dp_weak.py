@@ -122,3 +122,18 @@ def test_bad_slots():
     c = families.make("random", 3, 0)
     with pytest.raises(SolverError, match="slots"):
         solvers.solve(c, c.store_all_memory(), "dp-weak", slots=-1)
+
+
+def test_unrestricted_can_beat_weak():
+    """Weak persistence is not globally optimal: the optimum below releases a tape (Fn1
+    reads x_1 from t_1) and computes away from the frontier (proofs/weak_persistence.md)."""
+    c = Chain(fwd_time=[4.0, 5.0, 4.0, 2.0], bwd_time=[5.0, 6.0, 0.0, 3.0, 2.0],
+              x_size=[3, 4, 1, 5, 3], tape_size=[7, 3, 5, 3], fwd_overhead=[0, 1, 2, 1],
+              bwd_overhead=[1, 2, 0, 2, 2])
+    w = solvers.solve(c, 21, "dp-weak")
+    a = solvers.solve(c, 21, "exhaustive")
+    assert w.makespan == 53.0 and a.makespan == 50.0
+    best = "Fall0 Fn1 Fall2 Fall3 Fn2 Fn3 Loss B3 Fn0 Fall1 B2 B1 Fall0 B0"
+    assert simulate(c, best, 21).makespan == 50.0
+    assert not is_weakly_persistent(c, best)
+    assert solvers.solve(c, 21, "exhaustive", schedule_class="weak").makespan == 53.0

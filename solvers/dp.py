@@ -33,6 +33,9 @@ Vectorization: the table is computed for every memory value at once (numpy rows 
 for fixed (s, t) the minimum over k of option B is one ``(t-s) x M`` array operation, and
 the forward-pass memory condition g + FP(s, k) <= m, whose threshold is non-decreasing in k,
 is handled by a prefix minimum over k on the few memory values below the largest threshold.
+Only the memory values between the segment's least feasible memory and the peak of its
+store-all schedule (above which its time is the ideal one) are reduced, and the table is
+float32 when that is exact (integer times, sums below 2^24).
 Choices are not stored: the schedule is rebuilt by recomputing the choice at the memory
 value actually used by each segment on the optimal path.  Time O(L^3 M), memory O(L^2 M).
 
@@ -225,7 +228,8 @@ def _saturation(uc: UnitChain):
 
 
 class PersistentTable:
-    """The value table W(s, t, m) for m = 0..M (float64 seconds, inf when infeasible).
+    """The value table W(s, t, m) for m = 0..M (seconds, inf when infeasible; float64, or
+    float32 when :func:`table_dtype` says it is exact).
 
     ``V[s][t - s]`` is the row W(s, t, .).  Built for all m at once; see the module docstring.
     """
@@ -465,7 +469,12 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
                         min_budget=min_budget, info=info, message=msg)
     bound = None
     status = FEASIBLE
-    if slot_bound:
+    sizes = chain.x_size + chain.tape_size + chain.fwd_overhead + chain.bwd_overhead
+    if budget == 0 or all(v * slots % budget == 0 for v in sizes):
+        # every size is a whole number of slots: the slot DP is the exact DP, scaled
+        status, bound = OPTIMAL, makespan
+        info["rounding_exact"] = True
+    elif slot_bound:
         lb, _, _ = solve_units(UnitChain.rounded(chain, budget, slots, down=True), slots)
         bound = lb
         info["lower_bound_from"] = "sizes rounded down"

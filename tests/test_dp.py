@@ -258,3 +258,14 @@ def test_budget_below_x0():
     c = Chain([1.0], [1.0, 1.0], [5, 1], [1])
     s = solvers.solve(c, 4, "dp")
     assert s.status == "infeasible" and s.min_budget == min_feasible_budget(c)
+
+
+def test_slots_that_round_nothing_are_exact():
+    """When every size is a whole number of slots the slot DP is the exact DP: optimal."""
+    c = Chain([1.0, 2.0, 3.0], [1.0, 1.0, 1.0, 1.0], [2, 2, 2, 2], [4, 4, 4])
+    for budget in range(min_feasible_budget(c), c.store_all_memory() + 1, 2):
+        s = solvers.solve(c, budget, "dp", slots=budget // 2)
+        e = solvers.solve(c, budget, "dp")
+        assert s.status == "optimal" and s.info["rounding_exact"] and s.makespan == e.makespan
+    odd = solvers.solve(c, 13, "dp", slots=5)  # slots of 2.6 bytes: rounding happens
+    assert odd.status == "feasible" and "rounding_exact" not in odd.info

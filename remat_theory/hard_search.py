@@ -388,7 +388,7 @@ def shrink(chain: Chain, budget: int, keep: Callable[[Chain, int], bool],
             break
         here = _complexity(chain, budget)
         for c, b in _candidates(chain, budget):
-            if _complexity(c, b) >= here:
+            if b < 0 or _complexity(c, b) >= here:
                 continue
             if deadline is not None and time.perf_counter() > deadline:
                 return chain, budget

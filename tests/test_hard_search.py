@@ -1,0 +1,156 @@
+"""``remat hard``: short searches whose corpus files replay, and a shrinker that keeps the
+property it is given (remat_theory/hard_search.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import solvers
+from remat_theory import Chain
+from remat_theory.certificates import load, replay, reprove
+from remat_theory.cli import main
+from remat_theory.errors import RematError, SolverError
+from remat_theory.hard_search import (SearchConfig, _complexity, evaluate, run_restart,
+                                      search, shrink)
+
+# A DP-gap instance found by `remat hard --objective dp-gap --seed 1` before shrinking:
+# DP 97, exact optimum 87.
+GAP_CHAIN = Chain(fwd_time=[10.0, 5.0, 7.0, 4.0], bwd_time=[10.0, 5.0, 10.0, 7.0, 2.0],
+                  x_size=[1, 5, 8, 7, 5], tape_size=[11, 8, 7, 8], name="gap")
+GAP_BUDGET = 34
+
+
+def test_evaluate_scores_the_dp_gap_against_exhaustive_search():
+    ev = evaluate(GAP_CHAIN, GAP_BUDGET, SearchConfig("dp-gap"))
+    dp = solvers.solve(GAP_CHAIN, GAP_BUDGET, "dp").makespan
+    opt = solvers.solve(GAP_CHAIN, GAP_BUDGET, "exhaustive").makespan
+    assert ev.anomaly is None
+    assert ev.score == pytest.approx(dp / opt)
+    assert ev.score > 1.1
+
+
+def test_evaluate_infeasible_budget_is_not_scored():
+    lb = GAP_CHAIN.memory_lower_bound()
+    ev = evaluate(GAP_CHAIN, lb - 1, SearchConfig("dp-gap"))
+    assert ev.score is None and ev.anomaly is None
+
+
+def test_shrinker_keeps_a_synthetic_property_and_minimizes():
+    """Property: at least two stages and total forward time >= 5.  The minimal instance has
+    2 stages, forward times summing to exactly 5, every other value at its floor."""
+    chain = Chain([3.0, 4.0, 2.0, 6.0], [1.0, 2.0, 3.0, 4.0, 5.0], [3, 4, 5, 6, 7],
+                  [5, 6, 7, 8], [1, 2, 3, 4], [0, 1, 0, 1, 0])
+
+    def keep(c, b):
+        return c.length >= 2 and sum(c.fwd_time) >= 5
+
+    small, budget = shrink(chain, 50, keep)
+    assert keep(small, budget)
+    assert small.length == 2 and sum(small.fwd_time) == 5
+    assert sum(small.bwd_time) == 0 and sum(small.x_size) == 0
+    assert list(small.tape_size) == [0, 0] and budget == 0
+
+
+def test_shrinker_keeps_the_dp_gap():
+    cfg = SearchConfig("dp-gap")
+    before = evaluate(GAP_CHAIN, GAP_BUDGET, cfg).score
+
+    def keep(c, b):
+        s = evaluate(c, b, cfg).score
+        return s is not None and s >= 1.1
+
+    chain, budget = shrink(GAP_CHAIN, GAP_BUDGET, keep, max_steps=4)  # 4 moves: CI time
+    after = evaluate(chain, budget, cfg)
+    assert after.score >= 1.1
+    assert _complexity(chain, budget) < _complexity(GAP_CHAIN, GAP_BUDGET)
+    assert before >= 1.1
+
+
+def test_restart_is_a_picklable_top_level_task():
+    import pickle
+
+    task = (SearchConfig("dp-gap", max_stages=4), 7, 60.0, 25)
+    r = run_restart(pickle.loads(pickle.dumps(task)))
+    assert r.evaluations >= 25 and r.best is not None and r.best.score >= 1.0
+    assert run_restart(task).best.score == r.best.score  # an evaluation cap is deterministic
+
+
+def test_cli_dp_gap_corpus_replays(tmp_path, capsys):
+    out = tmp_path / "corpus"
+    rc = main(["hard", "--objective", "dp-gap", "--time", "6", "--workers", "2", "--seed", "3",
+               "--max-stages", "5", "--out", str(out), "--top", "2", "--no-progress"])
+    assert rc == 0
+    files = sorted(out.glob("*.json"))
+    assert files, capsys.readouterr().out
+    for f in files:
+        cert = load(f)
+        sims = replay(cert)
+        assert set(sims) == {"opt", "dp"}
+        opt, dp = cert.solutions["opt"], cert.solutions["dp"]
+        assert opt["solver"] == "exhaustive" and opt["status"] == "optimal"
+        assert dp["makespan"] / opt["makespan"] == pytest.approx(cert.facts["ratio"])
+        assert dp["makespan"] >= opt["makespan"] - 1e-9
+        reprove(cert)
+        assert cert.chain.to_dict()["format"] == "remat-chain/1"
+        assert json.loads(f.read_text())["budget"] == cert.budget
+
+
+def test_cli_baseline_gap_and_json_summary(tmp_path, capsys):
+    rc = main(["hard", "--objective", "baseline-gap", "--solver", "periodic", "--time", "3",
+               "--workers", "1", "--max-stages", "4", "--out", str(tmp_path), "--json"])
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["solver"] == "periodic" and summary["evaluations"] > 0
+    for f in summary["files"]:
+        cert = load(f)
+        replay(cert)
+        assert cert.solutions["periodic"]["solver"] == "periodic"
+
+
+def test_cli_ilp_time_scores_proven_solves_only():
+    cfg = SearchConfig("ilp-time", max_stages=3)
+    chain = Chain([2.0, 3.0, 1.0], [1.0, 2.0, 2.0, 1.0], [2, 3, 1, 2], [4, 3, 3], name="small")
+    ev = evaluate(chain, chain.memory_lower_bound() + 2, cfg)
+    ilp, _ = ev.solutions["ilp"]
+    assert ilp.status == "optimal" and ev.score == ilp.wall_time
+    assert ilp.makespan == pytest.approx(ev.solutions["opt"][0].makespan)
+
+
+def test_search_in_process(tmp_path):
+    res = search(SearchConfig("dp-gap", max_stages=4), seconds=3, seed=5, workers=1,
+                 progress=False)
+    assert res.evaluations > 0 and res.found
+    assert all(a.score >= b.score for a, b in zip(res.found, res.found[1:]))
+
+
+def test_anomalies_are_recorded_not_scored(monkeypatch):
+    """A solver whose answer fails the registry's replay is an anomaly, never a score."""
+    real = solvers.solve
+
+    def lying(chain, budget, name, **options):
+        if name == "dp":
+            raise SolverError("solver 'dp' claims makespan 1 but the simulator measures 2")
+        return real(chain, budget, name, **options)
+
+    monkeypatch.setattr(solvers, "solve", lying)
+    ev = evaluate(GAP_CHAIN, GAP_BUDGET, SearchConfig("dp-gap"))
+    assert ev.score is None and "claims makespan" in ev.anomaly
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--objective", "baseline-gap"], "needs a solver"),
+    (["--objective", "baseline-gap", "--solver", "nope"], "not available"),
+    (["--objective", "ilp-time", "--solver", "dp"], "not used"),
+    (["--min-stages", "5", "--max-stages", "3"], "below min_stages"),
+])
+def test_cli_errors_name_the_option(argv, message, capsys):
+    assert main(["hard", "--time", "1", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_config_validation():
+    with pytest.raises(RematError, match="objective"):
+        SearchConfig("fastest")
+    with pytest.raises(RematError, match="max_size"):
+        SearchConfig(max_size=0)

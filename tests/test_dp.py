@@ -267,5 +267,5 @@ def test_slots_that_round_nothing_are_exact():
         s = solvers.solve(c, budget, "dp", slots=budget // 2)
         e = solvers.solve(c, budget, "dp")
         assert s.status == "optimal" and s.info["rounding_exact"] and s.makespan == e.makespan
-    odd = solvers.solve(c, 13, "dp", slots=5)  # slots of 2.6 bytes: rounding happens
+    odd = solvers.solve(c, 17, "dp", slots=6)  # slots of 17/6 bytes: rounding happens
     assert odd.status == "feasible" and "rounding_exact" not in odd.info

@@ -102,3 +102,22 @@ def test_bad_input_names_the_field():
         subset_sum_instance([1, 2], -1)
     with pytest.raises(RematError, match="kept index"):
         witness_schedule([1, 2], [5])
+
+
+def test_persistent_dp_is_optimal_on_the_reduction():
+    """Remark of proofs/np_hardness.md: the DP solves these chains exactly (so the
+    persistent problem is NP-hard too, consistent with its pseudo-polynomial DP)."""
+    for values in all_instances(4, 4):
+        inst = partition_instance(values)
+        dp = solvers.solve(inst.chain, inst.budget, "dp")
+        assert dp.makespan == subset_sum_optimum(values, inst.capacity), values
+
+
+def test_witness_schedules_are_persistent():
+    from remat_theory.persistence import is_persistent
+
+    for values in all_instances(3, 3):
+        chain = partition_instance(values).chain
+        for r in range(len(values) + 1):
+            for kept in itertools.combinations(range(len(values)), r):
+                assert is_persistent(chain, witness_schedule(values, kept))

@@ -269,3 +269,16 @@ def test_slots_that_round_nothing_are_exact():
         assert s.status == "optimal" and s.info["rounding_exact"] and s.makespan == e.makespan
     odd = solvers.solve(c, 17, "dp", slots=6)  # slots of 17/6 bytes: rounding happens
     assert odd.status == "feasible" and "rounding_exact" not in odd.info
+
+
+def test_exact_mode_too_large_asks_for_slots():
+    """Byte sizes with gcd 1 would need an enormous exact table: a clear error, and slots work."""
+    c = families.make("resnet", 60, 0, unit=1000003)
+    x = list(c.x_size)
+    x[0] += 1
+    c = Chain(c.fwd_time, c.bwd_time, x, c.tape_size, c.fwd_overhead, c.bwd_overhead)
+    budget = (c.memory_lower_bound() + c.store_all_memory()) // 2
+    for name in ("dp", "dp-weak"):
+        with pytest.raises(SolverError, match="slots"):
+            solvers.solve(c, budget, name)
+    assert solvers.solve(c, budget, "dp", slots=300).peak_memory <= budget

@@ -97,9 +97,7 @@ def _feasible(chain, name):
     and store-all where it finds one."""
     info = solvers.get(name)
     opts = {"time_limit": 20.0} if "time_limit" in info.options else {}
-    if name == "dp":
-        opts["slots"] = 200
-    lo = solvers.solve(chain, chain.store_all_memory(), "dp", slots=200).min_budget
+    lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
     hi = chain.store_all_memory()
     for f in (0.0, 0.25, 0.5, 1.0):
         sol = solvers.solve(chain, int(lo + f * (hi - lo)), name, **opts)
@@ -138,8 +136,7 @@ def test_dropout_masks_replay_on_every_recomputation(network):
 def test_batchnorm_statistics_updated_once_despite_recomputation():
     net, chain = _net_and_chain("resnet")
     state, ref = _reference(net)
-    sol = solvers.solve(chain, solvers.solve(chain, 10 ** 12, "dp", slots=200).min_budget,
-                        "recompute-all")
+    sol = solvers.solve(chain, solvers.solve(chain, 10 ** 12, "dp").min_budget, "recompute-all")
     assert sol.schedule.forward_count() > 2 * chain.length
     _run_and_check(net, chain, sol.schedule, state, ref)
     bn = [m for m in net.model.modules() if isinstance(m, torch.nn.BatchNorm2d)]

@@ -12,10 +12,12 @@ HELP = "profile a built-in torch network into a chain (sizes in bytes, times in 
 
 def add_arguments(p) -> None:
     p.add_argument("--model", required=True, help="mlp, resnet, transformer or rnn")
-    p.add_argument("--scale", default="small", choices=("test", "small"), help="network sizes")
+    p.add_argument("--scale", default="small", choices=("test", "small", "large"), help="network sizes")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--repeats", type=positive_int, default=5, help="timed repetitions per stage")
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    p.add_argument("--clock", default="wall", choices=("wall", "process"),
+                   help="CPU timing clock (process: CPU time, immune to other load)")
     p.add_argument("--out", default=None, metavar="CHAIN.json", help="write the chain there")
     p.add_argument("--json", action="store_true", help="print the chain as JSON")
 
@@ -38,7 +40,7 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     net = build(args.model, args.scale)
     res = profile_details(net.model, net.example_input, net.loss_fn, device,
-                          repeats=args.repeats, name=f"{args.model}-{args.scale}-{device}")
+                          repeats=args.repeats, clock=args.clock, name=f"{args.model}-{args.scale}-{device}")
     chain = res.chain
     if args.out:
         chain.save(args.out)

@@ -45,6 +45,7 @@ from ..errors import InfeasibleBudgetError, RematError
 from ..schedule import LOSS
 from .executor import ScheduleExecutor
 from .profiler import profile
+from .rounding import auto_unit, rounded_chain
 from .stages import split_stages, stage_parameters
 
 
@@ -84,14 +85,17 @@ class CheckpointedSequential(nn.Module):
     example_input : tensor of the shape used in training (profiling input).
     loss_fn : maps the model output to a scalar loss (profiled as the loss stage).
     device : where to profile (default: the example input's device).
-    solver_options : extra options for the solver (e.g. ``{"slots": 500}``).
+    solver_options : extra options for the solver (e.g. ``{"time_limit": 30}``).
     chain : a precomputed chain (skips profiling).
+    unit : the solver sees sizes rounded up to multiples of ``unit`` bytes (default: a power
+        of two near store-all/2048; see :mod:`.rounding`); 1 solves in exact bytes.
 
     Attributes: ``chain`` (the profiled Chain), ``solution`` (the Solution), ``schedule``.
     """
 
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
-                 device=None, solver_options=None, chain=None, profile_repeats: int = 3):
+                 device=None, solver_options=None, chain=None, profile_repeats: int = 3,
+                 unit: int | None = None):
         super().__init__()
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
@@ -114,22 +118,17 @@ class CheckpointedSequential(nn.Module):
             raise RematError(f"budget = {budget!r}: a float budget is a fraction of the "
                              f"store-all peak and must be in (0, 1]")
         options = dict(solver_options or {})
-        if solver in ("dp", "dp-weak") and "slots" not in options \
-                and "slots" in solver_registry.get(solver).options:
-            options["slots"] = 1000  # byte-exact tables would be huge; the schedule is valid anyway
-        sol = solver_registry.solve(chain, budget_bytes, solver, **options)
+        self.unit = auto_unit(chain) if unit is None else int(unit)
+        sol = solver_registry.solve(rounded_chain(chain, self.unit), budget_bytes, solver, **options)
         if sol.schedule is None:
             smallest = sol.min_budget
             raise InfeasibleBudgetError(
                 f"budget {budget_bytes} B is infeasible for solver {solver!r}"
                 + (f"; the smallest feasible budget is {smallest} B" if smallest is not None else "")
                 + f" (store-all needs {store_all} B)", budget_bytes, smallest)
-        if sol.info.get("allow_drop"):
-            pass  # the executor runs Drop operations too
         self.solution = sol
         self.schedule = sol.schedule
         self.budget = budget_bytes
-        self._dummy = torch.empty(0, requires_grad=True)
 
     @property
     def stages_list(self) -> list:
@@ -142,4 +141,5 @@ class CheckpointedSequential(nn.Module):
             for s in self.stages:
                 x = s(x)
             return x
-        return _RunSchedule.apply(self._dummy, x, self)
+        dummy = torch.empty(0, device=x.device, requires_grad=True)
+        return _RunSchedule.apply(dummy, x, self)

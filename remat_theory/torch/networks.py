@@ -2,8 +2,10 @@
 
 Each builder returns a :class:`Network`: the model (an ``nn.Sequential`` whose flattened
 children are the stages), an example input, and a loss function of the model output (its
-target is fixed inside, drawn from a seeded generator).  Two scales: ``"test"`` (tiny, for
-the CPU test suite) and ``"small"`` (for ``remat confirm``; still seconds on a CPU).
+target is fixed inside, drawn from a seeded generator).  Three scales: ``"test"`` (tiny, for
+the CPU test suite), ``"small"`` (``remat confirm`` on a CPU; seconds per network) and
+``"large"`` (sized for one GPU, where per-stage compute must dominate the executor's
+per-operation Python overhead for times to be predictable; activations of 8 to 256 MiB).
 
 * ``mlp``: Linear / ReLU / Dropout stages (dropout exercises RNG replay).
 * ``resnet``: a ResNet-like conv stack (residual blocks with BatchNorm, two stride-2
@@ -99,7 +101,7 @@ class RecurrentStep(nn.Module):
         return self.cell(self.u, h)
 
 
-SCALES = ("test", "small")
+SCALES = ("test", "small", "large")
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -107,7 +109,8 @@ def _gen(seed: int) -> torch.Generator:
 
 
 def mlp(scale: str = "small", seed: int = 0) -> Network:
-    batch, width, depth, classes = {"test": (64, 16, 2, 5), "small": (512, 256, 6, 10)}[scale]
+    batch, width, depth, classes = {"test": (64, 16, 2, 5), "small": (512, 256, 6, 10),
+                                     "large": (8192, 4096, 6, 10)}[scale]
     torch.manual_seed(seed)
     layers = [nn.Linear(width, width)]
     for _ in range(depth - 1):
@@ -120,7 +123,7 @@ def mlp(scale: str = "small", seed: int = 0) -> Network:
 
 
 def resnet(scale: str = "small", seed: int = 0) -> Network:
-    batch, side, c = {"test": (2, 8, 4), "small": (16, 32, 16)}[scale]
+    batch, side, c = {"test": (2, 8, 4), "small": (16, 32, 16), "large": (128, 64, 64)}[scale]
     torch.manual_seed(seed)
     per_width = 1 if scale == "test" else 2  # residual blocks per width
     blocks = []
@@ -139,7 +142,8 @@ def resnet(scale: str = "small", seed: int = 0) -> Network:
 
 def transformer(scale: str = "small", seed: int = 0) -> Network:
     batch, seq, feat, d, heads, ff, layers = {
-        "test": (2, 12, 8, 16, 2, 32, 3), "small": (16, 64, 32, 128, 4, 256, 6)}[scale]
+        "test": (2, 12, 8, 16, 2, 32, 3), "small": (16, 64, 32, 128, 4, 256, 6),
+        "large": (32, 512, 64, 1024, 16, 4096, 8)}[scale]
     torch.manual_seed(seed)
     mods = [nn.Linear(feat, d)]
     mods += [nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, batch_first=True)
@@ -152,7 +156,8 @@ def transformer(scale: str = "small", seed: int = 0) -> Network:
 
 
 def rnn(scale: str = "small", seed: int = 0) -> Network:
-    batch, steps, feat, hidden = {"test": (4, 6, 8, 16), "small": (64, 32, 64, 256)}[scale]
+    batch, steps, feat, hidden = {"test": (4, 6, 8, 16), "small": (64, 32, 64, 256),
+                                   "large": (1024, 64, 512, 2048)}[scale]
     torch.manual_seed(seed)
     cell = nn.GRUCell(feat, hidden)
     g = _gen(seed)

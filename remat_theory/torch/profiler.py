@@ -19,7 +19,7 @@ For every stage i (the stages of :func:`~remat_theory.torch.stages.split_stages`
 * ``fwd_time[i]``: median over repeats of the recording forward (Fall_i); ``bwd_time[i]``:
   median of B_i; ``bwd_time[L]``: median of the loss forward and backward.  Times are
   seconds, CUDA events on a GPU, ``time.perf_counter`` on the CPU (where operations are
-  synchronous).  The no-grad forward times are reported separately
+  synchronous), or there ``time.process_time`` with ``clock="process"``.  The no-grad forward times are reported separately
   (``ProfileResult.fwd_time_nograd``); the model has one forward time per stage.
 
 Everything is measured by running the real executor operations on the real stages, so the
@@ -62,11 +62,24 @@ class ProfileResult:
                 "fwd_time_nograd": self.fwd_time_nograd, "device": self.device}
 
 
-class _Timer:
-    """Times a callable: CUDA events on a GPU, perf_counter on the CPU."""
+CLOCKS = ("wall", "process")
 
-    def __init__(self, device: torch.device):
+
+def check_clock(clock: str) -> str:
+    if clock not in CLOCKS:
+        raise RematError(f"clock = {clock!r} is unknown (expected one of {', '.join(CLOCKS)})")
+    return clock
+
+
+class _Timer:
+    """Times a callable: CUDA events on a GPU; on the CPU ``time.perf_counter`` (clock
+    ``"wall"``) or ``time.process_time`` (clock ``"process"``: CPU time of this process, which
+    other processes' load does not inflate; equal to the work's wall time when torch runs on
+    one thread, and the sum over threads otherwise)."""
+
+    def __init__(self, device: torch.device, clock: str = "wall"):
         self.cuda = device.type == "cuda"
+        self.now = time.process_time if check_clock(clock) == "process" else time.perf_counter
 
     def __call__(self, fn) -> float:
         if self.cuda:
@@ -77,9 +90,9 @@ class _Timer:
             end.record()
             end.synchronize()
             return start.elapsed_time(end) / 1000.0
-        t0 = time.perf_counter()
+        t0 = self.now()
         fn()
-        return time.perf_counter() - t0
+        return self.now() - t0
 
 
 def _tracked_step(ex: ScheduleExecutor, tr: MemoryTracker, op: str):
@@ -97,11 +110,13 @@ def _ensure_grads(params) -> None:
 
 
 def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
-                    repeats: int = 5, warmup: int = 1, name: str | None = None) -> ProfileResult:
+                    repeats: int = 5, warmup: int = 1, name: str | None = None,
+                    clock: str = "wall") -> ProfileResult:
     """Profile ``model`` (nn.Sequential or list of stage modules) into a chain, with details.
 
     ``device``: where to run (the model and input are moved there; default: the input's
-    device).  ``repeats``: timed repetitions (median taken); ``warmup``: untimed runs first.
+    device).  ``repeats``: timed repetitions (median taken); ``warmup``: untimed runs first;
+    ``clock``: ``"wall"`` or ``"process"`` (CPU only; see :class:`_Timer`).
     """
     if not isinstance(example_input, torch.Tensor):
         raise RematError(f"example_input must be a tensor, got {type(example_input).__name__}")
@@ -109,6 +124,7 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
         raise RematError(f"repeats = {repeats!r} must be an integer >= 1")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise RematError(f"warmup = {warmup!r} must be an integer >= 0")
+    check_clock(clock)
     stages = split_stages(model)
     dev = torch.device(device) if device is not None else example_input.device
     for s in stages:
@@ -166,7 +182,7 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
         fwd_overhead = [max(0, a, b) for a, b in zip(fo_nograd, fo_record)]
 
         # ---------------- time, without the tracker
-        timer = _Timer(dev)
+        timer = _Timer(dev, clock)
         fall_t, nograd_t, bwd_t = ([[] for _ in range(L)] for _ in range(3))
         loss_t = []
         for rep in range(warmup + repeats):
@@ -195,14 +211,14 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
 
 
 def profile(model, example_input: torch.Tensor, loss_fn, device=None, *, repeats: int = 5,
-            warmup: int = 1, name: str | None = None) -> Chain:
+            warmup: int = 1, name: str | None = None, clock: str = "wall") -> Chain:
     """Profile ``model`` into a :class:`Chain` (see the module docstring for each field).
 
     ``model``: an ``nn.Sequential`` (nested ones flattened) or a list of stage modules;
     ``loss_fn``: maps the model output to a scalar loss (it is stage L of the chain).
     """
     return profile_details(model, example_input, loss_fn, device, repeats=repeats,
-                           warmup=warmup, name=name).chain
+                           warmup=warmup, name=name, clock=clock).chain
 
 
 def _check_stages(stages, x0: torch.Tensor) -> None:

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One-command confirmation of the model on a GPU: profile the built-in networks, solve them at
+# 30/50/80% of their store-all peak with every registered solver, run the schedules with
+# autograd, and compare measured memory and time with the simulator's predictions.
+#
+#   bash benchmarks/gpu_confirm.sh                 # CUDA when available, otherwise the CPU path
+#   DEVICE=cpu bash benchmarks/gpu_confirm.sh --models rnn --budgets 0.5   # extra args go to remat confirm
+#
+# Writes benchmarks/results/confirm_<device>.json and .png, and the table to
+# benchmarks/results/confirm_<device>.txt.  On one GPU ("large" networks) it is sized to finish in
+# under 5 minutes; on a CPU it uses the "small" networks (several minutes on 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+DEVICE="${DEVICE:-auto}"
+if [ "$DEVICE" = auto ]; then
+  DEVICE=$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')")
+fi
+if [ "$DEVICE" = cuda ]; then
+  SCALE="${SCALE:-large}"
+  "$PY" -c "import torch; print('GPU:', torch.cuda.get_device_name(0), '| torch', torch.__version__)"
+else
+  SCALE="${SCALE:-small}"
+  echo "no CUDA device: running the CPU path (scale $SCALE)" >&2
+fi
+mkdir -p benchmarks/results
+start=$(date +%s)
+"$PY" -m remat_theory.cli confirm --device "$DEVICE" --scale "$SCALE" --repeats 2 \
+  --profile-repeats 3 --ilp-time-limit 5 --threads "${THREADS:-1}" \
+  --out-dir benchmarks/results "$@" | tee "benchmarks/results/confirm_${DEVICE}.txt"
+echo "done in $(( $(date +%s) - start )) s: benchmarks/results/confirm_${DEVICE}.{json,png,txt}"

@@ -268,6 +268,12 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None) -> Sol
                         message=f"no weakly persistent schedule fits in {budget} with sizes "
                                 f"rounded up to {slots} slots; the smallest feasible budget "
                                 f"(exact memory) is {mb}")
+    sizes = chain.x_size + chain.tape_size + chain.fwd_overhead + chain.bwd_overhead
+    if budget == 0 or all(v * slots % budget == 0 for v in sizes):
+        # every size is a whole number of slots: the slot DP is the exact DP, scaled
+        info["rounding_exact"] = True
+        return Solution("dp-weak", OPTIMAL, schedule, makespan, _peak(chain, schedule), budget,
+                        bound=makespan, optimal_for=CLASS_WEAK, info=info)
     return Solution("dp-weak", FEASIBLE, schedule, makespan, _peak(chain, schedule), budget,
                     optimal_for=CLASS_NONE, info=info,
                     message="slots mode: optimal for the rounded sizes, not proven optimal at "

@@ -71,7 +71,10 @@ RTOL = 1e-9  # relative tolerance between makespans: sums of the same floats, no
 CLASS_RANK = {"persistent": 0, "weakly-persistent": 1, "all": 2, "all+drop": 3}
 
 DEFAULT_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
-DEFAULT_MAX_EXHAUSTIVE_STAGES = 7
+# Longest chain each solver runs on (by label, else by registry name): exhaustive search
+# grows as 4^L; the ILP proves small chains in seconds but its smallest-feasible-budget
+# MILP (at infeasible budgets) and tight budgets take much longer from about 5 stages on.
+DEFAULT_MAX_STAGES_FOR = (("exhaustive", 7), ("ilp", 4))
 
 
 def class_subset(a: str, b: str) -> bool:
@@ -99,7 +102,7 @@ class ChainTask:
     solvers: tuple
     budgets_per_chain: int = 4
     time_limit: float | None = None
-    max_exhaustive_stages: int = DEFAULT_MAX_EXHAUSTIVE_STAGES
+    max_stages_for: tuple = DEFAULT_MAX_STAGES_FOR
     overheads: bool = True
     integer_times: bool = True
 
@@ -127,15 +130,14 @@ class VerifyConfig:
     families: tuple = DEFAULT_FAMILIES
     solvers: tuple | None = None  # None: every registered solver
     budgets_per_chain: int = 4
-    time_limit: float | None = 20.0  # per solve, for solvers that take a time limit
-    max_exhaustive_stages: int = DEFAULT_MAX_EXHAUSTIVE_STAGES
+    time_limit: float | None = 10.0  # per solve, for solvers that take a time limit
+    max_stages_for: tuple = DEFAULT_MAX_STAGES_FOR  # ((label or name, max stages), ...)
     workers: int | None = None
     scheduler: object = None
     progress: bool = True
 
     def check(self) -> None:
-        for name in ("min_stages", "max_stages", "trials", "budgets_per_chain",
-                     "max_exhaustive_stages"):
+        for name in ("min_stages", "max_stages", "trials", "budgets_per_chain"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise RematError(f"{name} = {v!r} must be an integer >= 1")
@@ -150,6 +152,10 @@ class VerifyConfig:
             raise RematError("families is empty")
         for f in self.families:
             families.family(f)  # raises ChainError naming it
+        for item in self.max_stages_for:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], int)
+                    and not isinstance(item[1], bool) and item[1] >= 1):
+                raise RematError(f"max_stages_for entry {item!r} is not (solver, stages >= 1)")
 
 
 # Variants run under their own label: a registered solver with fixed options.  The
@@ -255,7 +261,7 @@ def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
             tasks.append(ChainTask(
                 family=fam, length=length, seed=chain_seed, solvers=names,
                 budgets_per_chain=cfg.budgets_per_chain, time_limit=cfg.time_limit,
-                max_exhaustive_stages=cfg.max_exhaustive_stages,
+                max_stages_for=tuple(cfg.max_stages_for),
                 overheads=trial % 2 == 0, integer_times=trial % 4 != 3))
     return tasks
 
@@ -268,7 +274,9 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
 
     label, name, opts = spec
     info = solvers.get(name)
-    if name == "exhaustive" and chain.length > task.max_exhaustive_stages:
+    caps = dict(task.max_stages_for)
+    cap = caps.get(label, caps.get(name))
+    if cap is not None and chain.length > cap:
         return None
     options = dict(opts)
     if task.time_limit is not None and "time_limit" in info.options:
@@ -485,7 +493,7 @@ def run_verify(cfg: VerifyConfig) -> dict:
                    "trials": cfg.trials, "families": list(cfg.families),
                    "solvers": [spec[0] for spec in tasks[0].solvers] if tasks else [],
                    "budgets_per_chain": cfg.budgets_per_chain, "time_limit": cfg.time_limit,
-                   "max_exhaustive_stages": cfg.max_exhaustive_stages},
+                   "max_stages_for": dict(cfg.max_stages_for)},
         "chains": len(chains),
         "instances": sum(len(c["instances"]) for c in chains),
         "solves": sum(len(i["results"]) for c in chains for i in c["instances"]),

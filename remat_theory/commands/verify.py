@@ -10,7 +10,8 @@ import json
 import sys
 
 from ..errors import RematError
-from ..verify import DEFAULT_FAMILIES, VerifyConfig, format_table, run_verify
+from ..verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VerifyConfig, format_table,
+                      run_verify)
 from ._common import positive_float, positive_int, print_json
 
 NAME = "verify"
@@ -48,6 +49,21 @@ def name_list(text: str) -> tuple:
     return items
 
 
+def stage_caps(text: str) -> tuple:
+    """argparse type for ``NAME=N,NAME=N``."""
+    out = []
+    for part in name_list(text):
+        name, sep, num = part.partition("=")
+        try:
+            n = int(num)
+        except ValueError:
+            n = 0
+        if not sep or not name or n < 1:
+            raise argparse.ArgumentTypeError(f"{part!r} is not SOLVER=N with N >= 1")
+        out.append((name, n))
+    return tuple(out)
+
+
 def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     p.add_argument("--stages", type=stage_range, default=(2, 7), metavar="MIN:MAX",
@@ -60,13 +76,15 @@ def add_arguments(p) -> None:
                    help="comma-separated solver names (default: every registered solver)")
     p.add_argument("--budgets-per-chain", type=positive_int, default=4, dest="budgets_per_chain",
                    help="feasible budgets per chain, from the smallest feasible to store-all "
-                        "(default 4; two infeasible ones are always added)")
-    p.add_argument("--time-limit", type=positive_float, default=20.0, dest="time_limit",
+                        "(default 4; one or two infeasible ones are added)")
+    p.add_argument("--time-limit", type=positive_float, default=10.0, dest="time_limit",
                    help="time limit in seconds per solve, for solvers that take one (ILP); "
-                        "default 20")
-    p.add_argument("--max-exhaustive-stages", type=positive_int, default=7,
-                   dest="max_exhaustive_stages",
-                   help="run exhaustive search only on chains up to this length (default 7)")
+                        "default 10")
+    defaults = ",".join(f"{n}={k}" for n, k in DEFAULT_MAX_STAGES_FOR)
+    p.add_argument("--max-stages-for", type=stage_caps, default=(), dest="max_stages_for",
+                   metavar="SOLVER=N,...",
+                   help=f"run a solver only on chains of at most N stages (default {defaults}; "
+                        "given values replace those defaults, e.g. ilp=7)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core; 1 runs in this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -84,7 +102,9 @@ def run(args) -> int:
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
-                       max_exhaustive_stages=args.max_exhaustive_stages, workers=args.workers,
+                       max_stages_for=tuple({**dict(DEFAULT_MAX_STAGES_FOR),
+                                             **dict(args.max_stages_for)}.items()),
+                       workers=args.workers,
                        scheduler=args.scheduler, progress=not args.no_progress)
     report = run_verify(cfg)
     if args.json == "-":

@@ -1,4 +1,5 @@
-"""The NP-hardness reduction: SUBSET-SUM (and PARTITION) to optimal re-materialization.
+"""The NP-hardness reduction: SUBSET-SUM (and PARTITION) to optimal re-materialization;
+and the family of chains on which the persistent DP is far from the optimum.
 
 ``proofs/np_hardness.md`` states and proves the theorem; this module builds the instances
 so that tests can check the proof against exact search.
@@ -34,7 +35,7 @@ from typing import Sequence
 
 from .chain import Chain
 from .errors import RematError
-from .schedule import LOSS_OP, Bwd, Fall, Fck, Schedule
+from .schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,56 @@ def all_instances(max_items: int, max_value: int):
         yield from itertools.product(range(1, max_value + 1), repeat=n)
 
 
-__all__ = ["HardInstance", "subset_sum_instance", "partition_instance", "best_subset_sum",
+def persistence_gap_chain(pairs: int) -> tuple[Chain, int]:
+    """The family of proofs/persistence_gap.md: a chain of ``4 * pairs`` stages and its
+    budget (22 bytes), on which the persistent DP needs ``2 * pairs + 1`` runs of the only
+    costly stage F_0 and the optimum ``pairs + 1``: DP / OPT = (2k + 1) / (k + 1) -> 2.
+
+    Stage F_0 takes time 1, every other op time 0.  Activations repeat ``1, 8, 3, 5`` after
+    ``x_0 = 0``; tapes repeat ``5, 8, 3, 8`` (the first block starts with 1).  Each block of
+    four stages has a *full* backward (B at the index of the 8: its unavoidable peak is the
+    whole budget) preceded by a backward with exactly 3 bytes to spare.
+    """
+    if isinstance(pairs, bool) or not isinstance(pairs, numbers.Integral) or pairs < 1:
+        raise RematError(f"pairs = {pairs!r} must be an integer >= 1")
+    k = int(pairs)
+    L = 4 * k
+    x = [0] + [1, 8, 3, 5] * k
+    tape = [1, 8, 3, 8] + [5, 8, 3, 8] * (k - 1)
+    chain = Chain([1.0] + [0.0] * (L - 1), [0.0] * (L + 1), x, tape,
+                  name=f"persistence-gap-{k}")
+    return chain, 22
+
+
+def persistence_gap_witness(pairs: int) -> Schedule:
+    """A schedule of :func:`persistence_gap_chain` that runs F_0 only ``pairs + 1`` times.
+
+    Block j (stages b..b+3, b = 4(j-1)) is reversed after one advance from x_0 to x_{b+1};
+    the top block keeps x_{b+1} across the backward that has 3 bytes to spare and turns it
+    into x_{b+2} with ``Fn`` just before the full backward B_{b+2} (a move no persistent
+    schedule may make: it frees a checkpoint that has served).  The other blocks also
+    reverse the bottom stage of the block above them.
+    """
+    if isinstance(pairs, bool) or not isinstance(pairs, numbers.Integral) or pairs < 1:
+        raise RematError(f"pairs = {pairs!r} must be an integer >= 1")
+    k = int(pairs)
+
+    def advance(b):  # from x_0 to a plain x_{b+1}, running F_0 once
+        return [Fck(0)] + [Fn(i) for i in range(1, b + 1)]
+
+    b = 4 * (k - 1)
+    ops = advance(b) + [Fck(b + 1), Fn(b + 2), Fall(b + 3), LOSS_OP, Bwd(b + 3),
+                        Fn(b + 1), Fall(b + 2), Bwd(b + 2)]
+    for j in range(k - 1, 0, -1):
+        b = 4 * (j - 1)
+        ops += advance(b) + [Fck(b + 1), Fn(b + 2), Fck(b + 3), Fn(b + 4), Fall(b + 5),
+                             Bwd(b + 5), Fck(b + 3), Fall(b + 4), Bwd(b + 4), Fall(b + 3),
+                             Bwd(b + 3), Fn(b + 1), Fall(b + 2), Bwd(b + 2)]
+    ops += [Fall(0), Fall(1), Bwd(1), Bwd(0)]
+    return Schedule(ops)
+
+
+__all__ = ["HardInstance", "persistence_gap_chain", "persistence_gap_witness", "subset_sum_instance", "partition_instance", "best_subset_sum",
            "is_partition_yes", "subset_sum_optimum", "witness_schedule", "best_kept_set",
            "all_instances"]
 

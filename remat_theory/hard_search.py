@@ -38,7 +38,7 @@ import numpy as np
 from .certificates import Certificate, solution_entry
 from .chain import Chain
 from .errors import RematError
-from .solution import INFEASIBLE, OPTIMAL
+from .solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 
 OBJECTIVES = ("dp-gap", "baseline-gap", "ilp-time")
 EXHAUSTIVE_MAX_STAGES = 7
@@ -130,8 +130,8 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
     except RematError as e:
         return Evaluation(None, anomaly=f"OPT solver failed: {e}")
     sols = {"opt": (opt, opt_opts)}
-    if opt.status != OPTIMAL:
-        return Evaluation(None, sols)
+    if opt.status != OPTIMAL or opt.optimal_for != CLASS_ALL:
+        return Evaluation(None, sols)  # only a proven optimum over all schedules is OPT
     target_opts = {"time_limit": cfg.ilp_time_limit} if cfg.target == "ilp" else {}
     try:
         sol = solvers.solve(chain, budget, cfg.target, **target_opts)

@@ -40,7 +40,8 @@ def test_there_are_certificates():
     names = {p.name for p in CERTS}
     for required in ("drop_shortens.json", "drop_lowers_min_budget.json",
                      "partition_yes.json", "partition_no.json", "persistence_gap.json",
-                     "persistence_gap_family_k2.json", "persistence_gap_family_k10.json"):
+                     "persistence_gap_family_k2.json", "persistence_gap_family_k10.json",
+                     "persistence_gap_weak.json"):
         assert required in names
 
 
@@ -197,6 +198,15 @@ def test_persistence_gap_certificate():
     assert dp["status"] == "optimal" and dp["optimal_for"] == "persistent"
     assert opt["status"] == "optimal" and opt["optimal_for"] == "all"
     assert dp["makespan"] / opt["makespan"] >= cert.facts["ratio"] - 1e-9 > 1.0
+
+
+def test_weak_gap_certificate():
+    """The weakly persistent DP is optimal for its class and strictly worse than OPT here."""
+    cert = _cert("persistence_gap_weak.json")
+    weak, opt = cert.solutions["dp-weak"], cert.solutions["opt"]
+    assert weak["status"] == "optimal" and weak["optimal_for"] == "weakly-persistent"
+    assert opt["status"] == "optimal" and opt["optimal_for"] == "all"
+    assert weak["makespan"] > opt["makespan"]
 
 
 # ---------------------------------------------------------------------- claim 7: homogeneous

@@ -11,12 +11,13 @@ every run, and the machine load.
 
 ``normal-form``: the evidence of proofs/ilp.md section 5: random small chains drawn to
 provoke multi-run phases (zero sizes, large overheads); at every exhaustive breakpoint
-compares ``passes=1``, ``passes=2``, ``passes=4`` with exhaustive search.  Writes
+compares the restricted normal forms (one or two strictly / weakly increasing runs per
+phase) with exhaustive search.  Writes
 ``results/ilp_normal_form.json`` with every mismatch found.
 
 Usage::
 
-    python benchmarks/bench_ilp.py speed --lengths 10 20 30 --seeds 5 --time-limit 120
+    python benchmarks/bench_ilp.py speed --lengths 10 20 30 --seeds 5 --pairs --time-limit 120
     python benchmarks/bench_ilp.py normal-form --minutes 10
 """
 from __future__ import annotations
@@ -61,11 +62,13 @@ def speed(args) -> dict:
                 for ms in args.mip_solvers:
                     t0 = time.perf_counter()
                     sol = solvers.solve(chain, b[kind], "ilp", passes=args.passes,
-                                        mip_solver=ms, time_limit=args.time_limit)
+                                        pairs=args.pairs, mip_solver=ms,
+                                        time_limit=args.time_limit)
                     dt = time.perf_counter() - t0
                     weak = solvers.solve(chain, b[kind], "dp-weak")
                     row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
-                           "mip_solver": ms, "passes": args.passes, "status": sol.status,
+                           "mip_solver": ms, "passes": args.passes, "pairs": args.pairs,
+                           "optimal_for": sol.optimal_for, "status": sol.status,
                            "makespan": sol.makespan, "bound": sol.bound, "gap": sol.gap,
                            "dp_weak": weak.makespan, "seconds": round(dt, 3),
                            "variables": sol.info.get("variables"),
@@ -86,7 +89,8 @@ def speed(args) -> dict:
                     "max_seconds": max(r["seconds"] for r in rs) if rs else None,
                     "median_counts_unproven_as_time_limit": True})
     return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
-            "passes": args.passes, "time_limit": args.time_limit, "machine": machine(),
+            "passes": args.passes, "pairs": args.pairs, "time_limit": args.time_limit,
+            "machine": machine(),
             "summary": summary, "runs": runs}
 
 
@@ -104,13 +108,17 @@ def _provocative_chain(L: int, r: random.Random) -> Chain:
                  [float(r.randint(1, 10)) for _ in range(L + 1)], x, tp, fo, bo)
 
 
+CONFIGS = {"runs<=1": {"passes": 1}, "weak-runs<=1": {"passes": 1, "pairs": True},
+           "runs<=2": {"passes": 2}, "weak-runs<=2": {"passes": 2, "pairs": True}}
+
+
 def normal_form(args) -> dict:
     from solvers.exhaustive import min_feasible_budget, search
 
     r = random.Random(args.seed)
     t0 = time.perf_counter()
-    checked = {1: 0, 2: 0, 4: 0}
-    worse = {1: [], 2: [], 4: []}
+    checked = {c: 0 for c in CONFIGS}
+    worse = {c: [] for c in CONFIGS}
     chains = 0
     while time.perf_counter() - t0 < 60 * args.minutes:
         L = r.choice(args.lengths)
@@ -123,20 +131,20 @@ def normal_form(args) -> dict:
             if best == prev:
                 continue
             prev = best
-            for K in (1, 2, 4):
-                sol = solvers.solve(chain, b, "ilp", passes=K, warm_start=False)
-                checked[K] += 1
+            for name, opts in CONFIGS.items():
+                sol = solvers.solve(chain, b, "ilp", warm_start=False, **opts)
+                checked[name] += 1
                 if sol.makespan is None or sol.makespan > best * (1 + 1e-9):
-                    worse[K].append({"chain": chain.to_dict(), "budget": b, "exhaustive": best,
-                                     "ilp": sol.makespan, "status": sol.status,
-                                     "schedule": None if sol.schedule is None else str(sol.schedule)})
-                    print(f"passes={K}: {sol.makespan} > {best} (L={L}, budget {b})", flush=True)
+                    worse[name].append({"chain": chain.to_dict(), "budget": b, "exhaustive": best,
+                                        "ilp": sol.makespan, "status": sol.status,
+                                        "schedule": None if sol.schedule is None else str(sol.schedule)})
+                    print(f"{name}: {sol.makespan} > {best} (L={L}, budget {b})", flush=True)
                 assert sol.makespan is None or sol.makespan >= best * (1 - 1e-9), "below the optimum"
     return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
-            "machine": machine(), "chains": chains,
+            "machine": machine(), "minutes": args.minutes, "chains": chains,
             "breakpoints_checked": checked,
-            "mismatches": {str(k): len(v) for k, v in worse.items()},
-            "examples": {str(k): v[:5] for k, v in worse.items()}}
+            "mismatches": {k: len(v) for k, v in worse.items()},
+            "examples": {k: v[:5] for k, v in worse.items()}}
 
 
 def main(argv=None) -> int:
@@ -147,7 +155,9 @@ def main(argv=None) -> int:
     sp.add_argument("--seeds", type=int, default=5)
     sp.add_argument("--budgets", nargs="+", default=["middle", "tight"])
     sp.add_argument("--mip-solvers", nargs="+", default=["highs", "cbc"])
-    sp.add_argument("--passes", type=int, default=2)
+    sp.add_argument("--passes", type=int, default=1)
+    sp.add_argument("--pairs", action="store_true",
+                    help="weakly increasing runs (the fast mode of proofs/ilp.md section 5)")
     sp.add_argument("--time-limit", type=float, default=120.0)
     sp.add_argument("--out", default=str(RESULTS / "ilp_speed.json"))
     nf = sub.add_parser("normal-form")

@@ -13,8 +13,13 @@ Passes.  Inside a phase, the forward operations are cut into *passes*: maximal r
 strictly increasing stage index.  A pass is modelled as one sweep over the stages
 0..min(p, L-1), choosing at each stage nothing, ``Fn``, ``Fck`` or ``Fall``.  With ``K``
 passes per phase the model contains exactly the schedules whose phases have at most ``K``
-increasing runs.  ``proofs/ilp.md`` gives the number of passes that provably loses no
-optimal schedule (:func:`passes_sufficient`), and the evidence for the default.
+increasing runs.  Every valid schedule has at most (p+1)(p+2) forward operations in phase p
+(L(L+1) in the loss phase), so that many passes lose nothing: ``passes=None``, the default,
+is exact over all schedules (proofs/ilp.md, Theorem 1), but its O(L^4) binaries make it slow
+beyond 5 stages.  ``passes=1`` alone (each stage at most once per phase, the Checkmate-style
+normal form) is lossy; ``passes=1, pairs=True`` (one *weakly* increasing run per phase: a
+pass may run two operations of one stage back to back) is the fast mode, exact on every
+instance tested but not proven so; its answers say ``optimal_for="weak-runs<=1"``.
 
 Variables (all binary, per phase p, pass k, stage s): ``n`` (Fn_s reading the plain x_s,
 which it frees), ``nt`` (Fn_s reading x_s from the tape t_s, which it frees; allowed only
@@ -39,6 +44,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import pulp
@@ -54,7 +60,6 @@ from .registry import register
 
 NAME = "ilp"
 SOLVERS = ("highs", "cbc")
-KINDS = ("n", "nt", "ck", "all")  # Fn from plain, Fn from tape, Fck, Fall
 DEFAULT_PASSES = None  # the number proven sufficient (proofs/ilp.md, Theorem 1)
 
 
@@ -74,28 +79,58 @@ class Model:
     budget_var: pulp.LpVariable | None  # the budget itself when it is minimized
     constant: float  # sum of backward times (in the objective as a constant)
     order: list = field(default_factory=list)  # (p, k, s) in schedule order
+    pairs: bool = False  # two-operation blocks of one stage allowed (weakly increasing runs)
 
 
 def _stages(L: int, p: int) -> range:
     return range(0, min(p, L - 1) + 1)
 
 
-def _allowed(L: int, p: int, s: int) -> tuple:
-    """Operation kinds the model allows at stage s in phase p (proofs/ilp.md, Lemma 2).
+def _allowed(L: int, p: int, s: int, pairs: bool) -> tuple:
+    """Operation kinds the model allows at stage s in phase p (proofs/ilp.md, Lemmas 1-2).
 
     In phase p < L, a plain x_{p+1} is dead as soon as it exists (nothing may read or free it
     after B_{p+1}); so Fck_p there is pure waste and is excluded, while Fn_p is kept because it
     frees its input.  Fn_0 frees nothing (x_0 is never freed): it is the same operation as
-    Fck_0 and is not duplicated.
+    Fck_0 and is not duplicated.  ``pairs`` adds the two-operation blocks of one stage
+    (section 5): Fall+Fn (from plain or from tape), Fall+Fck, Fn+Fall.
     """
+    dead_ck = p < L and s == p
     kinds = []
     if s >= 1:
         kinds += ["n", "nt"]
-    if s < p or p == L:
-        if not (s == 0 and p < L and p == 0):
-            kinds.append("ck")
+    if not dead_ck:
+        kinds.append("ck")
     kinds.append("all")
+    if pairs:
+        if s >= 1:
+            kinds += ["alln", "allnt", "nall"]
+        if not dead_ck:
+            kinds.append("allck")
     return tuple(kinds)
+
+
+# per kind: (creates plain x_{s+1}, creates t_{s+1}, frees plain x_s, frees t_s, operations)
+_EFFECT = {
+    "n": (1, 0, 1, 0, 1), "nt": (1, 0, 0, 1, 1), "ck": (1, 0, 0, 0, 1), "all": (0, 1, 0, 0, 1),
+    "alln": (1, 1, 1, 0, 2), "allnt": (1, 1, 0, 1, 2), "allck": (1, 1, 0, 0, 2),
+    "nall": (1, 1, 1, 0, 2),
+}
+_OPS = {"n": (Fn,), "nt": (Fn,), "ck": (Fck,), "all": (Fall,), "alln": (Fall, Fn),
+        "allnt": (Fall, Fn), "allck": (Fall, Fck), "nall": (Fn, Fall)}
+
+
+def _peak_extra(chain: Chain, s: int, kind: str) -> int:
+    """Bytes above the held memory at the highest point of ``kind`` at stage s (its outputs
+    and the overhead; for Fn+Fall the Fall runs after x_s was freed)."""
+    x, tp, fo = chain.x_size, chain.tape_size, chain.fwd_overhead
+    if kind in ("n", "nt", "ck"):
+        return x[s + 1] + fo[s]
+    if kind == "all":
+        return tp[s] + fo[s]
+    if kind == "nall":
+        return x[s + 1] + fo[s] + max(0, tp[s] - x[s])
+    return tp[s] + x[s + 1] + fo[s]
 
 
 def _base(chain: Chain, p: int) -> int:
@@ -104,21 +139,28 @@ def _base(chain: Chain, p: int) -> int:
 
 
 def _least_peak(chain: Chain, p: int, s: int, kind: str) -> int:
-    """A lower bound on the peak of operation ``kind`` at stage s in phase p: the bytes always
-    held in the phase, its input (the plain x_s, or t_s for ``nt``), its output and overhead.
+    """A lower bound on the peak of ``kind`` at stage s in phase p: the bytes always held in
+    the phase, its input (the plain x_s, or t_s when it reads the tape), and its extra peak.
     Operations above the budget get no variable (they are invalid in every schedule)."""
     x, tp = chain.x_size, chain.tape_size
-    inp = 0 if s == 0 else (tp[s - 1] if kind == "nt" else x[s])
-    out = tp[s] if kind == "all" else x[s + 1]
-    return _base(chain, p) + inp + out + chain.fwd_overhead[s]
+    if s == 0:
+        inp = 0
+    elif kind in ("nt", "allnt"):
+        inp = tp[s - 1]
+    elif kind == "nall":
+        inp = x[s] + tp[s - 1]  # the Fn reads the plain x_s, the Fall then reads t_s
+    else:
+        inp = x[s]
+    return _base(chain, p) + inp + _peak_extra(chain, s, kind)
 
 
 def build_model(chain: Chain, budget: int | None, passes: int | None,
-                name: str = "remat") -> Model:
+                name: str = "remat", pairs: bool = False) -> Model:
     """The K-pass MILP for ``chain`` (sizes in their final units) under ``budget``.
 
     Phase p gets ``min(passes, phase_pass_bound(L, p))`` passes (``passes=None``: the bound,
-    which loses no schedule at all: proofs/ilp.md, Theorem 1).
+    which loses no schedule at all: proofs/ilp.md, Theorem 1).  ``pairs=True`` lets a pass
+    run two operations of the same stage in a row (weakly increasing runs, section 5).
 
     ``budget=None`` builds the min-budget variant: the budget is an integer variable and the
     objective minimizes it (used to report ``min_budget`` when a budget is infeasible).
@@ -162,15 +204,13 @@ def build_model(chain: Chain, budget: int | None, passes: int | None,
         bound_p = phase_pass_bound(L, p)
         K = bound_p if passes is None else min(passes, bound_p)
         # values alive in phase p: plain x_1..x_{top+1}, tapes t_1..t_{top+1}
-        pass_any = []  # per pass: stage -> expression "an op runs here"
+        pass_any = []  # per pass: stage -> expression "an operation of this stage runs"
         for k in range(K):
             pos_any = {}
-            Pn, Tn = dict(P), dict(T)
-            created_P = {}
-            created_T = {}
+            cur_P, cur_T = dict(P), dict(T)  # state as the sweep goes (expressions)
             mb = mem
             for s in stages:
-                kinds = _allowed(L, p, s)
+                kinds = _allowed(L, p, s, pairs)
                 if budget is not None:
                     kinds = tuple(kd for kd in kinds if _least_peak(chain, p, s, kd) <= budget)
                 v = {}
@@ -178,50 +218,53 @@ def build_model(chain: Chain, budget: int | None, passes: int | None,
                     var = prob.add_variable(f"o_{p}_{k}_{s}_{kd}", cat=pulp.LpBinary)
                     ops[(p, k, s, kd)] = var
                     v[kd] = var
-                    cost.append((var, ft[s]))
+                    cost.append((var, ft[s] * _EFFECT[kd][4]))
                 order.append((p, k, s))
-                n = v.get("n", 0)
-                nt = v.get("nt", 0)
-                ck = v.get("ck", 0)
-                al = v.get("all", 0)
+                tag = f"{p}_{k}_{s}"
+
+                def total(i):
+                    return pulp.lpSum(var for kd, var in v.items() if _EFFECT[kd][i])
+
                 anyop = pulp.lpSum(v.values())
-                pos_any[s] = anyop
-                add(anyop <= 1, f"one_{p}_{k}_{s}")
+                make_x, make_t, free_x, free_t = total(0), total(1), total(2), total(3)
+                add(anyop <= 1, f"one_{tag}")
                 if s >= 1:
-                    Ps = P[s] + created_P.get(s, 0)
-                    Ts = T[s] + created_T.get(s, 0)
+                    # x_s available here: held at the start of the pass, or made by the
+                    # stage s-1 operation of this pass (counted once, although a pair makes
+                    # both x_s and t_s): a valid inequality tightening the relaxation
+                    add(anyop - P[s] - T[s] - pos_any.get(s - 1, 0) <= 0, f"once_{tag}")
+                if s >= 1:
+                    Ps, Ts = cur_P[s], cur_T[s]
                     # x_s must be available (plain or inside t_s)
-                    add(anyop - Ps - Ts <= 0, f"avail_{p}_{k}_{s}")
+                    add(anyop - Ps - Ts <= 0, f"avail_{tag}")
                     # Fn frees the plain x_s when one is held, otherwise the tape t_s
-                    add(n - Ps <= 0, f"nplain_{p}_{k}_{s}")
-                    add(nt - Ts <= 0, f"ntape_{p}_{k}_{s}")
-                    add(nt + Ps <= 1, f"ntonly_{p}_{k}_{s}")
-                    Pn[s] = Ps - n
-                    Tn[s] = Ts - nt
-                    freed = x[s] * n + tp[s - 1] * nt
+                    add(free_x - Ps <= 0, f"nplain_{tag}")
+                    add(free_t - Ts <= 0, f"ntape_{tag}")
+                    add(free_t + Ps <= 1, f"ntonly_{tag}")
+                    if "nall" in v:  # Fn frees the plain x_s, then Fall reads t_s
+                        add(v["nall"] - Ts <= 0, f"nall_{tag}")
+                    cur_P[s] = Ps - free_x
+                    cur_T[s] = Ts - free_t
+                    freed = x[s] * free_x + tp[s - 1] * free_t
                 else:
                     freed = 0
-                out = x[s + 1] * (n + nt + ck) + tp[s] * al
-                add(mb + out + fo[s] * anyop - M <= 0, f"peak_{p}_{k}_{s}")
+                out = x[s + 1] * make_x + tp[s] * make_t
+                add(mb + pulp.lpSum(_peak_extra(chain, s, kd) * var for kd, var in v.items())
+                    - M <= 0, f"peak_{tag}")
                 # creation of x_{s+1} / t_{s+1}; creating a held value is invalid
-                cp = n + nt + ck
-                if not isinstance(cp, int):
-                    created_P[s + 1] = cp
-                    add(P[s + 1] + cp <= 1, f"newx_{p}_{k}_{s + 1}")
-                created_T[s + 1] = al
-                add(T[s + 1] + al <= 1, f"newt_{p}_{k}_{s + 1}")
-                nxt = prob.add_variable(f"m_{p}_{k}_{s}", lowBound=_base(chain, p))
-                add(nxt - mb - out + freed == 0, f"mem_{p}_{k}_{s}")
+                cur_P[s + 1] = cur_P[s + 1] + make_x
+                cur_T[s + 1] = cur_T[s + 1] + make_t
+                add(cur_P[s + 1] <= 1, f"newx_{tag}")
+                add(cur_T[s + 1] <= 1, f"newt_{tag}")
+                nxt = prob.add_variable(f"m_{tag}", lowBound=_base(chain, p))
+                add(nxt - mb - out + freed == 0, f"mem_{tag}")
                 mb = nxt
+                pos_any[s] = anyop
             pass_any.append(pos_any)
-            # values at stage top+1 are created by the last stage and not freed in this phase
-            j = top + 1
-            Pn[j] = P[j] + created_P.get(j, 0)
-            Tn[j] = T[j] + created_T.get(j, 0)
             # state variables at the end of the pass
             for j in range(1, top + 2):
-                for nm, src, dst in (("P", Pn, P), ("T", Tn, T)):
-                    e = src[j]
+                for nm, src_, dst in (("P", cur_P, P), ("T", cur_T, T)):
+                    e = src_[j]
                     if isinstance(e, int):
                         dst[j] = e
                         continue
@@ -229,14 +272,15 @@ def build_model(chain: Chain, budget: int | None, passes: int | None,
                     add(sv - e == 0, f"st{nm}_{p}_{k}_{j}")
                     dst[j] = sv
             mem = mb
-        # Passes are the maximal increasing runs (symmetry breaking, proofs/ilp.md section
-        # 3.3): if the first operation of pass k+1 is at stage s, pass k has one at a stage
-        # >= s.  (So empty passes come last, and a run is never split in two.)
+        # Passes are the maximal runs (symmetry breaking, proofs/ilp.md section 3): if the
+        # first operation of pass k+1 is at stage s, pass k has one at a stage >= s (> s when
+        # a pass may repeat a stage).  So empty passes come last and a run is never split.
         for k in range(1, K):
             cur, prev = pass_any[k], pass_any[k - 1]
             for s in stages:
+                later = [prev[r] for r in stages if r >= s]
                 add(cur[s] - pulp.lpSum(cur[r] for r in stages if r < s)
-                    - pulp.lpSum(prev[r] for r in stages if r >= s) <= 0, f"maxrun_{p}_{k}_{s}")
+                    - pulp.lpSum(later) <= 0, f"maxrun_{p}_{k}_{s}")
         if K > 1:
             add(pulp.lpSum(pulp.lpSum(a.values()) for a in pass_any) <= bound_p, f"nops_{p}")
         # the backward operation closing phase p
@@ -268,7 +312,7 @@ def build_model(chain: Chain, budget: int | None, passes: int | None,
     if infeasible:
         dummy = prob.add_variable("infeasible", lowBound=0, upBound=0)
         prob += dummy >= 1, "infeasible_" + infeasible[0]
-    return Model(chain, passes, prob, ops, Mv, constant, order)
+    return Model(chain, passes, prob, ops, Mv, constant, order, pairs)
 
 
 def decode(model: Model) -> Schedule:
@@ -280,57 +324,71 @@ def decode(model: Model) -> Schedule:
         if last_p is not None and p != last_p:
             ops.append(LOSS_OP if last_p == L else Bwd(last_p))
         last_p = p
-        for kd in KINDS:
+        for kd in _EFFECT:
             var = model.ops.get((p, k, s, kd))
             if var is not None and var.varValue is not None and var.varValue > 0.5:
-                ops.append({"n": Fn, "nt": Fn, "ck": Fck, "all": Fall}[kd](s))
-    ops.append(Bwd(0) if L >= 1 else LOSS_OP)
+                ops.extend(make(s) for make in _OPS[kd])
+    ops.append(Bwd(0))
     return Schedule(ops)
+
+
+def _kind(op, state) -> str:
+    """The model's kind for a single forward op run from ``state``."""
+    s = op.index
+    if op.kind == FALL:
+        return "all"
+    if op.kind == FCK or s == 0:
+        return "ck"  # Fn_0 is Fck_0 (Lemma 1)
+    return "n" if state.plain >> s & 1 else "nt"
+
+
+_PAIR = {("all", "n"): "alln", ("all", "nt"): "allnt", ("all", "ck"): "allck",
+         ("ck", "all"): "allck", ("n", "all"): "nall"}
 
 
 def encode(model: Model, schedule: Schedule) -> dict | None:
     """Variable values placing ``schedule`` in the model, or None if it does not fit
-    (more increasing runs in a phase than passes, or an operation the normal form excludes).
+    (more runs in a phase than passes, or an operation the normal form excludes).
 
-    Used for warm starts: any schedule of a DP (one run per phase) fits.
+    Used for warm starts (the DPs' schedules have one increasing run per phase: checked by
+    the tests, not assumed) and by the tests of Theorem 1.  (With pairs, Fck+Fall is placed
+    as Fall+Fck: same peaks, same state after.)
     """
-    L = model.chain.length
-    chain = model.chain
     from remat_theory.simulator import State, transition  # local: model helpers only
 
+    L = model.chain.length
+    chain = model.chain
     state = State.initial(chain)
     mem = chain.x_size[0]
     values = {v.name: 0 for v in model.ops.values()}
-    p = L
-    k = 0
-    last_s = None
+    p, k, last_s, last_var, last_kind = L, 0, None, None, None
     for op in schedule:
         if op.kind in (LOSS, B):
             p = L - 1 if op.kind == LOSS else op.index - 1
-            k, last_s = 0, None
+            k, last_s, last_var, last_kind = 0, None, None, None
         elif op.kind in (FN, FCK, FALL):
             s = op.index
-            if last_s is not None and s <= last_s:
-                k += 1
-            last_s = s
-            if op.kind == FN:
-                kd = "n" if (s == 0 or state.plain >> s & 1) else "nt"
-                if s == 0:
-                    kd = "ck"
-            elif op.kind == FCK:
-                kd = "ck"
+            kd = _kind(op, state)
+            pair = _PAIR.get((last_kind, kd)) if model.pairs and s == last_s else None
+            if pair is not None:
+                values[last_var.name] = 0
+                kd, last_kind = pair, None  # a block holds two operations at most
             else:
-                kd = "all"
+                if last_s is not None and s <= last_s:
+                    k += 1
+                last_kind = kd
+            last_s = s
             var = model.ops.get((p, k, s, kd))
             if var is None:
                 return None
             values[var.name] = 1
+            last_var = var
         else:
             return None
-        r = transition(chain, state, mem, op)
-        if isinstance(r, str):
+        tr = transition(chain, state, mem, op)
+        if isinstance(tr, str):
             return None
-        state, mem = r.state, r.memory_after
+        state, mem = tr.state, tr.memory_after
     return values
 
 
@@ -424,9 +482,11 @@ def _run_cbc(model: Model, time_limit, start, threads, scale) -> RunResult:
     fd, log = tempfile.mkstemp(suffix=".log")
     os.close(fd)
     try:
-        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0,
-                                   gapAbs=1e-9 * scale, threads=threads,
-                                   warmStart=bool(start), logPath=log)
+        with warnings.catch_warnings():  # PuLP 3.3 announces a rename of its bundled CBC
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0,
+                                       gapAbs=1e-9 * scale, threads=threads,
+                                       warmStart=bool(start), logPath=log)
         model.prob.solve(solver)
         with open(log) as f:
             text = f.read()
@@ -492,30 +552,35 @@ def _check_options(time_limit, solver, passes, warm_start, threads):
           description="Time-expanded MILP (PuLP; HiGHS or CBC), no persistence assumption.")
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
               mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
-              warm_start: bool = True, threads: int = 1) -> Solution:
+              pairs: bool = False, warm_start: bool = True, threads: int = 1) -> Solution:
     """Optimal schedule over every schedule with at most ``passes`` increasing runs of forward
-    operations per phase (``passes=None``: the number proven sufficient for all schedules,
-    proofs/ilp.md).  ``time_limit`` in seconds; ``mip_solver`` "highs" (in-process highspy) or
+    operations per phase (``passes=None``, the default: the number proven sufficient for all
+    schedules, proofs/ilp.md; ``pairs=True``: weakly increasing runs; ``passes=1,
+    pairs=True`` is the fast mode).  ``time_limit`` in seconds; ``mip_solver`` "highs" (in-process highspy) or
     "cbc" (the option cannot be called ``solver``: that is the registry's own argument); ``warm_start`` seeds the solver with the DP schedule (or store-all) as incumbent."""
     solver = mip_solver
     _check_options(time_limit, solver, passes, warm_start, threads)
+    if not isinstance(pairs, bool):
+        raise SolverError(f"ilp: pairs = {pairs!r} must be True or False")
+    rep = pairs
     t0 = time.perf_counter()
     g = chain.size_gcd()
     sc = chain.scaled_sizes(g)
     M = budget // g
     K = passes_sufficient(chain) if passes is None else passes
     exact_all = K >= passes_sufficient(chain)
-    cls = CLASS_ALL if exact_all else f"runs<={K}"
+    cls = CLASS_ALL if exact_all else (f"weak-runs<={K}" if pairs else f"runs<={K}")
     scale = max(1.0, chain.ideal_makespan())
-    info = {"solver": solver, "passes": K, "gcd": g, "allow_drop": False}
+    info = {"solver": solver, "passes": K, "pairs": pairs, "gcd": g, "allow_drop": False}
     if budget < chain.x_size[0]:
-        return _infeasible(chain, budget, sc, g, K, solver, time_limit, threads, info, cls, t0)
-    model = build_model(sc, M, K)
-    start = None
+        return _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info, cls, t0)
+    model = build_model(sc, M, K, pairs=rep)
+    start = warm = None
     if warm_start:
         sched, ms, src = _incumbent(chain, budget, True)
         if sched is not None:
             start = encode(model, sched)
+            warm = sched
             info["warm_start"] = src if start is not None else f"{src} (does not fit the passes)"
             info["incumbent"] = ms
     info["variables"] = len(model.prob.variables())
@@ -524,13 +589,17 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     res = _run(model, solver, left, start, threads, scale)
     info["solver_status"] = res.status_text
     if res.infeasible:
-        return _infeasible(chain, budget, sc, g, K, solver, time_limit, threads, info, cls, t0)
-    if not res.has_solution:
+        return _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info, cls, t0)
+    if not res.has_solution and start is None:
         bound = chain.ideal_makespan() if res.bound is None else max(res.bound, chain.ideal_makespan())
         return Solution(NAME, TIME_LIMIT, None, None, None, budget, bound=bound,
                         optimal_for=cls, info=info, wall_time=time.perf_counter() - t0,
                         message=f"time limit reached with no schedule found ({res.status_text})")
-    schedule = decode(model)
+    if res.has_solution:
+        schedule = decode(model)
+    else:  # stopped before even loading the warm start: the warm start is the incumbent
+        schedule = warm
+        res.objective = info["incumbent"]
     try:
         sim = simulate(chain, schedule, budget)
     except RematError as e:
@@ -550,14 +619,16 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     msg = "proven optimal" if status == OPTIMAL else \
         f"time limit: not proven optimal (bound {bound}, makespan {sim.makespan})"
     if status == OPTIMAL and not exact_all:
-        msg += f" among schedules with at most {K} increasing forward runs per phase"
+        msg += (f" among schedules with at most {K} {'weakly ' if pairs else ''}increasing "
+                f"forward runs per phase")
     return Solution(NAME, status, schedule, sim.makespan, sim.peak_memory, budget, bound=bound,
                     optimal_for=cls, info=info, wall_time=time.perf_counter() - t0, message=msg)
 
 
-def _infeasible(chain, budget, sc, g, K, solver, time_limit, threads, info, cls, t0) -> Solution:
+def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info, cls,
+                t0) -> Solution:
     """Infeasible budget: the smallest feasible budget, by the min-budget MILP."""
-    model = build_model(sc, None, K, name="remat_min_budget")
+    model = build_model(sc, None, K, name="remat_min_budget", pairs=rep)
     sched, _, _ = _incumbent(chain, 10 ** 18, False)
     start = encode(model, sched) if sched is not None else None
     if start is not None:

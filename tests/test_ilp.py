@@ -12,13 +12,14 @@ import solvers
 from remat_theory import Chain, simulate
 from remat_theory.errors import SolverError
 from remat_theory.families import make
-from remat_theory.schedule import B, FALL, FCK, FN, LOSS, Schedule
+from remat_theory.schedule import B, FCK, FN, LOSS, Schedule
 from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.strategies import chains, chains_and_budgets, valid_schedules
 from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp import build_model, decode, encode, phase_pass_bound
 
 HIGHS_PROVEN = "Optimal"  # highspy's modelStatusToString(kOptimal)
+FAST = {"passes": 1, "pairs": True}  # the fast mode of proofs/ilp.md section 5
 
 
 def breakpoints(chain):
@@ -96,12 +97,12 @@ def sweep_chain(family, L, seed, overheads):
 
 @pytest.mark.parametrize("family,L,seed,overheads", SWEEP_ALL)
 def test_equals_exhaustive_at_every_breakpoint(family, L, seed, overheads):
-    """passes=2 (the fast mode; equal to the optimum on every instance tried, proofs/ilp.md
-    section 5); passes=1 restricts the class (section 4): never below the optimum, and
-    infeasible whenever every schedule is."""
+    """The fast mode (one weakly increasing run per phase: equal to the optimum on every
+    instance tried, proofs/ilp.md section 5); passes=1 without pairs restricts the class
+    (section 4): never below the optimum, and infeasible whenever every schedule is."""
     chain = sweep_chain(family, L, seed, overheads)
     for budget, expected in breakpoints(chain).items():
-        check_against_oracle(chain, budget, expected, passes=2)
+        check_against_oracle(chain, budget, expected, **FAST)
         one = solvers.solve(chain, budget, "ilp", passes=1)
         if expected is None:
             assert one.status == INFEASIBLE
@@ -121,10 +122,13 @@ def test_one_run_per_phase_is_lossy():
     exact = solvers.solve(chain, budget, "exhaustive")
     one = solvers.solve(chain, budget, "ilp", passes=1)
     two = solvers.solve(chain, budget, "ilp", passes=2)
+    fast = solvers.solve(chain, budget, "ilp", **FAST)
     proven = solvers.solve(chain, budget, "ilp")
     assert exact.makespan == 58.0
     assert one.status == OPTIMAL and one.makespan == 66.0
     assert two.status == OPTIMAL and two.makespan == exact.makespan
+    assert fast.status == OPTIMAL and fast.makespan == exact.makespan
+    assert fast.optimal_for == "weak-runs<=1" and one.optimal_for == "runs<=1"
     assert proven.status == OPTIMAL and proven.makespan == exact.makespan
     # the optimum needs Fall_1 and then Fn_1 (which frees x_1) in the loss phase
     loss_phase = phases(two.schedule)[0][1]
@@ -148,7 +152,7 @@ def test_proven_mode_equals_exhaustive_at_every_breakpoint(family, L, seed, over
 def test_equals_exhaustive_on_random_chains(cb):
     chain, budget = cb
     e = solvers.solve(chain, budget, "exhaustive")
-    check_against_oracle(chain, budget, e.makespan if e.status == OPTIMAL else None, passes=2)
+    check_against_oracle(chain, budget, e.makespan if e.status == OPTIMAL else None, **FAST)
 
 
 @settings(max_examples=12, deadline=None)
@@ -170,7 +174,7 @@ def test_never_worse_than_the_dps(chain, frac):
     budget = int(lo + frac * (chain.store_all_memory() - lo))
     dp = solvers.solve(chain, budget, "dp")
     weak = solvers.solve(chain, budget, "dp-weak")
-    sol = solvers.solve(chain, budget, "ilp", passes=1)
+    sol = solvers.solve(chain, budget, "ilp", **FAST)
     assert sol.status == OPTIMAL
     assert weak.makespan <= dp.makespan * (1 + 1e-9)
     assert sol.makespan <= weak.makespan * (1 + 1e-9)
@@ -201,8 +205,8 @@ def test_cbc_agrees_with_highs(L, seed):
     chain = make("random", L, seed)
     lo = min_feasible_budget(chain)
     for budget in (lo - 1, lo, (lo + chain.store_all_memory()) // 2):
-        h = solvers.solve(chain, budget, "ilp", passes=1)
-        c = solvers.solve(chain, budget, "ilp", passes=1, mip_solver="cbc")
+        h = solvers.solve(chain, budget, "ilp", **FAST)
+        c = solvers.solve(chain, budget, "ilp", mip_solver="cbc", **FAST)
         assert c.status == h.status
         assert c.makespan == pytest.approx(h.makespan) if h.makespan else c.makespan is None
         assert c.min_budget == h.min_budget
@@ -235,28 +239,34 @@ def test_lemma2_dead_operations_can_be_removed(data, chain):
     assert b.peak_memory <= a.peak_memory
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.data(), chains(1, 4, max_size=6))
-def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain):
+@settings(max_examples=40, deadline=None)
+@given(st.data(), chains(1, 4, max_size=6), st.booleans())
+def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain, pairs):
     """Every valid schedule runs at most phase_pass_bound(L, p) forward ops in phase p, and
-    once stripped of dead operations it is a point of the proven model that decodes back to
-    itself."""
+    once stripped of dead operations it is a point of the proven model (with or without the
+    two-operation blocks) that decodes back to itself."""
     L = chain.length
     sched = data.draw(valid_schedules(chain, 40))
     for p, ops in phases(sched):
         pi = L if p == "loss" else p
         assert len(ops) <= phase_pass_bound(L, pi)
     stripped = strip_dead(chain, sched)
-    model = build_model(chain, None, None)  # the min-budget variant of the proven model
+    model = build_model(chain, None, None, pairs=pairs)  # min-budget variant, proven passes
     values = encode(model, stripped)
     assert values is not None
     for var in model.prob.variables():
         if var.name in values:
             var.varValue = values[var.name]
     decoded = decode(model)
-    # Fn_0 and Fck_0 are the same operation (x_0 is never freed): the model writes Fck_0
+    # Fn_0 and Fck_0 are the same operation (x_0 is never freed): the model writes Fck_0;
+    # with pairs, a block Fck_s Fall_s is written Fall_s Fck_s (same peaks, same state)
     norm = [("Fck" if (o.kind == FN and o.index == 0) else o.kind, o.index) for o in stripped]
-    assert [(o.kind, o.index) for o in decoded] == norm
+    got = [(o.kind, o.index) for o in decoded]
+    if not pairs:
+        assert got == norm
+    ref, dec = simulate(chain, stripped), simulate(chain, decoded)
+    assert sorted(got) == sorted(norm)
+    assert dec.makespan == pytest.approx(ref.makespan) and dec.peak_memory == ref.peak_memory
     # With its operations fixed, the smallest budget the model accepts is the schedule's
     # simulated peak, exactly: the model's memory accounting is the simulator's.
     for var in model.prob.variables():
@@ -264,7 +274,7 @@ def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain):
             var.lowBound = var.upBound = values[var.name]
     model.prob.solve(pulp.HiGHS(msg=False))
     assert model.prob.solverModel.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    assert round(model.budget_var.varValue) == simulate(chain, stripped).peak_memory
+    assert round(model.budget_var.varValue) == ref.peak_memory
 
 
 def test_passes_one_is_the_checkmate_style_normal_form():
@@ -280,6 +290,7 @@ def test_passes_one_is_the_checkmate_style_normal_form():
 
 # ----------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("option,value", [("mip_solver", "gurobi"), ("passes", 0),
+                                          ("pairs", 1),
                                           ("passes", 1.5), ("time_limit", -1.0),
                                           ("time_limit", math.nan), ("warm_start", "yes"),
                                           ("threads", 0)])

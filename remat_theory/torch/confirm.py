@@ -295,6 +295,12 @@ def plot(records: list, path, title: str = "") -> None:
                         [r["measured_peak"] / 2 ** 20 for r in rs], label=m, marker=markers[k % 7], alpha=.7)
         axes[1].scatter([r["predicted_time"] * 1e3 for r in rs],
                         [r["measured_time"] * 1e3 for r in rs], label=m, marker=markers[k % 7], alpha=.7)
+    split = [r for r in done if r.get("predicted_peak_split_overhead") not in (None, r["predicted_peak"])]
+    if split:
+        axes[0].scatter([r["predicted_peak_split_overhead"] / 2 ** 20 for r in split],
+                        [r["measured_peak"] / 2 ** 20 for r in split], facecolors="none",
+                        edgecolors="k", s=40, lw=.7,
+                        label="same runs, diagnostic prediction\nwith kind-specific forward overheads")
     for ax, unit, tol in ((axes[0], "MiB", 0.10), (axes[1], "ms", 0.10)):
         lo, hi = ax.get_xlim()
         lo2, hi2 = ax.get_ylim()
@@ -309,7 +315,8 @@ def plot(records: list, path, title: str = "") -> None:
         ax.set_ylabel(f"measured ({unit})")
         ax.grid(alpha=.3)
     axes[0].set_title("peak activation memory")
-    axes[1].set_title("time of one training step")
+    axes[1].set_title("time of one training step" + (
+        " (process CPU time)" if done and done[0].get("clock") == "process" else ""))
     axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)

@@ -14,7 +14,9 @@ Speed (:func:`bench_solvers`)
       tapes 2 MiB): the Rotor paper's setting of a budget cut into ``slots`` units.
     * ``ilp``: random chains (sizes 1..10) at a middle budget (``budget_frac`` of the way from
       the smallest feasible budget to store-all), several seeds per length, HiGHS and CBC;
-      the median time to proven optimality counts an unproven run as infinite.
+      the median time to proven optimality counts an unproven run as infinite.  Modes: the
+      registry's default model (``exact``, optimal over all schedules) and its restricted
+      ``fast`` mode (optimal in its own smaller class, said in ``optimal_for``).
     * ``exhaustive``: random chains of 2..8 stages at the smallest feasible budget and a
       middle one.
 
@@ -52,6 +54,9 @@ DP_SLOTS = (100, 500, 1000, 2000)
 DP_FAMILIES = ("random", "homogeneous")
 ILP_STAGES = (5, 10, 20, 30, 45, 60)
 ILP_BACKENDS = ("highs", "cbc")
+# ILP formulations: "exact" is the registry default (optimal over all schedules); "fast" is
+# its restricted mode (one weakly increasing forward run per phase: optimal only in that class).
+ILP_MODES = {"exact": {}, "fast": {"passes": 1, "pairs": True}}
 EXHAUSTIVE_STAGES = (2, 3, 4, 5, 6, 7, 8)
 QUALITY_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
 
@@ -125,6 +130,7 @@ def _child_main() -> None:
     try:
         sol = solve_with_options(chain, spec["budget"], spec["solver"], spec.get("options", {}))
         out.update(status=sol.status, makespan=sol.makespan, bound=sol.bound,
+                   optimal_for=sol.optimal_for,
                    min_budget=sol.min_budget, solve_time=sol.wall_time, gap=sol.gap,
                    message=sol.message, info={k: v for k, v in sol.info.items()
                                               if isinstance(v, (int, float, str, bool, type(None)))})
@@ -237,21 +243,27 @@ def bench_dp(stages=DP_STAGES, slots=DP_SLOTS, fams=DP_FAMILIES, budget_frac: fl
 
 
 def bench_ilp(stages=ILP_STAGES, backends=ILP_BACKENDS, seeds: int = 3, budget_frac: float = 0.5,
-              time_limit: float = 300.0, progress: bool = True) -> list:
-    """ILP time to proven optimality on random chains, per backend (one subprocess per run)."""
+              time_limit: float = 300.0, progress: bool = True, modes=("exact",)) -> list:
+    """ILP time to proven optimality on random chains, per backend and formulation (one
+    subprocess per run)."""
+    for mode in modes:
+        if mode not in ILP_MODES:
+            raise RematError(f"ILP mode {mode!r} is not one of {', '.join(ILP_MODES)}")
     rows = []
-    grid = [(L, seed, be) for L in stages for seed in range(seeds) for be in backends]
+    grid = [(L, seed, mode, be) for L in stages for seed in range(seeds) for mode in modes
+            for be in backends]
     with Progress(len(grid), "bench ilp", enabled=None if progress else False) as bar:
         cache: dict = {}
-        for L, seed, be in grid:
+        for L, seed, mode, be in grid:
             chain = bench_chain("random", L, seed)
             if (L, seed) not in cache:
                 cache[(L, seed)] = smallest_feasible_budget(chain)
             m, src = cache[(L, seed)]
             budget = budget_between(m, chain.store_all_memory(), budget_frac)
-            r = measure(chain, budget, "ilp", {backend_option(): be, "time_limit": time_limit},
-                        timeout=time_limit * 2 + 120)
-            rows.append({**r, "solver": "ilp", "backend": be, "family": "random", "stages": L,
+            opts = {backend_option(): be, "time_limit": time_limit, **ILP_MODES[mode]}
+            r = measure(chain, budget, "ilp", opts, timeout=time_limit * 2 + 120)
+            rows.append({**r, "solver": "ilp", "backend": be, "mode": mode, "family": "random",
+                         "stages": L,
                          "seed": seed, "budget": budget, "budget_frac": budget_frac,
                          "min_budget": m, "min_budget_from": src, "time_limit": time_limit})
             bar.update()
@@ -274,13 +286,16 @@ def bench_exhaustive(stages=EXHAUSTIVE_STAGES, timeout: float = 600.0, progress:
 
 
 def ilp_medians(rows: list) -> list:
-    """Median time to proven optimality per (backend, stages); unproven runs count as inf."""
+    """Median time to proven optimality per (backend, mode, stages); unproven runs count as
+    infinite (so the median is finite only when at least half the runs were proven)."""
     out = []
-    keys = sorted({(r["backend"], r["stages"]) for r in rows})
-    for be, L in keys:
-        rs = [r for r in rows if r["backend"] == be and r["stages"] == L]
+    keys = sorted({(r["backend"], r.get("mode", "exact"), r["stages"]) for r in rows})
+    for be, mode, L in keys:
+        rs = [r for r in rows if r["backend"] == be and r.get("mode", "exact") == mode
+              and r["stages"] == L]
         times = [r["solve_time"] if r.get("status") == "optimal" else math.inf for r in rs]
-        out.append({"backend": be, "stages": L, "runs": len(rs),
+        out.append({"backend": be, "mode": mode, "stages": L, "runs": len(rs),
+                    "optimal_for": sorted({str(r.get("optimal_for")) for r in rs}),
                     "proven": sum(1 for r in rs if r.get("status") == "optimal"),
                     "median_time": statistics.median(times) if times else None,
                     "max_time": max(times) if times else None,
@@ -299,12 +314,14 @@ def table_dp(rows) -> str:
 
 def table_ilp(rows) -> str:
     per_run = format_table(
-        ["backend", "stages", "seed", "budget", "status", "time (s)", "gap", "peak RSS (MiB)"],
-        [[r["backend"], r["stages"], r["seed"], r["budget"], r.get("status"),
-          _s(r.get("solve_time")), _s(r.get("gap")), _mib(r.get("peak_rss"))] for r in rows])
+        ["backend", "mode", "stages", "seed", "budget", "status", "optimal for", "time (s)",
+         "cpu (s)", "gap", "peak RSS (MiB)"],
+        [[r["backend"], r.get("mode", "exact"), r["stages"], r["seed"], r["budget"],
+          r.get("status"), r.get("optimal_for", "-"), _s(r.get("solve_time")),
+          _s(r.get("cpu_time")), _s(r.get("gap")), _mib(r.get("peak_rss"))] for r in rows])
     med = format_table(
-        ["backend", "stages", "runs", "proven", "median time to optimality (s)", "max (s)"],
-        [[m["backend"], m["stages"], m["runs"], m["proven"], _s(m["median_time"]),
+        ["backend", "mode", "stages", "runs", "proven", "median time to optimality (s)", "max (s)"],
+        [[m["backend"], m["mode"], m["stages"], m["runs"], m["proven"], _s(m["median_time"]),
           _s(m["max_time"])] for m in ilp_medians(rows)])
     return per_run + "\n\n" + med
 

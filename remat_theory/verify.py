@@ -74,7 +74,7 @@ DEFAULT_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
 # Longest chain each solver runs on (by label, else by registry name): exhaustive search
 # grows as 4^L; the ILP proves small chains in seconds but its smallest-feasible-budget
 # MILP (at infeasible budgets) and tight budgets take much longer from about 5 stages on.
-DEFAULT_MAX_STAGES_FOR = (("exhaustive", 7), ("ilp", 4))
+DEFAULT_MAX_STAGES_FOR = (("exhaustive", 7), ("ilp", 4), ("ilp-cbc", 4), ("ilp-fast", 12))
 
 
 def class_subset(a: str, b: str) -> bool:
@@ -164,6 +164,7 @@ VARIANTS = {
     "exhaustive-persistent": ("exhaustive", {"schedule_class": "persistent"}),
     "exhaustive-weak": ("exhaustive", {"schedule_class": "weak"}),
     "ilp-cbc": ("ilp", {"mip_solver": "cbc"}),
+    "ilp-fast": ("ilp", {"passes": 1, "pairs": True}),
 }
 DEFAULT_VARIANTS = ("exhaustive-persistent", "exhaustive-weak")
 

@@ -61,6 +61,10 @@ def add_arguments(p) -> None:
                    help="random chains per length (default 3)")
     s.add_argument("--ilp-backends", type=name_list, default=bm.ILP_BACKENDS, dest="ilp_backends",
                    help="MILP back ends (default highs,cbc)")
+    s.add_argument("--ilp-modes", type=name_list, default=("exact",), dest="ilp_modes",
+                   help="ILP formulations: exact (the default model, optimal over all "
+                        "schedules) and/or fast (passes=1, pairs: optimal in its own class); "
+                        "default exact")
     s.add_argument("--ilp-time-limit", type=positive_float, default=None, dest="ilp_time_limit",
                    help="seconds per ILP solve (default 300)")
     s.add_argument("--budget-frac", type=fraction, default=0.5, dest="budget_frac",
@@ -151,7 +155,8 @@ def _run_solvers(args) -> int:
             rows = bm.bench_ilp(args.ilp_stages or quick.get("ilp_stages", bm.ILP_STAGES),
                                 args.ilp_backends, args.ilp_seeds or quick.get("ilp_seeds", 3),
                                 args.budget_frac,
-                                args.ilp_time_limit or quick.get("ilp_time_limit", 300.0), progress)
+                                args.ilp_time_limit or quick.get("ilp_time_limit", 300.0), progress,
+                                modes=args.ilp_modes)
             _emit(args, "bench_solvers_ilp", {**meta, "rows": rows, "medians": bm.ilp_medians(rows)},
                   table_title("ilp") + bm.table_ilp(rows))
         else:

@@ -215,7 +215,43 @@ def persistence_gap_witness(pairs: int) -> Schedule:
     return Schedule(ops)
 
 
-__all__ = ["HardInstance", "persistence_gap_chain", "persistence_gap_witness", "subset_sum_instance", "partition_instance", "best_subset_sum",
+def unbounded_gap_chain(rounds: int) -> tuple[Chain, int]:
+    """The family H_r of proofs/persistence_gap.md (Theorem 6.5): ``rounds + 3`` stages,
+    budget 22, on which the persistent DP runs the only costly stage F_0 ``rounds + 2``
+    times and the optimum twice: DP / OPT = (L - 1) / 2, unbounded.
+
+    F_0 takes time 1, every other op 0.  Activations ``0, 1, 8, 3 (rounds times), 5``; tapes
+    ``1, 8, 3, 11 (rounds - 1 times), 10``.  B_2 is full (its necessary peak is the whole
+    budget); each of B_3 .. B_{rounds+2} leaves 1 or 2 bytes to spare, room for x_1 only.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
+        raise RematError(f"rounds = {rounds!r} must be an integer >= 1")
+    r = int(rounds)
+    x = [0, 1, 8] + [3] * r + [5]
+    tape = [1, 8, 3] + [11] * (r - 1) + [10]
+    L = r + 3
+    return Chain([1.0] + [0.0] * (L - 1), [0.0] * (L + 1), x, tape,
+                 name=f"unbounded-gap-{r}"), 22
+
+
+def unbounded_gap_witness(rounds: int) -> Schedule:
+    """A schedule of :func:`unbounded_gap_chain` running F_0 twice: x_1 (1 byte) is kept
+    from the first pass across every backward B_{r+2} .. B_3, each of which has room for
+    it; before B_{i-1} the values it needs are recomputed from x_1 (free stages); before
+    the full B_2, ``Fn1`` turns x_1 into x_2 and frees it."""
+    if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
+        raise RematError(f"rounds = {rounds!r} must be an integer >= 1")
+    r = int(rounds)
+    top = r + 2
+    ops = [Fck(0), Fck(1)] + [Fn(j) for j in range(2, top)] + [Fall(top), LOSS_OP, Bwd(top)]
+    for i in range(top - 1, 2, -1):  # B_i for i = top-1 .. 3
+        ops += [Fck(1)] + [Fn(j) for j in range(2, i)] + [Fall(i), Bwd(i)]
+    ops += [Fn(1), Fall(2), Bwd(2), Fall(0), Fall(1), Bwd(1), Bwd(0)]
+    return Schedule(ops)
+
+
+__all__ = ["HardInstance", "persistence_gap_chain", "persistence_gap_witness",
+           "unbounded_gap_chain", "unbounded_gap_witness", "subset_sum_instance", "partition_instance", "best_subset_sum",
            "is_partition_yes", "subset_sum_optimum", "witness_schedule", "best_kept_set",
            "all_instances"]
 

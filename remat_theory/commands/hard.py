@@ -29,7 +29,8 @@ def add_arguments(p) -> None:
                    help="solver compared with OPT (dp-gap: default dp, e.g. dp-weak; "
                         "baseline-gap: required)")
     p.add_argument("--time", type=positive_float, default=60.0,
-                   help="total wall-clock seconds (search, then shrinking); default 60")
+                   help="total wall-clock seconds, about (search, then shrinking; a solve in "
+                        "progress finishes); default 60")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core)")
@@ -40,7 +41,8 @@ def add_arguments(p) -> None:
     p.add_argument("--top", type=positive_int, default=5,
                    help="how many of the best instances found to write besides the shrunk "
                         "one (default 5)")
-    p.add_argument("--min-stages", type=positive_int, default=3, dest="min_stages")
+    p.add_argument("--min-stages", type=positive_int, default=3, dest="min_stages",
+                   help="smallest L drawn (default 3)")
     p.add_argument("--max-stages", type=positive_int, default=6, dest="max_stages",
                    help="largest L drawn (default 6; above 7 OPT is the ILP)")
     p.add_argument("--max-time", type=positive_int, default=10, dest="max_time",

@@ -415,7 +415,9 @@ def table_quality(rows: list, names) -> str:
             elif x["makespan"] is None:
                 cells.append("inf" if x["status"] == "infeasible" else x["status"])
             else:
-                cells.append(f"{x['ratio']:.4f}" if x["ratio"] is not None else f"{x['makespan']:.6g}")
+                mark = "~" if x["status"] == "time_limit" else ""
+                cells.append((f"{x['ratio']:.4f}" if x["ratio"] is not None
+                              else f"{x['makespan']:.6g}") + mark)
         body.append(cells)
     return format_table(head, body)
 
@@ -428,7 +430,9 @@ def quality_summary(rows: list, names) -> list:
                   and r["results"][n].get("ratio") is not None]
         infeasible = sum(1 for r in rows if n in r["results"] and r["results"][n]["makespan"] is None)
         out.append({"solver": n, "cells": sum(1 for r in rows if n in r["results"]),
-                    "no_schedule": infeasible, "max_ratio": max(ratios) if ratios else None,
+                    "no_schedule": infeasible,
+                    "time_limited": sum(1 for r in rows if n in r["results"]
+                                        and r["results"][n]["status"] == "time_limit"), "max_ratio": max(ratios) if ratios else None,
                     "mean_ratio": statistics.fmean(ratios) if ratios else None})
     return out
 

@@ -58,32 +58,21 @@ def _default(o):
     raise TypeError(f"cannot serialize {type(o).__name__}")
 
 
-def smallest_feasible_budget(chain: Chain) -> tuple[int, bool]:
-    """``(budget, exact)``: the smallest budget at which some schedule exists.
-
-    Exact (bottleneck search over all schedules) for chains of up to 8 stages; for longer
-    chains the persistent DP's minimum when that solver is installed (an upper bound on the
-    true minimum that is also a feasible budget); else the necessary lower bound.
-    """
-    from solvers.exhaustive import DEFAULT_MAX_STAGES, min_feasible_budget
-
-    if chain.length <= DEFAULT_MAX_STAGES:
-        return min_feasible_budget(chain), True
-    try:
-        from solvers.dp import min_feasible_budget as dp_min
-    except ImportError:
-        return chain.memory_lower_bound(), False
-    return dp_min(chain), True
-
-
 def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
     """Raise when the budget is below what every schedule needs, naming the smallest
-    feasible budget (or, when it cannot be computed exactly, a lower bound on it)."""
+    feasible budget (exact up to 8 stages; beyond, the lower bound and the persistent DP's
+    minimum, which is feasible)."""
+    from solvers.feasibility import EXACT, smallest_feasible_budget
+
     lb = chain.memory_lower_bound()
     if budget >= lb and chain.length > 8:
-        return  # cannot decide cheaply: the solver will report infeasibility itself
-    smallest, exact = smallest_feasible_budget(chain)
-    if budget < smallest:
-        what = f"the smallest feasible budget is {smallest}" if exact else \
-            f"every schedule needs at least {smallest} bytes"
-        raise RematError(f"budget {budget} is below what any schedule needs: {what}")
+        return  # the solver decides (and reports its own smallest budget)
+    smallest, source = smallest_feasible_budget(chain)
+    if budget >= smallest:
+        return
+    if source == EXACT:
+        what = f"the smallest feasible budget is {smallest}"
+    else:
+        what = (f"every schedule needs at least {lb} bytes, and the smallest feasible budget "
+                f"of persistent schedules is {smallest}")
+    raise RematError(f"budget {budget} is below what any schedule needs: {what}")

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import solvers  # noqa: E402
-from remat_theory.errors import InvalidScheduleError, RematError  # noqa: E402
+from remat_theory.errors import InvalidScheduleError  # noqa: E402
 from remat_theory.schedule import Schedule  # noqa: E402
 from remat_theory.simulator import simulate  # noqa: E402
 from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402

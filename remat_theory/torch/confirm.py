@@ -93,7 +93,7 @@ def split_forward_time(chain, prof, schedule) -> float:
     """The makespan with kind-specific forward times (no-grad time for Fn/Fck, recording time
     for Fall); the chain model has one forward time per stage (the recording one).  A
     diagnostic, like :func:`split_overhead_peak`."""
-    from ..schedule import FALL, FCK, FN
+    from ..schedule import FCK, FN
 
     total = 0.0
     for op, row in zip(schedule, _rows(chain, schedule)):

@@ -191,11 +191,21 @@ def random_instance(rng: np.random.Generator, cfg: SearchConfig) -> tuple[Chain,
 
 
 def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConfig):
-    """One local move: change one stage value (or the budget) by a small step."""
+    """One local move: change one stage value (or the budget) by a small step, or (less
+    often) repeat a stage or remove one, keeping the budget: repeating the middle of a
+    hard pattern is how gaps that grow with L are found (proofs/persistence_gap.md)."""
     vals = _values(chain)
     fields = list(_TIME_FIELDS) + ["x_size", "tape_size"]
     if cfg.overheads:
         fields += ["fwd_overhead", "bwd_overhead"]
+    u = rng.random()
+    if u < 0.08 and chain.length < cfg.max_stages:
+        i = int(rng.integers(1, chain.length + 1)) if chain.length > 1 else 1
+        c = _repeat_stage(chain, min(i, chain.length - 1))
+        return (c, budget) if c is not None else (chain, budget)
+    if u < 0.12 and chain.length > cfg.min_stages:
+        c = _delete_stage(chain, int(rng.integers(chain.length)), bool(rng.random() < 0.5))
+        return (c, budget) if c is not None else (chain, budget)
     if rng.random() < 0.2:
         step = int(rng.choice([-3, -2, -1, 1, 2, 3]))
         return chain, max(0, budget + step)
@@ -307,6 +317,21 @@ def _complexity(chain: Chain, budget: int) -> tuple:
     """Shrink order: fewer stages, then smaller sum of values, then smaller budget."""
     vals = _values(chain)
     return (chain.length, sum(sum(v) for v in vals.values()), budget)
+
+
+def _repeat_stage(chain: Chain, i: int) -> Chain | None:
+    """The chain with forward stage i repeated: F_i, then a copy of it whose input is x_{i+1}
+    (activation x_{i+1} appears twice)."""
+    v = _values(chain)
+    new = {
+        "fwd_time": v["fwd_time"][:i + 1] + v["fwd_time"][i:],
+        "bwd_time": v["bwd_time"][:i + 1] + v["bwd_time"][i:],
+        "x_size": v["x_size"][:i + 2] + v["x_size"][i + 1:],
+        "tape_size": v["tape_size"][:i + 1] + v["tape_size"][i:],
+        "fwd_overhead": v["fwd_overhead"][:i + 1] + v["fwd_overhead"][i:],
+        "bwd_overhead": v["bwd_overhead"][:i + 1] + v["bwd_overhead"][i:],
+    }
+    return _build(new, chain.name)
 
 
 def _delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:

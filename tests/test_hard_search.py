@@ -154,3 +154,13 @@ def test_config_validation():
         SearchConfig("fastest")
     with pytest.raises(RematError, match="max_size"):
         SearchConfig(max_size=0)
+
+
+def test_repeat_and_delete_stage_are_inverse():
+    from remat_theory.hard_search import _delete_stage, _repeat_stage
+
+    for i in range(GAP_CHAIN.length):
+        longer = _repeat_stage(GAP_CHAIN, i)
+        assert longer.length == GAP_CHAIN.length + 1
+        assert longer.x_size[i + 1] == longer.x_size[i + 2] == GAP_CHAIN.x_size[i + 1]
+        assert _delete_stage(longer, i + 1, keep_output=True) == GAP_CHAIN

@@ -66,39 +66,60 @@ def _check_values(values: Sequence) -> tuple:
     return tuple(vals)
 
 
-def subset_sum_instance(values: Sequence[int], capacity: int) -> HardInstance:
+def _scale(values: Sequence[int], positive: bool) -> int:
+    """Q, the factor applied to item times and sizes: 1, or n + 2 in the positive variant
+    (large enough that the n + 1 bytes of slack for unit-size values cannot hold one more
+    unit of item tape: proofs/np_hardness.md, Lemma 5.3)."""
+    return len(values) + 2 if positive else 1
+
+
+def subset_sum_instance(values: Sequence[int], capacity: int, *,
+                        positive: bool = False) -> HardInstance:
     """The chain, budget and threshold of the SUBSET-SUM instance (values, capacity).
 
     Yes-instance (some sub-multiset of ``values`` sums to ``capacity``) iff the optimal
-    makespan under the budget is <= ``2 * sum(values) - capacity``.
+    makespan under the budget is <= the threshold, ``2 * sum(values) - capacity``.
+
+    ``positive=True`` builds the variant with no zero size or time (only the overheads are
+    zero): every activation has size 1, every backward and the loss take time 1, the gate
+    forward takes 1, and item times and tapes are ``Q * a_i`` with ``Q = n + 2``; budget
+    ``Q * (sum + capacity) + n + 4``, threshold ``Q * (2 * sum - capacity) + n + 3``.
     """
     vals = _check_values(values)
     if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) or capacity < 0:
         raise RematError(f"capacity = {capacity!r} is not a non-negative integer")
     capacity = int(capacity)
     n, total = len(vals), sum(vals)
-    gate = total
+    q = _scale(vals, positive)
+    gate = q * total
+    unit_size, unit_time = (1, 1.0) if positive else (0, 0.0)
     chain = Chain(
-        fwd_time=[float(a) for a in vals] + [0.0],
-        bwd_time=[0.0] * (n + 2),
-        x_size=[0] * (n + 2),
-        tape_size=list(vals) + [gate],
-        name=f"subset-sum-{'-'.join(map(str, vals))}-c{capacity}",
+        fwd_time=[float(q * a) for a in vals] + [unit_time],
+        bwd_time=[unit_time] * (n + 2),
+        x_size=[unit_size] * (n + 2),
+        tape_size=[q * a for a in vals] + [gate],
+        name=f"subset-sum-{'-'.join(map(str, vals))}-c{capacity}" + ("-positive" if positive else ""),
     )
-    return HardInstance(vals, capacity, chain, gate + capacity, float(2 * total - capacity))
+    extra_memory, extra_time = (n + 4, n + 3) if positive else (0, 0)
+    return HardInstance(vals, capacity, chain, gate + q * capacity + extra_memory,
+                        float(q * (2 * total - capacity) + extra_time))
 
 
-def partition_instance(values: Sequence[int]) -> HardInstance:
+def partition_instance(values: Sequence[int], *, positive: bool = False) -> HardInstance:
     """The instance of PARTITION (split ``values`` into two halves of equal sum).
 
-    Capacity floor(sum/2) and threshold 3*sum/2: when the sum is odd the threshold cannot
-    be met (the item tapes kept sum to at most floor(sum/2) < sum/2).
+    Capacity floor(sum/2) and threshold 3*sum/2 (scaled as in :func:`subset_sum_instance`
+    when ``positive``): when the sum is odd the threshold cannot be met (the item tapes
+    kept sum to at most floor(sum/2) < sum/2).
     """
     vals = _check_values(values)
     total = sum(vals)
-    inst = subset_sum_instance(vals, total // 2)
-    return HardInstance(vals, total // 2, inst.chain.with_name(
-        f"partition-{'-'.join(map(str, vals))}"), inst.budget, 1.5 * total)
+    inst = subset_sum_instance(vals, total // 2, positive=positive)
+    q = _scale(vals, positive)
+    extra_time = len(vals) + 3 if positive else 0
+    name = f"partition-{'-'.join(map(str, vals))}" + ("-positive" if positive else "")
+    return HardInstance(vals, total // 2, inst.chain.with_name(name), inst.budget,
+                        q * 1.5 * total + extra_time)
 
 
 def best_subset_sum(values: Sequence[int], capacity: int) -> int:
@@ -121,11 +142,14 @@ def is_partition_yes(values: Sequence[int]) -> bool:
                for c in itertools.combinations(vals, r))
 
 
-def subset_sum_optimum(values: Sequence[int], capacity: int) -> float:
+def subset_sum_optimum(values: Sequence[int], capacity: int, *, positive: bool = False) -> float:
     """The optimal makespan of :func:`subset_sum_instance` as the proof derives it:
-    ``2 * sum(values) - best_subset_sum(values, capacity)``."""
+    ``Q * (2 * sum(values) - best_subset_sum(values, capacity))``, plus ``n + 3`` unit
+    times in the positive variant."""
     vals = _check_values(values)
-    return float(2 * sum(vals) - best_subset_sum(vals, capacity))
+    q = _scale(vals, positive)
+    extra = len(vals) + 3 if positive else 0
+    return float(q * (2 * sum(vals) - best_subset_sum(vals, capacity)) + extra)
 
 
 def witness_schedule(values: Sequence[int], kept: Sequence[int]) -> Schedule:

@@ -121,3 +121,29 @@ def test_witness_schedules_are_persistent():
         for r in range(len(values) + 1):
             for kept in itertools.combinations(range(len(values)), r):
                 assert is_persistent(chain, witness_schedule(values, kept))
+
+
+def test_positive_variant():
+    """Theorem 5.4 (no zero size or time): OPT = Q(2A - best) + n + 3 and the iff, on every
+    PARTITION sequence of up to 4 values in 1..4 and the multisets of 5 and 6 values, and
+    every capacity of the SUBSET-SUM form for all triples in 1..3."""
+    def check(values):
+        inst = partition_instance(values, positive=True)
+        c = inst.chain
+        assert min(c.x_size + c.tape_size) >= 1 and min(c.fwd_time + c.bwd_time) > 0
+        opt = solvers.solve(c, inst.budget, "exhaustive")
+        assert opt.makespan == subset_sum_optimum(values, inst.capacity, positive=True), values
+        assert (opt.makespan <= inst.threshold) == is_partition_yes(values), values
+        kept = best_kept_set(values, inst.capacity)
+        assert simulate(c, witness_schedule(values, kept), inst.budget).makespan == opt.makespan
+
+    for values in all_instances(4, 4):
+        check(values)
+    for n, top in ((5, 3), (6, 2)):
+        for values in itertools.combinations_with_replacement(range(1, top + 1), n):
+            check(values)
+    for values in itertools.product(range(1, 4), repeat=3):
+        for cap in range(sum(values) + 1):
+            inst = subset_sum_instance(values, cap, positive=True)
+            opt = solvers.solve(inst.chain, inst.budget, "exhaustive")
+            assert opt.makespan == subset_sum_optimum(values, cap, positive=True)

@@ -196,11 +196,12 @@ def _budget_between(chain: Chain, frac: float) -> int:
 
 # ---------------------------------------------------------------------- claim 5: NP-hardness
 
-@pytest.mark.parametrize("name", ["partition_yes.json", "partition_no.json"])
+@pytest.mark.parametrize("name", ["partition_yes.json", "partition_no.json",
+                                  "partition_no_positive.json"])
 def test_partition_certificates_match_the_reduction(name):
     cert = _cert(name)
     values = cert.facts["values"]
-    inst = partition_instance(values)
+    inst = partition_instance(values, positive=cert.facts.get("positive", False))
     assert inst.chain == cert.chain and inst.budget == cert.budget
     assert cert.facts["yes_instance"] == is_partition_yes(values)
     opt = cert.solutions["opt"]

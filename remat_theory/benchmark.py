@@ -126,6 +126,7 @@ def _child_main() -> None:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = {"ok": True}
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    rc0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
         sol = solve_with_options(chain, spec["budget"], spec["solver"], spec.get("options", {}))
@@ -138,8 +139,11 @@ def _child_main() -> None:
         out.update(ok=False, status="error", error=f"{type(e).__name__}: {e}")
     out["total_time"] = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    # CPU seconds of the solve and its replay: less sensitive than wall time to a loaded machine
-    out["cpu_time"] = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    rc1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds of the solve and its replay, external solver processes (CBC) included:
+    # less sensitive than wall time to a loaded machine
+    out["cpu_time"] = sum(getattr(b, f) - getattr(a, f) for a, b in ((ru0, ru1), (rc0, rc1))
+                          for f in ("ru_utime", "ru_stime"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # A solver may run an external program (CBC does): count its peak too.
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

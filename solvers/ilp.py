@@ -590,16 +590,20 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     info["solver_status"] = res.status_text
     if res.infeasible:
         return _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info, cls, t0)
-    if not res.has_solution and start is None:
+    if not res.has_solution and warm is None:
         bound = chain.ideal_makespan() if res.bound is None else max(res.bound, chain.ideal_makespan())
         return Solution(NAME, TIME_LIMIT, None, None, None, budget, bound=bound,
                         optimal_for=cls, info=info, wall_time=time.perf_counter() - t0,
                         message=f"time limit reached with no schedule found ({res.status_text})")
-    if res.has_solution:
+    if res.has_solution and (res.proven or warm is None or res.objective <= info["incumbent"]):
         schedule = decode(model)
-    else:  # stopped before even loading the warm start: the warm start is the incumbent
+    else:
+        # Stopped (time limit) with nothing better than the warm start, or before loading it
+        # (CBC may also reject a start that sets only the binaries): the warm start, a valid
+        # schedule, is the incumbent.
         schedule = warm
         res.objective = info["incumbent"]
+        info["incumbent_from"] = "warm start"
     try:
         sim = simulate(chain, schedule, budget)
     except RematError as e:

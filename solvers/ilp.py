@@ -442,8 +442,37 @@ class _WarmHighs(pulp.HiGHS):
         self.run_status = h.run()
 
 
+_BANNER_DONE = False
+
+
+def _silence_highs_banner() -> None:
+    """HiGHS prints a two-line banner on the C stdout the first time a solver object is made
+    in a process, before any option can turn output off; it would corrupt the JSON that
+    ``remat solve --json`` prints.  Make that first object with file descriptor 1 pointed at
+    /dev/null."""
+    global _BANNER_DONE
+    if _BANNER_DONE:
+        return
+    import sys
+
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    _BANNER_DONE = True
+
+
 def _run_highs(model: Model, time_limit, start, threads, scale) -> RunResult:
     import highspy
+
+    _silence_highs_banner()
 
     opts = dict(mip_rel_gap=0.0, mip_abs_gap=1e-9 * scale, mip_feasibility_tolerance=1e-9)
     solver = _WarmHighs(start=start, msg=False, timeLimit=time_limit, threads=threads, **opts)

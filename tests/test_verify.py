@@ -193,3 +193,21 @@ def test_every_registered_solver_passes_a_tiny_sweep():
     for name in ("exhaustive", "dp", "dp-weak", "exhaustive-persistent", "exhaustive-weak"):
         if name in rows:
             assert rows[name]["proven"] == rows[name]["feasible"] > 0
+
+
+def _noisy_solver(chain, budget):
+    """Writes to file descriptor 1 as native libraries do (a banner), then answers."""
+    import os
+
+    os.write(1, b"Running NoisyLib 1.0: banner on stdout\n")
+    return liar_infeasible(chain, budget).replace(solver="noisy", optimal_for=CLASS_NONE)
+
+
+def test_json_on_stdout_survives_a_solver_printing_on_file_descriptor_1(capfd):
+    with registered("noisy", _noisy_solver, optimal_for=CLASS_NONE):
+        code = main(["verify", "--seed", "1", "--stages", "2:2", "--trials", "1",
+                     "--families", "random", "--solvers", "exhaustive,noisy",
+                     "--budgets-per-chain", "1", "--workers", "1", "--json"])
+    out, err = capfd.readouterr()
+    assert code == 0
+    assert json.loads(out)["ok"] and "NoisyLib" in err and "NoisyLib" not in out

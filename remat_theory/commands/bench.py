@@ -3,13 +3,15 @@ to the optimum); each prints a table and writes JSON under benchmarks/results/."
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 
 from .. import benchmark as bm
 from ..errors import RematError
-from ._common import positive_float, positive_int, print_json
-from .verify import name_list
+from ._common import positive_float, positive_int
+from .verify import name_list, stdout_to_stderr
 
 NAME = "bench"
 ORDER = 60
@@ -113,7 +115,10 @@ def _path(args, stem: str) -> Path:
 
 def _emit(args, stem: str, payload: dict, table: str) -> None:
     if args.json:
-        print_json(payload)
+        sys.stdout.flush()
+        with os.fdopen(os.dup(args._json_out), "w") as out:
+            json.dump(payload, out, indent=1, default=str)
+            out.write("\n")
     else:
         print(table)
         print()
@@ -127,6 +132,14 @@ def _emit(args, stem: str, payload: dict, table: str) -> None:
 
 
 def run(args) -> int:
+    if args.json:  # only the JSON on stdout: native solver banners go to stderr
+        real_stdout = os.dup(1)
+        with stdout_to_stderr():
+            args._json_out = real_stdout
+            try:
+                return _run_solvers(args) if args.what == "solvers" else _run_quality(args)
+            finally:
+                os.close(real_stdout)
     return _run_solvers(args) if args.what == "solvers" else _run_quality(args)
 
 

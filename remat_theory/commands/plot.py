@@ -7,7 +7,7 @@ import sys
 from .. import families
 from ..errors import RematError
 from ._common import budget_arg, load_chain, positive_float, positive_int, print_json
-from .verify import name_list
+from .verify import name_list, stdout_to_stderr
 
 NAME = "plot"
 ORDER = 70
@@ -53,8 +53,9 @@ def run(args) -> int:
     plotting._pyplot()  # fail early, before the solves, when matplotlib is missing
     names = list(args.solvers) if args.solvers else plotting.default_solvers(chain)
     budgets = plotting.pareto_budgets(chain, args.max_points)
-    pareto = plotting.pareto_data(chain, names, budgets, time_limit=args.time_limit,
-                                  workers=args.workers)
+    with stdout_to_stderr(args.json):  # keep native solver banners out of the JSON
+        pareto = plotting.pareto_data(chain, names, budgets, time_limit=args.time_limit,
+                                      workers=args.workers)
     for e in pareto["errors"]:
         print(f"remat plot: {e['solver']} at budget {e['budget']}: {e['error']}", file=sys.stderr)
     profile = None
@@ -73,7 +74,8 @@ def run(args) -> int:
             g = chain.size_gcd()
             budget = (low + (chain.store_all_memory() - low) // 4) // g * g
             budget = max(budget, low)
-        sol = solvers.solve(chain, budget, name)
+        with stdout_to_stderr(args.json):
+            sol = solvers.solve(chain, budget, name)
         if sol.schedule is None:
             raise RematError(f"{name} finds no schedule at budget {budget} ({sol.status}); "
                              f"give a larger --budget" + (f" (at least {sol.min_budget})"

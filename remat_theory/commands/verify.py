@@ -6,7 +6,9 @@ Exit status: 0 when every relation holds, 1 on any disagreement or invalid sched
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 
 from ..errors import RematError
@@ -24,6 +26,29 @@ DESCRIPTION = (
     "class agree, ilp <= dp-weak <= dp, nothing beats a proven optimum, nothing fits where an "
     "exact solver proves no schedule fits, optima do not grow with the budget. Prints a table "
     "per solver and exits 1 on any violation.")
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(active: bool = True):
+    """Send everything written to file descriptor 1 to stderr meanwhile (worker processes
+    started inside inherit it), so that banners printed by native solver libraries cannot
+    corrupt a JSON document printed on stdout afterwards."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real descriptor 1 (embedded interpreters): nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def stage_range(text: str) -> tuple:
@@ -106,7 +131,8 @@ def run(args) -> int:
                                              **dict(args.max_stages_for)}.items()),
                        workers=args.workers,
                        scheduler=args.scheduler, progress=not args.no_progress)
-    report = run_verify(cfg)
+    with stdout_to_stderr(args.json == "-"):
+        report = run_verify(cfg)
     if args.json == "-":
         print_json(report)
     else:

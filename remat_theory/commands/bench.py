@@ -45,7 +45,7 @@ def add_arguments(p) -> None:
                        description="Time (and peak resident memory, each run in its own "
                                    "subprocess) of the exact solvers over problem sizes.")
     s.add_argument("--quick", action="store_true",
-                   help="a small grid (about a minute): dp up to 100 stages and 500 slots, "
+                   help="a small grid (seconds): dp up to 100 stages and 500 slots, "
                         "ilp on 5 and 10 stages, exhaustive up to 6 stages; files get _quick")
     s.add_argument("--only", type=name_list, default=("dp", "ilp", "exhaustive"),
                    help="which benchmarks: dp, ilp, exhaustive (comma-separated)")
@@ -63,10 +63,11 @@ def add_arguments(p) -> None:
                    help="random chains per length (default 3)")
     s.add_argument("--ilp-backends", type=name_list, default=bm.ILP_BACKENDS, dest="ilp_backends",
                    help="MILP back ends (default highs,cbc)")
-    s.add_argument("--ilp-modes", type=name_list, default=("exact",), dest="ilp_modes",
-                   help="ILP formulations: exact (the default model, optimal over all "
-                        "schedules) and/or fast (passes=1, pairs: optimal in its own class); "
-                        "default exact")
+    s.add_argument("--ilp-modes", type=name_list, default=("fast",), dest="ilp_modes",
+                   help="ILP formulations: fast (passes=1, pairs: optimal among schedules "
+                        "with one weakly increasing forward run per phase; the default here) "
+                        "and/or exact (the solver's default model, optimal over all "
+                        "schedules; tens of seconds from about 5 stages on)")
     s.add_argument("--ilp-time-limit", type=positive_float, default=None, dest="ilp_time_limit",
                    help="seconds per ILP solve (default 300)")
     s.add_argument("--budget-frac", type=fraction, default=0.5, dest="budget_frac",

@@ -374,8 +374,10 @@ def _quality_task(item: tuple) -> dict:
 def bench_quality(fams=QUALITY_FAMILIES, stages: int = 7, seed: int = 0, budgets: int = 7,
                   solver_names=None, time_limit: float | None = 60.0,
                   max_exhaustive_stages: int = 7, workers=None, scheduler=None,
-                  progress: bool = True) -> list:
-    """Makespan ratio to the exact optimum of every solver, per family and budget."""
+                  progress: bool = True, seeds: int = 1) -> list:
+    """Makespan ratio to the exact optimum of every solver, per family and budget, on the
+    chains of seeds ``seed .. seed + seeds - 1`` (a family whose chain does not depend on
+    the seed, such as homogeneous, gets one chain)."""
     import solvers
 
     names = tuple(solver_names) if solver_names else tuple(solvers.names())
@@ -386,17 +388,22 @@ def bench_quality(fams=QUALITY_FAMILIES, stages: int = 7, seed: int = 0, budgets
     fracs = [0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0] if budgets == 8 else \
         [round(j / (budgets - 1), 4) for j in range(budgets)]
     items = []
+    chains_seen = set()
     for fam in fams:
-        chain = bench_chain(fam, stages, seed)
-        m, _ = smallest_feasible_budget(chain, max_exhaustive_stages)
-        top = chain.store_all_memory()
-        seen = set()
-        for f in fracs:
-            b = budget_between(m, top, f)
-            if b in seen:
+        for sd in range(seed, seed + seeds):
+            chain = bench_chain(fam, stages, sd)
+            if chain in chains_seen:
                 continue
-            seen.add(b)
-            items.append((fam, stages, seed, b, f, names, time_limit, max_exhaustive_stages))
+            chains_seen.add(chain)
+            m, _ = smallest_feasible_budget(chain, max_exhaustive_stages)
+            top = chain.store_all_memory()
+            seen = set()
+            for f in fracs:
+                b = budget_between(m, top, f)
+                if b in seen:
+                    continue
+                seen.add(b)
+                items.append((fam, stages, sd, b, f, names, time_limit, max_exhaustive_stages))
     return parallel_map(_quality_task, items, workers=workers, scheduler=scheduler,
                         progress=progress, desc="bench quality")
 
@@ -422,6 +429,36 @@ def table_quality(rows: list, names) -> str:
                 mark = "~" if x["status"] == "time_limit" else ""
                 cells.append((f"{x['ratio']:.4f}" if x["ratio"] is not None
                               else f"{x['makespan']:.6g}") + mark)
+        body.append(cells)
+    return format_table(head, body)
+
+
+def table_quality_by_fraction(rows: list, names) -> str:
+    """Aggregate over chains: one row per (family, budget fraction); each cell is the mean
+    and the max ratio over the chains where the solver found a schedule, then how many
+    chains it found none on (``-k``), '~' when some run stopped at its time limit."""
+    head = ["family", "frac", "chains"] + list(names)
+    keys = []
+    for r in rows:
+        k = (r["family"], r["budget_frac"])
+        if k not in keys:
+            keys.append(k)
+    body = []
+    for fam, frac in keys:
+        rs = [r for r in rows if r["family"] == fam and r["budget_frac"] == frac]
+        cells = [fam, f"{frac:.2f}", str(len(rs))]
+        for n in names:
+            xs = [r["results"][n] for r in rs if n in r["results"]]
+            ratios = [x["ratio"] for x in xs if x.get("ratio") is not None]
+            none = sum(1 for x in xs if x["makespan"] is None)
+            tl = any(x["status"] == "time_limit" for x in xs)
+            if not xs:
+                cells.append("skip")
+                continue
+            cell = f"{statistics.fmean(ratios):.3f}/{max(ratios):.3f}" if ratios else "inf"
+            if ratios and none:
+                cell += f" -{none}"
+            cells.append(cell + ("~" if tl else ""))
         body.append(cells)
     return format_table(head, body)
 

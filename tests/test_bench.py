@@ -80,3 +80,17 @@ def test_quality_ratios_against_the_exact_optimum():
     assert "transformer" in table and "inf" in table
     summary = {s["solver"]: s for s in bm.quality_summary(rows, names)}
     assert summary["exhaustive"]["max_ratio"] == 1.0
+
+
+def test_quality_over_several_chains_aggregates_per_budget_fraction():
+    names = ("exhaustive", "store-all")
+    rows = bm.bench_quality(("random", "homogeneous"), stages=3, seed=0, seeds=3, budgets=3,
+                            solver_names=names, workers=1, progress=False)
+    # the homogeneous chain does not depend on the seed: it is measured once
+    assert {r["seed"] for r in rows if r["family"] == "homogeneous"} == {0}
+    assert {r["seed"] for r in rows if r["family"] == "random"} == {0, 1, 2}
+    lines = bm.table_quality_by_fraction(rows, names).splitlines()[2:]
+    for line in lines:
+        fam, frac, n, ex = line.split()[:4]
+        same = [r for r in rows if r["family"] == fam and f"{r['budget_frac']:.2f}" == frac]
+        assert int(n) == len(same) and ex == "1.000/1.000"

@@ -87,6 +87,9 @@ def add_arguments(p) -> None:
     q.add_argument("--families", type=name_list, default=bm.QUALITY_FAMILIES)
     q.add_argument("--stages", type=positive_int, default=7, help="chain length (default 7)")
     q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seeds", type=positive_int, default=1,
+                   help="chains per family (seeds SEED..SEED+N-1); with more than one the "
+                        "table gives mean/max ratios per budget fraction (default 1)")
     q.add_argument("--budgets", type=positive_int, default=8,
                    help="budgets per family from the smallest feasible to store-all (default 8)")
     q.add_argument("--solvers", type=name_list, default=None,
@@ -191,16 +194,21 @@ def _run_quality(args) -> int:
     names = tuple(args.solvers) if args.solvers else tuple(solvers.names())
     rows = bm.bench_quality(args.families, args.stages, args.seed, args.budgets, names,
                             args.time_limit, args.max_exhaustive_stages, args.workers,
-                            args.scheduler, not args.no_progress)
+                            args.scheduler, not args.no_progress, seeds=args.seeds)
     summary = bm.quality_summary(rows, names)
-    table = bm.table_quality(rows, names) + "\n\n" + bm.format_table(
+    main_table = (bm.table_quality(rows, names) if args.seeds == 1
+                  else bm.table_quality_by_fraction(rows, names))
+    table = main_table + "\n\n" + bm.format_table(
         ["solver", "cells", "no schedule", "not proven (time limit)", "max ratio", "mean ratio"],
         [[s["solver"], s["cells"], s["no_schedule"], s["time_limited"], bm._s(s["max_ratio"], 5),
           bm._s(s["mean_ratio"], 5)] for s in summary])
     table += ("\n(ratio = makespan / exact optimum over all schedules; inf = no schedule; "
               "'*' = reference not proven optimal; '~' = stopped at its time limit, not proven; "
-              "below 1 = a schedule with Drop ops, outside the canonical model)")
+              "below 1 = a schedule with Drop ops, outside the canonical model"
+              + ("; cells: mean/max over the chains, -k = no schedule on k chains)"
+                 if args.seeds > 1 else ")"))
     payload = {"machine": bm.machine_info(), "stages": args.stages, "seed": args.seed,
-               "solvers": list(names), "rows": rows, "summary": summary}
-    _emit(args, f"quality_L{args.stages}_s{args.seed}", payload, table)
+               "seeds": args.seeds, "solvers": list(names), "rows": rows, "summary": summary}
+    stem = f"quality_L{args.stages}_s{args.seed}" + (f"_n{args.seeds}" if args.seeds > 1 else "")
+    _emit(args, stem, payload, table)
     return 0

@@ -36,6 +36,7 @@ class SolverInfo:
 
 
 _REGISTRY: dict[str, SolverInfo] = {}
+_RESERVED = ("chain", "budget", "solver")
 _LOADED = False
 
 
@@ -48,6 +49,10 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
         params = inspect.signature(func).parameters
         opts = tuple(p for p in params if p not in ("chain", "budget")
                      and params[p].kind == inspect.Parameter.KEYWORD_ONLY)
+        clash = [o for o in opts if o in _RESERVED]
+        if clash:
+            raise SolverError(f"solver {name!r}: option name {clash[0]!r} is reserved by "
+                              f"solvers.solve(chain, budget, solver, **options)")
         doc = description or (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
         _REGISTRY[name] = SolverInfo(name, func, optimal_for, exact, doc, opts)
         return func

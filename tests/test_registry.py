@@ -83,3 +83,12 @@ def test_registry_catches_lying_solvers(func, message):
 def test_solution_rejects_unknown_status():
     with pytest.raises(ValueError, match="status = 'great'"):
         Solution("x", "great", None, None, None, 1)
+
+
+def test_reserved_option_names_are_refused():
+    def clashing(chain, budget, *, solver="x"):
+        raise AssertionError("never called")
+
+    with pytest.raises(SolverError, match="option name 'solver' is reserved"):
+        register("clashing", optimal_for="none")(clashing)
+    assert "clashing" not in _REGISTRY

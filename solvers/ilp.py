@@ -662,10 +662,19 @@ def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info,
                 t0) -> Solution:
     """Infeasible budget: the smallest feasible budget, by the min-budget MILP."""
     model = build_model(sc, None, K, name="remat_min_budget", pairs=rep)
-    sched, _, _ = _incumbent(chain, 10 ** 18, False)
+    # incumbent: the weak DP's schedule at its own smallest budget, else store-all
+    sched = None
+    if "dp-weak" in registry.names():
+        try:
+            low = registry.solve(chain, 0, "dp-weak").min_budget
+            sched = registry.solve(chain, low, "dp-weak").schedule if low is not None else None
+        except RematError:
+            sched = None
+    if sched is None:
+        sched, _, _ = _incumbent(chain, 10 ** 18, False)
     start = encode(model, sched) if sched is not None else None
     if start is not None:
-        start["budget"] = chain.store_all_memory() // g
+        start["budget"] = -(-simulate(chain, sched).peak_memory // g)
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
     res = _run(model, solver, left, start, threads, 1.0)
     mb = None

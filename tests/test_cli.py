@@ -135,3 +135,14 @@ def test_console_script_runs_without_traceback(chain_file):
                         "--schedule", "Fall0 Loss"], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().startswith("remat: error: step 1 (Loss): x2 is not available")
+
+
+def test_generic_solver_options(chain_file, capsys):
+    code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "--solver", "exhaustive",
+                         "-o", "schedule_class=persistent", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["optimal_for"] == "persistent" and d["status"] == "optimal"
+    code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "-o", "nokey")
+    one_line_error(code, err, "option 'nokey' is not KEY=VALUE")
+    code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "-o", "passes=2")
+    one_line_error(code, err, "solver 'store-all' does not take option 'passes'")

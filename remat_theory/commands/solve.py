@@ -20,13 +20,32 @@ def add_arguments(p) -> None:
                    help="memory slots for slot-discretized solvers (sizes rounded up)")
     p.add_argument("--time-limit", type=positive_float, default=None, dest="time_limit",
                    help="time limit in seconds for solvers that take one")
+    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   type=option_arg, dest="options",
+                   help="any other solver option, e.g. -o passes=1 -o pairs=true (ilp), "
+                        "-o schedule_class=weak (exhaustive); values are read as JSON "
+                        "when they parse, else as text")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def option_arg(text: str) -> tuple:
+    """argparse type for ``KEY=VALUE``."""
+    import argparse
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"option {text!r} is not KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
 
 
 def run(args) -> int:
     chain = load_chain(args.chain)
     check_budget_feasible_at_all(chain, args.budget)
-    options = {}
+    options = dict(args.options)
     if args.slots is not None:
         options["slots"] = args.slots
     if args.time_limit is not None:

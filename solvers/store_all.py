@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from remat_theory.chain import Chain
 from remat_theory.schedule import LOSS_OP, Bwd, Fall, Schedule
-from remat_theory.solution import CLASS_NONE, FEASIBLE, INFEASIBLE, OPTIMAL, Solution
+from remat_theory.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
 
 from .registry import register
 

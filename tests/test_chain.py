@@ -1,6 +1,5 @@
 """The chain: validation of every field, JSON round trips, memory helpers."""
 import json
-import math
 
 import pytest
 from hypothesis import given, settings

@@ -1,10 +1,8 @@
 """Exhaustive search against a second, independent enumeration and against closed forms."""
-import itertools
 import math
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import solvers
 from remat_theory import Chain, simulate

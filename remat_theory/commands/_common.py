@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
 
 from ..chain import Chain
@@ -76,3 +78,45 @@ def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
         what = (f"every schedule needs at least {lb} bytes, and the smallest feasible budget "
                 f"of persistent schedules is {smallest}")
     raise RematError(f"budget {budget} is below what any schedule needs: {what}")
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(active: bool = True):
+    """Send everything written to file descriptor 1 to stderr meanwhile (worker processes
+    started inside inherit it), so that banners printed by native solver libraries cannot
+    corrupt a JSON document printed on stdout afterwards."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real descriptor 1 (embedded interpreters): nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def torch_device(device: str, threads: int | None, command: str):
+    """Import torch for a torch subcommand and resolve ``--device`` (auto, cpu, cuda) and
+    ``--threads``; returns ``(torch, device)``.  Missing torch or CUDA is a one-line error."""
+    try:
+        import torch
+    except ImportError:
+        raise RematError(f"remat {command} needs torch (pip install torch==2.13.0, or the "
+                         f"build for your machine)") from None
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise RematError(f"--device {device!r}: expected cpu, cuda or auto")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RematError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+    if threads:
+        torch.set_num_threads(threads)
+    return torch, device

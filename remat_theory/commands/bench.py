@@ -11,7 +11,8 @@ from pathlib import Path
 from .. import benchmark as bm
 from ..errors import RematError
 from ._common import positive_float, positive_int
-from .verify import name_list, stdout_to_stderr
+from ._common import stdout_to_stderr
+from .verify import name_list
 
 NAME = "bench"
 ORDER = 60

@@ -21,15 +21,13 @@ class than the reference's.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 
 import solvers
 
 from ..errors import RematError
 from ..solution import CLASS_ALL, OPTIMAL
-from ._common import budget_arg, load_chain, positive_float, print_json
+from ._common import budget_arg, load_chain, positive_float, print_json, stdout_to_stderr
 
 NAME = "compare"
 ORDER = 25
@@ -110,26 +108,6 @@ def reference(rows: list[dict]) -> dict:
             "description": "no exact value available: ratios are not computed"}
 
 
-@contextlib.contextmanager
-def _solver_output_to_stderr():
-    """Send whatever a solver's native library prints to file descriptor 1 to stderr
-    instead, so that the table (and ``--json``) on stdout stays clean."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # e.g. captured by a test harness
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(fd)
-    try:
-        os.dup2(sys.stderr.fileno(), fd)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, fd)
-        os.close(saved)
-
-
 def compare_budget(chain, budget: int, names: list[str], time_limit: float | None) -> dict:
     rows = []
     for name in names:
@@ -143,7 +121,7 @@ def compare_budget(chain, budget: int, names: list[str], time_limit: float | Non
         if time_limit is not None and "time_limit" in info.options:
             opts["time_limit"] = time_limit
         try:
-            with _solver_output_to_stderr():
+            with stdout_to_stderr():
                 sol = solvers.solve(chain, budget, name, **opts)
         except RematError as e:
             rows.append(_row(name, info, error=f"{type(e).__name__}: {e}"))

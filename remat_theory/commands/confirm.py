@@ -6,14 +6,12 @@ schedules with autograd and report predicted vs measured peak activation memory 
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 
 from ..errors import RematError
-from ._common import positive_float, positive_int, print_json
+from ._common import positive_float, positive_int, print_json, stdout_to_stderr, torch_device
 
 NAME = "confirm"
 ORDER = 60
@@ -70,23 +68,6 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the records as a JSON list")
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr(active: bool):
-    """Solver libraries (HiGHS) print banners on file descriptor 1; keep --json clean."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
@@ -115,21 +96,9 @@ def print_table(records, tolerance: float) -> None:
 
 
 def run(args) -> int:
-    try:
-        import torch
-    except ImportError:
-        raise RematError("remat confirm needs torch (pip install 'remat[torch]')") from None
+    torch, device = torch_device(args.device, args.threads, "confirm")
     from ..torch import confirm as C
 
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise RematError(f"--device {device!r}: expected cpu, cuda or auto")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RematError("--device cuda: no CUDA device is available (use --device cpu or auto)")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     clock = args.clock
     if clock == "auto":
         clock = "process" if device == "cpu" and torch.get_num_threads() == 1 else "wall"
@@ -137,7 +106,7 @@ def run(args) -> int:
     models = _names(args.models) if args.models else None
     solver_names = _names(args.solvers) if args.solvers else None
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
-    with _stdout_to_stderr(args.json):
+    with stdout_to_stderr(args.json):
         records = C.confirm(models, budgets, solver_names, device=device, scale=args.scale,
                             repeats=args.repeats, profile_repeats=args.profile_repeats,
                             ilp_time_limit=args.ilp_time_limit, clock=clock, unit=args.unit, ilp_max_stages=args.ilp_max_stages, log=log)

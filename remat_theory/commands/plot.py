@@ -7,7 +7,8 @@ import sys
 from .. import families
 from ..errors import RematError
 from ._common import budget_arg, load_chain, positive_float, positive_int, print_json
-from .verify import name_list, stdout_to_stderr
+from ._common import stdout_to_stderr
+from .verify import name_list
 
 NAME = "plot"
 ORDER = 70

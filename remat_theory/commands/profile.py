@@ -2,8 +2,7 @@
 chain file (remat-chain/1).  Needs torch."""
 from __future__ import annotations
 
-from ..errors import RematError
-from ._common import positive_int, print_json
+from ._common import positive_int, print_json, torch_device
 
 NAME = "profile"
 ORDER = 55
@@ -23,21 +22,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    try:
-        import torch
-    except ImportError:
-        raise RematError("remat profile needs torch (pip install 'remat[torch]')") from None
+    torch, device = torch_device(args.device, args.threads, "profile")
     from ..torch import build, profile_details
 
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise RematError(f"--device {device!r}: expected cpu, cuda or auto")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RematError("--device cuda: no CUDA device is available")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     net = build(args.model, args.scale)
     res = profile_details(net.model, net.example_input, net.loss_fn, device,
                           repeats=args.repeats, clock=args.clock, name=f"{args.model}-{args.scale}-{device}")

@@ -6,15 +6,13 @@ Exit status: 0 when every relation holds, 1 on any disagreement or invalid sched
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 
 from ..errors import RematError
 from ..verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VerifyConfig, format_table,
                       run_verify)
-from ._common import positive_float, positive_int, print_json
+from ._common import positive_float, positive_int, print_json, stdout_to_stderr
 
 NAME = "verify"
 ORDER = 40
@@ -26,29 +24,6 @@ DESCRIPTION = (
     "class agree, ilp <= dp-weak <= dp, nothing beats a proven optimum, nothing fits where an "
     "exact solver proves no schedule fits, optima do not grow with the budget. Prints a table "
     "per solver and exits 1 on any violation.")
-
-
-@contextlib.contextmanager
-def stdout_to_stderr(active: bool = True):
-    """Send everything written to file descriptor 1 to stderr meanwhile (worker processes
-    started inside inherit it), so that banners printed by native solver libraries cannot
-    corrupt a JSON document printed on stdout afterwards."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no real descriptor 1 (embedded interpreters): nothing to protect
-        yield
-        return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def stage_range(text: str) -> tuple:

@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 from hypothesis import HealthCheck, settings
 
 # In CI, hypothesis runs derandomized (the same examples every run) so that a red CI always
@@ -10,3 +12,15 @@ settings.register_profile(
 settings.register_profile(
     "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run a torch test on one thread (results and timings do not depend on the core
+    count), restoring torch's setting afterwards."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -20,20 +20,12 @@ from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_ba
                                 profile, split_stages)
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
 NETWORKS = ("mlp", "resnet", "transformer", "rnn")
 SEED = 7
 # The tracker sees the 4-byte loss value the executor keeps for its caller; the model does not.
 LOSS_VALUE_BYTES = 4
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 _CHAINS = {}

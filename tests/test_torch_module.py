@@ -8,15 +8,7 @@ torch = pytest.importorskip("torch")
 from remat_theory.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.torch import CheckpointedSequential, build  # noqa: E402
 
-pytestmark = pytest.mark.torch
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
 
 def _train(model, forward, x, loss_fn, steps=3, seed=3):

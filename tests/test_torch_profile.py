@@ -10,15 +10,7 @@ from remat_theory.chain import Chain  # noqa: E402
 from remat_theory.errors import RematError  # noqa: E402
 from remat_theory.torch import build, profile, profile_details, split_stages  # noqa: E402
 
-pytestmark = pytest.mark.torch
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
 
 @pytest.mark.parametrize("network", ["mlp", "resnet", "transformer", "rnn"])

@@ -502,6 +502,21 @@ _CBC_BOUND2 = re.compile(r"Lower bound:\s+(-?[0-9.eE+]+)")
 
 
 def _run_cbc(model: Model, time_limit, start, threads, scale) -> RunResult:
+    """CBC through PuLP.  The bundled CBC binary sometimes dies reading a MIP start (seen
+    with PuLP 3.3: no solution file, empty log, well before the time limit); then it is
+    run once more without the start, and the caller still keeps the start's schedule as
+    its incumbent."""
+    if start:
+        t0 = time.perf_counter()
+        try:
+            return _run_cbc_once(model, time_limit, start, threads, scale)
+        except pulp.PulpSolverError:
+            left = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - t0))
+            return _run_cbc_once(model, left, None, threads, scale)
+    return _run_cbc_once(model, time_limit, None, threads, scale)
+
+
+def _run_cbc_once(model: Model, time_limit, start, threads, scale) -> RunResult:
     if start:
         for v in model.prob.variables():
             if v.name in start:

@@ -7,6 +7,7 @@ trusted on its own word (the networkx ``validate_flows`` habit).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import math
@@ -128,3 +129,15 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
         sol = sol.replace(wall_time=elapsed)
     verify_solution(chain, sol, budget)
     return sol
+
+
+@contextlib.contextmanager
+def registered(name: str, func: Callable[..., Solution], **kwargs):
+    """Register ``func`` under ``name`` for the duration of a ``with`` block: for testing
+    a solver of your own with ``remat verify``'s machinery, or a deliberately wrong one."""
+    _load_all()
+    register(name, **kwargs)(func)
+    try:
+        yield name
+    finally:
+        _REGISTRY.pop(name, None)

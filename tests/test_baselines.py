@@ -359,8 +359,6 @@ def test_baselines_are_never_better_than_the_persistent_dp_on_family_chains(fami
     """On 10-stage family chains (too long for exhaustive search), every baseline but DTR
     builds persistent schedules in canonical form, so the persistent DP's optimum bounds
     them; DTR (explicit deletions) may beat it and is only checked for validity."""
-    if "dp" not in solvers.names():
-        pytest.skip("the persistent DP is not registered in this checkout")
     chain = families.make(family, 10, 5)
     lo, hi = chain.memory_lower_bound(), chain.store_all_memory()
     for budget in sorted({lo, (lo + hi) // 2, (lo + 3 * hi) // 4, hi}):

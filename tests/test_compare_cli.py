@@ -5,7 +5,6 @@ The reference is checked against exhaustive search run directly, the rows agains
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -19,17 +18,7 @@ from remat_theory import families
 from remat_theory.cli import main
 from remat_theory.errors import RematError
 from remat_theory.solution import INFEASIBLE, OPTIMAL
-from solvers import registry
-
-
-@contextlib.contextmanager
-def registered(name, func, **kw):
-    registry._load_all()
-    registry.register(name, **kw)(func)
-    try:
-        yield name
-    finally:
-        registry._REGISTRY.pop(name, None)
+from solvers.registry import registered
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +94,6 @@ def test_sweep_reports_each_budget_and_infeasibility(small, capsys):
 
 
 def test_exhaustive_is_skipped_beyond_7_stages_and_the_dp_reference_is_labelled(tmp_path, capsys):
-    if "dp" not in solvers.names():
-        pytest.skip("the persistent DP is not registered in this checkout")
     chain = families.make("resnet", 8, 2)
     path = tmp_path / "c8.json"
     chain.save(path)

@@ -82,7 +82,7 @@ def test_certificates_reprove(path):
     if cert.chain.length > REPROVE_MAX_STAGES:  # long chains: only the fast polynomial DP
         labels = {k for k in labels if cert.solutions[k]["solver"] == "dp"}
     if not labels:
-        pytest.skip(f"{cert.chain.length} stages and no dp entry: replayed only")
+        return  # a long chain with no dp entry: its replay is test_certificates_replay's
     sols = reprove(cert, labels)
     assert set(sols) == labels
 

@@ -6,7 +6,6 @@ makespan is not the simulated one.  The sweeps stay tiny (a few chains of 3-4 st
 """
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
@@ -17,19 +16,9 @@ from remat_theory.errors import RematError
 from remat_theory.solution import CLASS_ALL, CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
 from remat_theory.verify import (VerifyConfig, class_subset, make_tasks, run_verify,
                                  verify_chain)
-from solvers import registry
+from solvers.registry import registered
 from solvers.exhaustive import min_feasible_budget, solve_exhaustive
 from solvers.store_all import store_all_schedule
-
-
-@contextlib.contextmanager
-def registered(name, func, **kw):
-    registry._load_all()
-    registry.register(name, **kw)(func)
-    try:
-        yield name
-    finally:
-        registry._REGISTRY.pop(name, None)
 
 
 def _tiny(solver_names, **kw):

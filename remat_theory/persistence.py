@@ -28,6 +28,16 @@ operation F_i (Fn_i, Fck_i or Fall_i)
   (W3) if it is Fn_i with i >= 1, reads a plain x_i (it never frees a tape: every tape
        t_{i+1}, once computed, is held until B_i consumes it).
 
+A schedule is **monotone** (the fast ILP's normal form, proofs/ilp.md section 5; its
+``optimal_for`` is ``"weak-runs<=1"``) when it is valid, has no Drop, and
+
+  (M1) inside each phase (the forward operations between two consecutive backward
+       operations, or before the loss) the stages of the forward operations never
+       decrease: F_i may follow F_j in the same phase only if i >= j.
+
+Every weakly persistent schedule is monotone: after F_i reads the frontier i, the frontier
+is i+1 (or still i when i = u), so (W1) makes the stages of a phase weakly increasing.
+
 A schedule is **persistent** when it is weakly persistent and moreover
 
   (P1) every Fn_i with i >= 1 reads a fresh x_i: a plain value that is read by any other
@@ -55,8 +65,9 @@ from .simulator import State, transition
 
 PERSISTENT = "persistent"
 WEAK = "weak"
+MONOTONE = "monotone"
 ALL = "all"
-CLASSES = (ALL, PERSISTENT, WEAK)
+CLASSES = (ALL, PERSISTENT, WEAK, MONOTONE)
 
 NO_FRESH = -1
 
@@ -73,14 +84,21 @@ def frontier(chain: Chain, state: State) -> int:
 def violation(chain: Chain, state: State, fresh: int, op: Op, schedule_class: str) -> str | None:
     """Why ``op`` breaks the rules of ``schedule_class`` in ``state``, or None if it does not.
 
-    ``fresh`` is the index of the plain x produced by the previous operation (-1 if none).
-    Validity in the model itself (needs, budget) is the simulator's business, not checked here.
+    ``fresh`` is the class's one piece of bookkeeping (:func:`next_mark`): for the
+    persistent class the index of the plain x produced by the previous operation, for the
+    monotone class the stage of the previous forward operation of the current phase (-1 if
+    none).  Validity in the model itself (needs, budget) is the simulator's business, not
+    checked here.
     """
     if schedule_class == ALL:
         return None
     if op.kind == DROP:
-        return "Drop is not part of the persistent classes"
+        return f"Drop is not part of the {schedule_class} class"
     if op.kind not in FORWARD_KINDS:
+        return None
+    if schedule_class == MONOTONE:
+        if op.index < fresh:
+            return f"{op.token} runs after F{fresh} in the same phase (stages must not decrease)"
         return None
     i = op.index
     f = frontier(chain, state)
@@ -106,9 +124,19 @@ def next_fresh(op: Op) -> int:
     return NO_FRESH
 
 
+def next_mark(op: Op, schedule_class: str, mark: int) -> int:
+    """The bookkeeping ``violation`` needs after ``op`` (``mark`` is the one before it)."""
+    if schedule_class == PERSISTENT:
+        return next_fresh(op)
+    if schedule_class == MONOTONE:
+        return op.index if op.kind in FORWARD_KINDS else NO_FRESH
+    return NO_FRESH
+
+
 def check_class(chain: Chain, schedule: Schedule | str | Iterable, schedule_class: str) -> None:
     """Raise :class:`InvalidScheduleError` naming the first step of ``schedule`` that is
-    invalid or breaks the rules of ``schedule_class`` (``"persistent"``, ``"weak"``)."""
+    invalid or breaks the rules of ``schedule_class`` (``"persistent"``, ``"weak"``,
+    ``"monotone"``)."""
     if schedule_class not in CLASSES:
         raise ValueError(f"schedule_class = {schedule_class!r} is not one of {CLASSES}")
     if isinstance(schedule, str):
@@ -125,7 +153,7 @@ def check_class(chain: Chain, schedule: Schedule | str | Iterable, schedule_clas
         r = transition(chain, state, memory, op, allow_drop=True)
         if isinstance(r, str):
             raise InvalidScheduleError(r, k, op.token)
-        state, memory, fresh = r.state, r.memory_after, next_fresh(op)
+        state, memory, fresh = r.state, r.memory_after, next_mark(op, schedule_class, fresh)
     if not state.is_final():
         raise InvalidScheduleError("the schedule ends without computing d0")
 
@@ -147,3 +175,9 @@ def is_weakly_persistent(chain: Chain, schedule) -> bool:
     """True when ``schedule`` is valid (no budget) and weakly persistent (module docstring).
     Every persistent schedule is weakly persistent."""
     return _is_in(chain, schedule, WEAK)
+
+
+def is_monotone(chain: Chain, schedule) -> bool:
+    """True when ``schedule`` is valid (no budget) and monotone (module docstring): the
+    normal form of the ILP's fast mode.  Every weakly persistent schedule is monotone."""
+    return _is_in(chain, schedule, MONOTONE)

@@ -15,6 +15,7 @@ CLASS_ALL = "all"  # every valid schedule of the canonical model
 CLASS_ALL_WITH_DROP = "all+drop"  # every valid schedule with explicit deletions allowed
 CLASS_PERSISTENT = "persistent"
 CLASS_WEAK = "weakly-persistent"
+CLASS_MONOTONE = "weak-runs<=1"  # forward stages never decrease inside a phase (persistence.py)
 CLASS_NONE = "none"  # a heuristic: optimal for no stated class
 
 

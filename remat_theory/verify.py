@@ -10,7 +10,10 @@ Relations checked on each instance ``(chain, budget)``
 ------------------------------------------------------
 Schedules belong to classes ordered by inclusion::
 
-    persistent  ⊆  weakly-persistent  ⊆  all  ⊆  all+drop
+    persistent  ⊆  weakly-persistent  ⊆  weak-runs<=1  ⊆  all  ⊆  all+drop
+
+(``weak-runs<=1`` is the *monotone* class of :mod:`remat_theory.persistence`, the normal
+form of the ILP's fast mode: forward stages never decrease inside a phase.)
 
 Every schedule is classified by the rules of :mod:`remat_theory.persistence` (the smallest
 class it lies in; ``all+drop`` when it uses Drop ops), whatever solver produced it.  A
@@ -24,8 +27,9 @@ schedule of C fits" (status ``infeasible``).  Then:
    solver raises on valid input counts too);
 2. no schedule of a class C' ⊆ C is shorter than an optimum or a bound claimed for C
    (relative tolerance 1e-9).  This contains: exact solvers of the same class agree,
-   ``exhaustive <= ilp`` (equal when both are proven), ``ilp <= dp-weak <= dp``, and no
-   heuristic beats the proven optimum;
+   ``exhaustive <= ilp`` (equal when both are proven), ``ilp <= dp-weak <= dp``, the fast
+   ILP equals the exhaustive search of its class, and no heuristic beats the proven
+   optimum;
 3. no schedule of a class C' ⊆ C exists where a solver claims C infeasible (so all exact
    solvers agree on feasibility, and no heuristic fits where the optimum says none does);
 4. the smallest feasible budgets (``min_budget``) that exact solvers report are equal
@@ -68,7 +72,7 @@ __all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verif
 RTOL = 1e-9  # relative tolerance between makespans: sums of the same floats, nothing more
 
 # Inclusion order of the classes of schedules (Solution.optimal_for values).
-CLASS_RANK = {"persistent": 0, "weakly-persistent": 1, "all": 2, "all+drop": 3}
+CLASS_RANK = {"persistent": 0, "weakly-persistent": 1, "weak-runs<=1": 2, "all": 3, "all+drop": 4}
 
 DEFAULT_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
 # Longest chain each solver runs on (by label, else by registry name): exhaustive search
@@ -159,14 +163,16 @@ class VerifyConfig:
 
 
 # Variants run under their own label: a registered solver with fixed options.  The
-# class-restricted exhaustive searches are the oracles of the two DPs' own classes.
+# class-restricted exhaustive searches are the oracles of the two DPs' own classes and of
+# the ILP's fast mode (class weak-runs<=1).
 VARIANTS = {
     "exhaustive-persistent": ("exhaustive", {"schedule_class": "persistent"}),
     "exhaustive-weak": ("exhaustive", {"schedule_class": "weak"}),
+    "exhaustive-monotone": ("exhaustive", {"schedule_class": "monotone"}),
     "ilp-cbc": ("ilp", {"mip_solver": "cbc"}),
     "ilp-fast": ("ilp", {"passes": 1, "pairs": True}),
 }
-DEFAULT_VARIANTS = ("exhaustive-persistent", "exhaustive-weak")
+DEFAULT_VARIANTS = ("exhaustive-persistent", "exhaustive-weak", "exhaustive-monotone", "ilp-fast")
 
 
 def _variant_ok(label: str) -> bool:
@@ -240,6 +246,8 @@ def schedule_class_of(chain: Chain, schedule) -> str:
         return "persistent"
     if persistence.is_weakly_persistent(chain, schedule):
         return "weakly-persistent"
+    if persistence.is_monotone(chain, schedule):
+        return "weak-runs<=1"
     return "all"
 
 

@@ -17,9 +17,12 @@ Option ``schedule_class`` restricts the search to exactly one class of schedules
 :mod:`remat_theory.persistence` (``"persistent"`` or ``"weak"``): an operation is an edge
 only when it also obeys the class rules, and for the persistent class the search state is
 extended with the one piece of bookkeeping its rules need (which plain value, if any, the
-previous operation produced).  This is the oracle each dynamic program is checked against:
-``dp`` must equal ``exhaustive(schedule_class="persistent")`` and ``dp-weak`` must equal
-``exhaustive(schedule_class="weak")``.  The default ``"all"`` is the unrestricted search.
+previous operation produced).  ``"monotone"`` (forward stages never decrease inside a phase)
+is the normal form of the ILP's fast mode, whose state extension is the stage of the
+previous forward operation of the phase.  This is the oracle each solver of a restricted
+class is checked against: ``dp`` must equal ``exhaustive(schedule_class="persistent")``,
+``dp-weak`` must equal ``exhaustive(schedule_class="weak")`` and ``ilp(passes=1,
+pairs=True)`` must equal ``exhaustive(schedule_class="monotone")``.  The default ``"all"`` is the unrestricted search.
 
 :func:`min_feasible_budget` finds the smallest budget at which any schedule exists, by a
 bottleneck (minimax) variant of the same search: exact for the whole schedule space.
@@ -35,8 +38,9 @@ from remat_theory.chain import Chain
 from remat_theory.errors import SolverError
 from remat_theory.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
 from remat_theory.simulator import State, transition
-from remat_theory.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, CLASS_PERSISTENT, CLASS_WEAK,
-                                   INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution)
+from remat_theory.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, CLASS_MONOTONE,
+                                   CLASS_PERSISTENT, CLASS_WEAK, INFEASIBLE, OPTIMAL, TIME_LIMIT,
+                                   Solution)
 
 from .registry import register
 
@@ -105,8 +109,9 @@ def _rebuild(parent: dict, state) -> Schedule:
 class _ClassMoves:
     """Moves restricted to a class of :mod:`remat_theory.persistence`.
 
-    Search nodes are ``(State, fresh)``: ``fresh`` is the plain value the previous op
-    produced (only the persistent rules need it; it is always -1 for the weak class).
+    Search nodes are ``(State, mark)``: ``mark`` is the class's bookkeeping
+    (:func:`remat_theory.persistence.next_mark`): the plain value the previous op produced
+    (persistent), the stage of the previous forward op of the phase (monotone), else -1.
     """
 
     def __init__(self, chain: Chain, schedule_class: str):
@@ -126,7 +131,7 @@ class _ClassMoves:
             r = transition(chain, state, mem, op)
             if isinstance(r, str):
                 continue
-            nf = persistence.next_fresh(op) if cls == persistence.PERSISTENT else persistence.NO_FRESH
+            nf = persistence.next_mark(op, cls, fresh)
             yield op, r, (r.state, nf)
 
 
@@ -234,7 +239,8 @@ def min_feasible_budget(chain: Chain, allow_drop: bool = False,
     raise SolverError("no schedule exists at any budget")  # unreachable: store-all always exists
 
 
-_CLASS_NAMES = {persistence.PERSISTENT: CLASS_PERSISTENT, persistence.WEAK: CLASS_WEAK}
+_CLASS_NAMES = {persistence.PERSISTENT: CLASS_PERSISTENT, persistence.WEAK: CLASS_WEAK,
+                persistence.MONOTONE: CLASS_MONOTONE}
 
 
 def _check_class(schedule_class, allow_drop: bool) -> None:
@@ -255,7 +261,7 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     """Exact optimum over every valid schedule of the model (with ``allow_drop``, also over
     schedules using explicit deletions).  ``time_limit`` (seconds) stops the search and
     reports the best proven lower bound with status ``time_limit``.  ``schedule_class``
-    (``"all"``, ``"persistent"``, ``"weak"``) restricts the search to exactly that class of
+    (``"all"``, ``"persistent"``, ``"weak"``, ``"monotone"``) restricts the search to exactly that class of
     :mod:`remat_theory.persistence`; the value is then optimal for that class."""
     _check_size(chain, max_stages)
     _check_class(schedule_class, allow_drop)

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import solvers
 from remat_theory import Chain, families, simulate
 from remat_theory.errors import InvalidScheduleError, SolverError
-from remat_theory.persistence import (NO_FRESH, PERSISTENT, WEAK, check_class, frontier,
-                                      is_persistent, is_weakly_persistent, next_fresh,
-                                      violation)
+from remat_theory.persistence import (MONOTONE, NO_FRESH, PERSISTENT, WEAK, check_class,
+                                      frontier, is_monotone, is_persistent,
+                                      is_weakly_persistent, next_fresh, next_mark, violation)
 from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
 from remat_theory.simulator import State, transition
 from remat_theory.strategies import chains
@@ -28,6 +28,7 @@ def test_store_all_is_persistent():
         c = Chain.homogeneous(L)
         assert is_persistent(c, store_all_schedule(c))
         assert is_weakly_persistent(c, store_all_schedule(c))
+        assert is_monotone(c, store_all_schedule(c))
 
 
 @pytest.mark.parametrize("text", [
@@ -70,6 +71,54 @@ def test_in_neither_class(text, step, why):
     with pytest.raises(InvalidScheduleError, match=why) as e:
         check_class(C3, text, WEAK)
     assert e.value.step == step
+
+
+@pytest.mark.parametrize("text, monotone, step", [
+    # weakly increasing phases although not weak (early x_1, a tape freed by Fn1)
+    ("Fall0 Fn1 Fall2 Loss B2 Fck0 Fall1 B1 Fall0 B0", True, None),
+    ("Fall0 Fck0 Fn1 Fall2 Loss B2 Fall1 B1 B0", True, None),
+    # the optimum of proofs/ilp.md section 4: Fall1 then Fn1, stage 1 twice in a row
+    ("Fn0 Fall1 Fn1 Fall2 Loss B2 Fall0 B1 B0", True, None),
+    # Fck0 after Fn1 in the loss phase: stage 0 after stage 1
+    ("Fck0 Fn1 Fck0 Fall2 Loss B2 Fall1 B1 Fall0 B0", False, 2),
+    # phases restart the order: Fall2 in the loss phase, then Fall1 after B2 is fine, but
+    # Fall1 then Fall0 inside the phase of B1 is a descent
+    ("Fck0 Fck1 Fall2 Loss B2 Fall1 Fall0 B1 B0", False, 6),
+])
+def test_monotone_class(text, monotone, step):
+    simulate(C3, text)
+    assert is_monotone(C3, text) == monotone
+    if not monotone:
+        with pytest.raises(InvalidScheduleError, match="same phase") as e:
+            check_class(C3, text, MONOTONE)
+        assert e.value.step == step
+
+
+@settings(max_examples=40, deadline=None)
+@given(chain=chains(1, 6), seed=st.integers(0, 2 ** 32 - 1))
+def test_weak_schedules_are_monotone(chain, seed):
+    """Every weakly persistent schedule is monotone (persistence.py): random walks over the
+    weak class's moves land in the monotone class."""
+    rng = random.Random(seed)
+    for _ in range(3):
+        ops = random_class_schedule(chain, WEAK, rng)
+        assert is_monotone(chain, ops)
+
+
+@settings(max_examples=30, deadline=None)
+@given(chain=chains(1, 5), frac=st.floats(0.0, 1.0))
+def test_class_optima_are_ordered(chain, frac):
+    """exhaustive(all) <= exhaustive(monotone) <= exhaustive(weak) <= exhaustive(persistent):
+    the classes are nested, so their optima (and smallest feasible budgets) are ordered."""
+    from solvers.exhaustive import min_feasible_budget
+
+    mins = [min_feasible_budget(chain, schedule_class=c) for c in ("all", MONOTONE, WEAK,
+                                                                     PERSISTENT)]
+    assert mins == sorted(mins)
+    budget = mins[-1] + int(frac * (chain.store_all_memory() - mins[-1]))
+    ms = [solvers.solve(chain, budget, "exhaustive", schedule_class=c).makespan
+          for c in ("all", MONOTONE, WEAK, PERSISTENT)]
+    assert all(a <= b + 1e-9 for a, b in zip(ms, ms[1:]))
 
 
 def test_invalid_or_dropping_schedules_are_in_no_class():
@@ -122,7 +171,7 @@ def random_class_schedule(chain: Chain, cls: str, rng: random.Random):
         backward = [m for m in moves if m[0].kind in ("B", "Loss")]
         op, r = backward[0] if backward and rng.random() < 0.5 else rng.choice(moves)
         ops.append(op)
-        state, mem, fresh = r.state, r.memory_after, next_fresh(op)
+        state, mem, fresh = r.state, r.memory_after, next_mark(op, cls, fresh)
     return ops
 
 
@@ -147,11 +196,13 @@ def test_random_class_members_never_beat_the_class_dp(cls, solver, chain, seed):
 @given(chains(1, 6))
 def test_class_searches_return_class_members(chain):
     budget = chain.store_all_memory() - 1
-    for cls, pred in ((PERSISTENT, is_persistent), (WEAK, is_weakly_persistent)):
+    names = {PERSISTENT: "persistent", WEAK: "weakly-persistent", MONOTONE: "weak-runs<=1"}
+    for cls, pred in ((PERSISTENT, is_persistent), (WEAK, is_weakly_persistent),
+                      (MONOTONE, is_monotone)):
         s = solvers.solve(chain, max(budget, 0), "exhaustive", schedule_class=cls)
         if s.schedule is not None:
             assert pred(chain, s.schedule)
-            assert s.optimal_for == ("persistent" if cls == PERSISTENT else "weakly-persistent")
+            assert s.optimal_for == names[cls]
 
 
 def test_family_dp_schedules_in_class():

@@ -4,8 +4,9 @@ An *instance* is a chain with integer stage values and a budget (bytes).  An *ob
 scores it (higher is harder):
 
 * ``dp-gap``: makespan of the persistent DP (or of the solver named by ``solver``, e.g.
-  ``dp-weak``) divided by the exact optimum OPT; ``inf`` when OPT fits the budget but the
-  DP's class has no schedule there.
+  ``dp-weak``, or a solver variant of ``remat verify`` such as ``exhaustive-monotone``, the
+  optimum of the fast ILP's normal form) divided by the exact optimum OPT; ``inf`` when OPT
+  fits the budget but the DP's class has no schedule there.
 * ``baseline-gap``: the same ratio for a baseline heuristic (``solver`` required).
 * ``ilp-time``: the seconds the ``ilp`` solver takes to prove its optimum (only proven
   solves count), a measure of how hard the MILP finds the instance.
@@ -89,12 +90,23 @@ class SearchConfig:
             return "ilp"
         return self.solver or "dp"
 
+    def target_call(self) -> tuple:
+        """``(registry name, options)`` of the compared solver (a verify variant label such
+        as ``exhaustive-monotone`` stands for a registered solver with fixed options)."""
+        from .verify import VARIANTS
+
+        name, opts = VARIANTS.get(self.target, (self.target, {}))
+        opts = dict(opts)
+        if name == "ilp":
+            opts["time_limit"] = self.ilp_time_limit
+        return name, opts
+
     def check_solvers(self) -> None:
         """Raise naming the solver if one this objective needs is not registered."""
         import solvers
 
         known = solvers.names()
-        need = [self.target, "exhaustive"]
+        need = [self.target_call()[0], "exhaustive"]
         if self.max_stages > EXHAUSTIVE_MAX_STAGES:
             need.append("ilp")
         for name in need:
@@ -132,9 +144,9 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
     sols = {"opt": (opt, opt_opts)}
     if opt.status != OPTIMAL or opt.optimal_for != CLASS_ALL:
         return Evaluation(None, sols)  # only a proven optimum over all schedules is OPT
-    target_opts = {"time_limit": cfg.ilp_time_limit} if cfg.target == "ilp" else {}
+    target_name, target_opts = cfg.target_call()
     try:
-        sol = solvers.solve(chain, budget, cfg.target, **target_opts)
+        sol = solvers.solve(chain, budget, target_name, **target_opts)
     except RematError as e:
         return Evaluation(None, sols, anomaly=f"solver {cfg.target} failed: {e}")
     sols[cfg.target] = (sol, target_opts)

@@ -30,6 +30,19 @@ def test_evaluate_scores_the_dp_gap_against_exhaustive_search():
     assert ev.score > 1.1
 
 
+def test_evaluate_a_solver_variant_by_its_label():
+    """A verify variant label stands for a registered solver with fixed options: the
+    persistent class's own exhaustive search scores the DP's gap, and the monotone class
+    (the fast ILP's normal form) is optimal on this instance."""
+    per = evaluate(GAP_CHAIN, GAP_BUDGET, SearchConfig("dp-gap", solver="exhaustive-persistent"))
+    dp = evaluate(GAP_CHAIN, GAP_BUDGET, SearchConfig("dp-gap"))
+    assert per.score == pytest.approx(dp.score) and per.score > 1.1
+    mono = evaluate(GAP_CHAIN, GAP_BUDGET, SearchConfig("dp-gap", solver="exhaustive-monotone"))
+    sol, opts = mono.solutions["exhaustive-monotone"]
+    assert opts == {"schedule_class": "monotone"} and sol.optimal_for == "weak-runs<=1"
+    assert mono.score == 1.0
+
+
 def test_evaluate_infeasible_budget_is_not_scored():
     lb = GAP_CHAIN.memory_lower_bound()
     ev = evaluate(GAP_CHAIN, lb - 1, SearchConfig("dp-gap"))

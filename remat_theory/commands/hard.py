@@ -26,7 +26,8 @@ def add_arguments(p) -> None:
                    help="dp-gap: DP / OPT; baseline-gap: SOLVER / OPT; ilp-time: seconds to "
                         "prove the ILP optimum")
     p.add_argument("--solver", default=None,
-                   help="solver compared with OPT (dp-gap: default dp, e.g. dp-weak; "
+                   help="solver compared with OPT (dp-gap: default dp, e.g. dp-weak, or "
+                        "exhaustive-monotone, the optimum of the fast ILP's normal form; "
                         "baseline-gap: required)")
     p.add_argument("--time", type=positive_float, default=60.0,
                    help="total wall-clock seconds, about (search, then shrinking; a solve in "

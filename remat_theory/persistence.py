@@ -67,7 +67,31 @@ PERSISTENT = "persistent"
 WEAK = "weak"
 MONOTONE = "monotone"
 ALL = "all"
-CLASSES = (ALL, PERSISTENT, WEAK, MONOTONE)
+CLASSES = (ALL, PERSISTENT, WEAK, MONOTONE)  # and "weak-runs<=K" for any K >= 1
+RUNS_PREFIX = "weak-runs<="
+
+
+def runs_limit(schedule_class: str) -> int | None:
+    """K for the class of at most K weakly increasing runs per phase (``"monotone"`` is
+    K = 1, ``"weak-runs<=K"`` any K >= 1); None for the other classes."""
+    if schedule_class == MONOTONE:
+        return 1
+    if isinstance(schedule_class, str) and schedule_class.startswith(RUNS_PREFIX):
+        k = schedule_class[len(RUNS_PREFIX):]
+        if k.isdigit() and int(k) >= 1:
+            return int(k)
+    return None
+
+
+def is_class(schedule_class) -> bool:
+    """True for a class name this module knows (:data:`CLASSES` or ``"weak-runs<=K"``)."""
+    return schedule_class in CLASSES or runs_limit(schedule_class) is not None
+
+
+def class_label(schedule_class: str) -> str:
+    """The ``optimal_for`` label of a class: ``"weak-runs<=K"`` for the runs classes."""
+    k = runs_limit(schedule_class)
+    return schedule_class if k is None else f"{RUNS_PREFIX}{k}"
 
 NO_FRESH = -1
 
@@ -86,8 +110,8 @@ def violation(chain: Chain, state: State, fresh: int, op: Op, schedule_class: st
 
     ``fresh`` is the class's one piece of bookkeeping (:func:`next_mark`): for the
     persistent class the index of the plain x produced by the previous operation, for the
-    monotone class the stage of the previous forward operation of the current phase (-1 if
-    none).  Validity in the model itself (needs, budget) is the simulator's business, not
+    runs classes the number of weakly increasing runs so far in the current phase and the
+    stage of its previous forward operation (-1 when the phase has none yet).  Validity in the model itself (needs, budget) is the simulator's business, not
     checked here.
     """
     if schedule_class == ALL:
@@ -96,9 +120,15 @@ def violation(chain: Chain, state: State, fresh: int, op: Op, schedule_class: st
         return f"Drop is not part of the {schedule_class} class"
     if op.kind not in FORWARD_KINDS:
         return None
-    if schedule_class == MONOTONE:
-        if op.index < fresh:
-            return f"{op.token} runs after F{fresh} in the same phase (stages must not decrease)"
+    k = runs_limit(schedule_class)
+    if k is not None:
+        runs, last = _runs_mark(fresh)
+        if op.index < last and runs + 1 > k:
+            if k == 1:
+                return (f"{op.token} runs after F{last} in the same phase (stages must not "
+                        f"decrease)")
+            return (f"{op.token} after F{last} starts weakly increasing run {runs + 1} of its "
+                    f"phase (at most {k})")
         return None
     i = op.index
     f = frontier(chain, state)
@@ -128,17 +158,26 @@ def next_mark(op: Op, schedule_class: str, mark: int) -> int:
     """The bookkeeping ``violation`` needs after ``op`` (``mark`` is the one before it)."""
     if schedule_class == PERSISTENT:
         return next_fresh(op)
-    if schedule_class == MONOTONE:
-        return op.index if op.kind in FORWARD_KINDS else NO_FRESH
+    if runs_limit(schedule_class) is not None:
+        if op.kind not in FORWARD_KINDS:
+            return NO_FRESH
+        runs, last = _runs_mark(mark)
+        return (runs + (1 if op.index < last or runs == 0 else 0), op.index)
     return NO_FRESH
+
+
+def _runs_mark(mark) -> tuple:
+    """(weakly increasing runs so far in the phase, stage of its last forward op)."""
+    return (0, -1) if mark == NO_FRESH else mark
 
 
 def check_class(chain: Chain, schedule: Schedule | str | Iterable, schedule_class: str) -> None:
     """Raise :class:`InvalidScheduleError` naming the first step of ``schedule`` that is
     invalid or breaks the rules of ``schedule_class`` (``"persistent"``, ``"weak"``,
     ``"monotone"``)."""
-    if schedule_class not in CLASSES:
-        raise ValueError(f"schedule_class = {schedule_class!r} is not one of {CLASSES}")
+    if not is_class(schedule_class):
+        raise ValueError(f"schedule_class = {schedule_class!r} is not one of {CLASSES} or "
+                         f"'{RUNS_PREFIX}K'")
     if isinstance(schedule, str):
         schedule = Schedule.parse(schedule)
     elif not isinstance(schedule, Schedule):

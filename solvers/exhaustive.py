@@ -240,13 +240,14 @@ def min_feasible_budget(chain: Chain, allow_drop: bool = False,
 
 
 _CLASS_NAMES = {persistence.PERSISTENT: CLASS_PERSISTENT, persistence.WEAK: CLASS_WEAK,
-                persistence.MONOTONE: CLASS_MONOTONE}
+                persistence.MONOTONE: CLASS_MONOTONE}  # "weak-runs<=K": its own name
 
 
 def _check_class(schedule_class, allow_drop: bool) -> None:
-    if schedule_class not in persistence.CLASSES:
+    if not persistence.is_class(schedule_class):
         raise SolverError(f"solver 'exhaustive': option schedule_class = {schedule_class!r} is not "
-                          f"one of {', '.join(persistence.CLASSES)}")
+                          f"one of {', '.join(persistence.CLASSES)} or "
+                          f"'{persistence.RUNS_PREFIX}K'")
     if schedule_class != persistence.ALL and allow_drop:
         raise SolverError(f"solver 'exhaustive': schedule_class = {schedule_class!r} has no Drop "
                           f"operations; allow_drop needs schedule_class = 'all'")
@@ -266,7 +267,7 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     _check_size(chain, max_stages)
     _check_class(schedule_class, allow_drop)
     if schedule_class != persistence.ALL:
-        cls = _CLASS_NAMES[schedule_class]
+        cls = _CLASS_NAMES.get(schedule_class) or persistence.class_label(schedule_class)
     else:
         cls = CLASS_ALL_WITH_DROP if allow_drop else CLASS_ALL
     schedule, makespan, peak, bound, proven = search(chain, budget, allow_drop, time_limit,

@@ -216,6 +216,11 @@ def is_weakly_persistent(chain: Chain, schedule) -> bool:
     return _is_in(chain, schedule, WEAK)
 
 
+def is_class_member(chain: Chain, schedule, schedule_class: str) -> bool:
+    """True when ``schedule`` is valid (no budget) and in ``schedule_class``."""
+    return _is_in(chain, schedule, schedule_class)
+
+
 def is_monotone(chain: Chain, schedule) -> bool:
     """True when ``schedule`` is valid (no budget) and monotone (module docstring): the
     normal form of the ILP's fast mode.  Every weakly persistent schedule is monotone."""

@@ -10,10 +10,11 @@ Relations checked on each instance ``(chain, budget)``
 ------------------------------------------------------
 Schedules belong to classes ordered by inclusion::
 
-    persistent  ⊆  weakly-persistent  ⊆  weak-runs<=1  ⊆  all  ⊆  all+drop
+    persistent  ⊆  weakly-persistent  ⊆  weak-runs<=1  ⊆  weak-runs<=2  ⊆  all  ⊆  all+drop
 
-(``weak-runs<=1`` is the *monotone* class of :mod:`remat_theory.persistence`, the normal
-form of the ILP's fast mode: forward stages never decrease inside a phase.)
+(``weak-runs<=K``: at most K weakly increasing runs of forward stages per phase, classes of
+:mod:`remat_theory.persistence`; K = 1, the *monotone* class, is the normal form of the
+ILP's fast mode.)
 
 Every schedule is classified by the rules of :mod:`remat_theory.persistence` (the smallest
 class it lies in; ``all+drop`` when it uses Drop ops), whatever solver produced it.  A
@@ -72,13 +73,15 @@ __all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verif
 RTOL = 1e-9  # relative tolerance between makespans: sums of the same floats, nothing more
 
 # Inclusion order of the classes of schedules (Solution.optimal_for values).
-CLASS_RANK = {"persistent": 0, "weakly-persistent": 1, "weak-runs<=1": 2, "all": 3, "all+drop": 4}
+CLASS_RANK = {"persistent": 0, "weakly-persistent": 1, "weak-runs<=1": 2, "weak-runs<=2": 3,
+              "all": 4, "all+drop": 5}
 
 DEFAULT_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
 # Longest chain each solver runs on (by label, else by registry name): exhaustive search
 # grows as 4^L; the ILP proves small chains in seconds but its smallest-feasible-budget
 # MILP (at infeasible budgets) and tight budgets take much longer from about 5 stages on.
-DEFAULT_MAX_STAGES_FOR = (("exhaustive", 7), ("ilp", 4), ("ilp-cbc", 4), ("ilp-fast", 12))
+DEFAULT_MAX_STAGES_FOR = (("exhaustive", 7), ("ilp", 4), ("ilp-cbc", 4), ("ilp-fast", 12),
+                          ("ilp-weak-runs2", 8))
 
 
 def class_subset(a: str, b: str) -> bool:
@@ -171,6 +174,8 @@ VARIANTS = {
     "exhaustive-monotone": ("exhaustive", {"schedule_class": "monotone"}),
     "ilp-cbc": ("ilp", {"mip_solver": "cbc"}),
     "ilp-fast": ("ilp", {"passes": 1, "pairs": True}),
+    "exhaustive-weak-runs2": ("exhaustive", {"schedule_class": "weak-runs<=2"}),
+    "ilp-weak-runs2": ("ilp", {"passes": 2, "pairs": True}),
 }
 DEFAULT_VARIANTS = ("exhaustive-persistent", "exhaustive-weak", "exhaustive-monotone", "ilp-fast")
 
@@ -248,6 +253,8 @@ def schedule_class_of(chain: Chain, schedule) -> str:
         return "weakly-persistent"
     if persistence.is_monotone(chain, schedule):
         return "weak-runs<=1"
+    if persistence.is_class_member(chain, schedule, "weak-runs<=2"):
+        return "weak-runs<=2"
     return "all"
 
 

@@ -18,8 +18,10 @@ increasing runs.  Every valid schedule has at most (p+1)(p+2) forward operations
 is exact over all schedules (proofs/ilp.md, Theorem 1), but its O(L^4) binaries make it slow
 beyond 5 stages.  ``passes=1`` alone (each stage at most once per phase, the Checkmate-style
 normal form) is lossy; ``passes=1, pairs=True`` (one *weakly* increasing run per phase: a
-pass may run two operations of one stage back to back) is the fast mode, exact on every
-instance tested but not proven so; its answers say ``optimal_for="weak-runs<=1"``.
+pass may run two operations of one stage back to back) is the fast mode: exactly the optimum
+of that class (equal to ``exhaustive(schedule_class="monotone")``), never worse than
+``dp-weak``, but lossy over all schedules (proofs/ilp.md section 5: a 4-stage chain at 16
+against 15); its answers say ``optimal_for="weak-runs<=1"``.
 
 Variables (all binary, per phase p, pass k, stage s): ``n`` (Fn_s reading the plain x_s,
 which it frees), ``nt`` (Fn_s reading x_s from the tape t_s, which it frees; allowed only

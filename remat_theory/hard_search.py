@@ -43,6 +43,7 @@ from .solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 
 OBJECTIVES = ("dp-gap", "baseline-gap", "ilp-time")
 EXHAUSTIVE_MAX_STAGES = 7
+ILP_MAX_STAGES = 16  # the ILP's proven model stays under its default max_binaries up to here
 _SIZE_FIELDS = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead")
 _TIME_FIELDS = ("fwd_time", "bwd_time")
 
@@ -80,6 +81,10 @@ class SearchConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise RematError(f"{name} = {v!r} must be an integer >= 1")
+        if self.max_stages > ILP_MAX_STAGES:
+            raise RematError(f"max_stages = {self.max_stages}: OPT above {EXHAUSTIVE_MAX_STAGES} "
+                             f"stages is the proven ILP model, which is built only up to "
+                             f"{ILP_MAX_STAGES} stages")
         if self.max_stages < self.min_stages:
             raise RematError(f"max_stages = {self.max_stages} is below min_stages = "
                              f"{self.min_stages}")

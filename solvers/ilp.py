@@ -402,6 +402,23 @@ def phase_pass_bound(L: int, p: int) -> int:
     return L * (L + 1) if p == L else (p + 1) * (p + 2)
 
 
+DEFAULT_MAX_BINARIES = 100_000
+
+
+def binaries_bound(chain: Chain, passes: int | None, pairs: bool) -> int:
+    """An upper bound on the operation binaries of the K-pass model (before operations that
+    exceed the budget are removed): what the model's size is decided by, computed without
+    building it.  The proven model (``passes=None``) grows as L^4: about 7,400 at 8 stages,
+    32,000 at 12, a million at 30."""
+    L = chain.length
+    total = 0
+    for p in range(L, -1, -1):
+        k = phase_pass_bound(L, p) if passes is None else min(passes, phase_pass_bound(L, p))
+        for s in range(min(p, L - 1) + 1):
+            total += k * len(_allowed(L, p, s, pairs))
+    return total
+
+
 def passes_sufficient(chain: Chain) -> int:
     """Passes per phase with which the model contains every valid schedule: the largest
     :func:`phase_pass_bound`, L(L+1) (proofs/ilp.md, Theorem 1)."""
@@ -579,7 +596,9 @@ def _incumbent(chain: Chain, budget: int, use_dp: bool):
     return None, None, None
 
 
-def _check_options(time_limit, solver, passes, warm_start, threads):
+def _check_options(time_limit, solver, passes, warm_start, threads, max_binaries=DEFAULT_MAX_BINARIES):
+    if isinstance(max_binaries, bool) or not isinstance(max_binaries, int) or max_binaries < 1:
+        raise SolverError(f"ilp: max_binaries = {max_binaries!r} must be an integer >= 1")
     if solver not in SOLVERS:
         raise SolverError(f"ilp: mip_solver = {solver!r} is unknown (known: {', '.join(SOLVERS)})")
     if time_limit is not None:
@@ -598,14 +617,26 @@ def _check_options(time_limit, solver, passes, warm_start, threads):
           description="Time-expanded MILP (PuLP; HiGHS or CBC), no persistence assumption.")
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
               mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
-              pairs: bool = False, warm_start: bool = True, threads: int = 1) -> Solution:
+              pairs: bool = False, warm_start: bool = True, threads: int = 1,
+              max_binaries: int = DEFAULT_MAX_BINARIES) -> Solution:
     """Optimal schedule over every schedule with at most ``passes`` increasing runs of forward
     operations per phase (``passes=None``, the default: the number proven sufficient for all
     schedules, proofs/ilp.md; ``pairs=True``: weakly increasing runs; ``passes=1,
     pairs=True`` is the fast mode).  ``time_limit`` in seconds; ``mip_solver`` "highs" (in-process highspy) or
-    "cbc" (the option cannot be called ``solver``: that is the registry's own argument); ``warm_start`` seeds the solver with the DP schedule (or store-all) as incumbent."""
+    "cbc" (the option cannot be called ``solver``: that is the registry's own argument); ``warm_start`` seeds the solver with the DP schedule (or store-all) as incumbent.
+    ``max_binaries``: refuse (SolverError) to build a model with more operation binaries
+    than this (:func:`binaries_bound`), rather than exhaust memory: the proven model passes
+    it up to 16 stages."""
     solver = mip_solver
-    _check_options(time_limit, solver, passes, warm_start, threads)
+    _check_options(time_limit, solver, passes, warm_start, threads, max_binaries)
+    size = binaries_bound(chain, passes, bool(pairs))
+    if size > max_binaries:
+        mode = "the proven model (passes=None)" if passes is None else f"passes={passes}"
+        raise SolverError(
+            f"ilp: {mode} for {chain.length} stages has up to {size:,} operation binaries, "
+            f"above max_binaries = {max_binaries:,}; use the fast mode (passes=1, pairs=True: "
+            f"optimal among schedules with one weakly increasing forward run per phase, "
+            f"{binaries_bound(chain, 1, True):,} binaries) or raise max_binaries")
     if not isinstance(pairs, bool):
         raise SolverError(f"ilp: pairs = {pairs!r} must be True or False")
     rep = pairs

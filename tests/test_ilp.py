@@ -17,7 +17,7 @@ from remat_theory.schedule import B, FCK, FN, LOSS, Schedule
 from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.strategies import chains, chains_and_budgets, valid_schedules
 from solvers.exhaustive import min_feasible_budget, search
-from solvers.ilp import build_model, decode, encode, phase_pass_bound
+from solvers.ilp import binaries_bound, build_model, decode, encode, phase_pass_bound
 
 HIGHS_PROVEN = "Optimal"  # highspy's modelStatusToString(kOptimal)
 FAST = {"passes": 1, "pairs": True}  # the fast mode of proofs/ilp.md section 5
@@ -381,3 +381,20 @@ def test_sizes_are_divided_by_their_gcd():
         assert s2.info["gcd"] % 1000 == 0
         assert s1.makespan == pytest.approx(s2.makespan)
 
+
+
+def test_model_size_guard():
+    """binaries_bound is the model's operation count before budget filtering, and the proven
+    model refuses a chain whose model would be too large, naming the option and the fast mode."""
+    for L in (1, 3, 6):
+        chain = make("random", L, 0)
+        for passes, pairs in ((None, False), (1, True), (2, False)):
+            assert binaries_bound(chain, passes, pairs) == \
+                len(build_model(chain, None, passes, pairs=pairs).ops)
+    big = make("random", 18, 0)
+    with pytest.raises(SolverError, match="max_binaries.*fast mode"):
+        solvers.solve(big, big.store_all_memory(), "ilp")
+    with pytest.raises(SolverError, match="max_binaries = 0"):
+        solvers.solve(big, big.store_all_memory(), "ilp", max_binaries=0)
+    fast = solvers.solve(big, big.store_all_memory(), "ilp", passes=1, pairs=True)
+    assert fast.status == OPTIMAL and fast.makespan == big.ideal_makespan()

@@ -105,14 +105,14 @@ def frontier(chain: Chain, state: State) -> int:
     return avail.bit_length() - 1
 
 
-def violation(chain: Chain, state: State, fresh: int, op: Op, schedule_class: str) -> str | None:
+def violation(chain: Chain, state: State, fresh, op: Op, schedule_class: str) -> str | None:
     """Why ``op`` breaks the rules of ``schedule_class`` in ``state``, or None if it does not.
 
     ``fresh`` is the class's one piece of bookkeeping (:func:`next_mark`): for the
     persistent class the index of the plain x produced by the previous operation, for the
     runs classes the number of weakly increasing runs so far in the current phase and the
-    stage of its previous forward operation (-1 when the phase has none yet).  Validity in the model itself (needs, budget) is the simulator's business, not
-    checked here.
+    stage of its previous forward operation (-1 when the phase has none yet).  Validity in
+    the model itself (needs, budget) is the simulator's business, not checked here.
     """
     if schedule_class == ALL:
         return None
@@ -154,8 +154,10 @@ def next_fresh(op: Op) -> int:
     return NO_FRESH
 
 
-def next_mark(op: Op, schedule_class: str, mark: int) -> int:
-    """The bookkeeping ``violation`` needs after ``op`` (``mark`` is the one before it)."""
+def next_mark(op: Op, schedule_class: str, mark):
+    """The bookkeeping ``violation`` needs after ``op`` (``mark`` is the one before it): an
+    int for the persistent class (:func:`next_fresh`), a pair ``(runs, last stage)`` for the
+    runs classes inside a phase, :data:`NO_FRESH` otherwise and after a backward op."""
     if schedule_class == PERSISTENT:
         return next_fresh(op)
     if runs_limit(schedule_class) is not None:

@@ -596,7 +596,31 @@ def _incumbent(chain: Chain, budget: int, use_dp: bool):
     return None, None, None
 
 
+PULP_SUPPORTED = ((3, 3, 1), (4,))  # [lowest, first unsupported): as pyproject.toml pins it
+
+
+def _version_tuple(text: str) -> tuple:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = re.match(r"\d+", piece)
+        parts.append(int(digits.group()) if digits else 0)
+    return tuple(parts)
+
+
+def _check_pulp(version: str | None = None) -> None:
+    """The solver is written against PuLP 3.3 (``add_variable``; CBC bundled as
+    ``PULP_CBC_CMD``; ``solve()`` returning an int).  PuLP 4 changes all three, so an
+    environment with another PuLP than the one pyproject.toml pins gets a clear error here
+    instead of a failure deep inside a solve."""
+    version = pulp.__version__ if version is None else version
+    lo, hi = PULP_SUPPORTED
+    if not lo <= _version_tuple(version) < hi:
+        raise SolverError(f"ilp: PuLP {version} is installed; this solver needs PuLP >= 3.3.1 "
+                          f"and < 4 (pip install 'pulp>=3.3.1,<4')")
+
+
 def _check_options(time_limit, solver, passes, warm_start, threads, max_binaries=DEFAULT_MAX_BINARIES):
+    _check_pulp()
     if isinstance(max_binaries, bool) or not isinstance(max_binaries, int) or max_binaries < 1:
         raise SolverError(f"ilp: max_binaries = {max_binaries!r} must be an integer >= 1")
     if solver not in SOLVERS:

@@ -362,6 +362,20 @@ def test_bad_options_are_named(option, value):
         solvers.solve(chain, chain.store_all_memory(), "ilp", **{option: value})
 
 
+@pytest.mark.parametrize("version", ["4.2.0", "4.0.0a5", "3.3.0", "2.7.0"])
+def test_an_unsupported_pulp_is_named(monkeypatch, version):
+    monkeypatch.setattr(pulp, "__version__", version)
+    chain = make("random", 3, 0)
+    with pytest.raises(SolverError, match=f"PuLP {version} is installed"):
+        solvers.solve(chain, chain.store_all_memory(), "ilp")
+
+
+def test_the_installed_pulp_is_supported():
+    # the pin in pyproject.toml and the solver's own check agree on the installed PuLP
+    chain = make("random", 3, 0)
+    assert solvers.solve(chain, chain.store_all_memory(), "ilp", passes=1).status == OPTIMAL
+
+
 def test_budget_below_x0_is_infeasible():
     chain = Chain([1.0, 1.0], [1.0, 1.0, 1.0], [5, 2, 2], [3, 3])
     sol = solvers.solve(chain, 4, "ilp")

@@ -1,6 +1,6 @@
 """Benchmarks of the ``ilp`` solver (measured figures, not tests).
 
-Three sweeps:
+Four sweeps:
 
 ``speed``: time to prove optimality on random chains (``families.make("random", L, seed)``)
 at a middle budget (halfway from the smallest budget to store-all) and a tight budget (10%
@@ -25,11 +25,20 @@ optimum changes (so every budget is covered), each class's optimum against it.  
 in parallel (one per worker, each with its own seed).  Writes ``results/ilp_monotone.json``
 with counts and the mismatches found.
 
+``phase-local``: does one phase on its own ever need more than K weakly increasing runs,
+and does that carry over to whole schedules?  Draws a chain (as ``monotone`` does), a phase
+p, a start state (any plain x_1..x_p and tapes t_1..t_p) and a budget; asks
+:func:`remat_theory.phase_local.missed_outcome` for an outcome of the phase (live values,
+memory and time after B_p) that no phase with at most K runs matches; for each chain where
+one exists, compares the whole chain with exhaustive search at every breakpoint, as
+``monotone`` does.  Writes ``results/ilp_phase_local.json``.
+
 Usage::
 
     python benchmarks/bench_ilp.py speed --lengths 10 20 30 --seeds 5 --pairs --time-limit 120
     python benchmarks/bench_ilp.py normal-form --minutes 10
     python benchmarks/bench_ilp.py monotone --minutes 30 --lengths 2 3 4 5 6 7
+    python benchmarks/bench_ilp.py phase-local --minutes 20 --lengths 3 4 --runs 2
 """
 from __future__ import annotations
 
@@ -46,6 +55,7 @@ from pathlib import Path
 import solvers
 from remat_theory.chain import Chain
 from remat_theory.families import make
+from remat_theory.simulator import State, state_memory
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -181,10 +191,39 @@ def _heavy_chain(L: int, r: random.Random) -> Chain:
 RUN_CLASSES = ("weak-runs<=1", "weak-runs<=2")
 
 
-def monotone_task(task: tuple) -> dict:
-    """One worker's share of the ``monotone`` sweep: ``(seed, seconds, lengths)``."""
+def chain_misses(chain: Chain, classes=RUN_CLASSES) -> tuple:
+    """Compare each class with exhaustive search on ``chain`` at its smallest feasible budget
+    and at every breakpoint of the unrestricted optimum (so at every budget).  Returns
+    ``(breakpoints, {class: [miss, ...]})``."""
     from solvers.exhaustive import min_feasible_budget, search
 
+    misses: dict = {c: [] for c in classes}
+    lo = min_feasible_budget(chain)
+    for c in classes:
+        lo_c = min_feasible_budget(chain, schedule_class=c)
+        if lo_c != lo:
+            misses[c].append({"chain": chain.to_dict(), "budget": lo, "exhaustive": "feasible",
+                              c: f"infeasible below {lo_c}"})
+    full = search(chain, chain.store_all_memory())[1]
+    b, prev, breakpoints = lo, None, 0
+    while True:
+        best = search(chain, b)[1]
+        if best != prev:  # a breakpoint of the unrestricted optimum
+            prev = best
+            breakpoints += 1
+            for c in classes:
+                got = search(chain, b, schedule_class=c)[1]
+                if got is None or got > best * (1 + 1e-9):
+                    misses[c].append({"chain": chain.to_dict(), "budget": b,
+                                      "exhaustive": best, c: got})
+        if best == full:
+            break
+        b += 1
+    return breakpoints, misses
+
+
+def monotone_task(task: tuple) -> dict:
+    """One worker's share of the ``monotone`` sweep: ``(seed, seconds, lengths)``."""
     seed, seconds, lengths = task
     r = random.Random(seed)
     t0 = time.perf_counter()
@@ -196,36 +235,16 @@ def monotone_task(task: tuple) -> dict:
         L = r.choice(lengths)
         chain = _heavy_chain(L, r) if r.random() < 0.5 else _provocative_chain(L, r)
         chains += 1
-        by_length.setdefault(L, {"chains": 0, "breakpoints": 0, **{c: 0 for c in RUN_CLASSES}})
-        by_length[L]["chains"] += 1
-        lo = min_feasible_budget(chain)
-        missed = set()
-        for c in RUN_CLASSES:
-            lo_c = min_feasible_budget(chain, schedule_class=c)
-            if lo_c != lo:
-                missed.add(c)
-                misses[c].append({"chain": chain.to_dict(), "budget": lo, "exhaustive": "feasible",
-                                  c: f"infeasible below {lo_c}"})
-        full = search(chain, chain.store_all_memory())[1]
-        b, prev = lo, None
-        while True:
-            best = search(chain, b)[1]
-            if best != prev:  # a breakpoint of the unrestricted optimum
-                prev = best
-                instances += 1
-                by_length[L]["breakpoints"] += 1
-                for c in RUN_CLASSES:
-                    got = search(chain, b, schedule_class=c)[1]
-                    if got is None or got > best * (1 + 1e-9):
-                        missed.add(c)
-                        by_length[L][c] += 1
-                        misses[c].append({"chain": chain.to_dict(), "budget": b,
-                                          "exhaustive": best, c: got})
-            if best == full:
-                break
-            b += 1
-        for c in missed:
-            missed_chains[c] += 1
+        row = by_length.setdefault(L, {"chains": 0, "breakpoints": 0,
+                                       **{c: 0 for c in RUN_CLASSES}})
+        row["chains"] += 1
+        bps, found = chain_misses(chain)
+        instances += bps
+        row["breakpoints"] += bps
+        for c, ms in found.items():
+            misses[c] += ms
+            row[c] += sum(1 for m in ms if m["exhaustive"] != "feasible")
+            missed_chains[c] += bool(ms)
     return {"seed": seed, "chains": chains, "breakpoints": instances, "by_length": by_length,
             "missed_chains": missed_chains, "misses": misses}
 
@@ -257,6 +276,75 @@ def monotone(args) -> dict:
             "examples": {c: [m for p in parts for m in p["misses"][c]][:5] for c in RUN_CLASSES}}
 
 
+def _random_start(chain: Chain, r: random.Random) -> State:
+    """A start for one phase p < L: any set of plain x_1..x_p and tapes t_1..t_p (x_0 is
+    always held; nothing of stage p+1 is live at the start of phase p)."""
+    L = chain.length
+    p = r.randrange(1, L)
+    plain, tapes = 1, 0
+    for j in range(1, p + 1):
+        plain |= (r.random() < 0.3) << j
+        tapes |= (r.random() < 0.3) << j
+    return State(plain, tapes, p)
+
+
+def phase_local_task(task: tuple) -> dict:
+    """One worker's share of the ``phase-local`` sweep: ``(seed, seconds, lengths, runs)``."""
+    from remat_theory.phase_local import missed_outcome
+
+    seed, seconds, lengths, k = task
+    cls = f"weak-runs<={k}"
+    r = random.Random(seed)
+    t0 = time.perf_counter()
+    starts = local = chains = breakpoints = 0
+    examples, global_misses = [], []
+    while time.perf_counter() - t0 < seconds:
+        L = r.choice(lengths)
+        chain = _heavy_chain(L, r) if r.random() < 0.5 else _provocative_chain(L, r)
+        start = _random_start(chain, r)
+        held = state_memory(chain, start)
+        budget = held + r.randint(0, max(chain.tape_size) + max(chain.fwd_overhead))
+        starts += 1
+        o = missed_outcome(chain, start, budget, cls)
+        if o is None:
+            continue
+        local += 1
+        if len(examples) < 5:
+            examples.append({"chain": chain.to_dict(), "start": start.describe(chain),
+                             "budget": budget, "phase": str(o.ops), "memory_after": o.memory,
+                             "time": o.time})
+        # does the chain need more than k runs in some phase of a whole schedule?
+        chains += 1
+        bps, found = chain_misses(chain, (cls,))
+        breakpoints += bps
+        global_misses += found[cls]
+    return {"starts": starts, "local_misses": local, "chains_checked": chains,
+            "breakpoints": breakpoints, "examples": examples, "global_misses": global_misses}
+
+
+def phase_local(args) -> dict:
+    from remat_theory.parallel import parallel_map
+
+    workers = args.workers or os.cpu_count() or 1
+    tasks = [(args.seed * 1000 + w, 60 * args.minutes, tuple(args.lengths), args.runs)
+             for w in range(workers)]
+    t0 = time.perf_counter()
+    parts = parallel_map(phase_local_task, tasks, workers=workers, progress=False)
+    total = {k: sum(p[k] for p in parts)
+             for k in ("starts", "local_misses", "chains_checked", "breakpoints")}
+    return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
+            "machine": machine(), "minutes": args.minutes, "workers": workers,
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "class": f"weak-runs<={args.runs}", **total,
+            "global_misses": sum(len(p["global_misses"]) for p in parts),
+            "note": "starts: random (chain, phase start, budget); local_misses: starts where "
+                    "one phase alone reaches an outcome (live values, memory, time) that no "
+                    "phase of the class matches; each such chain is then compared whole with "
+                    "exhaustive search at every breakpoint (global_misses)",
+            "local_examples": [e for p in parts for e in p["examples"]][:5],
+            "global_examples": [m for p in parts for m in p["global_misses"]][:5]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -281,8 +369,16 @@ def main(argv=None) -> int:
     mo.add_argument("--seed", type=int, default=0)
     mo.add_argument("--workers", type=int, default=None)
     mo.add_argument("--out", default=str(RESULTS / "ilp_monotone.json"))
+    pl = sub.add_parser("phase-local")
+    pl.add_argument("--minutes", type=float, default=10.0)
+    pl.add_argument("--lengths", type=int, nargs="+", default=[3, 4])
+    pl.add_argument("--runs", type=int, default=2)
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--workers", type=int, default=None)
+    pl.add_argument("--out", default=str(RESULTS / "ilp_phase_local.json"))
     args = ap.parse_args(argv)
-    result = {"speed": speed, "normal-form": normal_form, "monotone": monotone}[args.cmd](args)
+    result = {"speed": speed, "normal-form": normal_form, "monotone": monotone,
+              "phase-local": phase_local}[args.cmd](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -607,12 +607,12 @@ def _version_tuple(text: str) -> tuple:
     return tuple(parts)
 
 
-def _check_pulp(version: str | None = None) -> None:
+def _check_pulp() -> None:
     """The solver is written against PuLP 3.3 (``add_variable``; CBC bundled as
     ``PULP_CBC_CMD``; ``solve()`` returning an int).  PuLP 4 changes all three, so an
     environment with another PuLP than the one pyproject.toml pins gets a clear error here
     instead of a failure deep inside a solve."""
-    version = pulp.__version__ if version is None else version
+    version = pulp.__version__
     lo, hi = PULP_SUPPORTED
     if not lo <= _version_tuple(version) < hi:
         raise SolverError(f"ilp: PuLP {version} is installed; this solver needs PuLP >= 3.3.1 "

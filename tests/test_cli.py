@@ -146,3 +146,22 @@ def test_generic_solver_options(chain_file, capsys):
     one_line_error(code, err, "option 'nokey' is not KEY=VALUE")
     code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "-o", "passes=2")
     one_line_error(code, err, "solver 'store-all' does not take option 'passes'")
+
+
+def test_a_long_proven_ilp_solve_is_announced(tmp_path, capsys):
+    from remat_theory.commands.solve import long_solve_note
+    from remat_theory.families import make
+
+    big, small = make("random", 6, 0), make("random", 5, 0)
+    note = long_solve_note(big, "ilp", {})
+    assert "6 stages" in note and "--time-limit" in note and "passes=1" in note
+    assert long_solve_note(big, "ilp", {"time_limit": 10}) is None
+    assert long_solve_note(big, "ilp", {"passes": 1, "pairs": True}) is None
+    assert long_solve_note(small, "ilp", {}) is None
+    assert long_solve_note(big, "dp", {}) is None
+    # the fast mode on the same chain: no note on stderr, clean JSON on stdout
+    p = tmp_path / "c6.json"
+    big.save(p)
+    code, out, err = run(capsys, "solve", str(p), "--budget", str(big.store_all_memory()),
+                         "--solver", "ilp", "-o", "passes=1", "-o", "pairs=true", "--json")
+    assert code == 0 and json.loads(out)["status"] == "optimal" and "note" not in err

@@ -42,7 +42,26 @@ def option_arg(text: str) -> tuple:
         return key, value
 
 
+PROVEN_ILP_QUICK_STAGES = 5  # the proven ilp model: seconds up to here, minutes to hours above
+
+
+def long_solve_note(chain, solver: str, options: dict) -> str | None:
+    """A note for stderr before a solve that may run for a very long time: the proven
+    ``ilp`` model (O(L^4) binaries, proofs/ilp.md section 8) on more than
+    :data:`PROVEN_ILP_QUICK_STAGES` stages with no time limit."""
+    if solver != "ilp" or options.get("passes") is not None or "time_limit" in options:
+        return None
+    if chain.length <= PROVEN_ILP_QUICK_STAGES:
+        return None
+    return (f"remat: note: the proven ilp model on {chain.length} stages can take minutes to "
+            f"hours (about 5 stages take seconds); --time-limit SECONDS returns the best "
+            f"schedule and bound found by then, and -o passes=1 -o pairs=true is the fast mode "
+            f"(optimal among schedules with one weakly increasing run per phase)")
+
+
 def run(args) -> int:
+    import sys
+
     chain = load_chain(args.chain)
     check_budget_feasible_at_all(chain, args.budget)
     options = dict(args.options)
@@ -50,6 +69,9 @@ def run(args) -> int:
         options["slots"] = args.slots
     if args.time_limit is not None:
         options["time_limit"] = args.time_limit
+    note = long_solve_note(chain, args.solver, options)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     sol = solvers.solve(chain, args.budget, args.solver, **options)
     if args.json:
         print_json(sol.to_dict())
@@ -63,7 +85,6 @@ def run(args) -> int:
         print(f"solve time {sol.wall_time:.3g} s")
     if sol.status == INFEASIBLE:
         if not args.json:
-            import sys
             smallest = f"; the smallest feasible budget for it is {sol.min_budget}" if sol.min_budget is not None else ""
             print(f"remat: error: budget {args.budget} is infeasible for solver {sol.solver}{smallest}",
                   file=sys.stderr)

@@ -1,0 +1,59 @@
+"""The ILP benchmark script's sweeps (benchmarks/bench_ilp.py) on known instances: their
+per-chain comparison finds the refuted normal form's miss and nothing for two runs."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from remat_theory import Chain
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_ilp", ROOT / "benchmarks" / "bench_ilp.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def certificate_chain(name: str) -> Chain:
+    d = json.loads((ROOT / "proofs" / "certificates" / name).read_text())
+    return Chain.from_dict(d["chain"])
+
+
+def test_chain_misses_finds_the_fast_modes_counterexample(bench):
+    chain = certificate_chain("ilp_weak_run_min_budget.json")
+    breakpoints, misses = bench.chain_misses(chain)
+    assert breakpoints >= 1
+    assert [m["budget"] for m in misses["weak-runs<=1"]][:1] == [9]
+    assert misses["weak-runs<=1"][0]["weak-runs<=1"] == "infeasible below 10"
+    assert misses["weak-runs<=2"] == []
+
+
+def test_the_phase_local_sweep_reports_what_it_found(bench):
+    from remat_theory.phase_local import missed_outcome
+    from solvers.exhaustive import search
+
+    part = bench.phase_local_task((0, 2.0, (3,), 2))
+    assert part["starts"] >= part["local_misses"] == part["chains_checked"] >= 1
+    for ex in part["examples"]:  # each local example is a real phase-local miss
+        chain = Chain.from_dict(ex["chain"])
+        start = next(s for s in _starts(chain) if s.describe(chain) == ex["start"])
+        o = missed_outcome(chain, start, ex["budget"], "weak-runs<=2")
+        assert o is not None and (o.memory, o.time) == (ex["memory_after"], ex["time"])
+    for m in part["global_misses"]:  # and a whole-chain miss, if one is ever found, is real
+        chain, b = Chain.from_dict(m["chain"]), m["budget"]
+        got = search(chain, b, schedule_class="weak-runs<=2")[1]
+        assert got is None or got > search(chain, b)[1]
+
+
+def _starts(chain):
+    from remat_theory.simulator import State
+
+    for p in range(1, chain.length):
+        for plain in range(0, 1 << (p + 1), 2):
+            for tapes in range(0, 1 << (p + 1), 2):
+                yield State(plain | 1, tapes, p)

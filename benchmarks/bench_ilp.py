@@ -311,6 +311,7 @@ def phase_local_task(task: tuple) -> dict:
         local += 1
         if len(examples) < 5:
             examples.append({"chain": chain.to_dict(), "start": start.describe(chain),
+                             "start_state": list(start),
                              "budget": budget, "phase": str(o.ops), "memory_after": o.memory,
                              "time": o.time})
         # does the chain need more than k runs in some phase of a whole schedule?

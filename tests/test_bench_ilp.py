@@ -1,12 +1,12 @@
 """The ILP benchmark script's sweeps (benchmarks/bench_ilp.py) on known instances: their
 per-chain comparison finds the refuted normal form's miss and nothing for two runs."""
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
 
-from remat_theory import Chain
+from remat_theory import Chain, certificates
+from remat_theory.simulator import State
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,13 +19,8 @@ def bench():
     return mod
 
 
-def certificate_chain(name: str) -> Chain:
-    d = json.loads((ROOT / "proofs" / "certificates" / name).read_text())
-    return Chain.from_dict(d["chain"])
-
-
 def test_chain_misses_finds_the_fast_modes_counterexample(bench):
-    chain = certificate_chain("ilp_weak_run_min_budget.json")
+    chain = certificates.load(ROOT / "proofs" / "certificates" / "ilp_weak_run_min_budget.json").chain
     breakpoints, misses = bench.chain_misses(chain)
     assert breakpoints >= 1
     assert [m["budget"] for m in misses["weak-runs<=1"]][:1] == [9]
@@ -41,7 +36,7 @@ def test_the_phase_local_sweep_reports_what_it_found(bench):
     assert part["starts"] >= part["local_misses"] == part["chains_checked"] >= 1
     for ex in part["examples"]:  # each local example is a real phase-local miss
         chain = Chain.from_dict(ex["chain"])
-        start = next(s for s in _starts(chain) if s.describe(chain) == ex["start"])
+        start = State(*ex["start_state"])
         o = missed_outcome(chain, start, ex["budget"], "weak-runs<=2")
         assert o is not None and (o.memory, o.time) == (ex["memory_after"], ex["time"])
     for m in part["global_misses"]:  # and a whole-chain miss, if one is ever found, is real
@@ -49,11 +44,3 @@ def test_the_phase_local_sweep_reports_what_it_found(bench):
         got = search(chain, b, schedule_class="weak-runs<=2")[1]
         assert got is None or got > search(chain, b)[1]
 
-
-def _starts(chain):
-    from remat_theory.simulator import State
-
-    for p in range(1, chain.length):
-        for plain in range(0, 1 << (p + 1), 2):
-            for tapes in range(0, 1 << (p + 1), 2):
-                yield State(plain | 1, tapes, p)

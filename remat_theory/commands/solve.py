@@ -54,8 +54,9 @@ def long_solve_note(chain, solver: str, options: dict) -> str | None:
     if chain.length <= PROVEN_ILP_QUICK_STAGES:
         return None
     return (f"remat: note: the proven ilp model on {chain.length} stages can take minutes to "
-            f"hours (about 5 stages take seconds); --time-limit SECONDS returns the best "
-            f"schedule and bound found by then, and -o passes=1 -o pairs=true is the fast mode "
+            f"hours (about {PROVEN_ILP_QUICK_STAGES} stages take seconds); --time-limit SECONDS "
+            f"returns the best schedule and bound found by then, and -o passes=1 -o pairs=true "
+            f"is the fast mode "
             f"(optimal among schedules with one weakly increasing run per phase)")
 
 

@@ -38,6 +38,16 @@ A schedule is **monotone** (the fast ILP's normal form, proofs/ilp.md section 5;
 Every weakly persistent schedule is monotone: after F_i reads the frontier i, the frontier
 is i+1 (or still i when i = u), so (W1) makes the stages of a phase weakly increasing.
 
+A schedule is **run+falls** (a candidate normal form, refuted: proofs/ilp.md section 5)
+when it is valid, has no Drop, and
+
+  (R1) inside each phase, after the first forward operation whose stage is lower than the
+       stage of the one before it, every forward operation is a Fall: one weakly
+       increasing run, then only tapes, made in any order.
+
+It contains the monotone class and every counterexample to it found by the sweeps of
+section 5 before the one that refutes it (``certificates/ilp_fall_tail_refuted.json``).
+
 A schedule is **persistent** when it is weakly persistent and moreover
 
   (P1) every Fn_i with i >= 1 reads a fresh x_i: a plain value that is read by any other
@@ -66,8 +76,9 @@ from .simulator import State, transition
 PERSISTENT = "persistent"
 WEAK = "weak"
 MONOTONE = "monotone"
+RUN_FALLS = "run+falls"
 ALL = "all"
-CLASSES = (ALL, PERSISTENT, WEAK, MONOTONE)  # and "weak-runs<=K" for any K >= 1
+CLASSES = (ALL, PERSISTENT, WEAK, MONOTONE, RUN_FALLS)  # and "weak-runs<=K" for any K >= 1
 RUNS_PREFIX = "weak-runs<="
 
 
@@ -110,7 +121,7 @@ def violation(chain: Chain, state: State, fresh, op: Op, schedule_class: str) ->
 
     ``fresh`` is the class's one piece of bookkeeping (:func:`next_mark`): for the
     persistent class the index of the plain x produced by the previous operation, for the
-    runs classes the number of weakly increasing runs so far in the current phase and the
+    runs classes and run+falls the number of weakly increasing runs so far in the current phase and the
     stage of its previous forward operation (-1 when the phase has none yet).  Validity in
     the model itself (needs, budget) is the simulator's business, not checked here.
     """
@@ -129,6 +140,11 @@ def violation(chain: Chain, state: State, fresh, op: Op, schedule_class: str) ->
                         f"decrease)")
             return (f"{op.token} after F{last} starts weakly increasing run {runs + 1} of its "
                     f"phase (at most {k})")
+        return None
+    if schedule_class == RUN_FALLS:
+        runs, last = _runs_mark(fresh)
+        if (runs >= 2 or op.index < last) and op.kind != FALL:
+            return f"{op.token} after the phase's first decrease of stage (only Fall may follow)"
         return None
     i = op.index
     f = frontier(chain, state)
@@ -157,10 +173,10 @@ def next_fresh(op: Op) -> int:
 def next_mark(op: Op, schedule_class: str, mark):
     """The bookkeeping ``violation`` needs after ``op`` (``mark`` is the one before it): an
     int for the persistent class (:func:`next_fresh`), a pair ``(runs, last stage)`` for the
-    runs classes inside a phase, :data:`NO_FRESH` otherwise and after a backward op."""
+    runs classes and run+falls inside a phase, :data:`NO_FRESH` otherwise and after a backward op."""
     if schedule_class == PERSISTENT:
         return next_fresh(op)
-    if runs_limit(schedule_class) is not None:
+    if runs_limit(schedule_class) is not None or schedule_class == RUN_FALLS:
         if op.kind not in FORWARD_KINDS:
             return NO_FRESH
         runs, last = _runs_mark(mark)

@@ -183,6 +183,26 @@ def test_one_weak_run_per_phase_is_lossy(chain, budget, opt, fast_value, fast_mi
     assert phase1 == ["Fn0", "Fall1", "Fn1", "Fall0"]
 
 
+def test_one_weak_run_then_falls_only_is_lossy():
+    """proofs/ilp.md section 5 (certificates/ilp_fall_tail_refuted.json): the second run of a
+    phase cannot be restricted to Fall operations (the class run+falls, which contains every
+    earlier counterexample): here it must recompute a plain x_1 before making the tape t_2."""
+    chain = Chain(fwd_time=[1.0] * 4, bwd_time=[1.0] * 5, x_size=[0, 1, 3, 0, 0],
+                  tape_size=[2, 4, 1, 5], fwd_overhead=[0, 2, 5, 4])
+    exact = solvers.solve(chain, 9, "exhaustive")
+    assert exact.status == OPTIMAL and exact.makespan == 16.0
+    for cls in ("run+falls", "monotone"):
+        assert min_feasible_budget(chain, schedule_class=cls) == 10
+    two = solvers.solve(chain, 9, "ilp", passes=2, pairs=True)
+    assert two.status == OPTIMAL and two.makespan == 16.0
+    # phase 2: Fall0 Fn1 Fall2 Fn2, then Fn0 Fall1: Fall2 (tape 1, overhead 5) reads the
+    # plain x_2 (3 bytes) with nothing else held (9); t_2 (4 bytes) can only come after it,
+    # from a plain x_1 recomputed by Fn0 (t_1, 2 bytes, would not fit beside d_2 at B2)
+    phase2 = [o.token for o in phases(exact.schedule)[2][1]]
+    assert [int(t[-1]) for t in phase2] == [0, 1, 2, 2, 0, 1]
+    assert phase2[-2:] == ["Fn0", "Fall1"]
+
+
 @settings(max_examples=15, deadline=None)
 @given(chains_and_budgets(1, 3, max_size=8, max_time=9))
 def test_proven_mode_equals_exhaustive_on_random_chains(cb):

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 import solvers
 from remat_theory import Chain, families, simulate
 from remat_theory.errors import InvalidScheduleError, SolverError
-from remat_theory.persistence import (MONOTONE, NO_FRESH, PERSISTENT, WEAK, check_class,
-                                      frontier, is_monotone, is_persistent,
+from remat_theory.persistence import (MONOTONE, NO_FRESH, PERSISTENT, RUN_FALLS, WEAK,
+                                      check_class, frontier, is_class_member, is_monotone,
+                                      is_persistent,
                                       is_weakly_persistent, next_fresh, next_mark, violation)
 from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
 from remat_theory.simulator import State, transition
@@ -217,3 +218,41 @@ def test_family_dp_schedules_in_class():
             assert is_weakly_persistent(c, w.schedule)
             assert d.schedule is None or w.makespan <= d.makespan + 1e-9
         assert math.isfinite(w.makespan if w.schedule is not None else 0.0)
+
+
+@pytest.mark.parametrize("text, member, step", [
+    # one weakly increasing run, then tapes only, in any order
+    ("Fn0 Fall1 Fn1 Fall2 Loss B2 Fall0 B1 B0", True, None),
+    ("Fck0 Fck1 Fall2 Loss B2 Fall1 Fall0 B1 B0", True, None),
+    ("Fck0 Fck1 Fall2 Fn2 Fall1 Fall0 Loss B2 B1 B0", True, None),
+    # a plain value recomputed after the phase's first decrease of stage
+    ("Fck0 Fn1 Fck0 Fall2 Loss B2 Fall1 B1 Fall0 B0", False, 2),
+    ("Fck0 Fck1 Fall2 Loss B2 Fall1 Fall0 Fn1 B1 B0", False, 7),
+])
+def test_run_falls_class(text, member, step):
+    simulate(C3, text)
+    if member:
+        check_class(C3, text, RUN_FALLS)
+        assert is_class_member(C3, text, "weak-runs<=3")
+    else:
+        with pytest.raises(InvalidScheduleError, match="only Fall may follow") as e:
+            check_class(C3, text, RUN_FALLS)
+        assert e.value.step == step
+
+
+@settings(max_examples=30, deadline=None)
+@given(chain=chains(1, 5), frac=st.floats(0.0, 1.0))
+def test_run_falls_lies_between_monotone_and_all(chain, frac):
+    """monotone ⊂ run+falls ⊂ all: their optima and smallest budgets are ordered, and the
+    class search returns members of its class."""
+    from solvers.exhaustive import min_feasible_budget
+
+    classes = ("all", RUN_FALLS, MONOTONE)
+    mins = [min_feasible_budget(chain, schedule_class=c) for c in classes]
+    assert mins == sorted(mins)
+    budget = mins[-1] + int(frac * (chain.store_all_memory() - mins[-1]))
+    sols = [solvers.solve(chain, budget, "exhaustive", schedule_class=c) for c in classes]
+    ms = [s.makespan for s in sols]
+    assert all(a <= b + 1e-9 for a, b in zip(ms, ms[1:]))
+    assert sols[1].optimal_for == RUN_FALLS
+    assert is_class_member(chain, sols[1].schedule, RUN_FALLS)

@@ -1,6 +1,6 @@
 """Benchmarks of the ``ilp`` solver (measured figures, not tests).
 
-Four sweeps:
+Five sweeps:
 
 ``speed``: time to prove optimality on random chains (``families.make("random", L, seed)``)
 at a middle budget (halfway from the smallest budget to store-all) and a tight budget (10%
@@ -33,12 +33,23 @@ memory and time after B_p) that no phase with at most K runs matches; for each c
 one exists, compares the whole chain with exhaustive search at every breakpoint, as
 ``monotone`` does.  Writes ``results/ilp_phase_local.json``.
 
+``walk``: random sweeps almost never meet a chain where one weakly increasing run per phase
+misses the optimum (1 chain in 2,572), so they say little about the larger classes there.
+This sweep starts from the known counterexamples (``proofs/certificates/ilp_weak_run_*.json``)
+and walks among chains where the monotone class misses: each step changes one to three
+values (times, sizes, overheads) by 1 or 2, or inserts or deletes a stage; a mutant where
+the monotone class still misses becomes the current chain.  Every chain visited is compared
+whole with exhaustive search, as ``monotone`` does, for the monotone class, two weakly
+increasing runs per phase, and ``run+falls`` (one weakly increasing run, then only Fall
+operations).  Writes ``results/ilp_walk.json``.
+
 Usage::
 
     python benchmarks/bench_ilp.py speed --lengths 10 20 30 --seeds 5 --pairs --time-limit 120
     python benchmarks/bench_ilp.py normal-form --minutes 10
     python benchmarks/bench_ilp.py monotone --minutes 30 --lengths 2 3 4 5 6 7
     python benchmarks/bench_ilp.py phase-local --minutes 20 --lengths 3 4 --runs 2
+    python benchmarks/bench_ilp.py walk --minutes 20 --max-stages 6
 """
 from __future__ import annotations
 
@@ -346,6 +357,107 @@ def phase_local(args) -> dict:
             "global_examples": [m for p in parts for m in p["global_misses"]][:5]}
 
 
+CERTIFICATES = Path(__file__).resolve().parent.parent / "proofs" / "certificates"
+WALK_CLASSES = ("weak-runs<=1", "weak-runs<=2", "run+falls")
+_VALUES = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead")
+
+
+def walk_seeds() -> list:
+    """The chains of the certificates that refute one weakly increasing run per phase."""
+    from remat_theory.certificates import load
+
+    return [load(f).chain for f in sorted(CERTIFICATES.glob("ilp_weak_run_*.json"))]
+
+
+def mutate(chain: Chain, r: random.Random, max_stages: int) -> Chain:
+    """A neighbour of ``chain``: one to three values moved by 1 or 2 (never below 0), or a
+    stage inserted (random values) or deleted; tapes are raised to hold their output."""
+    d = {k: list(getattr(chain, k)) for k in _VALUES}
+    L = chain.length
+    u = r.random()
+    if u < 0.15 and L < max_stages:
+        i = r.randint(0, L)  # the new stage i reads x_i and makes a new x_{i+1}
+        xs = r.choice([0, 1, 2, r.randint(0, 10)])
+        d["x_size"].insert(i + 1, xs)
+        for k, v in (("fwd_time", float(r.randint(1, 5))), ("bwd_time", float(r.randint(1, 5))),
+                     ("tape_size", xs + r.randint(0, 6)),
+                     ("fwd_overhead", r.choice([0, 0, r.randint(0, 8)])),
+                     ("bwd_overhead", r.choice([0, 0, r.randint(0, 8)]))):
+            d[k].insert(i, v)
+    elif u < 0.25 and L > 2:
+        i = r.randrange(L)  # stage i goes; stage i+1 now reads x_i
+        d["x_size"].pop(i + 1)
+        for k in ("fwd_time", "bwd_time", "tape_size", "fwd_overhead", "bwd_overhead"):
+            d[k].pop(i)
+    else:
+        for _ in range(r.randint(1, 3)):
+            k = r.choice(_VALUES)
+            i = r.randrange(len(d[k]))
+            d[k][i] = max(0, d[k][i] + r.choice([-2, -1, 1, 2]))
+    d["tape_size"] = [max(t, d["x_size"][i + 1]) for i, t in enumerate(d["tape_size"])]
+    return Chain(d["fwd_time"], d["bwd_time"], d["x_size"], d["tape_size"],
+                 d["fwd_overhead"], d["bwd_overhead"], name="walk")
+
+
+def walk_task(task: tuple) -> dict:
+    """One worker's share of the ``walk`` sweep: ``(seed, seconds, max_stages)``."""
+    seed, seconds, max_stages = task
+    r = random.Random(seed)
+    seeds = [c for c in walk_seeds() if c.length <= max_stages]
+    t0 = time.perf_counter()
+    cur, chain = None, r.choice(seeds)
+    visited = region = breakpoints = 0
+    by_length: dict = {}
+    missed = {c: 0 for c in WALK_CLASSES}
+    examples: dict = {c: [] for c in WALK_CLASSES}
+    while time.perf_counter() - t0 < seconds:
+        if cur is not None:
+            chain = mutate(cur, r, max_stages)
+        bps, found = chain_misses(chain, WALK_CLASSES)
+        visited += 1
+        breakpoints += bps
+        if found["weak-runs<=1"]:  # still among the chains where one run misses
+            region += 1
+            by_length[chain.length] = by_length.get(chain.length, 0) + 1
+            cur = chain
+        elif cur is None or r.random() < 0.05:
+            cur = r.choice(seeds)
+        for c in WALK_CLASSES:
+            if found[c]:
+                missed[c] += 1
+                if len(examples[c]) < 3:
+                    examples[c].append(found[c][0])
+    return {"visited": visited, "region": region, "breakpoints": breakpoints,
+            "by_length": by_length, "missed": missed, "examples": examples}
+
+
+def walk(args) -> dict:
+    from remat_theory.parallel import parallel_map
+
+    workers = args.workers or os.cpu_count() or 1
+    tasks = [(args.seed * 1000 + w, 60 * args.minutes, args.max_stages) for w in range(workers)]
+    t0 = time.perf_counter()
+    parts = parallel_map(walk_task, tasks, workers=workers, progress=False)
+    by_length: dict = {}
+    for p in parts:
+        for k, v in p["by_length"].items():
+            by_length[k] = by_length.get(k, 0) + v
+    return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
+            "machine": machine(), "minutes": args.minutes, "workers": workers,
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "visited": sum(p["visited"] for p in parts),
+            "region": sum(p["region"] for p in parts),
+            "breakpoints": sum(p["breakpoints"] for p in parts),
+            "region_by_length": dict(sorted(by_length.items())),
+            "missed_chains": {c: sum(p["missed"][c] for p in parts) for c in WALK_CLASSES},
+            "note": "visited: chains compared whole with exhaustive search at every breakpoint; "
+                    "region: those where one weakly increasing run per phase misses the "
+                    "optimum (the walk stays among them); missed_chains: chains where each "
+                    "class misses the optimum at some budget",
+            "examples": {c: [e for p in parts for e in p["examples"][c]][:3]
+                         for c in WALK_CLASSES}}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -377,9 +489,15 @@ def main(argv=None) -> int:
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--workers", type=int, default=None)
     pl.add_argument("--out", default=str(RESULTS / "ilp_phase_local.json"))
+    wk = sub.add_parser("walk")
+    wk.add_argument("--minutes", type=float, default=10.0)
+    wk.add_argument("--max-stages", type=int, default=6)
+    wk.add_argument("--seed", type=int, default=0)
+    wk.add_argument("--workers", type=int, default=None)
+    wk.add_argument("--out", default=str(RESULTS / "ilp_walk.json"))
     args = ap.parse_args(argv)
     result = {"speed": speed, "normal-form": normal_form, "monotone": monotone,
-              "phase-local": phase_local}[args.cmd](args)
+              "phase-local": phase_local, "walk": walk}[args.cmd](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")

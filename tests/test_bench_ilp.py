@@ -44,3 +44,35 @@ def test_the_phase_local_sweep_reports_what_it_found(bench):
         got = search(chain, b, schedule_class="weak-runs<=2")[1]
         assert got is None or got > search(chain, b)[1]
 
+
+
+def test_walk_mutations_are_valid_chains_within_the_stage_limit(bench):
+    import random
+
+    r = random.Random(0)
+    seeds = bench.walk_seeds()
+    assert len(seeds) >= 3 and all(isinstance(c, Chain) for c in seeds)
+    seeds = [c for c in seeds if c.length <= 5]
+    lengths = set()
+    for k in range(300):
+        c = bench.mutate(seeds[k % len(seeds)], r, 5)
+        assert 2 <= c.length <= 5  # Chain() validated it (tapes hold their output)
+        lengths.add(c.length)
+    assert len(lengths) >= 3  # stages were inserted and deleted
+
+
+def test_the_walk_starts_among_chains_one_run_misses(bench):
+    from solvers.exhaustive import search
+
+    part = bench.walk_task((0, 1.0, 4))
+    assert part["visited"] >= 1 and part["region"] >= 1  # its first chain is a certificate's
+    assert part["missed"]["weak-runs<=1"] == part["region"]
+    for cls, found in part["examples"].items():  # every reported miss is real
+        for m in found:
+            chain, b = Chain.from_dict(m["chain"]), m["budget"]
+            if isinstance(m[cls], str):  # "infeasible below B": no schedule of the class fits
+                assert search(chain, b)[0] is not None
+                assert search(chain, b, schedule_class=cls)[0] is None
+            else:
+                got = search(chain, b, schedule_class=cls)[1]
+                assert got is None or got > search(chain, b)[1]

@@ -434,6 +434,10 @@ def walk_task(task: tuple) -> dict:
 def walk(args) -> dict:
     from remat_theory.parallel import parallel_map
 
+    smallest = min(c.length for c in walk_seeds())
+    if args.max_stages < smallest:
+        raise SystemExit(f"walk: --max-stages {args.max_stages} is below {smallest}, the "
+                         f"length of the smallest certificate the walk starts from")
     workers = args.workers or os.cpu_count() or 1
     tasks = [(args.seed * 1000 + w, 60 * args.minutes, args.max_stages) for w in range(workers)]
     t0 = time.perf_counter()

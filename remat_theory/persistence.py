@@ -121,9 +121,10 @@ def violation(chain: Chain, state: State, fresh, op: Op, schedule_class: str) ->
 
     ``fresh`` is the class's one piece of bookkeeping (:func:`next_mark`): for the
     persistent class the index of the plain x produced by the previous operation, for the
-    runs classes and run+falls the number of weakly increasing runs so far in the current phase and the
-    stage of its previous forward operation (-1 when the phase has none yet).  Validity in
-    the model itself (needs, budget) is the simulator's business, not checked here.
+    runs classes and run+falls the number of weakly increasing runs so far in the current
+    phase and the stage of its previous forward operation (-1 when the phase has none yet).
+    Validity in the model itself (needs, budget) is the simulator's business, not checked
+    here.
     """
     if schedule_class == ALL:
         return None
@@ -173,7 +174,8 @@ def next_fresh(op: Op) -> int:
 def next_mark(op: Op, schedule_class: str, mark):
     """The bookkeeping ``violation`` needs after ``op`` (``mark`` is the one before it): an
     int for the persistent class (:func:`next_fresh`), a pair ``(runs, last stage)`` for the
-    runs classes and run+falls inside a phase, :data:`NO_FRESH` otherwise and after a backward op."""
+    runs classes and run+falls inside a phase, :data:`NO_FRESH` otherwise and after a
+    backward op."""
     if schedule_class == PERSISTENT:
         return next_fresh(op)
     if runs_limit(schedule_class) is not None or schedule_class == RUN_FALLS:

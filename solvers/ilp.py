@@ -604,9 +604,9 @@ def _staged_incumbent(chain: Chain, budget: int, sched, ms, src, time_limit, sol
                       info: dict):
     """A better warm start for a model with more passes: the optimum (or the incumbent at its
     time limit) of two weakly increasing runs per phase, a class the larger model contains.
-    It is found in about a second where the larger model is used (a few stages), and it is
-    often strictly better than the weak DP's schedule, or exists where no DP schedule
-    fits (proofs/ilp.md section 8)."""
+    It is found in about a second where the larger model is used (a few stages); it can be
+    strictly better than the weak DP's schedule, and it can exist where no DP schedule fits
+    (proofs/ilp.md section 8)."""
     cap = STAGED_CAP if time_limit is None else min(STAGED_CAP, STAGED_SHARE * time_limit)
     try:
         sub = solve_ilp(chain, budget, time_limit=cap, mip_solver=solver,
@@ -670,13 +670,14 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     """Optimal schedule over every schedule with at most ``passes`` increasing runs of forward
     operations per phase (``passes=None``, the default: the number proven sufficient for all
     schedules, proofs/ilp.md; ``pairs=True``: weakly increasing runs; ``passes=1,
-    pairs=True`` is the fast mode).  ``time_limit`` in seconds; ``mip_solver`` "highs" (in-process highspy) or
-    "cbc" (the option cannot be called ``solver``: that is the registry's own argument); ``warm_start`` seeds the solver with the DP schedule (or store-all) as incumbent; the proven
-    model (and a model with more than two weakly increasing runs) first solves two weakly increasing runs per
-    phase and starts from that optimum when it is better (``info["staged"]``).
-    ``max_binaries``: refuse (SolverError) to build a model with more operation binaries
-    than this (:func:`binaries_bound`), rather than exhaust memory: the proven model passes
-    it up to 16 stages."""
+    pairs=True`` is the fast mode).  ``time_limit`` in seconds; ``mip_solver`` "highs"
+    (in-process highspy) or "cbc" (the option cannot be called ``solver``: that is the
+    registry's own argument).  ``warm_start`` seeds the solver with the DP schedule (or
+    store-all) as incumbent; the proven model (and a model with more than two weakly
+    increasing runs) first solves two weakly increasing runs per phase and starts from that
+    optimum when it is better (``info["staged"]``).  ``max_binaries``: refuse (SolverError)
+    to build a model with more operation binaries than this (:func:`binaries_bound`), rather
+    than exhaust memory: the proven model passes it up to 16 stages."""
     solver = mip_solver
     _check_options(time_limit, solver, passes, warm_start, threads, max_binaries)
     size = binaries_bound(chain, passes, bool(pairs))

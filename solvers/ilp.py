@@ -600,24 +600,21 @@ STAGED_PASSES = 2  # the restricted model solved first for a larger one's warm s
 STAGED_SHARE, STAGED_CAP = 0.25, 30.0  # of its time limit, and at most this many seconds
 
 
-def _staged_incumbent(chain: Chain, budget: int, sched, ms, src, time_limit, solver, threads,
-                      info: dict):
-    """A better warm start for a model with more passes: the optimum (or the incumbent at its
-    time limit) of two weakly increasing runs per phase, a class the larger model contains.
-    It is found in about a second where the larger model is used (a few stages); it can be
-    strictly better than the weak DP's schedule, and it can exist where no DP schedule fits
-    (proofs/ilp.md section 8)."""
+def _staged_incumbent(chain: Chain, budget: int, time_limit, solver, threads, info: dict):
+    """A warm start for a model with more passes: the optimum (or the incumbent at its time
+    limit) of two weakly increasing runs per phase, a class the larger model contains, as
+    ``(schedule, makespan)`` or ``(None, None)``.  It is found in about a second where the
+    larger model is used (a few stages); it can be strictly better than the weak DP's
+    schedule, and it can exist where no DP schedule fits (proofs/ilp.md section 8)."""
     cap = STAGED_CAP if time_limit is None else min(STAGED_CAP, STAGED_SHARE * time_limit)
     try:
         sub = solve_ilp(chain, budget, time_limit=cap, mip_solver=solver,
                         passes=STAGED_PASSES, pairs=True, warm_start=True, threads=threads)
     except RematError:
-        return sched, ms, src
+        return None, None
     info["staged"] = {"passes": STAGED_PASSES, "pairs": True, "status": sub.status,
                       "makespan": sub.makespan, "wall_time": round(sub.wall_time, 3)}
-    if sub.schedule is not None and (ms is None or sub.makespan < ms):
-        return sub.schedule, sub.makespan, f"ilp passes={STAGED_PASSES} pairs=True"
-    return sched, ms, src
+    return sub.schedule, sub.makespan
 
 
 PULP_SUPPORTED = ((3, 3, 1), (4,))  # [lowest, first unsupported): as pyproject.toml pins it
@@ -707,8 +704,9 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     if warm_start:
         sched, ms, src = _incumbent(chain, budget, True)
         if passes is None or (pairs and K > STAGED_PASSES):
-            sched, ms, src = _staged_incumbent(chain, budget, sched, ms, src, time_limit,
-                                               solver, threads, info)
+            sub, sub_ms = _staged_incumbent(chain, budget, time_limit, solver, threads, info)
+            if sub is not None and (ms is None or sub_ms < ms):
+                sched, ms, src = sub, sub_ms, f"ilp passes={STAGED_PASSES} pairs=True"
         if sched is not None:
             start = encode(model, sched)
             warm = sched

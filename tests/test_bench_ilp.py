@@ -45,7 +45,6 @@ def test_the_phase_local_sweep_reports_what_it_found(bench):
         assert got is None or got > search(chain, b)[1]
 
 
-
 def test_walk_mutations_are_valid_chains_within_the_stage_limit(bench):
     import random
 

@@ -183,12 +183,16 @@ def test_one_weak_run_per_phase_is_lossy(chain, budget, opt, fast_value, fast_mi
     assert phase1 == ["Fn0", "Fall1", "Fn1", "Fall0"]
 
 
+# the chain of proofs/certificates/ilp_fall_tail_refuted.json (budget 9)
+FALL_TAIL_CHAIN = Chain(fwd_time=[1.0] * 4, bwd_time=[1.0] * 5, x_size=[0, 1, 3, 0, 0],
+                        tape_size=[2, 4, 1, 5], fwd_overhead=[0, 2, 5, 4])
+
+
 def test_the_proven_mode_starts_from_the_two_run_optimum():
     """The proven model is warm-started with the optimum of two weakly increasing runs per
     phase (a class it contains): on the run+falls counterexample no DP schedule fits the
     budget, so before this the proven mode had no incumbent at all under a time limit."""
-    chain = Chain(fwd_time=[1.0] * 4, bwd_time=[1.0] * 5, x_size=[0, 1, 3, 0, 0],
-                  tape_size=[2, 4, 1, 5], fwd_overhead=[0, 2, 5, 4])
+    chain = FALL_TAIL_CHAIN
     assert solvers.solve(chain, 9, "dp-weak").status == INFEASIBLE
     sol = solvers.solve(chain, 9, "ilp", time_limit=12)
     assert sol.info["warm_start"] == "ilp passes=2 pairs=True"
@@ -202,8 +206,7 @@ def test_one_weak_run_then_falls_only_is_lossy():
     """proofs/ilp.md section 5 (certificates/ilp_fall_tail_refuted.json): the second run of a
     phase cannot be restricted to Fall operations (the class run+falls, which contains every
     earlier counterexample): here it must recompute a plain x_1 before making the tape t_2."""
-    chain = Chain(fwd_time=[1.0] * 4, bwd_time=[1.0] * 5, x_size=[0, 1, 3, 0, 0],
-                  tape_size=[2, 4, 1, 5], fwd_overhead=[0, 2, 5, 4])
+    chain = FALL_TAIL_CHAIN
     exact = solvers.solve(chain, 9, "exhaustive")
     assert exact.status == OPTIMAL and exact.makespan == 16.0
     for cls in ("run+falls", "monotone"):

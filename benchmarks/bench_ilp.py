@@ -127,6 +127,36 @@ def speed(args) -> dict:
             "summary": summary, "runs": runs}
 
 
+def min_budget(args) -> dict:
+    """The proven model one below the smallest feasible budget (the slowest budgets: it must
+    prove infeasibility, then find the smallest budget), on random chains and on the
+    certificates of the fast mode's counterexamples, against exhaustive search."""
+    from remat_theory.certificates import load
+    from solvers.exhaustive import min_feasible_budget
+
+    cases = [(f"random L={L} seed={s}", make("random", L, s))
+             for L in args.lengths for s in range(args.seeds)]
+    cases += [(f.name, load(f).chain) for f in sorted(CERTIFICATES.glob("ilp_*.json"))
+              if load(f).chain.length <= max(args.lengths)]
+    runs = []
+    for name, chain in cases:
+        lo = min_feasible_budget(chain)
+        t0 = time.perf_counter()
+        sol = solvers.solve(chain, lo - 1, "ilp", mip_solver=args.mip_solver,
+                            time_limit=args.time_limit)
+        row = {"chain": name, "L": chain.length, "budget": lo - 1, "exhaustive_min": lo,
+               "min_budget": sol.min_budget, "found": sol.info.get("min_budget_found"),
+               "seed_two_runs": sol.info.get("staged_min_budget"),
+               "seconds": round(time.perf_counter() - t0, 3)}
+        if sol.min_budget is not None and sol.min_budget != lo:
+            raise SystemExit(f"min-budget: {name}: the ilp says {sol.min_budget}, "
+                             f"exhaustive search {lo}")
+        runs.append(row)
+        print(json.dumps(row), flush=True)
+    return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
+            "machine": machine(), "time_limit": args.time_limit, "runs": runs}
+
+
 def _provocative_chain(L: int, r: random.Random) -> Chain:
     ms = r.choice([5, 10, 20])
 
@@ -362,11 +392,17 @@ WALK_CLASSES = ("weak-runs<=1", "weak-runs<=2", "run+falls")
 _VALUES = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead")
 
 
-def walk_seeds() -> list:
-    """The chains of the certificates that refute one weakly increasing run per phase."""
+# The region a walk stays in (chains where this class misses the optimum) -> the certificates
+# it starts from.  "run+falls" is the deeper region: chains whose second run must recompute
+# a plain value, where a third run would be needed first if two did not suffice.
+WALK_REGIONS = {"weak-runs<=1": "ilp_weak_run_*.json", "run+falls": "ilp_fall_tail_refuted.json"}
+
+
+def walk_seeds(region: str = "weak-runs<=1") -> list:
+    """The chains of the certificates that refute ``region`` (a class of WALK_CLASSES)."""
     from remat_theory.certificates import load
 
-    return [load(f).chain for f in sorted(CERTIFICATES.glob("ilp_weak_run_*.json"))]
+    return [load(f).chain for f in sorted(CERTIFICATES.glob(WALK_REGIONS[region]))]
 
 
 def mutate(chain: Chain, r: random.Random, max_stages: int) -> Chain:
@@ -400,10 +436,11 @@ def mutate(chain: Chain, r: random.Random, max_stages: int) -> Chain:
 
 
 def walk_task(task: tuple) -> dict:
-    """One worker's share of the ``walk`` sweep: ``(seed, seconds, max_stages)``."""
-    seed, seconds, max_stages = task
+    """One worker's share of the ``walk`` sweep: ``(seed, seconds, max_stages[, region])``."""
+    seed, seconds, max_stages = task[:3]
+    region_class = task[3] if len(task) > 3 else "weak-runs<=1"
     r = random.Random(seed)
-    seeds = [c for c in walk_seeds() if c.length <= max_stages]
+    seeds = [c for c in walk_seeds(region_class) if c.length <= max_stages]
     t0 = time.perf_counter()
     cur, chain = None, r.choice(seeds)
     visited = region = breakpoints = 0
@@ -416,7 +453,7 @@ def walk_task(task: tuple) -> dict:
         bps, found = chain_misses(chain, WALK_CLASSES)
         visited += 1
         breakpoints += bps
-        if found["weak-runs<=1"]:  # still among the chains where one run misses
+        if found[region_class]:  # still among the chains where the region's class misses
             region += 1
             by_length[chain.length] = by_length.get(chain.length, 0) + 1
             cur = chain
@@ -434,12 +471,13 @@ def walk_task(task: tuple) -> dict:
 def walk(args) -> dict:
     from remat_theory.parallel import parallel_map
 
-    smallest = min(c.length for c in walk_seeds())
+    smallest = min(c.length for c in walk_seeds(args.region))
     if args.max_stages < smallest:
         raise SystemExit(f"walk: --max-stages {args.max_stages} is below {smallest}, the "
                          f"length of the smallest certificate the walk starts from")
     workers = args.workers or os.cpu_count() or 1
-    tasks = [(args.seed * 1000 + w, 60 * args.minutes, args.max_stages) for w in range(workers)]
+    tasks = [(args.seed * 1000 + w, 60 * args.minutes, args.max_stages, args.region)
+             for w in range(workers)]
     t0 = time.perf_counter()
     parts = parallel_map(walk_task, tasks, workers=workers, progress=False)
     by_length: dict = {}
@@ -453,11 +491,12 @@ def walk(args) -> dict:
             "region": sum(p["region"] for p in parts),
             "breakpoints": sum(p["breakpoints"] for p in parts),
             "region_by_length": dict(sorted(by_length.items())),
+            "region_class": args.region,
             "missed_chains": {c: sum(p["missed"][c] for p in parts) for c in WALK_CLASSES},
             "note": "visited: chains compared whole with exhaustive search at every breakpoint; "
-                    "region: those where one weakly increasing run per phase misses the "
-                    "optimum (the walk stays among them); missed_chains: chains where each "
-                    "class misses the optimum at some budget",
+                    "region: those where region_class misses the optimum (the walk stays "
+                    "among them); missed_chains: chains where each class misses the optimum "
+                    "at some budget",
             "examples": {c: [e for p in parts for e in p["examples"][c]][:3]
                          for c in WALK_CLASSES}}
 
@@ -498,9 +537,17 @@ def main(argv=None) -> int:
     wk.add_argument("--max-stages", type=int, default=6)
     wk.add_argument("--seed", type=int, default=0)
     wk.add_argument("--workers", type=int, default=None)
+    wk.add_argument("--region", choices=sorted(WALK_REGIONS), default="weak-runs<=1",
+                    help="stay among chains where this class misses the optimum")
     wk.add_argument("--out", default=str(RESULTS / "ilp_walk.json"))
+    mb = sub.add_parser("min-budget")
+    mb.add_argument("--lengths", type=int, nargs="+", default=[4, 5])
+    mb.add_argument("--seeds", type=int, default=3)
+    mb.add_argument("--mip-solver", default="highs")
+    mb.add_argument("--time-limit", type=float, default=60.0)
+    mb.add_argument("--out", default=str(RESULTS / "ilp_min_budget.json"))
     args = ap.parse_args(argv)
-    result = {"speed": speed, "normal-form": normal_form, "monotone": monotone,
+    result = {"speed": speed, "min-budget": min_budget, "normal-form": normal_form, "monotone": monotone,
               "phase-local": phase_local, "walk": walk}[args.cmd](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -703,7 +703,7 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     start = warm = None
     if warm_start:
         sched, ms, src = _incumbent(chain, budget, True)
-        if passes is None or (pairs and K > STAGED_PASSES):
+        if _staged(K, pairs, exact_all):
             sub, sub_ms = _staged_incumbent(chain, budget, time_limit, solver, threads, info)
             if sub is not None and (ms is None or sub_ms < ms):
                 sched, ms, src = sub, sub_ms, f"ilp passes={STAGED_PASSES} pairs=True"
@@ -758,11 +758,31 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
                     optimal_for=cls, info=info, wall_time=time.perf_counter() - t0, message=msg)
 
 
+def _staged(K: int, pairs: bool, exact_all: bool) -> bool:
+    """Whether the model is first seeded from two weakly increasing runs per phase: the
+    proven model, and any pairs model with more passes than that (a class containing it)."""
+    return exact_all or (pairs and K > STAGED_PASSES)
+
+
+def _min_budget_seed(chain: Chain, model: Model, sched, g: int) -> dict | None:
+    """The MIP start of the min-budget ``model`` for ``sched``: its operations, and its peak
+    (in units of g) as the budget."""
+    start = encode(model, sched) if sched is not None else None
+    if start is not None:
+        start["budget"] = -(-simulate(chain, sched).peak_memory // g)
+    return start
+
+
 def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info, cls,
                 t0) -> Solution:
-    """Infeasible budget: the smallest feasible budget, by the min-budget MILP."""
-    model = build_model(sc, None, K, name="remat_min_budget", pairs=rep)
-    # incumbent: the weak DP's schedule at its own smallest budget, else store-all
+    """Infeasible budget: the smallest feasible budget, by the min-budget MILP.
+
+    Seeds: the weak DP's schedule at its own smallest budget (else store-all), and, for the
+    models seeded from two weakly increasing runs per phase, that class's smallest budget
+    and schedule.  Every peak is a multiple of g and ``budget`` is proven infeasible, so a
+    schedule found at the first multiple of g above ``budget`` proves the smallest budget
+    even when the solver stops at its time limit; otherwise an unproven answer is reported
+    as found (``info["min_budget_found"]``) with its lower bound, never as ``min_budget``."""
     sched = None
     if "dp-weak" in registry.names():
         try:
@@ -772,14 +792,39 @@ def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info,
             sched = None
     if sched is None:
         sched, _, _ = _incumbent(chain, 10 ** 18, False)
-    start = encode(model, sched) if sched is not None else None
-    if start is not None:
-        start["budget"] = -(-simulate(chain, sched).peak_memory // g)
+    if _staged(K, rep, K >= passes_sufficient(chain)):
+        cap = STAGED_CAP if time_limit is None else min(STAGED_CAP, STAGED_SHARE * time_limit)
+        sub = build_model(sc, None, STAGED_PASSES, name="remat_min_budget_staged", pairs=True)
+        ts = time.perf_counter()
+        r2 = _run(sub, solver, cap, _min_budget_seed(chain, sub, sched, g), threads, 1.0)
+        if r2.has_solution:
+            two = decode(sub)
+            peak = simulate(chain, two).peak_memory
+            info["staged_min_budget"] = {"passes": STAGED_PASSES, "pairs": True,
+                                         "proven": r2.proven, "budget": peak,
+                                         "wall_time": round(time.perf_counter() - ts, 3)}
+            if sched is None or peak < simulate(chain, sched).peak_memory:
+                sched = two
+    model = build_model(sc, None, K, name="remat_min_budget", pairs=rep)
+    start = _min_budget_seed(chain, model, sched, g)
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
     res = _run(model, solver, left, start, threads, 1.0)
-    mb = None
-    if res.proven and res.has_solution:
-        mb = int(round(model.budget_var.varValue)) * g
-    msg = f"no schedule fits in {budget}" + (f"; the smallest feasible budget is {mb}" if mb else "")
+    above = (budget // g + 1) * g  # the smallest budget that might still be feasible
+    found = None
+    if res.has_solution:
+        found = int(round(model.budget_var.varValue)) * g
+    elif start is not None:
+        found = start["budget"] * g
+    mb = found if found is not None and (res.proven or found == above) else None
+    msg = f"no schedule fits in {budget}"
+    if mb is not None:
+        msg += f"; the smallest feasible budget is {mb}"
+    elif found is not None:
+        low = above
+        if res.bound is not None and math.isfinite(res.bound):
+            low = max(low, math.ceil(res.bound - model.constant - 1e-9) * g)
+        info["min_budget_found"], info["min_budget_bound"] = found, low
+        msg += (f"; a schedule fits in {found}, not proven the smallest (time limit): the "
+                f"smallest feasible budget is between {low} and {found}")
     return Solution(NAME, INFEASIBLE, None, None, None, budget, optimal_for=cls, min_budget=mb,
                     info=info, wall_time=time.perf_counter() - t0, message=msg)

@@ -75,3 +75,34 @@ def test_the_walk_starts_among_chains_one_run_misses(bench):
             else:
                 got = search(chain, b, schedule_class=cls)[1]
                 assert got is None or got > search(chain, b)[1]
+
+
+def test_the_deeper_walk_stays_among_chains_whose_second_run_recomputes(bench):
+    from solvers.exhaustive import search
+
+    part = bench.walk_task((0, 1.0, 5, "run+falls"))
+    assert part["visited"] >= 1 and part["region"] >= 1  # it starts at the run+falls certificate
+    assert part["missed"]["run+falls"] == part["region"]
+    assert part["missed"]["weak-runs<=1"] >= part["region"]  # run+falls contains one run
+    for m in part["examples"]["run+falls"]:
+        chain, b = Chain.from_dict(m["chain"]), m["budget"]
+        got = m["run+falls"]
+        if isinstance(got, str):
+            assert search(chain, b, schedule_class="run+falls")[0] is None
+        else:
+            assert got > search(chain, b)[1]
+
+
+def test_the_min_budget_benchmark_agrees_with_exhaustive_search(bench, tmp_path):
+    import json
+
+    from remat_theory.families import make
+    from solvers.exhaustive import min_feasible_budget
+
+    out = tmp_path / "mb.json"
+    assert bench.main(["min-budget", "--lengths", "3", "--seeds", "1", "--out", str(out)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["chain"] for r in runs] == ["random L=3 seed=0", "ilp_weak_run_min_budget.json"]
+    assert runs[0]["exhaustive_min"] == min_feasible_budget(make("random", 3, 0))
+    for r in runs:  # one below the smallest budget, the ilp proved the smallest budget
+        assert r["min_budget"] == r["exhaustive_min"] == r["budget"] + 1

@@ -202,6 +202,37 @@ def test_the_proven_mode_starts_from_the_two_run_optimum():
     assert simulate(chain, sol.schedule, 9).makespan == 16.0
 
 
+def test_the_smallest_budget_is_proven_by_a_schedule_just_above_an_infeasible_one():
+    """Below the run+falls counterexample's smallest budget (9, where no DP schedule fits),
+    the proven model seeds its min-budget variant with the two-run class's smallest budget;
+    a schedule at budget + 1 (gcd 1) next to the proven infeasibility of the budget closes
+    the question without proving the min-budget MILP optimal (which took minutes)."""
+    chain = FALL_TAIL_CHAIN
+    assert solvers.solve(chain, 0, "dp-weak").min_budget == 10
+    sol = solvers.solve(chain, 8, "ilp", time_limit=20)
+    assert sol.status == INFEASIBLE and sol.min_budget == 9 == min_feasible_budget(chain)
+    assert sol.info["staged_min_budget"]["budget"] == 9
+    assert "smallest feasible budget is 9" in sol.message
+
+
+def test_an_unproven_smallest_budget_is_reported_as_found_with_its_bound(monkeypatch):
+    """A min-budget MILP stopped by its time limit without an answer: the seed's budget is
+    reported as found, with the proven lower bound (the infeasible budget + 1), and never as
+    the smallest feasible budget."""
+    import solvers.ilp as ilp
+
+    chain = Chain([1.0, 1.0], [1.0, 1.0, 1.0], [5, 2, 2], [3, 3])
+    stopped = ilp.RunResult(proven=False, infeasible=False, has_solution=False, objective=None,
+                            bound=None, status_text="Time limit reached")
+    monkeypatch.setattr(ilp, "_run", lambda *a, **k: stopped)
+    sol = solvers.solve(chain, 4, "ilp", time_limit=5)
+    true_min = min_feasible_budget(chain)
+    assert sol.status == INFEASIBLE and sol.min_budget is None
+    found, low = sol.info["min_budget_found"], sol.info["min_budget_bound"]
+    assert low == 5 <= true_min <= found and found > 5
+    assert f"between {low} and {found}" in sol.message and "not proven" in sol.message
+
+
 def test_one_weak_run_then_falls_only_is_lossy():
     """proofs/ilp.md section 5 (certificates/ilp_fall_tail_refuted.json): the second run of a
     phase cannot be restricted to Fall operations (the class run+falls, which contains every

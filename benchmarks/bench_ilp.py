@@ -263,9 +263,17 @@ def chain_misses(chain: Chain, classes=RUN_CLASSES) -> tuple:
     return breakpoints, misses
 
 
+def _without_fwd_overhead(chain: Chain) -> Chain:
+    d = chain.to_dict()
+    d["fwd_overhead"] = [0] * chain.length
+    return Chain.from_dict(d)
+
+
 def monotone_task(task: tuple) -> dict:
-    """One worker's share of the ``monotone`` sweep: ``(seed, seconds, lengths)``."""
-    seed, seconds, lengths = task
+    """One worker's share of the ``monotone`` sweep: ``(seed, seconds, lengths[, no_fo])``;
+    ``no_fo``: the chains' forward overheads are set to zero."""
+    seed, seconds, lengths = task[:3]
+    no_fo = bool(task[3]) if len(task) > 3 else False
     r = random.Random(seed)
     t0 = time.perf_counter()
     chains = instances = 0
@@ -275,6 +283,8 @@ def monotone_task(task: tuple) -> dict:
     while time.perf_counter() - t0 < seconds:
         L = r.choice(lengths)
         chain = _heavy_chain(L, r) if r.random() < 0.5 else _provocative_chain(L, r)
+        if no_fo:
+            chain = _without_fwd_overhead(chain)
         chains += 1
         row = by_length.setdefault(L, {"chains": 0, "breakpoints": 0,
                                        **{c: 0 for c in RUN_CLASSES}})
@@ -294,7 +304,8 @@ def monotone(args) -> dict:
     from remat_theory.parallel import parallel_map
 
     workers = args.workers or os.cpu_count() or 1
-    tasks = [(args.seed * 1000 + w, 60 * args.minutes, tuple(args.lengths)) for w in range(workers)]
+    tasks = [(args.seed * 1000 + w, 60 * args.minutes, tuple(args.lengths), args.no_fwd_overhead)
+             for w in range(workers)]
     t0 = time.perf_counter()
     parts = parallel_map(monotone_task, tasks, workers=workers, progress=False)
     by_length: dict = {}
@@ -435,10 +446,22 @@ def mutate(chain: Chain, r: random.Random, max_stages: int) -> Chain:
                  d["fwd_overhead"], d["bwd_overhead"], name="walk")
 
 
+def _lower_fwd_overhead(chain: Chain, r: random.Random) -> Chain:
+    """``chain`` with one forward overhead lowered by 1 or 2, or to zero."""
+    d = chain.to_dict()
+    i = r.randrange(chain.length)
+    d["fwd_overhead"][i] = max(0, d["fwd_overhead"][i] - r.choice([1, 2, d["fwd_overhead"][i]]))
+    return Chain.from_dict(d)
+
+
 def walk_task(task: tuple) -> dict:
-    """One worker's share of the ``walk`` sweep: ``(seed, seconds, max_stages[, region])``."""
+    """One worker's share of the ``walk`` sweep:
+    ``(seed, seconds, max_stages[, region[, lower_overhead]])``.  With ``lower_overhead`` the
+    walk never raises the total forward overhead and half of its steps lower one: does the
+    region reach chains without forward overheads?"""
     seed, seconds, max_stages = task[:3]
     region_class = task[3] if len(task) > 3 else "weak-runs<=1"
+    lower = bool(task[4]) if len(task) > 4 else False
     r = random.Random(seed)
     seeds = [c for c in walk_seeds(region_class) if c.length <= max_stages]
     t0 = time.perf_counter()
@@ -447,9 +470,15 @@ def walk_task(task: tuple) -> dict:
     by_length: dict = {}
     missed = {c: 0 for c in WALK_CLASSES}
     examples: dict = {c: [] for c in WALK_CLASSES}
+    least = None  # the region chain with the smallest total forward overhead
     while time.perf_counter() - t0 < seconds:
         if cur is not None:
-            chain = mutate(cur, r, max_stages)
+            if lower and r.random() < 0.5:
+                chain = _lower_fwd_overhead(cur, r)
+            else:
+                chain = mutate(cur, r, max_stages)
+                if lower and sum(chain.fwd_overhead) > sum(cur.fwd_overhead):
+                    continue
         bps, found = chain_misses(chain, WALK_CLASSES)
         visited += 1
         breakpoints += bps
@@ -457,6 +486,8 @@ def walk_task(task: tuple) -> dict:
             region += 1
             by_length[chain.length] = by_length.get(chain.length, 0) + 1
             cur = chain
+            if least is None or sum(chain.fwd_overhead) < sum(least.fwd_overhead):
+                least = chain
         elif cur is None or r.random() < 0.05:
             cur = r.choice(seeds)
         for c in WALK_CLASSES:
@@ -465,7 +496,8 @@ def walk_task(task: tuple) -> dict:
                 if len(examples[c]) < 3:
                     examples[c].append(found[c][0])
     return {"visited": visited, "region": region, "breakpoints": breakpoints,
-            "by_length": by_length, "missed": missed, "examples": examples}
+            "by_length": by_length, "missed": missed, "examples": examples,
+            "least_fwd_overhead": None if least is None else least.to_dict()}
 
 
 def walk(args) -> dict:
@@ -476,8 +508,8 @@ def walk(args) -> dict:
         raise SystemExit(f"walk: --max-stages {args.max_stages} is below {smallest}, the "
                          f"length of the smallest certificate the walk starts from")
     workers = args.workers or os.cpu_count() or 1
-    tasks = [(args.seed * 1000 + w, 60 * args.minutes, args.max_stages, args.region)
-             for w in range(workers)]
+    tasks = [(args.seed * 1000 + w, 60 * args.minutes, args.max_stages, args.region,
+              args.lower_overhead) for w in range(workers)]
     t0 = time.perf_counter()
     parts = parallel_map(walk_task, tasks, workers=workers, progress=False)
     by_length: dict = {}
@@ -492,6 +524,10 @@ def walk(args) -> dict:
             "breakpoints": sum(p["breakpoints"] for p in parts),
             "region_by_length": dict(sorted(by_length.items())),
             "region_class": args.region,
+            "lower_overhead": args.lower_overhead,
+            "least_fwd_overhead": min((p["least_fwd_overhead"] for p in parts
+                                       if p["least_fwd_overhead"] is not None),
+                                      key=lambda d: sum(d["fwd_overhead"]), default=None),
             "missed_chains": {c: sum(p["missed"][c] for p in parts) for c in WALK_CLASSES},
             "note": "visited: chains compared whole with exhaustive search at every breakpoint; "
                     "region: those where region_class misses the optimum (the walk stays "
@@ -524,6 +560,8 @@ def main(argv=None) -> int:
     mo.add_argument("--lengths", type=int, nargs="+", default=[2, 3, 4, 5, 6, 7])
     mo.add_argument("--seed", type=int, default=0)
     mo.add_argument("--workers", type=int, default=None)
+    mo.add_argument("--no-fwd-overhead", action="store_true",
+                    help="set every forward overhead to zero (the known misses all need one)")
     mo.add_argument("--out", default=str(RESULTS / "ilp_monotone.json"))
     pl = sub.add_parser("phase-local")
     pl.add_argument("--minutes", type=float, default=10.0)
@@ -539,6 +577,8 @@ def main(argv=None) -> int:
     wk.add_argument("--workers", type=int, default=None)
     wk.add_argument("--region", choices=sorted(WALK_REGIONS), default="weak-runs<=1",
                     help="stay among chains where this class misses the optimum")
+    wk.add_argument("--lower-overhead", action="store_true",
+                    help="never raise the total forward overhead, and often lower one")
     wk.add_argument("--out", default=str(RESULTS / "ilp_walk.json"))
     mb = sub.add_parser("min-budget")
     mb.add_argument("--lengths", type=int, nargs="+", default=[4, 5])

@@ -106,3 +106,20 @@ def test_the_min_budget_benchmark_agrees_with_exhaustive_search(bench, tmp_path)
     assert runs[0]["exhaustive_min"] == min_feasible_budget(make("random", 3, 0))
     for r in runs:  # one below the smallest budget, the ilp proved the smallest budget
         assert r["min_budget"] == r["exhaustive_min"] == r["budget"] + 1
+
+
+def test_the_overhead_lowering_walk_never_raises_the_total_forward_overhead(bench):
+    part = bench.walk_task((1, 2.0, 4, "weak-runs<=1", True))
+    least = Chain.from_dict(part["least_fwd_overhead"])  # a region chain: one run misses there
+    start = min(sum(c.fwd_overhead) for c in bench.walk_seeds() if c.length <= 4)
+    assert sum(least.fwd_overhead) <= start
+    assert bench.chain_misses(least, ("weak-runs<=1",))[1]["weak-runs<=1"]
+
+
+def test_chains_without_forward_overhead_for_the_sweep(bench):
+    import random
+
+    chain = bench._provocative_chain(4, random.Random(3))
+    flat = bench._without_fwd_overhead(chain)
+    assert any(chain.fwd_overhead) and not any(flat.fwd_overhead)
+    assert flat.to_dict() == {**chain.to_dict(), "fwd_overhead": [0] * 4}

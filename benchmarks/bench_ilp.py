@@ -341,10 +341,12 @@ def _random_start(chain: Chain, r: random.Random) -> State:
 
 
 def phase_local_task(task: tuple) -> dict:
-    """One worker's share of the ``phase-local`` sweep: ``(seed, seconds, lengths, runs)``."""
+    """One worker's share of the ``phase-local`` sweep: ``(seed, seconds, lengths, runs[,
+    no_fo])``; ``no_fo``: the chains' forward overheads are set to zero."""
     from remat_theory.phase_local import missed_outcome
 
-    seed, seconds, lengths, k = task
+    seed, seconds, lengths, k = task[:4]
+    no_fo = bool(task[4]) if len(task) > 4 else False
     cls = f"weak-runs<={k}"
     r = random.Random(seed)
     t0 = time.perf_counter()
@@ -353,6 +355,8 @@ def phase_local_task(task: tuple) -> dict:
     while time.perf_counter() - t0 < seconds:
         L = r.choice(lengths)
         chain = _heavy_chain(L, r) if r.random() < 0.5 else _provocative_chain(L, r)
+        if no_fo:
+            chain = _without_fwd_overhead(chain)
         start = _random_start(chain, r)
         held = state_memory(chain, start)
         budget = held + r.randint(0, max(chain.tape_size) + max(chain.fwd_overhead))
@@ -379,8 +383,8 @@ def phase_local(args) -> dict:
     from remat_theory.parallel import parallel_map
 
     workers = args.workers or os.cpu_count() or 1
-    tasks = [(args.seed * 1000 + w, 60 * args.minutes, tuple(args.lengths), args.runs)
-             for w in range(workers)]
+    tasks = [(args.seed * 1000 + w, 60 * args.minutes, tuple(args.lengths), args.runs,
+              args.no_fwd_overhead) for w in range(workers)]
     t0 = time.perf_counter()
     parts = parallel_map(phase_local_task, tasks, workers=workers, progress=False)
     total = {k: sum(p[k] for p in parts)
@@ -569,6 +573,8 @@ def main(argv=None) -> int:
     pl.add_argument("--runs", type=int, default=2)
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--workers", type=int, default=None)
+    pl.add_argument("--no-fwd-overhead", action="store_true",
+                    help="set every forward overhead to zero")
     pl.add_argument("--out", default=str(RESULTS / "ilp_phase_local.json"))
     wk = sub.add_parser("walk")
     wk.add_argument("--minutes", type=float, default=10.0)

@@ -28,20 +28,24 @@ def test_chain_misses_finds_the_fast_modes_counterexample(bench):
     assert misses["weak-runs<=2"] == []
 
 
-def test_the_phase_local_sweep_reports_what_it_found(bench):
+@pytest.mark.parametrize("runs, no_fo", [(2, False), (1, True)])
+def test_the_phase_local_sweep_reports_what_it_found(bench, runs, no_fo):
     from remat_theory.phase_local import missed_outcome
     from solvers.exhaustive import search
 
-    part = bench.phase_local_task((0, 2.0, (3,), 2))
+    cls = f"weak-runs<={runs}"
+    part = bench.phase_local_task((0, 2.0, (3,), runs, no_fo))
     assert part["starts"] >= part["local_misses"] == part["chains_checked"] >= 1
     for ex in part["examples"]:  # each local example is a real phase-local miss
         chain = Chain.from_dict(ex["chain"])
+        if no_fo:
+            assert not any(chain.fwd_overhead)
         start = State(*ex["start_state"])
-        o = missed_outcome(chain, start, ex["budget"], "weak-runs<=2")
+        o = missed_outcome(chain, start, ex["budget"], cls)
         assert o is not None and (o.memory, o.time) == (ex["memory_after"], ex["time"])
     for m in part["global_misses"]:  # and a whole-chain miss, if one is ever found, is real
         chain, b = Chain.from_dict(m["chain"]), m["budget"]
-        got = search(chain, b, schedule_class="weak-runs<=2")[1]
+        got = search(chain, b, schedule_class=cls)[1]
         assert got is None or got > search(chain, b)[1]
 
 

@@ -799,7 +799,11 @@ def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info,
         r2 = _run(sub, solver, cap, _min_budget_seed(chain, sub, sched, g), threads, 1.0)
         if r2.has_solution:
             two = decode(sub)
-            peak = simulate(chain, two).peak_memory
+            try:
+                peak = simulate(chain, two).peak_memory
+            except RematError as e:
+                raise IlpError(f"ilp: the decoded min-budget solution is not a valid schedule "
+                               f"({e}); solver status {r2.status_text}") from None
             info["staged_min_budget"] = {"passes": STAGED_PASSES, "pairs": True,
                                          "proven": r2.proven, "budget": peak,
                                          "wall_time": round(time.perf_counter() - ts, 3)}
@@ -810,11 +814,11 @@ def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info,
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
     res = _run(model, solver, left, start, threads, 1.0)
     above = (budget // g + 1) * g  # the smallest budget that might still be feasible
-    found = None
+    # the smallest budget known to fit: the solver's, or its start's (CBC may drop a start)
+    known = [start["budget"] * g] if start is not None else []
     if res.has_solution:
-        found = int(round(model.budget_var.varValue)) * g
-    elif start is not None:
-        found = start["budget"] * g
+        known.append(int(round(model.budget_var.varValue)) * g)
+    found = min(known, default=None)
     mb = found if found is not None and (res.proven or found == above) else None
     msg = f"no schedule fits in {budget}"
     if mb is not None:

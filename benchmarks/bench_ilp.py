@@ -136,8 +136,8 @@ def min_budget(args) -> dict:
 
     cases = [(f"random L={L} seed={s}", make("random", L, s))
              for L in args.lengths for s in range(args.seeds)]
-    cases += [(f.name, load(f).chain) for f in sorted(CERTIFICATES.glob("ilp_*.json"))
-              if load(f).chain.length <= max(args.lengths)]
+    certified = [(f.name, load(f).chain) for f in sorted(CERTIFICATES.glob("ilp_*.json"))]
+    cases += [(name, c) for name, c in certified if c.length <= max(args.lengths)]
     runs = []
     for name, chain in cases:
         lo = min_feasible_budget(chain)

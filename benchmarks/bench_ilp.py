@@ -7,7 +7,9 @@ at a middle budget (halfway from the smallest budget to store-all) and a tight b
 of the way), for HiGHS and CBC; the smallest budget is the weak DP's (``dp-weak``
 ``min_budget``, the smallest at which a weakly persistent schedule exists: exhaustive
 search does not scale to these sizes).  Writes ``results/ilp_speed.json`` with medians,
-every run, and the machine load.
+every run, and the machine load.  ``--proven`` times the proven model (``passes=None``,
+exact over all schedules) instead, on at most 7 stages, and checks every answer against
+exhaustive search (``results/ilp_speed_proven.json``).
 
 ``normal-form``: the evidence of proofs/ilp.md section 5: random small chains drawn to
 provoke multi-run phases (zero sizes, large overheads); at every exhaustive breakpoint
@@ -46,6 +48,8 @@ operations).  Writes ``results/ilp_walk.json``.
 Usage::
 
     python benchmarks/bench_ilp.py speed --lengths 10 20 30 --seeds 5 --pairs --time-limit 120
+    python benchmarks/bench_ilp.py speed --proven --lengths 4 5 6 --seeds 3 --mip-solvers highs \
+        --time-limit 300 --out benchmarks/results/ilp_speed_proven.json
     python benchmarks/bench_ilp.py normal-form --minutes 10
     python benchmarks/bench_ilp.py monotone --minutes 30 --lengths 2 3 4 5 6 7
     python benchmarks/bench_ilp.py phase-local --minutes 20 --lengths 3 4 --runs 2
@@ -85,6 +89,11 @@ def budgets_of(chain: Chain) -> dict:
 
 
 def speed(args) -> dict:
+    if args.proven:
+        args.passes = None
+        if max(args.lengths) > 7:
+            raise SystemExit(f"speed --proven: --lengths up to 7 (exhaustive search checks "
+                             f"every answer), got {max(args.lengths)}")
     runs = []
     for L in args.lengths:
         for seed in range(args.seeds):
@@ -103,6 +112,7 @@ def speed(args) -> dict:
                            "optimal_for": sol.optimal_for, "status": sol.status,
                            "makespan": sol.makespan, "bound": sol.bound, "gap": sol.gap,
                            "dp_weak": weak.makespan, "seconds": round(dt, 3),
+                           **(_exhaustive_check(chain, b[kind], sol) if args.proven else {}),
                            "variables": sol.info.get("variables"),
                            "load_1min": os.getloadavg()[0]}
                     runs.append(row)
@@ -125,6 +135,18 @@ def speed(args) -> dict:
             "note": "median_seconds counts an unproven run at its time (about the time limit), "
                     "so it is a lower bound on the true median when some runs are unproven",
             "summary": summary, "runs": runs}
+
+
+def _exhaustive_check(chain: Chain, budget: int, sol) -> dict:
+    """The exhaustive optimum beside a proven-model answer; a proven answer that differs is
+    refused (the benchmark would otherwise time a wrong solver)."""
+    from solvers.exhaustive import search
+
+    best = search(chain, budget)[1]
+    if sol.status == "optimal" and abs(sol.makespan - best) > 1e-9 * max(1.0, best):
+        raise SystemExit(f"speed --proven: ilp says {sol.makespan} is optimal on "
+                         f"{chain.name} at budget {budget}, exhaustive search finds {best}")
+    return {"exhaustive": best}
 
 
 def min_budget(args) -> dict:
@@ -550,6 +572,9 @@ def main(argv=None) -> int:
     sp.add_argument("--budgets", nargs="+", default=["middle", "tight"])
     sp.add_argument("--mip-solvers", nargs="+", default=["highs", "cbc"])
     sp.add_argument("--passes", type=int, default=1)
+    sp.add_argument("--proven", action="store_true",
+                    help="the proven model (passes=None, exact over all schedules) instead of "
+                         "--passes; each answer is also checked against exhaustive search")
     sp.add_argument("--pairs", action="store_true",
                     help="weakly increasing runs (the fast mode of proofs/ilp.md section 5)")
     sp.add_argument("--time-limit", type=float, default=120.0)

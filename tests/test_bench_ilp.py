@@ -127,3 +127,24 @@ def test_chains_without_forward_overhead_for_the_sweep(bench):
     flat = bench._without_fwd_overhead(chain)
     assert any(chain.fwd_overhead) and not any(flat.fwd_overhead)
     assert flat.to_dict() == {**chain.to_dict(), "fwd_overhead": [0] * 4}
+
+
+def test_the_proven_speed_sweep_checks_every_answer_against_exhaustive_search(bench):
+    import argparse
+    import types
+
+    args = argparse.Namespace(lengths=[3], seeds=1, budgets=["middle", "tight"],
+                              mip_solvers=["highs"], passes=1, proven=True, pairs=False,
+                              time_limit=60.0)
+    out = bench.speed(args)
+    assert out["passes"] is None and len(out["runs"]) == 2
+    for row in out["runs"]:
+        assert row["optimal_for"] == "all" and row["status"] == "optimal"
+        assert row["makespan"] == pytest.approx(row["exhaustive"])
+    chain = bench.make("random", 3, 0)
+    b = out["runs"][0]["budget"]
+    wrong = types.SimpleNamespace(status="optimal", makespan=out["runs"][0]["makespan"] + 1)
+    with pytest.raises(SystemExit, match="exhaustive search finds"):
+        bench._exhaustive_check(chain, b, wrong)
+    with pytest.raises(SystemExit, match="--lengths up to 7"):
+        bench.speed(argparse.Namespace(**{**vars(args), "lengths": [8]}))

@@ -43,7 +43,7 @@ from .solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 
 OBJECTIVES = ("dp-gap", "baseline-gap", "ilp-time")
 EXHAUSTIVE_MAX_STAGES = 7
-ILP_MAX_STAGES = 16  # the ILP's proven model stays under its default max_binaries up to here
+ILP_MAX_STAGES = 19  # the ILP's proven model stays under its default max_binaries up to here
 _SIZE_FIELDS = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead")
 _TIME_FIELDS = ("fwd_time", "bwd_time")
 

@@ -13,10 +13,10 @@ Passes.  Inside a phase, the forward operations are cut into *passes*: maximal r
 strictly increasing stage index.  A pass is modelled as one sweep over the stages
 0..min(p, L-1), choosing at each stage nothing, ``Fn``, ``Fck`` or ``Fall``.  With ``K``
 passes per phase the model contains exactly the schedules whose phases have at most ``K``
-increasing runs.  Every valid schedule has at most (p+1)(p+2) forward operations in phase p
-(L(L+1) in the loss phase), so that many passes lose nothing: ``passes=None``, the default,
-is exact over all schedules (proofs/ilp.md, Theorem 1), but its O(L^4) binaries make it slow
-beyond 5 stages.  ``passes=1`` alone (each stage at most once per phase, the Checkmate-style
+increasing runs.  Every valid schedule has at most J(J+1)/2 + 1 increasing runs in phase p,
+where J = p+1 (J = L in the loss phase), so that many passes lose nothing: ``passes=None``,
+the default, is exact over all schedules (proofs/ilp.md, Theorem 1), but its O(L^4) binaries
+make it slow beyond 5 stages.  ``passes=1`` alone (each stage at most once per phase, the Checkmate-style
 normal form) is lossy; ``passes=1, pairs=True`` (one *weakly* increasing run per phase: a
 pass may run two operations of one stage back to back) is the fast mode: exactly the optimum
 of that class (equal to ``exhaustive(schedule_class="monotone")``), never worse than
@@ -284,7 +284,8 @@ def build_model(chain: Chain, budget: int | None, passes: int | None,
                 add(cur[s] - pulp.lpSum(cur[r] for r in stages if r < s)
                     - pulp.lpSum(later) <= 0, f"maxrun_{p}_{k}_{s}")
         if K > 1:
-            add(pulp.lpSum(pulp.lpSum(a.values()) for a in pass_any) <= bound_p, f"nops_{p}")
+            add(pulp.lpSum(pulp.lpSum(a.values()) for a in pass_any) <= phase_op_bound(L, p),
+                f"nops_{p}")
         # the backward operation closing phase p
         if p == L:
             add(P[L] + T[L] >= 1, "loss_avail")
@@ -395,11 +396,22 @@ def encode(model: Model, schedule: Schedule) -> dict | None:
 
 
 # --------------------------------------------------------------------------- solving
-def phase_pass_bound(L: int, p: int) -> int:
+def phase_op_bound(L: int, p: int) -> int:
     """Most forward operations any valid schedule runs in phase p (proofs/ilp.md, Lemma 3):
-    (p+1)(p+2) for p < L, L(L+1) for the loss phase.  It bounds the increasing runs too, so
-    that many passes lose no schedule at all."""
-    return L * (L + 1) if p == L else (p + 1) * (p + 2)
+    J(J+3)/2 with J = p+1 for p < L and J = L for the loss phase (the created values split
+    into chains of Fn operations, each ending at a value held when the phase closes: at most
+    j values in the chain of a plain x_j, one in that of a tape).  The bound is attained."""
+    J = L if p == L else p + 1
+    return J * (J + 3) // 2
+
+
+def phase_pass_bound(L: int, p: int) -> int:
+    """Most increasing runs any valid schedule has in phase p (proofs/ilp.md, Lemma 4):
+    J(J+1)/2 + 1, J as in :func:`phase_op_bound` (an Fn-chain of k operations meets k
+    distinct non-increasing stretches of the phase).  The bound is attained.  So that many
+    passes lose no schedule at all."""
+    J = L if p == L else p + 1
+    return J * (J + 1) // 2 + 1
 
 
 DEFAULT_MAX_BINARIES = 100_000
@@ -408,8 +420,8 @@ DEFAULT_MAX_BINARIES = 100_000
 def binaries_bound(chain: Chain, passes: int | None, pairs: bool) -> int:
     """An upper bound on the operation binaries of the K-pass model (before operations that
     exceed the budget are removed): what the model's size is decided by, computed without
-    building it.  The proven model (``passes=None``) grows as L^4: about 7,400 at 8 stages,
-    32,000 at 12, a million at 30."""
+    building it.  The proven model (``passes=None``) grows as L^4: about 4,700 at 8 stages,
+    19,000 at 12, half a million at 30."""
     L = chain.length
     total = 0
     for p in range(L, -1, -1):
@@ -421,9 +433,9 @@ def binaries_bound(chain: Chain, passes: int | None, pairs: bool) -> int:
 
 def passes_sufficient(chain: Chain) -> int:
     """Passes per phase with which the model contains every valid schedule: the largest
-    :func:`phase_pass_bound`, L(L+1) (proofs/ilp.md, Theorem 1)."""
+    :func:`phase_pass_bound`, L(L+1)/2 + 1 (proofs/ilp.md, Theorem 1)."""
     L = chain.length
-    return L * (L + 1)
+    return L * (L + 1) // 2 + 1
 
 
 @dataclass
@@ -674,7 +686,7 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     increasing runs) first solves two weakly increasing runs per phase and starts from that
     optimum when it is better (``info["staged"]``).  ``max_binaries``: refuse (SolverError)
     to build a model with more operation binaries than this (:func:`binaries_bound`), rather
-    than exhaust memory: the proven model passes it up to 16 stages."""
+    than exhaust memory: the proven model passes it up to 19 stages."""
     solver = mip_solver
     _check_options(time_limit, solver, passes, warm_start, threads, max_binaries)
     size = binaries_bound(chain, passes, bool(pairs))

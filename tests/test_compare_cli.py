@@ -108,18 +108,18 @@ def test_exhaustive_is_skipped_beyond_7_stages_and_the_dp_reference_is_labelled(
 
 
 def test_ilp_runs_its_fast_mode_when_the_proven_model_is_too_large(tmp_path, capsys):
-    """At 18 stages the proven model is refused (max_binaries); compare runs the fast mode,
+    """At 20 stages the proven model is refused (max_binaries); compare runs the fast mode,
     says so, and its value is optimal for its class only (never used as the all-schedule
     reference)."""
-    chain = families.make("random", 18, 0)
-    path = tmp_path / "c18.json"
+    chain = families.make("random", 20, 0)
+    path = tmp_path / "c20.json"
     chain.save(path)
     budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
     assert main(["compare", str(path), "--budget", str(budget), "--solvers", "ilp,dp-weak",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     row = next(r for r in out["comparisons"][0]["results"] if r["solver"] == "ilp")
-    assert row["message"].startswith("fast mode: the proven model is too large at L = 18")
+    assert row["message"].startswith("fast mode: the proven model is too large at L = 20")
     assert row["optimal_for"] == "weak-runs<=1" and row["status"] == "optimal"
     weak = solvers.solve(chain, budget, "dp-weak")
     assert row["makespan"] <= weak.makespan + 1e-9

@@ -167,8 +167,8 @@ def test_config_validation():
         SearchConfig("fastest")
     with pytest.raises(RematError, match="max_size"):
         SearchConfig(max_size=0)
-    with pytest.raises(RematError, match="max_stages = 17"):
-        SearchConfig(max_stages=17)
+    with pytest.raises(RematError, match="max_stages = 20"):
+        SearchConfig(max_stages=20)
 
 
 def test_repeat_and_delete_stage_are_inverse():

@@ -17,7 +17,8 @@ from remat_theory.schedule import B, FCK, FN, LOSS, Schedule
 from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.strategies import chains, chains_and_budgets, valid_schedules
 from solvers.exhaustive import min_feasible_budget, search
-from solvers.ilp import binaries_bound, build_model, decode, encode, phase_pass_bound
+from solvers.ilp import (binaries_bound, build_model, decode, encode, phase_op_bound,
+                         phase_pass_bound)
 
 HIGHS_PROVEN = "Optimal"  # highspy's modelStatusToString(kOptimal)
 FAST = {"passes": 1, "pairs": True}  # the fast mode of proofs/ilp.md section 5
@@ -370,17 +371,136 @@ def test_lemma2_dead_operations_can_be_removed(data, chain):
     assert b.peak_memory <= a.peak_memory
 
 
+def _longest_phase(chain, start):
+    """A longest phase from ``start``: the most forward operations the simulator's own
+    transitions allow (no budget), found as a longest path in their acyclic graph."""
+    from functools import lru_cache
+
+    from remat_theory.schedule import FORWARD_KINDS, Op
+    from remat_theory.simulator import transition
+
+    L, p = chain.length, start.bwd_next
+    forwards = [Op(k, s) for s in range(min(p, L - 1) + 1) for k in FORWARD_KINDS]
+
+    @lru_cache(maxsize=None)
+    def longest(state):
+        best = ()
+        for op in forwards:
+            r = transition(chain, state, 0, op)
+            if not isinstance(r, str):
+                rest = longest(r.state)
+                if 1 + len(rest) > len(best):
+                    best = (op,) + rest
+        return best
+
+    return list(longest(start))
+
+
+def _strict_runs(stages):
+    """Maximal strictly increasing runs in a sequence of stage indices."""
+    return sum(1 for i, s in enumerate(stages) if i == 0 or s <= stages[i - 1])
+
+
+def _most_runs(chain, start):
+    """The most increasing runs a phase from ``start`` can have (simulator transitions, no
+    budget): a longest path where each operation at a stage <= the previous one counts."""
+    from functools import lru_cache
+
+    from remat_theory.schedule import FORWARD_KINDS, Op
+    from remat_theory.simulator import transition
+
+    L, p = chain.length, start.bwd_next
+    forwards = [Op(k, s) for s in range(min(p, L - 1) + 1) for k in FORWARD_KINDS]
+
+    @lru_cache(maxsize=None)
+    def most(state, last):  # last: the previous operation's stage, -1 at the start
+        best = 0
+        for op in forwards:
+            r = transition(chain, state, 0, op)
+            if not isinstance(r, str):
+                new_run = last < 0 or op.index <= last
+                best = max(best, new_run + most(r.state, op.index))
+        return best
+
+    return most(start, -1)
+
+
+def _phase_starts(L, p):
+    """Every start state phase p can have: any plain x_j and tape t_j it tracks, except a
+    plain x_{p+1} (B_{p+1} frees it)."""
+    from remat_theory.simulator import State
+
+    J = L if p == L else p + 1
+    for plain in range(1 << J):
+        if p < L and plain >> p & 1:  # bit j-1: plain x_j
+            continue
+        for tapes in range(1 << J):
+            yield State(plain=1 | plain << 1, tapes=tapes << 1, bwd_next=p)
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 4])
+def test_lemma4_run_bound_is_attained_and_never_exceeded(L):
+    """Lemma 4, searched exhaustively like Lemma 3: no phase has more than
+    phase_pass_bound(L, p) increasing runs, and some phase has exactly that many."""
+    chain = Chain([1.0] * L, [1.0] * (L + 1), [0] * (L + 1), [0] * L)
+    for p in range(L, -1, -1):
+        most = max(_most_runs(chain, start) for start in _phase_starts(L, p))
+        assert most == phase_pass_bound(L, p), (p, most)
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 4])
+def test_lemma3_bound_is_attained_and_never_exceeded(L):
+    """Lemma 3, searched exhaustively: from every start state a phase can have (any plain
+    x_j and tape t_j it may track, no plain x_{p+1} after B_{p+1}), no phase runs more than
+    phase_op_bound(L, p) forward operations, and the longest one runs exactly that many;
+    the loss phase reaches it from the initial state (x_0 alone), so in a valid schedule."""
+    from remat_theory.simulator import State
+
+    chain = Chain([1.0] * L, [1.0] * (L + 1), [0] * (L + 1), [0] * L)
+    assert len(_longest_phase(chain, State.initial(chain))) == phase_op_bound(L, L)
+    for p in range(L, -1, -1):
+        longest = max(len(_longest_phase(chain, start)) for start in _phase_starts(L, p))
+        assert longest == phase_op_bound(L, p), (p, longest)
+
+
+@pytest.mark.parametrize("L", [2, 3, 4])
+def test_the_longest_phase_is_a_point_of_the_proven_model(L):
+    """The extremal case of Lemma 3 and of the model's per-phase count row:
+    a schedule whose loss phase is a longest one (every x_j and t_j held at its end, so the
+    backward operations follow directly) is a point of the proven model, and with its
+    operations fixed the min-budget model returns its simulated peak."""
+    from remat_theory.schedule import Op
+    from remat_theory.simulator import State
+
+    chain = make("random", L, 0)
+    first = _longest_phase(chain, State.initial(chain))
+    assert len(first) == phase_op_bound(L, L)
+    sched = Schedule(first + [Op(LOSS)] + [Op(B, i) for i in range(L - 1, -1, -1)])
+    ref = simulate(chain, sched)
+    model = build_model(chain, None, None)
+    values = encode(model, sched)
+    assert values is not None
+    for var in model.prob.variables():
+        if var.name in values:
+            var.lowBound = var.upBound = values[var.name]
+    model.prob.solve(pulp.HiGHS(msg=False))
+    assert model.prob.solverModel.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    assert round(model.budget_var.varValue) == ref.peak_memory
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.data(), chains(1, 4, max_size=6), st.booleans())
 def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain, pairs):
-    """Every valid schedule runs at most phase_pass_bound(L, p) forward ops in phase p, and
+    """Every valid schedule runs at most phase_op_bound(L, p) forward ops in phase p, in at
+    most phase_pass_bound(L, p) increasing runs, and
     once stripped of dead operations it is a point of the proven model (with or without the
     two-operation blocks) that decodes back to itself."""
     L = chain.length
     sched = data.draw(valid_schedules(chain, 40))
     for p, ops in phases(sched):
         pi = L if p == "loss" else p
-        assert len(ops) <= phase_pass_bound(L, pi)
+        assert len(ops) <= phase_op_bound(L, pi)
+        assert _strict_runs([o.index for o in ops]) <= phase_pass_bound(L, pi)
     stripped = strip_dead(chain, sched)
     model = build_model(chain, None, None, pairs=pairs)  # min-budget variant, proven passes
     values = encode(model, stripped)
@@ -474,7 +594,7 @@ def test_model_size_guard():
         for passes, pairs in ((None, False), (1, True), (2, False)):
             assert binaries_bound(chain, passes, pairs) == \
                 len(build_model(chain, None, passes, pairs=pairs).ops)
-    big = make("random", 18, 0)
+    big = make("random", 20, 0)
     with pytest.raises(SolverError, match="max_binaries.*fast mode"):
         solvers.solve(big, big.store_all_memory(), "ilp")
     with pytest.raises(SolverError, match="max_binaries = 0"):

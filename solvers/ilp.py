@@ -15,13 +15,14 @@ strictly increasing stage index.  A pass is modelled as one sweep over the stage
 passes per phase the model contains exactly the schedules whose phases have at most ``K``
 increasing runs.  Every valid schedule has at most J(J+1)/2 + 1 increasing runs in phase p,
 where J = p+1 (J = L in the loss phase), so that many passes lose nothing: ``passes=None``,
-the default, is exact over all schedules (proofs/ilp.md, Theorem 1), but its O(L^4) binaries
-make it slow beyond 5 stages.  ``passes=1`` alone (each stage at most once per phase, the Checkmate-style
-normal form) is lossy; ``passes=1, pairs=True`` (one *weakly* increasing run per phase: a
-pass may run two operations of one stage back to back) is the fast mode: exactly the optimum
-of that class (equal to ``exhaustive(schedule_class="monotone")``), never worse than
-``dp-weak``, but lossy over all schedules (proofs/ilp.md section 5: a 4-stage chain at 16
-against 15); its answers say ``optimal_for="weak-runs<=1"``.
+the default, is exact over all schedules (proofs/ilp.md, Lemma 4 and Theorem 1), but its
+O(L^4) binaries make it slow beyond 6 stages.  ``passes=1`` alone (each stage at most once
+per phase, the Checkmate-style normal form) is lossy; ``passes=1, pairs=True`` (one
+*weakly* increasing run per phase: a pass may run two operations of one stage back to back)
+is the fast mode: exactly the optimum of that class (equal to
+``exhaustive(schedule_class="monotone")``), never worse than ``dp-weak``, but lossy over all
+schedules (proofs/ilp.md section 5: a 4-stage chain at 16 against 15); its answers say
+``optimal_for="weak-runs<=1"``.
 
 Variables (all binary, per phase p, pass k, stage s): ``n`` (Fn_s reading the plain x_s,
 which it frees), ``nt`` (Fn_s reading x_s from the tape t_s, which it frees; allowed only
@@ -420,8 +421,8 @@ DEFAULT_MAX_BINARIES = 100_000
 def binaries_bound(chain: Chain, passes: int | None, pairs: bool) -> int:
     """An upper bound on the operation binaries of the K-pass model (before operations that
     exceed the budget are removed): what the model's size is decided by, computed without
-    building it.  The proven model (``passes=None``) grows as L^4: about 4,700 at 8 stages,
-    19,000 at 12, half a million at 30."""
+    building it.  The proven model (``passes=None``) grows as L^4: about 3,900 at 8 stages,
+    16,000 at 12, half a million at 30."""
     L = chain.length
     total = 0
     for p in range(L, -1, -1):

@@ -396,6 +396,18 @@ def _longest_phase(chain, start):
     return list(longest(start))
 
 
+def assert_fixed_min_budget_is(model, values, peak):
+    """With a schedule's operations fixed (``values`` from ``encode``), the min-budget model
+    is feasible and its smallest budget is the schedule's simulated ``peak``, exactly: the
+    model's memory accounting is the simulator's."""
+    for var in model.prob.variables():
+        if var.name in values:
+            var.lowBound = var.upBound = values[var.name]
+    model.prob.solve(pulp.HiGHS(msg=False))
+    assert model.prob.solverModel.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    assert round(model.budget_var.varValue) == peak
+
+
 def _strict_runs(stages):
     """Maximal strictly increasing runs in a sequence of stage indices."""
     return sum(1 for i, s in enumerate(stages) if i == 0 or s <= stages[i - 1])
@@ -480,12 +492,7 @@ def test_the_longest_phase_is_a_point_of_the_proven_model(L):
     model = build_model(chain, None, None)
     values = encode(model, sched)
     assert values is not None
-    for var in model.prob.variables():
-        if var.name in values:
-            var.lowBound = var.upBound = values[var.name]
-    model.prob.solve(pulp.HiGHS(msg=False))
-    assert model.prob.solverModel.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    assert round(model.budget_var.varValue) == ref.peak_memory
+    assert_fixed_min_budget_is(model, values, ref.peak_memory)
 
 
 @settings(max_examples=40, deadline=None)
@@ -518,14 +525,7 @@ def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain, 
     ref, dec = simulate(chain, stripped), simulate(chain, decoded)
     assert sorted(got) == sorted(norm)
     assert dec.makespan == pytest.approx(ref.makespan) and dec.peak_memory == ref.peak_memory
-    # With its operations fixed, the smallest budget the model accepts is the schedule's
-    # simulated peak, exactly: the model's memory accounting is the simulator's.
-    for var in model.prob.variables():
-        if var.name in values:
-            var.lowBound = var.upBound = values[var.name]
-    model.prob.solve(pulp.HiGHS(msg=False))
-    assert model.prob.solverModel.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    assert round(model.budget_var.varValue) == ref.peak_memory
+    assert_fixed_min_budget_is(model, values, ref.peak_memory)
 
 
 def test_passes_one_is_the_checkmate_style_normal_form():

@@ -397,12 +397,17 @@ def encode(model: Model, schedule: Schedule) -> dict | None:
 
 
 # --------------------------------------------------------------------------- solving
+def _phase_width(L: int, p: int) -> int:
+    """J_p: the stages of the values phase p tracks (x_j, t_j for j = 1..J_p)."""
+    return L if p == L else p + 1
+
+
 def phase_op_bound(L: int, p: int) -> int:
     """Most forward operations any valid schedule runs in phase p (proofs/ilp.md, Lemma 3):
     J(J+3)/2 with J = p+1 for p < L and J = L for the loss phase (the created values split
     into chains of Fn operations, each ending at a value held when the phase closes: at most
     j values in the chain of a plain x_j, one in that of a tape).  The bound is attained."""
-    J = L if p == L else p + 1
+    J = _phase_width(L, p)
     return J * (J + 3) // 2
 
 
@@ -411,7 +416,7 @@ def phase_pass_bound(L: int, p: int) -> int:
     J(J+1)/2 + 1, J as in :func:`phase_op_bound` (an Fn-chain of k operations meets k
     distinct non-increasing stretches of the phase).  The bound is attained.  So that many
     passes lose no schedule at all."""
-    J = L if p == L else p + 1
+    J = _phase_width(L, p)
     return J * (J + 1) // 2 + 1
 
 

@@ -371,26 +371,37 @@ def test_lemma2_dead_operations_can_be_removed(data, chain):
     assert b.peak_memory <= a.peak_memory
 
 
-def _longest_phase(chain, start):
-    """A longest phase from ``start``: the most forward operations the simulator's own
-    transitions allow (no budget), found as a longest path in their acyclic graph."""
-    from functools import lru_cache
-
+def _phase_successors(chain, p):
+    """``successors(state)``: the (forward op, next state) pairs the simulator's own
+    transitions allow in phase p, with no budget."""
     from remat_theory.schedule import FORWARD_KINDS, Op
     from remat_theory.simulator import transition
 
-    L, p = chain.length, start.bwd_next
-    forwards = [Op(k, s) for s in range(min(p, L - 1) + 1) for k in FORWARD_KINDS]
+    forwards = [Op(k, s) for s in range(min(p, chain.length - 1) + 1) for k in FORWARD_KINDS]
+
+    def successors(state):
+        for op in forwards:
+            r = transition(chain, state, 0, op)
+            if not isinstance(r, str):
+                yield op, r.state
+
+    return successors
+
+
+def _longest_phase(chain, start):
+    """A longest phase from ``start``: the most forward operations the simulator allows (no
+    budget), found as a longest path in the acyclic graph of its transitions."""
+    from functools import lru_cache
+
+    successors = _phase_successors(chain, start.bwd_next)
 
     @lru_cache(maxsize=None)
     def longest(state):
         best = ()
-        for op in forwards:
-            r = transition(chain, state, 0, op)
-            if not isinstance(r, str):
-                rest = longest(r.state)
-                if 1 + len(rest) > len(best):
-                    best = (op,) + rest
+        for op, nxt in successors(state):
+            rest = longest(nxt)
+            if 1 + len(rest) > len(best):
+                best = (op,) + rest
         return best
 
     return list(longest(start))
@@ -414,25 +425,16 @@ def _strict_runs(stages):
 
 
 def _most_runs(chain, start):
-    """The most increasing runs a phase from ``start`` can have (simulator transitions, no
-    budget): a longest path where each operation at a stage <= the previous one counts."""
+    """The most increasing runs a phase from ``start`` can have (no budget): a longest path
+    where each operation at a stage <= the previous one's starts a run."""
     from functools import lru_cache
 
-    from remat_theory.schedule import FORWARD_KINDS, Op
-    from remat_theory.simulator import transition
-
-    L, p = chain.length, start.bwd_next
-    forwards = [Op(k, s) for s in range(min(p, L - 1) + 1) for k in FORWARD_KINDS]
+    successors = _phase_successors(chain, start.bwd_next)
 
     @lru_cache(maxsize=None)
     def most(state, last):  # last: the previous operation's stage, -1 at the start
-        best = 0
-        for op in forwards:
-            r = transition(chain, state, 0, op)
-            if not isinstance(r, str):
-                new_run = last < 0 or op.index <= last
-                best = max(best, new_run + most(r.state, op.index))
-        return best
+        return max((int(last < 0 or op.index <= last) + most(nxt, op.index)
+                    for op, nxt in successors(state)), default=0)
 
     return most(start, -1)
 

@@ -93,18 +93,36 @@ def test_sweep_reports_each_budget_and_infeasibility(small, capsys):
     assert at_top["reference"]["makespan"] == pytest.approx(chain.ideal_makespan())
 
 
-def test_exhaustive_is_skipped_beyond_7_stages_and_the_dp_reference_is_labelled(tmp_path, capsys):
-    chain = families.make("resnet", 8, 2)
-    path = tmp_path / "c8.json"
+def test_exhaustive_is_skipped_beyond_10_stages_and_the_dp_reference_is_labelled(tmp_path, capsys):
+    chain = families.make("resnet", 11, 2)
+    path = tmp_path / "c11.json"
     chain.save(path)
     budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
     assert main(["compare", str(path), "--budget", str(budget),
                  "--solvers", "exhaustive,dp,periodic"]) == 0
     out = capsys.readouterr().out
-    assert "skipped: exhaustive search is exponential and runs only when L <= 7 (L = 8)" in out
+    assert "skipped: exhaustive search is exponential and runs only when L <= 10 (L = 11)" in out
     dp = solvers.solve(chain, budget, "dp")
     assert f"reference {dp.makespan:.6g}: best exact-solver value: dp, optimal among " \
            f"{dp.optimal_for} schedules only" in out
+
+
+def test_exhaustive_gives_the_reference_up_to_10_stages(tmp_path, capsys):
+    """At 9 stages the proven ILP does not finish in a few seconds, exhaustive search does:
+    the reference is then the optimum over all schedules, and equals a direct search."""
+    chain = families.make("random", 9, 1)
+    path = tmp_path / "c9.json"
+    chain.save(path)
+    budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
+    assert main(["compare", str(path), "--budget", str(budget), "--solvers",
+                 "exhaustive,dp-weak,periodic", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["comparisons"][0]
+    row = next(r for r in out["results"] if r["solver"] == "exhaustive")
+    assert row["status"] == "optimal" and row["optimal_for"] == "all"
+    best = solvers.solve(chain, budget, "exhaustive", max_stages=9).makespan
+    assert out["reference"]["makespan"] == pytest.approx(best) == pytest.approx(row["makespan"])
+    weak = next(r for r in out["results"] if r["solver"] == "dp-weak")
+    assert weak["makespan"] >= best - 1e-9
 
 
 def test_ilp_runs_its_fast_mode_when_the_proven_model_is_too_large(tmp_path, capsys):

@@ -14,10 +14,10 @@ The reference is the best *proven* value available, said explicitly in the outpu
 * otherwise none (ratios are not printed).
 
 Exhaustive search is exponential in L: it runs only when L <= 10 (every family chain of 10
-stages takes at most a few seconds at any budget, measured), under ``--time-limit`` like the
-others, and the output says when it is skipped.  Solvers that accept ``time_limit`` get ``--time-limit``.  Schedules that use
-the explicit-deletion extension (``Drop``, e.g. ``dtr``) are marked: they belong to a larger
-class than the reference's.
+stages took at most a few seconds at the budgets measured), and the output says when it is
+skipped.  Solvers that accept ``time_limit`` (exhaustive search too) get ``--time-limit``.
+Schedules that use the explicit-deletion extension (``Drop``, e.g. ``dtr``) are marked:
+they belong to a larger class than the reference's.
 """
 from __future__ import annotations
 

@@ -1,15 +1,21 @@
 """Benchmarks of the ``ilp`` solver (measured figures, not tests).
 
-Five sweeps:
+The sweeps:
 
 ``speed``: time to prove optimality on random chains (``families.make("random", L, seed)``)
 at a middle budget (halfway from the smallest budget to store-all) and a tight budget (10%
 of the way), for HiGHS and CBC; the smallest budget is the weak DP's (``dp-weak``
 ``min_budget``, the smallest at which a weakly persistent schedule exists: exhaustive
-search does not scale to these sizes).  Writes ``results/ilp_speed.json`` with medians,
+search does not reach 20-30 stages).  Writes ``results/ilp_speed.json`` with medians,
 every run, and the machine load.  ``--proven`` times the proven model (``passes=None``,
 exact over all schedules) instead, on at most 7 stages, and checks every answer against
-exhaustive search (``results/ilp_speed_proven.json``).
+exhaustive search (``results/ilp_speed_proven.json``).  ``--exhaustive-up-to L`` also runs
+exhaustive search (the optimum over all schedules, no modelling argument) on the chains of
+up to L stages and records whether each answer equals it (``results/ilp_speed_vs_exhaustive.json``).
+
+``lp``: the root LP relaxation of the fast, two-run and proven models against the ideal
+makespan and the optimum: how much of the recomputation each relaxation sees before any
+branching (``results/ilp_lp_bound.json``).
 
 ``normal-form``: the evidence of proofs/ilp.md section 5: random small chains drawn to
 provoke multi-run phases (zero sizes, large overheads); at every exhaustive breakpoint
@@ -50,6 +56,9 @@ Usage::
     python benchmarks/bench_ilp.py speed --lengths 10 20 30 --seeds 5 --pairs --time-limit 120
     python benchmarks/bench_ilp.py speed --proven --lengths 4 5 6 --seeds 3 --mip-solvers highs \
         --time-limit 300 --out benchmarks/results/ilp_speed_proven.json
+    python benchmarks/bench_ilp.py speed --lengths 8 10 12 15 --seeds 3 --pairs --mip-solvers highs \
+        --exhaustive-up-to 15 --exhaustive-time-limit 300 --out benchmarks/results/ilp_speed_vs_exhaustive.json
+    python benchmarks/bench_ilp.py lp --lengths 5 6 7 8 --seeds 3
     python benchmarks/bench_ilp.py normal-form --minutes 10
     python benchmarks/bench_ilp.py monotone --minutes 30 --lengths 2 3 4 5 6 7
     python benchmarks/bench_ilp.py phase-local --minutes 20 --lengths 3 4 --runs 2
@@ -94,6 +103,7 @@ def speed(args) -> dict:
         if max(args.lengths) > 7:
             raise SystemExit(f"speed --proven: --lengths up to 7 (exhaustive search checks "
                              f"every answer), got {max(args.lengths)}")
+        args.exhaustive_up_to = max(args.exhaustive_up_to, 7)
     runs = []
     for L in args.lengths:
         for seed in range(args.seeds):
@@ -112,7 +122,8 @@ def speed(args) -> dict:
                            "optimal_for": sol.optimal_for, "status": sol.status,
                            "makespan": sol.makespan, "bound": sol.bound, "gap": sol.gap,
                            "dp_weak": weak.makespan, "seconds": round(dt, 3),
-                           **(_exhaustive_check(chain, b[kind], sol) if args.proven else {}),
+                           **(_exhaustive_check(chain, b[kind], sol, args.exhaustive_time_limit)
+                              if L <= args.exhaustive_up_to else {}),
                            "variables": sol.info.get("variables"),
                            "load_1min": os.getloadavg()[0]}
                     runs.append(row)
@@ -124,11 +135,21 @@ def speed(args) -> dict:
                 rs = [r for r in runs if r["L"] == L and r["budget_kind"] == kind
                       and r["mip_solver"] == ms]
                 proven = [r for r in rs if r["status"] == "optimal"]
-                summary.append({
+                row = {
                     "L": L, "budget_kind": kind, "mip_solver": ms, "instances": len(rs),
                     "proven": len(proven),
                     "median_seconds": statistics.median(r["seconds"] for r in rs) if rs else None,
-                    "max_seconds": max(r["seconds"] for r in rs) if rs else None})
+                    "max_seconds": max(r["seconds"] for r in rs) if rs else None}
+                exact = [r for r in rs if r.get("exhaustive_status") == "optimal"]
+                if L <= args.exhaustive_up_to and rs:
+                    row.update({
+                        "exhaustive_proven": len(exact),
+                        "exhaustive_median_seconds":
+                            statistics.median(r["exhaustive_seconds"] for r in rs),
+                        "equal_to_optimum": sum(r["makespan"] is not None and abs(
+                            r["makespan"] - r["exhaustive"]) <= 1e-9 * max(1.0, r["exhaustive"])
+                            for r in exact)})
+                summary.append(row)
     return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
             "passes": args.passes, "pairs": args.pairs, "time_limit": args.time_limit,
             "machine": machine(),
@@ -137,16 +158,92 @@ def speed(args) -> dict:
             "summary": summary, "runs": runs}
 
 
-def _exhaustive_check(chain: Chain, budget: int, sol) -> dict:
-    """The exhaustive optimum beside a proven-model answer; a proven answer that differs is
-    refused (the benchmark would otherwise time a wrong solver)."""
-    from solvers.exhaustive import search
+LP_CONFIGS = {"weak-runs<=1": (1, True), "weak-runs<=2": (2, True), "all": (None, False)}
 
-    best = search(chain, budget)[1]
-    if sol.status == "optimal" and abs(sol.makespan - best) > 1e-9 * max(1.0, best):
-        raise SystemExit(f"speed --proven: ilp says {sol.makespan} is optimal on "
-                         f"{chain.name} at budget {budget}, exhaustive search finds {best}")
-    return {"exhaustive": best}
+
+def lp_bound(chain: Chain, budget: int, passes: int | None, pairs: bool) -> float:
+    """The value of the LP relaxation of the ``passes``-pass model (every binary relaxed to
+    [0, 1]) on the makespan: the bound a MILP solver starts branching from."""
+    import pulp
+    from solvers import ilp
+
+    g = chain.size_gcd()
+    model = ilp.build_model(chain.scaled_sizes(g), budget // g, passes, pairs=pairs)
+    for v in model.prob.variables():
+        v.cat = pulp.LpContinuous
+    ilp._silence_highs_banner()
+    model.prob.solve(pulp.HiGHS(msg=False))
+    if pulp.LpStatus[model.prob.status] != "Optimal":
+        raise SystemExit(f"lp: the relaxation of {chain.name} at budget {budget} is "
+                         f"{pulp.LpStatus[model.prob.status]}")
+    return pulp.value(model.prob.objective) + model.constant
+
+
+def lp(args) -> dict:
+    """How much of the recomputation the root LP relaxation sees, per model: the LP value
+    against the ideal makespan (no recomputation, a bound every model knows) and the optimum
+    (exhaustive search up to --exhaustive-up-to stages, else the weak DP's value, an upper
+    bound on it)."""
+    runs = []
+    for L in args.lengths:
+        for seed in range(args.seeds):
+            chain = make("random", L, seed)
+            b = budgets_of(chain)
+            for kind in args.budgets:
+                ideal = chain.ideal_makespan()
+                if L <= args.exhaustive_up_to:
+                    ref = solvers.solve(chain, b[kind], "exhaustive", max_stages=L)
+                    reference, ref_kind = ref.makespan, "exhaustive"
+                else:
+                    reference = solvers.solve(chain, b[kind], "dp-weak").makespan
+                    ref_kind = "dp-weak"
+                row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
+                       "ideal": ideal, "reference": reference, "reference_from": ref_kind}
+                for name, (passes, pairs) in LP_CONFIGS.items():
+                    v = lp_bound(chain, b[kind], passes, pairs)
+                    if name == "all" and v > reference + 1e-6 * max(1.0, reference):
+                        raise SystemExit(f"lp: the proven model's relaxation {v} is above "
+                                         f"the optimum {reference} ({chain.name}, {kind})")
+                    row[f"lp_{name}"] = round(v, 4)
+                    row[f"closed_{name}"] = (round((v - ideal) / (reference - ideal), 4) + 0.0
+                                             if reference > ideal else None)
+                runs.append(row)
+                print(json.dumps(row), flush=True)
+    summary = {name: {"median_closed": statistics.median(
+        r[f"closed_{name}"] for r in runs if r[f"closed_{name}"] is not None),
+        "at_ideal": sum(abs(r[f"lp_{name}"] - r["ideal"]) <= 1e-6 * r["ideal"] for r in runs)}
+        for name in LP_CONFIGS}
+    return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
+            "machine": machine(),
+            "note": "closed_X = (LP value - ideal) / (reference - ideal): the share of the "
+                    "recomputation the root relaxation of model X sees; at_ideal: instances "
+                    "whose relaxation is the ideal makespan itself",
+            "instances": len(runs), "summary": summary, "runs": runs}
+
+
+def _exhaustive_check(chain: Chain, budget: int, sol, time_limit: float | None) -> dict:
+    """The optimum over all schedules (exhaustive search) beside an ilp answer.
+
+    A proven answer of the proven model that differs from it, or any answer below it, is
+    refused: the benchmark would otherwise time a wrong solver.  Within a time limit the
+    search may stop unproven; it then gives its lower bound ("exhaustive_status":
+    "time_limit")."""
+    t0 = time.perf_counter()
+    ex = solvers.solve(chain, budget, "exhaustive", max_stages=chain.length,
+                       time_limit=time_limit)
+    seconds = round(time.perf_counter() - t0, 3)
+    best = ex.makespan if ex.status == "optimal" else ex.bound
+    tol = 1e-9 * max(1.0, best or 0.0)
+    exact_model = sol.optimal_for == "all"
+    if ex.status == "optimal" and sol.status == "optimal" and exact_model \
+            and abs(sol.makespan - best) > tol:
+        raise SystemExit(f"speed: ilp says {sol.makespan} is optimal on {chain.name} at "
+                         f"budget {budget}, exhaustive search finds {best}")
+    if best is not None and sol.makespan is not None and sol.makespan < best - tol:
+        raise SystemExit(f"speed: ilp's schedule ({sol.makespan}) on {chain.name} at budget "
+                         f"{budget} is below exhaustive search's "
+                         f"{'optimum' if ex.status == 'optimal' else 'bound'} {best}")
+    return {"exhaustive": best, "exhaustive_status": ex.status, "exhaustive_seconds": seconds}
 
 
 def min_budget(args) -> dict:
@@ -578,7 +675,19 @@ def main(argv=None) -> int:
     sp.add_argument("--pairs", action="store_true",
                     help="weakly increasing runs (the fast mode of proofs/ilp.md section 5)")
     sp.add_argument("--time-limit", type=float, default=120.0)
+    sp.add_argument("--exhaustive-up-to", type=int, default=0, metavar="L",
+                    help="also run exhaustive search (the optimum over all schedules) on chains "
+                         "of up to L stages (--proven: at least 7), and refuse an answer it "
+                         "contradicts")
+    sp.add_argument("--exhaustive-time-limit", type=float, default=None,
+                    help="seconds per exhaustive search (default: none)")
     sp.add_argument("--out", default=str(RESULTS / "ilp_speed.json"))
+    lpp = sub.add_parser("lp")
+    lpp.add_argument("--lengths", type=int, nargs="+", default=[5, 6, 7])
+    lpp.add_argument("--seeds", type=int, default=3)
+    lpp.add_argument("--budgets", nargs="+", default=["middle", "tight"])
+    lpp.add_argument("--exhaustive-up-to", type=int, default=9)
+    lpp.add_argument("--out", default=str(RESULTS / "ilp_lp_bound.json"))
     nf = sub.add_parser("normal-form")
     nf.add_argument("--minutes", type=float, default=10.0)
     nf.add_argument("--lengths", type=int, nargs="+", default=[2, 3, 4, 5, 6])
@@ -618,7 +727,7 @@ def main(argv=None) -> int:
     mb.add_argument("--time-limit", type=float, default=60.0)
     mb.add_argument("--out", default=str(RESULTS / "ilp_min_budget.json"))
     args = ap.parse_args(argv)
-    result = {"speed": speed, "min-budget": min_budget, "normal-form": normal_form, "monotone": monotone,
+    result = {"speed": speed, "lp": lp, "min-budget": min_budget, "normal-form": normal_form, "monotone": monotone,
               "phase-local": phase_local, "walk": walk}[args.cmd](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+import solvers
 from remat_theory import Chain, certificates
 from remat_theory.simulator import State
 
@@ -135,16 +136,59 @@ def test_the_proven_speed_sweep_checks_every_answer_against_exhaustive_search(be
 
     args = argparse.Namespace(lengths=[3], seeds=1, budgets=["middle", "tight"],
                               mip_solvers=["highs"], passes=1, proven=True, pairs=False,
-                              time_limit=60.0)
+                              time_limit=60.0, exhaustive_up_to=0, exhaustive_time_limit=None)
     out = bench.speed(args)
     assert out["passes"] is None and len(out["runs"]) == 2
     for row in out["runs"]:
         assert row["optimal_for"] == "all" and row["status"] == "optimal"
+        assert row["exhaustive_status"] == "optimal"
         assert row["makespan"] == pytest.approx(row["exhaustive"])
+    assert [s["equal_to_optimum"] for s in out["summary"]] == [1, 1]
     chain = bench.make("random", 3, 0)
     b = out["runs"][0]["budget"]
-    wrong = types.SimpleNamespace(status="optimal", makespan=out["runs"][0]["makespan"] + 1)
+    best = out["runs"][0]["makespan"]
+    wrong = types.SimpleNamespace(status="optimal", makespan=best + 1, optimal_for="all")
     with pytest.raises(SystemExit, match="exhaustive search finds"):
-        bench._exhaustive_check(chain, b, wrong)
+        bench._exhaustive_check(chain, b, wrong, None)
+    # an answer optimal only in a smaller class may be above the optimum, never below it
+    fast = types.SimpleNamespace(status="optimal", makespan=best + 1, optimal_for="weak-runs<=1")
+    assert bench._exhaustive_check(chain, b, fast, None)["exhaustive"] == pytest.approx(best)
+    impossible = types.SimpleNamespace(status="optimal", makespan=best - 1,
+                                       optimal_for="weak-runs<=1")
+    with pytest.raises(SystemExit, match="below exhaustive search's optimum"):
+        bench._exhaustive_check(chain, b, impossible, None)
     with pytest.raises(SystemExit, match="--lengths up to 7"):
         bench.speed(argparse.Namespace(**{**vars(args), "lengths": [8]}))
+
+
+def test_the_fast_speed_sweep_can_compare_with_exhaustive_search(bench):
+    import argparse
+
+    args = argparse.Namespace(lengths=[3, 4], seeds=1, budgets=["tight"], mip_solvers=["highs"],
+                              passes=1, proven=False, pairs=True, time_limit=60.0,
+                              exhaustive_up_to=3, exhaustive_time_limit=30.0)
+    out = bench.speed(args)
+    by_len = {r["L"]: r for r in out["runs"]}
+    assert by_len[3]["exhaustive_status"] == "optimal" and "exhaustive" not in by_len[4]
+    assert by_len[3]["makespan"] >= by_len[3]["exhaustive"] - 1e-9
+    s3, s4 = sorted(out["summary"], key=lambda s: s["L"])
+    assert s3["exhaustive_proven"] == 1 and "exhaustive_proven" not in s4
+
+
+def test_the_lp_sweep_bounds_lie_between_the_ideal_and_the_optimum(bench):
+    import argparse
+
+    out = bench.lp(argparse.Namespace(lengths=[3, 4], seeds=2, budgets=["middle", "tight"],
+                                      exhaustive_up_to=4))
+    assert out["instances"] == 8
+    for r in out["runs"]:
+        assert r["reference_from"] == "exhaustive"
+        for name in bench.LP_CONFIGS:
+            # even relaxed, every model makes each tape once in total
+            assert r[f"lp_{name}"] >= r["ideal"] - 1e-6
+        # the proven model contains the optimal schedule, so its relaxation lies below it
+        assert r["lp_all"] <= r["reference"] + 1e-6
+    chain = bench.make("random", 3, 0)
+    b = bench.budgets_of(chain)["tight"]
+    fast = solvers.solve(chain, b, "ilp", passes=1, pairs=True)
+    assert bench.lp_bound(chain, b, 1, True) <= fast.makespan + 1e-6

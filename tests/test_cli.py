@@ -155,6 +155,8 @@ def test_a_long_proven_ilp_solve_is_announced(tmp_path, capsys):
     big, small = make("random", 6, 0), make("random", 5, 0)
     note = long_solve_note(big, "ilp", {})
     assert "6 stages" in note and "--time-limit" in note and "passes=1" in note
+    assert "--solver exhaustive -o max_stages=6" in note
+    assert "exhaustive" not in long_solve_note(make("random", 13, 0), "ilp", {})
     assert long_solve_note(big, "ilp", {"time_limit": 10}) is None
     assert long_solve_note(big, "ilp", {"passes": 1, "pairs": True}) is None
     assert long_solve_note(small, "ilp", {}) is None

@@ -52,6 +52,7 @@ from remat_theory.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, CLASS_MONOTON
 from .registry import register
 
 DEFAULT_MAX_STAGES = 8
+DEFAULT_MAX_STATES = 10_000_000  # about 4 GB; a time limit alone does not bound memory
 
 
 def _check_size(chain: Chain, max_stages: int) -> None:
@@ -172,10 +173,11 @@ def _state_of(node) -> State:
 
 
 def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: float | None = None,
-           schedule_class: str = "all"):
+           schedule_class: str = "all", max_states: int | None = None):
     """A* over simulator states (restricted to ``schedule_class``).  Returns
     ``(schedule, makespan, peak, bound, proven)``; schedule is None when no schedule fits
-    (proven) or the time limit left none."""
+    (proven) or the search stopped first: after ``time_limit`` seconds, or once it holds more
+    than ``max_states`` states (memory grows by roughly 400 bytes per state)."""
     moves = _node_moves(chain, allow_drop, schedule_class)
     start = moves.start()
     mem0 = chain.x_size[0]
@@ -197,7 +199,9 @@ def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: floa
             return _rebuild(parent, s), gs, peak_to[s], gs, True
         closed.add(s)
         pops += 1
-        if deadline is not None and pops % 2048 == 0 and time.perf_counter() > deadline:
+        if pops % 2048 == 0 and (
+                (deadline is not None and time.perf_counter() > deadline)
+                or (max_states is not None and len(g) > max_states)):
             return None, None, None, f, False
         for op, r, ns in moves(s, mem):
             if r.peak > budget:
@@ -266,10 +270,12 @@ def _check_class(schedule_class, allow_drop: bool) -> None:
 def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
                      time_limit: float | None = None,
                      max_stages: int = DEFAULT_MAX_STAGES,
+                     max_states: int = DEFAULT_MAX_STATES,
                      schedule_class: str = "all") -> Solution:
     """Exact optimum over every valid schedule of the model (with ``allow_drop``, also over
     schedules using explicit deletions).  ``time_limit`` (seconds) stops the search and
-    reports the best proven lower bound with status ``time_limit``.  ``schedule_class``
+    reports the best proven lower bound with status ``time_limit``; so does ``max_states``,
+    the number of states the search may hold (memory).  ``schedule_class``
     (``"all"``, ``"persistent"``, ``"weak"``, ``"monotone"``) restricts the search to exactly that class of
     :mod:`remat_theory.persistence`; the value is then optimal for that class."""
     _check_size(chain, max_stages)
@@ -278,16 +284,26 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
         cls = _CLASS_NAMES.get(schedule_class) or persistence.class_label(schedule_class)
     else:
         cls = CLASS_ALL_WITH_DROP if allow_drop else CLASS_ALL
+    if isinstance(max_states, bool) or not isinstance(max_states, int) or max_states < 1:
+        raise SolverError(f"solver 'exhaustive': option max_states = {max_states!r} must be a "
+                          f"positive integer")
+    t0 = time.perf_counter()
     schedule, makespan, peak, bound, proven = search(chain, budget, allow_drop, time_limit,
-                                                     schedule_class)
+                                                     schedule_class, max_states)
     info = {"allow_drop": allow_drop, "schedule_class": schedule_class}
     if schedule is not None:
         return Solution("exhaustive", OPTIMAL, schedule, makespan, peak, budget, bound=makespan,
                         optimal_for=cls, info=info)
     if not proven:
+        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
+            why = "time limit reached"
+        else:
+            why = (f"state limit reached (max_states = {max_states:,}; raise it to go "
+                   f"further, with memory to match)")
+            info["stopped_by"] = "max_states"
         return Solution("exhaustive", TIME_LIMIT, None, None, None, budget, bound=bound,
                         optimal_for=cls, info=info,
-                        message=f"time limit reached: not proven optimal; lower bound {bound}")
+                        message=f"{why}: not proven optimal; lower bound {bound}")
     mfb = min_feasible_budget(chain, allow_drop, max_stages, schedule_class)
     return Solution("exhaustive", INFEASIBLE, None, None, None, budget, optimal_for=cls,
                     min_budget=mfb, info=info,

@@ -97,6 +97,25 @@ def test_time_limit_and_size_guard():
         solvers.solve(Chain.homogeneous(9), 100, "exhaustive")
 
 
+def test_a_state_limit_stops_the_search_with_a_bound_not_an_answer():
+    """A time limit alone does not bound memory: max_states does, and says so."""
+    from remat_theory.families import make
+
+    c = make("random", 9, 1)
+    lo, hi = solvers.solve(c, 0, "dp-weak").min_budget, c.store_all_memory()
+    b = lo + (hi - lo) // 10  # a tight budget: tens of thousands of states
+    full = solvers.solve(c, b, "exhaustive", max_stages=9)
+    capped = solvers.solve(c, b, "exhaustive", max_stages=9, max_states=100)
+    assert full.status == OPTIMAL
+    assert capped.status == TIME_LIMIT and capped.schedule is None
+    assert "state limit reached (max_states = 100" in capped.message
+    assert "not proven optimal" in capped.message and capped.info["stopped_by"] == "max_states"
+    assert c.ideal_makespan() <= capped.bound <= full.makespan
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(SolverError, match="max_states"):
+            solvers.solve(c, b, "exhaustive", max_stages=9, max_states=bad)
+
+
 def test_homogeneous_three_stage_optimum_by_hand():
     # Unit sizes, tape = activation, free loss.  Store-all peaks at B2: x0 + t1 + t2 + t3 +
     # d3 + d2 = 6.  At 5, B2 must run holding only x0, d3, t3, x2 (+ d2), so x1 is lost and

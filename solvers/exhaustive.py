@@ -297,6 +297,7 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     if not proven:
         if time_limit is not None and time.perf_counter() - t0 >= time_limit:
             why = "time limit reached"
+            info["stopped_by"] = "time_limit"
         else:
             why = (f"state limit reached (max_states = {max_states:,}; raise it to go "
                    f"further, with memory to match)")

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 
 import solvers
 from remat_theory import Chain, simulate
+from remat_theory.families import make
 from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
 from remat_theory.simulator import State, transition
 from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
@@ -87,23 +88,27 @@ def test_drop_can_only_help():
         assert dropped.optimal_for == "all+drop"
 
 
+def _tight_nine_stages():
+    """A random 9-stage chain at a tight budget: tens of thousands of states, far more than
+    the 2048 pops between two checks of a limit."""
+    c = make("random", 9, 1)
+    lo, hi = solvers.solve(c, 0, "dp-weak").min_budget, c.store_all_memory()
+    return c, lo + (hi - lo) // 10
+
+
 def test_time_limit_and_size_guard():
-    c = Chain.homogeneous(8, x_size=1, tape_size=2)
-    sol = solvers.solve(c, min_feasible_budget(c) + 1, "exhaustive", time_limit=1e-9)
-    assert sol.status in (TIME_LIMIT, OPTIMAL)
-    if sol.status == TIME_LIMIT:
-        assert sol.schedule is None and "not proven optimal" in sol.message
+    c, b = _tight_nine_stages()
+    sol = solvers.solve(c, b, "exhaustive", max_stages=9, time_limit=1e-9)
+    assert sol.status == TIME_LIMIT and sol.schedule is None
+    assert sol.message.startswith("time limit reached: not proven optimal; lower bound")
+    assert sol.info["stopped_by"] == "time_limit" and sol.bound >= c.ideal_makespan()
     with pytest.raises(SolverError, match="max_stages = 8"):
         solvers.solve(Chain.homogeneous(9), 100, "exhaustive")
 
 
 def test_a_state_limit_stops_the_search_with_a_bound_not_an_answer():
     """A time limit alone does not bound memory: max_states does, and says so."""
-    from remat_theory.families import make
-
-    c = make("random", 9, 1)
-    lo, hi = solvers.solve(c, 0, "dp-weak").min_budget, c.store_all_memory()
-    b = lo + (hi - lo) // 10  # a tight budget: tens of thousands of states
+    c, b = _tight_nine_stages()
     full = solvers.solve(c, b, "exhaustive", max_stages=9)
     capped = solvers.solve(c, b, "exhaustive", max_stages=9, max_states=100)
     assert full.status == OPTIMAL

@@ -42,7 +42,7 @@ from .errors import RematError
 from .solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 
 OBJECTIVES = ("dp-gap", "baseline-gap", "ilp-time")
-EXHAUSTIVE_MAX_STAGES = 7
+EXHAUSTIVE_MAX_STAGES = 10  # exhaustive search proves random 10-stage chains in seconds
 ILP_MAX_STAGES = 19  # the ILP's proven model stays under its default max_binaries up to here
 _SIZE_FIELDS = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead")
 _TIME_FIELDS = ("fwd_time", "bwd_time")
@@ -59,7 +59,8 @@ class SearchConfig:
     max_time : stage times are integers in [1, max_time] when drawn (0 allowed by moves).
     max_size : activations in [1, max_size]; tapes exceed their output by [0, max_size].
     overheads : draw transient overheads (else all zero).
-    ilp_time_limit : seconds for ``ilp`` when it is OPT or the measured solver.
+    ilp_time_limit : seconds for the solver of OPT (exhaustive search or ``ilp``), and for
+        ``ilp`` when it is the measured solver.
     """
 
     objective: str = "dp-gap"
@@ -131,9 +132,10 @@ class Evaluation:
 def _opt(chain: Chain, budget: int, cfg: SearchConfig):
     import solvers
 
-    if chain.length <= EXHAUSTIVE_MAX_STAGES:
-        return solvers.solve(chain, budget, "exhaustive"), {}
     opts = {"time_limit": cfg.ilp_time_limit}
+    if chain.length <= EXHAUSTIVE_MAX_STAGES:
+        opts["max_stages"] = EXHAUSTIVE_MAX_STAGES
+        return solvers.solve(chain, budget, "exhaustive", **opts), opts
     return solvers.solve(chain, budget, "ilp", **opts), opts
 
 

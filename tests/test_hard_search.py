@@ -30,6 +30,21 @@ def test_evaluate_scores_the_dp_gap_against_exhaustive_search():
     assert ev.score > 1.1
 
 
+def test_opt_is_exhaustive_search_up_to_10_stages():
+    """At 9 stages the proven ILP does not finish in the time limit; exhaustive search gives
+    OPT, so the instance is scored (before, OPT above 7 stages was the ILP's)."""
+    from remat_theory.families import make
+
+    chain = make("random", 9, 1)
+    budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
+    ev = evaluate(chain, budget, SearchConfig("dp-gap", solver="dp-weak", max_stages=10))
+    opt, opts = ev.solutions["opt"]
+    assert opt.solver == "exhaustive" and opt.status == "optimal" and opts["max_stages"] == 10
+    weak = solvers.solve(chain, budget, "dp-weak").makespan
+    assert ev.anomaly is None and ev.score == pytest.approx(weak / opt.makespan)
+    assert ev.score >= 1.0
+
+
 def test_evaluate_a_solver_variant_by_its_label():
     """A verify variant label stands for a registered solver with fixed options: the
     persistent class's own exhaustive search scores the DP's gap, and the monotone class

@@ -97,6 +97,18 @@ def budgets_of(chain: Chain) -> dict:
             "tight": lo + (hi - lo) // 10}
 
 
+def random_instances(lengths, seeds: int, kinds):
+    """``(L, seed, chain, budgets, kind)`` for the random benchmark chains
+    (``families.make("random", L, seed)``) at the budgets of :func:`budgets_of` named in
+    ``kinds``."""
+    for L in lengths:
+        for seed in range(seeds):
+            chain = make("random", L, seed)
+            b = budgets_of(chain)
+            for kind in kinds:
+                yield L, seed, chain, b, kind
+
+
 def speed(args) -> dict:
     if args.proven:
         args.passes = None
@@ -105,29 +117,25 @@ def speed(args) -> dict:
                              f"every answer), got {max(args.lengths)}")
         args.exhaustive_up_to = max(args.exhaustive_up_to, 7)
     runs = []
-    for L in args.lengths:
-        for seed in range(args.seeds):
-            chain = make("random", L, seed)
-            b = budgets_of(chain)
-            for kind in args.budgets:
-                for ms in args.mip_solvers:
-                    t0 = time.perf_counter()
-                    sol = solvers.solve(chain, b[kind], "ilp", passes=args.passes,
-                                        pairs=args.pairs, mip_solver=ms,
-                                        time_limit=args.time_limit)
-                    dt = time.perf_counter() - t0
-                    weak = solvers.solve(chain, b[kind], "dp-weak")
-                    row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
-                           "mip_solver": ms, "passes": args.passes, "pairs": args.pairs,
-                           "optimal_for": sol.optimal_for, "status": sol.status,
-                           "makespan": sol.makespan, "bound": sol.bound, "gap": sol.gap,
-                           "dp_weak": weak.makespan, "seconds": round(dt, 3),
-                           **(_exhaustive_check(chain, b[kind], sol, args.exhaustive_time_limit)
-                              if L <= args.exhaustive_up_to else {}),
-                           "variables": sol.info.get("variables"),
-                           "load_1min": os.getloadavg()[0]}
-                    runs.append(row)
-                    print(json.dumps(row), flush=True)
+    for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets):
+        for ms in args.mip_solvers:
+            t0 = time.perf_counter()
+            sol = solvers.solve(chain, b[kind], "ilp", passes=args.passes,
+                                pairs=args.pairs, mip_solver=ms,
+                                time_limit=args.time_limit)
+            dt = time.perf_counter() - t0
+            weak = solvers.solve(chain, b[kind], "dp-weak")
+            row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
+                   "mip_solver": ms, "passes": args.passes, "pairs": args.pairs,
+                   "optimal_for": sol.optimal_for, "status": sol.status,
+                   "makespan": sol.makespan, "bound": sol.bound, "gap": sol.gap,
+                   "dp_weak": weak.makespan, "seconds": round(dt, 3),
+                   **(_exhaustive_check(chain, b[kind], sol, args.exhaustive_time_limit)
+                      if L <= args.exhaustive_up_to else {}),
+                   "variables": sol.info.get("variables"),
+                   "load_1min": os.getloadavg()[0]}
+            runs.append(row)
+            print(json.dumps(row), flush=True)
     summary = []
     for L in args.lengths:
         for kind in args.budgets:
@@ -185,30 +193,26 @@ def lp(args) -> dict:
     (exhaustive search up to --exhaustive-up-to stages, else the weak DP's value, an upper
     bound on it)."""
     runs = []
-    for L in args.lengths:
-        for seed in range(args.seeds):
-            chain = make("random", L, seed)
-            b = budgets_of(chain)
-            for kind in args.budgets:
-                ideal = chain.ideal_makespan()
-                if L <= args.exhaustive_up_to:
-                    ref = solvers.solve(chain, b[kind], "exhaustive", max_stages=L)
-                    reference, ref_kind = ref.makespan, "exhaustive"
-                else:
-                    reference = solvers.solve(chain, b[kind], "dp-weak").makespan
-                    ref_kind = "dp-weak"
-                row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
-                       "ideal": ideal, "reference": reference, "reference_from": ref_kind}
-                for name, (passes, pairs) in LP_CONFIGS.items():
-                    v = lp_bound(chain, b[kind], passes, pairs)
-                    if name == "all" and v > reference + 1e-6 * max(1.0, reference):
-                        raise SystemExit(f"lp: the proven model's relaxation {v} is above "
-                                         f"the optimum {reference} ({chain.name}, {kind})")
-                    row[f"lp_{name}"] = round(v, 4)
-                    row[f"closed_{name}"] = (round((v - ideal) / (reference - ideal), 4) + 0.0
-                                             if reference > ideal else None)
-                runs.append(row)
-                print(json.dumps(row), flush=True)
+    for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets):
+        ideal = chain.ideal_makespan()
+        if L <= args.exhaustive_up_to:
+            ref = solvers.solve(chain, b[kind], "exhaustive", max_stages=L)
+            reference, ref_kind = ref.makespan, "exhaustive"
+        else:
+            reference = solvers.solve(chain, b[kind], "dp-weak").makespan
+            ref_kind = "dp-weak"
+        row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
+               "ideal": ideal, "reference": reference, "reference_from": ref_kind}
+        for name, (passes, pairs) in LP_CONFIGS.items():
+            v = lp_bound(chain, b[kind], passes, pairs)
+            if name == "all" and v > reference + 1e-6 * max(1.0, reference):
+                raise SystemExit(f"lp: the proven model's relaxation {v} is above "
+                                 f"the optimum {reference} ({chain.name}, {kind})")
+            row[f"lp_{name}"] = round(v, 4)
+            row[f"closed_{name}"] = (round((v - ideal) / (reference - ideal), 4) + 0.0
+                                     if reference > ideal else None)
+        runs.append(row)
+        print(json.dumps(row), flush=True)
     summary = {name: {"median_closed": statistics.median(
         r[f"closed_{name}"] for r in runs if r[f"closed_{name}"] is not None),
         "at_ideal": sum(abs(r[f"lp_{name}"] - r["ideal"]) <= 1e-6 * r["ideal"] for r in runs)}

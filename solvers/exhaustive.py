@@ -178,11 +178,16 @@ def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: floa
     ``(schedule, makespan, peak, bound, proven)``; schedule is None when no schedule fits
     (proven) or the search stopped first: after ``time_limit`` seconds, or once it holds more
     than ``max_states`` states (memory grows by roughly 400 bytes per state)."""
+    return _search(chain, budget, allow_drop, time_limit, schedule_class, max_states)[:5]
+
+
+def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
+    """:func:`search`, plus what stopped it: None, ``"time_limit"`` or ``"max_states"``."""
     moves = _node_moves(chain, allow_drop, schedule_class)
     start = moves.start()
     mem0 = chain.x_size[0]
     if mem0 > budget:
-        return None, None, None, None, True
+        return None, None, None, None, True, None
     g = {start: 0.0}
     parent = {start: None}
     peak_to = {start: mem0}  # peak along the best path found so far (reporting only)
@@ -196,13 +201,14 @@ def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: floa
         if s in closed:
             continue
         if _state_of(s).is_final():
-            return _rebuild(parent, s), gs, peak_to[s], gs, True
+            return _rebuild(parent, s), gs, peak_to[s], gs, True, None
         closed.add(s)
         pops += 1
-        if pops % 2048 == 0 and (
-                (deadline is not None and time.perf_counter() > deadline)
-                or (max_states is not None and len(g) > max_states)):
-            return None, None, None, f, False
+        if pops % 2048 == 0:
+            if deadline is not None and time.perf_counter() > deadline:
+                return None, None, None, f, False, "time_limit"
+            if max_states is not None and len(g) > max_states:
+                return None, None, None, f, False, "max_states"
         for op, r, ns in moves(s, mem):
             if r.peak > budget:
                 continue
@@ -216,7 +222,7 @@ def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: floa
                 peak_to[ns] = max(peak_to[s], r.peak)
                 heapq.heappush(heap, (ng + _heuristic(chain, r.state), ng, next(counter), ns,
                                       r.memory_after))
-    return None, None, None, None, True
+    return None, None, None, None, True, None
 
 
 def min_feasible_budget(chain: Chain, allow_drop: bool = False,
@@ -287,21 +293,17 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     if isinstance(max_states, bool) or not isinstance(max_states, int) or max_states < 1:
         raise SolverError(f"solver 'exhaustive': option max_states = {max_states!r} must be a "
                           f"positive integer")
-    t0 = time.perf_counter()
-    schedule, makespan, peak, bound, proven = search(chain, budget, allow_drop, time_limit,
-                                                     schedule_class, max_states)
+    schedule, makespan, peak, bound, proven, stopped_by = _search(
+        chain, budget, allow_drop, time_limit, schedule_class, max_states)
     info = {"allow_drop": allow_drop, "schedule_class": schedule_class}
     if schedule is not None:
         return Solution("exhaustive", OPTIMAL, schedule, makespan, peak, budget, bound=makespan,
                         optimal_for=cls, info=info)
     if not proven:
-        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
-            why = "time limit reached"
-            info["stopped_by"] = "time_limit"
-        else:
-            why = (f"state limit reached (max_states = {max_states:,}; raise it to go "
-                   f"further, with memory to match)")
-            info["stopped_by"] = "max_states"
+        info["stopped_by"] = stopped_by
+        why = ("time limit reached" if stopped_by == "time_limit" else
+               f"state limit reached (max_states = {max_states:,}; raise it to go further, "
+               f"with memory to match)")
         return Solution("exhaustive", TIME_LIMIT, None, None, None, budget, bound=bound,
                         optimal_for=cls, info=info,
                         message=f"{why}: not proven optimal; lower bound {bound}")

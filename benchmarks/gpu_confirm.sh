@@ -2,6 +2,8 @@
 # One-command confirmation of the model on a GPU: profile the built-in networks, solve them at
 # 30/50/80% of their store-all peak with every registered solver, run the schedules with
 # autograd, and compare measured memory and time with the simulator's predictions.
+# Deterministic kernels are on (--deterministic), so gradients can be compared with plain
+# backpropagation bit for bit on the GPU as well.
 #
 #   bash benchmarks/gpu_confirm.sh                 # CUDA when available, otherwise the CPU path
 #   DEVICE=cpu bash benchmarks/gpu_confirm.sh --models rnn --budgets 0.5   # extra args go to remat confirm
@@ -28,7 +30,7 @@ else
 fi
 mkdir -p benchmarks/results
 start=$(date +%s)
-"$PY" -m remat_theory.cli confirm --device "$DEVICE" --scale "$SCALE" --repeats 2 \
+"$PY" -m remat_theory.cli confirm --device "$DEVICE" --scale "$SCALE" --repeats 2 --deterministic \
   --profile-repeats 3 --ilp-time-limit 5 --threads "${THREADS:-1}" \
   --out-dir benchmarks/results "$@" | tee "benchmarks/results/confirm_${DEVICE}.txt"
 echo "done in $(( $(date +%s) - start )) s: benchmarks/results/confirm_${DEVICE}.{json,png,txt}"

@@ -7,6 +7,7 @@ torch = pytest.importorskip("torch")
 
 from remat_theory.chain import Chain  # noqa: E402
 from remat_theory.cli import main  # noqa: E402
+from torch_device import NAME  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -15,11 +16,14 @@ FIELDS = {"model", "solver", "budget", "predicted_peak", "measured_peak", "predi
 
 
 def test_confirm_json_records_and_files(tmp_path, capsys):
+    before = torch.are_deterministic_algorithms_enabled()
     rc = main(["confirm", "--scale", "test", "--models", "rnn,mlp", "--budgets", "0.8,100%",
                "--solvers", "dp,store-all", "--repeats", "1", "--profile-repeats", "1",
-               "--threads", "1", "--json", "--out-dir", str(tmp_path)])
+               "--threads", "1", "--device", NAME, "--deterministic", "--json",
+               "--out-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0
+    assert torch.are_deterministic_algorithms_enabled() == before  # --deterministic restores it
     records = json.loads(out)  # nothing but the JSON on stdout
     assert len(records) == 2 * 2 * 2
     assert all(FIELDS <= set(r) for r in records)
@@ -32,8 +36,9 @@ def test_confirm_json_records_and_files(tmp_path, capsys):
             assert abs(r["measured_peak"] / r["predicted_peak"] - 1) <= 0.10
             assert r["measured_peak"] <= r["budget"] + 4  # + the 4-byte loss value
             assert r["grads_identical"] and r["max_grad_error"] == 0.0
-    assert json.loads((tmp_path / "confirm_cpu.json").read_text()) == records
-    assert (tmp_path / "confirm_cpu.png").stat().st_size > 1000
+    assert all(r["device"].startswith(NAME) and r["deterministic"] for r in records)
+    assert json.loads((tmp_path / f"confirm_{NAME}.json").read_text()) == records
+    assert (tmp_path / f"confirm_{NAME}.png").stat().st_size > 1000
 
 
 def test_infeasible_budgets_are_reported_not_clamped(tmp_path, capsys):

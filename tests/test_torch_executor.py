@@ -2,8 +2,9 @@
 
 For every registered solver and every built-in network (test scale), the solver's schedule
 is executed with autograd; the oracles are plain backpropagation (parameter gradients, the
-input gradient, BatchNorm buffers and the random generator state, compared bit for bit:
-every op of these CPU networks is deterministic) and the simulator (bytes held after each
+input gradient, BatchNorm buffers and the random generator states, compared bit for bit:
+every op of these networks is deterministic on the CPU, and on a GPU the tests switch
+deterministic kernels on, see torch_device.py) and the simulator (bytes held after each
 operation, and each operation's peak, measured by the MemoryTracker).
 """
 import copy
@@ -19,6 +20,7 @@ from remat_theory.simulator import simulate  # noqa: E402
 from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402
                                 profile, split_stages)
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
+from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -32,7 +34,7 @@ _CHAINS = {}
 
 
 def _net_and_chain(name):
-    net = build(name, "test")
+    net = build(name, "test").to(DEVICE)
     if name not in _CHAINS:
         _CHAINS[name] = profile(net.model, net.example_input, net.loss_fn, repeats=1, warmup=0)
     return net, _CHAINS[name]
@@ -46,7 +48,7 @@ def _reference(net):
     ref = plain_backprop(net.model, net.example_input, net.loss_fn)
     out = {"grads": [p.grad.clone() for p in params], "input_grad": ref.input_grad.clone(),
            "loss": ref.loss.clone(), "buffers": copy.deepcopy(net.model.state_dict()),
-           "rng": torch.get_rng_state()}
+           "rng": rng_states()}
     net.model.load_state_dict(state)
     for p in params:
         p.grad = torch.zeros_like(p)  # allocated before tracking: not activation memory
@@ -81,7 +83,7 @@ def _run_and_check(net, chain, schedule, state, ref, allow_drop=False):
     assert torch.equal(ex.loss, ref["loss"])
     for (k, a), b in zip(ref["buffers"].items(), net.model.state_dict().values()):
         assert torch.equal(a, b), f"buffer {k} differs from plain backprop"
-    assert torch.equal(torch.get_rng_state(), ref["rng"])
+    assert same_rng(rng_states(), ref["rng"])
 
 
 def _feasible(chain, name):
@@ -162,20 +164,20 @@ def test_invalid_schedules_are_refused_naming_the_step():
 
 
 def test_tracker_counts_new_storages_once_and_forgets_freed_ones():
-    lin = torch.nn.Linear(16, 16)
+    lin = torch.nn.Linear(16, 16).to(DEVICE)
     tr = MemoryTracker()
     with tr:
-        a = torch.empty(100)  # 400 B
+        a = torch.empty(100, device=DEVICE)  # 400 B
         v = a.view(10, 10)  # view: no new memory
         a.add_(1)  # in place: none
         w = lin.weight.t()  # view of an untracked parameter: not counted
-        b = torch.empty(50, dtype=torch.float64)  # 400 B
+        b = torch.empty(50, dtype=torch.float64, device=DEVICE)  # 400 B
         assert tr.refresh() == 800
         del a
         assert tr.refresh() == 800  # the view keeps the storage
         del v
         assert tr.refresh() == 400
-        c = torch.empty(25)  # 100 B
+        c = torch.empty(25, device=DEVICE)  # 100 B
         assert tr.peak == 800
     del b, c, w
     assert tr.refresh() == 0

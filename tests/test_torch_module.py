@@ -7,6 +7,7 @@ torch = pytest.importorskip("torch")
 
 from remat_theory.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.torch import CheckpointedSequential, build  # noqa: E402
+from torch_device import DEVICE  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -27,7 +28,7 @@ def _train(model, forward, x, loss_fn, steps=3, seed=3):
 
 @pytest.mark.parametrize("network", ["resnet", "transformer"])
 def test_training_steps_identical_to_the_plain_module(network):
-    net = build(network, "test")
+    net = build(network, "test").to(DEVICE)
     plain = copy.deepcopy(net.model)
     ck = CheckpointedSequential(net.model, budget=0.6, solver="dp",
                                 example_input=net.example_input, loss_fn=net.loss_fn)
@@ -41,7 +42,7 @@ def test_training_steps_identical_to_the_plain_module(network):
 
 
 def test_outside_training_it_is_the_plain_model():
-    net = build("mlp", "test")
+    net = build("mlp", "test").to(DEVICE)
     ck = CheckpointedSequential(net.model, budget=1.0, example_input=net.example_input,
                                 loss_fn=net.loss_fn)
     net.model.eval()
@@ -50,7 +51,7 @@ def test_outside_training_it_is_the_plain_model():
 
 
 def test_budget_errors():
-    net = build("rnn", "test")
+    net = build("rnn", "test").to(DEVICE)
     with pytest.raises(InfeasibleBudgetError, match="smallest feasible budget is") as e:
         CheckpointedSequential(net.model, budget=100, example_input=net.example_input,
                                loss_fn=net.loss_fn)

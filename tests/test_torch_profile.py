@@ -9,13 +9,14 @@ from torch import nn  # noqa: E402
 from remat_theory.chain import Chain  # noqa: E402
 from remat_theory.errors import RematError  # noqa: E402
 from remat_theory.torch import build, profile, profile_details, split_stages  # noqa: E402
+from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
 
 @pytest.mark.parametrize("network", ["mlp", "resnet", "transformer", "rnn"])
 def test_profile_sizes(network):
-    net = build(network, "test")
+    net = build(network, "test").to(DEVICE)
     res = profile_details(net.model, net.example_input, net.loss_fn, repeats=1, warmup=0)
     chain = res.chain
     stages = split_stages(net.model)
@@ -49,13 +50,13 @@ def test_tape_of_known_stages():
 
 
 def test_profile_leaves_model_state_and_rng_alone():
-    net = build("resnet", "test")
+    net = build("resnet", "test").to(DEVICE)
     before = {k: v.clone() for k, v in net.model.state_dict().items()}
-    rng = torch.get_rng_state()
+    rng = rng_states()
     profile(net.model, net.example_input, net.loss_fn, repeats=2, warmup=1)
     assert all(torch.equal(before[k], v) for k, v in net.model.state_dict().items())
     assert all(p.grad is None for p in net.model.parameters())
-    assert torch.equal(rng, torch.get_rng_state())
+    assert same_rng(rng, rng_states())
 
 
 def test_nested_sequentials_are_flattened_and_lists_kept():

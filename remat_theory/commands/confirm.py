@@ -6,7 +6,9 @@ schedules with autograd and report predicted vs measured peak activation memory 
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -65,6 +67,9 @@ def add_arguments(p) -> None:
                    help="memory tolerance |measured/predicted - 1| flagged in the table (default 0.10)")
     p.add_argument("--out-dir", default="benchmarks/results", dest="out_dir",
                    help="where confirm_<device>.json and .png are written ('' to skip)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="use deterministic kernels (torch.use_deterministic_algorithms, warn only), so "
+                        "that gradients can match plain backprop bit for bit on a GPU too")
     p.add_argument("--json", action="store_true", help="print the records as a JSON list")
 
 
@@ -95,6 +100,30 @@ def print_table(records, tolerance: float) -> None:
               f"{_fmt(r['split_time_ratio'], '.2f'):>7}  {grads}{flag}")
 
 
+@contextlib.contextmanager
+def deterministic_kernels(torch, on: bool):
+    """Deterministic kernels inside the block (when ``on``), torch's settings restored after.
+
+    On a GPU, cuDNN and cuBLAS may pick kernels whose floating-point sums run in a different
+    order from one call to the next; the same stage backward then gives different bits in plain
+    backprop and in a schedule, which says nothing about the schedule.  ``warn_only``: an op
+    without a deterministic kernel warns rather than stopping a long run.
+    """
+    if not on:
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cudnn.benchmark)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.benchmark = before[2]
+
+
 def run(args) -> int:
     torch, device = torch_device(args.device, args.threads, "confirm")
     from ..torch import confirm as C
@@ -106,10 +135,13 @@ def run(args) -> int:
     models = _names(args.models) if args.models else None
     solver_names = _names(args.solvers) if args.solvers else None
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
-    with stdout_to_stderr(args.json):
+    with stdout_to_stderr(args.json), deterministic_kernels(torch, args.deterministic):
         records = C.confirm(models, budgets, solver_names, device=device, scale=args.scale,
                             repeats=args.repeats, profile_repeats=args.profile_repeats,
-                            ilp_time_limit=args.ilp_time_limit, clock=clock, unit=args.unit, ilp_max_stages=args.ilp_max_stages, log=log)
+                            ilp_time_limit=args.ilp_time_limit, clock=clock, unit=args.unit,
+                            ilp_max_stages=args.ilp_max_stages, log=log)
+    for r in records:
+        r["deterministic"] = args.deterministic
     if args.out_dir:
         out = Path(args.out_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -83,3 +83,23 @@ def test_bad_arguments():
         profile(model, torch.randn(3, 4), lambda y: y.sum(), repeats=0)
     with pytest.raises(RematError, match="example_input"):
         profile(model, [1, 2], lambda y: y.sum())
+
+
+def test_gpu_timer_ab_benchmark_runs_and_predicts_each_schedule(tmp_path):
+    """benchmarks/gpu_timer_ab.py (the A/B of the GPU stage timer) on the test device: every
+    record carries one prediction per profile, each the simulator's makespan (positive)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_timer_ab.py"
+    spec = importlib.util.spec_from_file_location("gpu_timer_ab", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "ab.json"
+    assert mod.main(["--device", DEVICE.type, "--scale", "test", "--models", "mlp", "--out", str(out)]) == 0
+    records = json.loads(out.read_text())
+    assert {r["solver"] for r in records} >= {"store-all", "recompute-all"}
+    for r in records:
+        for v, _ in mod.VARIANTS:
+            assert r["pred_" + v] > 0 and r["ratio_" + v] == r["measured"] / r["pred_" + v]

@@ -18,8 +18,9 @@ For every stage i (the stages of :func:`~remat_theory.torch.stages.split_stages`
   backward that frees saved tensors before it allocates d_i) are clamped to 0.
 * ``fwd_time[i]``: median over repeats of the recording forward (Fall_i); ``bwd_time[i]``:
   median of B_i; ``bwd_time[L]``: median of the loss forward and backward.  Times are
-  seconds, CUDA events on a GPU, ``time.perf_counter`` on the CPU (where operations are
-  synchronous), or there ``time.process_time`` with ``clock="process"``.  The no-grad forward times are reported separately
+  seconds, CUDA events on a GPU (with the stage's kernels queued ahead, see
+  :class:`_Timer`), ``time.perf_counter`` on the CPU (where operations are synchronous), or
+  there ``time.process_time`` with ``clock="process"``.  The no-grad forward times are reported separately
   (``ProfileResult.fwd_time_nograd``); the model has one forward time per stage.
 
 Everything is measured by running the real executor operations on the real stages, so the
@@ -75,18 +76,61 @@ class _Timer:
     """Times a callable: CUDA events on a GPU; on the CPU ``time.perf_counter`` (clock
     ``"wall"``) or ``time.process_time`` (clock ``"process"``: CPU time of this process, which
     other processes' load does not inflate; equal to the work's wall time when torch runs on
-    one thread, and the sum over threads otherwise)."""
+    one thread, and the sum over threads otherwise).
 
-    def __init__(self, device: torch.device, clock: str = "wall"):
+    On a GPU the events time what the GPU does between them.  Timed from an idle GPU, that
+    includes the time the CPU takes to issue the stage's first kernels (Python, the executor,
+    autograd's dispatch), during which the GPU waits.  In a whole training step the CPU runs
+    ahead of the GPU and that time is hidden, so stage times taken this way add up to more
+    than the step takes.  So from the second round of calls on (:meth:`next_round`; the
+    profiler makes one round per repetition, warm-ups included), every call first queues a
+    GPU sleep twice as long as the CPU took to issue nine calls in ten of the previous round
+    (at most 50 ms): the stage's kernels are then all queued when its start event runs, as
+    they are in a step.  A stage whose CPU issue time exceeds its GPU time is then timed by
+    its GPU work alone.  Measured on an H200 (``benchmarks/gpu_timer_ab.py``, large networks,
+    whole schedules): step time / predicted time was 0.68-0.97 with stages timed from an idle
+    GPU and 0.994-1.032 with their kernels queued.  ``queue_kernels=False`` gives the former.
+    """
+
+    MAX_LEAD = 0.05
+
+    def __init__(self, device: torch.device, clock: str = "wall", queue_kernels: bool = True):
         self.cuda = device.type == "cuda"
+        self.queue = queue_kernels and self.cuda and hasattr(torch.cuda, "_sleep")
         self.now = time.process_time if check_clock(clock) == "process" else time.perf_counter
+        self.lead = 0.0  # seconds of GPU sleep queued before each timed call
+        self._issue = []  # CPU seconds to issue each call of this round
+        self._sleep_rate = None  # cycles per second of torch.cuda._sleep
+
+    def next_round(self) -> None:
+        if self._issue and self.queue:
+            q = sorted(self._issue)[int(0.9 * (len(self._issue) - 1))]
+            self.lead = min(self.MAX_LEAD, 2 * q)
+        self._issue = []
+
+    def _cycles_per_second(self) -> float:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        cycles = 20_000_000
+        torch.cuda._sleep(1000)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        return cycles / (start.elapsed_time(end) / 1000.0)
 
     def __call__(self, fn) -> float:
         if self.cuda:
+            if self.lead > 0:
+                if self._sleep_rate is None:
+                    self._sleep_rate = self._cycles_per_second()
+                torch.cuda._sleep(int(self.lead * self._sleep_rate))
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
+            t0 = time.perf_counter()
             fn()
+            self._issue.append(time.perf_counter() - t0)
             end.record()
             end.synchronize()
             return start.elapsed_time(end) / 1000.0
@@ -111,12 +155,14 @@ def _ensure_grads(params) -> None:
 
 def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
                     repeats: int = 5, warmup: int = 1, name: str | None = None,
-                    clock: str = "wall") -> ProfileResult:
+                    clock: str = "wall", queue_kernels: bool = True) -> ProfileResult:
     """Profile ``model`` (nn.Sequential or list of stage modules) into a chain, with details.
 
     ``device``: where to run (the model and input are moved there; default: the input's
     device).  ``repeats``: timed repetitions (median taken); ``warmup``: untimed runs first;
     ``clock``: ``"wall"`` or ``"process"`` (CPU only; see :class:`_Timer`).
+    ``queue_kernels``: on a GPU, time each stage with its kernels queued behind a GPU sleep,
+    as in a training step (default), or from an idle GPU (see :class:`_Timer`).
     """
     if not isinstance(example_input, torch.Tensor):
         raise RematError(f"example_input must be a tensor, got {type(example_input).__name__}")
@@ -182,10 +228,11 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
         fwd_overhead = [max(0, a, b) for a, b in zip(fo_nograd, fo_record)]
 
         # ---------------- time, without the tracker
-        timer = _Timer(dev, clock)
+        timer = _Timer(dev, clock, queue_kernels)
         fall_t, nograd_t, bwd_t = ([[] for _ in range(L)] for _ in range(3))
         loss_t = []
         for rep in range(warmup + repeats):
+            timer.next_round()
             ex = ScheduleExecutor(stages, loss_fn, x0)
             times = [timer(lambda i=i: ex.step(Op.parse(f"Fck{i}"))) for i in range(L)]
             for i in range(1, L + 1):

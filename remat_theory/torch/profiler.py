@@ -88,8 +88,8 @@ class _Timer:
     (at most 50 ms): the stage's kernels are then all queued when its start event runs, as
     they are in a step.  A stage whose CPU issue time exceeds its GPU time is then timed by
     its GPU work alone.  Measured on an H200 (``benchmarks/gpu_timer_ab.py``, large networks,
-    whole schedules): step time / predicted time was 0.68-0.97 with stages timed from an idle
-    GPU and 0.994-1.032 with their kernels queued.  ``queue_kernels=False`` gives the former.
+    whole schedules): step time / predicted time was 0.64-0.97 with stages timed from an idle
+    GPU and 0.994-1.032 with their kernels queued (one outlier in two runs: 1.17).  ``queue_kernels=False`` gives the former.
     """
 
     MAX_LEAD = 0.05

@@ -20,8 +20,9 @@ For every stage i (the stages of :func:`~remat_theory.torch.stages.split_stages`
   median of B_i; ``bwd_time[L]``: median of the loss forward and backward.  Times are
   seconds, CUDA events on a GPU (with the stage's kernels queued ahead, see
   :class:`_Timer`), ``time.perf_counter`` on the CPU (where operations are synchronous), or
-  there ``time.process_time`` with ``clock="process"``.  The no-grad forward times are reported separately
-  (``ProfileResult.fwd_time_nograd``); the model has one forward time per stage.
+  there ``time.process_time`` with ``clock="process"``.  The no-grad forward times are
+  reported separately (``ProfileResult.fwd_time_nograd``); the model has one forward time
+  per stage.
 
 Everything is measured by running the real executor operations on the real stages, so the
 chain describes exactly what the executor will do.  Profiling leaves the model as it was:
@@ -87,9 +88,11 @@ class _Timer:
     GPU sleep twice as long as the CPU took to issue nine calls in ten of the previous round
     (at most 50 ms): the stage's kernels are then all queued when its start event runs, as
     they are in a step.  A stage whose CPU issue time exceeds its GPU time is then timed by
-    its GPU work alone.  Measured on an H200 (``benchmarks/gpu_timer_ab.py``, large networks,
-    whole schedules): step time / predicted time was 0.64-0.97 with stages timed from an idle
-    GPU and 0.994-1.032 with their kernels queued (one outlier in two runs: 1.17).  ``queue_kernels=False`` gives the former.
+    its GPU work alone (so a network whose steps are bound by the CPU's issue rate would run
+    slower than predicted).  Measured on an H200 (``benchmarks/gpu_timer_ab.py``, large
+    networks, whole schedules): step time / predicted time was 0.64-0.97 with stages timed
+    from an idle GPU and 0.994-1.032 with their kernels queued (one outlier in two runs:
+    1.17).  ``queue_kernels=False`` gives the former.
     """
 
     MAX_LEAD = 0.05

@@ -56,7 +56,8 @@ from remat_theory.chain import Chain
 from remat_theory.errors import RematError, SolverError
 from remat_theory.schedule import B, FALL, FCK, FN, LOSS, LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.simulator import simulate
-from remat_theory.solution import (CLASS_ALL, INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution)
+from remat_theory.solution import (CLASS_ALL, FEASIBLE, INFEASIBLE, OPTIMAL, TIME_LIMIT,
+                                   Solution)
 
 from . import registry
 from .registry import register
@@ -506,12 +507,14 @@ def _silence_highs_banner() -> None:
     _BANNER_DONE = True
 
 
-def _run_highs(model: Model, time_limit, start, threads, scale) -> RunResult:
+def _run_highs(model: Model, time_limit, start, threads, scale, presolve: str = "on") -> RunResult:
     import highspy
 
     _silence_highs_banner()
 
-    opts = dict(mip_rel_gap=0.0, mip_abs_gap=1e-9 * scale, mip_feasibility_tolerance=1e-9)
+    t0 = time.perf_counter()
+    opts = dict(mip_rel_gap=0.0, mip_abs_gap=1e-9 * scale, mip_feasibility_tolerance=1e-9,
+                presolve=presolve)
     solver = _WarmHighs(start=start, msg=False, timeLimit=time_limit, threads=threads, **opts)
     model.prob.solve(solver)
     h = model.prob.solverModel
@@ -524,6 +527,16 @@ def _run_highs(model: Model, time_limit, start, threads, scale) -> RunResult:
     info = h.getInfo()
     MS = highspy.HighsModelStatus
     has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    if has and presolve == "on":
+        # HiGHS 1.16, given a MIP start, was seen to report an "optimal" objective (and an
+        # equal dual bound) that the returned point does not have: presolve's objective
+        # offset lost.  The point is what the objective is read from; if the reported value
+        # differs, nothing the run says is trusted, and it is solved again without presolve.
+        at_point = pulp.value(model.prob.objective)
+        if at_point is None or abs(at_point - info.objective_function_value) > 1e-9 * scale:
+            left = None if time_limit is None else \
+                max(0.01, time_limit - (time.perf_counter() - t0))
+            return _run_highs(model, left, start, threads, scale, presolve="off")
     bound = info.mip_dual_bound
     bound = None if bound is None or not math.isfinite(bound) else bound
     obj = info.objective_function_value + model.constant if has else None
@@ -588,7 +601,9 @@ def _run_cbc_once(model: Model, time_limit, start, threads, scale) -> RunResult:
                      objective=obj, bound=bound, status_text=pulp.LpSolution[sol_status])
 
 
-def _run(model, solver, time_limit, start, threads, scale) -> RunResult:
+def run_model(model, solver, time_limit, start, threads, scale) -> RunResult:
+    """Solve ``model``: anything with ``prob`` and ``constant`` (the K-pass model, or the
+    moment relaxation of :mod:`.ilp_bound`)."""
     if solver == "highs":
         return _run_highs(model, time_limit, start, threads, scale)
     return _run_cbc(model, time_limit, start, threads, scale)
@@ -681,32 +696,194 @@ def _check_options(time_limit, solver, passes, warm_start, threads, max_binaries
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
               mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
               pairs: bool = False, warm_start: bool = True, threads: int = 1,
-              max_binaries: int = DEFAULT_MAX_BINARIES) -> Solution:
+              max_binaries: int = DEFAULT_MAX_BINARIES, certify: bool | None = None) -> Solution:
     """Optimal schedule over every schedule with at most ``passes`` increasing runs of forward
-    operations per phase (``passes=None``, the default: the number proven sufficient for all
-    schedules, proofs/ilp.md; ``pairs=True``: weakly increasing runs; ``passes=1,
-    pairs=True`` is the fast mode).  ``time_limit`` in seconds; ``mip_solver`` "highs"
-    (in-process highspy) or "cbc" (the option cannot be called ``solver``: that is the
-    registry's own argument).  ``warm_start`` seeds the solver with the DP schedule (or
-    store-all) as incumbent; the proven model (and a model with more than two weakly
-    increasing runs) first solves two weakly increasing runs per phase and starts from that
-    optimum when it is better (``info["staged"]``).  ``max_binaries``: refuse (SolverError)
-    to build a model with more operation binaries than this (:func:`binaries_bound`), rather
-    than exhaust memory: the proven model passes it up to 19 stages."""
+    operations per phase (``passes=None``, the default: over all schedules, proofs/ilp.md;
+    ``pairs=True``: weakly increasing runs; ``passes=1, pairs=True`` is the fast mode).
+    ``time_limit`` in seconds; ``mip_solver`` "highs" (in-process highspy) or "cbc" (the
+    option cannot be called ``solver``: that is the registry's own argument).
+
+    ``certify`` (default: on for ``passes=None``, off otherwise): prove optimality over all
+    schedules with the moment relaxation (:mod:`.ilp_bound`, proofs/ilp.md section 9), a
+    lower bound on every schedule's makespan.  The weak DP's schedule, then the fast mode's
+    optimum, is optimal as soon as the bound reaches its makespan; only when it does not is
+    the proven time-expanded model solved (with the bound as a cut), and where that model
+    is too large the answer is ``feasible`` with the bound (``info["certificate"]`` says
+    which step decided).  With ``passes`` set and ``certify=True``, the class optimum is
+    reported as optimal over all schedules when the bound reaches it.
+
+    ``warm_start`` seeds the solver with the DP schedule (or store-all) as incumbent; the
+    proven model (and a model with more than two weakly increasing runs) first solves two
+    weakly increasing runs per phase and starts from that optimum when it is better
+    (``info["staged"]``).  ``max_binaries``: refuse (SolverError) to build a model with more
+    operation binaries than this (:func:`binaries_bound`), rather than exhaust memory: the
+    proven model passes it up to 19 stages."""
     solver = mip_solver
     _check_options(time_limit, solver, passes, warm_start, threads, max_binaries)
-    size = binaries_bound(chain, passes, bool(pairs))
-    if size > max_binaries:
-        mode = "the proven model (passes=None)" if passes is None else f"passes={passes}"
-        raise SolverError(
-            f"ilp: {mode} for {chain.length} stages has up to {size:,} operation binaries, "
-            f"above max_binaries = {max_binaries:,}; use the fast mode (passes=1, pairs=True: "
-            f"optimal among schedules with one weakly increasing forward run per phase, "
-            f"{binaries_bound(chain, 1, True):,} binaries) or raise max_binaries")
     if not isinstance(pairs, bool):
         raise SolverError(f"ilp: pairs = {pairs!r} must be True or False")
-    rep = pairs
+    if certify is not None and not isinstance(certify, bool):
+        raise SolverError(f"ilp: certify = {certify!r} must be True, False or None (default)")
+    if certify is None:
+        certify = passes is None
+    size = binaries_bound(chain, passes, bool(pairs))
+    too_big = None
+    if size > max_binaries:
+        mode = "the proven model (passes=None)" if passes is None else f"passes={passes}"
+        too_big = (f"ilp: {mode} for {chain.length} stages has up to {size:,} operation "
+                   f"binaries, above max_binaries = {max_binaries:,}")
+        if not (certify and passes is None):
+            raise SolverError(
+                f"{too_big}; use the fast mode (passes=1, pairs=True: optimal among schedules "
+                f"with one weakly increasing forward run per phase, "
+                f"{binaries_bound(chain, 1, True):,} binaries) or raise max_binaries")
     t0 = time.perf_counter()
+    if certify and passes is None:
+        return _certified(chain, budget, time_limit, solver, pairs, warm_start, threads, t0,
+                          too_big)
+    sol = _solve_passes(chain, budget, time_limit, solver, passes, pairs, warm_start, threads, t0)
+    if certify and sol.status == OPTIMAL and sol.optimal_for != CLASS_ALL:
+        sol = _certify_answer(chain, budget, sol, time_limit, solver, threads, t0)
+    return sol
+
+
+def _left(time_limit, t0):
+    return None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
+
+
+def _certify_answer(chain, budget, sol, time_limit, solver, threads, t0) -> Solution:
+    """``sol`` (optimal for its class) made optimal over all schedules when the moment
+    relaxation reaches its makespan; otherwise unchanged, with what the bound proved."""
+    from .ilp_bound import lower_bound
+
+    lb = lower_bound(chain, budget, schedule=sol.schedule, time_limit=_left(time_limit, t0),
+                     mip_solver=solver, threads=threads)
+    info = dict(sol.info, relaxation=lb.as_info())
+    if _reaches(lb, sol.makespan, chain):
+        info["certificate"] = "moment relaxation"
+        return sol.replace(optimal_for=CLASS_ALL, info=info, wall_time=time.perf_counter() - t0,
+                           message="proven optimal over all schedules (the moment relaxation "
+                                   "reaches the makespan)")
+    return sol.replace(info=info, wall_time=time.perf_counter() - t0)
+
+
+def _reaches(lb, makespan: float, chain: Chain) -> bool:
+    """Whether the relaxation's proven bound is the makespan (the registry's float tolerance)."""
+    return lb.value is not None and lb.value >= makespan - 1e-9 * max(1.0, chain.ideal_makespan())
+
+
+def _certified(chain, budget, time_limit, solver, pairs, warm_start, threads, t0,
+               too_big) -> Solution:
+    """The default exact mode (proofs/ilp.md section 9): weak DP, moment relaxation, fast
+    mode, and the proven model only when the cheaper steps leave a gap."""
+    from .ilp_bound import lower_bound
+
+    info = {"solver": solver, "passes": None, "pairs": pairs, "certify": True}
+    if budget < chain.x_size[0]:
+        return _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
+                                     too_big)
+    best = _incumbent(chain, budget, True)  # (schedule, makespan, source)
+    lb = lower_bound(chain, budget, schedule=best[0], time_limit=_left(time_limit, t0),
+                     mip_solver=solver, threads=threads)
+    info["relaxation"] = lb.as_info()
+    if lb.infeasible:
+        return _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
+                                     too_big)
+    if best[0] is not None and _reaches(lb, best[1], chain):
+        return _certified_answer(chain, budget, best, lb, "moment relaxation", info, t0)
+    fast = _solve_passes(chain, budget, _left(time_limit, t0), solver, 1, True, warm_start,
+                         threads, time.perf_counter())
+    info["fast_mode"] = {"status": fast.status, "makespan": fast.makespan,
+                         "wall_time": round(fast.wall_time, 3)}
+    if fast.schedule is not None and (best[0] is None or fast.makespan < best[1]):
+        best = (fast.schedule, fast.makespan, "ilp passes=1 pairs=True")
+    if best[0] is not None and _reaches(lb, best[1], chain):
+        return _certified_answer(chain, budget, best, lb, "moment relaxation", info, t0)
+    lower = lb.value
+    if too_big is None:
+        sol = _solve_passes(chain, budget, _left(time_limit, t0), solver, None, pairs,
+                            warm_start, threads, t0, seed=best if best[0] is not None else None,
+                            lower=lower)
+        merged = dict(info, **sol.info)
+        merged["certificate"] = "proven model" if sol.status in (OPTIMAL, INFEASIBLE) else None
+        return sol.replace(info=merged, wall_time=time.perf_counter() - t0)
+    if best[0] is None:
+        raise SolverError(f"{too_big}; the moment relaxation does not prove the budget "
+                          f"infeasible and neither the weak DP nor the fast mode found a schedule: "
+                          f"raise max_binaries to search all schedules")
+    sim = simulate(chain, best[0], budget)
+    bound = chain.ideal_makespan() if lower is None else max(lower, chain.ideal_makespan())
+    bound = min(bound, sim.makespan)
+    info["certificate"] = None
+    info["incumbent_from"] = best[2]
+    why = "time limit" if time_limit is not None and time.perf_counter() - t0 >= time_limit \
+        else "the moment relaxation stops below it and the proven model is too large"
+    status = TIME_LIMIT if why == "time limit" else FEASIBLE
+    return Solution(NAME, status, best[0], sim.makespan, sim.peak_memory, budget, bound=bound,
+                    optimal_for=CLASS_ALL, info=info, wall_time=time.perf_counter() - t0,
+                    message=f"not proven optimal ({why}): bound {bound}, makespan {sim.makespan}")
+
+
+def _certified_answer(chain, budget, best, lb, how, info, t0) -> Solution:
+    schedule, makespan, source = best
+    sim = simulate(chain, schedule, budget)
+    if not math.isclose(sim.makespan, makespan, rel_tol=1e-9, abs_tol=1e-9):
+        raise IlpError(f"ilp: the {source} schedule's makespan {makespan} differs from the "
+                       f"simulated {sim.makespan}")
+    info = dict(info, certificate=how, incumbent_from=source)
+    return Solution(NAME, OPTIMAL, schedule, sim.makespan, sim.peak_memory, budget,
+                    bound=sim.makespan, optimal_for=CLASS_ALL, info=info,
+                    wall_time=time.perf_counter() - t0,
+                    message=f"proven optimal over all schedules: the {source} schedule reaches "
+                            f"the {how}'s lower bound")
+
+
+def _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
+                          too_big) -> Solution:
+    """No schedule fits (proven by the relaxation, or below x_0): the smallest budget, by the
+    proven min-budget model where it is affordable, else between the min-budget relaxation's
+    bound and the weak DP's / fast mode's smallest budget."""
+    from .ilp_bound import min_budget_bound
+
+    if too_big is None:
+        g = chain.size_gcd()
+        K = passes_sufficient(chain)
+        sol = _infeasible(chain, budget, chain.scaled_sizes(g), g, K, False, solver, time_limit,
+                          threads, dict(info), CLASS_ALL, t0)
+        return sol.replace(info=dict(sol.info, certificate="moment relaxation"))
+    low = min_budget_bound(chain, time_limit=_left(time_limit, t0), mip_solver=solver,
+                           threads=threads)
+    ups = []
+    if "dp-weak" in registry.names():
+        mb = registry.solve(chain, 0, "dp-weak").min_budget
+        if mb is not None:
+            ups.append(mb)
+    fast = _solve_passes(chain, 0, _left(time_limit, t0), solver, 1, True, True, threads,
+                         time.perf_counter())
+    if fast.min_budget is not None:
+        ups.append(fast.min_budget)
+    found = min(ups, default=None)
+    info = dict(info, certificate="moment relaxation")
+    msg = f"no schedule fits in {budget}"
+    mb = None
+    if found is not None and low is not None and low >= found:
+        mb = found
+        msg += f"; the smallest feasible budget is {mb}"
+    elif found is not None:
+        lowb = max(budget + 1, low or 0)
+        info["min_budget_found"], info["min_budget_bound"] = found, lowb
+        msg += (f"; a schedule fits in {found}, not proven the smallest: the smallest "
+                f"feasible budget is between {lowb} and {found}")
+    return Solution(NAME, INFEASIBLE, None, None, None, budget, optimal_for=CLASS_ALL,
+                    min_budget=mb, info=info, wall_time=time.perf_counter() - t0, message=msg)
+
+
+def _solve_passes(chain: Chain, budget: int, time_limit, solver, passes, pairs, warm_start,
+                  threads, t0, seed=None, lower=None) -> Solution:
+    """The K-pass model (``passes=None``: the proven number).  ``seed``: one more
+    ``(schedule, makespan, source)`` to start from; ``lower``: a proven lower bound on the
+    optimum (the moment relaxation's), added as a cut on the objective."""
+    rep = pairs
     g = chain.size_gcd()
     sc = chain.scaled_sizes(g)
     M = budget // g
@@ -721,6 +898,8 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     start = warm = None
     if warm_start:
         sched, ms, src = _incumbent(chain, budget, True)
+        if seed is not None and (ms is None or seed[1] < ms):
+            sched, ms, src = seed
         if _staged(K, pairs, exact_all):
             sub, sub_ms = _staged_incumbent(chain, budget, time_limit, solver, threads, info)
             if sub is not None and (ms is None or sub_ms < ms):
@@ -730,10 +909,14 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
             warm = sched
             info["warm_start"] = src if start is not None else f"{src} (does not fit the passes)"
             info["incumbent"] = ms
+    if lower is not None:
+        # a proven lower bound on every schedule: a valid cut (it is no normal-form argument)
+        model.prob += model.prob.objective >= lower - model.constant - 1e-9 * scale, "relaxation"
+        info["relaxation_cut"] = lower
     info["variables"] = len(model.prob.variables())
     info["constraints"] = model.prob.numConstraints()
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
-    res = _run(model, solver, left, start, threads, scale)
+    res = run_model(model, solver, left, start, threads, scale)
     info["solver_status"] = res.status_text
     if res.infeasible:
         return _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info, cls, t0)
@@ -762,6 +945,8 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     # Every schedule runs each operation at least once: the ideal makespan is a bound even
     # when the solver stopped before proving one.
     bound = chain.ideal_makespan() if res.bound is None else max(res.bound, chain.ideal_makespan())
+    if lower is not None:
+        bound = max(bound, lower)
     bound = min(bound, sim.makespan)
     info["mip_gap"] = max(0.0, (sim.makespan - bound) / sim.makespan) if sim.makespan else 0.0
     status = OPTIMAL if res.proven else TIME_LIMIT
@@ -814,7 +999,7 @@ def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info,
         cap = STAGED_CAP if time_limit is None else min(STAGED_CAP, STAGED_SHARE * time_limit)
         sub = build_model(sc, None, STAGED_PASSES, name="remat_min_budget_staged", pairs=True)
         ts = time.perf_counter()
-        r2 = _run(sub, solver, cap, _min_budget_seed(chain, sub, sched, g), threads, 1.0)
+        r2 = run_model(sub, solver, cap, _min_budget_seed(chain, sub, sched, g), threads, 1.0)
         if r2.has_solution:
             two = decode(sub)
             try:
@@ -830,7 +1015,7 @@ def _infeasible(chain, budget, sc, g, K, rep, solver, time_limit, threads, info,
     model = build_model(sc, None, K, name="remat_min_budget", pairs=rep)
     start = _min_budget_seed(chain, model, sched, g)
     left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
-    res = _run(model, solver, left, start, threads, 1.0)
+    res = run_model(model, solver, left, start, threads, 1.0)
     above = (budget // g + 1) * g  # the smallest budget that might still be feasible
     # the smallest budget known to fit: the solver's, or its start's (CBC may drop a start)
     known = [start["budget"] * g] if start is not None else []

@@ -77,7 +77,12 @@ def check_against_oracle(chain, budget, expected, **options):
         assert sol.schedule is None
     else:
         assert sol.status == OPTIMAL, sol.message
-        assert sol.info["solver_status"] == HIGHS_PROVEN
+        if sol.info.get("certificate") == "moment relaxation":
+            # proved by the relaxation's bound (proofs/ilp.md section 9), not by a MIP solve
+            rel = sol.info["relaxation"]
+            assert rel["bound"] >= expected * (1 - 1e-9)
+        else:
+            assert sol.info["solver_status"] == HIGHS_PROVEN
         assert sol.makespan == pytest.approx(expected, rel=1e-9)
         assert sol.bound == pytest.approx(expected, rel=1e-9)
         assert sol.peak_memory <= budget
@@ -141,13 +146,15 @@ def test_one_run_per_phase_is_lossy():
     assert [o.index for o in loss_phase].count(1) == 2
 
 
+@pytest.mark.parametrize("certify", [None, False])
 @pytest.mark.parametrize("family,L,seed,overheads", SWEEP[:3])
-def test_proven_mode_equals_exhaustive_at_every_breakpoint(family, L, seed, overheads):
-    """Default options: the number of passes Theorem 1 proves sufficient (exact for all
-    schedules)."""
+def test_proven_mode_equals_exhaustive_at_every_breakpoint(family, L, seed, overheads, certify):
+    """Default options (certify=None: the moment relaxation first, the proven model when it
+    leaves a gap) and the proven model alone (certify=False: the number of passes Theorem 1
+    proves sufficient): both exact for all schedules."""
     chain = sweep_chain(family, L, seed, overheads)
     for budget, expected in breakpoints(chain).items():
-        sol = check_against_oracle(chain, budget, expected)
+        sol = check_against_oracle(chain, budget, expected, certify=certify)
         assert sol.optimal_for == "all"
         if expected is None:
             assert sol.min_budget == min_feasible_budget(chain)
@@ -225,7 +232,7 @@ def test_an_unproven_smallest_budget_is_reported_as_found_with_its_bound(monkeyp
     chain = Chain([1.0, 1.0], [1.0, 1.0, 1.0], [5, 2, 2], [3, 3])
     stopped = ilp.RunResult(proven=False, infeasible=False, has_solution=False, objective=None,
                             bound=None, status_text="Time limit reached")
-    monkeypatch.setattr(ilp, "_run", lambda *a, **k: stopped)
+    monkeypatch.setattr(ilp, "run_model", lambda *a, **k: stopped)
     sol = solvers.solve(chain, 4, "ilp", time_limit=5)
     true_min = min_feasible_budget(chain)
     assert sol.status == INFEASIBLE and sol.min_budget is None
@@ -598,7 +605,13 @@ def test_model_size_guard():
                 len(build_model(chain, None, passes, pairs=pairs).ops)
     big = make("random", 20, 0)
     with pytest.raises(SolverError, match="max_binaries.*fast mode"):
-        solvers.solve(big, big.store_all_memory(), "ilp")
+        solvers.solve(big, big.store_all_memory(), "ilp", certify=False)
+    # the default mode proves with the moment relaxation and needs the proven model only
+    # when a gap is left: here store-all fits, so the bound is the ideal makespan at once
+    cert = solvers.solve(big, big.store_all_memory(), "ilp")
+    assert cert.status == OPTIMAL and cert.optimal_for == "all"
+    assert cert.makespan == big.ideal_makespan()
+    assert cert.info["certificate"] == "moment relaxation"
     with pytest.raises(SolverError, match="max_binaries = 0"):
         solvers.solve(big, big.store_all_memory(), "ilp", max_binaries=0)
     fast = solvers.solve(big, big.store_all_memory(), "ilp", passes=1, pairs=True)

@@ -1,0 +1,279 @@
+"""The *moment relaxation*: a small MILP whose optimum is a lower bound on the makespan of
+every valid schedule (no normal form, no persistence assumption).
+
+``ilp`` uses it to prove a schedule optimal over all schedules without the proven
+time-expanded model, whose O(L^4) binaries stop it near 7 stages: when the bound reaches
+the makespan of a schedule in hand, that schedule is optimal.  The proof that every valid
+schedule is a point of this MILP, constraint by constraint, is proofs/ilp.md section 9.
+
+Only the states at the *moments* (just before the loss and before each B_q) are modelled,
+plus, per phase, which kinds of value each stage creates:
+
+* ``h[j, q]``: the tape t_{j+1} is held at moment q; ``g[i, q]``: the plain x_i is held;
+* ``c[i, r]``: phase r runs an Fn_i or Fck_i (it creates a plain x_{i+1});
+  ``z[i, r]``: phase r runs a Fall_i; ``c[r, r]`` is ``dead[r]``: the plain x_{r+1} made
+  in phase r < L, dead at once, whose bytes stay held to the end;
+* ``a[i, r]``: some value of stage i+1 created in phase r is freed in phase r (by Fn_{i+1}).
+
+Objective: sum of f_i (c[i, r] + z[i, r]) plus the backward times: each variable at 1
+stands for at least one forward operation, so the objective never exceeds the makespan of
+the schedule it comes from.  Memory is checked at the moments only (the backward peaks);
+what happens inside a phase is only constrained through which values it creates and frees.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import pulp
+
+from remat_theory.chain import Chain
+from remat_theory.errors import RematError
+from remat_theory.schedule import B, FALL, FCK, FN, LOSS, Schedule
+from remat_theory.simulator import State, transition
+
+
+@dataclass
+class Relaxation:
+    """The built relaxation; ``prob``, ``constant`` and ``budget_var`` as in ``ilp.Model``
+    (so the same solver drivers run it)."""
+
+    chain: Chain  # sizes already divided by their gcd
+    prob: pulp.LpProblem
+    var: dict = field(default_factory=dict)  # name -> variable
+    constant: float = 0.0
+    budget_var: pulp.LpVariable | None = None
+    rows: list = field(default_factory=list)  # (label, constraint), as added
+
+
+def _names(L: int):
+    """Every variable of the relaxation for L stages, as (name, family, index, phase)."""
+    for q in range(L, -1, -1):
+        for j in range(min(q, L - 1) + 1):
+            yield f"h_{j}_{q}"
+        for i in range(1, q + 1):
+            yield f"g_{i}_{q}"
+    for r in range(L, -1, -1):
+        top = min(r, L - 1)
+        for i in range(top + 1):
+            yield f"z_{i}_{r}"
+            yield f"c_{i}_{r}"  # c_r_r is dead[r] for r < L
+        for i in range(top):
+            yield f"a_{i}_{r}"
+
+
+def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moments") -> Relaxation:
+    """The moment relaxation of ``chain`` (sizes in their final units) at ``budget``;
+    ``budget=None`` builds the min-budget variant (an integer budget variable, minimized),
+    whose optimum is a lower bound on the smallest feasible budget."""
+    L = chain.length
+    x, tp, bo, ft = chain.x_size, chain.tape_size, chain.bwd_overhead, chain.fwd_time
+    prob = pulp.LpProblem(name, pulp.LpMinimize)
+    var = {nm: prob.add_variable(nm, cat=pulp.LpBinary) for nm in _names(L)}
+    Mv = None
+    if budget is None:
+        Mv = prob.add_variable("budget", lowBound=x[0], cat=pulp.LpInteger)
+    M = Mv if budget is None else budget
+
+    def h(j, q):
+        return var[f"h_{j}_{q}"]
+
+    def g(i, q):
+        return var[f"g_{i}_{q}"]
+
+    def c(i, r):
+        return var[f"c_{i}_{r}"]
+
+    def z(i, r):
+        return var[f"z_{i}_{r}"]
+
+    def a(i, r):
+        return var.get(f"a_{i}_{r}")
+
+    rows = []
+    for q in range(L, -1, -1):
+        if q < L:
+            rows.append((h(q, q) == 1, f"tape_at_b_{q}"))  # B_q reads t_{q+1}
+        if q >= 1:
+            rows.append((g(q, q) + h(q - 1, q) >= 1, f"x_at_b_{q}"))  # x_q, plain or in t_q
+        held = (x[0] + (x[q + 1] if q < L else 0)
+                + pulp.lpSum(tp[j] * h(j, q) for j in range(min(q, L - 1) + 1))
+                + pulp.lpSum(x[i] * g(i, q) for i in range(1, q + 1))
+                + pulp.lpSum(x[r + 1] * c(r, r) for r in range(q, L)))  # dead x_{r+1}
+        rows.append((held + x[q] + bo[q] - M <= 0, f"peak_b_{q}"))
+    for r in range(L, -1, -1):
+        top = min(r, L - 1)
+        for j in range(top + 1):  # a tape held at moment r was held at r+1 or made in phase r
+            rows.append((h(j, r) - (h(j, r + 1) if r < L else 0) - z(j, r) <= 0, f"keep_t_{j}_{r}"))
+        for i in range(1, r + 1):  # the same for a plain value
+            rows.append((g(i, r) - (g(i, r + 1) if r < L else 0) - c(i - 1, r) <= 0,
+                         f"keep_x_{i}_{r}"))
+        if r == L:
+            for i in range(L):  # every stage runs before the loss
+                rows.append((c(i, L) + z(i, L) >= 1, f"first_{i}"))
+        else:
+            for j in range(r):  # a value held at r+1 and gone at r was freed by an Fn
+                rows.append((h(j, r + 1) - h(j, r) - c(j + 1, r) <= 0, f"free_t_{j}_{r}"))
+            for i in range(1, r + 1):
+                rows.append((g(i, r + 1) - g(i, r) - c(i, r) <= 0, f"free_x_{i}_{r}"))
+            for i in range(1, top + 1):  # x_i available: held when the phase starts, or made in it
+                src = g(i, r + 1) + h(i - 1, r + 1) + c(i - 1, r) + z(i - 1, r)
+                rows.append((c(i, r) - src <= 0, f"in_c_{i}_{r}"))
+                rows.append((z(i, r) - src <= 0, f"in_z_{i}_{r}"))
+        # a value made in phase r is held at moment r or freed in the phase (by an Fn,
+        # which makes a plain value one stage up: Fn-chains end at held values)
+        for i in range(top + 1):
+            if i == r:
+                continue
+            ai = a(i, r)
+            extra = ai if ai is not None else 0
+            if i + 1 <= r:
+                rows.append((c(i, r) - g(i + 1, r) - extra <= 0, f"end_c_{i}_{r}"))
+            rows.append((z(i, r) - h(i, r) - extra <= 0, f"end_z_{i}_{r}"))
+        for i in range(top):
+            rows.append((a(i, r) - c(i + 1, r) <= 0, f"fn_{i}_{r}"))
+            rhs = []
+            if i + 2 <= min(r, L):
+                rhs.append(g(i + 2, r))
+            if a(i + 1, r) is not None:
+                rhs.append(a(i + 1, r))
+            if r < L and i + 1 == r:
+                rhs.append(c(r, r))
+            rows.append((a(i, r) - pulp.lpSum(rhs) <= 0, f"chain_{i}_{r}"))
+    cost = pulp.lpSum(ft[i] * var[f"{k}_{i}_{r}"] for r in range(L, -1, -1)
+                      for i in range(min(r, L - 1) + 1) for k in ("c", "z"))
+    prob += (Mv if budget is None else cost)
+    for row, label in rows:
+        prob += row, label
+    return Relaxation(chain, prob, var, math.fsum(chain.bwd_time) if budget is not None else 0.0,
+                      Mv, [(label, row) for row, label in rows])
+
+
+def relaxation_point(chain: Chain, schedule: Schedule) -> dict:
+    """The relaxation's variables for a valid ``schedule`` (the map of proofs/ilp.md
+    section 9): what the tests check satisfies every row, with an objective no larger than
+    the makespan.  Raises :class:`RematError` if the schedule is not valid."""
+    L = chain.length
+    val = {nm: 0 for nm in _names(L)}
+    state, mem = State.initial(chain), chain.x_size[0]
+    r = L
+    made_x = made_t = 0  # bitmasks: values created in the current phase and still held
+    for op in schedule:
+        if op.kind in (LOSS, B):
+            q = L if op.kind == LOSS else op.index
+            for j in range(min(q, L - 1) + 1):
+                val[f"h_{j}_{q}"] = state.tapes >> (j + 1) & 1
+            for i in range(1, q + 1):
+                val[f"g_{i}_{q}"] = state.plain >> i & 1
+            r = q - 1
+            made_x = made_t = 0
+        elif op.kind in (FN, FCK, FALL):
+            i = op.index
+            if op.kind == FALL:
+                val[f"z_{i}_{r}"] = 1
+                made_t |= 1 << (i + 1)
+            else:
+                val[f"c_{i}_{r}"] = 1
+                if op.kind == FN and i >= 1:
+                    if state.plain >> i & 1:
+                        freed_made = made_x >> i & 1
+                        made_x &= ~(1 << i)
+                    else:
+                        freed_made = made_t >> i & 1
+                        made_t &= ~(1 << i)
+                    if freed_made:
+                        val[f"a_{i - 1}_{r}"] = 1
+                made_x |= 1 << (i + 1)
+        tr = transition(chain, state, mem, op)
+        if isinstance(tr, str):
+            raise RematError(f"relaxation_point: the schedule is not valid at {op}: {tr}")
+        state, mem = tr.state, tr.memory_after
+    return val
+
+
+def objective_of(chain: Chain, point: dict) -> float:
+    """The relaxation's objective at ``point`` (backward times included)."""
+    L = chain.length
+    return math.fsum(chain.fwd_time[i] * (point[f"c_{i}_{r}"] + point[f"z_{i}_{r}"])
+                     for r in range(L, -1, -1) for i in range(min(r, L - 1) + 1)) \
+        + math.fsum(chain.bwd_time)
+
+
+def violated_rows(model: Relaxation, point: dict, tol: float = 1e-9) -> list:
+    """Names of the rows of ``model`` that ``point`` violates (a budget variable, if any,
+    must be in ``point`` as ``"budget"``)."""
+    values = dict(point)
+    bad = []
+    for label, row in model.rows:
+        lhs = math.fsum(coef * values[v.name] for v, coef in row.items()) + row.constant
+        sense = row.sense
+        if (sense == pulp.LpConstraintLE and lhs > tol) or \
+                (sense == pulp.LpConstraintGE and lhs < -tol) or \
+                (sense == pulp.LpConstraintEQ and abs(lhs) > tol):
+            bad.append(label)
+    return bad
+
+
+@dataclass
+class Bound:
+    """What a solve of the relaxation proved.
+
+    ``value``: a proven lower bound on every valid schedule's makespan (the relaxation's
+    optimum, or its dual bound when the time limit stopped it; None if nothing was proven);
+    ``infeasible``: proven that no schedule fits the budget."""
+
+    value: float | None
+    infeasible: bool
+    proven_optimal: bool  # the relaxation itself was solved to optimality
+    status_text: str
+    wall_time: float
+
+    def as_info(self) -> dict:
+        return {"bound": self.value, "infeasible": self.infeasible,
+                "solved": self.proven_optimal, "status": self.status_text,
+                "wall_time": round(self.wall_time, 3)}
+
+
+def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
+                time_limit: float | None = None, mip_solver: str = "highs",
+                threads: int = 1) -> Bound:
+    """Solve the moment relaxation of ``chain`` at ``budget``.
+
+    ``schedule`` (valid at ``budget``): its point (:func:`relaxation_point`) is the MIP
+    start, so the search starts with an incumbent worth at most its makespan; when the
+    relaxation's optimum is that makespan, the solver only has to close the bound, which is
+    what a proof of the schedule's optimality needs (often several times faster)."""
+    from . import ilp  # the shared solver drivers
+
+    t0 = time.perf_counter()
+    g = chain.size_gcd()
+    sc = chain.scaled_sizes(g)
+    scale = max(1.0, chain.ideal_makespan())
+    if budget < chain.x_size[0]:
+        return Bound(None, True, True, "budget below x_0", time.perf_counter() - t0)
+    model = build_relaxation(sc, budget // g)
+    start = relaxation_point(chain, schedule) if schedule is not None else None
+    res = ilp.run_model(model, mip_solver, time_limit, start, threads, scale)
+    wall = time.perf_counter() - t0
+    if res.infeasible:
+        return Bound(None, True, True, res.status_text, wall)
+    if res.proven:
+        return Bound(res.objective, False, True, res.status_text, wall)
+    return Bound(res.bound, False, False, res.status_text, wall)
+
+
+def min_budget_bound(chain: Chain, *, time_limit: float | None = None,
+                     mip_solver: str = "highs", threads: int = 1) -> int | None:
+    """A proven lower bound on the smallest feasible budget (bytes) from the min-budget
+    relaxation, or None if the solver proved nothing in time."""
+    from . import ilp
+
+    g = chain.size_gcd()
+    model = build_relaxation(chain.scaled_sizes(g), None, name="remat_moments_min_budget")
+    res = ilp.run_model(model, mip_solver, time_limit, None, threads, 1.0)
+    if res.proven and res.has_solution:
+        return int(round(model.budget_var.varValue)) * g
+    if res.bound is not None and math.isfinite(res.bound):
+        return math.ceil(res.bound - 1e-9) * g
+    return None

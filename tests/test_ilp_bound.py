@@ -1,0 +1,122 @@
+"""The moment relaxation (solvers/ilp_bound.py, proofs/ilp.md section 9): every valid
+schedule is a point of it, so its optimum is a lower bound over all schedules; checked
+against exhaustive search, the oracle with no modelling argument."""
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remat_theory import Chain, simulate
+from remat_theory.schedule import Schedule
+from remat_theory.families import make
+from remat_theory.strategies import chains, valid_schedules
+from solvers.exhaustive import min_feasible_budget, search
+from solvers.ilp_bound import (build_relaxation, lower_bound, min_budget_bound, objective_of,
+                               relaxation_point, violated_rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), chains(1, 5, max_size=6))
+def test_every_valid_schedule_is_a_point_of_the_relaxation(data, chain):
+    """The constructive half of Theorem 3: the map of section 9 sends a valid schedule to a
+    point that satisfies every row at the schedule's own peak, with an objective no larger
+    than its makespan; and the point is not feasible one byte below that peak only when a
+    backward peak is the schedule's peak (the relaxation sees nothing else)."""
+    sched = data.draw(valid_schedules(chain, 40))
+    ref = simulate(chain, sched)
+    point = relaxation_point(chain, sched)
+    model = build_relaxation(chain, ref.peak_memory)
+    assert violated_rows(model, point) == []
+    assert objective_of(chain, point) <= ref.makespan + 1e-9
+    # the min-budget variant at this point: the budget row binds at the largest backward peak
+    mb = build_relaxation(chain, None)
+    assert violated_rows(mb, dict(point, budget=ref.peak_memory)) == []
+
+
+def test_the_point_of_a_schedule_names_what_it_holds():
+    """A hand-checked point: 2 stages, store-all, then Fn-recompute in phase 1."""
+    chain = Chain([1.0, 2.0], [1.0, 1.0, 1.0], [1, 2, 3], [4, 5])
+    sched = "Fall0 Fn1 Loss Fall0 Fall1 B1 B0"
+    # Fn1 reads t_1's copy of x_1 (no plain x_1 is held), so it frees t_1: a value of stage
+    # 1 made in the loss phase and freed there (a_0_2); the plain x_2 it makes is held at the
+    # loss, which frees it; phase 1 makes t_1 and t_2 again for B1 and B0
+    point = relaxation_point(chain, Schedule.parse(sched))
+    assert point["z_0_2"] == point["c_1_2"] == point["a_0_2"] == 1
+    assert point["c_0_2"] == point["z_1_2"] == 0
+    assert point["h_0_2"] == point["h_1_2"] == point["g_1_2"] == 0 and point["g_2_2"] == 1
+    assert point["z_0_1"] == point["z_1_1"] == 1 and point["c_0_1"] == point["c_1_1"] == 0
+    assert point["h_0_1"] == point["h_1_1"] == 1 and point["g_1_1"] == 0
+    assert objective_of(chain, point) == simulate(chain, sched).makespan
+
+
+def breakpoints(chain):
+    """Budgets where the exhaustive optimum changes, one below each, with the optima."""
+    lo = min_feasible_budget(chain)
+    out = {lo - 1: None}
+    prev = None
+    for b in range(lo, chain.store_all_memory() + 1):
+        ms = search(chain, b)[1]
+        if ms != prev:
+            out[b - 1] = prev if b > lo else None
+            out[b] = ms
+            prev = ms
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(chains(1, 5, max_size=6))
+def test_the_bound_never_exceeds_the_exhaustive_optimum(chain):
+    """At every budget breakpoint (and one below each): the relaxation is infeasible exactly
+    where no schedule exists or earlier never; its optimum is at most the exhaustive optimum."""
+    for b, opt in breakpoints(chain).items():
+        res = lower_bound(chain, b)
+        if opt is None:
+            continue  # infeasible budgets: the relaxation may or may not see it
+        assert not res.infeasible, (b, opt)
+        assert res.proven_optimal
+        assert res.value <= opt + 1e-9, (b, res.value, opt)
+        # started from an optimal schedule's point, the same optimum
+        best = search(chain, b)[0]
+        started = lower_bound(chain, b, schedule=best)
+        assert started.proven_optimal and started.value == pytest.approx(res.value)
+
+
+@settings(max_examples=15, deadline=None)
+@given(chains(1, 5, max_size=6))
+def test_infeasibility_and_min_budget_bound(chain):
+    """A budget where the relaxation is infeasible has no schedule at all, and the min-budget
+    relaxation never exceeds the exhaustive smallest budget."""
+    lo = min_feasible_budget(chain)
+    mb = min_budget_bound(chain)
+    assert mb is not None and mb <= lo
+    assert not lower_bound(chain, lo).infeasible
+    assert lower_bound(chain, mb - 1).infeasible
+    assert lower_bound(chain, chain.x_size[0] - 1).infeasible
+
+
+@pytest.mark.parametrize("L,seed,kind", [(6, 0, "tight"), (8, 1, "tight"), (8, 2, "middle")])
+def test_the_bound_meets_the_optimum_on_benchmark_chains(L, seed, kind):
+    """On random benchmark chains (bench_ilp.py budgets) the relaxation reaches the optimum
+    (the measured fact the solver's certificate relies on; it is not a theorem, which is why
+    the solver checks it on each instance rather than assuming it)."""
+    from benchmarks.bench_ilp import budgets_of
+
+    chain = make("random", L, seed)
+    b = budgets_of(chain)[kind]
+    opt = search(chain, b)[1]
+    assert lower_bound(chain, b).value == pytest.approx(opt)
+
+
+def test_a_mip_start_cannot_make_highs_misreport_the_optimum():
+    """HiGHS 1.16 with presolve, given this MIP start, reported an optimum of 1.0 (and an
+    equal dual bound) while its returned point is worth 2.0, the true optimum: the driver
+    reads the objective at the point and solves again without presolve when they differ."""
+    chain = Chain(fwd_time=[1.0, 0.0, 0.0, 0.0, 0.0], bwd_time=[0.0] * 6, x_size=[1] * 6,
+                  tape_size=[2, 1, 1, 1, 6])
+    best, opt = search(chain, 11)[:2]
+    assert opt == 2.0
+    plain = lower_bound(chain, 11)
+    started = lower_bound(chain, 11, schedule=best)
+    assert plain.proven_optimal and started.proven_optimal
+    assert plain.value == started.value == 2.0

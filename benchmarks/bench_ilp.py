@@ -51,6 +51,12 @@ whole with exhaustive search, as ``monotone`` does, for the monotone class, two 
 increasing runs per phase, and ``run+falls`` (one weakly increasing run, then only Fall
 operations).  Writes ``results/ilp_walk.json``.
 
+``relaxation``: the moment relaxation of proofs/ilp.md section 9 (a lower bound on every
+schedule) against exhaustive search: random chains of 2-7 stages with overheads, every
+budget where the exhaustive optimum changes; counts where the bound equals the optimum,
+where it is below (the gaps the solver's proven model must close), and where it would be
+above (a violation of Theorem 3: must be none).  Writes ``results/ilp_relaxation.json``.
+
 Usage::
 
     python benchmarks/bench_ilp.py speed --lengths 10 20 30 --seeds 5 --pairs --time-limit 120
@@ -63,6 +69,8 @@ Usage::
     python benchmarks/bench_ilp.py monotone --minutes 30 --lengths 2 3 4 5 6 7
     python benchmarks/bench_ilp.py phase-local --minutes 20 --lengths 3 4 --runs 2
     python benchmarks/bench_ilp.py walk --minutes 20 --max-stages 6
+    python benchmarks/bench_ilp.py relaxation --minutes 20 --seed 1
+    python benchmarks/bench_ilp.py speed --certified --lengths 20 30 --seeds 3 --mip-solvers highs
 """
 from __future__ import annotations
 
@@ -675,6 +683,57 @@ def walk(args) -> dict:
                          for c in WALK_CLASSES}}
 
 
+def _relaxation_chain(r: random.Random) -> Chain:
+    L = r.randint(2, 7)
+
+    def size():
+        return r.choice([0, 1, 2, 3, 5, 8, 13])
+
+    x = [size() for _ in range(L + 1)]
+    return Chain([float(r.randint(0, 10)) for _ in range(L)],
+                 [float(r.randint(0, 10)) for _ in range(L + 1)], x,
+                 [x[i + 1] + size() for i in range(L)],
+                 [r.choice([0, 0, 1, 3, 5]) for _ in range(L)],
+                 [r.choice([0, 0, 1, 3]) for _ in range(L + 1)])
+
+
+def relaxation(args) -> dict:
+    from solvers.exhaustive import min_feasible_budget, search
+    from solvers.ilp_bound import lower_bound
+
+    r = random.Random(args.seed)
+    chains = points = equal = above = 0
+    below = []
+    by_length: dict = {}
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 60 * args.minutes:
+        chain = _relaxation_chain(r)
+        prev = None
+        for b in range(min_feasible_budget(chain, max_stages=10), chain.store_all_memory() + 1):
+            opt = search(chain, b)[1]
+            if opt == prev:
+                continue
+            prev = opt
+            lb = lower_bound(chain, b).value
+            points += 1
+            row = by_length.setdefault(chain.length, {"breakpoints": 0, "equal": 0})
+            row["breakpoints"] += 1
+            if lb > opt + 1e-9 * max(1.0, opt):
+                above += 1
+                print("VIOLATION", json.dumps(chain.to_dict()), b, lb, opt, flush=True)
+            elif lb >= opt - 1e-9 * max(1.0, opt):
+                equal += 1
+                row["equal"] += 1
+            elif len(below) < 50:
+                below.append({"chain": chain.to_dict(), "budget": b, "bound": lb, "optimum": opt})
+        chains += 1
+    return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
+            "machine": machine(), "minutes": args.minutes, "seed": args.seed,
+            "chains": chains, "breakpoints": points, "bound_equals_optimum": equal,
+            "bound_below_optimum": points - equal - above, "bound_above_optimum": above,
+            "by_length": by_length, "first_gaps": below}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -746,9 +805,13 @@ def main(argv=None) -> int:
     mb.add_argument("--mip-solver", default="highs")
     mb.add_argument("--time-limit", type=float, default=60.0)
     mb.add_argument("--out", default=str(RESULTS / "ilp_min_budget.json"))
+    rx = sub.add_parser("relaxation")
+    rx.add_argument("--minutes", type=float, default=10.0)
+    rx.add_argument("--seed", type=int, default=1)
+    rx.add_argument("--out", default=str(RESULTS / "ilp_relaxation.json"))
     args = ap.parse_args(argv)
     result = {"speed": speed, "lp": lp, "min-budget": min_budget, "normal-form": normal_form, "monotone": monotone,
-              "phase-local": phase_local, "walk": walk}[args.cmd](args)
+              "phase-local": phase_local, "walk": walk, "relaxation": relaxation}[args.cmd](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -259,7 +259,9 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
     if res.infeasible:
         return Bound(None, True, True, res.status_text, wall)
     if res.proven:
-        return Bound(res.objective, False, True, res.status_text, wall)
+        # the dual bound, not the incumbent: they differ by at most the MIP gap tolerance
+        value = res.objective if res.bound is None else min(res.objective, res.bound)
+        return Bound(value, False, True, res.status_text, wall)
     return Bound(res.bound, False, False, res.status_text, wall)
 
 

@@ -136,7 +136,8 @@ def test_the_proven_speed_sweep_checks_every_answer_against_exhaustive_search(be
 
     args = argparse.Namespace(lengths=[3], seeds=1, budgets=["middle", "tight"],
                               mip_solvers=["highs"], passes=1, proven=True, pairs=False,
-                              time_limit=60.0, exhaustive_up_to=0, exhaustive_time_limit=None)
+                              certified=False, time_limit=60.0, exhaustive_up_to=0,
+                              exhaustive_time_limit=None)
     out = bench.speed(args)
     assert out["passes"] is None and len(out["runs"]) == 2
     for row in out["runs"]:
@@ -165,14 +166,44 @@ def test_the_fast_speed_sweep_can_compare_with_exhaustive_search(bench):
     import argparse
 
     args = argparse.Namespace(lengths=[3, 4], seeds=1, budgets=["tight"], mip_solvers=["highs"],
-                              passes=1, proven=False, pairs=True, time_limit=60.0,
-                              exhaustive_up_to=3, exhaustive_time_limit=30.0)
+                              passes=1, proven=False, pairs=True, certified=False,
+                              time_limit=60.0, exhaustive_up_to=3, exhaustive_time_limit=30.0)
     out = bench.speed(args)
     by_len = {r["L"]: r for r in out["runs"]}
     assert by_len[3]["exhaustive_status"] == "optimal" and "exhaustive" not in by_len[4]
     assert by_len[3]["makespan"] >= by_len[3]["exhaustive"] - 1e-9
     s3, s4 = sorted(out["summary"], key=lambda s: s["L"])
     assert s3["exhaustive_proven"] == 1 and "exhaustive_proven" not in s4
+
+
+def test_the_certified_speed_sweep_records_the_certificate(bench):
+    """--certified: the default exact mode, its answers checked against exhaustive search,
+    and which step proved each one recorded."""
+    import argparse
+
+    args = argparse.Namespace(lengths=[5], seeds=1, budgets=["middle", "tight"],
+                              mip_solvers=["highs"], passes=1, proven=False, pairs=False,
+                              certified=True, time_limit=60.0, exhaustive_up_to=5,
+                              exhaustive_time_limit=60.0)
+    out = bench.speed(args)
+    assert out["certified"] is True and out["passes"] is None
+    for row in out["runs"]:
+        assert row["status"] == "optimal" and row["optimal_for"] == "all"
+        assert row["certificate"] in ("moment relaxation", "proven model")
+        assert row["makespan"] == pytest.approx(row["exhaustive"])
+        assert row["relaxation"]["bound"] <= row["makespan"] + 1e-9
+    with pytest.raises(SystemExit, match="pick one"):
+        bench.speed(argparse.Namespace(**{**vars(args), "proven": True}))
+
+
+def test_the_relaxation_sweep_never_finds_the_bound_above_the_optimum(bench):
+    import argparse
+
+    out = bench.relaxation(argparse.Namespace(minutes=0.05, seed=3))
+    assert out["chains"] >= 1 and out["bound_above_optimum"] == 0
+    assert out["breakpoints"] == out["bound_equals_optimum"] + out["bound_below_optimum"]
+    for gap in out["first_gaps"]:
+        assert gap["bound"] < gap["optimum"]
 
 
 def test_the_lp_sweep_bounds_lie_between_the_ideal_and_the_optimum(bench):

@@ -119,4 +119,68 @@ def test_a_mip_start_cannot_make_highs_misreport_the_optimum():
     plain = lower_bound(chain, 11)
     started = lower_bound(chain, 11, schedule=best)
     assert plain.proven_optimal and started.proven_optimal
-    assert plain.value == started.value == 2.0
+    assert plain.value == pytest.approx(2.0) and started.value == pytest.approx(2.0)
+
+
+# A chain where the relaxation stays below the optimum (found by a random search): the
+# phases must order their operations around forward overheads, which it does not see.
+GAP_CHAIN = Chain(fwd_time=[1.0, 5.0, 4.0], bwd_time=[1.0, 5.0, 2.0, 2.0], x_size=[3, 1, 2, 1],
+                  tape_size=[1, 5, 3], fwd_overhead=[5, 3, 5], bwd_overhead=[0, 3, 0, 0])
+
+
+def test_where_the_bound_leaves_a_gap_the_proven_model_decides():
+    """The default ilp does not trust the relaxation to be exact: here its bound (20) is
+    below the optimum (25), so the answer comes from the proven model, with the bound as a
+    cut, and equals exhaustive search."""
+    import solvers
+
+    opt = search(GAP_CHAIN, 15)[1]
+    assert opt == 25.0
+    assert lower_bound(GAP_CHAIN, 15).value == pytest.approx(20.0)
+    sol = solvers.solve(GAP_CHAIN, 15, "ilp")
+    assert sol.status == "optimal" and sol.optimal_for == "all" and sol.makespan == opt
+    assert sol.info["certificate"] == "proven model"
+    assert sol.info["relaxation_cut"] == pytest.approx(20.0)
+
+
+def test_where_the_proven_model_is_too_large_a_gap_is_feasible_not_optimal():
+    """With the proven model refused (max_binaries), a gap the relaxation leaves is reported
+    as such: status feasible, the relaxation's bound, never optimal."""
+    import solvers
+
+    sol = solvers.solve(GAP_CHAIN, 15, "ilp", max_binaries=10)
+    assert sol.status == "feasible" and sol.info["certificate"] is None
+    assert sol.makespan >= 25.0 and sol.bound == pytest.approx(20.0)
+    assert "not proven optimal" in sol.message
+    # the fast mode's answer is certified only when the bound reaches it
+    fast = solvers.solve(GAP_CHAIN, 15, "ilp", passes=1, pairs=True, certify=True)
+    assert fast.optimal_for == "weak-runs<=1" and fast.info["relaxation"]["bound"] == pytest.approx(20.0)
+
+
+def test_a_certified_fast_mode_answer_is_optimal_for_all_schedules():
+    import solvers
+
+    chain = make("random", 8, 1)
+    from benchmarks.bench_ilp import budgets_of
+
+    b = budgets_of(chain)["tight"]
+    fast = solvers.solve(chain, b, "ilp", passes=1, pairs=True, certify=True)
+    assert fast.status == "optimal" and fast.optimal_for == "all"
+    assert fast.info["certificate"] == "moment relaxation"
+    assert fast.makespan == search(chain, b)[1]
+
+
+def test_an_infeasible_budget_is_proven_by_the_relaxation_with_its_smallest_budget():
+    import solvers
+
+    lo = min_feasible_budget(GAP_CHAIN)
+    sol = solvers.solve(GAP_CHAIN, lo - 1, "ilp")
+    assert sol.status == "infeasible" and sol.min_budget == lo
+    # without the proven model: the smallest budget is proven when the min-budget
+    # relaxation meets the DP's / fast mode's, else reported as a range
+    big = solvers.solve(GAP_CHAIN, lo - 1, "ilp", max_binaries=10)
+    assert big.status == "infeasible"
+    if big.min_budget is None:
+        assert big.info["min_budget_bound"] <= lo <= big.info["min_budget_found"]
+    else:
+        assert big.min_budget == lo

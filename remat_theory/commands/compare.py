@@ -109,13 +109,6 @@ def reference(rows: list[dict]) -> dict:
             "description": "no exact value available: ratios are not computed"}
 
 
-def _ilp_too_large(chain) -> bool:
-    """True when the ILP's proven model exceeds its default size limit for this chain."""
-    from solvers.ilp import DEFAULT_MAX_BINARIES, binaries_bound
-
-    return binaries_bound(chain, None, False) > DEFAULT_MAX_BINARIES
-
-
 def compare_budget(chain, budget: int, names: list[str], time_limit: float | None) -> dict:
     rows = []
     for name in names:
@@ -128,21 +121,13 @@ def compare_budget(chain, budget: int, names: list[str], time_limit: float | Non
         opts = {"max_stages": EXHAUSTIVE_MAX_STAGES} if name == EXHAUSTIVE else {}
         if time_limit is not None and "time_limit" in info.options:
             opts["time_limit"] = time_limit
-        note = ""
-        if name == ILP and _ilp_too_large(chain):
-            # the proven model would not fit; the fast mode is optimal for its own class only
-            opts.update(passes=1, pairs=True)
-            note = (f"fast mode: the proven model is too large at L = {chain.length}; "
-                    f"optimal among schedules with one weakly increasing run per phase. ")
         try:
             with stdout_to_stderr():
                 sol = solvers.solve(chain, budget, name, **opts)
         except RematError as e:
             rows.append(_row(name, info, error=f"{type(e).__name__}: {e}"))
             continue
-        row = _row(name, info, sol)
-        row["message"] = note + row["message"]
-        rows.append(row)
+        rows.append(_row(name, info, sol))
     ref = reference(rows)
     for r in rows:
         if ref["makespan"] and r["makespan"] is not None:

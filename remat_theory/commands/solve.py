@@ -47,15 +47,19 @@ EXHAUSTIVE_HINT_STAGES = 12  # exhaustive search: seconds on random chains up to
 
 
 def long_solve_note(chain, solver: str, options: dict) -> str | None:
-    """A note for stderr before a solve that may run for a very long time: the proven
-    ``ilp`` model (O(L^4) binaries, proofs/ilp.md section 8) on more than
-    :data:`PROVEN_ILP_QUICK_STAGES` stages with no time limit."""
+    """A note for stderr before a solve that may run for a very long time: the default
+    ``ilp`` on more than :data:`PROVEN_ILP_QUICK_STAGES` stages with no time limit, which
+    falls back to the proven model (O(L^4) binaries, proofs/ilp.md section 8) whenever the
+    moment relaxation leaves a gap (section 9)."""
     if solver != "ilp" or options.get("passes") is not None or "time_limit" in options:
         return None
     if chain.length <= PROVEN_ILP_QUICK_STAGES:
         return None
-    return (f"remat: note: the proven ilp model on {chain.length} stages can take minutes to "
-            f"hours (about {PROVEN_ILP_QUICK_STAGES} stages take seconds); --time-limit SECONDS "
+    return (f"remat: note: ilp first tries to prove the weak DP's or the fast mode's schedule "
+            f"optimal with the moment relaxation (seconds on random chains of 20-30 stages); "
+            f"where that leaves a gap it solves the proven model, which on {chain.length} stages "
+            f"can take minutes to hours (about {PROVEN_ILP_QUICK_STAGES} stages take seconds), "
+            f"or, from 20 stages, answers 'feasible' with a bound; --time-limit SECONDS "
             f"returns the best schedule and bound found by then, and -o passes=1 -o pairs=true "
             f"is the fast mode "
             f"(optimal among schedules with one weakly increasing run per phase)"

@@ -768,8 +768,14 @@ def _certify_answer(chain, budget, sol, time_limit, solver, threads, t0) -> Solu
 
 
 def _reaches(lb, makespan: float, chain: Chain) -> bool:
-    """Whether the relaxation's proven bound is the makespan (the registry's float tolerance)."""
-    return lb.value is not None and lb.value >= makespan - 1e-9 * max(1.0, chain.ideal_makespan())
+    """Whether the relaxation's proven bound is the makespan (the registry's float tolerance).
+    A bound above the makespan of a valid schedule, or a proof of infeasibility next to one,
+    would contradict Theorem 3: that is an error, never an answer."""
+    tol = 1e-9 * max(1.0, chain.ideal_makespan())
+    if lb.infeasible or (lb.value is not None and lb.value > makespan + tol):
+        raise IlpError(f"ilp: the moment relaxation ({lb.as_info()}) contradicts a valid "
+                       f"schedule of makespan {makespan}")
+    return lb.value is not None and lb.value >= makespan - tol
 
 
 def _certified(chain, budget, time_limit, solver, pairs, warm_start, threads, t0,
@@ -786,7 +792,7 @@ def _certified(chain, budget, time_limit, solver, pairs, warm_start, threads, t0
     lb = lower_bound(chain, budget, schedule=best[0], time_limit=_left(time_limit, t0),
                      mip_solver=solver, threads=threads)
     info["relaxation"] = lb.as_info()
-    if lb.infeasible:
+    if lb.infeasible and best[0] is None:
         return _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
                                      too_big)
     if best[0] is not None and _reaches(lb, best[1], chain):
@@ -850,7 +856,8 @@ def _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
         K = passes_sufficient(chain)
         sol = _infeasible(chain, budget, chain.scaled_sizes(g), g, K, False, solver, time_limit,
                           threads, dict(info), CLASS_ALL, t0)
-        return sol.replace(info=dict(sol.info, certificate="moment relaxation"))
+        how = "moment relaxation" if "relaxation" in info else "budget below x_0"
+        return sol.replace(info=dict(sol.info, certificate=how))
     low = min_budget_bound(chain, time_limit=_left(time_limit, t0), mip_solver=solver,
                            threads=threads)
     ups = []
@@ -863,7 +870,7 @@ def _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
     if fast.min_budget is not None:
         ups.append(fast.min_budget)
     found = min(ups, default=None)
-    info = dict(info, certificate="moment relaxation")
+    info = dict(info, certificate="moment relaxation" if "relaxation" in info else "budget below x_0")
     msg = f"no schedule fits in {budget}"
     mb = None
     if found is not None and low is not None and low >= found:

@@ -48,7 +48,7 @@ class Relaxation:
 
 
 def _names(L: int):
-    """Every variable of the relaxation for L stages, as (name, family, index, phase)."""
+    """The name of every variable of the relaxation for L stages (family_index_phase)."""
     for q in range(L, -1, -1):
         for j in range(min(q, L - 1) + 1):
             yield f"h_{j}_{q}"

@@ -184,3 +184,20 @@ def test_an_infeasible_budget_is_proven_by_the_relaxation_with_its_smallest_budg
         assert big.info["min_budget_bound"] <= lo <= big.info["min_budget_found"]
     else:
         assert big.min_budget == lo
+
+
+def test_a_relaxation_contradicting_a_schedule_is_an_error_not_an_answer(monkeypatch):
+    """Theorem 3 says the bound never exceeds a valid schedule's makespan; if a solver bug
+    ever made it do so, ilp raises rather than report an optimum (or infeasibility)."""
+    import solvers
+    import solvers.ilp_bound as ib
+    from remat_theory.errors import SolverError
+
+    chain = make("random", 5, 0)
+    b = chain.store_all_memory()
+    monkeypatch.setattr(ib, "lower_bound", lambda *a, **k: ib.Bound(1e9, False, True, "x", 0.0))
+    with pytest.raises(SolverError, match="contradicts a valid schedule"):
+        solvers.solve(chain, b, "ilp")
+    monkeypatch.setattr(ib, "lower_bound", lambda *a, **k: ib.Bound(None, True, True, "x", 0.0))
+    with pytest.raises(SolverError, match="contradicts a valid schedule"):
+        solvers.solve(chain, b, "ilp")

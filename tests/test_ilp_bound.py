@@ -201,3 +201,20 @@ def test_a_relaxation_contradicting_a_schedule_is_an_error_not_an_answer(monkeyp
     monkeypatch.setattr(ib, "lower_bound", lambda *a, **k: ib.Bound(None, True, True, "x", 0.0))
     with pytest.raises(SolverError, match="contradicts a valid schedule"):
         solvers.solve(chain, b, "ilp")
+
+
+def test_a_time_limit_leaves_the_dp_schedule_with_a_bound_not_an_optimum():
+    """20 stages at a tight budget: the relaxation needs tens of seconds to reach the weak
+    DP's makespan, so a 1 s limit answers time_limit with that schedule and the proven
+    bound (at least the ideal makespan), never optimal."""
+    import solvers
+    from benchmarks.bench_ilp import budgets_of
+
+    chain = make("random", 20, 0)
+    b = budgets_of(chain)["tight"]
+    sol = solvers.solve(chain, b, "ilp", time_limit=1.0)
+    weak = solvers.solve(chain, b, "dp-weak")
+    assert sol.status == "time_limit" and sol.schedule is not None
+    assert sol.makespan <= weak.makespan + 1e-9
+    assert chain.ideal_makespan() <= sol.bound <= sol.makespan
+    assert sol.info["certificate"] is None and "not proven optimal" in sol.message

@@ -24,6 +24,12 @@ is the fast mode: exactly the optimum of that class (equal to
 schedules (proofs/ilp.md section 5: a 4-stage chain at 16 against 15); its answers say
 ``optimal_for="weak-runs<=1"``.
 
+Certification (the default, ``certify``).  Before any of these models, the moment
+relaxation of :mod:`.ilp_bound` (O(L^2) binaries, a lower bound on every schedule,
+proofs/ilp.md section 9) is solved from the weak DP's schedule; when its bound reaches the
+makespan of that schedule, or of the fast mode's optimum, the schedule is optimal over all
+schedules and the proven model is never built.  That is what reaches 20-30 stages.
+
 Variables (all binary, per phase p, pass k, stage s): ``n`` (Fn_s reading the plain x_s,
 which it frees), ``nt`` (Fn_s reading x_s from the tape t_s, which it frees; allowed only
 when no plain x_s is held: the simulator's rule), ``ck`` (Fck_s), ``all`` (Fall_s).  The
@@ -692,7 +698,9 @@ def _check_options(time_limit, solver, passes, warm_start, threads, max_binaries
 
 
 @register(NAME, optimal_for=CLASS_ALL, exact=True,
-          description="Time-expanded MILP (PuLP; HiGHS or CBC), no persistence assumption.")
+          description="Exact over all schedules: a lower-bound MILP (the moment relaxation) "
+                      "certifies the weak DP's or the fast mode's schedule, else the "
+                      "time-expanded MILP proven lossless decides (PuLP; HiGHS or CBC).")
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
               mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
               pairs: bool = False, warm_start: bool = True, threads: int = 1,

@@ -105,13 +105,13 @@ def budgets_of(chain: Chain) -> dict:
             "tight": lo + (hi - lo) // 10}
 
 
-def random_instances(lengths, seeds: int, kinds):
-    """``(L, seed, chain, budgets, kind)`` for the random benchmark chains
-    (``families.make("random", L, seed)``) at the budgets of :func:`budgets_of` named in
-    ``kinds``."""
+def random_instances(lengths, seeds: int, kinds, family: str = "random"):
+    """``(L, seed, chain, budgets, kind)`` for the benchmark chains
+    (``families.make(family, L, seed)``, random by default) at the budgets of
+    :func:`budgets_of` named in ``kinds``."""
     for L in lengths:
         for seed in range(seeds):
-            chain = make("random", L, seed)
+            chain = make(family, L, seed)
             b = budgets_of(chain)
             for kind in kinds:
                 yield L, seed, chain, b, kind
@@ -132,7 +132,8 @@ def speed(args) -> dict:
                              f"every answer), got {max(args.lengths)}")
         args.exhaustive_up_to = max(args.exhaustive_up_to, 7)
     runs = []
-    for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets):
+    family = getattr(args, "family", "random")
+    for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets, family):
         for ms in args.mip_solvers:
             t0 = time.perf_counter()
             sol = solvers.solve(chain, b[kind], "ilp", passes=args.passes,
@@ -140,7 +141,7 @@ def speed(args) -> dict:
                                 time_limit=args.time_limit, certify=certify)
             dt = time.perf_counter() - t0
             weak = solvers.solve(chain, b[kind], "dp-weak")
-            row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
+            row = {"family": family, "L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
                    "mip_solver": ms, "passes": args.passes, "pairs": args.pairs,
                    "optimal_for": sol.optimal_for, "status": sol.status,
                    "makespan": sol.makespan, "bound": sol.bound, "gap": sol.gap,
@@ -746,6 +747,8 @@ def main(argv=None) -> int:
     sp.add_argument("--proven", action="store_true",
                     help="the proven model (passes=None, exact over all schedules) instead of "
                          "--passes; each answer is also checked against exhaustive search")
+    sp.add_argument("--family", default="random",
+                    help="chain family of remat_theory.families (default random)")
     sp.add_argument("--certified", action="store_true",
                     help="the default exact mode: the weak DP's or the fast mode's schedule "
                          "proven optimal over all schedules by the moment relaxation, the "

@@ -806,7 +806,8 @@ def _certified(chain, budget, time_limit, solver, pairs, warm_start, threads, t0
     if best[0] is not None and _reaches(lb, best[1], chain):
         return _certified_answer(chain, budget, best, lb, "moment relaxation", info, t0)
     fast = _solve_passes(chain, budget, _left(time_limit, t0), solver, 1, True, warm_start,
-                         threads, time.perf_counter())
+                         threads, time.perf_counter(),
+                         seed=best if best[0] is not None else None)
     info["fast_mode"] = {"status": fast.status, "makespan": fast.makespan,
                          "wall_time": round(fast.wall_time, 3)}
     if fast.schedule is not None and (best[0] is None or fast.makespan < best[1]):
@@ -895,8 +896,9 @@ def _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
 
 def _solve_passes(chain: Chain, budget: int, time_limit, solver, passes, pairs, warm_start,
                   threads, t0, seed=None, lower=None) -> Solution:
-    """The K-pass model (``passes=None``: the proven number).  ``seed``: one more
-    ``(schedule, makespan, source)`` to start from; ``lower``: a proven lower bound on the
+    """The K-pass model (``passes=None``: the proven number).  ``seed``: the
+    ``(schedule, makespan, source)`` to start from instead of solving the DPs again (the
+    caller's best schedule so far); ``lower``: a proven lower bound on the
     optimum (the moment relaxation's), added as a cut on the objective."""
     rep = pairs
     g = chain.size_gcd()
@@ -912,9 +914,8 @@ def _solve_passes(chain: Chain, budget: int, time_limit, solver, passes, pairs, 
     model = build_model(sc, M, K, pairs=rep)
     start = warm = None
     if warm_start:
-        sched, ms, src = _incumbent(chain, budget, True)
-        if seed is not None and (ms is None or seed[1] < ms):
-            sched, ms, src = seed
+        # the caller's seed already is the best of the DPs' schedules (no second DP solve)
+        sched, ms, src = seed if seed is not None else _incumbent(chain, budget, True)
         if _staged(K, pairs, exact_all):
             sub, sub_ms = _staged_incumbent(chain, budget, time_limit, solver, threads, info)
             if sub is not None and (ms is None or sub_ms < ms):

@@ -39,7 +39,7 @@ CASES = {
 
 
 def _chain(family: str, L: int, seed: int):
-    from remat_theory import families
+    from remat_theory.analysis import families
     return families.make(family, L, seed)
 
 

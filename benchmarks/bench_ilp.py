@@ -36,7 +36,7 @@ with counts and the mismatches found.
 ``phase-local``: does one phase on its own ever need more than K weakly increasing runs,
 and does that carry over to whole schedules?  Draws a chain (as ``monotone`` does), a phase
 p, a start state (any plain x_1..x_p and tapes t_1..t_p) and a budget; asks
-:func:`remat_theory.phase_local.missed_outcome` for an outcome of the phase (live values,
+:func:`remat_theory.analysis.phase_local.missed_outcome` for an outcome of the phase (live values,
 memory and time after B_p) that no phase with at most K runs matches; for each chain where
 one exists, compares the whole chain with exhaustive search at every breakpoint, as
 ``monotone`` does.  Writes ``results/ilp_phase_local.json``.
@@ -85,9 +85,9 @@ import time
 from pathlib import Path
 
 import solvers
-from remat_theory.chain import Chain
-from remat_theory.families import make
-from remat_theory.simulator import State, state_memory
+from remat_theory.model.chain import Chain
+from remat_theory.analysis.families import make
+from remat_theory.model.simulator import State, state_memory
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -274,7 +274,7 @@ def min_budget(args) -> dict:
     """The proven model one below the smallest feasible budget (the slowest budgets: it must
     prove infeasibility, then find the smallest budget), on random chains and on the
     certificates of the fast mode's counterexamples, against exhaustive search."""
-    from remat_theory.certificates import load
+    from remat_theory.analysis.certificates import load
     from solvers.exhaustive import min_feasible_budget
 
     cases = [(f"random L={L} seed={s}", make("random", L, s))
@@ -444,7 +444,7 @@ def monotone_task(task: tuple) -> dict:
 
 
 def monotone(args) -> dict:
-    from remat_theory.parallel import parallel_map
+    from remat_theory.analysis.parallel import parallel_map
 
     workers = args.workers or os.cpu_count() or 1
     tasks = [(args.seed * 1000 + w, 60 * args.minutes, tuple(args.lengths), args.no_fwd_overhead)
@@ -486,7 +486,7 @@ def _random_start(chain: Chain, r: random.Random) -> State:
 def phase_local_task(task: tuple) -> dict:
     """One worker's share of the ``phase-local`` sweep: ``(seed, seconds, lengths, runs[,
     no_fo])``; ``no_fo``: the chains' forward overheads are set to zero."""
-    from remat_theory.phase_local import missed_outcome
+    from remat_theory.analysis.phase_local import missed_outcome
 
     seed, seconds, lengths, k = task[:4]
     no_fo = bool(task[4]) if len(task) > 4 else False
@@ -523,7 +523,7 @@ def phase_local_task(task: tuple) -> dict:
 
 
 def phase_local(args) -> dict:
-    from remat_theory.parallel import parallel_map
+    from remat_theory.analysis.parallel import parallel_map
 
     workers = args.workers or os.cpu_count() or 1
     tasks = [(args.seed * 1000 + w, 60 * args.minutes, tuple(args.lengths), args.runs,
@@ -558,7 +558,7 @@ WALK_REGIONS = {"weak-runs<=1": "ilp_weak_run_*.json", "run+falls": "ilp_fall_ta
 
 def walk_seeds(region: str = "weak-runs<=1") -> list:
     """The chains of the certificates that refute ``region`` (a class of WALK_CLASSES)."""
-    from remat_theory.certificates import load
+    from remat_theory.analysis.certificates import load
 
     return [load(f).chain for f in sorted(CERTIFICATES.glob(WALK_REGIONS[region]))]
 
@@ -648,7 +648,7 @@ def walk_task(task: tuple) -> dict:
 
 
 def walk(args) -> dict:
-    from remat_theory.parallel import parallel_map
+    from remat_theory.analysis.parallel import parallel_map
 
     smallest = min(c.length for c in walk_seeds(args.region))
     if args.max_stages < smallest:
@@ -748,7 +748,7 @@ def main(argv=None) -> int:
                     help="the proven model (passes=None, exact over all schedules) instead of "
                          "--passes; each answer is also checked against exhaustive search")
     sp.add_argument("--family", default="random",
-                    help="chain family of remat_theory.families (default random)")
+                    help="chain family of remat_theory.analysis.families (default random)")
     sp.add_argument("--certified", action="store_true",
                     help="the default exact mode: the weak DP's or the fast mode's schedule "
                          "proven optimal over all schedules by the moment relaxation, the "

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 import solvers
-from remat_theory.simulator import simulate
+from remat_theory.model.simulator import simulate
 from remat_theory.torch import build, split_stages
 from remat_theory.torch.executor import ScheduleExecutor
 from remat_theory.torch.profiler import profile_details

@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import solvers  # noqa: E402
-from remat_theory import Chain, families  # noqa: E402
-from remat_theory.schedule import FALL, FCK, FN  # noqa: E402
+from remat_theory import Chain  # noqa: E402
+from remat_theory.analysis import families  # noqa: E402
+from remat_theory.model.schedule import FALL, FCK, FN  # noqa: E402
 from solvers._schedules import segments_cost  # noqa: E402
 from solvers.chen import sqrt_checkpoints  # noqa: E402
 from solvers.exhaustive import min_feasible_budget  # noqa: E402

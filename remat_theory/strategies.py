@@ -21,8 +21,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from .chain import Chain
-from .families import FAMILIES
+from remat_theory.model.chain import Chain
+from remat_theory.analysis.families import FAMILIES
 
 
 def _check_int(name: str, value, minimum: int) -> None:
@@ -64,7 +64,7 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
         overheads in [0, max_size].
     overheads : True / False forces transient overheads on / off; None draws both.
     family : None for independent uniform values, or a family name of
-        :mod:`remat_theory.families` (``random``, ``resnet``, ``transformer``, ``rnn``,
+        :mod:`remat_theory.analysis.families` (``random``, ``resnet``, ``transformer``, ``rnn``,
         ``homogeneous``): the chain is that family's, with a drawn seed.
     """
     _check_int("min_stages", min_stages, 1)
@@ -125,8 +125,8 @@ def _forward_path_to_backward(chain: Chain, state, memory):
     differentiated can be recomputed from it."""
     from collections import deque
 
-    from .schedule import LOSS_OP, Bwd, Fall, Fck, Fn
-    from .simulator import transition
+    from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
+    from remat_theory.model.simulator import transition
 
     def bwd_op(s):
         return LOSS_OP if s.bwd_next == chain.length else Bwd(s.bwd_next)
@@ -151,8 +151,8 @@ def valid_schedules(draw, chain: Chain, max_random_steps: int = 30):
     """Random valid schedules of ``chain`` (no budget): a random walk over the valid
     operations of the simulator (wasteful recomputations included), completed by the
     shortest forward paths once ``max_random_steps`` is spent."""
-    from .schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
-    from .simulator import State, transition
+    from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
+    from remat_theory.model.simulator import State, transition
 
     if not isinstance(chain, Chain):
         raise InvalidArgument(f"chain = {chain!r} is not a Chain")

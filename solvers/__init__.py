@@ -4,6 +4,6 @@ Every module of this package registers its solvers with :func:`solvers.registry.
 the registry imports them all on first use.  Use :func:`solve` (which replays every
 returned schedule through the simulator) rather than calling a solver function directly.
 """
-from .registry import get, names, register, solve, verify_solution
+from solvers.registry import get, names, register, solve, verify_solution
 
 __all__ = ["get", "names", "register", "solve", "verify_solution"]

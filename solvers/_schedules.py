@@ -26,11 +26,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from remat_theory.chain import Chain
-from remat_theory.errors import SolverError
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
-from remat_theory.simulator import State, transition
-from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.model.simulator import State, transition
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
 
 
 def check_int_option(solver: str, name: str, value, minimum: int,

@@ -32,13 +32,13 @@ import numbers
 
 import numpy as np
 
-from remat_theory.chain import Chain
-from remat_theory.errors import SolverError
-from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
 
-from ._schedules import (chain_arrays, check_int_option, fixed_schedule_solution,
+from solvers._schedules import (chain_arrays, check_int_option, fixed_schedule_solution,
                          segments_cost, segments_schedule)
-from .registry import register
+from solvers.registry import register
 
 
 def sqrt_checkpoints(length: int) -> list[int]:

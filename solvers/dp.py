@@ -6,7 +6,7 @@ optimal *persistent* schedule of a chain is found by a dynamic program over segm
 module re-derives that program from the operation table of DESIGN section 1 (the
 simulator), case by case, so that its memory accounting matches every operation's peak
 exactly; ``proofs/persistent_dp.md`` states the recurrence, the class it is optimal for
-(:func:`remat_theory.persistence.is_persistent`) and the proof.
+(:func:`remat_theory.model.persistence.is_persistent`) and the proof.
 
 Subproblem W(s, t, m), 0 <= s <= t <= L: the live gradient is d_{t+1} (none when t = L: the
 loss has not run), x_s is available *without being owned* (x_0, or x_s inside a held tape
@@ -51,13 +51,13 @@ import numbers
 
 import numpy as np
 
-from remat_theory.chain import Chain
-from remat_theory.errors import SolverError
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
-from remat_theory.solution import (CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, INFEASIBLE, OPTIMAL,
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.model.solution import (CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, INFEASIBLE, OPTIMAL,
                                    Solution)
 
-from .registry import register
+from solvers.registry import register
 
 INF = math.inf
 
@@ -490,6 +490,6 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
 
 def _peak(chain: Chain, schedule: Schedule) -> int:
     """Peak memory of ``schedule`` in bytes (replayed: the DP works in rounded units)."""
-    from remat_theory.simulator import simulate
+    from remat_theory.model.simulator import simulate
 
     return simulate(chain, schedule).peak_memory

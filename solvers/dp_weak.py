@@ -1,6 +1,6 @@
 """The weak-persistence dynamic program: optimal among weakly persistent schedules.
 
-The class (:func:`remat_theory.persistence.is_weakly_persistent`; proofs/weak_persistence.md)
+The class (:func:`remat_theory.model.persistence.is_weakly_persistent`; proofs/weak_persistence.md)
 is the persistent class of ``solvers/dp.py`` plus one freedom, the one the journal version
 of the Rotor work (Beaumont et al.) calls weak persistence: a checkpoint x_i (i >= 1) that
 has already served may be *released* by a later ``Fn_i`` and replaced by the values
@@ -41,14 +41,14 @@ import math
 
 import numpy as np
 
-from remat_theory.chain import Chain
-from remat_theory.errors import SolverError
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
-from remat_theory.solution import (CLASS_NONE, CLASS_WEAK, FEASIBLE, INFEASIBLE, OPTIMAL,
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.model.solution import (CLASS_NONE, CLASS_WEAK, FEASIBLE, INFEASIBLE, OPTIMAL,
                                    Solution)
 
-from .dp import UnitChain, _check_slots, _peak, _shift, slot_info
-from .registry import register
+from solvers.dp import UnitChain, _check_slots, _peak, _shift, slot_info
+from solvers.registry import register
 
 INF = math.inf
 

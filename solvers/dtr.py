@@ -27,13 +27,13 @@ form).  It always terminates: every recomputation chain is at most L forwards lo
 """
 from __future__ import annotations
 
-from remat_theory.chain import Chain
-from remat_theory.errors import SolverError
-from remat_theory.schedule import LOSS_OP, Bwd, DropT, Fall, Op, Schedule
-from remat_theory.simulator import State, transition
-from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Op, Schedule
+from remat_theory.model.simulator import State, transition
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
 
-from .registry import register
+from solvers.registry import register
 
 
 class _Stuck(Exception):

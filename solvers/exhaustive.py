@@ -1,7 +1,7 @@
 """Exhaustive search: the optimum with no modelling argument at all.
 
 A* (Dijkstra with an admissible, consistent heuristic) over the simulator's own states
-(:class:`remat_theory.simulator.State`), using the simulator's own transition function, so
+(:class:`remat_theory.model.simulator.State`), using the simulator's own transition function, so
 the only assumption is the operation table itself.  A state is the set of plain
 activations held, the set of tapes held, and which backward runs next; memory is a
 function of the state.  Edges are the valid operations whose peak fits the budget, weighted
@@ -21,7 +21,7 @@ Nothing bounds other chains by those figures (the state space still grows as 4^L
 with ``time_limit``.
 
 Option ``schedule_class`` restricts the search to exactly one class of schedules of
-:mod:`remat_theory.persistence` (``"persistent"`` or ``"weak"``): an operation is an edge
+:mod:`remat_theory.model.persistence` (``"persistent"`` or ``"weak"``): an operation is an edge
 only when it also obeys the class rules, and for the persistent class the search state is
 extended with the one piece of bookkeeping its rules need (which plain value, if any, the
 previous operation produced).  ``"monotone"`` (forward stages never decrease inside a phase)
@@ -40,16 +40,16 @@ import heapq
 import itertools
 import time
 
-from remat_theory import persistence
-from remat_theory.chain import Chain
-from remat_theory.errors import SolverError
-from remat_theory.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
-from remat_theory.simulator import State, transition
-from remat_theory.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, CLASS_MONOTONE,
+from remat_theory.model import persistence
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
+from remat_theory.model.simulator import State, transition
+from remat_theory.model.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, CLASS_MONOTONE,
                                    CLASS_PERSISTENT, CLASS_WEAK, INFEASIBLE, OPTIMAL, TIME_LIMIT,
                                    Solution)
 
-from .registry import register
+from solvers.registry import register
 
 DEFAULT_MAX_STAGES = 8
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB; a time limit alone does not bound memory
@@ -115,10 +115,10 @@ def _rebuild(parent: dict, state) -> Schedule:
 
 
 class _ClassMoves:
-    """Moves restricted to a class of :mod:`remat_theory.persistence`.
+    """Moves restricted to a class of :mod:`remat_theory.model.persistence`.
 
     Search nodes are ``(State, mark)``: ``mark`` is the class's bookkeeping
-    (:func:`remat_theory.persistence.next_mark`): the plain value the previous op produced
+    (:func:`remat_theory.model.persistence.next_mark`): the plain value the previous op produced
     (persistent), the stage of the previous forward op of the phase (monotone), else -1.
     """
 
@@ -283,7 +283,7 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     reports the best proven lower bound with status ``time_limit``; so does ``max_states``,
     the number of states the search may hold (memory).  ``schedule_class``
     (``"all"``, ``"persistent"``, ``"weak"``, ``"monotone"``) restricts the search to exactly that class of
-    :mod:`remat_theory.persistence`; the value is then optimal for that class."""
+    :mod:`remat_theory.model.persistence`; the value is then optimal for that class."""
     _check_size(chain, max_stages)
     _check_class(schedule_class, allow_drop)
     if schedule_class != persistence.ALL:

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from remat_theory.chain import Chain
+from remat_theory.model.chain import Chain
 
 EXACT = "exhaustive"
 PERSISTENT = "dp"
@@ -18,10 +18,10 @@ LOWER_BOUND = "memory lower bound"
 
 def smallest_feasible_budget(chain: Chain, max_exhaustive_stages: int = 8) -> tuple[int, str]:
     """``(budget, source)``; see the module docstring for the sources."""
-    from .exhaustive import min_feasible_budget
+    from solvers.exhaustive import min_feasible_budget
 
     if chain.length <= max_exhaustive_stages:
         return min_feasible_budget(chain, max_stages=max_exhaustive_stages), EXACT
-    from .dp import min_feasible_budget as persistent_min
+    from solvers.dp import min_feasible_budget as persistent_min
 
     return persistent_min(chain), PERSISTENT

@@ -41,13 +41,13 @@ import math
 
 import numpy as np
 
-from remat_theory.chain import Chain
-from remat_theory.errors import SolverError
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Schedule
-from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
 
-from ._schedules import advance, replay, stored_segment
-from .registry import register
+from solvers._schedules import advance, replay, stored_segment
+from solvers.registry import register
 
 VARIANTS = ("hidden", "internal", "mixed")
 _LEAF, _HIDDEN, _INTERNAL = 0, 1, 2

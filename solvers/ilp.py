@@ -58,15 +58,15 @@ from dataclasses import dataclass, field
 
 import pulp
 
-from remat_theory.chain import Chain
-from remat_theory.errors import RematError, SolverError
-from remat_theory.schedule import B, FALL, FCK, FN, LOSS, LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
-from remat_theory.simulator import simulate
-from remat_theory.solution import (CLASS_ALL, FEASIBLE, INFEASIBLE, OPTIMAL, TIME_LIMIT,
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError, SolverError
+from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
+from remat_theory.model.simulator import simulate
+from remat_theory.model.solution import (CLASS_ALL, FEASIBLE, INFEASIBLE, OPTIMAL, TIME_LIMIT,
                                    Solution)
 
-from . import registry
-from .registry import register
+from solvers import registry
+from solvers.registry import register
 
 NAME = "ilp"
 SOLVERS = ("highs", "cbc")
@@ -365,7 +365,7 @@ def encode(model: Model, schedule: Schedule) -> dict | None:
     the tests, not assumed) and by the tests of Theorem 1.  (With pairs, Fck+Fall is placed
     as Fall+Fck: same peaks, same state after.)
     """
-    from remat_theory.simulator import State, transition  # local: model helpers only
+    from remat_theory.model.simulator import State, transition  # local: model helpers only
 
     L = model.chain.length
     chain = model.chain
@@ -629,7 +629,7 @@ def _incumbent(chain: Chain, budget: int, use_dp: bool):
                 if sol.schedule is not None:
                     return sol.schedule, sol.makespan, nm
     if chain.store_all_memory() <= budget:
-        from .store_all import store_all_schedule
+        from solvers.store_all import store_all_schedule
         sched = store_all_schedule(chain)
         return sched, chain.ideal_makespan(), "store-all"
     return None, None, None
@@ -762,7 +762,7 @@ def _left(time_limit, t0):
 def _certify_answer(chain, budget, sol, time_limit, solver, threads, t0) -> Solution:
     """``sol`` (optimal for its class) made optimal over all schedules when the moment
     relaxation reaches its makespan; otherwise unchanged, with what the bound proved."""
-    from .ilp_bound import lower_bound
+    from solvers.ilp_bound import lower_bound
 
     lb = lower_bound(chain, budget, schedule=sol.schedule, time_limit=_left(time_limit, t0),
                      mip_solver=solver, threads=threads)
@@ -790,7 +790,7 @@ def _certified(chain, budget, time_limit, solver, pairs, warm_start, threads, t0
                too_big) -> Solution:
     """The default exact mode (proofs/ilp.md section 9): weak DP, moment relaxation, fast
     mode, and the proven model only when the cheaper steps leave a gap."""
-    from .ilp_bound import lower_bound
+    from solvers.ilp_bound import lower_bound
 
     info = {"solver": solver, "passes": None, "pairs": pairs, "certify": True}
     if budget < chain.x_size[0]:
@@ -858,7 +858,7 @@ def _certified_infeasible(chain, budget, time_limit, solver, threads, t0, info,
     """No schedule fits (proven by the relaxation, or below x_0): the smallest budget, by the
     proven min-budget model where it is affordable, else between the min-budget relaxation's
     bound and the weak DP's / fast mode's smallest budget."""
-    from .ilp_bound import min_budget_bound
+    from solvers.ilp_bound import min_budget_bound
 
     if too_big is None:
         g = chain.size_gcd()

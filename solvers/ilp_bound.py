@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 import pulp
 
-from remat_theory.chain import Chain
-from remat_theory.errors import RematError
-from remat_theory.schedule import B, FALL, FCK, FN, LOSS, Schedule
-from remat_theory.simulator import State, transition
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, Schedule
+from remat_theory.model.simulator import State, transition
 
 
 @dataclass
@@ -244,7 +244,7 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
     start, so the search starts with an incumbent worth at most its makespan; when the
     relaxation's optimum is that makespan, the solver only has to close the bound, which is
     what a proof of the schedule's optimality needs (often several times faster)."""
-    from . import ilp  # the shared solver drivers
+    from solvers import ilp  # the shared solver drivers
 
     t0 = time.perf_counter()
     g = chain.size_gcd()
@@ -269,7 +269,7 @@ def min_budget_bound(chain: Chain, *, time_limit: float | None = None,
                      mip_solver: str = "highs", threads: int = 1) -> int | None:
     """A proven lower bound on the smallest feasible budget (bytes) from the min-budget
     relaxation, or None if the solver proved nothing in time."""
-    from . import ilp
+    from solvers import ilp
 
     g = chain.size_gcd()
     model = build_relaxation(chain.scaled_sizes(g), None, name="remat_moments_min_budget")

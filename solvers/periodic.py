@@ -18,11 +18,11 @@ number of stages, not in cost, exactly as torch cuts them.
 """
 from __future__ import annotations
 
-from remat_theory.chain import Chain
-from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
 
-from ._schedules import check_int_option, chain_arrays, segments_cost, segments_schedule
-from .registry import register
+from solvers._schedules import check_int_option, chain_arrays, segments_cost, segments_schedule
+from solvers.registry import register
 
 
 def periodic_checkpoints(length: int, segments: int) -> list[int]:

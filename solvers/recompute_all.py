@@ -12,12 +12,12 @@ feasible exactly when its simulated peak fits (``min_budget`` is that peak).
 """
 from __future__ import annotations
 
-from remat_theory.chain import Chain
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Schedule
-from remat_theory.solution import Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
+from remat_theory.model.solution import Solution
 
-from ._schedules import advance, fixed_schedule_solution
-from .registry import register
+from solvers._schedules import advance, fixed_schedule_solution
+from solvers.registry import register
 
 
 def recompute_all_schedule(chain: Chain) -> Schedule:

@@ -1,5 +1,5 @@
 """The solver registry: every solver has the signature ``solve(chain, budget, **options)``
-and returns a :class:`~remat_theory.solution.Solution`.
+and returns a :class:`~remat_theory.model.solution.Solution`.
 
 :func:`solve` is the one entry point: it validates the input, times the solver, and
 replays the schedule it returns through the simulator, so that no solver's claim is ever
@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from remat_theory.chain import Chain
-from remat_theory.errors import InvalidScheduleError, RematError, SolverError
-from remat_theory.simulator import check_budget, simulate
-from remat_theory.solution import Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import InvalidScheduleError, RematError, SolverError
+from remat_theory.model.simulator import check_budget, simulate
+from remat_theory.model.solution import Solution
 
 # Relative tolerance between a solver's claimed makespan and the simulated one: the two
 # are sums of the same floats in possibly different orders, nothing more.

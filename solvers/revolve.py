@@ -40,12 +40,12 @@ from __future__ import annotations
 
 from math import comb
 
-from remat_theory.chain import Chain
-from remat_theory.schedule import Schedule
-from remat_theory.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.schedule import Schedule
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
 
-from ._schedules import advance, check_int_option, replay, stored_segment
-from .registry import register
+from solvers._schedules import advance, check_int_option, replay, stored_segment
+from solvers.registry import register
 
 
 def beta(c: int, r: int) -> int:

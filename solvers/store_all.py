@@ -7,11 +7,11 @@ and therefore optimal whenever it fits; below its peak it is infeasible.
 """
 from __future__ import annotations
 
-from remat_theory.chain import Chain
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Schedule
-from remat_theory.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
+from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
 
-from .registry import register
+from solvers.registry import register
 
 
 def store_all_schedule(chain: Chain) -> Schedule:

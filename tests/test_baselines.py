@@ -17,10 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers
-from remat_theory import Chain, families, simulate
-from remat_theory.errors import SolverError
-from remat_theory.schedule import DROP, FALL, FCK, FN
-from remat_theory.solution import FEASIBLE, INFEASIBLE, OPTIMAL
+from remat_theory import Chain, simulate
+from remat_theory.analysis import families
+from remat_theory.model.errors import SolverError
+from remat_theory.model.schedule import DROP, FALL, FCK, FN
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, OPTIMAL
 from remat_theory.strategies import chains, chains_and_budgets
 from solvers._schedules import segments_cost, segments_schedule
 from solvers.chen import greedy_plan, sqrt_checkpoints

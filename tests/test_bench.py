@@ -8,8 +8,8 @@ import math
 import pytest
 
 import solvers
-from remat_theory import benchmark as bm
-from remat_theory import families
+from remat_theory.analysis import benchmark as bm
+from remat_theory.analysis import families
 from remat_theory.cli import main
 from solvers.exhaustive import min_feasible_budget
 

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 import solvers
-from remat_theory import Chain, certificates
-from remat_theory.simulator import State
+from remat_theory import Chain
+from remat_theory.analysis import certificates
+from remat_theory.model.simulator import State
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +32,7 @@ def test_chain_misses_finds_the_fast_modes_counterexample(bench):
 
 @pytest.mark.parametrize("runs, no_fo", [(2, False), (1, True)])
 def test_the_phase_local_sweep_reports_what_it_found(bench, runs, no_fo):
-    from remat_theory.phase_local import missed_outcome
+    from remat_theory.analysis.phase_local import missed_outcome
     from solvers.exhaustive import search
 
     cls = f"weak-runs<={runs}"
@@ -101,7 +102,7 @@ def test_the_deeper_walk_stays_among_chains_whose_second_run_recomputes(bench):
 def test_the_min_budget_benchmark_agrees_with_exhaustive_search(bench, tmp_path):
     import json
 
-    from remat_theory.families import make
+    from remat_theory.analysis.families import make
     from solvers.exhaustive import min_feasible_budget
 
     out = tmp_path / "mb.json"

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 
 from remat_theory import Chain, ChainError, simulate
-from remat_theory.families import FAMILIES, make
+from remat_theory.analysis.families import FAMILIES, make
 from remat_theory.strategies import chains
 from solvers.exhaustive import min_feasible_budget
 from solvers.store_all import store_all_schedule

@@ -149,8 +149,8 @@ def test_generic_solver_options(chain_file, capsys):
 
 
 def test_a_long_proven_ilp_solve_is_announced(tmp_path, capsys):
-    from remat_theory.commands.solve import long_solve_note
-    from remat_theory.families import make
+    from remat_theory.cli.commands.solve import long_solve_note
+    from remat_theory.analysis.families import make
 
     big, small = make("random", 6, 0), make("random", 5, 0)
     note = long_solve_note(big, "ilp", {})

@@ -14,10 +14,10 @@ import textwrap
 import pytest
 
 import solvers
-from remat_theory import families
+from remat_theory.analysis import families
 from remat_theory.cli import main
-from remat_theory.errors import RematError
-from remat_theory.solution import INFEASIBLE, OPTIMAL
+from remat_theory.model.errors import RematError
+from remat_theory.model.solution import INFEASIBLE, OPTIMAL
 from solvers.registry import registered
 
 

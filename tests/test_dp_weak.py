@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers
-from remat_theory import Chain, families, simulate
-from remat_theory.errors import SolverError
-from remat_theory.persistence import is_persistent, is_weakly_persistent
+from remat_theory import Chain, simulate
+from remat_theory.analysis import families
+from remat_theory.model.errors import SolverError
+from remat_theory.model.persistence import is_persistent, is_weakly_persistent
 from remat_theory.strategies import chains, chains_and_budgets
 from solvers import dp, dp_weak, exhaustive
 

@@ -6,12 +6,12 @@ from hypothesis import given, settings
 
 import solvers
 from remat_theory import Chain, simulate
-from remat_theory.families import make
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
-from remat_theory.simulator import State, transition
-from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
+from remat_theory.analysis.families import make
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
+from remat_theory.model.simulator import State, transition
+from remat_theory.model.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.strategies import chains, chains_and_budgets
-from remat_theory.errors import SolverError
+from remat_theory.model.errors import SolverError
 from solvers.exhaustive import min_feasible_budget
 
 

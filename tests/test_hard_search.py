@@ -8,10 +8,10 @@ import pytest
 
 import solvers
 from remat_theory import Chain
-from remat_theory.certificates import load, replay, reprove
+from remat_theory.analysis.certificates import load, replay, reprove
 from remat_theory.cli import main
-from remat_theory.errors import RematError, SolverError
-from remat_theory.hard_search import (SearchConfig, _complexity, evaluate, run_restart,
+from remat_theory.model.errors import RematError, SolverError
+from remat_theory.analysis.hard_search import (SearchConfig, _complexity, evaluate, run_restart,
                                       search, shrink)
 
 # A DP-gap instance found by `remat hard --objective dp-gap --seed 1` before shrinking:
@@ -33,7 +33,7 @@ def test_evaluate_scores_the_dp_gap_against_exhaustive_search():
 def test_opt_is_exhaustive_search_up_to_10_stages():
     """At 9 stages the proven ILP does not finish in the time limit; exhaustive search gives
     OPT, so the instance is scored (before, OPT above 7 stages was the ILP's)."""
-    from remat_theory.families import make
+    from remat_theory.analysis.families import make
 
     chain = make("random", 9, 1)
     budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
@@ -187,7 +187,7 @@ def test_config_validation():
 
 
 def test_repeat_and_delete_stage_are_inverse():
-    from remat_theory.hard_search import _delete_stage, _repeat_stage
+    from remat_theory.analysis.hard_search import _delete_stage, _repeat_stage
 
     for i in range(GAP_CHAIN.length):
         longer = _repeat_stage(GAP_CHAIN, i)

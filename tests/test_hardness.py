@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import solvers
 from remat_theory import RematError, simulate
-from remat_theory.hardness import (all_instances, best_kept_set, best_subset_sum,
+from remat_theory.analysis.hardness import (all_instances, best_kept_set, best_subset_sum,
                                    is_partition_yes, partition_instance, subset_sum_instance,
                                    subset_sum_optimum, witness_schedule)
 
@@ -114,7 +114,7 @@ def test_persistent_dp_is_optimal_on_the_reduction():
 
 
 def test_witness_schedules_are_persistent():
-    from remat_theory.persistence import is_persistent
+    from remat_theory.model.persistence import is_persistent
 
     for values in all_instances(3, 3):
         chain = partition_instance(values).chain

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 import solvers
 from remat_theory import Chain, simulate
-from remat_theory.errors import SolverError
-from remat_theory.families import make
-from remat_theory.persistence import is_monotone
-from remat_theory.schedule import B, FCK, FN, LOSS, Schedule
-from remat_theory.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
+from remat_theory.model.errors import SolverError
+from remat_theory.analysis.families import make
+from remat_theory.model.persistence import is_monotone
+from remat_theory.model.schedule import B, FCK, FN, LOSS, Schedule
+from remat_theory.model.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.strategies import chains, chains_and_budgets, valid_schedules
 from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp import (binaries_bound, build_model, decode, encode, phase_op_bound,
@@ -381,8 +381,8 @@ def test_lemma2_dead_operations_can_be_removed(data, chain):
 def _phase_successors(chain, p):
     """``successors(state)``: the (forward op, next state) pairs the simulator's own
     transitions allow in phase p, with no budget."""
-    from remat_theory.schedule import FORWARD_KINDS, Op
-    from remat_theory.simulator import transition
+    from remat_theory.model.schedule import FORWARD_KINDS, Op
+    from remat_theory.model.simulator import transition
 
     forwards = [Op(k, s) for s in range(min(p, chain.length - 1) + 1) for k in FORWARD_KINDS]
 
@@ -449,7 +449,7 @@ def _most_runs(chain, start):
 def _phase_starts(L, p):
     """Every start state phase p can have: any plain x_j and tape t_j it tracks, except a
     plain x_{p+1} (B_{p+1} frees it)."""
-    from remat_theory.simulator import State
+    from remat_theory.model.simulator import State
 
     J = L if p == L else p + 1
     for plain in range(1 << J):
@@ -475,7 +475,7 @@ def test_lemma3_bound_is_attained_and_never_exceeded(L):
     x_j and tape t_j it may track, no plain x_{p+1} after B_{p+1}), no phase runs more than
     phase_op_bound(L, p) forward operations, and the longest one runs exactly that many;
     the loss phase reaches it from the initial state (x_0 alone), so in a valid schedule."""
-    from remat_theory.simulator import State
+    from remat_theory.model.simulator import State
 
     chain = Chain([1.0] * L, [1.0] * (L + 1), [0] * (L + 1), [0] * L)
     assert len(_longest_phase(chain, State.initial(chain))) == phase_op_bound(L, L)
@@ -490,8 +490,8 @@ def test_the_longest_phase_is_a_point_of_the_proven_model(L):
     a schedule whose loss phase is a longest one (every x_j and t_j held at its end, so the
     backward operations follow directly) is a point of the proven model, and with its
     operations fixed the min-budget model returns its simulated peak."""
-    from remat_theory.schedule import Op
-    from remat_theory.simulator import State
+    from remat_theory.model.schedule import Op
+    from remat_theory.model.simulator import State
 
     chain = make("random", L, 0)
     first = _longest_phase(chain, State.initial(chain))

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remat_theory import Chain, simulate
-from remat_theory.schedule import Schedule
-from remat_theory.families import make
+from remat_theory.model.schedule import Schedule
+from remat_theory.analysis.families import make
 from remat_theory.strategies import chains, valid_schedules
 from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp_bound import (build_relaxation, lower_bound, min_budget_bound, objective_of,
@@ -191,7 +191,7 @@ def test_a_relaxation_contradicting_a_schedule_is_an_error_not_an_answer(monkeyp
     ever made it do so, ilp raises rather than report an optimum (or infeasibility)."""
     import solvers
     import solvers.ilp_bound as ib
-    from remat_theory.errors import SolverError
+    from remat_theory.model.errors import SolverError
 
     chain = make("random", 5, 0)
     b = chain.store_all_memory()

@@ -7,9 +7,9 @@ import io
 import numpy as np
 import pytest
 
-from remat_theory.errors import RematError
-from remat_theory.parallel import TaskFailedError, parallel_map
-from remat_theory.progress import Progress
+from remat_theory.model.errors import RematError
+from remat_theory.analysis.parallel import TaskFailedError, parallel_map
+from remat_theory.analysis.progress import Progress
 
 
 def _seeded_draw(seed):
@@ -87,7 +87,7 @@ def _answers(report):
 
 def test_verify_sweep_on_a_local_dask_cluster_matches_the_single_process_run():
     pytest.importorskip("dask.distributed")
-    from remat_theory.verify import VerifyConfig, run_verify
+    from remat_theory.analysis.verify import VerifyConfig, run_verify
 
     def cfg(**kw):
         return VerifyConfig(seed=11, min_stages=2, max_stages=4, trials=2,

@@ -1,4 +1,4 @@
-"""The schedule classes of remat_theory.persistence: hand-built members and non-members, and
+"""The schedule classes of remat_theory.model.persistence: hand-built members and non-members, and
 random schedules of each class checked against the class optimum of each DP."""
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers
-from remat_theory import Chain, families, simulate
-from remat_theory.errors import InvalidScheduleError, SolverError
-from remat_theory.persistence import (MONOTONE, NO_FRESH, PERSISTENT, RUN_FALLS, WEAK,
+from remat_theory import Chain, simulate
+from remat_theory.analysis import families
+from remat_theory.model.errors import InvalidScheduleError, SolverError
+from remat_theory.model.persistence import (MONOTONE, NO_FRESH, PERSISTENT, RUN_FALLS, WEAK,
                                       check_class, frontier, is_class_member, is_monotone,
                                       is_persistent,
                                       is_weakly_persistent, next_fresh, next_mark, violation)
-from remat_theory.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
-from remat_theory.simulator import State, transition
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
+from remat_theory.model.simulator import State, transition
 from remat_theory.strategies import chains
 from solvers.store_all import store_all_schedule
 

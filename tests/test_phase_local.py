@@ -1,4 +1,4 @@
-"""One phase on its own (remat_theory.phase_local), checked against exhaustive search, and
+"""One phase on its own (remat_theory.analysis.phase_local), checked against exhaustive search, and
 the claim of proofs/ilp.md section 5 that one phase alone can need three weakly increasing
 runs while the whole chain does not."""
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 
 from remat_theory import Chain
-from remat_theory.errors import RematError
-from remat_theory.phase_local import missed_outcome, phase_outcomes
-from remat_theory.schedule import FORWARD_KINDS
-from remat_theory.simulator import State, state_memory, transition
+from remat_theory.model.errors import RematError
+from remat_theory.analysis.phase_local import missed_outcome, phase_outcomes
+from remat_theory.model.schedule import FORWARD_KINDS
+from remat_theory.model.simulator import State, state_memory, transition
 from remat_theory.strategies import chains_and_budgets
 from solvers.exhaustive import min_feasible_budget, search
 

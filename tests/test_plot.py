@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import solvers
-from remat_theory import families, plotting
-from remat_theory.chain import Chain
+from remat_theory.analysis import families, plotting
+from remat_theory.model.chain import Chain
 from remat_theory.cli import main
-from remat_theory.simulator import simulate
+from remat_theory.model.simulator import simulate
 from solvers.exhaustive import min_feasible_budget
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

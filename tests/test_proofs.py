@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 import solvers
 from remat_theory import Chain, simulate
-from remat_theory.certificates import CertificateError, load, replay, reprove
-from remat_theory.hardness import is_partition_yes, partition_instance
-from remat_theory.schedule import B, FALL, FORWARD_KINDS, LOSS
+from remat_theory.analysis.certificates import CertificateError, load, replay, reprove
+from remat_theory.analysis.hardness import is_partition_yes, partition_instance
+from remat_theory.model.schedule import B, FALL, FORWARD_KINDS, LOSS
 from remat_theory.strategies import chains
 
 CERT_DIR = Path(__file__).resolve().parent.parent / "proofs" / "certificates"
@@ -31,7 +31,7 @@ REPROVE_MAX_STAGES = 8
 
 
 def _witnesses() -> dict:
-    from remat_theory import hardness
+    from remat_theory.analysis import hardness
 
     return {"unbounded_gap_witness": hardness.unbounded_gap_witness,
             "persistence_gap_witness": hardness.persistence_gap_witness}
@@ -233,7 +233,7 @@ def test_weak_gap_certificate():
 def test_unbounded_gap_family(r):
     """Theorem 6.5: on H_r (L = r + 3) the witness runs F_0 twice (optimal: Lemma 6.2's
     argument) and the DP r + 2 times; for L <= 8 exhaustive search and dp-weak agree with 2."""
-    from remat_theory.hardness import unbounded_gap_chain, unbounded_gap_witness
+    from remat_theory.analysis.hardness import unbounded_gap_chain, unbounded_gap_witness
 
     chain, budget = unbounded_gap_chain(r)
     assert simulate(chain, unbounded_gap_witness(r), budget).makespan == 2
@@ -248,7 +248,7 @@ def test_unbounded_gap_spares():
     """The two facts Lemma 6.6 rests on, computed from the chain: B_2's necessary peak is
     the budget; every B_i (3 <= i <= r+2) spares 1 or 2 bytes, and the only values smaller
     than 3 bytes are x_0, x_1 and t_1."""
-    from remat_theory.hardness import unbounded_gap_chain
+    from remat_theory.analysis.hardness import unbounded_gap_chain
 
     for r in range(1, 12):
         chain, budget = unbounded_gap_chain(r)
@@ -370,7 +370,7 @@ def test_slot_rounding_bound(chain, frac, slots):
 @pytest.mark.parametrize("k", range(1, 31))
 def test_persistence_gap_witness(k):
     """Lemma 6.3: the witness is valid under 22 bytes and runs F_0 exactly k + 1 times."""
-    from remat_theory.hardness import persistence_gap_chain, persistence_gap_witness
+    from remat_theory.analysis.hardness import persistence_gap_chain, persistence_gap_witness
 
     chain, budget = persistence_gap_chain(k)
     sched = persistence_gap_witness(k)
@@ -383,7 +383,7 @@ def test_persistence_gap_witness(k):
 def test_persistence_gap_family(k):
     """Theorem 6.1: DP = 2k + 1, DP_weak = k + 1 = the Lemma 6.2 lower bound; for k <= 2
     exhaustive search confirms OPT = k + 1."""
-    from remat_theory.hardness import persistence_gap_chain
+    from remat_theory.analysis.hardness import persistence_gap_chain
 
     chain, budget = persistence_gap_chain(k)
     dp = solvers.solve(chain, budget, "dp")
@@ -397,7 +397,7 @@ def test_persistence_gap_family(k):
 def test_persistence_gap_lemma_6_4_on_the_dp_schedule():
     """Lemma 6.4's structure on the DP's schedule: F_0 runs between B_a and B_m of every
     block (a = 4j - 1, m = 4j - 2), besides the k + 1 runs every schedule needs."""
-    from remat_theory.hardness import persistence_gap_chain
+    from remat_theory.analysis.hardness import persistence_gap_chain
 
     k = 3
     chain, budget = persistence_gap_chain(k)

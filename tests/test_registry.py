@@ -4,8 +4,8 @@ from hypothesis import given, settings
 
 import solvers
 from remat_theory import Chain, Schedule, Solution, SolverError
-from remat_theory.errors import RematError
-from remat_theory.solution import FEASIBLE, INFEASIBLE, OPTIMAL
+from remat_theory.model.errors import RematError
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, OPTIMAL
 from remat_theory.strategies import chains
 from solvers.registry import _REGISTRY, register
 from solvers.store_all import store_all_schedule

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from remat_theory import (BudgetExceededError, Chain, InvalidScheduleError, Schedule,
                           ScheduleParseError, simulate)
-from remat_theory.errors import RematError
-from remat_theory.schedule import Op
+from remat_theory.model.errors import RematError
+from remat_theory.model.schedule import Op
 from remat_theory.strategies import chains, valid_schedules
 from solvers.store_all import store_all_schedule
 

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from remat_theory.chain import Chain  # noqa: E402
+from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.cli import main  # noqa: E402
 from torch_device import NAME  # noqa: E402
 

@@ -14,9 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import solvers  # noqa: E402
-from remat_theory.errors import InvalidScheduleError  # noqa: E402
-from remat_theory.schedule import Schedule  # noqa: E402
-from remat_theory.simulator import simulate  # noqa: E402
+from remat_theory.model.errors import InvalidScheduleError  # noqa: E402
+from remat_theory.model.schedule import Schedule  # noqa: E402
+from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402
                                 profile, split_stages)
 from remat_theory.torch.stages import stage_parameters  # noqa: E402

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from remat_theory.errors import InfeasibleBudgetError, RematError  # noqa: E402
+from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.torch import CheckpointedSequential, build  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
 

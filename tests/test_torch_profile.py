@@ -6,8 +6,8 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from remat_theory.chain import Chain  # noqa: E402
-from remat_theory.errors import RematError  # noqa: E402
+from remat_theory.model.chain import Chain  # noqa: E402
+from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.torch import build, profile, profile_details, split_stages  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 

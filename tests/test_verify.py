@@ -12,9 +12,9 @@ import pytest
 
 import solvers
 from remat_theory.cli import main
-from remat_theory.errors import RematError
-from remat_theory.solution import CLASS_ALL, CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
-from remat_theory.verify import (VerifyConfig, class_subset, make_tasks, run_verify,
+from remat_theory.model.errors import RematError
+from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
+from remat_theory.analysis.verify import (VerifyConfig, class_subset, make_tasks, run_verify,
                                  verify_chain)
 from solvers.registry import registered
 from solvers.exhaustive import min_feasible_budget, solve_exhaustive

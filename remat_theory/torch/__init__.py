@@ -13,12 +13,12 @@ never does.  Modules:
 * :mod:`.networks`: built-in MLP, ResNet-like, Transformer and unrolled-GRU networks.
 * :mod:`.confirm`: predicted vs measured memory and time (``remat confirm``).
 """
-from .executor import ExecutionResult, ScheduleExecutor, execute, plain_backprop
-from .module import CheckpointedSequential
-from .networks import NETWORKS, Network, build
-from .profiler import ProfileResult, profile, profile_details
-from .stages import split_stages
-from .tracker import MemoryTracker
+from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, execute, plain_backprop
+from remat_theory.torch.module import CheckpointedSequential
+from remat_theory.torch.networks import NETWORKS, Network, build
+from remat_theory.torch.profiler import ProfileResult, profile, profile_details
+from remat_theory.torch.stages import split_stages
+from remat_theory.torch.tracker import MemoryTracker
 
 __all__ = ["CheckpointedSequential", "ExecutionResult", "MemoryTracker", "NETWORKS", "Network",
            "ProfileResult", "ScheduleExecutor", "build", "execute", "plain_backprop", "profile",

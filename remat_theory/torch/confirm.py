@@ -37,14 +37,14 @@ import torch
 
 import solvers as solver_registry
 
-from ..errors import RematError
-from ..simulator import simulate
-from .executor import ScheduleExecutor, plain_backprop
-from .networks import NETWORKS, build
-from .profiler import profile_details
-from .rounding import auto_unit, rounded_chain
-from .stages import split_stages, stage_parameters
-from .tracker import MemoryTracker, storage_bytes
+from remat_theory.model.errors import RematError
+from remat_theory.model.simulator import simulate
+from remat_theory.torch.executor import ScheduleExecutor, plain_backprop
+from remat_theory.torch.networks import NETWORKS, build
+from remat_theory.torch.profiler import profile_details
+from remat_theory.torch.rounding import auto_unit, rounded_chain
+from remat_theory.torch.stages import split_stages, stage_parameters
+from remat_theory.torch.tracker import MemoryTracker, storage_bytes
 
 DEFAULT_BUDGETS = (0.3, 0.5, 0.8)
 # Exact solvers whose cost does not grow with budget / size gcd: they see exact bytes.
@@ -77,7 +77,7 @@ def split_overhead_peak(chain, prof, sim, schedule) -> int:
     replays the simulator's profile with the kind-specific overhead, to show how much of a
     gap that explains; it is a diagnostic, not the model's prediction.
     """
-    from ..schedule import FALL, FCK, FN
+    from remat_theory.model.schedule import FALL, FCK, FN
 
     peak = chain.x_size[0]
     for op, row in zip(schedule, sim.profile):
@@ -93,7 +93,7 @@ def split_forward_time(chain, prof, schedule) -> float:
     """The makespan with kind-specific forward times (no-grad time for Fn/Fck, recording time
     for Fall); the chain model has one forward time per stage (the recording one).  A
     diagnostic, like :func:`split_overhead_peak`."""
-    from ..schedule import FCK, FN
+    from remat_theory.model.schedule import FCK, FN
 
     total = 0.0
     for op, row in zip(schedule, _rows(chain, schedule)):
@@ -105,7 +105,7 @@ def split_forward_time(chain, prof, schedule) -> float:
 
 
 def _rows(chain, schedule):
-    from ..schedule import B, FALL, LOSS
+    from remat_theory.model.schedule import B, FALL, LOSS
 
     for op in schedule:
         if op.kind == FALL:

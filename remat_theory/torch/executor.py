@@ -15,7 +15,7 @@ table), and frees them when the table says so:
   tiny autograd function (:class:`_Source`) placed in front of the stage, which hands it to
   the executor without the graph keeping a reference to the input tensor.
 
-Operations (tokens as in :mod:`remat_theory.schedule`):
+Operations (tokens as in :mod:`remat_theory.model.schedule`):
 
 * ``Fn{i}`` / ``Fck{i}``: ``y = stage_i(x_i)`` under ``torch.no_grad()``; Fn then frees the
   plain x_i if one is held, otherwise the tape t_i it read x_i from (never x_0).
@@ -44,11 +44,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..chain import Chain
-from ..errors import InvalidScheduleError, RematError
-from ..schedule import B, DROP, FALL, FCK, FN, LOSS, Op, Schedule
-from ..simulator import State, transition
-from .stages import running_stat_buffers, split_stages
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import InvalidScheduleError, RematError
+from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, Op, Schedule
+from remat_theory.model.simulator import State, transition
+from remat_theory.torch.stages import running_stat_buffers, split_stages
 
 
 class _Slot:

@@ -15,7 +15,7 @@ Construction profiles the model once on ``example_input`` (:func:`.profiler.prof
 solves the chain with the named solver (any name of ``remat solvers``; ``budget`` is
 bytes of activation memory, or a float in (0, 1] meaning that fraction of the store-all
 peak) and keeps the schedule.  A budget below the solver's smallest feasible one raises
-:class:`~remat_theory.errors.InfeasibleBudgetError` naming that smallest budget.
+:class:`~remat_theory.model.errors.InfeasibleBudgetError` naming that smallest budget.
 
 How a pure ``forward`` expresses a schedule (the approach of Rotor and of the reentrant
 ``torch.utils.checkpoint``): ``forward`` runs the operations before ``Loss`` and returns
@@ -41,12 +41,12 @@ from torch import nn
 
 import solvers as solver_registry
 
-from ..errors import InfeasibleBudgetError, RematError
-from ..schedule import LOSS
-from .executor import ScheduleExecutor
-from .profiler import profile
-from .rounding import auto_unit, rounded_chain
-from .stages import split_stages, stage_parameters
+from remat_theory.model.errors import InfeasibleBudgetError, RematError
+from remat_theory.model.schedule import LOSS
+from remat_theory.torch.executor import ScheduleExecutor
+from remat_theory.torch.profiler import profile
+from remat_theory.torch.rounding import auto_unit, rounded_chain
+from remat_theory.torch.stages import split_stages, stage_parameters
 
 
 class _RunSchedule(torch.autograd.Function):

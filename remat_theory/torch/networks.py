@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import RematError
+from remat_theory.model.errors import RematError
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Profile a network into a :class:`~remat_theory.chain.Chain` (DESIGN section 1).
+"""Profile a network into a :class:`~remat_theory.model.chain.Chain` (DESIGN section 1).
 
 For every stage i (the stages of :func:`~remat_theory.torch.stages.split_stages`):
 
@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..chain import Chain
-from ..errors import RematError
-from ..schedule import Op
-from .executor import ScheduleExecutor
-from .stages import model_state_kept, split_stages, stage_buffers, stage_parameters
-from .tracker import MemoryTracker, storage_bytes
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.model.schedule import Op
+from remat_theory.torch.executor import ScheduleExecutor
+from remat_theory.torch.stages import model_state_kept, split_stages, stage_buffers, stage_parameters
+from remat_theory.torch.tracker import MemoryTracker, storage_bytes
 
 
 @dataclass

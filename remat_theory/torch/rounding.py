@@ -11,7 +11,7 @@ the overhead).  Pure Python; no torch needed.
 """
 from __future__ import annotations
 
-from ..chain import Chain
+from remat_theory.model.chain import Chain
 
 
 def auto_unit(chain, units: int = 2048) -> int:

@@ -14,7 +14,7 @@ import contextlib
 import torch
 from torch import nn
 
-from ..errors import RematError
+from remat_theory.model.errors import RematError
 
 
 def _flatten(seq: nn.Sequential, out: list) -> None:

@@ -5,11 +5,11 @@ import math
 import sys
 from pathlib import Path
 
-from ..certificates import Certificate
-from ..chain import Chain
-from ..errors import RematError
-from ..hard_search import OBJECTIVES, Found, SearchConfig, certificate, search
-from ._common import positive_float, positive_int, print_json
+from remat_theory.analysis.certificates import Certificate
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.analysis.hard_search import OBJECTIVES, Found, SearchConfig, certificate, search
+from remat_theory.cli.commands._common import positive_float, positive_int, print_json
 
 NAME = "hard"
 ORDER = 60

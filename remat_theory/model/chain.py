@@ -17,7 +17,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .errors import ChainError
+from remat_theory.model.errors import ChainError
 
 FORMAT = "remat-chain/1"
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from .chain import Chain
-from .errors import InvalidScheduleError, RematError
-from .schedule import Schedule
-from .simulator import SimulationResult, check_budget, simulate
-from .solution import OPTIMAL, Solution
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import InvalidScheduleError, RematError
+from remat_theory.model.schedule import Schedule
+from remat_theory.model.simulator import SimulationResult, check_budget, simulate
+from remat_theory.model.solution import OPTIMAL, Solution
 
 FORMAT = "remat-certificate/1"
 

@@ -17,7 +17,7 @@ instance whose optimum is not proven scores nothing.
 
 The search (:func:`search`) runs independent *restarts*, each a top-level function of its
 own seed (:func:`run_restart`), spread over processes by
-:func:`remat_theory.parallel.parallel_map`: each draws a random instance and hill-climbs
+:func:`remat_theory.analysis.parallel.parallel_map`: each draws a random instance and hill-climbs
 by changing one stage value or the budget at a time, accepting moves that do not lower
 the score.  The best instance is then *shrunk* (:func:`shrink`), as hypothesis shrinks a
 failing example: fewer stages first, then smaller integers, then a smaller budget, keeping
@@ -36,10 +36,10 @@ from typing import Callable
 
 import numpy as np
 
-from .certificates import Certificate, solution_entry
-from .chain import Chain
-from .errors import RematError
-from .solution import CLASS_ALL, INFEASIBLE, OPTIMAL
+from remat_theory.analysis.certificates import Certificate, solution_entry
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 
 OBJECTIVES = ("dp-gap", "baseline-gap", "ilp-time")
 EXHAUSTIVE_MAX_STAGES = 10  # exhaustive search proves random 10-stage chains in seconds
@@ -99,7 +99,7 @@ class SearchConfig:
     def target_call(self) -> tuple:
         """``(registry name, options)`` of the compared solver (a verify variant label such
         as ``exhaustive-monotone`` stands for a registered solver with fixed options)."""
-        from .verify import VARIANTS
+        from remat_theory.analysis.verify import VARIANTS
 
         name, opts = VARIANTS.get(self.target, (self.target, {}))
         opts = dict(opts)
@@ -478,7 +478,7 @@ def search(cfg: SearchConfig, *, seconds: float = 60.0, seed: int = 0,
         shrinking never loses hardness; for ``ilp-time``, half of it, since solve times
         vary from run to run).
     """
-    from .parallel import default_workers, parallel_map
+    from remat_theory.analysis.parallel import default_workers, parallel_map
 
     if not (isinstance(seconds, (int, float)) and seconds > 0 and math.isfinite(seconds)):
         raise RematError(f"seconds = {seconds!r} must be a positive number")

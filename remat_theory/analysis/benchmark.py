@@ -3,7 +3,7 @@ from the optimum (``remat bench quality``).  Figures, not tests: nothing here as
 
 Speed (:func:`bench_solvers`)
     Every measured solve runs in a fresh Python subprocess (``python -m
-    remat_theory.benchmark``) so that its peak resident memory (``ru_maxrss`` of that process,
+    remat_theory.analysis.benchmark``) so that its peak resident memory (``ru_maxrss`` of that process,
     interpreter and imports included; the RSS after imports is reported as ``base_rss``) and
     its time belong to that run alone.  Time is the solver's own wall time as the registry
     measures it (the simulator replay that checks the answer is not included); ``cpu_time``
@@ -40,12 +40,12 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import families
-from .chain import Chain
-from .errors import RematError
-from .parallel import parallel_map
-from .progress import Progress
-from .verify import solve_with_options
+from remat_theory.analysis import families
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.analysis.parallel import parallel_map
+from remat_theory.analysis.progress import Progress
+from remat_theory.analysis.verify import solve_with_options
 
 MIB = 2 ** 20
 
@@ -172,7 +172,7 @@ def measure(chain: Chain, budget: int, solver: str, options: dict | None = None,
             "options": options or {}}
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "remat_theory.benchmark"],
+        proc = subprocess.run([sys.executable, "-m", "remat_theory.analysis.benchmark"],
                               input=json.dumps(spec), capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:

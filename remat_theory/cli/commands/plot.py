@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from .. import families
-from ..errors import RematError
-from ._common import budget_arg, load_chain, positive_float, positive_int, print_json
-from ._common import stdout_to_stderr
-from .verify import name_list
+from remat_theory.analysis import families
+from remat_theory.model.errors import RematError
+from remat_theory.cli.commands._common import budget_arg, load_chain, positive_float, positive_int, print_json
+from remat_theory.cli.commands._common import stdout_to_stderr
+from remat_theory.cli.commands.verify import name_list
 
 NAME = "plot"
 ORDER = 70
@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import solvers
 
-    from .. import plotting
+    from remat_theory.analysis import plotting
 
     if (args.chain is None) == (args.family is None):
         raise RematError("give either CHAIN.json or --family NAME (not both, not neither)")

@@ -26,8 +26,8 @@ import pickle
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterable, Sequence
 
-from .errors import RematError
-from .progress import Progress
+from remat_theory.model.errors import RematError
+from remat_theory.analysis.progress import Progress
 
 __all__ = ["parallel_map", "TaskFailedError", "default_workers"]
 

@@ -20,9 +20,9 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
-from .chain import Chain
-from .errors import BudgetExceededError, InvalidScheduleError, RematError
-from .schedule import B, DROP, FALL, FCK, FN, LOSS, Op, Schedule
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError, RematError
+from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, Op, Schedule
 
 
 class State(NamedTuple):

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-from .errors import ScheduleParseError
+from remat_theory.model.errors import ScheduleParseError
 
 FN, FCK, FALL, LOSS, B, DROP = "Fn", "Fck", "Fall", "Loss", "B", "Drop"
 FORWARD_KINDS = (FN, FCK, FALL)

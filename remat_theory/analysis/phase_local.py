@@ -5,7 +5,7 @@ the backward operation that closes the phase (the loss, or B_p).  This module an
 one phase started in a given simulator state (``start.bwd_next`` says which phase), what
 the phase can leave behind: for every state reachable *after* its closing backward
 operation, the Pareto set of (memory held, time spent), optionally restricted to a class of
-:mod:`remat_theory.persistence` (e.g. ``"weak-runs<=2"``).  Dijkstra over the simulator's own
+:mod:`remat_theory.model.persistence` (e.g. ``"weak-runs<=2"``).  Dijkstra over the simulator's own
 states and transition function, budget checked at every operation, the closing one included.
 
 Two outcomes are compared on what later phases can see: the values still *live* after the
@@ -25,11 +25,11 @@ import heapq
 import itertools
 from typing import NamedTuple
 
-from . import persistence
-from .chain import Chain
-from .errors import RematError
-from .schedule import FALL, FCK, FN, LOSS_OP, Bwd, Op, Schedule
-from .simulator import State, state_memory, transition
+from remat_theory.model import persistence
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.model.schedule import FALL, FCK, FN, LOSS_OP, Bwd, Op, Schedule
+from remat_theory.model.simulator import State, state_memory, transition
 
 
 class Outcome(NamedTuple):

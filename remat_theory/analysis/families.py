@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .chain import Chain
-from .errors import ChainError
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import ChainError
 
 
 def _rng(seed) -> np.random.Generator:

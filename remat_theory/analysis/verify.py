@@ -13,10 +13,10 @@ Schedules belong to classes ordered by inclusion::
     persistent  ⊆  weakly-persistent  ⊆  weak-runs<=1  ⊆  weak-runs<=2  ⊆  all  ⊆  all+drop
 
 (``weak-runs<=K``: at most K weakly increasing runs of forward stages per phase, classes of
-:mod:`remat_theory.persistence`; K = 1, the *monotone* class, is the normal form of the
+:mod:`remat_theory.model.persistence`; K = 1, the *monotone* class, is the normal form of the
 ILP's fast mode.)
 
-Every schedule is classified by the rules of :mod:`remat_theory.persistence` (the smallest
+Every schedule is classified by the rules of :mod:`remat_theory.model.persistence` (the smallest
 class it lies in; ``all+drop`` when it uses Drop ops), whatever solver produced it.  A
 *claim* is what a solution proves about a class C (its ``optimal_for``): "the optimum of C
 is v" (status ``optimal``), "every schedule of C takes at least b" (``bound``), "no
@@ -60,12 +60,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import families
-from .chain import Chain
-from .errors import InfeasibleBudgetError, RematError, SolverError
-from .schedule import DROP
-from .parallel import parallel_map
-from .solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution
+from remat_theory.analysis import families
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverError
+from remat_theory.model.schedule import DROP
+from remat_theory.analysis.parallel import parallel_map
+from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution
 
 __all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verify",
            "summarize", "format_table", "CLASS_RANK", "class_subset"]
@@ -246,8 +246,8 @@ def solve_with_options(chain: Chain, budget: int, name: str, options: dict):
 
 def schedule_class_of(chain: Chain, schedule) -> str:
     """The smallest class of :data:`CLASS_RANK` that ``schedule`` belongs to, decided by the
-    rules of :mod:`remat_theory.persistence` (not by what a solver says)."""
-    from . import persistence
+    rules of :mod:`remat_theory.model.persistence` (not by what a solver says)."""
+    from remat_theory.model import persistence
 
     if any(op.kind == DROP for op in schedule):
         return "all+drop"

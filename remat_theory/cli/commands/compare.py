@@ -26,9 +26,9 @@ import sys
 
 import solvers
 
-from ..errors import RematError
-from ..solution import CLASS_ALL, OPTIMAL
-from ._common import budget_arg, load_chain, positive_float, print_json, stdout_to_stderr
+from remat_theory.model.errors import RematError
+from remat_theory.model.solution import CLASS_ALL, OPTIMAL
+from remat_theory.cli.commands._common import budget_arg, load_chain, positive_float, print_json, stdout_to_stderr
 
 NAME = "compare"
 ORDER = 25

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .chain import Chain
-from .errors import RematError
-from .parallel import parallel_map
-from .simulator import simulate
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.analysis.parallel import parallel_map
+from remat_theory.model.simulator import simulate
 
 
 def pareto_budgets(chain: Chain, max_points: int = 80) -> list[int]:

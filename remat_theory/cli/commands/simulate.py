@@ -1,9 +1,9 @@
 """``remat simulate CHAIN.json --budget B --schedule "..." [--json]``"""
 from __future__ import annotations
 
-from ..schedule import Schedule
-from ..simulator import simulate
-from ._common import budget_arg, load_chain, print_json
+from remat_theory.model.schedule import Schedule
+from remat_theory.model.simulator import simulate
+from remat_theory.cli.commands._common import budget_arg, load_chain, print_json
 
 NAME = "simulate"
 ORDER = 10

@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import RematError
-from ._common import positive_float, positive_int, print_json, stdout_to_stderr, torch_device
+from remat_theory.model.errors import RematError
+from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr, torch_device
 
 NAME = "confirm"
 ORDER = 60
@@ -130,7 +130,7 @@ def deterministic_kernels(torch, on: bool):
 
 def run(args) -> int:
     torch, device = torch_device(args.device, args.threads, "confirm")
-    from ..torch import confirm as C
+    from remat_theory.torch import confirm as C
 
     clock = args.clock
     if clock == "auto":

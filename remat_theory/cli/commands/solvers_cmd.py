@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import solvers
 
-from ._common import print_json
+from remat_theory.cli.commands._common import print_json
 
 NAME = "solvers"
 ORDER = 30

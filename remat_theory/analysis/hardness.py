@@ -33,9 +33,9 @@ import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
-from .chain import Chain
-from .errors import RematError
-from .schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 
 
 @dataclass(frozen=True)

@@ -68,10 +68,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .chain import Chain
-from .errors import InvalidScheduleError
-from .schedule import FALL, FCK, FN, FORWARD_KINDS, DROP, Op, Schedule
-from .simulator import State, transition
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import InvalidScheduleError
+from remat_theory.model.schedule import FALL, FCK, FN, FORWARD_KINDS, DROP, Op, Schedule
+from remat_theory.model.simulator import State, transition
 
 PERSISTENT = "persistent"
 WEAK = "weak"

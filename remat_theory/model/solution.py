@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .schedule import Schedule
+from remat_theory.model.schedule import Schedule
 
 OPTIMAL, FEASIBLE, INFEASIBLE, TIME_LIMIT = "optimal", "feasible", "infeasible", "time_limit"
 STATUSES = (OPTIMAL, FEASIBLE, INFEASIBLE, TIME_LIMIT)

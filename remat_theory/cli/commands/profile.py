@@ -2,7 +2,7 @@
 chain file (remat-chain/1).  Needs torch."""
 from __future__ import annotations
 
-from ._common import positive_int, print_json, torch_device
+from remat_theory.cli.commands._common import positive_int, print_json, torch_device
 
 NAME = "profile"
 ORDER = 55
@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     torch, device = torch_device(args.device, args.threads, "profile")
-    from ..torch import build, profile_details
+    from remat_theory.torch import build, profile_details
 
     net = build(args.model, args.scale)
     res = profile_details(net.model, net.example_input, net.loss_fn, device,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import solvers
 
-from ..solution import INFEASIBLE
-from ._common import (budget_arg, check_budget_feasible_at_all, load_chain, positive_float,
+from remat_theory.model.solution import INFEASIBLE
+from remat_theory.cli.commands._common import (budget_arg, check_budget_feasible_at_all, load_chain, positive_float,
                       positive_int, print_json)
 
 NAME = "solve"

@@ -8,11 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-from .. import benchmark as bm
-from ..errors import RematError
-from ._common import positive_float, positive_int
-from ._common import stdout_to_stderr
-from .verify import name_list
+from remat_theory.analysis import benchmark as bm
+from remat_theory.model.errors import RematError
+from remat_theory.cli.commands._common import positive_float, positive_int
+from remat_theory.cli.commands._common import stdout_to_stderr
+from remat_theory.cli.commands.verify import name_list
 
 NAME = "bench"
 ORDER = 60

@@ -9,10 +9,10 @@ import argparse
 import json
 import sys
 
-from ..errors import RematError
-from ..verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VerifyConfig, format_table,
+from remat_theory.model.errors import RematError
+from remat_theory.analysis.verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VerifyConfig, format_table,
                       run_verify)
-from ._common import positive_float, positive_int, print_json, stdout_to_stderr
+from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr
 
 NAME = "verify"
 ORDER = 40

@@ -1,6 +1,6 @@
 """The ``remat`` command line (DESIGN section 4).
 
-Subcommands live in :mod:`remat_theory.commands`, one module each, discovered at start:
+Subcommands live in :mod:`remat_theory.cli.commands`, one module each, discovered at start:
 a module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
 Bad input of any kind prints one line ``remat: error: ...`` naming the field, index or
 step, and exits with code 2, without a traceback.
@@ -12,11 +12,11 @@ import importlib
 import pkgutil
 import sys
 
-from .errors import RematError
+from remat_theory.model.errors import RematError
 
 
 def _commands():
-    from . import commands
+    from remat_theory.cli import commands
 
     mods = []
     for m in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

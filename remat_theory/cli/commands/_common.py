@@ -8,8 +8,8 @@ import math
 import os
 import sys
 
-from ..chain import Chain
-from ..errors import RematError
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
 
 
 def budget_arg(text: str) -> int:

@@ -1,0 +1,3 @@
+from remat_theory.cli.main import entry
+
+entry()

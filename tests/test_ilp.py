@@ -227,7 +227,7 @@ def test_an_unproven_smallest_budget_is_reported_as_found_with_its_bound(monkeyp
     """A min-budget MILP stopped by its time limit without an answer: the seed's budget is
     reported as found, with the proven lower bound (the infeasible budget + 1), and never as
     the smallest feasible budget."""
-    import solvers.ilp as ilp
+    import solvers.ilp.backends as ilp
 
     chain = Chain([1.0, 1.0], [1.0, 1.0, 1.0], [5, 2, 2], [3, 3])
     stopped = ilp.RunResult(proven=False, infeasible=False, has_solution=False, objective=None,

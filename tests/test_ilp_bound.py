@@ -12,7 +12,7 @@ from remat_theory.model.schedule import Schedule
 from remat_theory.analysis.families import make
 from remat_theory.strategies import chains, valid_schedules
 from solvers.exhaustive import min_feasible_budget, search
-from solvers.ilp_bound import (build_relaxation, lower_bound, min_budget_bound, objective_of,
+from solvers.ilp.relaxation import (build_relaxation, lower_bound, min_budget_bound, objective_of,
                                relaxation_point, violated_rows)
 
 
@@ -190,7 +190,7 @@ def test_a_relaxation_contradicting_a_schedule_is_an_error_not_an_answer(monkeyp
     """Theorem 3 says the bound never exceeds a valid schedule's makespan; if a solver bug
     ever made it do so, ilp raises rather than report an optimum (or infeasibility)."""
     import solvers
-    import solvers.ilp_bound as ib
+    import solvers.ilp.relaxation as ib
     from remat_theory.model.errors import SolverError
 
     chain = make("random", 5, 0)

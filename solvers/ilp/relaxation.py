@@ -33,11 +33,14 @@ from remat_theory.model.errors import RematError
 from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, Schedule
 from remat_theory.model.simulator import State, transition
 
+from solvers._deadline import Deadline, DeadlineExpired
+from solvers.ilp import backends
+
 
 @dataclass
 class Relaxation:
-    """The built relaxation; ``prob``, ``constant`` and ``budget_var`` as in ``ilp.Model``
-    (so the same solver drivers run it)."""
+    """The built relaxation; ``prob``, ``constant`` and ``budget_var`` as in
+    :class:`solvers.ilp.model.Model` (so the same solver drivers run it)."""
 
     chain: Chain  # sizes already divided by their gcd
     prob: pulp.LpProblem
@@ -63,10 +66,23 @@ def _names(L: int):
             yield f"a_{i}_{r}"
 
 
-def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moments") -> Relaxation:
+def binaries(L: int) -> int:
+    """The number of binaries of the relaxation for L stages, ``len(list(_names(L)))`` in
+    closed form (about 2.5 L^2): h and g at each moment, c, z and a per phase."""
+    h_and_g = L * (L + 1) + L  # h: L(L+1)/2 + L, g: L(L+1)/2
+    c_and_z = L * (L + 1) + 2 * L
+    a = L * (L - 1) // 2 + L - 1
+    return h_and_g + c_and_z + a
+
+
+def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moments",
+                     deadline: Deadline | None = None) -> Relaxation:
     """The moment relaxation of ``chain`` (sizes in their final units) at ``budget``;
     ``budget=None`` builds the min-budget variant (an integer budget variable, minimized),
-    whose optimum is a lower bound on the smallest feasible budget."""
+    whose optimum is a lower bound on the smallest feasible budget.  ``deadline`` is
+    checked once per phase (:class:`~solvers._deadline.DeadlineExpired` when it passes)."""
+    deadline = deadline or Deadline(None)
+    what = f"building the moment relaxation ({chain.length} stages)"
     L = chain.length
     x, tp, bo, ft = chain.x_size, chain.tape_size, chain.bwd_overhead, chain.fwd_time
     prob = pulp.LpProblem(name, pulp.LpMinimize)
@@ -93,6 +109,7 @@ def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moment
 
     rows = []
     for q in range(L, -1, -1):
+        deadline.check(what)
         if q < L:
             rows.append((h(q, q) == 1, f"tape_at_b_{q}"))  # B_q reads t_{q+1}
         if q >= 1:
@@ -103,6 +120,7 @@ def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moment
                 + pulp.lpSum(x[r + 1] * c(r, r) for r in range(q, L)))  # dead x_{r+1}
         rows.append((held + x[q] + bo[q] - M <= 0, f"peak_b_{q}"))
     for r in range(L, -1, -1):
+        deadline.check(what)
         top = min(r, L - 1)
         for j in range(top + 1):  # a tape held at moment r was held at r+1 or made in phase r
             rows.append((h(j, r) - (h(j, r + 1) if r < L else 0) - z(j, r) <= 0, f"keep_t_{j}_{r}"))
@@ -243,18 +261,21 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
     ``schedule`` (valid at ``budget``): its point (:func:`relaxation_point`) is the MIP
     start, so the search starts with an incumbent worth at most its makespan; when the
     relaxation's optimum is that makespan, the solver only has to close the bound, which is
-    what a proof of the schedule's optimality needs (often several times faster)."""
-    from solvers import ilp  # the shared solver drivers
+    what a proof of the schedule's optimality needs (often several times faster).
 
-    t0 = time.perf_counter()
+    ``time_limit`` bounds building and solving together; when it passes during the build,
+    :class:`~solvers._deadline.DeadlineExpired` is raised (nothing was proven)."""
+    deadline = Deadline(time_limit)
+    t0 = deadline.start
     g = chain.size_gcd()
     sc = chain.scaled_sizes(g)
     scale = max(1.0, chain.ideal_makespan())
     if budget < chain.x_size[0]:
         return Bound(None, True, True, "budget below x_0", time.perf_counter() - t0)
-    model = build_relaxation(sc, budget // g)
+    model = build_relaxation(sc, budget // g, deadline=deadline)
     start = relaxation_point(chain, schedule) if schedule is not None else None
-    res = ilp.run_model(model, mip_solver, time_limit, start, threads, scale)
+    deadline.check("starting the moment relaxation's solve")
+    res = backends.run_model(model, mip_solver, deadline.remaining(0.01), start, threads, scale)
     wall = time.perf_counter() - t0
     if res.infeasible:
         return Bound(None, True, True, res.status_text, wall)
@@ -268,12 +289,17 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
 def min_budget_bound(chain: Chain, *, time_limit: float | None = None,
                      mip_solver: str = "highs", threads: int = 1) -> int | None:
     """A proven lower bound on the smallest feasible budget (bytes) from the min-budget
-    relaxation, or None if the solver proved nothing in time."""
-    from solvers import ilp
-
+    relaxation, or None if the solver proved nothing in time (``time_limit`` bounds building
+    and solving; None also when it passes during the build)."""
+    deadline = Deadline(time_limit)
     g = chain.size_gcd()
-    model = build_relaxation(chain.scaled_sizes(g), None, name="remat_moments_min_budget")
-    res = ilp.run_model(model, mip_solver, time_limit, None, threads, 1.0)
+    try:
+        model = build_relaxation(chain.scaled_sizes(g), None, name="remat_moments_min_budget",
+                                 deadline=deadline)
+        deadline.check("starting the min-budget relaxation's solve")
+    except DeadlineExpired:
+        return None
+    res = backends.run_model(model, mip_solver, deadline.remaining(0.01), None, threads, 1.0)
     if res.proven and res.has_solution:
         return int(round(model.budget_var.varValue)) * g
     if res.bound is not None and math.isfinite(res.bound):

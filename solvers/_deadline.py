@@ -28,6 +28,8 @@ class Deadline:
     ``remaining(floor)``: seconds left (never below ``floor``, so that a solver given what
     is left still gets a positive limit), None without a limit; ``expired()``;
     ``check(what)``: raise :class:`DeadlineExpired` naming ``what`` once expired;
+    ``require(seconds, what)``: the same, already when a step estimated at ``seconds`` will
+    not fit;
     ``share(fraction, cap)``: a limit for a sub-step, ``fraction`` of what is left and at
     most ``cap`` seconds.
     """
@@ -52,6 +54,15 @@ class Deadline:
     def check(self, what: str) -> None:
         if self.expired():
             raise DeadlineExpired(what, self.limit)
+
+    def require(self, seconds: float, what: str) -> None:
+        """Raise :class:`DeadlineExpired` (naming ``what`` and the estimate) when a step
+        estimated at ``seconds`` cannot finish in the time left: a step that cannot be
+        interrupted (building a large model) is better not started."""
+        left = self.remaining()
+        if left is not None and seconds > left:
+            raise DeadlineExpired(f"{what} (estimated {seconds:.3g} s, {left:.3g} s left)",
+                                  self.limit)
 
     def share(self, fraction: float, cap: float | None = None) -> float | None:
         left = self.remaining()

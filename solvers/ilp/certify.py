@@ -20,7 +20,6 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import (CLASS_ALL, FEASIBLE, INFEASIBLE, OPTIMAL, TIME_LIMIT,
                                          Solution)
 
-from solvers import registry
 from solvers._deadline import Deadline, DeadlineExpired
 from solvers.ilp import relaxation, seeds
 from solvers.ilp.backends import IlpError
@@ -180,10 +179,9 @@ def certified_infeasible(chain: Chain, budget: int, opts: IlpOptions, deadline: 
     low = relaxation.min_budget_bound(chain, time_limit=deadline.remaining(0.01),
                                       mip_solver=opts.mip_solver, threads=opts.threads)
     ups = []
-    if "dp-weak" in registry.names() and seeds.affordable(chain, chain.store_all_memory(), "dp-weak", deadline):
-        mb = registry.solve(chain, 0, "dp-weak").min_budget
-        if mb is not None:
-            ups.append(mb)
+    weak = seeds.smallest_weak_schedule(chain, deadline)  # replayed: its peak is a fact
+    if weak is not None:
+        ups.append(simulate(chain, weak).peak_memory)
     fast = solve_passes(chain, 0, *FAST, opts.mip_solver, True, opts.threads, deadline)
     if fast.min_budget is not None:
         ups.append(fast.min_budget)

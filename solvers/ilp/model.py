@@ -36,6 +36,7 @@ from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, LOSS_OP, Bwd, Fa
 from remat_theory.model.simulator import State, transition
 
 from solvers._deadline import Deadline
+from solvers.ilp.backends import build_seconds
 
 
 @dataclass
@@ -56,14 +57,16 @@ def _stages(L: int, p: int) -> range:
     return range(0, min(p, L - 1) + 1)
 
 
-def _allowed(L: int, p: int, s: int, pairs: bool) -> tuple:
+def _allowed(L: int, p: int, s: int, pairs: bool, ckall: bool = False) -> tuple:
     """Operation kinds the model allows at stage s in phase p (proofs/ilp.md, Lemmas 1-2).
 
     In phase p < L, a plain x_{p+1} is dead as soon as it exists (nothing may read or free it
     after B_{p+1}); so Fck_p there is pure waste and is excluded, while Fn_p is kept because it
     frees its input.  Fn_0 frees nothing (x_0 is never freed): it is the same operation as
     Fck_0 and is not duplicated.  ``pairs`` adds the two-operation blocks of one stage
-    (section 5): Fall+Fn (from plain or from tape), Fall+Fck, Fn+Fall.
+    (section 5): Fall+Fn (from plain or from tape), Fall+Fck, Fn+Fall; and ``ckall`` the
+    block Fck+Fall, needed only where it can peak lower than Fall+Fck (a stage whose
+    recording forward has the smaller overhead: :func:`_ckall_stage`).
     """
     dead_ck = p < L and s == p
     kinds = []
@@ -77,35 +80,54 @@ def _allowed(L: int, p: int, s: int, pairs: bool) -> tuple:
             kinds += ["alln", "allnt", "nall"]
         if not dead_ck:
             kinds.append("allck")
+            if ckall:
+                kinds.append("ckall")
     return tuple(kinds)
+
+
+def _ckall_stage(chain: Chain, s: int) -> bool:
+    """Whether Fck_s then Fall_s can peak lower than Fall_s then Fck_s (same time, same
+    values after): Fall+Fck peaks at t + max(fall_overhead, x + fwd_overhead) above the held
+    memory, Fck+Fall at x + max(fwd_overhead, t + fall_overhead), so the first is never
+    higher unless fwd_overhead[s] > fall_overhead[s] (proofs/ilp.md section 5)."""
+    return chain.fwd_overhead[s] > chain.fall_overhead[s]
 
 
 # per kind: (creates plain x_{s+1}, creates t_{s+1}, frees plain x_s, frees t_s, operations)
 _EFFECT = {
     "n": (1, 0, 1, 0, 1), "nt": (1, 0, 0, 1, 1), "ck": (1, 0, 0, 0, 1), "all": (0, 1, 0, 0, 1),
     "alln": (1, 1, 1, 0, 2), "allnt": (1, 1, 0, 1, 2), "allck": (1, 1, 0, 0, 2),
-    "nall": (1, 1, 1, 0, 2),
+    "nall": (1, 1, 1, 0, 2), "ckall": (1, 1, 0, 0, 2),
 }
 _OPS = {"n": (Fn,), "nt": (Fn,), "ck": (Fck,), "all": (Fall,), "alln": (Fall, Fn),
-        "allnt": (Fall, Fn), "allck": (Fall, Fck), "nall": (Fn, Fall)}
+        "allnt": (Fall, Fn), "allck": (Fall, Fck), "nall": (Fn, Fall), "ckall": (Fck, Fall)}
 
 
 def _op_time(chain: Chain, s: int, kind: str) -> float:
-    """The time of the operations of ``kind`` at stage s (a block counts both)."""
-    return chain.fwd_time[s] * _EFFECT[kind][4]
+    """The time of the operations of ``kind`` at stage s (a block counts both): a Fall takes
+    ``fall_time[s]``, an Fn or Fck ``fwd_time[s]``."""
+    if kind == "all":
+        return chain.fall_time[s]
+    if _EFFECT[kind][4] == 2:
+        return chain.fall_time[s] + chain.fwd_time[s]
+    return chain.fwd_time[s]
 
 
 def _peak_extra(chain: Chain, s: int, kind: str) -> int:
-    """Bytes above the held memory at the highest point of ``kind`` at stage s (its outputs
-    and the overhead; for Fn+Fall the Fall runs after x_s was freed)."""
-    x, tp, fo = chain.x_size, chain.tape_size, chain.fwd_overhead
+    """Bytes above the held memory at the highest point of ``kind`` at stage s: its outputs
+    and its overhead (``fall_overhead[s]`` for the Fall, ``fwd_overhead[s]`` for an Fn or
+    Fck); a block peaks at the higher of its two operations, the second one's with the
+    first one's output held (for Fn+Fall, without the x_s the Fn freed)."""
+    x, tp, fo, fa = chain.x_size, chain.tape_size, chain.fwd_overhead, chain.fall_overhead
     if kind in ("n", "nt", "ck"):
         return x[s + 1] + fo[s]
     if kind == "all":
-        return tp[s] + fo[s]
+        return tp[s] + fa[s]
     if kind == "nall":
-        return x[s + 1] + fo[s] + max(0, tp[s] - x[s])
-    return tp[s] + x[s + 1] + fo[s]
+        return max(x[s + 1] + fo[s], x[s + 1] - x[s] + tp[s] + fa[s])
+    if kind == "ckall":
+        return max(x[s + 1] + fo[s], x[s + 1] + tp[s] + fa[s])
+    return max(tp[s] + fa[s], tp[s] + x[s + 1] + fo[s])  # Fall first, then Fn / Fck
 
 
 def _base(chain: Chain, p: int) -> int:
@@ -160,16 +182,28 @@ def passes_sufficient(chain: Chain) -> int:
     return L * (L + 1) // 2 + 1
 
 
-def _kinds_in_phase(L: int, p: int, pairs: bool) -> int:
-    """``sum(len(_allowed(L, p, s, pairs)) for s in _stages(L, p))`` in closed form: every
-    stage has ``ck`` and ``all`` (and, with pairs, ``allck``), stages >= 1 also ``n``, ``nt``
-    (and ``alln``, ``allnt``, ``nall``); phase p < L drops ``ck`` (and ``allck``) at stage
-    p."""
+def _kinds_in_phase(L: int, p: int, pairs: bool, ckall_prefix: list | None = None) -> int:
+    """``sum(len(_allowed(L, p, s, pairs, ckall)) for s in _stages(L, p))`` in closed form:
+    every stage has ``ck`` and ``all`` (and, with pairs, ``allck``), stages >= 1 also ``n``,
+    ``nt`` (and ``alln``, ``allnt``, ``nall``); phase p < L drops ``ck`` (and ``allck``) at
+    stage p.  ``ckall_prefix[j]``: the stages below j with a ``ckall`` block (pairs only)."""
     J = min(p, L - 1) + 1
     per_stage = 3 if pairs else 2
     per_later = 5 if pairs else 2
     dead = (2 if pairs else 1) if p < L else 0
-    return J * per_stage + (J - 1) * per_later - dead
+    n = J * per_stage + (J - 1) * per_later - dead
+    if pairs and ckall_prefix is not None:
+        n += ckall_prefix[J]
+        if p < L:  # stage p drops its ckall with its ck
+            n -= ckall_prefix[p + 1] - ckall_prefix[p]
+    return n
+
+
+def _ckall_prefix(chain: Chain) -> list:
+    out = [0]
+    for s in range(chain.length):
+        out.append(out[-1] + int(_ckall_stage(chain, s)))
+    return out
 
 
 def binaries_bound(chain: Chain, passes: int | None, pairs: bool) -> int:
@@ -178,10 +212,11 @@ def binaries_bound(chain: Chain, passes: int | None, pairs: bool) -> int:
     building it, in O(L).  The proven model (``passes=None``) grows as L^4: about 3,900 at
     8 stages, 16,000 at 12, half a million at 30."""
     L = chain.length
+    prefix = _ckall_prefix(chain) if pairs else None
     total = 0
     for p in range(L, -1, -1):
         k = phase_pass_bound(L, p) if passes is None else min(passes, phase_pass_bound(L, p))
-        total += k * _kinds_in_phase(L, p, pairs)
+        total += k * _kinds_in_phase(L, p, pairs, prefix)
     return total
 
 
@@ -279,7 +314,7 @@ class _Builder:
         ``cur_P``/``cur_T`` in place and returns the held-memory variable after it."""
         chain, add = self.chain, self.add
         x, tp = chain.x_size, chain.tape_size
-        kinds = _allowed(self.L, p, s, self.pairs)
+        kinds = _allowed(self.L, p, s, self.pairs, self.pairs and _ckall_stage(chain, s))
         if self.budget is not None:
             kinds = tuple(kd for kd in kinds if _least_peak(chain, p, s, kd) <= self.budget)
         v = {}
@@ -378,10 +413,14 @@ def build_model(chain: Chain, budget: int | None, passes: int | None,
 
     ``budget=None`` builds the min-budget variant: the budget is an integer variable and the
     objective minimizes it (used to report ``min_budget`` when a budget is infeasible).
-    ``deadline``: checked once per phase; raises
-    :class:`~solvers._deadline.DeadlineExpired` when it passes during the build.
+    ``deadline``: checked before the build (against :func:`.backends.build_seconds`) and once
+    per pass; raises :class:`~solvers._deadline.DeadlineExpired` when the model cannot be
+    built (and loaded) in the time left.
     """
-    return _Builder(chain, budget, passes, name, pairs, deadline or Deadline(None)).build()
+    deadline = deadline or Deadline(None)
+    deadline.require(build_seconds(binaries_bound(chain, passes, pairs)),
+                     f"building the MILP {name} ({chain.length} stages)")
+    return _Builder(chain, budget, passes, name, pairs, deadline).build()
 
 
 # ----------------------------------------------------------------------- decoding
@@ -422,7 +461,8 @@ def encode(model: Model, schedule: Schedule) -> dict | None:
 
     Used for warm starts (the DPs' schedules have one increasing run per phase: checked by
     the tests, not assumed) and by the tests of Theorem 1.  (With pairs, Fck+Fall is placed
-    as Fall+Fck: same peaks, same state after.)
+    as Fall+Fck, same state after and never a higher peak, where the model has no Fck+Fall
+    block: :func:`_ckall_stage`.)
     """
     L = model.chain.length
     chain = model.chain
@@ -438,6 +478,8 @@ def encode(model: Model, schedule: Schedule) -> dict | None:
             s = op.index
             kd = _kind(op, state)
             pair = _PAIR.get((last_kind, kd)) if model.pairs and s == last_s else None
+            if pair == "allck" and last_kind == "ck" and (p, k, s, "ckall") in model.ops:
+                pair = "ckall"
             if pair is not None:
                 values[last_var.name] = 0
                 kd, last_kind = pair, None  # a block holds two operations at most

@@ -15,8 +15,9 @@ plus, per phase, which kinds of value each stage creates:
   in phase r < L, dead at once, whose bytes stay held to the end;
 * ``a[i, r]``: some value of stage i+1 created in phase r is freed in phase r (by Fn_{i+1}).
 
-Objective: sum of f_i (c[i, r] + z[i, r]) plus the backward times: each variable at 1
-stands for at least one forward operation, so the objective never exceeds the makespan of
+Objective: sum of f_i c[i, r] + F_i z[i, r] (f_i = fwd_time[i], the time of Fn_i and Fck_i;
+F_i = fall_time[i], that of Fall_i) plus the backward times: each variable at 1 stands for
+at least one forward operation of its kind, so the objective never exceeds the makespan of
 the schedule it comes from.  Memory is checked at the moments only (the backward peaks);
 what happens inside a phase is only constrained through which values it creates and frees.
 """
@@ -80,11 +81,13 @@ def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moment
     """The moment relaxation of ``chain`` (sizes in their final units) at ``budget``;
     ``budget=None`` builds the min-budget variant (an integer budget variable, minimized),
     whose optimum is a lower bound on the smallest feasible budget.  ``deadline`` is
-    checked once per phase (:class:`~solvers._deadline.DeadlineExpired` when it passes)."""
+    checked before the build (against :func:`.backends.build_seconds`) and once per phase
+    (:class:`~solvers._deadline.DeadlineExpired` when it passes)."""
     deadline = deadline or Deadline(None)
     what = f"building the moment relaxation ({chain.length} stages)"
+    deadline.require(backends.build_seconds(binaries(chain.length)), what)
     L = chain.length
-    x, tp, bo, ft = chain.x_size, chain.tape_size, chain.bwd_overhead, chain.fwd_time
+    x, tp, bo = chain.x_size, chain.tape_size, chain.bwd_overhead
     prob = pulp.LpProblem(name, pulp.LpMinimize)
     var = {nm: prob.add_variable(nm, cat=pulp.LpBinary) for nm in _names(L)}
     Mv = None
@@ -159,8 +162,10 @@ def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moment
             if r < L and i + 1 == r:
                 rhs.append(c(r, r))
             rows.append((a(i, r) - pulp.lpSum(rhs) <= 0, f"chain_{i}_{r}"))
-    cost = pulp.lpSum(ft[i] * var[f"{k}_{i}_{r}"] for r in range(L, -1, -1)
-                      for i in range(min(r, L - 1) + 1) for k in ("c", "z"))
+    ft, fa = chain.fwd_time, chain.fall_time
+    cost = pulp.lpSum((ft if k == "c" else fa)[i] * var[f"{k}_{i}_{r}"]
+                      for r in range(L, -1, -1) for i in range(min(r, L - 1) + 1)
+                      for k in ("c", "z"))
     prob += (Mv if budget is None else cost)
     for row, label in rows:
         prob += row, label
@@ -213,7 +218,8 @@ def relaxation_point(chain: Chain, schedule: Schedule) -> dict:
 def objective_of(chain: Chain, point: dict) -> float:
     """The relaxation's objective at ``point`` (backward times included)."""
     L = chain.length
-    return math.fsum(chain.fwd_time[i] * (point[f"c_{i}_{r}"] + point[f"z_{i}_{r}"])
+    return math.fsum(chain.fwd_time[i] * point[f"c_{i}_{r}"]
+                     + chain.fall_time[i] * point[f"z_{i}_{r}"]
                      for r in range(L, -1, -1) for i in range(min(r, L - 1) + 1)) \
         + math.fsum(chain.bwd_time)
 

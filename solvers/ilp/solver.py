@@ -16,6 +16,14 @@ from solvers.registry import register
 NAME = "ilp"
 
 
+def _duration(seconds: float) -> str:
+    """``seconds`` in the largest unit that keeps it a plain number (an estimate's order)."""
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:.0f} s" if seconds >= 1 else "under a second"
+
+
 def _refuse_certified(chain: Chain, opts: IlpOptions, proven_size: int) -> None:
     """The certified mode needs at least the moment relaxation (about 2.5 L^2 binaries);
     above ``max_binaries`` it is refused up front, with the sizes and the way out, rather
@@ -31,8 +39,8 @@ def _refuse_certified(chain: Chain, opts: IlpOptions, proven_size: int) -> None:
         f"ilp: {L} stages is too large for this solver: the moment relaxation that certifies "
         f"its answers has {n:,} binaries and the proven model up to {proven_size:,}, above "
         f"max_binaries = {opts.helper_cap:,}; use --solver dp (optimal among persistent "
-        f"schedules, roughly {dp:,.0f} s here) or --solver dp-weak (weakly persistent, "
-        f"roughly {weak:,.0f} s), or raise max_binaries")
+        f"schedules, roughly {_duration(dp)} here) or --solver dp-weak (weakly persistent, "
+        f"roughly {_duration(weak)}), or raise max_binaries")
 
 
 def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:

@@ -76,6 +76,93 @@ def binaries(L: int) -> int:
     return h_and_g + c_and_z + a
 
 
+class _Vars:
+    """The relaxation's variables by family: ``h(j, q)``, ``g(i, q)``, ``c(i, r)``,
+    ``z(i, r)``, and ``a(i, r)`` (None where the family has no such variable)."""
+
+    def __init__(self, var: dict):
+        self.var = var
+
+    def h(self, j, q):
+        return self.var[f"h_{j}_{q}"]
+
+    def g(self, i, q):
+        return self.var[f"g_{i}_{q}"]
+
+    def c(self, i, r):
+        return self.var[f"c_{i}_{r}"]
+
+    def z(self, i, r):
+        return self.var[f"z_{i}_{r}"]
+
+    def a(self, i, r):
+        return self.var.get(f"a_{i}_{r}")
+
+
+def _moment_rows(chain: Chain, v: _Vars, M, q: int) -> list:
+    """The rows at moment q (just before B_q, or the loss for q = L): what it reads, and its
+    peak (rows 1-2 of proofs/ilp.md section 9)."""
+    L, x, tp, bo = chain.length, chain.x_size, chain.tape_size, chain.bwd_overhead
+    h, g, c = v.h, v.g, v.c
+    rows = []
+    if q < L:
+        rows.append((h(q, q) == 1, f"tape_at_b_{q}"))  # B_q reads t_{q+1}
+    if q >= 1:
+        rows.append((g(q, q) + h(q - 1, q) >= 1, f"x_at_b_{q}"))  # x_q, plain or in t_q
+    held = (x[0] + (x[q + 1] if q < L else 0)
+            + pulp.lpSum(tp[j] * h(j, q) for j in range(min(q, L - 1) + 1))
+            + pulp.lpSum(x[i] * g(i, q) for i in range(1, q + 1))
+            + pulp.lpSum(x[r + 1] * c(r, r) for r in range(q, L)))  # dead x_{r+1}
+    rows.append((held + x[q] + bo[q] - M <= 0, f"peak_b_{q}"))
+    return rows
+
+
+def _phase_rows(L: int, v: _Vars, r: int) -> list:
+    """The rows of phase r: how the values held at moment r come from those held at r+1 and
+    those phase r makes and frees (rows 3-7 of proofs/ilp.md section 9)."""
+    h, g, c, z, a = v.h, v.g, v.c, v.z, v.a
+    rows = []
+    top = min(r, L - 1)
+    for j in range(top + 1):  # a tape held at moment r was held at r+1 or made in phase r
+        rows.append((h(j, r) - (h(j, r + 1) if r < L else 0) - z(j, r) <= 0, f"keep_t_{j}_{r}"))
+    for i in range(1, r + 1):  # the same for a plain value
+        rows.append((g(i, r) - (g(i, r + 1) if r < L else 0) - c(i - 1, r) <= 0,
+                     f"keep_x_{i}_{r}"))
+    if r == L:
+        for i in range(L):  # every stage runs before the loss
+            rows.append((c(i, L) + z(i, L) >= 1, f"first_{i}"))
+    else:
+        for j in range(r):  # a value held at r+1 and gone at r was freed by an Fn
+            rows.append((h(j, r + 1) - h(j, r) - c(j + 1, r) <= 0, f"free_t_{j}_{r}"))
+        for i in range(1, r + 1):
+            rows.append((g(i, r + 1) - g(i, r) - c(i, r) <= 0, f"free_x_{i}_{r}"))
+        for i in range(1, top + 1):  # x_i available: held when the phase starts, or made in it
+            src = g(i, r + 1) + h(i - 1, r + 1) + c(i - 1, r) + z(i - 1, r)
+            rows.append((c(i, r) - src <= 0, f"in_c_{i}_{r}"))
+            rows.append((z(i, r) - src <= 0, f"in_z_{i}_{r}"))
+    # a value made in phase r is held at moment r or freed in the phase (by an Fn, which
+    # makes a plain value one stage up: Fn-chains end at held values)
+    for i in range(top + 1):
+        if i == r:
+            continue
+        ai = a(i, r)
+        extra = ai if ai is not None else 0
+        if i + 1 <= r:
+            rows.append((c(i, r) - g(i + 1, r) - extra <= 0, f"end_c_{i}_{r}"))
+        rows.append((z(i, r) - h(i, r) - extra <= 0, f"end_z_{i}_{r}"))
+    for i in range(top):
+        rows.append((a(i, r) - c(i + 1, r) <= 0, f"fn_{i}_{r}"))
+        rhs = []
+        if i + 2 <= min(r, L):
+            rhs.append(g(i + 2, r))
+        if a(i + 1, r) is not None:
+            rhs.append(a(i + 1, r))
+        if r < L and i + 1 == r:
+            rhs.append(c(r, r))
+        rows.append((a(i, r) - pulp.lpSum(rhs) <= 0, f"chain_{i}_{r}"))
+    return rows
+
+
 def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moments",
                      deadline: Deadline | None = None) -> Relaxation:
     """The moment relaxation of ``chain`` (sizes in their final units) at ``budget``;
@@ -87,81 +174,20 @@ def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moment
     what = f"building the moment relaxation ({chain.length} stages)"
     deadline.require(backends.build_seconds(binaries(chain.length)), what)
     L = chain.length
-    x, tp, bo = chain.x_size, chain.tape_size, chain.bwd_overhead
     prob = pulp.LpProblem(name, pulp.LpMinimize)
     var = {nm: prob.add_variable(nm, cat=pulp.LpBinary) for nm in _names(L)}
+    v = _Vars(var)
     Mv = None
     if budget is None:
-        Mv = prob.add_variable("budget", lowBound=x[0], cat=pulp.LpInteger)
+        Mv = prob.add_variable("budget", lowBound=chain.x_size[0], cat=pulp.LpInteger)
     M = Mv if budget is None else budget
-
-    def h(j, q):
-        return var[f"h_{j}_{q}"]
-
-    def g(i, q):
-        return var[f"g_{i}_{q}"]
-
-    def c(i, r):
-        return var[f"c_{i}_{r}"]
-
-    def z(i, r):
-        return var[f"z_{i}_{r}"]
-
-    def a(i, r):
-        return var.get(f"a_{i}_{r}")
-
     rows = []
     for q in range(L, -1, -1):
         deadline.check(what)
-        if q < L:
-            rows.append((h(q, q) == 1, f"tape_at_b_{q}"))  # B_q reads t_{q+1}
-        if q >= 1:
-            rows.append((g(q, q) + h(q - 1, q) >= 1, f"x_at_b_{q}"))  # x_q, plain or in t_q
-        held = (x[0] + (x[q + 1] if q < L else 0)
-                + pulp.lpSum(tp[j] * h(j, q) for j in range(min(q, L - 1) + 1))
-                + pulp.lpSum(x[i] * g(i, q) for i in range(1, q + 1))
-                + pulp.lpSum(x[r + 1] * c(r, r) for r in range(q, L)))  # dead x_{r+1}
-        rows.append((held + x[q] + bo[q] - M <= 0, f"peak_b_{q}"))
+        rows += _moment_rows(chain, v, M, q)
     for r in range(L, -1, -1):
         deadline.check(what)
-        top = min(r, L - 1)
-        for j in range(top + 1):  # a tape held at moment r was held at r+1 or made in phase r
-            rows.append((h(j, r) - (h(j, r + 1) if r < L else 0) - z(j, r) <= 0, f"keep_t_{j}_{r}"))
-        for i in range(1, r + 1):  # the same for a plain value
-            rows.append((g(i, r) - (g(i, r + 1) if r < L else 0) - c(i - 1, r) <= 0,
-                         f"keep_x_{i}_{r}"))
-        if r == L:
-            for i in range(L):  # every stage runs before the loss
-                rows.append((c(i, L) + z(i, L) >= 1, f"first_{i}"))
-        else:
-            for j in range(r):  # a value held at r+1 and gone at r was freed by an Fn
-                rows.append((h(j, r + 1) - h(j, r) - c(j + 1, r) <= 0, f"free_t_{j}_{r}"))
-            for i in range(1, r + 1):
-                rows.append((g(i, r + 1) - g(i, r) - c(i, r) <= 0, f"free_x_{i}_{r}"))
-            for i in range(1, top + 1):  # x_i available: held when the phase starts, or made in it
-                src = g(i, r + 1) + h(i - 1, r + 1) + c(i - 1, r) + z(i - 1, r)
-                rows.append((c(i, r) - src <= 0, f"in_c_{i}_{r}"))
-                rows.append((z(i, r) - src <= 0, f"in_z_{i}_{r}"))
-        # a value made in phase r is held at moment r or freed in the phase (by an Fn,
-        # which makes a plain value one stage up: Fn-chains end at held values)
-        for i in range(top + 1):
-            if i == r:
-                continue
-            ai = a(i, r)
-            extra = ai if ai is not None else 0
-            if i + 1 <= r:
-                rows.append((c(i, r) - g(i + 1, r) - extra <= 0, f"end_c_{i}_{r}"))
-            rows.append((z(i, r) - h(i, r) - extra <= 0, f"end_z_{i}_{r}"))
-        for i in range(top):
-            rows.append((a(i, r) - c(i + 1, r) <= 0, f"fn_{i}_{r}"))
-            rhs = []
-            if i + 2 <= min(r, L):
-                rhs.append(g(i + 2, r))
-            if a(i + 1, r) is not None:
-                rhs.append(a(i + 1, r))
-            if r < L and i + 1 == r:
-                rhs.append(c(r, r))
-            rows.append((a(i, r) - pulp.lpSum(rhs) <= 0, f"chain_{i}_{r}"))
+        rows += _phase_rows(L, v, r)
     ft, fa = chain.fwd_time, chain.fall_time
     cost = pulp.lpSum((ft if k == "c" else fa)[i] * var[f"{k}_{i}_{r}"]
                       for r in range(L, -1, -1) for i in range(min(r, L - 1) + 1)

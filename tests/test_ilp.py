@@ -774,3 +774,35 @@ def test_model_building_stops_at_the_deadline():
     a = build_model(chain, chain.store_all_memory(), 1, pairs=True)
     b = build_model(chain, chain.store_all_memory(), 1, pairs=True, deadline=Deadline(600))
     assert str(a.prob) == str(b.prob)
+
+
+def test_options_are_validated_in_one_place():
+    """IlpOptions checks every option (naming it and the value) and resolves certify's
+    default: on for the proven model, off for a K-pass class."""
+    import numpy as np
+
+    from solvers.ilp.options import IlpOptions
+
+    assert IlpOptions().certify is True and IlpOptions(passes=1).certify is False
+    opts = IlpOptions(passes=np.int64(2), time_limit=np.float64(1.5))
+    assert opts.passes == 2 and type(opts.passes) is int and type(opts.time_limit) is float
+    for option, value in (("max_binaries", 0), ("threads", True), ("certify", "yes"),
+                          ("time_limit", math.inf), ("mip_solver", "glpk")):
+        with pytest.raises(SolverError, match=f"{option} = {value!r}"):
+            IlpOptions(**{option: value})
+
+
+def test_a_deadline_shares_what_is_left():
+    from solvers._deadline import Deadline, DeadlineExpired
+
+    none = Deadline(None)
+    assert none.share(0.25, 30.0) == 30.0 and none.fits(1e9)
+    none.require(1e9, "anything")  # no limit: nothing is refused
+    d = Deadline(100.0)
+    assert 0 < d.share(0.25, 30.0) <= 25.0 and d.fits(10.0) and not d.fits(1e9)
+    with pytest.raises(DeadlineExpired, match="building it .estimated 1e\\+09 s"):
+        d.require(1e9, "building it")
+    gone = Deadline(1e-9)
+    assert gone.expired() and gone.remaining(0.01) == 0.01
+    with pytest.raises(DeadlineExpired, match="time limit of 1e-09 s reached while solving"):
+        gone.check("solving")

@@ -215,6 +215,18 @@ def test_export_capture_keeps_its_shape_and_mode():
     assert chain.training
 
 
+def test_export_chain_moves_the_devices_written_in_its_graph():
+    """torch.export writes devices into the graph (GPT-2's position ids: arange on the
+    capture's device); ``.to()`` rewrites them.  The meta device stands in for a GPU."""
+    pytest.importorskip("transformers")
+    net = build("gpt2", "test")
+    written = [n.kwargs["device"] for s in net.model for n in s.graph.nodes if "device" in n.kwargs]
+    assert written and all(d == torch.device("cpu") for d in written)
+    net.model.to("meta")
+    out = net.model(net.example_input.to("meta"))
+    assert out.device.type == "meta" and out.shape == (2, 16, 100)
+
+
 class _NoCut(nn.Module):
     def __init__(self):
         super().__init__()

@@ -303,11 +303,19 @@ class _Facts:
     value: object = field(default=None, repr=False)  # kept for the chosen output only
 
 
+def _rng_states(device: torch.device) -> list:
+    states = [torch.get_rng_state()]
+    if device.type == "cuda":
+        states.append(torch.cuda.get_rng_state(device))
+    return states
+
+
 class _Probe(fx.Interpreter):
     """Runs the graph once and records :class:`_Facts` of every node."""
 
-    def __init__(self, gm, ph_values, keep_value):
+    def __init__(self, gm, ph_values, keep_value, device):
         super().__init__(gm)
+        self.device = device
         self.ph_values = ph_values
         self.keep_value = keep_value
         self.facts: dict = {}
@@ -319,9 +327,9 @@ class _Probe(fx.Interpreter):
         else:
             ins = [(m, t) for m in n.all_input_nodes for t in _tensors(self.env[m])]
             versions = [t._version for _, t in ins]
-            rng = torch.get_rng_state()
+            rng = _rng_states(self.device)
             value = super().run_node(n)
-            f.rng = not torch.equal(rng, torch.get_rng_state())
+            f.rng = any(not torch.equal(a, b) for a, b in zip(rng, _rng_states(self.device)))
             f.mutated = tuple({m for (m, t), v in zip(ins, versions) if t._version != v})
             mine = _ptrs(value)
             f.alias = next((m for m in n.all_input_nodes if mine & _ptrs(self.env[m])), None)
@@ -612,6 +620,7 @@ class StageChain(nn.Module):
         self.captured_training = model.training
         self.training = model.training
         self._fixed = dict(fixed)
+        self._device = _device_of(self) or example_input.device
 
     def __len__(self) -> int:
         return len(self.stages)
@@ -679,11 +688,42 @@ class StageChain(nn.Module):
             for name, b in list(s._buffers.items()):
                 if b is not None:
                     s._buffers[name] = fn(b)
+        device = _device_of(self)
+        if device is not None and device != self._device:
+            for s in self.stages:
+                _retarget(s, self._device, device)
+            self._device = device
         return self
 
     def extra_repr(self) -> str:
         return (f"{len(self.stages)} stages by {self.method} ({self.granularity}; "
                 f"{self.valid_cuts} valid cuts): " + " | ".join(self.labels))
+
+
+def _device_of(module: nn.Module):
+    t = next(module.parameters(), None)
+    if t is None:
+        t = next(module.buffers(), None)
+    return None if t is None else t.device
+
+
+def _retarget(stage: fx.GraphModule, old: torch.device, new: torch.device) -> None:
+    """Rewrite the devices written into a stage's graph (``torch.export`` records e.g.
+    ``arange(..., device=cpu)``) when the chain moves from ``old`` to ``new``."""
+    def swap(v):
+        if isinstance(v, torch.device) and v == old:
+            return new
+        return v
+
+    changed = False
+    for n in stage.graph.nodes:
+        args = pytree.tree_map(swap, n.args)
+        kwargs = pytree.tree_map(swap, n.kwargs)
+        if args != n.args or kwargs != n.kwargs:
+            n.args, n.kwargs = args, kwargs
+            changed = True
+    if changed:
+        stage.recompile()
 
 
 # ------------------------------------------------------------------------ entry point
@@ -719,7 +759,7 @@ def _capture(model, args, kwargs, x0, method, seed, ref_leaves, index):
         vals = {n: _fresh_x0(v) if v is x0 else
                 (v.detach().clone() if isinstance(v, torch.Tensor) else v)
                 for n, v in tr.ph_values.items()}
-        probe = _Probe(tr.gm, vals, {primary})
+        probe = _Probe(tr.gm, vals, {primary}, x0.device)
         phs = [n for n in tr.gm.graph.nodes if n.op == "placeholder"]
         with _kept(model, x0.device, seed), torch.enable_grad():
             probe.run(*[vals[n] for n in phs])

@@ -42,8 +42,8 @@ def split_stages(model) -> list:
             if not isinstance(m, nn.Module):
                 raise RematError(f"stage {k} is a {type(m).__name__}, not an nn.Module")
     else:
-        raise RematError(f"model must be an nn.Sequential, a list of stage modules or a "
-                         f"StageChain, got {type(model).__name__}; capture any model as a chain "
+        raise RematError(f"model must be an nn.Sequential or a list of stage modules (or a "
+                         f"StageChain), got {type(model).__name__}; capture any model as a chain "
                          f"of stages with remat_theory.torch.to_stages(model, example_input)")
     if not stages:
         raise RematError("the model has no stages (an empty nn.Sequential or list)")

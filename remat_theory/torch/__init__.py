@@ -22,6 +22,6 @@ from remat_theory.torch.profiler import ProfileResult, profile, profile_details
 from remat_theory.torch.stages import split_stages
 from remat_theory.torch.tracker import MemoryTracker
 
-__all__ = ["CaptureError", "CheckpointedSequential", "ExecutionResult", "MemoryTracker", "NETWORKS", "Network",
-           "ProfileResult", "ScheduleExecutor", "build", "execute", "plain_backprop", "profile",
-           "profile_details", "split_stages", "StageChain", "to_stages"]
+__all__ = ["CaptureError", "CheckpointedSequential", "ExecutionResult", "MemoryTracker",
+           "NETWORKS", "Network", "ProfileResult", "ScheduleExecutor", "StageChain", "build",
+           "execute", "plain_backprop", "profile", "profile_details", "split_stages", "to_stages"]

@@ -40,8 +40,10 @@ the model's and load both ways.
 What the chain does not see: Python-level decisions made while tracing are fixed (the
 branches taken for the example; with export also the shapes and ``self.training``); a
 chain captured by export refuses a mode change (recapture after ``model.eval()``) and
-inputs of other shapes.  Constants handed between stages and fixed inputs live outside the
-chain's activations, like the parameters.
+inputs of other shapes, and rewrites the devices its graph names when moved with ``.to()``.
+Constants handed between stages and fixed inputs live outside the chain's activations,
+like the parameters.  A stage's recomputation replays its random draws and BatchNorm
+statistics (:mod:`.executor`); other in-place updates of buffers would run again.
 """
 from __future__ import annotations
 
@@ -225,7 +227,11 @@ def _primary_index(out, output) -> int:
             chosen = next((t for t in leaves if isinstance(t, torch.Tensor)), None)
     if chosen is None:
         raise CaptureError(f"the model output ({type(out).__name__}) holds no tensor")
-    return next(k for k, t in enumerate(leaves) if t is chosen)
+    index = next((k for k, t in enumerate(leaves) if t is chosen), None)
+    if index is None:
+        raise CaptureError(f"the model output is a {type(out).__name__}, which torch's pytree "
+                           f"does not open; return a tensor, a tuple or a dict from forward")
+    return index
 
 
 # ------------------------------------------------------------------------ tracing

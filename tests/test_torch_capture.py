@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 SEED = 11
 BUILTIN = ("mlp", "resnet", "transformer", "rnn")
 HF = ("gpt2", "bert", "vit", "hf-resnet")
-CAPTURED = ("tv-resnet", "lstm-tagger") + HF
+CAPTURED = ("tv-resnet", "lstm-tagger", "vggish", "densenetish", "mobilenetish") + HF
 
 
 class LSTMTagger(nn.Module):
@@ -56,6 +56,94 @@ def lstm_tagger():
     return LSTMTagger().train(), ids, TargetLoss(torch.randn(3, 5, generator=g), "mse")
 
 
+class VGGish(nn.Module):
+    """torchvision VGG's layout: ``features`` (in-place ReLUs), ``x.view(x.size(0), -1)``,
+    ``classifier`` with dropout."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2))
+        self.classifier = nn.Sequential(nn.Linear(16 * 4 * 4, 32), nn.ReLU(True),
+                                        nn.Dropout(0.3), nn.Linear(32, 10))
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.classifier(x.view(x.size(0), -1))
+
+
+class DenseLayer(nn.Module):
+    def __init__(self, cin, growth):
+        super().__init__()
+        self.norm = nn.BatchNorm2d(cin)
+        self.conv = nn.Conv2d(cin, growth, 3, padding=1, bias=False)
+
+    def forward(self, features):
+        return self.conv(F.relu(self.norm(torch.cat(features, 1))))
+
+
+class DenseNetish(nn.Module):
+    """torchvision DenseNet's pattern: every layer reads the concatenation of all earlier
+    features (a list), so the only cuts are between dense blocks."""
+
+    def __init__(self, c=4, growth=4, layers=3):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1, bias=False)
+        self.block1 = nn.ModuleList(DenseLayer(c + k * growth, growth) for k in range(layers))
+        self.trans = nn.Sequential(nn.BatchNorm2d(c + layers * growth), nn.ReLU(),
+                                   nn.Conv2d(c + layers * growth, c, 1), nn.AvgPool2d(2))
+        self.block2 = nn.ModuleList(DenseLayer(c + k * growth, growth) for k in range(layers))
+        self.head = nn.Linear(c + layers * growth, 10)
+
+    def forward(self, x):
+        feats = [self.stem(x)]
+        for layer in self.block1:
+            feats.append(layer(feats))
+        feats = [self.trans(torch.cat(feats, 1))]
+        for layer in self.block2:
+            feats.append(layer(feats))
+        out = F.adaptive_avg_pool2d(torch.cat(feats, 1), (1, 1))
+        return self.head(torch.flatten(out, 1))
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, c, expand=2):
+        super().__init__()
+        h = c * expand
+        self.conv = nn.Sequential(
+            nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(inplace=True),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h),
+            nn.ReLU6(inplace=True), nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+class MobileNetish(nn.Module):
+    """torchvision MobileNetV2's pattern: inverted residuals with depthwise convolutions."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU6(inplace=True),
+            InvertedResidual(c), InvertedResidual(c))
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(c, 10))
+
+    def forward(self, x):
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
+        return self.classifier(torch.flatten(x, 1))
+
+
+def _plain(cls):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 16, 16, generator=g)
+    return cls().train(), x, TargetLoss(torch.randint(0, 10, (2,), generator=g), "ce")
+
+
+PLAIN = {"lstm-tagger": lstm_tagger, "vggish": lambda: _plain(VGGish),
+         "densenetish": lambda: _plain(DenseNetish), "mobilenetish": lambda: _plain(MobileNetish)}
 _NETS = {}
 
 
@@ -66,8 +154,8 @@ def _net(name, granularity="block"):
     if key not in _NETS:
         if name in HF:
             pytest.importorskip("transformers")
-        if name == "lstm-tagger":
-            model, x0, loss_fn = lstm_tagger()
+        if name in PLAIN:
+            model, x0, loss_fn = PLAIN[name]()
             chain = to_stages(model, x0, granularity=granularity)
         elif name in BUILTIN:
             net = build(name, "test")

@@ -572,12 +572,14 @@ class _StageBuilder:
         for name in list(gm._buffers):
             if name.startswith("_remat_"):
                 gm._non_persistent_buffers_set.add(name)
-        gm.label = _label(nodes, self.facts)
+        gm.label = _label(self.model, nodes, self.facts)
         gm.index = k
         return gm
 
 
-def _label(nodes, facts) -> str:
+def _label(model, nodes, facts) -> str:
+    """The module a stage covers: the innermost one holding all its activations, or the
+    first..last children of a container."""
     stacks = [_stack(n) for n in nodes if facts[n].grad and _stack(n)]
     if not stacks:
         return "(top level)"
@@ -586,9 +588,10 @@ def _label(nodes, facts) -> str:
         if any(p != level[0] for p in level):
             break
         common.append(level[0])
-    if common:
+    inner = [st[len(common)] for st in stacks if len(st) > len(common)]
+    if common and (not inner or not isinstance(_submodule(model, common[-1]), _CONTAINERS)):
         return common[-1]
-    first, last = stacks[0][0], stacks[-1][0]
+    first, last = inner[0], inner[-1]
     return first if first == last else f"{first}..{last}"
 
 

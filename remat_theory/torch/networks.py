@@ -124,9 +124,11 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def mlp(scale: str = "small", seed: int = 0) -> Network:
-    batch, width, depth, classes = {"test": (64, 16, 2, 5), "small": (512, 256, 6, 10),
-                                     "large": (8192, 4096, 6, 10)}[scale]
+def mlp(scale: str = "small", seed: int = 0, batch: int | None = None,
+        size: int | None = None) -> Network:
+    batch_, width, depth, classes = {"test": (64, 16, 2, 5), "small": (512, 256, 6, 10),
+                                      "large": (8192, 4096, 6, 10)}[scale]
+    batch, width = batch or batch_, size or width
     torch.manual_seed(seed)
     layers = [nn.Linear(width, width)]
     for _ in range(depth - 1):
@@ -138,8 +140,10 @@ def mlp(scale: str = "small", seed: int = 0) -> Network:
     return Network("mlp", nn.Sequential(*layers), x, TargetLoss(target, "ce"))
 
 
-def resnet(scale: str = "small", seed: int = 0) -> Network:
-    batch, side, c = {"test": (2, 8, 4), "small": (16, 32, 16), "large": (128, 64, 64)}[scale]
+def resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
+           size: int | None = None) -> Network:
+    batch_, side, c = {"test": (2, 8, 4), "small": (16, 32, 16), "large": (128, 64, 64)}[scale]
+    batch, side = batch or batch_, size or side
     torch.manual_seed(seed)
     per_width = 1 if scale == "test" else 2  # residual blocks per width
     blocks = []
@@ -156,10 +160,12 @@ def resnet(scale: str = "small", seed: int = 0) -> Network:
     return Network("resnet", model, x, TargetLoss(target, "ce"))
 
 
-def transformer(scale: str = "small", seed: int = 0) -> Network:
-    batch, seq, feat, d, heads, ff, layers = {
+def transformer(scale: str = "small", seed: int = 0, batch: int | None = None,
+                size: int | None = None) -> Network:
+    batch_, seq, feat, d, heads, ff, layers = {
         "test": (2, 12, 8, 16, 2, 32, 3), "small": (16, 64, 32, 128, 4, 256, 6),
         "large": (32, 512, 64, 1024, 16, 4096, 8)}[scale]
+    batch, seq = batch or batch_, size or seq
     torch.manual_seed(seed)
     mods = [nn.Linear(feat, d)]
     mods += [nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, batch_first=True)
@@ -171,9 +177,11 @@ def transformer(scale: str = "small", seed: int = 0) -> Network:
     return Network("transformer", nn.Sequential(*mods), x, TargetLoss(target, "mse"))
 
 
-def rnn(scale: str = "small", seed: int = 0) -> Network:
-    batch, steps, feat, hidden = {"test": (4, 6, 8, 16), "small": (64, 32, 64, 256),
-                                   "large": (1024, 64, 512, 2048)}[scale]
+def rnn(scale: str = "small", seed: int = 0, batch: int | None = None,
+        size: int | None = None) -> Network:
+    batch_, steps, feat, hidden = {"test": (4, 6, 8, 16), "small": (64, 32, 64, 256),
+                                    "large": (1024, 64, 512, 2048)}[scale]
+    batch, steps = batch or batch_, size or steps
     torch.manual_seed(seed)
     cell = nn.GRUCell(feat, hidden)
     g = _gen(seed)
@@ -241,9 +249,11 @@ class TorchvisionStyleResNet(nn.Module):
         return self.fc(x)
 
 
-def tv_resnet(scale: str = "small", seed: int = 0, granularity="block") -> Network:
-    batch, side, width, blocks = {"test": (2, 32, 4, (1, 1, 1, 1)), "small": (16, 64, 16, (2, 2, 2, 2)),
-                                  "large": (64, 224, 64, (2, 2, 2, 2))}[scale]
+def tv_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
+              size: int | None = None, granularity="block") -> Network:
+    batch_, side, width, blocks = {"test": (2, 32, 4, (1, 1, 1, 1)), "small": (16, 64, 16, (2, 2, 2, 2)),
+                                   "large": (64, 224, 64, (2, 2, 2, 2))}[scale]
+    batch, side = batch or batch_, size or side
     torch.manual_seed(seed)
     model = TorchvisionStyleResNet(width, blocks, 10)
     g = _gen(seed)
@@ -265,11 +275,13 @@ def _transformers():
     return transformers
 
 
-def gpt2(scale: str = "small", seed: int = 0, granularity="block") -> Network:
+def gpt2(scale: str = "small", seed: int = 0, batch: int | None = None,
+         size: int | None = None, granularity="block") -> Network:
     tf = _transformers()
-    batch, seq, d, layers, heads, vocab = {
+    batch_, seq, d, layers, heads, vocab = {
         "test": (2, 16, 32, 2, 2, 100), "small": (8, 128, 128, 4, 4, 1000),
         "large": (8, 1024, 768, 12, 12, 50257)}[scale]
+    batch, seq = batch or batch_, size or seq
     torch.manual_seed(seed)
     cfg = tf.GPT2Config(n_layer=layers, n_embd=d, n_head=heads, n_positions=seq,
                         vocab_size=vocab, use_cache=False, bos_token_id=0, eos_token_id=0)
@@ -279,11 +291,13 @@ def gpt2(scale: str = "small", seed: int = 0, granularity="block") -> Network:
                    TargetLoss(ids.clone(), "lm"))
 
 
-def bert(scale: str = "small", seed: int = 0, granularity="block") -> Network:
+def bert(scale: str = "small", seed: int = 0, batch: int | None = None,
+         size: int | None = None, granularity="block") -> Network:
     tf = _transformers()
-    batch, seq, d, layers, heads, vocab, classes = {
+    batch_, seq, d, layers, heads, vocab, classes = {
         "test": (2, 16, 32, 2, 2, 100, 3), "small": (8, 128, 128, 4, 4, 1000, 3),
         "large": (32, 512, 768, 12, 12, 30522, 3)}[scale]
+    batch, seq = batch or batch_, size or seq
     torch.manual_seed(seed)
     cfg = tf.BertConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers,
                         num_attention_heads=heads, intermediate_size=4 * d,
@@ -298,11 +312,15 @@ def bert(scale: str = "small", seed: int = 0, granularity="block") -> Network:
     return Network("bert", chain, ids, TargetLoss(target, "ce"))
 
 
-def vit(scale: str = "small", seed: int = 0, granularity="block") -> Network:
+def vit(scale: str = "small", seed: int = 0, batch: int | None = None,
+        size: int | None = None, granularity="block") -> Network:
     tf = _transformers()
-    batch, side, patch, d, layers, heads = {
+    batch_, side, patch, d, layers, heads = {
         "test": (2, 16, 4, 32, 2, 2), "small": (8, 64, 8, 128, 4, 4),
         "large": (64, 224, 16, 768, 12, 12)}[scale]
+    batch, side = batch or batch_, size or side
+    if side % patch:
+        raise RematError(f"size = {side}: the ViT image side must be a multiple of its patch, {patch}")
     torch.manual_seed(seed)
     cfg = tf.ViTConfig(image_size=side, patch_size=patch, num_channels=3, hidden_size=d,
                        num_hidden_layers=layers, num_attention_heads=heads,
@@ -314,12 +332,14 @@ def vit(scale: str = "small", seed: int = 0, granularity="block") -> Network:
     return Network("vit", to_stages(model, x, granularity=granularity), x, TargetLoss(target, "ce"))
 
 
-def hf_resnet(scale: str = "small", seed: int = 0, granularity="block") -> Network:
+def hf_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
+              size: int | None = None, granularity="block") -> Network:
     tf = _transformers()
-    batch, side, emb, hidden, depths, kind = {
+    batch_, side, emb, hidden, depths, kind = {
         "test": (2, 32, 8, [8, 16], [1, 1], "basic"),
         "small": (16, 64, 32, [32, 64, 128, 256], [1, 1, 1, 1], "basic"),
         "large": (64, 224, 64, [256, 512, 1024, 2048], [3, 4, 6, 3], "bottleneck")}[scale]
+    batch, side = batch or batch_, size or side
     torch.manual_seed(seed)
     cfg = tf.ResNetConfig(num_channels=3, embedding_size=emb, hidden_sizes=hidden,
                           depths=depths, layer_type=kind, num_labels=10)
@@ -335,18 +355,25 @@ CAPTURED_NETWORKS = {"tv-resnet": tv_resnet, "gpt2": gpt2, "bert": bert, "vit": 
                      "hf-resnet": hf_resnet}
 
 
-def build(name: str, scale: str = "small", seed: int = 0, granularity="block") -> Network:
+def build(name: str, scale: str = "small", seed: int = 0, *, batch: int | None = None,
+          size: int | None = None, granularity="block") -> Network:
     """A built-in network by name (see :data:`NETWORKS` and :data:`CAPTURED_NETWORKS`) and
-    scale (``test``, ``small`` or ``large``).  ``granularity`` applies to the captured
-    networks (see :func:`~remat_theory.torch.capture.to_stages`)."""
+    scale (``test``, ``small`` or ``large``).  ``batch`` and ``size`` override the scale's
+    batch size and input size (the MLP's width, the ResNet's image side, the transformer's
+    sequence length, the RNN's number of steps; for the captured networks the image side or
+    the sequence length).  ``granularity`` applies to the captured networks (see
+    :func:`~remat_theory.torch.capture.to_stages`)."""
     known = {**NETWORKS, **CAPTURED_NETWORKS}
     if name not in known:
         raise RematError(f"unknown network {name!r} (known: {', '.join(known)})")
     if scale not in SCALES:
         raise RematError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})")
+    for label, v in (("batch", batch), ("size", size)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise RematError(f"{label} = {v!r} must be a positive integer")
     if name in CAPTURED_NETWORKS:
-        net = CAPTURED_NETWORKS[name](scale, seed, granularity)
+        net = CAPTURED_NETWORKS[name](scale, seed, batch=batch, size=size, granularity=granularity)
     else:
-        net = NETWORKS[name](scale, seed)
+        net = NETWORKS[name](scale, seed, batch=batch, size=size)
     net.model.train()
     return net

@@ -465,6 +465,17 @@ def _choose(model, order, facts, cuts, granularity) -> list:
     return chosen
 
 
+def _distinct(cuts) -> list:
+    """One cut per crossing activation: the positions between which only constants are
+    computed cut the same place (the first is kept: constants go to the later stage)."""
+    out, seen = [], set()
+    for p, a in cuts:
+        if a not in seen:
+            seen.add(a)
+            out.append((p, a))
+    return out
+
+
 def _drop_view_stages(facts, x0, primary, chosen) -> list:
     """Merge any stage whose output is a view of its input into the next stage."""
     kept, prev = [], _root(facts, x0)
@@ -612,6 +623,8 @@ class StageChain(nn.Module):
     original : the captured model.
     example_input : x_0 of the capture.
     method : ``"fx"`` or ``"export"``.
+    valid_cuts : how many distinct valid cuts the graph has (``granularity="fine"`` takes
+        them all: ``valid_cuts + 1`` stages).
     fixed_inputs : dict name -> tensor, the model's other tensor inputs (see :meth:`set_inputs`).
     """
 
@@ -847,6 +860,7 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     order = [n for n in tr.gm.graph.nodes
              if n in keep and n.op not in ("placeholder", "get_attr", "output")]
     cuts, least = _valid_cuts(order, facts, tr.x0, primary, keep)
+    cuts = _drop_view_stages(facts, tr.x0, primary, _distinct(cuts))
     if not cuts:
         raise CaptureError(
             f"no valid cut in {type(model).__name__}: at every point of its forward at least "

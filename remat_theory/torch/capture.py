@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import operator
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -786,7 +786,7 @@ def _capture(model, args, kwargs, x0, method, seed, ref_leaves, index):
         with _kept(model, x0.device, seed), torch.enable_grad():
             probe.run(*[vals[n] for n in phs])
         got = probe.facts[primary].value
-        if not (isinstance(got, torch.Tensor) and torch.equal(got, ref_leaves[index])):
+        if not _reproduces(got, ref_leaves[index]):
             failures.append(f"{m}: the traced graph's output differs from the model's")
             continue
         probe.facts[primary].value = None
@@ -795,6 +795,22 @@ def _capture(model, args, kwargs, x0, method, seed, ref_leaves, index):
                        + ". Make the forward traceable (no Python control flow on tensor values; "
                          "for transformers models pass use_cache=False), or split the model by "
                          "hand into an nn.Sequential or a list of stage modules")
+
+
+def _reproduces(got, want) -> bool:
+    """Bit for bit; on a GPU without deterministic algorithms, a kernel may reduce in another
+    order from run to run, so there only to float rounding (with a warning)."""
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if torch.equal(got, want):
+        return True
+    if want.device.type == "cuda" and not torch.are_deterministic_algorithms_enabled() \
+            and torch.allclose(got, want, rtol=1e-5, atol=1e-6):
+        warnings.warn("the captured graph reproduces the model's output only to rounding "
+                      "(nondeterministic GPU kernels); torch.use_deterministic_algorithms(True) "
+                      "makes the check exact", stacklevel=3)
+        return True
+    return False
 
 
 def _fresh_x0(x0):
@@ -880,7 +896,7 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     if check:
         with _kept(model, x0.device, seed), torch.enable_grad():
             got = chain(_fresh_x0(x0))
-        if not torch.equal(got, ref_leaves[index]):
+        if not _reproduces(got, ref_leaves[index]):
             raise CaptureError("the captured stages do not reproduce the model's output (please "
                                "report this model); split it by hand meanwhile")
     return chain

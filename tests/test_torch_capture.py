@@ -19,8 +19,8 @@ from torch.nn import functional as F  # noqa: E402
 import solvers  # noqa: E402
 from remat_theory.cli import main  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch import (CaptureError, ScheduleExecutor, StageChain, build,  # noqa: E402
-                                profile, split_stages, to_stages)
+from remat_theory.torch import (CaptureError, CheckpointedSequential, ScheduleExecutor,  # noqa: E402
+                                build, profile, split_stages, to_stages)
 from remat_theory.torch.networks import TargetLoss, TorchvisionStyleResNet  # noqa: E402
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
@@ -313,6 +313,43 @@ def test_export_chain_moves_the_devices_written_in_its_graph():
     net.model.to("meta")
     out = net.model(net.example_input.to("meta"))
     assert out.device.type == "meta" and out.shape == (2, 16, 100)
+
+
+class _TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8))
+        self.aux, self.main = nn.Linear(8, 2), nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.body(x)
+        return {"aux": self.aux(h), "main": self.main(h)}
+
+
+def test_the_chain_output_is_chosen_by_key_or_index():
+    torch.manual_seed(0)
+    m, x = _TwoHeads(), torch.randn(5, 4)
+    assert torch.equal(to_stages(m, x)(x), m(x)["aux"])  # no logits: the first tensor
+    main = to_stages(m, x, output="main")
+    assert torch.equal(main(x), m(x)["main"]) and torch.equal(to_stages(m, x, output=1)(x), main(x))
+    assert not any(p is m.aux.weight for p in stage_parameters(split_stages(main)))
+    with pytest.raises(CaptureError, match="output = 'logits'.*no tensor of that name"):
+        to_stages(m, x, output="logits")
+    with pytest.raises(CaptureError, match="output = 5"):
+        to_stages(m, x, output=5)
+
+
+def test_checkpointed_sequential_trains_a_captured_model_like_the_model():
+    chain, x0, loss_fn, call = _net("gpt2")
+    model = chain.original
+    state = copy.deepcopy(model.state_dict())
+    ref = _step(model, call, loss_fn)
+    model.load_state_dict(state)
+    ckpt = CheckpointedSequential(chain, 0.8, example_input=x0, loss_fn=loss_fn, profile_repeats=1)
+    assert ckpt.schedule.forward_count() > len(chain)
+    got = _step(model, lambda: ckpt(x0), loss_fn)
+    model.load_state_dict(state)
+    assert torch.equal(got[1], ref[1]) and _same(got[2], ref[2])
 
 
 class _NoCut(nn.Module):

@@ -20,6 +20,19 @@ from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp import (binaries_bound, build_model, decode, encode, phase_op_bound,
                          phase_pass_bound)
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _models_decide():
+    """These tests check the MILP models against exhaustive search: the certified mode's
+    exhaustive-search step (which would decide chains within its stage guard before any
+    model is built) is switched off here; tests/test_ilp_dispatch.py tests that step."""
+    import solvers.exhaustive
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(solvers.exhaustive, "DEFAULT_MAX_STAGES", 0)
+        yield
+
+
 HIGHS_PROVEN = "Optimal"  # highspy's modelStatusToString(kOptimal)
 FAST = {"passes": 1, "pairs": True}  # the fast mode of proofs/ilp.md section 5
 

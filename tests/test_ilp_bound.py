@@ -128,11 +128,15 @@ GAP_CHAIN = Chain(fwd_time=[1.0, 5.0, 4.0], bwd_time=[1.0, 5.0, 2.0, 2.0], x_siz
                   tape_size=[1, 5, 3], fwd_overhead=[5, 3, 5], bwd_overhead=[0, 3, 0, 0])
 
 
-def test_where_the_bound_leaves_a_gap_the_proven_model_decides():
+def test_where_the_bound_leaves_a_gap_the_proven_model_decides(monkeypatch):
     """The default ilp does not trust the relaxation to be exact: here its bound (20) is
     below the optimum (25), so the answer comes from the proven model, with the bound as a
-    cut, and equals exhaustive search."""
+    cut, and equals exhaustive search (with exhaustive search's own step switched off: it
+    would decide this 3-stage chain first)."""
     import solvers
+    import solvers.exhaustive
+
+    monkeypatch.setattr(solvers.exhaustive, "DEFAULT_MAX_STAGES", 0)
 
     opt = search(GAP_CHAIN, 15)[1]
     assert opt == 25.0
@@ -143,10 +147,14 @@ def test_where_the_bound_leaves_a_gap_the_proven_model_decides():
     assert sol.info["relaxation_cut"] == pytest.approx(20.0)
 
 
-def test_where_the_proven_model_is_too_large_a_gap_is_feasible_not_optimal():
+def test_where_the_proven_model_is_too_large_a_gap_is_feasible_not_optimal(monkeypatch):
     """With the proven model refused (max_binaries), a gap the relaxation leaves is reported
-    as such: status feasible, the relaxation's bound, never optimal."""
+    as such: status feasible, the relaxation's bound, never optimal (exhaustive search's
+    step switched off: on this 3-stage chain it would prove the optimum)."""
     import solvers
+    import solvers.exhaustive
+
+    monkeypatch.setattr(solvers.exhaustive, "DEFAULT_MAX_STAGES", 0)
 
     sol = solvers.solve(GAP_CHAIN, 15, "ilp", max_binaries=10)
     assert sol.status == "feasible" and sol.info["certificate"] is None

@@ -20,6 +20,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import (CLASS_ALL, FEASIBLE, INFEASIBLE, OPTIMAL, TIME_LIMIT,
                                          Solution)
 
+from solvers import exhaustive
 from solvers._deadline import Deadline, DeadlineExpired
 from solvers.ilp import relaxation, seeds
 from solvers.ilp.backends import IlpError
@@ -99,6 +100,9 @@ def certified(chain: Chain, budget: int, opts: IlpOptions, deadline: Deadline,
         if best[0] is not None and reaches(lb, best[1], chain):
             return _proven(chain, best, budget, lb, "moment relaxation", info, deadline)
         lower = lb.value
+        found = _exhaustive(chain, budget, deadline, info)
+        if found is not None:
+            return _proven(chain, found, budget, lb, "exhaustive search", info, deadline)
         best = _fast_mode(chain, budget, opts, deadline, best, info)
         if best[0] is not None and reaches(lb, best[1], chain):
             return _proven(chain, best, budget, lb, "moment relaxation", info, deadline)
@@ -121,6 +125,28 @@ def certified(chain: Chain, budget: int, opts: IlpOptions, deadline: Deadline,
     return _unproven(chain, budget, best, lower, info, deadline,
                      "the moment relaxation stops below it and the proven model is too large",
                      False)
+
+
+def _exhaustive(chain, budget, deadline, info):
+    """Exhaustive search (:mod:`solvers.exhaustive`, A* over the simulator's own states) on
+    chains within its own stage guard (``exhaustive.DEFAULT_MAX_STAGES``): there it proves
+    the optimum over all schedules in well under a second, where the proven time-expanded
+    model can take minutes (``benchmarks/bench_ilp.py small-dispatch``).  Returns the
+    ``(schedule, makespan, source)`` it proves optimal, or None when the chain is longer,
+    the search stops (time limit or its state limit: the next steps then run as before),
+    or it finds no schedule (the relaxation said feasible, so the proven model decides)."""
+    if chain.length > exhaustive.DEFAULT_MAX_STAGES:
+        return None
+    t0 = deadline.elapsed()
+    schedule, makespan, _, _, proven = exhaustive.search(
+        chain, budget, time_limit=deadline.remaining(0.01),
+        max_states=exhaustive.DEFAULT_MAX_STATES)
+    info["exhaustive"] = {"proven": proven, "makespan": makespan,
+                          "wall_time": round(deadline.elapsed() - t0, 3)}
+    deadline.check("exhaustive search")
+    if schedule is None:
+        return None
+    return schedule, makespan, "exhaustive search"
 
 
 def _fast_mode(chain, budget, opts, deadline, best, info):

@@ -1,0 +1,61 @@
+"""The default ilp on short chains: where the moment relaxation leaves a gap, exhaustive
+search (within its own stage guard) proves the optimum before the time-expanded model is
+built, and the answer says so (``info["certificate"]``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import solvers
+from remat_theory.model.chain import Chain
+from remat_theory.model.simulator import simulate
+from solvers import exhaustive
+from solvers.ilp.relaxation import lower_bound
+
+# the chain of tests/test_ilp_bound.py where the relaxation stops at 20 below the optimum 25
+GAP_CHAIN = Chain(fwd_time=[1.0, 5.0, 4.0], bwd_time=[1.0, 5.0, 2.0, 2.0], x_size=[3, 1, 2, 1],
+                  tape_size=[1, 5, 3], fwd_overhead=[5, 3, 5], bwd_overhead=[0, 3, 0, 0])
+
+
+def test_a_gap_on_a_short_chain_is_closed_by_exhaustive_search():
+    assert lower_bound(GAP_CHAIN, 15).value < 25.0
+    sol = solvers.solve(GAP_CHAIN, 15, "ilp")
+    oracle = solvers.solve(GAP_CHAIN, 15, "exhaustive")
+    assert sol.status == "optimal" and sol.optimal_for == "all"
+    assert sol.info["certificate"] == "exhaustive search"
+    assert sol.makespan == oracle.makespan
+    assert simulate(GAP_CHAIN, sol.schedule, 15).makespan == sol.makespan
+
+
+def test_beyond_the_stage_guard_exhaustive_search_is_not_run(monkeypatch):
+    """The guard is exhaustive search's own: lowered below the chain, the proven model
+    decides, with the same optimum."""
+    monkeypatch.setattr(exhaustive, "DEFAULT_MAX_STAGES", 2)
+    sol = solvers.solve(GAP_CHAIN, 15, "ilp")
+    assert sol.info["certificate"] == "proven model" and "exhaustive" not in sol.info
+    assert sol.makespan == 25.0
+
+
+def _chain(rng, L):
+    x = rng.integers(1, 10, L + 1)
+    return Chain(fwd_time=rng.uniform(1, 10, L).round(1).tolist(),
+                 bwd_time=rng.uniform(1, 10, L + 1).round(1).tolist(),
+                 x_size=x.tolist(),
+                 tape_size=(x[1:] + rng.integers(0, 10, L)).tolist(),
+                 fwd_overhead=rng.integers(0, 6, L).tolist(),
+                 bwd_overhead=rng.integers(0, 6, L + 1).tolist())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_default_ilp_equals_exhaustive_on_random_short_chains(seed):
+    """An independent generator (numpy), budgets across [smallest feasible, store-all]:
+    whichever step proves it, the default ilp's optimum is exhaustive search's."""
+    rng = np.random.default_rng(seed)
+    chain = _chain(rng, 4)
+    lo, hi = exhaustive.min_feasible_budget(chain), chain.store_all_memory()
+    for b in sorted({lo, (lo + hi) // 2, hi}):
+        sol = solvers.solve(chain, b, "ilp")
+        oracle = solvers.solve(chain, b, "exhaustive")
+        assert sol.status == "optimal" and sol.optimal_for == "all"
+        assert sol.makespan == pytest.approx(oracle.makespan)
+        assert sol.info["certificate"] in ("moment relaxation", "exhaustive search")

@@ -799,6 +799,43 @@ def small_dispatch(args) -> dict:
             "machine": machine(), "summary": summary, "runs": runs}
 
 
+def exhaustive_bound(args) -> dict:
+    """Exhaustive search on the benchmark's random chains (``families.make``) at the
+    budgets of :func:`budgets_of`, with its A* bound (``--simple-bound``: the bound before
+    the memory term of proofs/exhaustive.md, for the before/after figures): time, states
+    pushed, and the optimum or the bound reached under ``--time-limit``."""
+    runs = []
+    for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets):
+        pushed = [0]
+        full = ex._Heuristic
+
+        def counted(chain, budget, _full=full):
+            inner = ((lambda s: ex._heuristic_simple(chain, s)) if args.simple_bound
+                     else _full(chain, budget))
+
+            def h(state):
+                pushed[0] += 1
+                return inner(state)
+            return h
+        ex._Heuristic = counted
+        try:
+            t0 = time.perf_counter()
+            _, makespan, _, bound, proven, stopped = ex._search(
+                chain, b[kind], False, args.time_limit, "all", ex.DEFAULT_MAX_STATES)
+            dt = time.perf_counter() - t0
+        finally:
+            ex._Heuristic = full
+        row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
+               "bound_kind": "simple" if args.simple_bound else "memory",
+               "proven": makespan is not None, "makespan": makespan, "bound": bound,
+               "stopped_by": stopped, "states_pushed": pushed[0], "seconds": round(dt, 2),
+               "load_1min": os.getloadavg()[0]}
+        runs.append(row)
+        print(json.dumps(row), flush=True)
+    return {"command": " ".join(["python", "benchmarks/bench_ilp.py"] + sys.argv[1:]),
+            "time_limit": args.time_limit, "machine": machine(), "runs": runs}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -886,8 +923,16 @@ def main(argv=None) -> int:
     sd.add_argument("--no-exhaustive-step", action="store_true",
                     help="the certified mode without its exhaustive-search step (before)")
     sd.add_argument("--out", default=str(RESULTS / "ilp_small_dispatch.json"))
+    eb = sub.add_parser("exhaustive-bound")
+    eb.add_argument("--lengths", type=int, nargs="+", default=[12, 15])
+    eb.add_argument("--seeds", type=int, default=3)
+    eb.add_argument("--budgets", nargs="+", default=["tight"])
+    eb.add_argument("--time-limit", type=float, default=300.0)
+    eb.add_argument("--simple-bound", action="store_true",
+                    help="the A* bound without its memory term (before)")
+    eb.add_argument("--out", default=str(RESULTS / "exhaustive_bound.json"))
     args = ap.parse_args(argv)
-    result = {"small-dispatch": small_dispatch, "speed": speed, "lp": lp, "min-budget": min_budget, "normal-form": normal_form, "monotone": monotone,
+    result = {"exhaustive-bound": exhaustive_bound, "small-dispatch": small_dispatch, "speed": speed, "lp": lp, "min-budget": min_budget, "normal-form": normal_form, "monotone": monotone,
               "phase-local": phase_local, "walk": walk, "relaxation": relaxation}[args.cmd](args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -7,9 +7,11 @@ activations held, the set of tapes held, and which backward runs next; memory is
 function of the state.  Edges are the valid operations whose peak fits the budget, weighted
 by their time.  The first final state popped is optimal.
 
-Heuristic (a lower bound on the time still to spend): every backward not yet run costs its
-time, and every remaining B_j whose tape t_{j+1} is not held needs at least one more
-``Fall_j``.  It never decreases by more than an edge's cost, so A* returns the optimum.
+Heuristic (a lower bound on the time still to spend, :class:`_Heuristic`): every backward
+not yet run costs its time, every remaining B_j whose tape t_{j+1} is not held needs at
+least one more ``Fall_j``, and the memory at a later backward forces recomputation: the
+tapes held through it must fit in the budget (proofs/exhaustive.md).  It never decreases
+by more than an edge's cost, so A* returns the optimum.
 
 The state space has at most 2^L * 2^L * (L+2) states, but only the states reachable within
 the budget and below the optimum's f-value are visited.  At the middle and tight budgets of
@@ -53,6 +55,7 @@ from solvers.registry import register
 
 DEFAULT_MAX_STAGES = 8
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB; a time limit alone does not bound memory
+_MEMO_LIMIT = 1_000_000  # entries of the bound's cache (about 200 MB at most)
 
 
 def _check_size(chain: Chain, max_stages: int) -> None:
@@ -94,7 +97,9 @@ class _Moves:
                     yield self.dropt[i]
 
 
-def _heuristic(chain: Chain, state: State) -> float:
+def _heuristic_simple(chain: Chain, state: State) -> float:
+    """Every backward not yet run costs its time, and every remaining B_j whose tape
+    t_{j+1} is not held needs at least one more ``Fall_j`` (``fall_time[j]``)."""
     plain, tapes, nxt = state
     if nxt < 0:
         return 0.0
@@ -104,6 +109,96 @@ def _heuristic(chain: Chain, state: State) -> float:
         if not tapes >> (j + 1) & 1:
             h += chain.fall_time[j]  # B_j needs the tape of a Fall_j
     return h
+
+
+class _Heuristic:
+    """The A* bound: :func:`_heuristic_simple` plus what the memory at a later backward
+    forces (proofs/exhaustive.md, Lemma 2).  Admissible and consistent, so A* with a
+    closed set returns the optimum; tested against plain Dijkstra in
+    tests/test_exhaustive.py.
+
+    For a backward ``B_n`` still to run (``n = L``: the loss, which needs x_L): ``B_n``
+    needs x_n (x_n or t_n held).  If x_n is not available now, every stage i in
+    ``P = [k, n-1]`` (k the highest stage whose input is available) needs a forward before
+    ``B_n``; that forward replaces the later ``Fall_i`` the simple bound counts only if it
+    is a ``Fall_i`` whose tape stays held through ``B_n``.  A tape t_{i+1} (i < n) held now
+    and freed before ``B_n`` must be made again by a ``Fall_i``.  The tapes held through
+    ``B_n`` (the set H) fit in the budget with what ``B_n`` itself holds (x_0, its tape,
+    its input, both gradients, its overhead).  So the time still to spend is at least the
+    simple bound plus ``min over H fitting of [sum_{i in P-H} min(fwd_time[i],
+    fall_time[i]) + sum_{i held, not in H} fall_time[i]]``, bounded below by the
+    fractional knapsack; the bound takes the largest such term over the backwards still
+    to run (each is a lower bound on the same extra time, so their maximum is)."""
+
+    def __init__(self, chain: Chain, budget: float):
+        L = chain.length
+        x, tp = chain.x_size, chain.tape_size
+        self.chain = chain
+        self.L = L
+        self.fall = chain.fall_time
+        self.fwd_min = [min(f, g) for f, g in zip(chain.fwd_time, chain.fall_time)]
+        # capacity for the tapes held through B_n, and each slot's weight there
+        # (the loss, n = L, holds no tape and no gradient of its own before it runs)
+        self.cap = [budget - (x[0] + x[n] + chain.bwd_overhead[n] + (x[n] if n >= 1 else 0)
+                              + (x[n + 1] + tp[n] if n < L else 0)) for n in range(L + 1)]
+        self.weight = [[tp[i] - (x[n] if i == n - 1 else 0) for i in range(n)]
+                       for n in range(L + 1)]
+        self.memo: dict = {}
+
+    def __call__(self, state: State) -> float:
+        h = _heuristic_simple(self.chain, state)
+        plain, tapes, n = state
+        if n < 0:
+            return h
+        avail = plain | tapes
+        memo, best = self.memo, 0.0
+        for j in range(n, 0, -1):  # B_0 has no slot below it
+            mask = (2 << j) - 1
+            key = (j, avail & mask, tapes & mask)
+            e = memo.get(key)
+            if e is None:
+                if len(memo) >= _MEMO_LIMIT:
+                    memo.clear()  # a cache only: bounded so that it never rivals the search
+                e = memo[key] = self._forced(avail, tapes, j)
+            if e > best:
+                best = e
+        return h + best
+
+    def _forced(self, avail: int, tapes: int, n: int) -> float:
+        """The knapsack term for the backward ``B_n`` (``n = L``: the loss); it depends on
+        the bits of stages 0..n only (the memo's key)."""
+        k = n
+        while not avail >> k & 1:
+            k -= 1  # x_0 is always held
+        items = []  # (value, weight) of the slots below n that H could save
+        weight = self.weight[n]
+        for i in range(n):
+            if tapes >> (i + 1) & 1:
+                items.append((self.fall[i], weight[i]))
+            elif i >= k:
+                items.append((self.fwd_min[i], weight[i]))
+        if not items:
+            return 0.0
+        cap = self.cap[n]
+        if cap >= sum(w for _, w in items):
+            return 0.0
+        total = sum(v for v, _ in items)
+        if cap < 0:
+            return total
+        saved = 0.0
+        for v, w in sorted(items, key=lambda vw: -vw[0] / vw[1] if vw[1] else -float("inf")):
+            if w <= cap:
+                saved += v
+                cap -= w
+            else:
+                saved += v * cap / w
+                break
+        return max(0.0, total - saved)
+
+
+def _heuristic(chain: Chain, state: State, budget: float = float("inf")) -> float:
+    """:class:`_Heuristic` of ``chain`` at ``state`` (built afresh: for single calls)."""
+    return _Heuristic(chain, budget)(state)
 
 
 def _rebuild(parent: dict, state) -> Schedule:
@@ -188,11 +283,12 @@ def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
     mem0 = chain.x_size[0]
     if mem0 > budget:
         return None, None, None, None, True, None
+    heuristic = _Heuristic(chain, budget)
     g = {start: 0.0}
     parent = {start: None}
     peak_to = {start: mem0}  # peak along the best path found so far (reporting only)
     counter = itertools.count()
-    heap = [(_heuristic(chain, _state_of(start)), 0.0, next(counter), start, mem0)]
+    heap = [(heuristic(_state_of(start)), 0.0, next(counter), start, mem0)]
     closed = set()
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     pops = 0
@@ -220,7 +316,7 @@ def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
                 g[ns] = ng
                 parent[ns] = (s, op)
                 peak_to[ns] = max(peak_to[s], r.peak)
-                heapq.heappush(heap, (ng + _heuristic(chain, r.state), ng, next(counter), ns,
+                heapq.heappush(heap, (ng + heuristic(r.state), ng, next(counter), ns,
                                       r.memory_after))
     return None, None, None, None, True, None
 

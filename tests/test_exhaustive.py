@@ -3,6 +3,7 @@ import math
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import solvers
 from remat_theory import Chain, simulate
@@ -131,3 +132,117 @@ def test_homogeneous_three_stage_optimum_by_hand():
     s5 = solvers.solve(c, 5, "exhaustive")
     assert s5.makespan == 8 and simulate(c, s5.schedule, 5).makespan == 8
     assert simulate(c, "Fn0 Fn1 Fall2 Loss B2 Fall0 Fall1 B1 B0", 5).makespan == 8
+
+
+# ------------------------------------------- the A* bound (solvers/exhaustive._Heuristic)
+def _ops(chain, allow_drop):
+    from remat_theory.model.schedule import DropT, DropX
+
+    L = chain.length
+    ops = [LOSS_OP] + [Bwd(i) for i in range(L)] + [f(i) for i in range(L) for f in (Fn, Fck, Fall)]
+    if allow_drop:
+        ops += [DropX(i) for i in range(1, L + 1)] + [DropT(i) for i in range(1, L + 1)]
+    return ops
+
+
+def _plain_dijkstra(chain, budget, allow_drop=False):
+    """Dijkstra over simulator states with no heuristic at all: the optimum, or None."""
+    import heapq
+
+    ops = _ops(chain, allow_drop)
+    start = (State.initial(chain), chain.x_size[0])
+    best = {start: 0.0}
+    heap = [(0.0, 0, start)]
+    tie = 1
+    while heap:
+        t, _, (state, mem) = heapq.heappop(heap)
+        if state.is_final():
+            return t
+        if best[(state, mem)] < t:
+            continue
+        for op in ops:
+            r = transition(chain, state, mem, op, allow_drop)
+            if isinstance(r, str) or r.peak > budget:
+                continue
+            key = (r.state, r.memory_after)
+            if t + r.time < best.get(key, math.inf):
+                best[key] = t + r.time
+                heapq.heappush(heap, (t + r.time, tie, key))
+                tie += 1
+    return None
+
+
+def _without_fall_costs(chain):
+    return Chain(chain.fwd_time, chain.bwd_time, chain.x_size, chain.tape_size,
+                 chain.fwd_overhead, chain.bwd_overhead)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), chains(1, 4, max_size=6, fall_costs=True), st.booleans(), st.booleans())
+def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fall, allow_drop):
+    """h(s) <= time(op) + h(s') on every edge reachable within the budget, h >= the simple
+    bound, h(final) = 0: consistent, hence admissible (proofs/exhaustive.md)."""
+    from solvers.exhaustive import _Heuristic, _heuristic_simple
+
+    chain = chain if fall else _without_fall_costs(chain)
+    budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
+    h = _Heuristic(chain, budget)
+    tol = 1e-9 * max(1.0, chain.ideal_makespan())
+    ops = _ops(chain, allow_drop)
+    seen, todo = set(), [(State.initial(chain), chain.x_size[0])]
+    while todo:
+        s, mem = todo.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        assert h(s) >= _heuristic_simple(chain, s) - tol
+        for op in ops:
+            r = transition(chain, s, mem, op, allow_drop)
+            if isinstance(r, str) or r.peak > budget:
+                continue
+            assert h(s) <= r.time + h(r.state) + tol, (s, op)
+            if r.state.is_final():
+                assert h(r.state) == 0.0
+            todo.append((r.state, r.memory_after))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), chains(1, 5, max_size=8, fall_costs=True), st.booleans(), st.booleans())
+def test_search_with_the_bound_equals_plain_dijkstra(data, chain, fall, allow_drop):
+    """With and without fall costs (and with Drop): the optimum is plain Dijkstra's."""
+    from solvers.exhaustive import search
+
+    chain = chain if fall else _without_fall_costs(chain)
+    budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
+    want = _plain_dijkstra(chain, budget, allow_drop)
+    schedule, makespan = search(chain, budget, allow_drop=allow_drop)[:2]
+    if want is None:
+        assert schedule is None
+    else:
+        assert math.isclose(makespan, want, rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(simulate(chain, schedule, budget, allow_drop=allow_drop).makespan,
+                            want, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_the_bound_sees_recomputation_the_simple_bound_does_not():
+    """At a tight budget the memory at the next backward forces recomputation: among the
+    states reachable within the budget, the bound is strictly above the simple one on some
+    (and never above the true cost to go, by the tests above)."""
+    from solvers.exhaustive import _Heuristic, _heuristic_simple
+
+    chain = make("random", 6, 0)
+    b = solvers.solve(chain, 0, "dp-weak").min_budget
+    h = _Heuristic(chain, b)
+    ops = _ops(chain, False)
+    above, seen, todo = 0, set(), [(State.initial(chain), chain.x_size[0])]
+    while todo:
+        s, mem = todo.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        above += h(s) > _heuristic_simple(chain, s) + 1e-9
+        for op in ops:
+            r = transition(chain, s, mem, op)
+            if not isinstance(r, str) and r.peak <= b:
+                todo.append((r.state, r.memory_after))
+    assert above > 0

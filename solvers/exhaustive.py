@@ -126,9 +126,12 @@ class _Heuristic:
     ``B_n`` (the set H) fit in the budget with what ``B_n`` itself holds (x_0, its tape,
     its input, both gradients, its overhead).  So the time still to spend is at least the
     simple bound plus ``min over H fitting of [sum_{i in P-H} min(fwd_time[i],
-    fall_time[i]) + sum_{i held, not in H} fall_time[i]]``, bounded below by the
-    fractional knapsack; the bound takes the largest such term over the backwards still
+    fall_time[i]) + sum_{i held, not in H} fall_time[i]]``: a 0/1 knapsack, solved exactly
+    for ``n <= exact_up_to`` and bounded by its fractional relaxation above (per term, so
+    the bound stays consistent); the bound takes the largest such term over the backwards still
     to run (each is a lower bound on the same extra time, so their maximum is)."""
+
+    exact_up_to = 12  # terms n up to this solve the 0/1 knapsack, longer ones its LP
 
     def __init__(self, chain: Chain, budget: float):
         L = chain.length
@@ -185,7 +188,15 @@ class _Heuristic:
         total = sum(v for v, _ in items)
         if cap < 0:
             return total
-        saved = 0.0
+        if n <= self.exact_up_to:  # the 0/1 knapsack: at most 2^n subsets
+            best = {0: 0.0}  # weight of a subset H that fits -> the most time it saves
+            for v, w in items:
+                for wt, val in list(best.items()):
+                    nw = wt + w
+                    if nw <= cap and best.get(nw, -1.0) < val + v:
+                        best[nw] = val + v
+            return max(0.0, total - max(best.values()))
+        saved = 0.0  # its fractional relaxation (greedy by time saved per byte)
         for v, w in sorted(items, key=lambda vw: -vw[0] / vw[1] if vw[1] else -float("inf")):
             if w <= cap:
                 saved += v

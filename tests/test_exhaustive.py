@@ -178,15 +178,19 @@ def _without_fall_costs(chain):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.data(), chains(1, 4, max_size=6, fall_costs=True), st.booleans(), st.booleans())
-def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fall, allow_drop):
+@given(st.data(), chains(1, 4, max_size=6, fall_costs=True), st.booleans(), st.booleans(),
+       st.sampled_from([0, 2, 12]))
+def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fall, allow_drop,
+                                                                  exact_up_to):
     """h(s) <= time(op) + h(s') on every edge reachable within the budget, h >= the simple
-    bound, h(final) = 0: consistent, hence admissible (proofs/exhaustive.md)."""
+    bound, h(final) = 0: consistent, hence admissible (proofs/exhaustive.md); with the 0/1
+    knapsack, its fractional relaxation, and both (by term)."""
     from solvers.exhaustive import _Heuristic, _heuristic_simple
 
     chain = chain if fall else _without_fall_costs(chain)
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
     h = _Heuristic(chain, budget)
+    h.exact_up_to = exact_up_to
     tol = 1e-9 * max(1.0, chain.ideal_makespan())
     ops = _ops(chain, allow_drop)
     seen, todo = set(), [(State.initial(chain), chain.x_size[0])]
@@ -207,15 +211,23 @@ def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fa
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.data(), chains(1, 5, max_size=8, fall_costs=True), st.booleans(), st.booleans())
-def test_search_with_the_bound_equals_plain_dijkstra(data, chain, fall, allow_drop):
-    """With and without fall costs (and with Drop): the optimum is plain Dijkstra's."""
+@given(st.data(), chains(1, 5, max_size=8, fall_costs=True), st.booleans(), st.booleans(),
+       st.sampled_from([0, 12]))
+def test_search_with_the_bound_equals_plain_dijkstra(data, chain, fall, allow_drop,
+                                                     exact_up_to):
+    """With and without fall costs (and with Drop), the 0/1 knapsack or its fractional
+    relaxation: the optimum is plain Dijkstra's."""
+    from solvers import exhaustive
     from solvers.exhaustive import search
 
+    old, exhaustive._Heuristic.exact_up_to = exhaustive._Heuristic.exact_up_to, exact_up_to
     chain = chain if fall else _without_fall_costs(chain)
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
     want = _plain_dijkstra(chain, budget, allow_drop)
-    schedule, makespan = search(chain, budget, allow_drop=allow_drop)[:2]
+    try:
+        schedule, makespan = search(chain, budget, allow_drop=allow_drop)[:2]
+    finally:
+        exhaustive._Heuristic.exact_up_to = old
     if want is None:
         assert schedule is None
     else:

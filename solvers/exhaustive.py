@@ -153,26 +153,33 @@ class _Heuristic:
         plain, tapes, n = state
         if n < 0:
             return h
-        avail = plain | tapes
-        memo, best = self.memo, 0.0
-        for j in range(n, 0, -1):  # B_0 has no slot below it
-            mask = (2 << j) - 1
-            key = (j, avail & mask, tapes & mask)
-            e = memo.get(key)
-            if e is None:
-                if len(memo) >= _MEMO_LIMIT:
-                    memo.clear()  # a cache only: bounded so that it never rivals the search
-                e = memo[key] = self._forced(avail, tapes, j)
-            if e > best:
-                best = e
-        return h + best
+        mask = (2 << n) - 1
+        return h + self._largest(n, (plain | tapes) & mask, tapes & mask)
 
-    def _forced(self, avail: int, tapes: int, n: int) -> float:
-        """The knapsack term for the backward ``B_n`` (``n = L``: the loss); it depends on
-        the bits of stages 0..n only (the memo's key)."""
-        k = n
-        while not avail >> k & 1:
-            k -= 1  # x_0 is always held
+    def _largest(self, n: int, avail: int, tapes: int) -> float:
+        """The largest term over the backwards ``B_1 .. B_n`` (``B_0`` has no stage below
+        it); ``avail`` and ``tapes`` hold the bits of stages ``0..n`` only, so that the
+        memo is shared by every state that agrees on them."""
+        if n <= 0:
+            return 0.0
+        key = (n, avail, tapes)
+        memo = self.memo
+        e = memo.get(key)
+        if e is None:
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()  # a cache only: bounded so that it never rivals the search
+            low = (1 << n) - 1
+            k = avail.bit_length() - 1  # the highest stage <= n whose input is available
+            forced = memo.get((n, k, tapes, None))
+            if forced is None:
+                forced = memo[(n, k, tapes, None)] = self._forced(k, tapes, n)
+            e = max(forced, self._largest(n - 1, avail & low, tapes & low))
+            memo[key] = e
+        return e
+
+    def _forced(self, k: int, tapes: int, n: int) -> float:
+        """The knapsack term for the backward ``B_n`` (``n = L``: the loss), ``k`` the
+        highest stage ``<= n`` whose input is available (x_0 always is)."""
         items = []  # (value, weight) of the slots below n that H could save
         weight = self.weight[n]
         for i in range(n):

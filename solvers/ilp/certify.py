@@ -1,7 +1,9 @@
 """The certified mode, the ``ilp`` default (proofs/ilp.md section 9): the weak DP's schedule,
 then the fast mode's optimum, proven optimal over all schedules by the moment relaxation
-when its bound reaches their makespan; the proven time-expanded model only when a gap is
-left (and it is small enough to build).
+when its bound reaches their makespan; when a gap is left, exhaustive search on chains
+within its own stage guard (there it is the fastest proof), and the proven time-expanded
+model only beyond it (and when it is small enough to build).  ``info["certificate"]``
+names the step that proved the answer.
 
 Under a time limit, every step gets what is left of it, and a step it stops leaves the best
 schedule in hand with the best bound proven (status ``time_limit``).

@@ -70,8 +70,9 @@ def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:
 
 @register(NAME, optimal_for=CLASS_ALL, exact=True,
           description="Exact over all schedules: a lower-bound MILP (the moment relaxation) "
-                      "certifies the weak DP's or the fast mode's schedule, else the "
-                      "time-expanded MILP proven lossless decides (PuLP; HiGHS or CBC).")
+                      "certifies the weak DP's or the fast mode's schedule, else exhaustive "
+                      "search (short chains) or the time-expanded MILP proven lossless "
+                      "decides (PuLP; HiGHS or CBC).")
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
               mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
               pairs: bool = False, warm_start: bool = True, threads: int = 1,
@@ -103,8 +104,11 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
     certify : default on for ``passes=None``, off otherwise: prove optimality over all
         schedules with the moment relaxation (:mod:`.relaxation`, proofs/ilp.md section 9),
         a lower bound on every schedule's makespan.  The weak DP's schedule, then the fast
-        mode's optimum, is optimal as soon as the bound reaches its makespan; only when it
-        does not is the proven time-expanded model solved (with the bound as a cut), and
+        mode's optimum, is optimal as soon as the bound reaches its makespan; when it does
+        not, chains within exhaustive search's own stage guard
+        (``solvers.exhaustive.DEFAULT_MAX_STAGES``) are decided by exhaustive search (well
+        under a second there, where the proven model can take minutes); only then is the
+        proven time-expanded model solved (with the bound as a cut), and
         where that model is too large the answer is ``feasible`` with the bound
         (``info["certificate"]`` says which step decided).  With ``passes`` set and
         ``certify=True``, the class optimum is reported as optimal over all schedules when

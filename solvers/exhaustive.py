@@ -67,7 +67,8 @@ def _check_size(chain: Chain, max_stages: int) -> None:
 
 
 class _Moves:
-    """Candidate operations from a state (validity is decided by ``transition``)."""
+    """Candidate operations from a state (validity is decided by ``transition``; the
+    forwards whose output is already held, which it would refuse, are not proposed)."""
 
     def __init__(self, chain: Chain, allow_drop: bool):
         L = chain.length
@@ -88,7 +89,12 @@ class _Moves:
         top = min(nxt, L - 1)
         for i in range(top + 1):
             if plain >> i & 1 or (i and tapes >> i & 1):
-                yield from self.fwd[i]
+                fn, fck, fall = self.fwd[i]
+                if not plain >> (i + 1) & 1:  # else "x_{i+1} is already held"
+                    yield fn
+                    yield fck
+                if not tapes >> (i + 1) & 1:  # else "t_{i+1} is already held"
+                    yield fall
         if self.allow_drop:
             for i in range(1, L + 1):
                 if plain >> i & 1:

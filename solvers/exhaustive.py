@@ -14,10 +14,12 @@ tapes held through it must fit in the budget (proofs/exhaustive.md).  It never d
 by more than an edge's cost, so A* returns the optimum.
 
 The state space has at most 2^L * 2^L * (L+2) states, but only the states reachable within
-the budget and below the optimum's f-value are visited.  At the middle and tight budgets of
-``benchmarks/bench_ilp.py speed`` (random chains) it proves 12 stages in 0.8-37 s, 15
-stages at the middle budget in 2-44 s but only 1 of 3 tight ones within 5 minutes, and not
-a tight 20-stage one in 10 minutes.
+the budget and below the optimum's f-value are visited.  At the tight budgets of
+``benchmarks/bench_ilp.py exhaustive-bound`` (the random chains of ``speed``) the memory
+term of the bound visits 2.0-2.9 times fewer states than the simple bound: it proves the
+three 12-stage chains and 1 of 3 15-stage ones within 120 s (the other two stop with
+bounds 254.5 and 262.75, against 232 and 259 with the simple bound), and not a tight
+20-stage one in 10 minutes (measured before the memory term).
 Nothing bounds other chains by those figures (the state space still grows as 4^L), so
 ``max_stages`` (default 8) guards against an accidental long run: raise it to go further,
 with ``time_limit``.

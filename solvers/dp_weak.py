@@ -45,22 +45,26 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.solution import (CLASS_NONE, CLASS_WEAK, FEASIBLE, INFEASIBLE, OPTIMAL,
-                                   Solution)
+                                   TIME_LIMIT, Solution)
 
-from solvers.dp import UnitChain, _check_slots, _peak, _shift, slot_info
+from solvers._dp_tables import (NEVER, Deadline, TimeUp, UnitChain, check_slots, check_time_limit,
+                                peak, refuse_if_too_big, shift, slot_info)
 from solvers.registry import register
 
 INF = math.inf
 
-#: Largest R table (bytes) built before asking for ``slots``.
-MAX_TABLE_BYTES = 4 * 2 ** 30
+#: Row operations (one memory value each) per second the up-front estimate assumes: an
+#: optimistic figure for this implementation, so that only runs clearly past the time
+#: limit are refused.
+ASSUMED_RATE = 2e9
 
 
 class WeakTable:
     """Value tables W(s, t, .) and R(i, t, j, .) for m = 0..M (float64, inf = infeasible)."""
 
-    def __init__(self, uc: UnitChain, M: int):
+    def __init__(self, uc: UnitChain, M: int, deadline: Deadline = NEVER):
         self.uc, self.M = uc, M
+        self.deadline = deadline
         L, x, tape, cf = uc.L, uc.x, uc.tape, uc.cf
         step = np.zeros(L, dtype=np.int64)
         step[:] = x[:L] + x[1:] + uc.fo
@@ -78,13 +82,14 @@ class WeakTable:
         for t in range(L + 1):
             g = uc.g(t)
             for s in range(t, -1, -1):
+                deadline.check(f"tables, segment ({s}, {t}) of {L} stages")
                 if s >= 1:
                     # keep-release inner minimum: G[j'] = min_k pass(s, k) + R(k, t, j', m - x[s])
                     G = {}
                     for jp in range(s + 2, t + 1):
                         best = np.full(n, INF)
                         for k in range(s + 1, jp):
-                            cand = _shift(R[k, t, jp], int(x[s])) + (cf[k] - cf[s])
+                            cand = shift(R[k, t, jp], int(x[s])) + (cf[k] - cf[s])
                             np.minimum(best, masked(cand, x[s] + g + uc.fp[s, k]), out=best)
                         G[jp] = best
                     for j in range(s + 1, t + 1):
@@ -92,12 +97,12 @@ class WeakTable:
                         for l in range(s + 1, j + 1):  # release x_s now
                             need = g + int(step[s:l].max())
                             if l == j:
-                                cand = _shift(W[l, t], int(x[l])) + (cf[l] - cf[s])
+                                cand = shift(W[l, t], int(x[l])) + (cf[l] - cf[s])
                             else:
                                 cand = R[l, t, j] + (cf[l] - cf[s])
                             np.minimum(best, masked(cand, need), out=best)
                         for k in range(j + 1, t + 1):  # keep: checkpoint x_k committed
-                            cand = _shift(W[k, t], int(x[s] + x[k])) + (cf[k] - cf[s]) + R[s, k - 1, j]
+                            cand = shift(W[k, t], int(x[s] + x[k])) + (cf[k] - cf[s]) + R[s, k - 1, j]
                             np.minimum(best, masked(cand, x[s] + g + uc.fp[s, k]), out=best)
                         for jp in range(j + 1, t + 1):  # keep, the new checkpoint released too
                             np.minimum(best, G[jp] + R[s, jp - 1, j], out=best)
@@ -109,10 +114,10 @@ class WeakTable:
                         need, cost = uc.fall_needs(s, t), uc.fwd[s] + uc.bwd[s]
                     W[s, t] = np.where(marr >= need, cost, INF)
                     continue
-                best = masked(_shift(W[s + 1, t], int(tape[s])) + (uc.fwd[s] + uc.bwd[s]),
+                best = masked(shift(W[s + 1, t], int(tape[s])) + (uc.fwd[s] + uc.bwd[s]),
                               uc.fall_needs(s, t))
                 for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
-                    cand = _shift(W[k, t], int(x[k])) + (cf[k] - cf[s]) + W[s, k - 1]
+                    cand = shift(W[k, t], int(x[k])) + (cf[k] - cf[s]) + W[s, k - 1]
                     np.minimum(best, masked(cand, g + uc.fp[s, k]), out=best)
                 for j in range(s + 2, t + 1):  # C: checkpoint x_k released, back to d_j
                     H = np.full(n, INF)
@@ -177,6 +182,7 @@ class WeakTable:
             if item[0] == "op":
                 ops.append(item[1])
                 continue
+            self.deadline.check("rebuilding the schedule")
             if item[0] == "W":
                 _, s, t, mm = item
                 opts = self._w_options(s, t, mm)
@@ -207,30 +213,57 @@ class WeakTable:
         return Schedule(ops)
 
 
-def _solve_units(uc: UnitChain, budget_units: int):
-    M = budget_units - int(uc.x[0])
+def work_estimate(L: int, M: int) -> tuple[float, float]:
+    """(bytes of the R and W tables, row operations) for L stages and m = 0..M: about
+    L^3/6 rows R(i, t, j, .) and L^2/2 rows W(s, t, .) of M + 1 float64 values; about
+    L^4/6 candidate rows (each R row takes O(L) candidates, and the inner minimum of
+    keep-release and option C O(L^2) per segment)."""
+    rows = (L + 1) ** 3 / 6 + (L + 1) * (L + 2) / 2
+    return rows * (M + 1) * 8, max(1.0, (L + 1) ** 4 / 6) * (M + 1)
+
+
+def _fit_slots(L: int):
+    rows = (L + 1) ** 3 / 6 + (L + 1) * (L + 2) / 2
+    quad = max(1.0, (L + 1) ** 4 / 6)
+
+    def fit(max_bytes, max_steps):
+        return int(min(max_bytes / (rows * 8), max_steps / quad))
+    return fit
+
+
+def _prepare(uc: UnitChain, budget_units: int, time_limit, slots):
+    """(divided chain, g, M) after the up-front size check; M < 0 when the budget is below
+    x_0.  A common factor of the unit sizes is divided out (as in ``dp``)."""
+    g = uc.size_gcd()
+    ucd = uc.divided(g)
+    x0 = int(uc.x[0])
+    M = (budget_units - x0) // g if budget_units >= x0 else -1
+    M = min(M, max(0, ucd.store_all_units() - int(ucd.x[0])))
+    table_bytes, steps = work_estimate(ucd.L, max(M, 0))
+    refuse_if_too_big("dp-weak", table_bytes, steps, ASSUMED_RATE, time_limit, ucd.L, M + 1,
+                      slots, _fit_slots(ucd.L))
+    return ucd, g, M
+
+
+def _solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER, slots=None):
+    ucd, g, M = _prepare(uc, budget_units, deadline.limit, slots)
     if M < 0:
         return INF, None, None
-    M = min(M, max(0, uc.store_all_units() - int(uc.x[0])))
-    L = uc.L
-    r_bytes = (L + 1) ** 3 // 6 * (M + 1) * 8
-    if r_bytes > MAX_TABLE_BYTES:
-        raise SolverError(f"solver 'dp-weak': the tables would need {r_bytes / 2**30:.1f} GiB "
-                          f"({M + 1} memory units x {L} stages); pass slots=S")
-    table = WeakTable(uc, M)
-    value = table.w(0, L, M)
+    table = WeakTable(ucd, M, deadline)
+    value = table.w(0, ucd.L, M)
     if value == INF:
         return INF, None, table
     return value, table.schedule(M), table
 
 
-def min_units(uc: UnitChain) -> int:
+def min_units(uc: UnitChain, deadline: Deadline = NEVER) -> int:
     """Smallest budget (units) at which a weakly persistent schedule exists: the first
     finite entry of W(0, L, .) over the whole useful memory range (up to store-all)."""
     top = uc.store_all_units()
-    table = WeakTable(uc, max(0, top - int(uc.x[0])))
-    row = table.W[0, uc.L]
-    return int(uc.x[0] + np.argmax(np.isfinite(row)))
+    ucd, g, M = _prepare(uc, top, deadline.limit, None)
+    table = WeakTable(ucd, max(0, M), deadline)
+    row = table.W[0, ucd.L]
+    return int(uc.x[0] + g * np.argmax(np.isfinite(row)))
 
 
 def min_feasible_budget(chain: Chain) -> int:
@@ -239,30 +272,53 @@ def min_feasible_budget(chain: Chain) -> int:
     return min_units(uc) * g
 
 
+def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
+    bound = chain.ideal_makespan()
+    info = {**info, "stopped_by": "time_limit", "stopped_in": where}
+    return Solution("dp-weak", TIME_LIMIT, None, None, None, budget, bound=bound,
+                    optimal_for=CLASS_WEAK, info=info,
+                    message=f"time limit of {deadline.limit:g} s reached ({where}): no schedule, "
+                            f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
+                            f"a smaller --slots S (-o slots=S) makes the tables smaller")
+
+
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,
           description="DP over weakly persistent schedules (checkpoints may be released early).")
-def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None) -> Solution:
+def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
+                  time_limit: float | None = None) -> Solution:
     """Optimal weakly persistent schedule (module docstring), exact in memory, or with
     ``slots=S`` (sizes rounded up to multiples of budget/S: valid at the real budget, optimal
-    for the rounded sizes only, status ``feasible``)."""
-    slots = _check_slots(slots, "dp-weak")
+    for the rounded sizes only, status ``feasible``).  ``time_limit`` (seconds) bounds the
+    whole run as for ``dp``: status ``time_limit``, no schedule, the ideal makespan as bound;
+    tables over 8 GiB, or runs estimated at more than ten times the limit, are refused up
+    front naming a ``--slots`` value that fits."""
+    deadline = Deadline(check_time_limit(time_limit, "dp-weak"))
+    slots = check_slots(slots, "dp-weak")
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}
-        makespan, schedule, _ = _solve_units(uc_exact, budget // gcd)
+        try:
+            makespan, schedule, _ = _solve_units(uc_exact, budget // gcd, deadline)
+            if schedule is None:
+                mb = min_units(uc_exact, deadline) * gcd
+        except TimeUp as e:
+            return _time_up(chain, budget, deadline, e.where, info)
         if schedule is None:
-            mb = min_units(uc_exact) * gcd
             return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
                             min_budget=mb, info=info,
                             message=f"no weakly persistent schedule fits in {budget}; the "
                                     f"smallest feasible budget is {mb}")
-        return Solution("dp-weak", OPTIMAL, schedule, makespan, _peak(chain, schedule), budget,
+        return Solution("dp-weak", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
                         bound=makespan, optimal_for=CLASS_WEAK, info=info)
     info = {"memory": "slots", **slot_info(chain, budget, slots)}
     uc = UnitChain.rounded(chain, budget, slots)
-    makespan, schedule, _ = _solve_units(uc, slots)
+    try:
+        makespan, schedule, _ = _solve_units(uc, slots, deadline, slots)
+        if schedule is None:
+            mb = min_units(uc_exact, deadline) * gcd
+    except TimeUp as e:
+        return _time_up(chain, budget, deadline, e.where, info)
     if schedule is None:
-        mb = min_units(uc_exact) * gcd
         return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
                         min_budget=mb, info=info,
                         message=f"no weakly persistent schedule fits in {budget} with sizes "
@@ -272,9 +328,9 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None) -> Sol
     if budget == 0 or all(v * slots % budget == 0 for v in sizes):
         # every size is a whole number of slots: the slot DP is the exact DP, scaled
         info["rounding_exact"] = True
-        return Solution("dp-weak", OPTIMAL, schedule, makespan, _peak(chain, schedule), budget,
+        return Solution("dp-weak", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
                         bound=makespan, optimal_for=CLASS_WEAK, info=info)
-    return Solution("dp-weak", FEASIBLE, schedule, makespan, _peak(chain, schedule), budget,
+    return Solution("dp-weak", FEASIBLE, schedule, makespan, peak(chain, schedule), budget,
                     optimal_for=CLASS_NONE, info=info,
                     message="slots mode: optimal for the rounded sizes, not proven optimal at "
                             "the real budget")

@@ -240,8 +240,8 @@ def test_min_memory_table_matches_value_table():
     table = PersistentTable(uc, uc.store_all_units())
     for s in range(uc.L + 1):
         for t in range(s, uc.L + 1):
-            row = table.V[s][t - s]
-            assert np.isinf(row[:mm[s, t]]).all() and np.isfinite(row[mm[s, t]])
+            assert all(math.isinf(table.value(s, t, m)) for m in range(mm[s, t]))
+            assert math.isfinite(table.value(s, t, mm[s, t]))
 
 
 # ---------------------------------------------------------------------- bad input
@@ -283,3 +283,66 @@ def test_exact_mode_too_large_asks_for_slots():
         with pytest.raises(SolverError, match="slots"):
             solvers.solve(c, budget, name)
     assert solvers.solve(c, budget, "dp", slots=300).peak_memory <= budget
+
+
+# ---------------------------------------------------------------------- common factor
+@settings(max_examples=30, deadline=None)
+@given(chains(1, 6), st.integers(2, 4))
+def test_common_factor_divided_out_gives_the_same_table(chain, k):
+    """Sizes all multiples of k: the table of the divided chain at m // k equals the table
+    of the original at m, at every m up to store-all (the lemma behind UnitChain.divided,
+    which slots mode relies on)."""
+    uc, _ = UnitChain.exact(chain)
+    big = UnitChain(uc.x * k, uc.tape * k, uc.fo * k, uc.bo * k, uc.fwd, uc.bwd)
+    assert big.size_gcd() == k * uc.size_gcd()
+    M = big.store_all_units()
+    tb = PersistentTable(big, M)
+    ts = PersistentTable(big.divided(k), M // k)
+    for s in range(uc.L + 1):
+        for t in range(s, uc.L + 1):
+            for m in range(M + 1):
+                assert tb.value(s, t, m) == ts.value(s, t, m // k)
+
+
+# ---------------------------------------------------------------------- time limit
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "10", True])
+def test_bad_time_limit(bad):
+    c = families.make("random", 3, 0)
+    with pytest.raises(SolverError, match="time_limit"):
+        solvers.solve(c, c.store_all_memory(), "dp", time_limit=bad)
+
+
+@pytest.mark.parametrize("slots", [None, 60])
+def test_time_limit_stops_with_a_bound_and_no_claim(slots):
+    """A limit too short to build anything: status time_limit, no schedule, the ideal
+    makespan as bound (below the true optimum), a message that says so."""
+    c = families.make("random", 60, 1)
+    budget = (min_feasible_budget(c) + c.store_all_memory()) // 2
+    s = solvers.solve(c, budget, "dp", slots=slots, time_limit=1e-9)
+    full = solvers.solve(c, budget, "dp", slots=slots)
+    assert s.status == "time_limit" and s.schedule is None and s.makespan is None
+    assert s.bound == c.ideal_makespan() <= full.makespan
+    assert "not proven optimal" in s.message and s.info["stopped_by"] == "time_limit"
+
+
+def test_generous_time_limit_changes_nothing():
+    c = families.make("resnet", 20, 3)
+    budget = (min_feasible_budget(c) + c.store_all_memory()) // 2
+    a = solvers.solve(c, budget, "dp", time_limit=600)
+    b = solvers.solve(c, budget, "dp")
+    assert a.status == b.status == "optimal" and a.makespan == b.makespan
+
+
+def test_far_past_the_time_limit_is_refused_up_front():
+    """2000 stages at 1000 slots in 2 s: refused before any work, naming --slots."""
+    c = families.make("homogeneous", 2000, 0)
+    budget = c.store_all_memory() // 2
+    with pytest.raises(SolverError, match=r"--slots \d+ \(-o slots=\d+\)"):
+        solvers.solve(c, budget, "dp", slots=1000, time_limit=2)
+
+
+def test_too_big_a_table_is_refused_up_front():
+    c = families.make("homogeneous", 3000, 0)
+    budget = c.store_all_memory() // 2
+    with pytest.raises(SolverError, match="GiB of table"):
+        solvers.solve(c, budget, "dp", slots=5000)

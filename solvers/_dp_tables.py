@@ -100,20 +100,25 @@ def check_bool(value, name: str, solver: str) -> bool:
 class UnitChain:
     """A chain's sizes in integer memory units, as numpy arrays (internal to the DPs).
 
-    ``x`` (L+1), ``tape`` (L), ``fo`` (L), ``bo`` (L+1) are int64 unit counts; ``fwd``
-    (L) and ``bwd`` (L+1) are float64 seconds; ``cf[i]`` = fwd[0] + .. + fwd[i-1].
+    ``x`` (L+1), ``tape`` (L), ``fo`` (L), ``bo`` (L+1), ``fao`` (L) are int64 unit counts;
+    ``fwd`` (L), ``bwd`` (L+1) and ``fall`` (L) are float64 seconds; ``cf[i]`` = fwd[0] + ..
+    + fwd[i-1].  ``fwd``/``fo`` are the costs of Fn_i and Fck_i (the passes), ``fall``/``fao``
+    those of the recording forward Fall_i (the chain's ``fall_time``/``fall_overhead``,
+    equal to the forward ones unless the chain gives its own; docs/model.md).
     ``fp[s, k]`` (k > s) is the largest peak, minus held memory, of the forward pass
     Fck_s Fn_{s+1} .. Fn_{k-1}: max(x[s+1] + fo[s], max_{s<j<k} x[j] + x[j+1] + fo[j])
     (0 for k <= s).
     """
 
-    def __init__(self, x, tape, fo, bo, fwd, bwd):
+    def __init__(self, x, tape, fo, bo, fwd, bwd, fao=None, fall=None):
         self.x = np.asarray(x, dtype=np.int64)
         self.tape = np.asarray(tape, dtype=np.int64)
         self.fo = np.asarray(fo, dtype=np.int64)
         self.bo = np.asarray(bo, dtype=np.int64)
         self.fwd = np.asarray(fwd, dtype=np.float64)
         self.bwd = np.asarray(bwd, dtype=np.float64)
+        self.fao = self.fo.copy() if fao is None else np.asarray(fao, dtype=np.int64)
+        self.fall = self.fwd.copy() if fall is None else np.asarray(fall, dtype=np.float64)
         L = len(self.fwd)
         self.L = L
         self.cf = np.concatenate([[0.0], np.cumsum(self.fwd)])
@@ -156,7 +161,8 @@ class UnitChain:
         g = chain.size_gcd()
         return cls([v // g for v in chain.x_size], [v // g for v in chain.tape_size],
                    [v // g for v in chain.fwd_overhead], [v // g for v in chain.bwd_overhead],
-                   chain.fwd_time, chain.bwd_time), g
+                   chain.fwd_time, chain.bwd_time, [v // g for v in chain.fall_overhead],
+                   chain.fall_time), g
 
     @classmethod
     def rounded(cls, chain: Chain, budget: int, slots: int, down: bool = False) -> "UnitChain":
@@ -171,11 +177,12 @@ class UnitChain:
 
         return cls([r(v) for v in chain.x_size], [r(v) for v in chain.tape_size],
                    [r(v) for v in chain.fwd_overhead], [r(v) for v in chain.bwd_overhead],
-                   chain.fwd_time, chain.bwd_time)
+                   chain.fwd_time, chain.bwd_time, [r(v) for v in chain.fall_overhead],
+                   chain.fall_time)
 
     def size_gcd(self) -> int:
         """gcd of every unit size (1 when all are zero)."""
-        vals = np.concatenate([self.x, self.tape, self.fo, self.bo])
+        vals = np.concatenate([self.x, self.tape, self.fo, self.bo, self.fao])
         g = int(reduce(math.gcd, (int(v) for v in np.unique(vals)), 0))
         return max(g, 1)
 
@@ -187,7 +194,8 @@ class UnitChain:
         budget B are those of the divided chain at B // g (a larger unit, same schedules)."""
         if g == 1:
             return self
-        return UnitChain(self.x // g, self.tape // g, self.fo // g, self.bo // g, self.fwd, self.bwd)
+        return UnitChain(self.x // g, self.tape // g, self.fo // g, self.bo // g, self.fwd,
+                         self.bwd, self.fao // g, self.fall)
 
     def g(self, t: int) -> int:
         """Size of the gradient live at the start of a segment ending at t."""
@@ -196,11 +204,11 @@ class UnitChain:
     def fall_needs(self, s: int, t: int) -> int:
         """Least m for Fall_s (at the start of segment (s, t)) and B_s at its end."""
         x, tape = self.x, self.tape
-        return int(max(self.g(t) + tape[s] + self.fo[s], tape[s] + x[s + 1] + x[s] + self.bo[s]))
+        return int(max(self.g(t) + tape[s] + self.fao[s], tape[s] + x[s + 1] + x[s] + self.bo[s]))
 
     def store_all_units(self) -> int:
         """Peak of store-all in units (the persistent optimum is constant above it)."""
-        L, x, tp, fo, bo = self.L, self.x, self.tape, self.fo, self.bo
+        L, x, tp, fo, bo = self.L, self.x, self.tape, self.fao, self.bo
         TS = np.concatenate([[0], np.cumsum(tp)])
         held_f = int(x[0]) + TS[:L]  # held before Fall_i
         peak = max(int(x[0]), int((held_f + tp + fo).max(initial=0)))
@@ -236,7 +244,7 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
     exact persistent optimum at ``guaranteed_budget``.
     """
     L = chain.length
-    sizes = list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead) + list(chain.bwd_overhead)
+    sizes = all_sizes(chain)
     slot = budget / slots
     if budget == 0:
         excess = [0.0 for _ in sizes]
@@ -246,6 +254,12 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
     loss = sum(largest)
     return {"slots": slots, "slot_size": slot, "rounding_loss_max": max(excess),
             "rounding_loss": loss, "guaranteed_budget": max(0, math.floor(budget - loss))}
+
+
+def all_sizes(chain: Chain) -> list:
+    """Every size of the chain (bytes) that slot rounding touches."""
+    return (list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead)
+            + list(chain.bwd_overhead) + list(chain.fall_overhead))
 
 
 def peak(chain: Chain, schedule: Schedule) -> int:

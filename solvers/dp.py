@@ -69,7 +69,8 @@ from remat_theory.model.solution import (CLASS_NONE, CLASS_PERSISTENT, FEASIBLE,
                                    TIME_LIMIT, Solution)
 
 from solvers._dp_tables import (NEVER, Deadline, TimeUp, UnitChain, check_bool, check_slots,
-                                check_time_limit, peak, refuse_if_too_big, slot_info)
+                                check_time_limit, peak, refuse_if_too_big, slot_info,
+                                all_sizes)
 from solvers.registry import register
 
 __all__ = ["PersistentTable", "UnitChain", "min_feasible_budget", "min_memory_table",
@@ -102,7 +103,8 @@ def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     gvec = np.concatenate([x[1:], [0]]).astype(np.int64)  # g(t), t = 0..L
     S = np.zeros((L + 1, L + 1), dtype=np.int64)
     bneed = tape + x[1:] + x[:L] + bo[:L]  # B_s at the end of a segment starting at s
-    S[:L, 0] = np.maximum(gvec[:L] + tape + fo, bneed)
+    fao = uc.fao  # Fall_s's transient memory (fo is Fck/Fn's: inside fps)
+    S[:L, 0] = np.maximum(gvec[:L] + tape + fao, bneed)
     S[L, 0] = x[L] + bo[L]
     fps = uc.fps
     it = x.itemsize
@@ -110,7 +112,7 @@ def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
         deadline.check(f"min-memory table, length {n} of {L}")
         N = L + 1 - n
         gt = gvec[n:n + N]
-        best = np.maximum(np.maximum(gt + tape[:N] + fo[:N], bneed[:N]), tape[:N] + S[1:N + 1, n - 1])
+        best = np.maximum(np.maximum(gt + tape[:N] + fao[:N], bneed[:N]), tape[:N] + S[1:N + 1, n - 1])
         xk = as_strided(x[1:], shape=(N, n), strides=(it, it), writeable=False)
         cand = np.maximum(fps[:N, 1:n + 1] + gt[:, None], xk + _anti_diagonal(S, n, N))
         np.maximum(cand, S[:N, :n], out=cand)
@@ -164,9 +166,9 @@ def _saturation_skewed(uc: UnitChain) -> np.ndarray:
     """sat[s, n]: peak (memory units, segment convention) of the store-all schedule of
     segment (s, s + n): Fall_s .. Fall_t (the loss when t = L), B_t .. B_s.  Above it
     W(s, t, m) is the segment's ideal time, the least any schedule of it can take."""
-    L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
+    L, x, tape, fao, bo = uc.L, uc.x, uc.tape, uc.fao, uc.bo
     TS = np.concatenate([[0], np.cumsum(tape)]).astype(np.int64)
-    fall_term = TS[1:] + fo
+    fall_term = TS[1:] + fao
     b_term = TS[1:] + x[1:] + x[:L] + bo[:L]
     sat = np.zeros((L + 1, L + 1), dtype=np.int64)
     loss_peak = int(TS[L] + x[L] + bo[L])
@@ -229,15 +231,17 @@ class PersistentTable:
         W = M + 1
         x = [int(v) for v in uc.x]
         tape = [int(v) for v in uc.tape]
-        tf = [int(v) for v in uc.tape + uc.fo]
+        tf = [int(v) for v in uc.tape + uc.fao]
         bneed = [int(v) for v in uc.tape + uc.x[1:] + uc.x[:L] + uc.bo[:L]]
         gl = [int(v) for v in uc.x[1:]] + [0]
         fps1 = [int(v) for v in fps[:, 1]]
-        cf = [float(v) for v in uc.cf]
-        self._cfx = cfx = cf + [cf[-1]]  # the loss has no forward
+        cf = [float(v) for v in uc.cf]  # pass prefix times (Fck/Fn)
+        # A saturated row holds the segment's ideal time, each Fall and each B once:
+        # (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s]).
+        self._cfa = cfa = [0.0] + [float(v) for v in np.cumsum(uc.fall)]
+        self._cfx = cfx = cfa + [cfa[-1]]  # the loss has no forward
         self._cb = cb = [0.0] + [float(v) for v in np.cumsum(uc.bwd)]
-        self._cf = cf
-        fb = [float(uc.fwd[i] + uc.bwd[i]) for i in range(L)]
+        fb = [float(uc.fall[i] + uc.bwd[i]) for i in range(L)]  # Fall_s and B_s
         # Row store of s: memory values up to ws[s], the largest saturation point of the
         # segments starting at s (capped at W); above it every row of s is its ideal time.
         ws = [int(v) for v in np.minimum(sat.max(axis=1), W)]
@@ -262,7 +266,7 @@ class PersistentTable:
                 n = t - s
                 row = V[s][n]
                 wr = ws[s]
-                ideal = (cfx[t + 1] - cf[s]) + (cb[t + 1] - cb[s])
+                ideal = (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])
                 if n == 0:
                     need = x[L] + int(uc.bo[L]) if t == L else max(g + tf[s], bneed[s])
                     need = min(need, wr)
@@ -283,7 +287,7 @@ class PersistentTable:
                         if a1 < e:
                             np.add(V[s + 1][n - 1][a1 - d:e - d], fb[s], out=row[a1:e])
                         if e < b:
-                            row[max(a1, e):b] = ((cfx[t + 1] - cf[s + 1]) + (cb[t + 1] - cb[s + 1])) + fb[s]
+                            row[max(a1, e):b] = ((cfx[t + 1] - cfa[s + 1]) + (cb[t + 1] - cb[s + 1])) + fb[s]
                     # option B: pass s -> k, W(k, t, m - x[k]), W(s, k-1, m)
                     lo = max(a, g + fps1[s])
                     if lo < b:
@@ -320,7 +324,7 @@ class PersistentTable:
             return INF
         m = min(m, self.M)
         if m >= self.ws[s]:  # saturated: the segment's ideal time
-            return float(self._dtype_round((self._cfx[t + 1] - self._cf[s]) + (self._cb[t + 1] - self._cb[s])))
+            return float(self._dtype_round((self._cfx[t + 1] - self._cfa[s]) + (self._cb[t + 1] - self._cb[s])))
         return float(self.V[s][t - s][m])
 
     def choice(self, s: int, t: int, m: int):
@@ -330,7 +334,7 @@ class PersistentTable:
             return None
         best, arg = INF, None
         if m >= uc.fall_needs(s, t):
-            best = self.value(s + 1, t, m - int(uc.tape[s])) + (uc.fwd[s] + uc.bwd[s])
+            best = self.value(s + 1, t, m - int(uc.tape[s])) + (uc.fall[s] + uc.bwd[s])
             arg = "A"
         g = uc.g(t)
         for k in range(s + 1, t + 1):
@@ -381,11 +385,12 @@ def table_dtype(uc: UnitChain):
     and each backward once; the table also adds one prefix sum of forward times), so the
     table is exactly the float64 one at half the memory traffic.
     """
-    times = np.concatenate([uc.fwd, uc.bwd])
+    times = np.concatenate([uc.fwd, uc.bwd, uc.fall])
     if not np.all(times == np.floor(times)):
         return np.float64
     L = uc.L
-    top = (L + 1) * (L + 2) / 2 * float(uc.fwd.max(initial=0.0)) + float(uc.bwd.sum()) + 2 * float(uc.cf[-1])
+    top = ((L + 1) * (L + 2) / 2 * float(uc.fwd.max(initial=0.0)) + float(uc.bwd.sum())
+           + float(uc.fall.sum()) + 2 * float(uc.cf[-1]))
     return np.float32 if top < 2 ** 24 else np.float64
 
 
@@ -505,7 +510,7 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
                             message=msg)
         bound = None
         status = FEASIBLE
-        sizes = chain.x_size + chain.tape_size + chain.fwd_overhead + chain.bwd_overhead
+        sizes = all_sizes(chain)
         if budget == 0 or all(v * slots % budget == 0 for v in sizes):
             # every size is a whole number of slots: the slot DP is the exact DP, scaled
             status, bound = OPTIMAL, makespan

@@ -48,7 +48,7 @@ from remat_theory.model.solution import (CLASS_NONE, CLASS_WEAK, FEASIBLE, INFEA
                                    TIME_LIMIT, Solution)
 
 from solvers._dp_tables import (NEVER, Deadline, TimeUp, UnitChain, check_slots, check_time_limit,
-                                peak, refuse_if_too_big, shift, slot_info)
+                                peak, refuse_if_too_big, shift, slot_info, all_sizes)
 from solvers.registry import register
 
 INF = math.inf
@@ -111,10 +111,10 @@ class WeakTable:
                     if t == L:
                         need, cost = int(x[L] + uc.bo[L]), uc.bwd[L]
                     else:
-                        need, cost = uc.fall_needs(s, t), uc.fwd[s] + uc.bwd[s]
+                        need, cost = uc.fall_needs(s, t), uc.fall[s] + uc.bwd[s]
                     W[s, t] = np.where(marr >= need, cost, INF)
                     continue
-                best = masked(shift(W[s + 1, t], int(tape[s])) + (uc.fwd[s] + uc.bwd[s]),
+                best = masked(shift(W[s + 1, t], int(tape[s])) + (uc.fall[s] + uc.bwd[s]),
                               uc.fall_needs(s, t))
                 for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
                     cand = shift(W[k, t], int(x[k])) + (cf[k] - cf[s]) + W[s, k - 1]
@@ -143,7 +143,7 @@ class WeakTable:
             yield 0.0, "base", ()
             return
         if m >= uc.fall_needs(s, t):
-            yield (self.w(s + 1, t, m - int(uc.tape[s])) + (uc.fwd[s] + uc.bwd[s]), "A",
+            yield (self.w(s + 1, t, m - int(uc.tape[s])) + (uc.fall[s] + uc.bwd[s]), "A",
                    (("W", s + 1, t, m - int(uc.tape[s])),))
         for k in range(s + 1, t + 1):
             if g + uc.fp[s, k] > m:
@@ -324,7 +324,7 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
                         message=f"no weakly persistent schedule fits in {budget} with sizes "
                                 f"rounded up to {slots} slots; the smallest feasible budget "
                                 f"(exact memory) is {mb}")
-    sizes = chain.x_size + chain.tape_size + chain.fwd_overhead + chain.bwd_overhead
+    sizes = all_sizes(chain)
     if budget == 0 or all(v * slots % budget == 0 for v in sizes):
         # every size is a whole number of slots: the slot DP is the exact DP, scaled
         info["rounding_exact"] = True

@@ -346,3 +346,55 @@ def test_too_big_a_table_is_refused_up_front():
     budget = c.store_all_memory() // 2
     with pytest.raises(SolverError, match="GiB of table"):
         solvers.solve(c, budget, "dp", slots=5000)
+
+
+# ---------------------------------------------------------------------- fall costs
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 5, fall_costs=True, overheads=True))
+def test_dp_with_fall_costs_equals_class_search_at_every_budget(chain):
+    """Chains whose recording forward has its own time and overhead (Fall_i costs
+    fall_time[i] and peaks at held + tape[i] + fall_overhead[i]; Fn/Fck keep the forward
+    costs): dp == exhaustive(schedule_class="persistent") at every budget, the schedule
+    replayed by the simulator (the registry) with the claimed makespan."""
+    lo = exhaustive.min_feasible_budget(chain, schedule_class="persistent")
+    assert min_feasible_budget(chain) == lo
+    for budget in range(max(0, lo - 1), chain.store_all_memory() + 1):
+        d = solvers.solve(chain, budget, "dp")
+        e = solvers.solve(chain, budget, "exhaustive", schedule_class="persistent")
+        assert (d.schedule is None) == (e.schedule is None), budget
+        if d.schedule is None:
+            assert d.min_budget == lo
+            continue
+        assert math.isclose(d.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9), budget
+        assert math.isclose(simulate(chain, d.schedule, budget).makespan, d.makespan,
+                            rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _random_fall_chain(rng, L):
+    """A chain with fall costs that differ from the forward ones, from plain random numbers."""
+    x = [rng.randint(1, 6) for _ in range(L + 1)]
+    return Chain([float(rng.randint(1, 9)) for _ in range(L)],
+                 [float(rng.randint(0, 9)) for _ in range(L + 1)], x,
+                 [x[i + 1] + rng.randint(0, 5) for i in range(L)],
+                 [rng.randint(0, 3) for _ in range(L)], [rng.randint(0, 3) for _ in range(L + 1)],
+                 fall_time=[float(rng.randint(1, 12)) for _ in range(L)],
+                 fall_overhead=[rng.randint(0, 6) for _ in range(L)])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dp_with_fall_costs_on_random_chains(seed):
+    """The same check on chains built from random numbers (6 stages, middle budgets), and
+    slots mode stays valid at the real budget."""
+    import random
+
+    rng = random.Random(seed)
+    chain = _random_fall_chain(rng, 6)
+    assert chain.has_fall_costs
+    lo, hi = min_feasible_budget(chain), chain.store_all_memory()
+    for budget in sorted({lo, (lo + hi) // 2, (lo + 3 * hi) // 4}):
+        d = solvers.solve(chain, budget, "dp")
+        e = solvers.solve(chain, budget, "exhaustive", schedule_class="persistent")
+        assert math.isclose(d.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9)
+        s = solvers.solve(chain, budget, "dp", slots=17)
+        assert s.schedule is None or s.makespan >= d.makespan - 1e-9
+    assert solvers.solve(chain, hi, "dp").makespan == chain.ideal_makespan()

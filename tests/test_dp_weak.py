@@ -142,3 +142,22 @@ def test_unrestricted_can_beat_weak():
     assert simulate(c, best, 21).makespan == 50.0
     assert not is_weakly_persistent(c, best)
     assert solvers.solve(c, 21, "exhaustive", schedule_class="weak").makespan == 53.0
+
+
+# ---------------------------------------------------------------------- fall costs
+@settings(max_examples=30, deadline=None)
+@given(chains(1, 5, fall_costs=True, overheads=True))
+def test_dp_weak_with_fall_costs_equals_class_search_at_every_budget(chain):
+    """Fall_i with its own time and overhead: dp-weak == exhaustive(schedule_class="weak")
+    at every budget (schedules replayed by the registry), never worse than dp."""
+    lo = exhaustive.min_feasible_budget(chain, schedule_class="weak")
+    assert dp_weak.min_feasible_budget(chain) == lo
+    for budget in range(max(0, lo - 1), chain.store_all_memory() + 1):
+        w = solvers.solve(chain, budget, "dp-weak")
+        e = solvers.solve(chain, budget, "exhaustive", schedule_class="weak")
+        assert (w.schedule is None) == (e.schedule is None), budget
+        if w.schedule is None:
+            continue
+        assert math.isclose(w.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9), budget
+        d = solvers.solve(chain, budget, "dp")
+        assert d.schedule is None or w.makespan <= d.makespan + 1e-9

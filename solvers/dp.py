@@ -86,6 +86,9 @@ ASSUMED_RATE = 4e9
 #: Elements of the scratch block of the option-B reduction (float32: 128 KiB, in cache).
 CHUNK_ELEMS = 32768
 
+#: Consecutive segment ends t computed together (see PersistentTable).
+T_BLOCK = 8
+
 
 # ---------------------------------------------------------------------- skewed tables
 def _anti_diagonal(S: np.ndarray, n: int, N: int) -> np.ndarray:
@@ -249,7 +252,12 @@ class PersistentTable:
         self.ws = ws
         V = [np.empty((L + 1 - s, ws[s]), dtype=dtype) for s in range(L + 1)]
         # CT[k] = W(k, t, m - x[k]) + cf[k]: the plain-form child plus the pass prefix time.
-        CT = np.empty((L + 1, W), dtype=dtype)
+        # Segments are computed for T_BLOCK consecutive t at once, s descending, t ascending
+        # inside: the left block W(s, s.., .) of segment (s, t) is then reused from the cache
+        # by the next t of the block instead of being read again from memory (the table is
+        # far larger than the cache; reading it once per t was the bottleneck).  One CT
+        # buffer per t of the block.
+        CTB = np.empty((T_BLOCK, L + 1, W), dtype=dtype)
         tmp = np.empty(max(W, CHUNK_ELEMS), dtype=dtype)
         marr = np.arange(W, dtype=np.int64)
         R = L + 1
@@ -258,10 +266,13 @@ class PersistentTable:
         def anti(T, t):  # T[s, t - s] for s = 0..t, as a list
             return as_strided(T.reshape(-1)[t:], shape=(t + 1,), strides=((R - 1) * it,)).tolist()
 
-        for t in range(L + 1):
-            g = gl[t]
-            a_t, sat_t, fp_t = anti(mms, t), anti(sat, t), anti(fps, t)
-            for s in range(t, -1, -1):
+        for t0 in range(0, L + 1, T_BLOCK):
+            block = range(t0, min(L + 1, t0 + T_BLOCK))
+            lists = {t: (anti(mms, t), anti(sat, t), anti(fps, t)) for t in block}
+            for s, t in ((s, t) for s in range(block[-1], -1, -1) for t in block if t >= s):
+                a_t, sat_t, fp_t = lists[t]
+                g = gl[t]
+                CT = CTB[t - t0]
                 deadline.check(f"value table, row ({s}, {t}) of {L} stages")
                 n = t - s
                 row = V[s][n]

@@ -39,6 +39,9 @@ MAX_TABLE_BYTES = 8 * 2 ** 30
 REFUSE_FACTOR = 10.0
 REFUSE_MIN_SECONDS = 10.0
 
+#: The smallest slot count a refusal suggests (fewer slots make the DP's answer coarse).
+MIN_USEFUL_SLOTS = 10
+
 
 class TimeUp(Exception):
     """Raised inside a table build when the deadline has passed (caught by the solver)."""
@@ -288,17 +291,21 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
         return
     max_steps = math.inf if time_limit is None else rate * time_limit
     s_fit = fit_slots(MAX_TABLE_BYTES, max_steps)
+    s_mem = fit_slots(MAX_TABLE_BYTES, math.inf)
     what = (f"{table_bytes / 2 ** 30:.1f} GiB of table (limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB)"
             if too_big else f"about {est_s:.0f} s (time limit {time_limit:g} s)")
     mode = f"{slots} slots" if slots is not None else f"exact memory ({units} units)"
     ways = []
-    if s_fit >= 1 and (slots is None or s_fit < slots):
-        ways.append(f"use --slots {s_fit} (-o slots={s_fit}) or fewer")
+    if s_fit >= MIN_USEFUL_SLOTS and (slots is None or s_fit < slots):
+        ways.append(f"use --slots {s_fit} (-o slots={s_fit})")
+    elif time_limit is not None and s_mem >= MIN_USEFUL_SLOTS and (slots is None or s_mem < slots):
+        need = math.ceil(est_s * s_mem / max(1, units))
+        ways.append(f"use --slots {s_mem} (-o slots={s_mem}) with a --time-limit of {need} or more")
     if too_slow and not too_big:
-        ways.append(f"a --time-limit of at least {math.ceil(est_s)}")
+        ways.append(f"a --time-limit of {math.ceil(est_s)} or more")
     if not ways:
-        ways.append("it is too long for this solver at any slot count; use a heuristic "
-                    "solver (e.g. --solver revolve)")
+        ways.append(f"it is too long for this solver (fewer than {MIN_USEFUL_SLOTS} slots would "
+                    f"fit); use a heuristic solver (e.g. --solver revolve)")
     way = ", or ".join(ways)
     raise SolverError(f"solver {solver!r}: {stages} stages at {mode} would need {what}, "
                       f"estimated {steps:.2g} min-plus steps; {way}")

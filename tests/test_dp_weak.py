@@ -161,3 +161,27 @@ def test_dp_weak_with_fall_costs_equals_class_search_at_every_budget(chain):
         assert math.isclose(w.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9), budget
         d = solvers.solve(chain, budget, "dp")
         assert d.schedule is None or w.makespan <= d.makespan + 1e-9
+
+
+# ---------------------------------------------------------------------- limits
+@pytest.mark.parametrize("bad", [0, -2, float("nan"), "5", False])
+def test_bad_time_limit(bad):
+    c = families.make("random", 3, 0)
+    with pytest.raises(SolverError, match="time_limit"):
+        solvers.solve(c, c.store_all_memory(), "dp-weak", time_limit=bad)
+
+
+@pytest.mark.parametrize("slots", [None, 40])
+def test_time_limit_stops_with_a_bound_and_no_claim(slots):
+    c = families.make("random", 14, 2)
+    budget = (dp_weak.min_feasible_budget(c) + c.store_all_memory()) // 2
+    s = solvers.solve(c, budget, "dp-weak", slots=slots, time_limit=1e-9)
+    assert s.status == "time_limit" and s.schedule is None and s.makespan is None
+    assert s.bound == c.ideal_makespan() <= solvers.solve(c, budget, "dp-weak", slots=slots).makespan
+    assert "not proven optimal" in s.message
+
+
+def test_too_big_is_refused_up_front_naming_slots():
+    c = families.make("homogeneous", 400, 0)
+    with pytest.raises(SolverError, match=r"--slots \d+ \(-o slots=\d+\)"):
+        solvers.solve(c, c.store_all_memory() // 2, "dp-weak", slots=2000)

@@ -58,6 +58,7 @@ result is guaranteed to be at least as good as the exact persistent optimum).
 from __future__ import annotations
 
 import math
+from time import perf_counter
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -83,8 +84,9 @@ INF = math.inf
 #: that only runs clearly past the time limit are refused.
 ASSUMED_RATE = 4e9
 
-#: Elements of the scratch block of the option-B reduction (float32: 128 KiB, in cache).
-CHUNK_ELEMS = 32768
+#: Elements of the scratch block of the option-B reduction (float32: 512 KiB, in the
+#: per-core cache; smaller blocks cost more numpy calls than they save in cache misses).
+CHUNK_ELEMS = 131072
 
 #: Consecutive segment ends t computed together (see PersistentTable).
 T_BLOCK = 8
@@ -273,7 +275,8 @@ class PersistentTable:
                 a_t, sat_t, fp_t = lists[t]
                 g = gl[t]
                 CT = CTB[t - t0]
-                deadline.check(f"value table, row ({s}, {t}) of {L} stages")
+                if deadline.at is not None and perf_counter() > deadline.at:
+                    raise TimeUp(f"value table, row ({s}, {t}) of {L} stages")
                 n = t - s
                 row = V[s][n]
                 wr = ws[s]
@@ -462,7 +465,7 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
                     optimal_for=CLASS_PERSISTENT, info=info,
                     message=f"time limit of {deadline.limit:g} s reached ({where}): no schedule, "
                             f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
-                            f"a smaller --slots S (-o slots=S) makes the table smaller")
+                            f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
 
 
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,

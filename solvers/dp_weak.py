@@ -32,8 +32,12 @@ R(i, t, j, m):
 
 The answer is W(0, L, budget - x[0]).  With the inner minimum over k of keep-release (and
 of C) computed once per (i, t, j') the table costs O(L^4 M) time and O(L^3 M) memory: meant
-for chains of tens of stages, not hundreds.  Same memory modes as ``dp`` (exact integers,
-or ``slots``).
+for chains of tens of stages, not hundreds (proofs/weak_persistence.md 3.5 counts the
+work: about L^4/6 candidate rows of M + 1 values, out of reach of numpy for 300 stages at
+500 slots in a minute).  Same memory modes as ``dp`` (exact integers, or ``slots``, with a
+common factor of the unit sizes divided out), the same ``time_limit`` and up-front size
+check (``solvers/_dp_tables.py``).  ``Fall_s`` costs the chain's ``fall_time[s]`` and
+peaks with ``fall_overhead[s]`` (base case and option A), passes the forward costs.
 """
 from __future__ import annotations
 
@@ -279,7 +283,7 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
                     optimal_for=CLASS_WEAK, info=info,
                     message=f"time limit of {deadline.limit:g} s reached ({where}): no schedule, "
                             f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
-                            f"a smaller --slots S (-o slots=S) makes the tables smaller")
+                            f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
 
 
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,

@@ -185,3 +185,19 @@ def test_too_big_is_refused_up_front_naming_slots():
     c = families.make("homogeneous", 400, 0)
     with pytest.raises(SolverError, match=r"--slots \d+ \(-o slots=\d+\)"):
         solvers.solve(c, c.store_all_memory() // 2, "dp-weak", slots=2000)
+
+
+@settings(max_examples=20, deadline=None)
+@given(chains(1, 5), st.integers(2, 3))
+def test_common_factor_divided_out_gives_the_same_tables(chain, k):
+    """All sizes multiples of k: W of the divided chain at m // k equals W of the original
+    at m (proofs/persistent_dp.md Lemma 2.5, the same argument for both tables)."""
+    from solvers._dp_tables import UnitChain
+    from solvers.dp_weak import WeakTable
+
+    uc, _ = UnitChain.exact(chain)
+    big = UnitChain(uc.x * k, uc.tape * k, uc.fo * k, uc.bo * k, uc.fwd, uc.bwd, uc.fao * k, uc.fall)
+    M = big.store_all_units()
+    tb, ts = WeakTable(big, M), WeakTable(big.divided(k), M // k)
+    for m in range(M + 1):
+        assert tb.w(0, uc.L, m) == ts.w(0, uc.L, m // k)

@@ -260,9 +260,12 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
 
 
 def all_sizes(chain: Chain) -> list:
-    """Every size of the chain (bytes) that slot rounding touches."""
-    return (list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead)
-            + list(chain.bwd_overhead) + list(chain.fall_overhead))
+    """Every size of the chain (bytes) that slot rounding touches (``fall_overhead`` only
+    when the chain gives its own: otherwise it repeats ``fwd_overhead``, and listing it
+    twice would only loosen :func:`slot_info`'s bound)."""
+    sizes = (list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead)
+             + list(chain.bwd_overhead))
+    return sizes + list(chain.fall_overhead) if chain.has_fall_costs else sizes
 
 
 def peak(chain: Chain, schedule: Schedule) -> int:

@@ -3,8 +3,8 @@
 * :class:`UnitChain`: a chain's sizes in integer memory units (exact: divided by their gcd;
   ``slots``: rounded to slots of budget/S bytes), with the forward-pass peak table ``fp``;
 * option checks (``slots``, ``time_limit``) with the messages a CLI user reads;
-* :class:`Deadline`: the clock both tables check once per row, so that a ``time_limit``
-  bounds the whole run, table building included;
+* the clock both tables check once per row (:class:`solvers._deadline.Deadline`, shared
+  with ``ilp``), so that a ``time_limit`` bounds the whole run, table building included;
 * the up-front size check: a table that would need more memory than
   :data:`MAX_TABLE_BYTES`, or clearly more time than the limit allows, is refused before
   any work with a one-line error that names the estimate and the way out
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import time
 from functools import reduce
 
 import numpy as np
@@ -27,6 +26,11 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
+
+from solvers._deadline import Deadline, DeadlineExpired
+
+__all__ = ["Deadline", "DeadlineExpired", "NEVER", "UnitChain", "all_sizes", "check_bool",
+           "check_slots", "check_time_limit", "peak", "refuse_if_too_big", "shift", "slot_info"]
 
 INF = math.inf
 
@@ -41,34 +45,6 @@ REFUSE_MIN_SECONDS = 10.0
 
 #: The smallest slot count a refusal suggests (fewer slots make the DP's answer coarse).
 MIN_USEFUL_SLOTS = 10
-
-
-class TimeUp(Exception):
-    """Raised inside a table build when the deadline has passed (caught by the solver)."""
-
-    def __init__(self, where: str):
-        super().__init__(where)
-        self.where = where
-
-
-class Deadline:
-    """A wall-clock deadline (``time.perf_counter``); ``None`` limit means never.
-
-    ``check(where)`` raises :class:`TimeUp` once the deadline has passed; the tables call
-    it once per row (cheap: one clock read), so a solve stops within one row of the limit.
-    """
-
-    def __init__(self, time_limit: float | None, start: float | None = None):
-        self.start = time.perf_counter() if start is None else start
-        self.limit = time_limit
-        self.at = None if time_limit is None else self.start + time_limit
-
-    def check(self, where: str = "") -> None:
-        if self.at is not None and time.perf_counter() > self.at:
-            raise TimeUp(where)
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
 
 
 NEVER = Deadline(None)

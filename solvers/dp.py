@@ -69,7 +69,7 @@ from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedul
 from remat_theory.model.solution import (CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, INFEASIBLE, OPTIMAL,
                                    TIME_LIMIT, Solution)
 
-from solvers._dp_tables import (NEVER, Deadline, TimeUp, UnitChain, check_bool, check_slots,
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_bool, check_slots,
                                 check_time_limit, peak, refuse_if_too_big, slot_info,
                                 all_sizes)
 from solvers.registry import register
@@ -114,7 +114,7 @@ def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     fps = uc.fps
     it = x.itemsize
     for n in range(1, L + 1):
-        deadline.check(f"min-memory table, length {n} of {L}")
+        deadline.check(f"building the min-memory table (length {n} of {L})")
         N = L + 1 - n
         gt = gvec[n:n + N]
         best = np.maximum(np.maximum(gt + tape[:N] + fao[:N], bneed[:N]), tape[:N] + S[1:N + 1, n - 1])
@@ -221,7 +221,7 @@ class PersistentTable:
     float32 when :func:`table_dtype` says it is exact).
 
     ``V[s][t - s]`` is the row W(s, t, .).  Built for all m at once; see the module docstring.
-    ``deadline`` is checked once per row (:class:`solvers._dp_tables.TimeUp` when it passes).
+    ``deadline`` is checked once per row (:class:`solvers._deadline.DeadlineExpired`).
     """
 
     def __init__(self, uc: UnitChain, M: int, dtype=np.float64, mm_skewed: np.ndarray | None = None,
@@ -268,6 +268,7 @@ class PersistentTable:
         def anti(T, t):  # T[s, t - s] for s = 0..t, as a list
             return as_strided(T.reshape(-1)[t:], shape=(t + 1,), strides=((R - 1) * it,)).tolist()
 
+        at = None if deadline.limit is None else deadline.start + deadline.limit
         for t0 in range(0, L + 1, T_BLOCK):
             block = range(t0, min(L + 1, t0 + T_BLOCK))
             lists = {t: (anti(mms, t), anti(sat, t), anti(fps, t)) for t in block}
@@ -275,8 +276,9 @@ class PersistentTable:
                 a_t, sat_t, fp_t = lists[t]
                 g = gl[t]
                 CT = CTB[t - t0]
-                if deadline.at is not None and perf_counter() > deadline.at:
-                    raise TimeUp(f"value table, row ({s}, {t}) of {L} stages")
+                if at is not None and perf_counter() > at:
+                    raise DeadlineExpired(f"building the value table (row ({s}, {t}) of {L} "
+                                          f"stages)", deadline.limit)
                 n = t - s
                 row = V[s][n]
                 wr = ws[s]
@@ -433,7 +435,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     Returns ``(makespan, schedule, min_units)``: ``min_units`` is the smallest feasible
     budget in the units of ``uc``.  A common factor of every unit size is divided out first
     (:meth:`UnitChain.divided`).  Raises :class:`SolverError` up front when the table is
-    too big (:func:`solvers._dp_tables.refuse_if_too_big`), :class:`TimeUp` when
+    too big (:func:`solvers._dp_tables.refuse_if_too_big`), ``DeadlineExpired`` when
     ``deadline`` passes."""
     g = uc.size_gcd()
     x0 = int(uc.x[0])
@@ -463,7 +465,7 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
     info = {**info, "stopped_by": "time_limit", "stopped_in": where}
     return Solution("dp", TIME_LIMIT, None, None, None, budget, bound=bound,
                     optimal_for=CLASS_PERSISTENT, info=info,
-                    message=f"time limit of {deadline.limit:g} s reached ({where}): no schedule, "
+                    message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
                             f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
                             f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
 
@@ -500,8 +502,8 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
         try:
             makespan, schedule, least = solve_units(uc_exact, budget // gcd, deadline,
                                                     deadline.limit)
-        except TimeUp as e:
-            return _time_up(chain, budget, deadline, e.where, info)
+        except DeadlineExpired as e:
+            return _time_up(chain, budget, deadline, e.what, info)
         min_budget = least * gcd
         if schedule is None:
             return Solution("dp", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_PERSISTENT,
@@ -536,8 +538,8 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
             info["lower_bound_from"] = "sizes rounded down"
             if lb == makespan:
                 status = OPTIMAL
-    except TimeUp as e:
-        return _time_up(chain, budget, deadline, e.where, info)
+    except DeadlineExpired as e:
+        return _time_up(chain, budget, deadline, e.what, info)
     return Solution("dp", status, schedule, makespan, peak(chain, schedule), budget, bound=bound,
                     optimal_for=CLASS_PERSISTENT if status == OPTIMAL else CLASS_NONE,
                     info=info,

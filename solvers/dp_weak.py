@@ -51,7 +51,7 @@ from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedul
 from remat_theory.model.solution import (CLASS_NONE, CLASS_WEAK, FEASIBLE, INFEASIBLE, OPTIMAL,
                                    TIME_LIMIT, Solution)
 
-from solvers._dp_tables import (NEVER, Deadline, TimeUp, UnitChain, check_slots, check_time_limit,
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_slots, check_time_limit,
                                 peak, refuse_if_too_big, shift, slot_info, all_sizes)
 from solvers.registry import register
 
@@ -86,7 +86,7 @@ class WeakTable:
         for t in range(L + 1):
             g = uc.g(t)
             for s in range(t, -1, -1):
-                deadline.check(f"tables, segment ({s}, {t}) of {L} stages")
+                deadline.check(f"building the tables (segment ({s}, {t}) of {L} stages)")
                 if s >= 1:
                     # keep-release inner minimum: G[j'] = min_k pass(s, k) + R(k, t, j', m - x[s])
                     G = {}
@@ -281,7 +281,7 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
     info = {**info, "stopped_by": "time_limit", "stopped_in": where}
     return Solution("dp-weak", TIME_LIMIT, None, None, None, budget, bound=bound,
                     optimal_for=CLASS_WEAK, info=info,
-                    message=f"time limit of {deadline.limit:g} s reached ({where}): no schedule, "
+                    message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
                             f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
                             f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
 
@@ -305,8 +305,8 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
             makespan, schedule, _ = _solve_units(uc_exact, budget // gcd, deadline)
             if schedule is None:
                 mb = min_units(uc_exact, deadline) * gcd
-        except TimeUp as e:
-            return _time_up(chain, budget, deadline, e.where, info)
+        except DeadlineExpired as e:
+            return _time_up(chain, budget, deadline, e.what, info)
         if schedule is None:
             return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
                             min_budget=mb, info=info,
@@ -320,8 +320,8 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
         makespan, schedule, _ = _solve_units(uc, slots, deadline, slots)
         if schedule is None:
             mb = min_units(uc_exact, deadline) * gcd
-    except TimeUp as e:
-        return _time_up(chain, budget, deadline, e.where, info)
+    except DeadlineExpired as e:
+        return _time_up(chain, budget, deadline, e.what, info)
     if schedule is None:
         return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
                         min_budget=mb, info=info,

@@ -150,6 +150,7 @@ SCALE_CASES = {
     "dp-weak-random-60-500slots": ("dp-weak", "random", 60, 500, None),
     "dp-weak-random-80-500slots": ("dp-weak", "random", 80, 500, None),
     "dp-weak-random-300-500slots-60s": ("dp-weak", "random", 300, 500, 60.0),
+    "dp-weak-random-300-87slots-60s": ("dp-weak", "random", 300, 87, 60.0),
 }
 
 
@@ -244,7 +245,27 @@ def run_scale_case(name: str) -> dict:
     return res
 
 
-def scale(names) -> dict:
+def _write_scale(rate: dict, new_cases: list, only) -> None:
+    """Merge ``new_cases`` into results/dp_speed_scale.json (written after every case, so
+    that a long run interrupted keeps what it measured)."""
+    old = json.loads(SCALE_RESULTS.read_text()) if SCALE_RESULTS.exists() else {}
+    cases = {c["case"]: c for c in old.get("cases", [])}
+    for c in new_cases:
+        cases[c["case"]] = {**c, "numpy_min_plus_of_this_run": rate}
+    SCALE_RESULTS.write_text(json.dumps({
+        "command": "benchmarks/bench_dp.py scale" + "".join(f" --only {n}" for n in only or []),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "note": "CPU time is the steadier figure: the machine is shared (load average beside "
+                "each case); steps_per_cpu_s counts one step per split and memory value of "
+                "each segment's window, fraction_of_numpy_* divides it by the numpy rate of "
+                "the same operation measured in the same run (numpy_min_plus_of_this_run)",
+        "numpy_min_plus": rate,
+        "cases": [cases[n] for n in SCALE_CASES if n in cases],
+    }, indent=1) + "\n")
+
+
+def scale(names, only=None) -> dict:
     rate = numpy_min_plus_rate()
     print(json.dumps({"numpy": rate}), flush=True)
     out = []
@@ -259,6 +280,7 @@ def scale(names) -> dict:
             res["fraction_of_numpy_cold"] = round(res["steps_per_cpu_s"] / rate["cold_steps_per_s"], 3)
         print(json.dumps(res), flush=True)
         out.append(res)
+        _write_scale(rate, [res], only)
     return {"numpy_min_plus": rate, "cases": out}
 
 
@@ -284,22 +306,7 @@ def main(argv=None) -> int:
         print(json.dumps(run_scale_case(args.scale_case)))
         return 0
     if args.command == "scale":
-        names = args.only or list(SCALE_CASES)
-        res = scale(names)
-        old = json.loads(SCALE_RESULTS.read_text()) if SCALE_RESULTS.exists() else {}
-        cases = {c["case"]: c for c in old.get("cases", [])}
-        cases.update({c["case"]: c for c in res["cases"]})
-        SCALE_RESULTS.write_text(json.dumps({
-            "command": "benchmarks/bench_dp.py scale" + "".join(f" --only {n}" for n in args.only or []),
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                        "platform": platform.platform()},
-            "note": "CPU time is the steadier figure: the machine is shared (load average "
-                    "beside each case); steps_per_cpu_s counts one step per split and memory "
-                    "value of each segment's window, fraction_of_numpy_* divides it by "
-                    "numpy_min_plus (the same operation in a microbenchmark)",
-            "numpy_min_plus": res["numpy_min_plus"],
-            "cases": [cases[n] for n in SCALE_CASES if n in cases],
-        }, indent=1) + "\n")
+        scale(args.only or list(SCALE_CASES), args.only)
         print(f"wrote {SCALE_RESULTS.relative_to(ROOT)}")
         return 0
     if args.gap:

@@ -398,3 +398,26 @@ def test_dp_with_fall_costs_on_random_chains(seed):
         s = solvers.solve(chain, budget, "dp", slots=17)
         assert s.schedule is None or s.makespan >= d.makespan - 1e-9
     assert solvers.solve(chain, hi, "dp").makespan == chain.ideal_makespan()
+
+
+# ---------------------------------------------------------------------- through the CLI
+def test_cli_passes_time_limit_to_dp(tmp_path, capsys):
+    """``remat solve CHAIN --solver dp --time-limit T`` reaches the solver: a generous limit
+    answers as without one, a limit too short to build anything answers time_limit."""
+    import json
+
+    from remat_theory.cli import main
+
+    c = families.make("random", 40, 3)
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(c.to_dict()))
+    budget = (min_feasible_budget(c) + c.store_all_memory()) // 2
+    assert main(["solve", str(path), "--budget", str(budget), "--solver", "dp",
+                 "--time-limit", "600", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "optimal"
+    assert out["makespan"] == solvers.solve(c, budget, "dp").makespan
+    assert main(["solve", str(path), "--budget", str(budget), "--solver", "dp",
+                 "--time-limit", "1e-9", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "time_limit" and out["schedule"] is None

@@ -64,7 +64,15 @@ ASSUMED_RATE = 2e9
 
 
 class WeakTable:
-    """Value tables W(s, t, .) and R(i, t, j, .) for m = 0..M (float64, inf = infeasible)."""
+    """Value tables W(s, t, .) and R(i, t, j, .) for m = 0..M (float64, inf = infeasible).
+
+    ``Wa[s][t - s]`` is the row W(s, t, .); ``Ra[i, t][j - i - 1]`` the row R(i, t, j, .).
+    Each option is evaluated for all the rows it feeds at once: for a segment (s, t), one
+    2-D numpy operation per split k (or release point l, or return point j'), covering every
+    return point j of the R rows of (s, t): O(L^3) numpy calls for O(L^4 M) work (the
+    first implementation made one call per candidate row, O(L^4) calls; it is kept as the
+    tests' reference, tests/_dp_weak_reference.py).
+    """
 
     def __init__(self, uc: UnitChain, M: int, deadline: Deadline = NEVER):
         self.uc, self.M = uc, M
@@ -73,71 +81,90 @@ class WeakTable:
         step = np.zeros(L, dtype=np.int64)
         step[:] = x[:L] + x[1:] + uc.fo
         self.step = step
+        fp = uc.fp
         n = M + 1
         marr = np.arange(n, dtype=np.int64)
-        W: dict = {}
-        R: dict = {}
-
-        def masked(row, need):
-            if need > 0:
-                row[:min(int(need), n)] = INF
-            return row
-
+        Wa = [np.empty((L + 1 - s, n)) for s in range(L + 1)]
+        Ra: dict = {}
         for t in range(L + 1):
             g = uc.g(t)
             for s in range(t, -1, -1):
                 deadline.check(f"building the tables (segment ({s}, {t}) of {L} stages)")
-                if s >= 1:
-                    # keep-release inner minimum: G[j'] = min_k pass(s, k) + R(k, t, j', m - x[s])
-                    G = {}
-                    for jp in range(s + 2, t + 1):
-                        best = np.full(n, INF)
-                        for k in range(s + 1, jp):
-                            cand = shift(R[k, t, jp], int(x[s])) + (cf[k] - cf[s])
-                            np.minimum(best, masked(cand, x[s] + g + uc.fp[s, k]), out=best)
-                        G[jp] = best
-                    for j in range(s + 1, t + 1):
-                        best = np.full(n, INF)
-                        for l in range(s + 1, j + 1):  # release x_s now
-                            need = g + int(step[s:l].max())
-                            if l == j:
-                                cand = shift(W[l, t], int(x[l])) + (cf[l] - cf[s])
-                            else:
-                                cand = R[l, t, j] + (cf[l] - cf[s])
-                            np.minimum(best, masked(cand, need), out=best)
-                        for k in range(j + 1, t + 1):  # keep: checkpoint x_k committed
-                            cand = shift(W[k, t], int(x[s] + x[k])) + (cf[k] - cf[s]) + R[s, k - 1, j]
-                            np.minimum(best, masked(cand, x[s] + g + uc.fp[s, k]), out=best)
-                        for jp in range(j + 1, t + 1):  # keep, the new checkpoint released too
-                            np.minimum(best, G[jp] + R[s, jp - 1, j], out=best)
-                        R[s, t, j] = best
-                if s == t:
+                nn = t - s
+                if s >= 1 and nn >= 1:
+                    Ra[s, t] = self._r_rows(s, t, g, Ra, Wa, n)
+                if nn == 0:
                     if t == L:
                         need, cost = int(x[L] + uc.bo[L]), uc.bwd[L]
                     else:
                         need, cost = uc.fall_needs(s, t), uc.fall[s] + uc.bwd[s]
-                    W[s, t] = np.where(marr >= need, cost, INF)
+                    Wa[s][0] = np.where(marr >= need, cost, INF)
                     continue
-                best = masked(shift(W[s + 1, t], int(tape[s])) + (uc.fall[s] + uc.bwd[s]),
-                              uc.fall_needs(s, t))
+                row = np.full(n, INF)
+                d = int(tape[s])  # A: Fall_s, W(s+1, t, m - tape[s]), B_s
+                lo = max(uc.fall_needs(s, t), d)
+                if lo < n:
+                    row[lo:] = Wa[s + 1][nn - 1][lo - d:n - d] + (uc.fall[s] + uc.bwd[s])
                 for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
-                    cand = shift(W[k, t], int(x[k])) + (cf[k] - cf[s]) + W[s, k - 1]
-                    np.minimum(best, masked(cand, g + uc.fp[s, k]), out=best)
-                for j in range(s + 2, t + 1):  # C: checkpoint x_k released, back to d_j
-                    H = np.full(n, INF)
-                    for k in range(s + 1, j):
-                        cand = R[k, t, j] + (cf[k] - cf[s])
-                        np.minimum(H, masked(cand, g + uc.fp[s, k]), out=H)
-                    np.minimum(best, H + W[s, j - 1], out=best)
-                W[s, t] = best
-        self.W, self.R = W, R
+                    xk = int(x[k])
+                    lo = max(g + int(fp[s, k]), xk)
+                    if lo < n:
+                        r = row[lo:]
+                        np.minimum(r, Wa[k][t - k][lo - xk:n - xk] + (cf[k] - cf[s]) + Wa[s][k - 1 - s][lo:],
+                                   out=r)
+                if nn >= 2:  # C: checkpoint x_k released, back to d_j (H row: j - s - 2)
+                    H = np.full((nn - 1, n), INF)
+                    for k in range(s + 1, t):
+                        lo = min(g + int(fp[s, k]), n)
+                        tgt = H[k - s - 1:, lo:]
+                        np.minimum(tgt, Ra[k, t][:, lo:] + (cf[k] - cf[s]), out=tgt)
+                    np.minimum(row, (H + Wa[s][1:nn]).min(axis=0), out=row)
+                Wa[s][nn] = row
+        self.Wa, self.Ra = Wa, Ra
+
+    def _r_rows(self, s: int, t: int, g: int, Ra: dict, Wa: list, n: int) -> np.ndarray:
+        """R(s, t, j, .) for j = s+1..t (row j - s - 1); module docstring for the options."""
+        uc, x, cf, fp, step = self.uc, self.uc.x, self.uc.cf, self.uc.fp, self.step
+        nn = t - s
+        xs = int(x[s])
+        # keep-release inner minimum: G[j'] = min_k pass(s, k) + R(k, t, j', m - x[s])
+        G = np.full((max(0, nn - 1), n), INF)  # row j' - s - 2
+        for k in range(s + 1, t):
+            lo = max(xs + g + int(fp[s, k]), xs)
+            if lo < n:
+                tgt = G[k - s - 1:, lo:]
+                np.minimum(tgt, Ra[k, t][:, lo - xs:n - xs] + (cf[k] - cf[s]), out=tgt)
+        best = np.full((nn, n), INF)
+        for l in range(s + 1, t + 1):  # release x_s now: Fn_s .. Fn_{l-1}
+            need = g + int(step[s:l].max())
+            c = cf[l] - cf[s]
+            xl = int(x[l])
+            lo = max(need, xl)
+            if lo < n:  # l == j: the segment (j, t) with a plain x_j
+                r = best[l - s - 1, lo:]
+                np.minimum(r, Wa[l][t - l][lo - xl:n - xl] + c, out=r)
+            lo = min(need, n)
+            if l < t and lo < n:  # l < j: x_l released in turn
+                tgt = best[l - s:, lo:]
+                np.minimum(tgt, Ra[l, t][:, lo:] + c, out=tgt)
+        for k in range(s + 2, t + 1):  # keep: checkpoint x_k committed (j < k)
+            d = xs + int(x[k])
+            lo = max(xs + g + int(fp[s, k]), d)
+            if lo < n:
+                tgt = best[:k - s - 1, lo:]
+                np.minimum(tgt, (Wa[k][t - k][lo - d:n - d] + (cf[k] - cf[s])) + Ra[s, k - 1][:, lo:],
+                           out=tgt)
+        for jp in range(s + 2, t + 1):  # keep, the new checkpoint released too (j < j')
+            tgt = best[:jp - s - 1]
+            np.minimum(tgt, G[jp - s - 2] + Ra[s, jp - 1], out=tgt)
+        return best
 
     # ------------------------------------------------------------------ lookups
     def w(self, s, t, m) -> float:
-        return INF if m < 0 else float(self.W[s, t][min(m, self.M)])
+        return INF if m < 0 else float(self.Wa[s][t - s][min(m, self.M)])
 
     def r(self, i, t, j, m) -> float:
-        return INF if m < 0 else float(self.R[i, t, j][min(m, self.M)])
+        return INF if m < 0 else float(self.Ra[i, t][j - i - 1][min(m, self.M)])
 
     # ------------------------------------------------------------------ rebuild
     def _w_options(self, s, t, m):
@@ -266,7 +293,7 @@ def min_units(uc: UnitChain, deadline: Deadline = NEVER) -> int:
     top = uc.store_all_units()
     ucd, g, M = _prepare(uc, top, deadline.limit, None)
     table = WeakTable(ucd, max(0, M), deadline)
-    row = table.W[0, ucd.L]
+    row = table.Wa[0][ucd.L]
     return int(uc.x[0] + g * np.argmax(np.isfinite(row)))
 
 

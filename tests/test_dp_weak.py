@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -201,3 +202,38 @@ def test_common_factor_divided_out_gives_the_same_tables(chain, k):
     tb, ts = WeakTable(big, M), WeakTable(big.divided(k), M // k)
     for m in range(M + 1):
         assert tb.w(0, uc.L, m) == ts.w(0, uc.L, m // k)
+
+
+# ---------------------------------------------------------------------- against the first implementation
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 7, fall_costs=None, overheads=True))
+def test_vectorized_tables_equal_the_reference_implementation(chain):
+    """The vectorized tables (one numpy operation per split for all return points) hold
+    exactly the values of the first implementation (one operation per candidate row,
+    tests/_dp_weak_reference.py), every W and R row at every memory value up to store-all."""
+    from solvers._dp_tables import UnitChain
+    from solvers.dp_weak import WeakTable
+    from _dp_weak_reference import ReferenceWeakTable
+
+    uc, _ = UnitChain.exact(chain)
+    M = uc.store_all_units()
+    new, ref = WeakTable(uc, M), ReferenceWeakTable(uc, M)
+    for (s, t), row in ref.W.items():
+        np.testing.assert_array_equal(new.Wa[s][t - s], row)
+    for (i, t, j), row in ref.R.items():
+        np.testing.assert_array_equal(new.Ra[i, t][j - i - 1], row)
+
+
+@pytest.mark.parametrize("family", ["random", "resnet", "homogeneous"])
+def test_vectorized_tables_equal_the_reference_on_family_chains(family):
+    from solvers._dp_tables import UnitChain
+    from solvers.dp_weak import WeakTable
+    from _dp_weak_reference import ReferenceWeakTable
+
+    chain = families.make(family, 14, 5)
+    uc, _ = UnitChain.rounded(chain, chain.store_all_memory() // 2, 60), None
+    new, ref = WeakTable(uc, 60 - int(uc.x[0])), ReferenceWeakTable(uc, 60 - int(uc.x[0]))
+    for (s, t), row in ref.W.items():
+        np.testing.assert_array_equal(new.Wa[s][t - s], row)
+    for (i, t, j), row in ref.R.items():
+        np.testing.assert_array_equal(new.Ra[i, t][j - i - 1], row)

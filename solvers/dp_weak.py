@@ -34,7 +34,8 @@ The answer is W(0, L, budget - x[0]).  With the inner minimum over k of keep-rel
 of C) computed once per (i, t, j') the table costs O(L^4 M) time and O(L^3 M) memory: meant
 for chains of tens of stages, not hundreds (proofs/weak_persistence.md 3.5 counts the
 work: about L^4/6 candidate rows of M + 1 values, out of reach of numpy for 300 stages at
-500 slots in a minute).  Same memory modes as ``dp`` (exact integers, or ``slots``, with a
+500 slots in a minute).  Each option is evaluated for all the rows it feeds at once
+(:class:`WeakTable`): O(L^3) numpy calls.  Same memory modes as ``dp`` (exact integers, or ``slots``, with a
 common factor of the unit sizes divided out), the same ``time_limit`` and up-front size
 check (``solvers/_dp_tables.py``).  ``Fall_s`` costs the chain's ``fall_time[s]`` and
 peaks with ``fall_overhead[s]`` (base case and option A), passes the forward costs.

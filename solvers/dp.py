@@ -3,7 +3,7 @@
 Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova, "Optimal checkpointing for heterogeneous
 chains: how to train deep neural networks with limited memory" (2019/2020), section 4: the
 optimal *persistent* schedule of a chain is found by a dynamic program over segments.  This
-module re-derives that program from the operation table of DESIGN section 1 (the
+module re-derives that program from the operation table of docs/model.md (the
 simulator), case by case, so that its memory accounting matches every operation's peak
 exactly; ``proofs/persistent_dp.md`` states the recurrence, the class it is optimal for
 (:func:`remat_theory.model.persistence.is_persistent`) and the proof.

@@ -253,7 +253,8 @@ def _write_scale(rate: dict, new_cases: list, only) -> None:
     for c in new_cases:
         cases[c["case"]] = {**c, "numpy_min_plus_of_this_run": rate}
     SCALE_RESULTS.write_text(json.dumps({
-        "command": "benchmarks/bench_dp.py scale" + "".join(f" --only {n}" for n in only or []),
+        "command": "benchmarks/bench_dp.py scale (cases run with --only are merged into the "
+                   "file; each case records its own numpy rate)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
         "note": "CPU time is the steadier figure: the machine is shared (load average beside "

@@ -144,7 +144,8 @@ def test_generic_solver_options(chain_file, capsys):
     assert code == 0 and d["optimal_for"] == "persistent" and d["status"] == "optimal"
     code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "-o", "nokey")
     one_line_error(code, err, "option 'nokey' is not KEY=VALUE")
-    code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "-o", "passes=2")
+    code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "--solver", "store-all",
+                         "-o", "passes=2")
     one_line_error(code, err, "solver 'store-all' does not take option 'passes'")
 
 

@@ -26,6 +26,7 @@ import sys
 
 import solvers
 
+from remat_theory.analysis.progress import Progress
 from remat_theory.model.errors import RematError
 from remat_theory.model.solution import CLASS_ALL, OPTIMAL
 from remat_theory.cli.commands._common import budget_arg, load_chain, positive_float, print_json, stdout_to_stderr
@@ -56,14 +57,18 @@ def add_arguments(p) -> None:
     p.add_argument("--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT, dest="time_limit",
                    help=f"seconds for each solver that takes a time limit (default {DEFAULT_TIME_LIMIT:g})")
     p.add_argument("--solvers", default=None,
-                   help="comma-separated solver names to run (default: every registered solver)")
+                   help="comma-separated solver names to run (default: every registered solver "
+                        "but auto, which answers with one of them)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+AUTO = "auto"  # answers with one of the other solvers: run only when named
 
 
 def _selected(spec: str | None) -> list[str]:
     known = solvers.names()
     if spec is None:
-        return known
+        return [n for n in known if n != AUTO]
     chosen = [s.strip() for s in spec.split(",") if s.strip()]
     if not chosen:
         raise RematError("--solvers is empty")
@@ -109,9 +114,12 @@ def reference(rows: list[dict]) -> dict:
             "description": "no exact value available: ratios are not computed"}
 
 
-def compare_budget(chain, budget: int, names: list[str], time_limit: float | None) -> dict:
+def compare_budget(chain, budget: int, names: list[str], time_limit: float | None,
+                   bar=None) -> dict:
     rows = []
     for name in names:
+        if bar is not None:
+            bar.update()
         info = solvers.get(name)
         if name == EXHAUSTIVE and chain.length > EXHAUSTIVE_MAX_STAGES:
             rows.append(_row(name, info, skipped=f"skipped: exhaustive search is exponential and "
@@ -170,7 +178,9 @@ def run(args) -> int:
     chain = load_chain(args.chain)
     names = _selected(args.solvers)
     budgets = [args.budget] if args.budget is not None else args.budgets
-    results = [compare_budget(chain, b, names, args.time_limit) for b in budgets]
+    with Progress(total=len(names) * len(budgets), desc="remat compare",
+                  enabled=None if not args.json else False) as bar:
+        results = [compare_budget(chain, b, names, args.time_limit, bar) for b in budgets]
     errors = sorted({r["solver"] for res in results for r in res["results"] if r["status"] == "error"})
     if args.json:
         print_json({"chain": chain.name, "stages": chain.length, "time_limit": args.time_limit,

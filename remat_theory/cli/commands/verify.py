@@ -97,7 +97,22 @@ def add_arguments(p) -> None:
                         "instead of the table)")
 
 
+def _check_names(args) -> None:
+    """Every solver named in ``--max-stages-for`` (and ``--solvers``) must exist: a misspelt
+    name would otherwise cap nothing, silently."""
+    import solvers
+
+    from remat_theory.analysis.verify import VARIANTS
+
+    known = set(solvers.names()) | set(VARIANTS)
+    for name, n in args.max_stages_for:
+        if name not in known:
+            raise RematError(f"--max-stages-for {name}={n}: unknown solver {name!r} (known: "
+                             f"{', '.join(sorted(known))})")
+
+
 def run(args) -> int:
+    _check_names(args)
     cfg = VerifyConfig(seed=args.seed, min_stages=args.stages[0], max_stages=args.stages[1],
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),

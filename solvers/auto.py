@@ -39,12 +39,14 @@ from solvers.registry import register
 DEFAULT_TIME_LIMIT = 60.0
 #: The certified ILP is tried up to this many stages (proofs in seconds on 20-30 stages).
 ILP_MAX_STAGES = 30
-#: Measured speeds (table cells per second, on one core of the development machine) of
-#: ``dp-weak``, whose work is about L^4 M / 24 cells, and of ``dp``, about L^3 M / 6; taken
-#: near the slow end of what was measured (dp-weak 5e6-1e7, dp 6e7-5e8 cells/s), so that the estimate
-#: errs towards the cheaper solver.
-DP_WEAK_CELLS_PER_S = 4e6
-DP_CELLS_PER_S = 1e8
+#: Cost model of the DPs, fitted to timings of ``dp-weak`` and ``dp`` on random, family and
+#: homogeneous chains (one core, 20-2,000 stages): seconds = cells * (CELL_S + M * UNIT_S),
+#: with about L^4 / 24 cells for ``dp-weak`` and L^3 / 6 for ``dp``, M the memory units (or
+#: slots).  A cell has a fixed numpy overhead besides its M-long row.  The constants sit at
+#: the slow end of what was measured (up to 3x over), so the estimate errs towards the cheaper
+#: solver.
+DP_WEAK_CELL_S, DP_WEAK_UNIT_S = 1e-5, 2.5e-7
+DP_CELL_S, DP_UNIT_S = 2e-7, 1e-8
 #: Largest table (bytes) auto lets a DP build: a fraction of a small machine's memory.
 MAX_TABLE_BYTES = 2 * 2 ** 30
 #: Fast baselines for chains too long for any exact solver in the time budget (all run
@@ -62,13 +64,24 @@ def memory_units(chain: Chain, budget: int) -> int:
 def dp_weak_cost(L: int, M: int) -> tuple[float, int]:
     """Estimated ``(seconds, table bytes)`` of ``dp-weak`` (solvers/dp_weak.py: O(L^4 M)
     time, O(L^3 M) memory)."""
-    return (L + 1) ** 4 / 24 * (M + 1) / DP_WEAK_CELLS_PER_S, (L + 1) ** 3 // 6 * (M + 1) * 8
+    cells = (L + 1) ** 4 / 24
+    return cells * (DP_WEAK_CELL_S + M * DP_WEAK_UNIT_S), (L + 1) ** 3 // 6 * (M + 1) * 8
 
 
 def dp_cost(L: int, M: int) -> tuple[float, int]:
     """Estimated ``(seconds, table bytes)`` of ``dp`` (solvers/dp.py: O(L^3 M) time,
     O(L^2 M) memory), M being the slots in the slot mode."""
-    return (L + 1) ** 3 / 6 * (M + 1) / DP_CELLS_PER_S, (L + 1) * (L + 2) // 2 * (M + 1) * 8
+    cells = (L + 1) ** 3 / 6
+    return cells * (DP_CELL_S + M * DP_UNIT_S), (L + 1) * (L + 2) // 2 * (M + 1) * 8
+
+
+def max_slots(L: int, seconds: float) -> int:
+    """The most slots with which ``dp`` fits ``seconds`` and :data:`MAX_TABLE_BYTES` (by
+    :func:`dp_cost`); 0 when not even one does."""
+    cells = (L + 1) ** 3 / 6
+    by_time = (seconds / cells - DP_CELL_S) / DP_UNIT_S
+    by_memory = MAX_TABLE_BYTES / ((L + 1) * (L + 2) // 2 * 8) - 1
+    return max(0, int(min(by_time, by_memory)))
 
 
 def plan(chain: Chain, budget: int, time_limit: float) -> list[tuple[str, dict, str]]:
@@ -90,9 +103,7 @@ def plan(chain: Chain, budget: int, time_limit: float) -> list[tuple[str, dict, 
             steps.append(("dp", {}, f"the persistent DP's exact table ({L} stages x {M + 1} "
                                     f"memory units) fits the time limit"))
         else:
-            per_slot_s, per_slot_b = dp_cost(L, 1)
-            slots = int(min(time_limit / 2 / per_slot_s * 2, MAX_TABLE_BYTES / per_slot_b * 2)) - 1
-            slots = min(slots, M)
+            slots = min(max_slots(L, time_limit / 2), M)
             if slots >= min(M, 16) and slots >= 1:
                 steps.append(("dp", {"slots": slots},
                               f"the persistent DP with memory in {slots} slots (the exact "
@@ -100,9 +111,9 @@ def plan(chain: Chain, budget: int, time_limit: float) -> list[tuple[str, dict, 
     return steps
 
 
-def _answer(sol: Solution, name: str, why: str, tried: list) -> Solution:
+def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float) -> Solution:
     info = dict(sol.info)
-    info.update(answered_by=name, auto_tried=tried)
+    info.update(answered_by=name, auto_tried=tried, auto_time_limit=time_limit)
     message = f"answered by {name}: {why}" + (f"; {sol.message}" if sol.message else "")
     return sol.replace(solver="auto", info=info, message=message, wall_time=0.0)
 
@@ -141,7 +152,7 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
         sol = registry.solve(chain, budget, "store-all")
         return _answer(sol.replace(optimal_for=CLASS_ALL, bound=sol.makespan), "store-all",
                        "the budget holds every tape, so nothing is recomputed: optimal over "
-                       "all schedules", tried)
+                       "all schedules", tried, time_limit)
     last = None
     for name, opts, why in plan(chain, budget, time_limit):
         left = time_limit - (time.perf_counter() - t0)
@@ -158,11 +169,11 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
         tried.append(f"{name}: {sol.status}")
         last = (sol, name, why)
         if sol.schedule is not None or sol.status == INFEASIBLE:
-            return _answer(sol, name, why, tried)
-    return _fallback(chain, budget, tried, last)
+            return _answer(sol, name, why, tried, time_limit)
+    return _fallback(chain, budget, tried, last, time_limit)
 
 
-def _fallback(chain: Chain, budget: int, tried: list, last) -> Solution:
+def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float) -> Solution:
     """Best fast baseline: no exact solver answered within the time limit."""
     best = first = None
     for name in FALLBACK:
@@ -179,10 +190,10 @@ def _fallback(chain: Chain, budget: int, tried: list, last) -> Solution:
             best = (sol, name)
     if best is None:
         if last is not None:
-            return _answer(*last, tried)
+            return _answer(*last, tried, time_limit)
         if first is not None:
             return _answer(*first, "no exact solver fits the time limit, and no fast baseline "
-                                   "finds a schedule", tried)
+                                   "finds a schedule", tried, time_limit)
         raise SolverError(f"solver 'auto': no solver answered at budget {budget} on "
                           f"{chain.length} stages ({'; '.join(tried) or 'none fits'}); "
                           f"name one with --solver, or raise the time limit")
@@ -190,4 +201,4 @@ def _fallback(chain: Chain, budget: int, tried: list, last) -> Solution:
     return _answer(sol.replace(status=FEASIBLE), name,
                    f"no exact solver fits {chain.length} stages in the time limit (the slot "
                    f"DP needs about {dp_cost(chain.length, 16)[0]:.0f} s at 16 slots): the "
-                   f"best of the fast baselines, not proven optimal", tried)
+                   f"best of the fast baselines, not proven optimal", tried, time_limit)

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from remat_theory.cli.main import main
 
 MIN_DISTINCT = 300
-CI_EXAMPLES = 420
+CI_EXAMPLES = 450
 SLOW_EXAMPLES = int(os.environ.get("REMAT_FUZZ_EXAMPLES", 3000))
 HANG_GUARD_S = 60.0  # seconds; every call here needs well under one
 
@@ -51,6 +51,8 @@ OPTIONS = ("passes=1", "passes=abc", "time_limit=-1", "time_limit=0", "time_limi
            "variant=zzz", "b=nan", "segments=0", "pairs=true")
 CHEAP_SOLVERS = ("store-all", "dp", "dp-weak", "exhaustive", "revolve", "chen-sqrt",
                  "chen-greedy", "periodic", "recompute-all", "gruslys", "auto", "nosuch", "")
+MID_CHAIN_SOLVERS = ("store-all", "dp", "revolve", "chen-sqrt", "chen-greedy", "periodic",
+                     "exhaustive", "nosuch")  # well under a second on 50 stages
 LONG_CHAIN_SOLVERS = ("store-all", "chen-sqrt", "nosuch")  # O(L) on 5,000 stages
 
 
@@ -169,7 +171,8 @@ def cases(draw):
     raw, L, valid = draw(chain_files())
     budget = draw(st.sampled_from(BUDGETS))
     if cmd == "solve":
-        solvers = LONG_CHAIN_SOLVERS if L > 50 else CHEAP_SOLVERS
+        solvers = (CHEAP_SOLVERS if L <= 6 else MID_CHAIN_SOLVERS if L <= 50
+                   else LONG_CHAIN_SOLVERS)
         argv = ["solve", "{file}", "--budget", budget]
         s = draw(st.sampled_from(solvers))
         if s:

@@ -134,6 +134,10 @@ class Ticker:
     """While a long call runs, show on a terminal how long it has been running (and, with a
     time limit, a bar to it): ``with Ticker("solve: ilp", limit=60): ...``.
 
+    ``notes`` (lines for stderr) are printed when the call has run for :attr:`delay` seconds
+    on a terminal, or by :meth:`print_notes` once the command knows it succeeded; never
+    before an error, so that a user error stays one line.
+
     Quiet unless ``enabled`` and stderr is a terminal (so ``--json``, pipes, logs and test
     captures stay clean); draws nothing for the first :attr:`delay` seconds, so quick calls
     print nothing.  A daemon thread redraws the line twice a second; the line is erased at
@@ -144,8 +148,9 @@ class Ticker:
     interval = 0.5
 
     def __init__(self, desc: str, limit: float | None = None, enabled: bool = True,
-                 stream=None) -> None:
+                 stream=None, notes=()) -> None:
         self.desc, self.limit = desc, limit
+        self.notes = list(notes)  # printed once the call has run a while, or has succeeded
         self.stream = stream if stream is not None else sys.stderr
         try:
             tty = bool(self.stream.isatty())
@@ -172,6 +177,7 @@ class Ticker:
         t0 = time.monotonic()
         if self._stop.wait(self.delay):
             return
+        self._print_notes()
         while True:
             try:
                 self.stream.write("\r" + self._line(time.monotonic() - t0) + "\x1b[K")
@@ -191,14 +197,22 @@ class Ticker:
             self._thread.start()
         return self
 
+    def _print_notes(self) -> None:
+        notes, self.notes = self.notes, []
+        for n in notes:
+            print(n, file=self.stream, flush=True)
+
+    def print_notes(self) -> None:
+        """Print the notes not printed yet: call it once the command is known to succeed."""
+        self._print_notes()
+
     def __exit__(self, *exc) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        if self._drawn:
-            try:
-                self.stream.write("\r\x1b[K")
-                self.stream.flush()
-            except (ValueError, OSError):
-                pass
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            if self._drawn:
+                try:
+                    self.stream.write("\r\x1b[K")
+                    self.stream.flush()
+                except (ValueError, OSError):
+                    pass

@@ -92,18 +92,22 @@ def run(args) -> int:
     if args.slots is not None:
         options["slots"] = args.slots
     info = solvers.get(args.solver)
+    notes = []
     if args.time_limit is not None:
         if "time_limit" in info.options:
             options["time_limit"] = args.time_limit
-        elif not args.json:
-            print(f"remat: note: solver {args.solver!r} takes no time limit; --time-limit "
-                  f"{args.time_limit:g} is not applied", file=sys.stderr, flush=True)
+        else:
+            notes.append(f"remat: note: solver {args.solver!r} takes no time limit; "
+                         f"--time-limit {args.time_limit:g} was not applied")
     note = long_solve_note(chain, args.solver, options)
-    if note and not args.json:
-        print(note, file=sys.stderr, flush=True)
+    if note:
+        notes.append(note)
     limit = options.get("time_limit", AUTO_TIME_LIMIT if args.solver == AUTO else None)
-    with Ticker(f"remat solve: {args.solver}", limit=limit, enabled=not args.json):
+    with Ticker(f"remat solve: {args.solver}", limit=limit, enabled=not args.json,
+                notes=notes) as ticker:
         sol = solvers.solve(chain, args.budget, args.solver, **options)
+    if sol.status != INFEASIBLE:
+        ticker.print_notes()
     if args.json:
         print_json(sol.to_dict())
     else:

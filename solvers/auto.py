@@ -150,7 +150,10 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
     tried: list = []
     if chain.store_all_memory() <= budget:
         sol = registry.solve(chain, budget, "store-all")
-        return _answer(sol.replace(optimal_for=CLASS_ALL, bound=sol.makespan), "store-all",
+        # optimal over all schedules; its min_budget (store-all's own) is not the smallest
+        # feasible budget of all schedules, so it is not passed on as one
+        sol = sol.replace(optimal_for=CLASS_ALL, bound=sol.makespan, min_budget=None)
+        return _answer(sol, "store-all",
                        "the budget holds every tape, so nothing is recomputed: optimal over "
                        "all schedules", tried, time_limit)
     last = None
@@ -191,14 +194,14 @@ def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float) -
     if best is None:
         if last is not None:
             return _answer(*last, tried, time_limit)
-        if first is not None:
-            return _answer(*first, "no exact solver fits the time limit, and no fast baseline "
+        if first is not None:  # a baseline's own smallest budget is no claim about others
+            return _answer(first[0].replace(min_budget=None), first[1], "no exact solver fits the time limit, and no fast baseline "
                                    "finds a schedule", tried, time_limit)
         raise SolverError(f"solver 'auto': no solver answered at budget {budget} on "
                           f"{chain.length} stages ({'; '.join(tried) or 'none fits'}); "
                           f"name one with --solver, or raise the time limit")
     sol, name = best
-    return _answer(sol.replace(status=FEASIBLE), name,
+    return _answer(sol.replace(status=FEASIBLE, min_budget=None), name,
                    f"no exact solver fits {chain.length} stages in the time limit (the slot "
                    f"DP needs about {dp_cost(chain.length, 16)[0]:.0f} s at 16 slots): the "
                    f"best of the fast baselines, not proven optimal", tried, time_limit)

@@ -57,18 +57,14 @@ def add_arguments(p) -> None:
     p.add_argument("--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT, dest="time_limit",
                    help=f"seconds for each solver that takes a time limit (default {DEFAULT_TIME_LIMIT:g})")
     p.add_argument("--solvers", default=None,
-                   help="comma-separated solver names to run (default: every registered solver "
-                        "but auto, which answers with one of them)")
+                   help="comma-separated solver names to run (default: every registered solver)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-AUTO = "auto"  # answers with one of the other solvers: run only when named
 
 
 def _selected(spec: str | None) -> list[str]:
     known = solvers.names()
     if spec is None:
-        return [n for n in known if n != AUTO]
+        return known
     chosen = [s.strip() for s in spec.split(",") if s.strip()]
     if not chosen:
         raise RematError("--solvers is empty")

@@ -214,10 +214,14 @@ def test_sums_that_could_overflow_are_rejected_naming_field_and_index():
     with pytest.raises(ChainError, match=r"bwd_time\[2\] = 2e\+18 makes"):
         Chain(**bad(bwd_time=[0, 0, 2e18]))
     # recompute-all runs O(L^2) forwards: the forward times count L times
-    L = 2
-    Chain(**bad(fwd_time=[MAX_TOTAL_TIME / L / 2] * L, bwd_time=[0, 0, 0]))
+    L = 2  # (sum(fwd_time) + sum(fall_time)) * L, fall_time defaulting to fwd_time
+    Chain(**bad(fwd_time=[MAX_TOTAL_TIME / L / 4] * L, bwd_time=[0, 0, 0]))
     with pytest.raises(ChainError, match=r"fwd_time\[1\]"):
-        Chain(**bad(fwd_time=[MAX_TOTAL_TIME / L / 2 * 1.01] * L, bwd_time=[0, 0, 0]))
+        Chain(**bad(fwd_time=[MAX_TOTAL_TIME / L / 4 * 1.01] * L, bwd_time=[0, 0, 0]))
+    with pytest.raises(ChainError, match=r"fall_time\[0\] = 1e\+300"):
+        Chain(**bad(fall_time=[1e300, 1]))
+    with pytest.raises(ChainError, match=r"fall_overhead\[1\]"):
+        Chain(**bad(fall_overhead=[1, MAX_TOTAL_SIZE]))
     with pytest.raises(ChainError, match=r"x_size\[0\] = 1e\+308 makes the chain's total size"):
         Chain(**bad(x_size=[1e308, 2, 3]))
     with pytest.raises(ChainError, match=r"x_size\[0\] = 1e\+400 .*total size"):

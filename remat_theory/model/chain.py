@@ -25,7 +25,8 @@ FORMAT = "remat-chain/1"
 _FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead",
            "fall_time", "fall_overhead")
 
-#: Largest allowed ``sum(fwd_time) * L + sum(bwd_time)`` (seconds, or the chain's time unit).
+#: Largest allowed ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)`` (seconds, or the
+#: chain's time unit).
 #: Recompute-all runs O(L^2) forwards, so this bounds the makespan of the schedules the
 #: solvers build; far above any real network (1e18 s, or 31 years in nanoseconds), and below
 #: the magnitudes MILP solvers treat as infinite (HiGHS: 1e20), so every makespan stays a
@@ -112,19 +113,31 @@ def _check_array(field_name: str, values: Any, length: int, checker) -> tuple:
 def _check_totals(chain: "Chain") -> None:
     """Reject magnitudes whose sums would overflow or lose meaning in a solver, naming the
     field and index at which the running total first passes the cap (:data:`MAX_TOTAL_TIME`,
-    :data:`MAX_TOTAL_SIZE`); every value on its own is already finite."""
+    :data:`MAX_TOTAL_SIZE`); every value on its own is already finite.
+
+    Time: ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)``, as recompute-all runs
+    O(L^2) forwards; a ``fall_time`` equal to the default ``fwd_time`` is counted through
+    ``fwd_time`` (so the error names a field of the file).  Size: every size and overhead.
+    """
     L = chain.length
+    own_fall = chain.fall_time != chain.fwd_time
+    times = [("fwd_time", L if own_fall else 2 * L), ("bwd_time", 1)]
+    if own_fall:
+        times.insert(1, ("fall_time", L))
     total = 0.0
-    for f, weight in (("fwd_time", L), ("bwd_time", 1)):
+    for f, weight in times:
         for i, v in enumerate(getattr(chain, f)):
             total += v * weight
             if not total <= MAX_TOTAL_TIME:  # also catches an overflow to inf
                 raise ChainError(
                     f"{f}[{i}] = {format_number(v)} makes the chain's total time too large: "
-                    f"sum(fwd_time) * L + sum(bwd_time) (recompute-all runs O(L^2) forwards) "
-                    f"must be at most {MAX_TOTAL_TIME:g}")
+                    f"(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time) (recompute-all "
+                    f"runs O(L^2) forwards) must be at most {MAX_TOTAL_TIME:g}")
+    sizes = ["x_size", "tape_size", "fwd_overhead", "bwd_overhead"]
+    if chain.fall_overhead != chain.fwd_overhead:
+        sizes.append("fall_overhead")
     size = 0
-    for f in ("x_size", "tape_size", "fwd_overhead", "bwd_overhead"):
+    for f in sizes:
         for i, v in enumerate(getattr(chain, f)):
             size += v
             if size > MAX_TOTAL_SIZE:

@@ -1,5 +1,5 @@
 """Fuzzing the command line: bad bytes, encodings, JSON structures, types, magnitudes,
-lengths, budgets, schedules and options, across every subcommand.
+lengths, budgets, schedules and options, across every subcommand (cheap invocations: bad options of the long-running and torch ones).
 
 The contract checked on every input (``remat_theory.cli.main``'s docstring): the exit code is
 0 or 2 (1 would be an internal error: a bug, reported as a failure here), a user error is
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from remat_theory.cli.main import main
 
 MIN_DISTINCT = 300
-CI_EXAMPLES = 450
+CI_EXAMPLES = 800
 SLOW_EXAMPLES = int(os.environ.get("REMAT_FUZZ_EXAMPLES", 3000))
 HANG_GUARD_S = 60.0  # seconds; every call here needs well under one
 
@@ -166,7 +166,7 @@ def store_all_text(L: int) -> str:
 def cases(draw):
     """``(argv with "{file}" placeholders, file bytes or None)``."""
     cmd = draw(st.sampled_from(("solve", "solve", "solve", "simulate", "simulate", "compare",
-                                "verify", "hard", "plot", "bench", "profile", "confirm",
+                                "verify", "hard", "plot", "bench", "profile", "confirm", "frontier",
                                 "solvers", "none")))
     raw, L, valid = draw(chain_files())
     budget = draw(st.sampled_from(BUDGETS))
@@ -247,8 +247,20 @@ def cases(draw):
             ["bench", "solvers", "--budget-frac", "2"], ["bench", "quality", "--solvers", "nosuch",
                                                          "--no-write", "--stages", "2"],
         ))), None
+    if cmd == "frontier":
+        return draw(st.sampled_from((
+            ["frontier"], ["frontier", "--network", "vgg"],
+            ["frontier", "--network", "mlp", "--fractions", "0"],
+            ["frontier", "--network", "mlp", "--fractions", ""],
+            ["frontier", "--network", "mlp", "--batch", "x"],
+            ["frontier", "--network", "mlp", "--memory-budgets", "2"],
+            ["frontier", "--network", "mlp", "--device", "tpu"],
+        ))), None
     if cmd == "profile":
         return draw(st.sampled_from((
+            ["profile", "--model", "nosuchmod:f"], ["profile", "--model", "os:getcwd"],
+            ["profile", "--model", "os:nosuch"], ["profile", "--model", ":"],
+            ["profile", "--model", "mlp", "--granularity", "0"],
             ["profile"], ["profile", "--model", "vgg"], ["profile", "--model", "mlp", "--device", "tpu"],
             ["profile", "--model", "mlp", "--repeats", "0"], ["profile", "--model", "mlp",
                                                               "--scale", "huge"],

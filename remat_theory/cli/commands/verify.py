@@ -120,7 +120,8 @@ def run(args) -> int:
                        max_stages_for=tuple({**dict(DEFAULT_MAX_STAGES_FOR),
                                              **dict(args.max_stages_for)}.items()),
                        workers=args.workers,
-                       scheduler=args.scheduler, progress=not args.no_progress)
+                       scheduler=args.scheduler,
+                       progress=not args.no_progress and args.json is None)
     with stdout_to_stderr(args.json == "-"):
         report = run_verify(cfg)
     if args.json == "-":

@@ -323,6 +323,9 @@ def test_solver_hints_are_in_cli_syntax(tmp_path, capsys):
     f = write(tmp_path, THREE)
     code, out, err = run(capsys, "simulate", f, "--schedule", "Fall0 Dropx0")
     one_line_error(code, err, "use --allow-drop")
+    code, out, err = run(capsys, "solve", f, "--budget", "9", "--solver", "dp", "-o",
+                         "slot_bound=true")
+    one_line_error(code, err, "-o slot_bound=true needs --slots S")
     assert "allow_drop=True" not in err
     big = {"format": "remat-chain/1", "fwd_time": [1] * 40, "bwd_time": [1] * 41,
            "x_size": [1000003] * 41, "tape_size": [2000007] * 40}

@@ -90,6 +90,9 @@ def cli_message(message: str, command: str | None = None) -> str:
     ``-o passes=1 -o pairs=true``), integers of more than 18 digits in compact form, one line."""
     text = re.sub(r"\bpass (\w+)=([^\s,;)]+)",
                   lambda m: "use " + _option(m.group(1), m.group(2), command), message)
+    text = re.sub(r"\boption (\w+) needs (\w+)=([^\s,;)]+)",
+                  lambda m: f"{_option(m.group(1), 'true', command)} needs "
+                            f"{_option(m.group(2), m.group(3), command)}", text)
     text = re.sub(r"\((passes)=(\d+), (pairs)=True\b",
                   lambda m: f"(-o passes={m.group(2)} -o pairs=true", text)
     text = re.sub(r"\braise (max_\w+)\b", r"raise it with -o \1=N", text)

@@ -26,6 +26,13 @@ DESCRIPTION = (
     "per solver and exits 1 on any violation.")
 
 
+# auto answers with the certified ILP on short chains: it gets the ILP's cap unless the
+# analysis layer states one for it.
+_CAPS = dict(DEFAULT_MAX_STAGES_FOR)
+MAX_STAGES_FOR = (DEFAULT_MAX_STAGES_FOR if "auto" in _CAPS
+                  else DEFAULT_MAX_STAGES_FOR + (("auto", _CAPS.get("ilp", 4)),))
+
+
 def stage_range(text: str) -> tuple:
     """argparse type for ``MIN:MAX`` (or a single ``N``)."""
     parts = text.split(":")
@@ -80,7 +87,7 @@ def add_arguments(p) -> None:
     p.add_argument("--time-limit", type=positive_float, default=10.0, dest="time_limit",
                    help="time limit in seconds per solve, for solvers that take one (ILP); "
                         "default 10")
-    defaults = ",".join(f"{n}={k}" for n, k in DEFAULT_MAX_STAGES_FOR)
+    defaults = ",".join(f"{n}={k}" for n, k in MAX_STAGES_FOR)
     p.add_argument("--max-stages-for", type=stage_caps, default=(), dest="max_stages_for",
                    metavar="SOLVER=N,...",
                    help=f"run a solver only on chains of at most N stages (default {defaults}; "
@@ -121,7 +128,7 @@ def run(args) -> int:
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
-                       max_stages_for=tuple({**dict(DEFAULT_MAX_STAGES_FOR),
+                       max_stages_for=tuple({**dict(MAX_STAGES_FOR),
                                              **dict(args.max_stages_for)}.items()),
                        workers=args.workers,
                        scheduler=args.scheduler,

@@ -387,3 +387,27 @@ def test_progress_line_only_on_a_terminal():
     assert "remat solve: auto" in tty.getvalue() and "time limit 10 s" in tty.getvalue()
     assert "remat: note: n" in tty.getvalue()
     assert pipe.getvalue() == ""  # not a terminal: nothing drawn, notes left to the caller
+
+
+def test_simulate_table_lists_long_held_sets_compactly(tmp_path, capsys):
+    from remat_theory import Schedule, simulate
+    from remat_theory.analysis.families import make
+    from remat_theory.cli.commands.simulate import held_text
+
+    for L in (3, 40):
+        chain = make("random", L, 1)
+        sched = Schedule.parse(" ".join([f"Fall{i}" for i in range(L)] + ["Loss"] +
+                                        [f"B{i}" for i in reversed(range(L))]))
+        for step in simulate(chain, sched).profile:
+            full = step.held  # the simulator's own description: the oracle
+            values = full.strip("{}").split(", ")
+            text = held_text(step)
+            if len(values) <= 12:
+                assert text == full
+            else:
+                assert text.startswith("{" + ", ".join(values[:8]) + ", ..., ")
+                assert text.endswith(", ".join(values[-3:]) + f"}} ({len(values)} values)")
+    p = tmp_path / "c.json"
+    chain.save(p)
+    code, out, err = run(capsys, "simulate", str(p), "--schedule", str(sched))
+    assert code == 0 and max(len(line) for line in out.splitlines()) < 200

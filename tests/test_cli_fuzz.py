@@ -2,7 +2,8 @@
 lengths, budgets, schedules and options, across every subcommand (cheap invocations: bad options of the long-running and torch ones).
 
 The contract checked on every input (``remat_theory.cli.main``'s docstring): the exit code is
-0 or 2 (1 would be an internal error: a bug, reported as a failure here), a user error is
+0 or 2, or 1 for a failed check of ``compare`` (a solver raised) or ``verify`` (a violated
+relation), never an internal error (a bug, reported as a failure here); a user error is
 exactly one line ``remat: error: ...`` on stderr, no traceback is ever printed, ``--json``
 output parses, and no call hangs (a generous wall-clock guard per command, far above what
 any of these cheap invocations needs: it catches a solver that ignores its input's size,
@@ -281,6 +282,10 @@ def cases(draw):
 def check_contract(argv, code, out, err, wall):
     """The contract of the module docstring; returns a short description on failure."""
     assert "Traceback" not in err and "Traceback" not in out, (argv, err[-2000:])
+    assert "internal error" not in err, (argv, err[-2000:])
+    if code == 1:  # a failed check: compare (a solver raised) or verify (a violation)
+        assert argv[0] in ("compare", "verify"), (argv, err[-2000:])
+        return
     assert code in (0, 2), (argv, code, err[-2000:])
     if code == 2:
         lines = err.strip().splitlines()

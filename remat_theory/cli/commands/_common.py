@@ -7,7 +7,10 @@ import json
 import math
 import os
 import sys
+import threading
+import time
 
+from remat_theory.analysis.progress import Progress
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 
@@ -162,8 +165,6 @@ class Ticker:
         self._drawn = False
 
     def _line(self, elapsed: float) -> str:
-        from remat_theory.analysis.progress import Progress
-
         if self.limit:
             bar = Progress(total=max(1, int(round(self.limit))), desc=self.desc, enabled=False)
             bar.start -= elapsed  # the bar's clock starts where ours did
@@ -172,8 +173,6 @@ class Ticker:
         return f"{self.desc}: running for {elapsed:.0f} s"
 
     def _run(self) -> None:
-        import time
-
         t0 = time.monotonic()
         if self._stop.wait(self.delay):
             return
@@ -190,8 +189,6 @@ class Ticker:
 
     def __enter__(self) -> "Ticker":
         if self.enabled:
-            import threading
-
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()

@@ -9,8 +9,10 @@ import argparse
 import json
 import sys
 
+import solvers
+
 from remat_theory.model.errors import RematError
-from remat_theory.analysis.verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VerifyConfig, format_table,
+from remat_theory.analysis.verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VARIANTS, VerifyConfig, format_table,
                       run_verify)
 from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr
 
@@ -108,10 +110,6 @@ def _check_names(args) -> None:
     """Every solver named in ``--max-stages-for`` must exist (a registry name, a variant
     label, or whatever else the registry resolves): a misspelt name would otherwise cap
     nothing, silently."""
-    import solvers
-
-    from remat_theory.analysis.verify import VARIANTS
-
     for name, n in args.max_stages_for:
         if name in VARIANTS:
             continue

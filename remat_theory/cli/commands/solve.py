@@ -16,8 +16,8 @@ from remat_theory.cli.commands._common import (Ticker, budget_arg, check_budget_
 NAME = "solve"
 ORDER = 20
 HELP = "find a schedule for a chain under a memory budget (default solver: auto)"
-DEFAULT_SOLVER = "auto"
 AUTO = "auto"
+DEFAULT_SOLVER = AUTO
 
 
 def add_arguments(p) -> None:

@@ -8,6 +8,8 @@ from remat_theory.cli.commands._common import budget_arg, load_chain, print_json
 NAME = "simulate"
 ORDER = 10
 HELP = "replay a schedule on a chain and report makespan, peak memory and the profile"
+DESCRIPTION = (HELP + "; the table lists at most 12 held values per step (the first and "
+               "last few, and how many), --json lists them all")
 
 
 def add_arguments(p) -> None:
@@ -65,7 +67,7 @@ def run(args) -> int:
         print_json(d)
         return 0
     print(f"chain {chain.name}: {chain.length} stages")
-    print(f"{'step':>4}  {'op':<8}{'start':>10}{'time':>9}{'before':>10}{'peak':>10}{'after':>10}  held after (--json lists all)")
+    print(f"{'step':>4}  {'op':<8}{'start':>10}{'time':>9}{'before':>10}{'peak':>10}{'after':>10}  held after")
     for s in result.profile:
         print(f"{s.step:>4}  {s.op:<8}{s.start:>10.4g}{s.time:>9.4g}{s.memory_before:>10}"
               f"{s.peak:>10}{s.memory_after:>10}  {held_text(s)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import solvers
 from solvers.auto import DEFAULT_TIME_LIMIT as AUTO_TIME_LIMIT
 
+from remat_theory.model.errors import RematError
 from remat_theory.model.solution import INFEASIBLE
 from remat_theory.cli.commands._common import (Ticker, budget_arg, check_budget_feasible_at_all,
                                                load_chain, positive_float, positive_int,
@@ -89,9 +90,13 @@ def run(args) -> int:
     chain = load_chain(args.chain)
     check_budget_feasible_at_all(chain, args.budget)
     options = dict(args.options)
-    if args.slots is not None:
-        options["slots"] = args.slots
     info = solvers.get(args.solver)
+    if args.slots is not None:
+        if "slots" not in info.options:
+            takes = [n for n in solvers.names() if "slots" in solvers.get(n).options]
+            raise RematError(f"solver {args.solver!r} does not take option 'slots' (--slots); "
+                             f"solvers that do: {', '.join(takes)}")
+        options["slots"] = args.slots
     notes = []
     if args.time_limit is not None:
         if "time_limit" in info.options:

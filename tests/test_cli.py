@@ -389,6 +389,22 @@ def test_progress_line_only_on_a_terminal():
     assert pipe.getvalue() == ""  # not a terminal: nothing drawn, notes left to the caller
 
 
+def test_progress_is_wanted_only_on_terminals_without_json(monkeypatch):
+    import io
+
+    from remat_theory.cli.commands._common import progress_wanted
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # output redirected: quiet
+    assert not progress_wanted(False)
+    monkeypatch.setattr(sys, "stdout", Tty())
+    assert progress_wanted(False) and not progress_wanted(True)
+
+
 def test_simulate_table_lists_long_held_sets_compactly(tmp_path, capsys):
     from remat_theory import Schedule, simulate
     from remat_theory.analysis.families import make

@@ -133,6 +133,17 @@ def torch_device(device: str, threads: int | None, command: str):
     return torch, device
 
 
+def progress_wanted(json_output: bool) -> bool:
+    """Whether a command may draw progress on stderr: not under ``--json``, and only when
+    stdout and stderr are both terminals (a redirected or captured run stays quiet)."""
+    if json_output:
+        return False
+    try:
+        return bool(sys.stdout.isatty() and sys.stderr.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 class Ticker:
     """While a long call runs, show on a terminal how long it has been running (and, with a
     time limit, a bar to it): ``with Ticker("solve: ilp", limit=60): ...``.

@@ -29,7 +29,8 @@ import solvers
 from remat_theory.analysis.progress import Progress
 from remat_theory.model.errors import RematError
 from remat_theory.model.solution import CLASS_ALL, OPTIMAL
-from remat_theory.cli.commands._common import budget_arg, load_chain, positive_float, print_json, stdout_to_stderr
+from remat_theory.cli.commands._common import (budget_arg, load_chain, positive_float, print_json,
+                                               progress_wanted, stdout_to_stderr)
 
 NAME = "compare"
 ORDER = 25
@@ -183,7 +184,7 @@ def run(args) -> int:
     names = _selected(args.solvers)
     budgets = [args.budget] if args.budget is not None else args.budgets
     with Progress(total=len(names) * len(budgets), desc="remat compare",
-                  enabled=None if not args.json else False) as bar:
+                  enabled=progress_wanted(args.json)) as bar:
         results = [compare_budget(chain, b, names, args.time_limit, bar) for b in budgets]
     errors = sorted({r["solver"] for res in results for r in res["results"] if r["status"] == "error"})
     if args.json:

@@ -12,7 +12,7 @@ from remat_theory.model.errors import RematError
 from remat_theory.model.solution import INFEASIBLE
 from remat_theory.cli.commands._common import (Ticker, budget_arg, check_budget_feasible_at_all,
                                                load_chain, positive_float, positive_int,
-                                               print_json)
+                                               print_json, progress_wanted)
 
 NAME = "solve"
 ORDER = 20
@@ -108,8 +108,8 @@ def run(args) -> int:
     if note:
         notes.append(note)
     limit = options.get("time_limit", AUTO_TIME_LIMIT if args.solver == AUTO else None)
-    with Ticker(f"remat solve: {args.solver}", limit=limit, enabled=not args.json,
-                notes=notes) as ticker:
+    with Ticker(f"remat solve: {args.solver}", limit=limit,
+                enabled=progress_wanted(args.json), notes=notes) as ticker:
         sol = solvers.solve(chain, args.budget, args.solver, **options)
     if sol.status != INFEASIBLE:
         ticker.print_notes()

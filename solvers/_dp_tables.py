@@ -276,10 +276,11 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
     mode = f"{slots} slots" if slots is not None else f"exact memory ({units} units)"
     ways = []
     if s_fit >= MIN_USEFUL_SLOTS and (slots is None or s_fit < slots):
-        ways.append(f"use --slots {s_fit} (-o slots={s_fit})")
+        ways.append(f"use --slots S (-o slots=S) with S at most {s_fit}")
     elif time_limit is not None and s_mem >= MIN_USEFUL_SLOTS and (slots is None or s_mem < slots):
         need = math.ceil(est_s * s_mem / max(1, units))
-        ways.append(f"use --slots {s_mem} (-o slots={s_mem}) with a --time-limit of {need} or more")
+        ways.append(f"use --slots S (-o slots=S) with S at most {s_mem} and a --time-limit of "
+                    f"{need} or more")
     if too_slow and not too_big:
         ways.append(f"a --time-limit of {math.ceil(est_s)} or more")
     if not ways:

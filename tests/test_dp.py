@@ -337,7 +337,7 @@ def test_far_past_the_time_limit_is_refused_up_front():
     """2000 stages at 1000 slots in 10 s: refused before any work, naming --slots."""
     c = families.make("homogeneous", 2000, 0)
     budget = c.store_all_memory() // 2
-    with pytest.raises(SolverError, match=r"--slots \d+ \(-o slots=\d+\)"):
+    with pytest.raises(SolverError, match=r"--slots S \(-o slots=S\) with S at most \d+"):
         solvers.solve(c, budget, "dp", slots=1000, time_limit=10)
 
 

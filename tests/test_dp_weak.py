@@ -184,7 +184,7 @@ def test_time_limit_stops_with_a_bound_and_no_claim(slots):
 
 def test_too_big_is_refused_up_front_naming_slots():
     c = families.make("homogeneous", 400, 0)
-    with pytest.raises(SolverError, match=r"--slots \d+ \(-o slots=\d+\)"):
+    with pytest.raises(SolverError, match=r"--slots S \(-o slots=S\) with S at most \d+"):
         solvers.solve(c, c.store_all_memory() // 2, "dp-weak", slots=2000)
 
 

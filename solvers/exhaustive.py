@@ -16,10 +16,11 @@ by more than an edge's cost, so A* returns the optimum.
 The state space has at most 2^L * 2^L * (L+2) states, but only the states reachable within
 the budget and below the optimum's f-value are visited.  At the tight budgets of
 ``benchmarks/bench_ilp.py exhaustive-bound`` (the random chains of ``speed``) the memory
-term of the bound visits 2.0-2.9 times fewer states than the simple bound: it proves the
-three 12-stage chains and 1 of 3 15-stage ones within 120 s (the other two stop with
-bounds 254.5 and 262.75, against 232 and 259 with the simple bound), and not a tight
-20-stage one in 10 minutes (measured before the memory term).
+term of the bound visits 2.0-2.9 times fewer states than the simple bound and proves the
+three 12-stage chains in 1.6-22 s (simple: 2.7-46 s) and 1 of 3 15-stage ones within
+120 s (14 s; simple: 36 s); the other two stop with bounds 257.75 and 272 (optima 269 and
+275; simple: 241 and 263).  At the middle budgets, 15 stages take 0.8-6.9 s (simple:
+1.2-30 s).  A tight 20-stage one was not proven in 10 minutes (before the memory term).
 Nothing bounds other chains by those figures (the state space still grows as 4^L), so
 ``max_stages`` (default 8) guards against an accidental long run: raise it to go further,
 with ``time_limit``.

@@ -10,6 +10,8 @@ import sys
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
+from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_GUARD
+from solvers.feasibility import EXACT, smallest_feasible_budget
 
 
 def budget_arg(text: str) -> int:
@@ -62,12 +64,10 @@ def _default(o):
 
 def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
     """Raise when the budget is below what every schedule needs, naming the smallest
-    feasible budget (exact up to 8 stages; beyond, the lower bound and the persistent DP's
-    minimum, which is feasible)."""
-    from solvers.feasibility import EXACT, smallest_feasible_budget
-
+    feasible budget (exact within exhaustive search's size guard; beyond, the lower bound
+    and the weak DP's minimum, which is feasible: :mod:`solvers.feasibility`)."""
     lb = chain.memory_lower_bound()
-    if budget >= lb and chain.length > 8:
+    if budget >= lb and chain.length > EXHAUSTIVE_GUARD:
         return  # the solver decides (and reports its own smallest budget)
     smallest, source = smallest_feasible_budget(chain)
     if budget >= smallest:
@@ -76,7 +76,7 @@ def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
         what = f"the smallest feasible budget is {smallest}"
     else:
         what = (f"every schedule needs at least {lb} bytes, and the smallest feasible budget "
-                f"of persistent schedules is {smallest}")
+                f"found ({source}, over its own class) is {smallest}")
     raise RematError(f"budget {budget} is below what any schedule needs: {what}")
 
 

@@ -10,8 +10,8 @@ import json
 import sys
 
 from remat_theory.model.errors import RematError
-from remat_theory.analysis.verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VerifyConfig, format_table,
-                      run_verify)
+from remat_theory.analysis.verify import (DEFAULT_FAMILIES, VerifyConfig, default_max_stages_for,
+                                          format_table, run_verify)
 from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr
 
 NAME = "verify"
@@ -73,14 +73,16 @@ def add_arguments(p) -> None:
     p.add_argument("--families", type=name_list, default=DEFAULT_FAMILIES,
                    help=f"comma-separated families (default {','.join(DEFAULT_FAMILIES)})")
     p.add_argument("--solvers", type=name_list, default=None,
-                   help="comma-separated solver names (default: every registered solver)")
+                   help="comma-separated solver names, variant labels or "
+                        "package.module:function paths (default: every registered solver and "
+                        "the variants it declares for verify; see `remat solvers`)")
     p.add_argument("--budgets-per-chain", type=positive_int, default=4, dest="budgets_per_chain",
                    help="feasible budgets per chain, from the smallest feasible to store-all "
                         "(default 4; one or two infeasible ones are added)")
     p.add_argument("--time-limit", type=positive_float, default=10.0, dest="time_limit",
                    help="time limit in seconds per solve, for solvers that take one (ILP); "
                         "default 10")
-    defaults = ",".join(f"{n}={k}" for n, k in DEFAULT_MAX_STAGES_FOR)
+    defaults = ",".join(f"{n}={k}" for n, k in default_max_stages_for())
     p.add_argument("--max-stages-for", type=stage_caps, default=(), dest="max_stages_for",
                    metavar="SOLVER=N,...",
                    help=f"run a solver only on chains of at most N stages (default {defaults}; "
@@ -102,8 +104,7 @@ def run(args) -> int:
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
-                       max_stages_for=tuple({**dict(DEFAULT_MAX_STAGES_FOR),
-                                             **dict(args.max_stages_for)}.items()),
+                       max_stages_for=tuple(args.max_stages_for),
                        workers=args.workers,
                        scheduler=args.scheduler, progress=not args.no_progress)
     with stdout_to_stderr(args.json == "-"):

@@ -425,8 +425,7 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
 
 
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,
-          description="Rotor persistent dynamic program, exact integer memory or slots.",
-          variants={"dp-slots": {"slots": 64}, "dp-slot-bound": {"slots": 64, "slot_bound": True}})
+          description="Rotor persistent dynamic program, exact integer memory or slots.")
 def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
              slot_bound: bool = False) -> Solution:
     """Optimal persistent schedule (Beaumont et al., Rotor, section 4), exact in memory.

@@ -240,8 +240,7 @@ def min_feasible_budget(chain: Chain) -> int:
 
 
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,
-          description="DP over weakly persistent schedules (checkpoints may be released early).",
-          variants={"dp-weak-slots": {"slots": 64}})
+          description="DP over weakly persistent schedules (checkpoints may be released early).")
 def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None) -> Solution:
     """Optimal weakly persistent schedule (module docstring), exact in memory, or with
     ``slots=S`` (sizes rounded up to multiples of budget/S: valid at the real budget, optimal

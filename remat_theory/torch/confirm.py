@@ -214,7 +214,7 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
             if sol.schedule is None:
                 continue
             schedule = sol.schedule
-            allow_drop = bool(sol.info.get("allow_drop", False))
+            allow_drop = sol.allows_drop
             sim = simulate(chain, schedule, budget, allow_drop=allow_drop)
             rec["predicted_peak_split_overhead"] = split_overhead_peak(chain, prof, sim, schedule)
             rec.update(predicted_peak=sim.peak_memory, predicted_time=sim.makespan,

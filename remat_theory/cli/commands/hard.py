@@ -17,7 +17,7 @@ HELP = "search for hard instances (DP/OPT gap, baseline/OPT gap, slow ILP proofs
 DESCRIPTION = (
     "Random restarts plus local search over stage values, in parallel over processes, then "
     "shrinking the best instance to a minimal one that keeps its score. OPT is exhaustive "
-    "search (up to 7 stages) or a proven ILP optimum. Writes a corpus of certificate files "
+    "search (within its reference range, `remat solvers --json`) or a proven ILP optimum. Writes a corpus of certificate files "
     "(remat-certificate/1: the chain, the budget, each solver's schedule, makespan, status).")
 
 
@@ -27,8 +27,8 @@ def add_arguments(p) -> None:
                         "prove the ILP optimum")
     p.add_argument("--solver", default=None,
                    help="solver compared with OPT (dp-gap: default dp, e.g. dp-weak, or "
-                        "exhaustive-monotone, the optimum of the fast ILP's normal form; "
-                        "baseline-gap: required)")
+                        "exhaustive-monotone, the optimum of the fast ILP's normal form, or a "
+                        "package.module:function of your own; baseline-gap: required)")
     p.add_argument("--time", type=positive_float, default=60.0,
                    help="total wall-clock seconds, about (search, then shrinking; a solve in "
                         "progress finishes); default 60")
@@ -45,7 +45,8 @@ def add_arguments(p) -> None:
     p.add_argument("--min-stages", type=positive_int, default=3, dest="min_stages",
                    help="smallest L drawn (default 3)")
     p.add_argument("--max-stages", type=positive_int, default=6, dest="max_stages",
-                   help="largest L drawn (default 6; above 7 OPT is the ILP)")
+                   help="largest L drawn (default 6; beyond exhaustive search's "
+                        "reference_max_stages OPT is the ILP)")
     p.add_argument("--max-time", type=positive_int, default=10, dest="max_time",
                    help="largest stage time drawn (integers)")
     p.add_argument("--max-size", type=positive_int, default=10, dest="max_size",

@@ -226,16 +226,17 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
 
 
 def _load_all() -> None:
+    """Import every module of :mod:`solvers` (each registers its solvers), then the
+    entry points, once each."""
     global _LOADED
-    if _LOADED:
-        return
-    import solvers
-
-    for mod in pkgutil.iter_modules(solvers.__path__):
-        if not mod.name.startswith("_") and mod.name != "registry":
-            importlib.import_module(f"solvers.{mod.name}")
-    _LOADED = True
-    load_entry_points()
+    if not _LOADED:
+        package = importlib.import_module("solvers")
+        for mod in pkgutil.iter_modules(package.__path__):
+            if not mod.name.startswith("_") and mod.name != "registry":
+                importlib.import_module(f"solvers.{mod.name}")
+        _LOADED = True
+    if not _PLUGINS_LOADED:
+        load_entry_points()
 
 
 def load_entry_points(force: bool = False) -> list[str]:
@@ -410,7 +411,15 @@ def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -
     """A solver's return value as a :class:`Solution`: a bare schedule (Schedule, tokens, a
     token string) is replayed to fill in makespan and peak; None is infeasible (no claim)."""
     if isinstance(out, Solution):
-        return out
+        if out.schedule is None or isinstance(out.schedule, Schedule):
+            return out
+        try:  # a plug-in's Solution holding tokens: the one schedule type from here on
+            schedule = (Schedule.parse(out.schedule) if isinstance(out.schedule, str)
+                        else Schedule.parse(" ".join(str(t) for t in out.schedule)))
+        except (ScheduleParseError, TypeError) as e:
+            raise SolverContractError(f"solver {label!r} returned an unreadable schedule: "
+                                      f"{e}") from None
+        return out.replace(schedule=schedule)
     if out is None:
         return Solution.infeasible(label, budget, message=f"{label} found no schedule")
     try:

@@ -729,10 +729,10 @@ def _long_solve_note(chain: Chain, options) -> str | None:
           max_stages=4, reference_max_stages=19,
           classes=("all", "weak-runs<=1", "weak-runs<=2"),
           variants={"ilp-cbc": {"options": {"mip_solver": "cbc"}, "max_stages": 4},
-                    "ilp-proven": {"options": {"certify": False}, "max_stages": 4,
-                                   "in_verify": True},
                     "ilp-fast": {"options": {"passes": 1, "pairs": True}, "max_stages": 12,
                                  "in_verify": True},
+                    "ilp-proven": {"options": {"certify": False}, "max_stages": 4,
+                                   "in_verify": True},
                     "ilp-weak-runs2": {"options": {"passes": 2, "pairs": True}, "max_stages": 8}},
           note=lambda chain, budget, options: _long_solve_note(chain, options))
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,

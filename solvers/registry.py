@@ -54,6 +54,7 @@ from remat_theory.model.errors import (InvalidScheduleError, RematError, Schedul
 from remat_theory.model.schedule import DROP, Schedule
 from remat_theory.model.simulator import check_budget, simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
+from remat_theory.model.validation import check_int
 
 # Relative tolerance between a solver's claimed makespan and the simulated one: the two
 # are sums of the same floats in possibly different orders, nothing more.
@@ -130,9 +131,9 @@ _PLUGINS_LOADED = False
 
 
 def _stage_limit(value, what: str, name: str) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise SolverError(f"solver {name!r}: {what} = {value!r} must be an integer >= 1 or None")
-    return value
+    if value is None:
+        return None
+    return check_int(value, what, minimum=1, error=SolverError, owner=f"solver {name!r}:")
 
 
 def _options_of(func, name: str) -> tuple:

@@ -17,15 +17,19 @@ Schedules belong to classes ordered by inclusion::
 ILP's fast mode.)
 
 Every schedule is classified by the rules of :mod:`remat_theory.model.persistence` (the smallest
-class it lies in; ``all+drop`` when it uses Drop ops), whatever solver produced it.  A
+class it lies in, :func:`remat_theory.model.classes.classify`; ``all+drop`` when it uses
+Drop ops), whatever solver produced it.  The solvers run are the registry's: every
+registered solver and the variants declared for verify, each on chains up to its registered
+``max_stages``.  A
 *claim* is what a solution proves about a class C (its ``optimal_for``): "the optimum of C
 is v" (status ``optimal``), "every schedule of C takes at least b" (``bound``), "no
 schedule of C fits" (status ``infeasible``).  Then:
 
 0. an exact solver's schedule lies in the class it claims to be optimal for;
 1. every schedule is valid under the budget and its claimed makespan and peak are the
-   simulated ones (the registry raises :class:`SolverError` otherwise; any exception a
-   solver raises on valid input counts too);
+   simulated ones (the registry raises :class:`SolverContractError` otherwise; any other
+   exception a solver raises on valid input counts too, except misuse,
+   :class:`SolverOptionError`, which stops the sweep as bad input);
 2. no schedule of a class C' ⊆ C is shorter than an optimum or a bound claimed for C
    (relative tolerance 1e-9).  This contains: exact solvers of the same class agree,
    ``exhaustive <= ilp`` (equal when both are proven), ``ilp <= dp-weak <= dp``, the fast
@@ -64,7 +68,7 @@ import solvers
 from solvers import registry
 
 from remat_theory.analysis import families
-from remat_theory.analysis.parallel import parallel_map
+from remat_theory.analysis.parallel import TaskFailedError, parallel_map
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (InfeasibleBudgetError, RematError, SolverError,
@@ -170,9 +174,9 @@ class VerifyConfig:
         for f in self.families:
             families.family(f)  # raises ChainError naming it
         for item in self.max_stages_for:
-            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], int)
-                    and not isinstance(item[1], bool) and item[1] >= 1):
+            if not (isinstance(item, tuple) and len(item) == 2):
                 raise RematError(f"max_stages_for entry {item!r} is not (solver, stages >= 1)")
+            check_int(item[1], f"max_stages_for[{item[0]!r}]", minimum=1)
 
 
 def resolve_solvers(requested) -> tuple:
@@ -450,8 +454,13 @@ def run_verify(cfg: VerifyConfig) -> dict:
     solvers.names()  # import every solver module before any worker starts
     tasks = make_tasks(cfg)
     t0 = time.perf_counter()
-    chains = parallel_map(verify_chain, tasks, workers=cfg.workers, scheduler=cfg.scheduler,
-                          progress=cfg.progress, desc="verify")
+    try:
+        chains = parallel_map(verify_chain, tasks, workers=cfg.workers, scheduler=cfg.scheduler,
+                              progress=cfg.progress, desc="verify")
+    except TaskFailedError as e:
+        if isinstance(e.error, SolverOptionError):  # misuse: say it as itself, bad input
+            raise e.error from None
+        raise
     wall = time.perf_counter() - t0
     summary = summarize(chains, [spec[0] for spec in tasks[0].solvers] if tasks else ())
     violations = [v for c in chains for v in c["violations"]]

@@ -29,6 +29,7 @@ from remat_theory.model import persistence
 from remat_theory.model.errors import InvalidScheduleError, RematError
 from remat_theory.model.schedule import DROP, Schedule
 from remat_theory.model.simulator import simulate
+from remat_theory.model.validation import check_int
 
 __all__ = ["ScheduleClass", "PERSISTENT", "WEAK", "MONOTONE", "RUNS2", "ALL", "ALL_DROP",
            "RUN_FALLS", "NONE", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
@@ -104,8 +105,7 @@ NONE = ScheduleClass("none", None, "no claim (a heuristic)", None)
 
 def weak_runs(k: int) -> ScheduleClass:
     """At most ``k`` weakly increasing runs of forward stages per phase (k = 1: monotone)."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise RematError(f"weak-runs<=K: K = {k!r} must be an integer >= 1")
+    k = check_int(k, "weak-runs<=K: K", minimum=1)
     if k == 1:
         return MONOTONE
     key = f"{persistence.RUNS_PREFIX}{k}"

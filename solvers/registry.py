@@ -112,6 +112,7 @@ class SolverInfo:
     note: NoteHook | None = field(default=None, compare=False)
     external: bool = False  # a plug-in (module:function or an entry point)
     defaults: Mapping = field(default_factory=dict, compare=False)  # option -> default value
+    any_options: bool = False  # it takes **options: every option name is passed through
 
     def practical_for(self, chain: Chain) -> bool:
         """True when ``chain`` is within :attr:`max_stages` (or there is no limit)."""
@@ -145,6 +146,14 @@ def _options_of(func, name: str) -> tuple:
         raise SolverError(f"solver {name!r}: option name {clash[0]!r} is reserved by "
                           f"solvers.solve(chain, budget, solver, **options)")
     return opts
+
+
+def _takes_any_option(func) -> bool:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _defaults_of(func, opts: tuple) -> dict:
@@ -218,7 +227,8 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
             name, func, optimal_for, exact, doc, opts,
             _stage_limit(max_stages, "max_stages", name),
             _stage_limit(reference_max_stages, "reference_max_stages", name),
-            vs, bool(may_drop), keys, note, defaults=_defaults_of(func, opts))
+            vs, bool(may_drop), keys, note, defaults=_defaults_of(func, opts),
+            any_options=_takes_any_option(func))
         for v in vs:
             _VARIANTS[v.label] = v
         return func
@@ -277,7 +287,8 @@ def _external_info(name: str, func) -> SolverInfo:
     doc = (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
     return SolverInfo(name, func, CLASS_NONE, False, doc or f"plug-in solver {name}", opts,
                       classes=(CLASS_NONE,), external=True,
-                      defaults=_defaults_of(func, opts) if opts else {})
+                      defaults=_defaults_of(func, opts) if opts else {},
+                      any_options=_takes_any_option(func))
 
 
 def is_path(name: str) -> bool:
@@ -382,6 +393,8 @@ def check_options(label: str, options: Mapping) -> SolverInfo:
     """Raise :class:`SolverOptionError` naming the first option ``label``'s solver does not
     take; returns its info."""
     info = get(label)
+    if info.any_options:
+        return info
     bad = [k for k in options if k not in info.options]
     if bad:
         accepted = ", ".join(info.options) or "none"

@@ -61,6 +61,11 @@ PLUGIN = textwrap.dedent('''
                                  chain.ideal_makespan() - 1, chain.store_all_memory())
 
 
+    def any_options(chain, budget, **options):
+        """The form of docs/plugins.md: every option is passed through."""
+        return tokens(chain, budget) if options.get("fits", True) else None
+
+
     NOT_A_FUNCTION = 3
 ''')
 
@@ -94,6 +99,9 @@ def test_a_plugin_returning_tokens_is_replayed(plugin):
     assert solvers.solve(CHAIN, top, "remat_test_plugin:tokens", reverse=True).success
     with pytest.raises(SolverOptionError, match="does not take option 'slots'"):
         solvers.solve(CHAIN, top, "remat_test_plugin:tokens", slots=3)
+    # solve(chain, budget, **options) takes any option, as docs/plugins.md writes it
+    assert solvers.solve(CHAIN, top, "remat_test_plugin:any_options").success
+    assert not solvers.solve(CHAIN, top, "remat_test_plugin:any_options", fits=False).success
 
 
 def test_a_plugin_returning_a_solution_is_checked(plugin):

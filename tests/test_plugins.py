@@ -188,3 +188,15 @@ def test_an_entry_point_is_registered_on_first_use(plugin, monkeypatch):
         assert main(["solvers", "--json"]) == 0
     finally:
         registry._REGISTRY.pop("test-store-all", None)
+
+
+def test_hard_search_scores_a_plugin_against_opt(plugin):
+    from remat_theory.analysis.hard_search import SearchConfig, evaluate
+
+    cfg = SearchConfig("baseline-gap", solver="remat_test_plugin:tokens", max_stages=4)
+    cfg.check_solvers()
+    assert cfg.target_call() == ("remat_test_plugin:tokens", {})
+    ev = evaluate(CHAIN, CHAIN.store_all_memory(), cfg)
+    assert ev.anomaly is None and ev.score == pytest.approx(1.0)  # store-all is optimal there
+    ev = evaluate(CHAIN, CHAIN.store_all_memory() - 1, cfg)
+    assert ev.score == float("inf")  # OPT fits, the plug-in found nothing

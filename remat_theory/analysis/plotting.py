@@ -51,11 +51,13 @@ def _pareto_task(item):
 
 
 def default_solvers(chain: Chain) -> list[str]:
-    """Every registered solver practical on ``chain`` (its registered ``max_stages``: e.g.
-    not exhaustive search on chains too long for it)."""
+    """Every registered solver, without those with a size guard (a ``max_stages`` option:
+    exhaustive search) on chains beyond their registered ``max_stages``; the others take a
+    time limit instead."""
     import solvers
 
-    return [n for n in solvers.names() if solvers.get(n).practical_for(chain)]
+    return [n for n in solvers.names()
+            if "max_stages" not in solvers.get(n).options or solvers.get(n).practical_for(chain)]
 
 
 def pareto_data(chain: Chain, solver_names, budgets, *, time_limit: float | None = 30.0,

@@ -250,6 +250,9 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
     if cap is not None and chain.length > cap:
         return None
     options = dict(opts)
+    guard = info.defaults.get("max_stages")
+    if guard is not None and chain.length > guard:  # a cap raised past a size guard: lift it
+        options["max_stages"] = chain.length
     if task.time_limit is not None and "time_limit" in info.options:
         options["time_limit"] = task.time_limit
     rec = {"solver": label, "exact": info.exact, "status": None, "makespan": None,

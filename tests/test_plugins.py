@@ -24,7 +24,7 @@ from remat_theory.analysis import families
 from remat_theory.analysis.verify import VerifyConfig, run_verify
 from remat_theory.cli import main
 from remat_theory.model.errors import SolverContractError, SolverOptionError
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, OPTIMAL
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE
 from solvers.store_all import store_all_schedule
 
 PLUGIN = textwrap.dedent('''

@@ -73,7 +73,7 @@ from remat_theory.model import classes
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (InfeasibleBudgetError, RematError, SolverError,
                                        SolverOptionError)
-from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution
+from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.model.validation import check_int
 
 __all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verify",

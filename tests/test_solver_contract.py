@@ -12,6 +12,7 @@ budgets (below the smallest feasible one, at it, and in the middle):
 - a ``bound`` for C is at most that optimum;
 - ``infeasible`` for C: exhaustive search finds no schedule of C at that budget, and a
   reported ``min_budget`` is exhaustive search's smallest feasible budget of C;
+- a claim is about a class the solver registered (``classes``);
 - a schedule uses Drop only if its solver declares ``may_drop``;
 - an unknown option is rejected by name (:class:`SolverOptionError`).
 
@@ -72,6 +73,8 @@ def test_every_answer_replays_and_its_claims_hold(label):
         sol = solvers.solve(chain, budget, label)  # replayed: SolverContractError if false
         where = f"{label} on {chain_name} at budget {budget}"
         claimed = sol.schedule_class
+        assert sol.optimal_for in registry.get(label).classes + ("none",), \
+            f"{where}: claims {sol.optimal_for}, not a class it registered"
         if sol.schedule is not None:
             assert sol.peak_memory <= budget, where
             lies_in = classes.classify(chain, sol.schedule)

@@ -170,3 +170,21 @@ def test_one_vocabulary_of_schedule_classes():
     s = store_all_schedule(C2)
     assert classes.classify(C2, s) is classes.PERSISTENT
     assert Solution.optimal("x", 20, s, 10.5, 20, optimal_for=classes.WEAK).optimal_for == "weakly-persistent"
+
+
+def test_solver_facts_are_read_from_the_registry(capsys):
+    import json
+
+    from remat_theory.cli import main
+
+    ex = solvers.get("exhaustive")
+    assert ex.max_stages < ex.defaults["max_stages"] < ex.reference_max_stages and ex.may_drop
+    long = Chain.homogeneous(ex.reference_max_stages + 1)
+    assert "4^L" in registry.note(long, None, "exhaustive", {"max_stages": long.length})
+    assert registry.note(long, None, "exhaustive", {"time_limit": 5}) is None
+    assert registry.note(C2, None, "exhaustive") is None
+    assert main(["solvers", "--json"]) == 0
+    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    assert listed["exhaustive"]["reference_max_stages"] == ex.reference_max_stages
+    assert listed["exhaustive"]["variants"]["exhaustive-weak"] == {"schedule_class": "weak"}
+    assert listed["dtr"]["may_drop"] and not listed["dp"]["may_drop"]

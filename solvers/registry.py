@@ -460,11 +460,36 @@ def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -
 def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> Solution:
     """Solve ``chain`` under ``budget`` (bytes) with the named solver, then verify.
 
-    ``solver`` is a registered name, a variant label (its fixed options apply; explicit
-    options override them) or a ``package.module:function`` path.  Unknown solvers and
-    options raise :class:`SolverOptionError` naming them.  The returned schedule has been
-    replayed through the simulator and its makespan and peak match the solver's claims
-    (:class:`SolverContractError` otherwise).
+    Parameters
+    ----------
+    chain : Chain
+    budget : int
+        Memory budget in bytes.
+    solver : str
+        A registered name, a variant label (its fixed options apply; explicit options
+        override them) or a ``package.module:function`` path.
+    **options
+        The solver's keyword options (``remat solvers --json`` lists them).
+
+    Returns
+    -------
+    Solution
+        Its schedule (if any) replayed through the simulator: makespan and peak are the
+        simulated ones.
+
+    Raises
+    ------
+    SolverOptionError
+        Unknown solver, path or option, or a bad option value.
+    SolverContractError
+        The solver returned an invalid schedule or a claim the simulator refutes.
+
+    Examples
+    --------
+    >>> from remat_theory import Chain
+    >>> chain = Chain.homogeneous(3)
+    >>> solve(chain, chain.store_all_memory(), "exhaustive-persistent").status
+    'optimal'
     """
     if not isinstance(chain, Chain):
         raise RematError(f"chain must be a Chain, got {type(chain).__name__}")

@@ -9,6 +9,8 @@ import argparse
 import json
 import sys
 
+import solvers
+
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.verify import (DEFAULT_FAMILIES, VerifyConfig, default_max_stages_for,
                                           format_table, run_verify)
@@ -99,14 +101,27 @@ def add_arguments(p) -> None:
                         "instead of the table)")
 
 
+def _check_names(args) -> None:
+    """Every solver named in ``--max-stages-for`` must exist (a registry name, a variant
+    label, or whatever else the registry resolves): a misspelt name would otherwise cap
+    nothing, silently."""
+    for name, n in args.max_stages_for:
+        try:
+            solvers.get(name)  # a registry name, a variant label or a module:function path
+        except RematError as e:
+            raise RematError(f"--max-stages-for {name}={n}: {e}") from None
+
+
 def run(args) -> int:
+    _check_names(args)
     cfg = VerifyConfig(seed=args.seed, min_stages=args.stages[0], max_stages=args.stages[1],
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
                        max_stages_for=tuple(args.max_stages_for),
                        workers=args.workers,
-                       scheduler=args.scheduler, progress=not args.no_progress)
+                       scheduler=args.scheduler,
+                       progress=not args.no_progress and args.json is None)
     with stdout_to_stderr(args.json == "-"):
         report = run_verify(cfg)
     if args.json == "-":

@@ -43,6 +43,7 @@ import weakref
 from dataclasses import dataclass
 
 import torch
+import torch.utils.checkpoint
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InvalidScheduleError, RematError
@@ -371,3 +372,159 @@ def plain_backprop(model, x0: torch.Tensor, loss_fn) -> ExecutionResult:
     loss = loss_fn(y)
     loss.backward()
     return ExecutionResult(loss.detach(), x.grad)
+
+
+# ---------------------------------------------------------------------------------------
+# Nested form: a persistent schedule as ordinary autograd plus nested checkpoints
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Kept:
+    """``Fall_s`` first, ``rest`` (the segment [s+1, t)), ``B_s`` last: stage s runs with
+    autograd recording in the forward and keeps its tape until its backward."""
+
+    s: int
+    rest: "Segment"
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """``Fck_s Fn_{s+1} .. Fn_{k-1}``, then ``rest`` (segment [k, t)), then ``inner`` (the
+    segment [s, k) replayed once d_k is known): stages s..k-1 keep only x_s in the forward
+    and are recomputed, as ``inner`` says, when the backward reaches them."""
+
+    s: int
+    k: int
+    rest: "Segment"
+    inner: "Segment"
+
+
+@dataclass(frozen=True)
+class End:
+    """The end of a segment: nothing left to run (x_t is its output)."""
+
+    t: int
+
+
+Segment = Kept | Checkpointed | End
+
+
+class NotNestedError(RematError):
+    """The schedule does not have the nested (persistent) form; says at which operation."""
+
+
+def nested_form(schedule, length: int) -> Segment:
+    """The segment tree of a persistent schedule (Rotor's recursive form, Beaumont et al.
+    2019, section 4): every stage is either kept (``Fall_s``, the rest, ``B_s``) or starts
+    a checkpointed segment (``Fck_s Fn..``, the rest, the segment replayed).
+
+    Raises :class:`NotNestedError` naming the first operation that does not fit (a schedule
+    of a non-persistent solver, or with explicit deletions)."""
+    ops = list(schedule)
+    pos = 0
+
+    def fail(why: str):
+        tok = ops[pos].token if pos < len(ops) else "the end"
+        raise NotNestedError(f"the schedule is not nested at operation {pos} ({tok}): {why}")
+
+    def take(kind, index):
+        nonlocal pos
+        if pos < len(ops) and ops[pos].kind == kind and ops[pos].index == index:
+            pos += 1
+            return True
+        return False
+
+    def segment(s: int, t: int) -> Segment:
+        # x_s is held; run [s, t) so that d_s is produced (or, at t = L, the loss first).
+        if s == t:
+            if t == length and not take(LOSS, None):
+                fail("expected Loss")
+            return End(t)
+        if take(FALL, s):
+            rest = segment(s + 1, t)
+            if not take(B, s):
+                fail(f"expected B{s}")
+            return Kept(s, rest)
+        if take(FCK, s):
+            k = s + 1
+            while k < t and take(FN, k):
+                k += 1
+            rest = segment(k, t)
+            inner = segment(s, k)
+            return Checkpointed(s, k, rest, inner)
+        fail(f"expected Fall{s} or Fck{s}")
+
+    tree = segment(0, length)
+    if pos != len(ops):
+        fail("operations after B0")
+    return tree
+
+
+def recomputed_stages(tree: Segment) -> int:
+    """Number of stage forwards the nested form recomputes (as in the schedule)."""
+    if isinstance(tree, Kept):
+        return recomputed_stages(tree.rest)
+    if isinstance(tree, Checkpointed):
+        return (tree.k - tree.s) + recomputed_stages(tree.rest) + recomputed_stages(tree.inner)
+    return 0
+
+
+class _StepForwards:
+    """Which stages have run their first forward in this training step.
+
+    A later forward of the same stage is a recomputation: it must leave BatchNorm-like
+    running statistics as they were (:func:`running_stat_buffers`), so that they are updated
+    once per step, as without checkpointing.  Random draws are replayed by the checkpoint
+    itself (``preserve_rng_state``)."""
+
+    __slots__ = ("stages", "seen")
+
+    def __init__(self, stages) -> None:
+        self.stages = stages
+        self.seen: set = set()
+
+    def __call__(self, i: int, x):
+        stage = self.stages[i]
+        if i not in self.seen:
+            self.seen.add(i)
+            return stage(x)
+        buffers = running_stat_buffers(stage)
+        if not buffers:
+            return stage(x)
+        with torch.no_grad():
+            saved = [b.clone() for b in buffers]
+        y = stage(x)
+        with torch.no_grad():
+            for b, s in zip(buffers, saved):
+                b.copy_(s)
+        return y
+
+
+def _segment_function(tree: Segment, run_stage):
+    def replay(x):
+        return run_nested(tree, x, run_stage)
+    return replay
+
+
+def run_nested(tree: Segment, x: torch.Tensor, run_stage) -> torch.Tensor:
+    """Run the forward of a nested schedule from x_s to the end of ``tree``.
+
+    Kept stages are plain autograd (their tapes are whatever autograd saves, freed by the
+    engine when their backward has run); a checkpointed segment is one
+    ``torch.utils.checkpoint`` call (non-reentrant) whose function is the segment's own
+    nested form, so its recomputation, started by the engine when the backward first needs
+    one of its saved tensors, keeps and recomputes exactly what the schedule's replay of the
+    segment does.  The backward is autograd's own: ``backward(retain_graph=True)``,
+    ``torch.autograd.grad`` and autocast behave as with the plain model.
+
+    ``run_stage(i, x)`` runs stage i (see :class:`_StepForwards`)."""
+    while True:
+        if isinstance(tree, Kept):
+            x = run_stage(tree.s, x)
+            tree = tree.rest
+        elif isinstance(tree, Checkpointed):
+            x = torch.utils.checkpoint.checkpoint(
+                _segment_function(tree.inner, run_stage), x, use_reentrant=False)
+            tree = tree.rest
+        else:
+            return x

@@ -1,0 +1,153 @@
+"""What does the drop-in cost per training step?  Interleaved timing of one training step
+(zero the gradients, forward, loss, backward) of:
+
+* ``plain``: the plain ``nn.Sequential``;
+* ``dropin_1.0``: ``CheckpointedSequential(budget=1.0)``;
+* ``dropin_sa+1%``: budget = 101% of the store-all bytes (nothing recomputed either);
+* ``dropin_dp``: the DP's schedule at the budget ``--fraction`` of the way from the DP's
+  smallest feasible budget to store-all (it recomputes);
+* ``ckseq``: ``torch.utils.checkpoint.checkpoint_sequential`` (non-reentrant) with
+  ``--segments`` segments, and ``dropin_ckseq``: the drop-in running the schedule with the
+  same recomputed forwards (every segment but the last run without recording, then
+  recomputed recording when the backward reaches it), so the two differ only in the
+  machinery that runs them.
+
+Each round runs every variant once, in an order rotated from round to round, after a
+warm-up; the figure is the median over ``--rounds`` rounds of each variant's step time,
+and the ratios are medians divided by the plain step's median (``ckseq`` and
+``dropin_ckseq`` are also given against each other).  One torch thread, so that the
+numbers do not depend on how busy the other cores are.
+
+    python benchmarks/bench_torch_step.py                       # the four built-in networks
+    python benchmarks/bench_torch_step.py --scale test --rounds 3   # quick check
+
+Writes ``benchmarks/results/torch_step_overhead.json`` (``--out``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.utils.checkpoint
+
+import solvers
+from remat_theory.model.schedule import Schedule
+from remat_theory.torch import CheckpointedSequential, build, profile, split_stages
+from remat_theory.torch.executor import _StepForwards, nested_form, recomputed_stages, run_nested
+from remat_theory.torch.rounding import auto_unit, rounded_chain
+
+
+def segments_schedule(length: int, segments: int) -> Schedule:
+    """The schedule of ``checkpoint_sequential(stages, segments)``: the first
+    ``segments - 1`` segments of ``length // segments`` stages run without recording
+    (``Fck Fn ..``), the rest records; each earlier segment is recomputed recording
+    (``Fall ..``) when the backward reaches it."""
+    size = length // segments
+    starts = list(range(0, size * (segments - 1), size))
+    last = starts[-1] + size if starts else 0
+    ops = []
+    for a in starts:
+        ops += [f"Fck{a}"] + [f"Fn{j}" for j in range(a + 1, a + size)]
+    ops += [f"Fall{j}" for j in range(last, length)] + ["Loss"]
+    ops += [f"B{j}" for j in range(length - 1, last - 1, -1)]
+    for a in reversed(starts):
+        ops += [f"Fall{j}" for j in range(a, a + size)]
+        ops += [f"B{j}" for j in range(a + size - 1, a - 1, -1)]
+    return Schedule(ops)
+
+
+def _step(forward, x, loss_fn, params):
+    for p in params:
+        p.grad = None
+    loss = loss_fn(forward(x))
+    loss.backward()
+
+
+def bench_network(name: str, scale: str, rounds: int, fraction: float, segments: int) -> dict:
+    net = build(name, scale)
+    stages = split_stages(net.model)
+    L = len(stages)
+    x, loss_fn = net.example_input, net.loss_fn
+    params = list(net.model.parameters())
+    chain = profile(stages, x, loss_fn, repeats=3)
+    store_all = chain.store_all_memory()
+
+    def dropin(budget):
+        return CheckpointedSequential(stages, budget, example_input=x, loss_fn=loss_fn, chain=chain)
+
+    lo = solvers.solve(rounded_chain(chain, auto_unit(chain)), store_all, "dp").min_budget
+    dp_budget = int(lo + fraction * (store_all - lo))
+    ck_one, ck_sa, ck_dp = dropin(1.0), dropin(int(store_all * 1.01)), dropin(dp_budget)
+    tree = nested_form(segments_schedule(L, segments), L)
+
+    def ckseq(inp):
+        return torch.utils.checkpoint.checkpoint_sequential(stages, segments, inp,
+                                                            use_reentrant=False)
+
+    def dropin_ckseq(inp):
+        return run_nested(tree, inp, _StepForwards(stages))
+
+    variants = {"plain": net.model, "dropin_1.0": ck_one, "dropin_sa+1%": ck_sa,
+                "dropin_dp": ck_dp, "ckseq": ckseq, "dropin_ckseq": dropin_ckseq}
+    names = list(variants)
+    times = {v: [] for v in names}
+    for r in range(rounds + 1):  # round 0 warms up
+        order = names[r % len(names):] + names[:r % len(names)]
+        for v in order:
+            t0 = time.perf_counter()
+            _step(variants[v], x, loss_fn, params)
+            dt = time.perf_counter() - t0
+            if r:
+                times[v].append(dt)
+    med = {v: statistics.median(ts) for v, ts in times.items()}
+    return {
+        "network": name, "scale": scale, "stages": L, "rounds": rounds,
+        "store_all_bytes": store_all,
+        "recomputed_forwards": {"dropin_1.0": ck_one.plan.recomputed,
+                                "dropin_sa+1%": ck_sa.plan.recomputed,
+                                "dropin_dp": ck_dp.plan.recomputed,
+                                "ckseq": recomputed_stages(tree), "dropin_ckseq": recomputed_stages(tree)},
+        "dp_budget_bytes": dp_budget, "dp_min_budget_bytes": lo, "segments": segments,
+        "median_seconds": med,
+        "ratio_to_plain": {v: med[v] / med["plain"] for v in names},
+        "dropin_ckseq_over_ckseq": med["dropin_ckseq"] / med["ckseq"],
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--networks", default="mlp,resnet,transformer,rnn")
+    ap.add_argument("--scale", default="small")
+    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--fraction", type=float, default=0.5,
+                    help="budget of dropin_dp: this fraction of the way from the smallest "
+                         "feasible budget to store-all")
+    ap.add_argument("--segments", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="benchmarks/results/torch_step_overhead.json")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    records = []
+    for name in args.networks.split(","):
+        rec = bench_network(name, args.scale, args.rounds, args.fraction, args.segments)
+        records.append(rec)
+        ratios = " ".join(f"{k}={v:.3f}" for k, v in rec["ratio_to_plain"].items() if k != "plain")
+        print(f"{name:12s} plain {rec['median_seconds']['plain'] * 1e3:8.2f} ms  {ratios}  "
+              f"dropin_ckseq/ckseq={rec['dropin_ckseq_over_ckseq']:.3f}", flush=True)
+    out = {"command": "python benchmarks/bench_torch_step.py " + " ".join(sys.argv[1:] if argv is None else argv),
+           "torch": torch.__version__, "machine": platform.machine(),
+           "threads": args.threads, "results": records}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

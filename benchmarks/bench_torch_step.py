@@ -13,10 +13,13 @@
   machinery that runs them.
 
 Each round runs every variant once, in an order rotated from round to round, after a
-warm-up; the figure is the median over ``--rounds`` rounds of each variant's step time,
-and the ratios are medians divided by the plain step's median (``ckseq`` and
-``dropin_ckseq`` are also given against each other).  One torch thread, so that the
-numbers do not depend on how busy the other cores are.
+warm-up.  A variant's ratio is the median over ``--rounds`` rounds of its step time divided
+by the plain step's time in the same round (paired, so that a slow spell of the machine
+cancels out); the ratio of the medians is written too, with every time.  ``ckseq`` and
+``dropin_ckseq`` are also compared with each other the same way.  ``dropin_1.0`` and
+``dropin_sa+1%`` run the same code (plain autograd), so their difference shows the noise.  One torch thread, timed by the CPU
+time of the process (``--clock process``), so that the figures do not depend on how busy
+the other cores are.
 
     python benchmarks/bench_torch_step.py                       # the four built-in networks
     python benchmarks/bench_torch_step.py --scale test --rounds 3   # quick check
@@ -69,7 +72,8 @@ def _step(forward, x, loss_fn, params):
     loss.backward()
 
 
-def bench_network(name: str, scale: str, rounds: int, fraction: float, segments: int) -> dict:
+def bench_network(name: str, scale: str, rounds: int, fraction: float, segments: int,
+                  clock) -> dict:
     net = build(name, scale)
     stages = split_stages(net.model)
     L = len(stages)
@@ -100,12 +104,14 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
     for r in range(rounds + 1):  # round 0 warms up
         order = names[r % len(names):] + names[:r % len(names)]
         for v in order:
-            t0 = time.perf_counter()
+            t0 = clock()
             _step(variants[v], x, loss_fn, params)
-            dt = time.perf_counter() - t0
+            dt = clock() - t0
             if r:
                 times[v].append(dt)
     med = {v: statistics.median(ts) for v, ts in times.items()}
+    paired = {v: statistics.median(t / p for t, p in zip(times[v], times["plain"])) for v in names}
+    paired_ck = statistics.median(a / b for a, b in zip(times["dropin_ckseq"], times["ckseq"]))
     return {
         "network": name, "scale": scale, "stages": L, "rounds": rounds,
         "store_all_bytes": store_all,
@@ -115,8 +121,10 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
                                 "ckseq": recomputed_stages(tree), "dropin_ckseq": recomputed_stages(tree)},
         "dp_budget_bytes": dp_budget, "dp_min_budget_bytes": lo, "segments": segments,
         "median_seconds": med,
-        "ratio_to_plain": {v: med[v] / med["plain"] for v in names},
-        "dropin_ckseq_over_ckseq": med["dropin_ckseq"] / med["ckseq"],
+        "ratio_to_plain": paired,
+        "ratio_of_medians_to_plain": {v: med[v] / med["plain"] for v in names},
+        "dropin_ckseq_over_ckseq": paired_ck,
+        "seconds": times,
     }
 
 
@@ -130,20 +138,24 @@ def main(argv=None) -> int:
                          "feasible budget to store-all")
     ap.add_argument("--segments", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clock", choices=("process", "wall"), default="process",
+                    help="process: CPU time of this process (other processes' load does not "
+                         "inflate it; with one thread it is the step's work); wall: perf_counter")
     ap.add_argument("--out", default="benchmarks/results/torch_step_overhead.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     records = []
     for name in args.networks.split(","):
-        rec = bench_network(name, args.scale, args.rounds, args.fraction, args.segments)
+        clock = time.process_time if args.clock == "process" else time.perf_counter
+        rec = bench_network(name, args.scale, args.rounds, args.fraction, args.segments, clock)
         records.append(rec)
         ratios = " ".join(f"{k}={v:.3f}" for k, v in rec["ratio_to_plain"].items() if k != "plain")
         print(f"{name:12s} plain {rec['median_seconds']['plain'] * 1e3:8.2f} ms  {ratios}  "
               f"dropin_ckseq/ckseq={rec['dropin_ckseq_over_ckseq']:.3f}", flush=True)
     out = {"command": "python benchmarks/bench_torch_step.py " + " ".join(sys.argv[1:] if argv is None else argv),
            "torch": torch.__version__, "machine": platform.machine(),
-           "threads": args.threads, "results": records}
+           "threads": args.threads, "clock": args.clock, "results": records}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -35,6 +35,17 @@ masks and the global generators advance exactly as in plain backpropagation (the
 of ``torch.utils.checkpoint``).  Recomputations also save and restore the running
 statistics of BatchNorm-like modules (:func:`running_stat_buffers`), so they are updated
 once per training step, by the first forward, as without checkpointing.
+
+Two ways to run a schedule.  :class:`ScheduleExecutor` runs any schedule (non-persistent
+ones and explicit deletions included) operation by operation, each checked against the
+simulator: the referee that the profiler and ``remat confirm`` use.  A persistent schedule
+(every one the DP finds) also has a *nested form* (:func:`nested_form`): each stage is kept
+(``Fall .. B``) or starts a checkpointed segment (``Fck Fn ..``, replayed later), and
+:func:`run_nested` runs it as ordinary autograd with one non-reentrant
+``torch.utils.checkpoint`` per checkpointed segment, so that autograd's own engine runs the
+backward.  That is what :class:`~remat_theory.torch.module.CheckpointedSequential` runs: it
+adds nothing to the stages it keeps, and everything autograd offers (``retain_graph``,
+``torch.autograd.grad``, autocast) keeps working.
 """
 from __future__ import annotations
 
@@ -158,7 +169,7 @@ class ScheduleExecutor:
     ----------
     stages : an ``nn.Sequential`` (flattened) or a list of modules, one per stage.
     loss_fn : callable mapping x_L (the last stage's output) to a scalar loss; None when the
-        loss is run by the caller (:meth:`set_loss_grad`, used by CheckpointedSequential).
+        loss is run by the caller (:meth:`set_loss_grad`).
     x0 : the network input (never freed).
     tracker : optional :class:`MemoryTracker`; its bookkeeping copies are not counted.
     allow_drop : accept the explicit-deletion ops Dropx/Dropt.
@@ -493,20 +504,21 @@ class _StepForwards:
             return stage(x)
         with torch.no_grad():
             saved = [b.clone() for b in buffers]
-        y = stage(x)
-        with torch.no_grad():
-            for b, s in zip(buffers, saved):
-                b.copy_(s)
-        return y
+        try:
+            return stage(x)
+        finally:  # also when the checkpoint stops a recomputation early, inside the stage
+            with torch.no_grad():
+                for b, s in zip(buffers, saved):
+                    b.copy_(s)
 
 
-def _segment_function(tree: Segment, run_stage):
+def _segment_function(tree: Segment, run_stage, early_stop: bool):
     def replay(x):
-        return run_nested(tree, x, run_stage)
+        return run_nested(tree, x, run_stage, early_stop)
     return replay
 
 
-def run_nested(tree: Segment, x: torch.Tensor, run_stage) -> torch.Tensor:
+def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = True) -> torch.Tensor:
     """Run the forward of a nested schedule from x_s to the end of ``tree``.
 
     Kept stages are plain autograd (their tapes are whatever autograd saves, freed by the
@@ -517,14 +529,40 @@ def run_nested(tree: Segment, x: torch.Tensor, run_stage) -> torch.Tensor:
     segment does.  The backward is autograd's own: ``backward(retain_graph=True)``,
     ``torch.autograd.grad`` and autocast behave as with the plain model.
 
-    ``run_stage(i, x)`` runs stage i (see :class:`_StepForwards`)."""
+    ``run_stage(i, x)`` runs stage i (see :class:`_StepForwards`).  ``early_stop``: a
+    recomputation stops once it has produced every tensor the backward needs (the
+    checkpoint's ``early_stop``), which skips the forwards, at the end of a replayed segment,
+    whose results nothing saves; the peak memory is the same (measured on the built-in
+    networks); False runs every forward the schedule has."""
     while True:
         if isinstance(tree, Kept):
             x = run_stage(tree.s, x)
             tree = tree.rest
         elif isinstance(tree, Checkpointed):
             x = torch.utils.checkpoint.checkpoint(
-                _segment_function(tree.inner, run_stage), x, use_reentrant=False)
+                _segment_function(tree.inner, run_stage, early_stop), x, use_reentrant=False,
+                early_stop=early_stop)
             tree = tree.rest
         else:
             return x
+
+
+def nested_schedule(tree: Segment, length: int) -> Schedule:
+    """The schedule a nested form stands for (the inverse of :func:`nested_form`)."""
+    ops: list = []
+
+    def emit(node: Segment) -> None:
+        if isinstance(node, Kept):
+            ops.append(f"Fall{node.s}")
+            emit(node.rest)
+            ops.append(f"B{node.s}")
+        elif isinstance(node, Checkpointed):
+            ops.append(f"Fck{node.s}")
+            ops.extend(f"Fn{j}" for j in range(node.s + 1, node.k))
+            emit(node.rest)
+            emit(node.inner)
+        elif node.t == length:
+            ops.append(LOSS)
+
+    emit(tree)
+    return Schedule(ops)

@@ -32,10 +32,12 @@ each shape's own store-all peak; an int budget is the same bytes for every shape
 Not run by the schedule (the plain stages run instead): ``eval()`` mode, ``torch.no_grad()``,
 and inputs where neither the input nor any parameter requires grad.
 
-``torch.compile``: compile the stages (:meth:`CheckpointedSequential.compile_stages`), not
-the wrapper: compiling the wrapper would let the compiler choose its own recomputation,
-which is not the solver's schedule, so tracing the wrapper raises a RematError saying so
-(at a budget at or above store-all, where it is plain autograd, compiling the wrapper works).
+``torch.compile``: compile the stages (:meth:`CheckpointedSequential.compile_stages`).
+``torch.compile(ck)`` works, but the part that runs a recomputing schedule is excluded from
+compilation (``torch.compiler.disable``) and runs as without it, compiled stages included:
+a compiled graph of the whole step would recompute what the compiler chooses, not what the
+schedule says.  At a budget at or above store-all, where it is plain autograd, the whole
+forward is compiled.
 
 Memory: the budget covers x_0, the activations, tapes and gradients of the stages and the
 loss stage as profiled (``loss_fn``).  Parameters, gradients and optimizer state are not
@@ -144,6 +146,10 @@ class CheckpointedSequential(nn.Module):
     reprofile : bool
         On an input of a new shape/dtype/device/autocast state: profile and solve it (True,
         default) or raise :class:`RematError` (False).
+    early_stop : bool
+        Stop each recomputation once it has produced what the backward needs (default;
+        skips forwards whose results nothing saves, see :func:`.executor.run_nested`);
+        False recomputes every forward of the schedule.
 
     Raises
     ------
@@ -158,7 +164,7 @@ class CheckpointedSequential(nn.Module):
 
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
-                 unit: int | None = None, reprofile: bool = True):
+                 unit: int | None = None, reprofile: bool = True, early_stop: bool = True):
         super().__init__()
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
@@ -179,6 +185,7 @@ class CheckpointedSequential(nn.Module):
         self.profile_repeats = profile_repeats
         self.unit_option = unit
         self.reprofile = reprofile
+        self.early_stop = bool(early_stop)
         self.plans: dict = {}
         self._first_key = None
         if chain is not None and chain.length != len(stages):
@@ -309,10 +316,12 @@ class CheckpointedSequential(nn.Module):
         plan = self.plan_for(x)
         if plan.tree is None:
             return self._plain(x)
-        if torch.compiler.is_compiling():
-            raise RematError(
-                "torch.compile of CheckpointedSequential would replace the solver's schedule "
-                "by the compiler's own recomputation choices; compile the stages instead: "
-                "ck.compile_stages() (or wrap compiled modules), and call ck uncompiled")
-        return run_nested(plan.tree, x, _StepForwards(self.stages_list))
+        return self._run_schedule(plan.tree, x)
+
+    @torch.compiler.disable
+    def _run_schedule(self, tree, x: torch.Tensor) -> torch.Tensor:
+        # Kept out of torch.compile: a compiled graph would recompute what the compiler
+        # chooses, not what the schedule says.  Compiled stages (compile_stages) still run
+        # compiled in here.
+        return run_nested(tree, x, _StepForwards(self.stages_list), self.early_stop)
 

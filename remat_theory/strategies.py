@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from remat_theory.model.chain import Chain
-from remat_theory.analysis.families import FAMILIES
+from remat_theory.analysis.families import FAMILIES, with_fall_costs
 
 
 def _check_int(name: str, value, minimum: int) -> None:
@@ -31,7 +31,8 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 
 @st.composite
-def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, integer_times):
+def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, integer_times,
+                  fall_costs=False):
     L = draw(st.integers(min_stages, max_stages))
     if integer_times:
         times = st.integers(0, max_time).map(float)
@@ -48,12 +49,19 @@ def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, i
         bo = draw(st.lists(st.integers(0, max_size), min_size=L + 1, max_size=L + 1))
     else:
         fo, bo = [0] * L, [0] * (L + 1)
-    return Chain(fwd, bwd, x, tape, fo, bo, name=f"hypothesis-{L}")
+    use_fall = draw(st.booleans()) if fall_costs is None else fall_costs
+    fall_time = fall_overhead = None
+    if use_fall:
+        fall_time = draw(st.lists(times, min_size=L, max_size=L))
+        fall_overhead = draw(st.lists(st.integers(0, max_size), min_size=L, max_size=L))
+    return Chain(fwd, bwd, x, tape, fo, bo, name=f"hypothesis-{L}", fall_time=fall_time,
+                 fall_overhead=fall_overhead)
 
 
 def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_size: int = 10,
            overheads: bool | None = None, family: str | None = None,
-           integer_times: bool = True) -> st.SearchStrategy[Chain]:
+           integer_times: bool = True,
+           fall_costs: bool | None = False) -> st.SearchStrategy[Chain]:
     """Random heterogeneous chains.
 
     Parameters
@@ -66,6 +74,10 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
     family : None for independent uniform values, or a family name of
         :mod:`remat_theory.analysis.families` (``random``, ``resnet``, ``transformer``, ``rnn``,
         ``homogeneous``): the chain is that family's, with a drawn seed.
+    fall_costs : True gives every chain its own recording-forward costs (``fall_time``,
+        ``fall_overhead``, drawn like the forward ones, or for a family by
+        :func:`~remat_theory.analysis.families.with_fall_costs`); False (the default) none,
+        so a recording forward costs what a no-grad one does; None draws both.
     """
     _check_int("min_stages", min_stages, 1)
     _check_int("max_stages", max_stages, 1)
@@ -75,6 +87,8 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
     _check_int("max_size", max_size, 1)
     if overheads not in (None, True, False):
         raise InvalidArgument(f"overheads = {overheads!r} must be True, False or None")
+    if fall_costs not in (None, True, False):
+        raise InvalidArgument(f"fall_costs = {fall_costs!r} must be True, False or None")
     if family is not None:
         if family not in FAMILIES:
             raise InvalidArgument(f"family = {family!r} is unknown (known: {', '.join(FAMILIES)})")
@@ -87,8 +101,14 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
             return gen(L, seed, overheads=ov)
 
         ov = st.booleans() if overheads is None else st.just(overheads)
-        return st.tuples(st.integers(min_stages, max_stages), st.integers(0, 2**32 - 1), ov).map(build)
-    return _random_chain(min_stages, max_stages, max_time, max_size, overheads, integer_times)
+        plain = st.tuples(st.integers(min_stages, max_stages), st.integers(0, 2**32 - 1), ov).map(build)
+        if fall_costs is False:
+            return plain
+        fall = st.booleans() if fall_costs is None else st.just(True)
+        return st.tuples(plain, fall, st.integers(0, 2**32 - 1)).map(
+            lambda a: with_fall_costs(a[0], a[2]) if a[1] else a[0])
+    return _random_chain(min_stages, max_stages, max_time, max_size, overheads, integer_times,
+                         fall_costs)
 
 
 def budgets(chain: Chain, *, feasible_only: bool = False, low: int | None = None,

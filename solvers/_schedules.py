@@ -1,7 +1,7 @@
 """Schedule-building helpers shared by the baseline solvers (not a solver module).
 
 Every classical strategy on a chain is built from three pieces, written here once in the
-operations of the model (DESIGN section 1):
+operations of the model (docs/model.md):
 
 * an *advance* from a held activation x_a to x_c without keeping anything on the way
   (``Fck_a Fn_{a+1} .. Fn_{c-1}``: x_a stays, x_c is held at the end, the activations in
@@ -112,6 +112,7 @@ class _Arrays:
         self.x = np.asarray(chain.x_size, dtype=np.int64)
         self.tp = np.asarray(chain.tape_size, dtype=np.int64)
         self.fo = np.asarray(chain.fwd_overhead, dtype=np.int64)
+        self.fao = np.asarray(chain.fall_overhead, dtype=np.int64)
         self.bo = np.asarray(chain.bwd_overhead, dtype=np.int64)
         self.fwd = np.asarray(chain.fwd_time, dtype=float)
         self.TP = np.concatenate(([0], np.cumsum(self.tp)))  # TP[i] = tp[0] + .. + tp[i-1]
@@ -126,14 +127,14 @@ def segments_cost(chain: Chain, checkpoints: Sequence[int],
                   arrays: _Arrays | None = None) -> tuple[float, int]:
     """(makespan, peak memory) of :func:`segments_schedule` without building it.
 
-    Derivation (operation table of DESIGN section 1): with ``P_j`` = x_0 plus the sizes of
+    Derivation (operation table of docs/model.md): with ``P_j`` = x_0 plus the sizes of
     the checkpoints x_{c_1} .. x_{c_j} (held while segment j = [c_j, c_{j+1}) runs):
     the advance op of stage i in segment j peaks at ``P_j + x_{i+1} + fo_i`` (Fck, i = c_j)
     or ``P_j + x_i + x_{i+1} + fo_i`` (Fn); in the stored run of segment j, with g_j the
     live gradient d_{c_{j+1}} (none for the last segment before the loss), Fall_i peaks at
-    ``P_j + g_j + tp[c_j..i] + fo_i``, B_i at ``P_j + x_{i+1} + tp[c_j..i] + x_i + bo_i``
+    ``P_j + g_j + tp[c_j..i] + fao_i`` (fall_overhead), B_i at ``P_j + x_{i+1} + tp[c_j..i] + x_i + bo_i``
     and the loss at ``P_k + tp[c_k..L-1] + x_L + bo_L``.  The makespan is the ideal one
-    plus one more forward of every stage before c_k.
+    (one Fall and one B per stage) plus one no-grad forward of every stage before c_k.
     """
     a = arrays if arrays is not None else _Arrays(chain)
     L = a.L
@@ -148,7 +149,7 @@ def segments_cost(chain: Chain, checkpoints: Sequence[int],
     g = np.where(seg < nseg - 1, a.x[bounds[np.minimum(seg + 1, nseg)]], 0)
     run_tp = a.TP[idx + 1] - a.TP[start]  # tapes of the segment held once Fall_i is done
     peak = max(int(a.x[0]),
-               int(np.max(Pi + g + run_tp + a.fo)),
+               int(np.max(Pi + g + run_tp + a.fao)),
                int(np.max(Pi + a.x[idx + 1] + run_tp + a.x[idx] + a.bo[:L])),
                int(P[-1] + a.TP[L] - a.TP[bounds[-2]] + a.x[L] + a.bo[L]))
     last = int(bounds[-2])

@@ -102,7 +102,7 @@ def _heuristic(chain: Chain, state: State) -> float:
     for j in range(min(nxt, chain.length - 1), -1, -1):
         h += chain.bwd_time[j]
         if not tapes >> (j + 1) & 1:
-            h += chain.fwd_time[j]
+            h += chain.fall_time[j]  # B_j needs the tape of a Fall_j
     return h
 
 

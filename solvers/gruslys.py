@@ -28,7 +28,7 @@ their DP would: one unit is the largest activation X = max x_size, alpha = ceil(
 with T the largest tape, and every forward counts 1 (the DP minimizes the number of
 forward operations, which is the makespan when all forward times equal their mean; the
 reported makespan is the simulated one with the real times).  The units the budget allows
-are m = floor((budget - x_0 - R) / X), where R = max(3X + FO, X + T + FO, 2X + T + BO)
+are m = floor((budget - x_0 - R) / X), where R = max(3X + FO, X + T + FAO, 2X + T + BO)
 covers what the running operation adds (the live gradient, an activation being advanced and
 its successor, a leaf's tape, the gradient being produced, overheads); every schedule then
 peaks at most at x_0 + m X + R <= budget.  The table is computed with numpy for every (l, m)
@@ -57,9 +57,9 @@ def units(chain: Chain) -> tuple[int, int, int]:
     """(unit size X in bytes, alpha in units, reserve R in bytes) of the slot accounting."""
     X = max(max(chain.x_size), 1)
     T = max(chain.tape_size)
-    FO, BO = max(chain.fwd_overhead), max(chain.bwd_overhead)
+    FO, FAO, BO = max(chain.fwd_overhead), max(chain.fall_overhead), max(chain.bwd_overhead)
     alpha = -(-T // X)
-    R = max(3 * X + FO, X + T + FO, 2 * X + T + BO)
+    R = max(3 * X + FO, X + T + FAO, 2 * X + T + BO)
     return X, alpha, R
 
 

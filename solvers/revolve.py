@@ -29,9 +29,10 @@ the largest activation X = max x_size.  With s slots the schedule never holds mo
 x_0, s further activations, one tape, two gradients and the op's transient memory, so it
 fits in the *slot budget*
 
-    M(s) = x_0 + s X + max(3X + FO, X + T + FO, 2X + T + BO)
+    M(s) = x_0 + s X + max(3X + FO, X + T + FAO, 2X + T + BO)
 
-(T the largest tape, FO / BO the largest forward / backward overhead).  Option ``slots``
+(T the largest tape, FO / FAO / BO the largest no-grad forward / recording forward /
+backward overhead).  Option ``slots``
 fixes s; by default s is the largest value in 1..L with M(s) <= budget (a user's choice),
 and the solver is infeasible below M(1), which is then ``min_budget``.  With an explicit
 ``slots`` the schedule does not depend on the budget and ``min_budget`` is its peak.
@@ -103,9 +104,9 @@ def slot_budget(chain: Chain, slots: int) -> int:
     """M(s): a budget (bytes) in which revolve with ``slots`` slots always fits."""
     X = max(chain.x_size)
     T = max(chain.tape_size)
-    FO = max(chain.fwd_overhead)
+    FO, FAO = max(chain.fwd_overhead), max(chain.fall_overhead)
     BO = max(chain.bwd_overhead)
-    return chain.x_size[0] + slots * X + max(3 * X + FO, X + T + FO, 2 * X + T + BO)
+    return chain.x_size[0] + slots * X + max(3 * X + FO, X + T + FAO, 2 * X + T + BO)
 
 
 @register("revolve", optimal_for="none",

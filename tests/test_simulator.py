@@ -13,7 +13,7 @@ from remat_theory.model.schedule import Op
 from remat_theory.strategies import chains, valid_schedules
 from solvers.store_all import store_all_schedule
 
-# Two stages with overheads; every number below is computed by hand from DESIGN section 1.
+# Two stages with overheads; every number below is computed by hand from the operation table of docs/model.md.
 C2 = Chain(fwd_time=[1, 2], bwd_time=[3, 4, 0.5], x_size=[4, 2, 3], tape_size=[5, 6],
            fwd_overhead=[1, 2], bwd_overhead=[1, 0, 2])
 # Three stages with overheads.

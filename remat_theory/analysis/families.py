@@ -129,3 +129,21 @@ def family(name: str):
 def make(name: str, length: int, seed=0, **kwargs) -> Chain:
     """``make("resnet", 8, seed=3)``: a chain of the named family."""
     return family(name)(length, seed, **kwargs)
+
+
+def with_fall_costs(chain: Chain, seed: int = 0) -> Chain:
+    """``chain`` with recording-forward costs of its own, as a profiled network has them.
+
+    A recording forward (Fall) keeps in its tape what a no-grad forward frees as it goes, so
+    its transient is smaller, and recording costs some time: here ``fall_time[i]`` is
+    ``fwd_time[i]`` times a factor in [1, 1.5] and ``fall_overhead[i]`` a random part of
+    ``fwd_overhead[i]`` (sometimes all of it, sometimes none).  Seeded, deterministic.
+    """
+    rng = np.random.default_rng(seed)
+    L = chain.length
+    factor = 1.0 + 0.5 * rng.random(L)
+    fall_time = [float(round(t * f, 3)) for t, f in zip(chain.fwd_time, factor)]
+    keep = rng.choice([0.0, 0.25, 0.5, 1.0], size=L)
+    fall_overhead = [int(o * k) for o, k in zip(chain.fwd_overhead, keep)]
+    return chain.replace(fall_time=fall_time, fall_overhead=fall_overhead,
+                         name=f"{chain.name}-fall")

@@ -186,7 +186,8 @@ def _values(chain: Chain) -> dict:
 def _build(vals: dict, name: str = "hard") -> Chain | None:
     try:
         return Chain(vals["fwd_time"], vals["bwd_time"], vals["x_size"], vals["tape_size"],
-                     vals["fwd_overhead"], vals["bwd_overhead"], name=name)
+                     vals["fwd_overhead"], vals["bwd_overhead"], name=name,
+                     fall_time=vals.get("fall_time"), fall_overhead=vals.get("fall_overhead"))
     except RematError:
         return None
 

@@ -1,4 +1,4 @@
-"""The ``remat`` command line (DESIGN section 4).
+"""The ``remat`` command line (docs/README.md lists the subcommands).
 
 Subcommands live in :mod:`remat_theory.cli.commands`, one module each, discovered at start:
 a module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.

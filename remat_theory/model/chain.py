@@ -1,4 +1,4 @@
-"""The chain: per-stage costs of a network seen as a sequence of stages (DESIGN section 1).
+"""The chain: per-stage costs of a network seen as a sequence of stages (docs/model.md).
 
 A chain has ``L >= 1`` forward stages F_0..F_{L-1} followed by a loss stage.  Stage i reads
 x_i and produces x_{i+1}; its tape t_{i+1} (what autograd saves for B_i) includes x_{i+1}.
@@ -21,7 +21,8 @@ from remat_theory.model.errors import ChainError
 
 FORMAT = "remat-chain/1"
 
-_FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead")
+_FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead",
+           "fall_time", "fall_overhead")
 
 
 def _check_time(field_name: str, index: int, value: Any) -> float:
@@ -79,7 +80,16 @@ class Chain:
         (including x_{i+1}, so tape_size[i] >= x_size[i+1]).
     fwd_overhead : L ints, bytes.  Transient memory while F_i runs (default zeros).
     bwd_overhead : L+1 ints, bytes.  Transient memory while B_i / the loss runs.
+    fall_time : L floats, seconds, optional.  Time of the recording forward Fall_i, where it
+        differs from a no-grad forward (default: ``fwd_time``).
+    fall_overhead : L ints, bytes, optional.  Transient memory while Fall_i runs (default:
+        ``fwd_overhead``).  A recording forward keeps in its tape what a no-grad forward
+        frees as it goes (a transformer's attention scores), so its transient differs.
     name : free text.
+
+    ``fall_time`` and ``fall_overhead`` are always populated after construction; a chain
+    built without them means exactly what it meant before they existed
+    (:attr:`has_fall_costs` is False).
     """
 
     fwd_time: tuple
@@ -89,6 +99,8 @@ class Chain:
     fwd_overhead: tuple = None  # type: ignore[assignment]
     bwd_overhead: tuple = None  # type: ignore[assignment]
     name: str = field(default="chain", compare=False)
+    fall_time: tuple = None  # type: ignore[assignment]
+    fall_overhead: tuple = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         fwd = self.fwd_time
@@ -106,6 +118,10 @@ class Chain:
         bo = self.bwd_overhead if self.bwd_overhead is not None else [0] * (L + 1)
         set_(self, "fwd_overhead", _check_array("fwd_overhead", fo, L, _check_size))
         set_(self, "bwd_overhead", _check_array("bwd_overhead", bo, L + 1, _check_size))
+        ft = self.fall_time if self.fall_time is not None else self.fwd_time
+        fao = self.fall_overhead if self.fall_overhead is not None else self.fwd_overhead
+        set_(self, "fall_time", _check_array("fall_time", ft, L, _check_time))
+        set_(self, "fall_overhead", _check_array("fall_overhead", fao, L, _check_size))
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
         for i in range(L):
@@ -124,6 +140,21 @@ class Chain:
     def __len__(self) -> int:
         return self.length
 
+    @property
+    def has_fall_costs(self) -> bool:
+        """True when the recording forward's time or overhead differs from the no-grad one's
+        at some stage (the chain uses the optional ``fall_time`` / ``fall_overhead``)."""
+        return self.fall_time != self.fwd_time or self.fall_overhead != self.fwd_overhead
+
+    def replace(self, **changes) -> "Chain":
+        """A copy with some fields changed (validated like any chain)."""
+        fields = dict(fwd_time=self.fwd_time, bwd_time=self.bwd_time, x_size=self.x_size,
+                      tape_size=self.tape_size, fwd_overhead=self.fwd_overhead,
+                      bwd_overhead=self.bwd_overhead, name=self.name,
+                      fall_time=self.fall_time, fall_overhead=self.fall_overhead)
+        fields.update(changes)
+        return Chain(**fields)
+
     @classmethod
     def homogeneous(cls, length: int, fwd_time: float = 1.0, bwd_time: float = 1.0,
                     x_size: int = 1, tape_size: int | None = None, loss_time: float = 0.0,
@@ -141,23 +172,21 @@ class Chain:
         )
 
     def with_name(self, name: str) -> "Chain":
-        return Chain(self.fwd_time, self.bwd_time, self.x_size, self.tape_size,
-                     self.fwd_overhead, self.bwd_overhead, name=name)
+        return self.replace(name=name)
 
     def scaled_sizes(self, divisor: int) -> "Chain":
         """The chain with every size divided by ``divisor`` (which must divide them all)."""
-        for f in ("x_size", "tape_size", "fwd_overhead", "bwd_overhead"):
+        sizes = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead", "fall_overhead")
+        for f in sizes:
             for i, v in enumerate(getattr(self, f)):
                 if v % divisor:
                     raise ChainError(f"{f}[{i}] = {v} is not divisible by {divisor}")
-        return Chain(self.fwd_time, self.bwd_time,
-                     [v // divisor for v in self.x_size], [v // divisor for v in self.tape_size],
-                     [v // divisor for v in self.fwd_overhead],
-                     [v // divisor for v in self.bwd_overhead], name=self.name)
+        return self.replace(**{f: [v // divisor for v in getattr(self, f)] for f in sizes})
 
     def size_gcd(self) -> int:
         """Greatest common divisor of all sizes and overheads (1 if all are zero)."""
-        g = reduce(math.gcd, self.x_size + self.tape_size + self.fwd_overhead + self.bwd_overhead, 0)
+        g = reduce(math.gcd, self.x_size + self.tape_size + self.fwd_overhead + self.bwd_overhead
+                   + self.fall_overhead, 0)
         return g or 1
 
     # ------------------------------------------------------------------ memory helpers
@@ -167,7 +196,7 @@ class Chain:
         Closed form; the tests check it against the simulator.
         """
         L = self.length
-        x, tp, fo, bo = self.x_size, self.tape_size, self.fwd_overhead, self.bwd_overhead
+        x, tp, fo, bo = self.x_size, self.tape_size, self.fall_overhead, self.bwd_overhead
         peak = x[0]
         held = x[0]
         for i in range(L):
@@ -184,12 +213,12 @@ class Chain:
         """A budget below which no schedule is valid (bytes).
 
         Every schedule runs B_i holding at least x_0, d_{i+1}, t_{i+1} and x_i (plain, or
-        inside t_i, which is no smaller), runs the loss holding x_L, and runs some F_i
+        inside t_i, which is no smaller), runs the loss holding x_L, and runs some Fall_i
         producing t_{i+1} while holding x_i.  The maximum of those necessary peaks is a
         lower bound; the exact smallest feasible budget is computed by the solvers.
         """
         L = self.length
-        x, tp, fo, bo = self.x_size, self.tape_size, self.fwd_overhead, self.bwd_overhead
+        x, tp, fo, bo = self.x_size, self.tape_size, self.fall_overhead, self.bwd_overhead
         bound = x[0] + x[L] + x[L] + bo[L]
         for i in range(L):
             inp = x[i] if i > 0 else 0  # x_0 is already counted
@@ -204,12 +233,16 @@ class Chain:
         return math.fsum(self.bwd_time)
 
     def ideal_makespan(self) -> float:
-        """Makespan with no recomputation: every forward once, every backward once."""
-        return math.fsum(self.fwd_time + self.bwd_time)
+        """Makespan with no recomputation: every forward once (recording), every backward once.
+
+        A lower bound on every schedule's makespan: each B_i needs the tape of a Fall_i."""
+        return math.fsum(self.fall_time + self.bwd_time)
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
-        return {
+        """The JSON form; ``fall_time`` / ``fall_overhead`` only where they differ from the
+        no-grad forward's, so a chain without them writes what it always wrote."""
+        d = {
             "format": FORMAT,
             "name": self.name,
             "fwd_time": list(self.fwd_time),
@@ -219,6 +252,11 @@ class Chain:
             "fwd_overhead": list(self.fwd_overhead),
             "bwd_overhead": list(self.bwd_overhead),
         }
+        if self.fall_time != self.fwd_time:
+            d["fall_time"] = list(self.fall_time)
+        if self.fall_overhead != self.fwd_overhead:
+            d["fall_overhead"] = list(self.fall_overhead)
+        return d
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -247,6 +285,7 @@ class Chain:
             fwd_time=data["fwd_time"], bwd_time=data["bwd_time"], x_size=data["x_size"],
             tape_size=data["tape_size"], fwd_overhead=data.get("fwd_overhead"),
             bwd_overhead=data.get("bwd_overhead"), name=name,
+            fall_time=data.get("fall_time"), fall_overhead=data.get("fall_overhead"),
         )
 
     @classmethod

@@ -1,4 +1,4 @@
-"""Operations and schedules, with their token form (DESIGN section 1).
+"""Operations and schedules, with their token form (docs/model.md).
 
 Tokens: ``Fn{i}``, ``Fck{i}``, ``Fall{i}``, ``Loss``, ``B{i}``; and, only in the optional
 explicit-deletion extension, ``Dropx{i}`` / ``Dropt{i}`` (free a held plain x_i / tape t_i

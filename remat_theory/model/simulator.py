@@ -1,4 +1,4 @@
-"""The simulator: the referee for every schedule (DESIGN section 1).
+"""The simulator: the referee for every schedule (docs/model.md).
 
 ``simulate(chain, schedule, budget)`` replays a schedule operation by operation, checks
 every rule of the operation table, and returns the makespan, the peak memory and the
@@ -100,9 +100,9 @@ def transition(chain: Chain, state: State, memory: int, op: Op,
             if tapes >> (i + 1) & 1:
                 return f"t{i + 1} is already held"
             size = chain.tape_size[i]
-            peak = memory + size + chain.fwd_overhead[i]
+            peak = memory + size + chain.fall_overhead[i]
             return Transition(State(plain, tapes | 1 << (i + 1), bwd_next), peak,
-                              memory + size, chain.fwd_time[i])
+                              memory + size, chain.fall_time[i])
         if plain >> (i + 1) & 1:
             return f"x{i + 1} is already held"
         size = x[i + 1]

@@ -1,4 +1,4 @@
-"""The one result type of every solver (DESIGN section 2), in the manner of scipy's
+"""The one result type of every solver (docs/solvers.md), in the manner of scipy's
 ``OptimizeResult``: a caller never needs to know which solver ran to read the answer."""
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ def rounded_chain(chain, unit: int):
     def up(values):
         return [-(-v // unit) * unit for v in values]
 
-    return Chain(chain.fwd_time, chain.bwd_time, up(chain.x_size), up(chain.tape_size),
-                 up(chain.fwd_overhead), up(chain.bwd_overhead), name=chain.name)
+    return chain.replace(x_size=up(chain.x_size), tape_size=up(chain.tape_size),
+                         fwd_overhead=up(chain.fwd_overhead), bwd_overhead=up(chain.bwd_overhead),
+                         fall_overhead=up(chain.fall_overhead))
 
 

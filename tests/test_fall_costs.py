@@ -1,0 +1,171 @@
+"""The optional recording-forward costs ``fall_time`` / ``fall_overhead`` (docs/model.md):
+absent, every answer is what it was; present, only Fall_i uses them.  Oracles: the
+simulator replaying hand-built schedules, exhaustive search for the smallest budget."""
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remat_theory import BudgetExceededError, Chain, ChainError, simulate
+from remat_theory.analysis.families import FAMILIES, make, with_fall_costs
+from remat_theory.strategies import chains, valid_schedules
+from solvers.exhaustive import min_feasible_budget
+from solvers.store_all import store_all_schedule
+
+TWO = dict(fwd_time=[1.0, 2.0], bwd_time=[3.0, 4.0, 0.5], x_size=[4, 5, 6], tape_size=[7, 8],
+           fwd_overhead=[10, 20], bwd_overhead=[1, 2, 3])
+
+
+def test_absent_fields_default_to_the_no_grad_forward_and_are_not_written():
+    c = Chain(**TWO)
+    assert c.fall_time == c.fwd_time and c.fall_overhead == c.fwd_overhead
+    assert not c.has_fall_costs
+    d = c.to_dict()
+    assert "fall_time" not in d and "fall_overhead" not in d
+    assert Chain.from_dict(d) == c
+
+
+def test_present_fields_round_trip_and_compare():
+    c = Chain(**TWO, fall_time=[1.5, 2.5], fall_overhead=[0, 20])
+    assert c.has_fall_costs and c != Chain(**TWO)
+    d = json.loads(c.to_json())
+    assert d["fall_time"] == [1.5, 2.5] and d["fall_overhead"] == [0, 20]
+    assert Chain.from_json(c.to_json()) == c
+    # only the field that differs is written
+    only_time = Chain(**TWO, fall_time=[1.5, 2.5])
+    assert "fall_overhead" not in only_time.to_dict()
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("fall_time", [1.0], "fall_time has length 1, expected 2"),
+    ("fall_time", [1.0, -1.0], r"fall_time\[1\] = -1.0 is negative"),
+    ("fall_time", [1.0, math.nan], r"fall_time\[1\] is NaN"),
+    ("fall_overhead", [0, 1.5], r"fall_overhead\[1\] = 1.5 is not an integer"),
+    ("fall_overhead", [0, 1, 2], "fall_overhead has length 3, expected 2"),
+])
+def test_bad_values_name_the_field_and_index(field, value, message):
+    with pytest.raises(ChainError, match=message):
+        Chain(**TWO, **{field: value})
+    data = Chain(**TWO).to_dict() | {field: value}
+    with pytest.raises(ChainError, match=message):
+        Chain.from_dict(data)
+
+
+def test_only_fall_uses_the_recording_costs():
+    c = Chain(**TWO, fall_time=[100.0, 200.0], fall_overhead=[1000, 2000])
+    # Fck0 Fck1 (no-grad forwards) cost the forward's; Fall1 and Fall0 the recording ones.
+    r = simulate(c, "Fck0 Fck1 Loss Fall1 B1 Fall0 B0")
+    steps = {s.op: s for s in r.profile}
+    assert steps["Fck0"].time == 1.0 and steps["Fck0"].peak == 4 + 5 + 10
+    assert steps["Fck1"].time == 2.0 and steps["Fck1"].peak == 4 + 5 + 6 + 20
+    assert steps["Fall1"].time == 200.0 and steps["Fall1"].peak == 4 + 5 + 6 + 8 + 2000
+    assert steps["Fall0"].time == 100.0 and steps["Fall0"].peak == 4 + 5 + 7 + 1000
+    assert r.makespan == 1 + 2 + 0.5 + 200 + 4 + 100 + 3
+
+
+@settings(max_examples=80)
+@given(chains(1, 7, fall_costs=True))
+def test_store_all_closed_forms_with_fall_costs(chain):
+    s = store_all_schedule(chain)
+    peak = chain.store_all_memory()
+    r = simulate(chain, s, peak)
+    assert r.peak_memory == peak
+    assert math.isclose(r.makespan, chain.ideal_makespan(), rel_tol=1e-12)
+    with pytest.raises(BudgetExceededError):
+        simulate(chain, s, peak - 1)
+
+
+@settings(max_examples=60)
+@given(chains(1, 5, fall_costs=True))
+def test_lower_bound_is_below_exact_smallest_budget_with_fall_costs(chain):
+    assert chain.memory_lower_bound() <= min_feasible_budget(chain) <= chain.store_all_memory()
+
+
+@settings(max_examples=80)
+@given(st.data(), chains(1, 5, fall_costs=True))
+def test_no_schedule_beats_the_ideal_makespan(data, chain):
+    s = data.draw(valid_schedules(chain))
+    assert simulate(chain, s).makespan >= chain.ideal_makespan() - 1e-9
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_fall_costs_are_seeded_and_valid(family):
+    base = make(family, 8, seed=2)
+    a, b = with_fall_costs(base, 5), with_fall_costs(base, 5)
+    assert a == b and a.has_fall_costs
+    assert all(ft >= t for ft, t in zip(a.fall_time, a.fwd_time))
+    assert all(0 <= fo <= o for fo, o in zip(a.fall_overhead, a.fwd_overhead))
+    assert simulate(a, store_all_schedule(a)).peak_memory == a.store_all_memory()
+
+
+def test_scaling_and_renaming_keep_the_fall_costs():
+    c = Chain(**TWO, fall_time=[1.5, 2.5], fall_overhead=[0, 20]).scaled_sizes(1)
+    assert c.fall_overhead == (0, 20) and c.with_name("x").fall_time == (1.5, 2.5)
+    d = Chain([1.0], [1.0, 1.0], [2, 2], [4], [2], [0, 0], fall_overhead=[4]).scaled_sizes(2)
+    assert d.fall_overhead == (2,) and d.size_gcd() == 1
+
+
+# ------------------------------------------------------- solvers built on the op table
+
+def _uniform_cost_optimum(chain, budget):
+    """Dijkstra over simulator states with no heuristic: the plainest oracle there is."""
+    import heapq
+
+    from remat_theory import State, transition
+    from remat_theory.model.schedule import Bwd, Fall, Fck, Fn, Op
+
+    L = chain.length
+    ops = [f(i) for i in range(L) for f in (Fn, Fck, Fall)] + [Op.parse("Loss")]
+    ops += [Bwd(i) for i in range(L)]
+    start = State.initial(chain)
+    best = {(start, chain.x_size[0]): 0.0}
+    heap = [(0.0, 0, start, chain.x_size[0])]
+    tie = 1
+    while heap:
+        t, _, state, mem = heapq.heappop(heap)
+        if state.is_final():
+            return t
+        if best.get((state, mem), math.inf) < t:
+            continue
+        for op in ops:
+            r = transition(chain, state, mem, op)
+            if isinstance(r, str) or r.peak > budget:
+                continue
+            key = (r.state, r.memory_after)
+            if t + r.time < best.get(key, math.inf):
+                best[key] = t + r.time
+                heapq.heappush(heap, (t + r.time, tie, r.state, r.memory_after))
+                tie += 1
+    return None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), chains(1, 3, fall_costs=True, max_size=4))
+def test_exhaustive_search_is_exact_when_recording_is_cheaper(data, chain):
+    # The search's A* heuristic counts a Fall for every tape still to make: with fall_time
+    # below fwd_time somewhere, counting fwd_time would overestimate and lose optima.
+    from solvers.exhaustive import search
+
+    lb, top = chain.memory_lower_bound(), chain.store_all_memory()
+    budget = data.draw(st.integers(lb, top + 1))
+    want = _uniform_cost_optimum(chain, budget)
+    schedule, makespan = search(chain, budget)[:2]
+    if want is None:
+        assert schedule is None
+    else:
+        assert math.isclose(makespan, want, rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(simulate(chain, schedule, budget).makespan, want, rel_tol=1e-9)
+
+
+@settings(max_examples=60)
+@given(st.data(), chains(1, 8, fall_costs=True))
+def test_segments_closed_form_with_fall_costs(data, chain):
+    from solvers._schedules import segments_cost, segments_schedule
+
+    cps = sorted(data.draw(st.sets(st.integers(1, chain.length - 1), max_size=chain.length))) \
+        if chain.length > 1 else []
+    makespan, peak = segments_cost(chain, cps)
+    r = simulate(chain, segments_schedule(chain, cps))
+    assert peak == r.peak_memory and math.isclose(makespan, r.makespan, rel_tol=1e-12)

@@ -24,6 +24,14 @@ the other cores are.
     python benchmarks/bench_torch_step.py                       # the four built-in networks
     python benchmarks/bench_torch_step.py --scale test --rounds 3   # quick check
 
+``dispatch_seconds`` isolates what the drop-in adds per call when nothing is recomputed
+(the checks and the plan lookup), free of the noise of whole steps: a drop-in around
+``nn.Identity`` stages against the same loop without it.
+
+Before the timing, each variant's step is run once under the :class:`MemoryTracker`: its
+peak activation bytes are written beside the simulator's prediction for the drop-in's
+schedules.
+
 Writes ``benchmarks/results/torch_step_overhead.json`` (``--out``).
 """
 from __future__ import annotations
@@ -41,7 +49,7 @@ import torch.utils.checkpoint
 
 import solvers
 from remat_theory.model.schedule import Schedule
-from remat_theory.torch import CheckpointedSequential, build, profile, split_stages
+from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, profile, split_stages
 from remat_theory.torch.executor import _StepForwards, nested_form, recomputed_stages, run_nested
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
@@ -72,6 +80,32 @@ def _step(forward, x, loss_fn, params):
     loss.backward()
 
 
+def _dispatch_seconds(x, chain, length: int, clock, calls: int = 2000) -> float:
+    """What the drop-in itself adds to a step when nothing is recomputed: the time of a call
+    of a budget-1.0 drop-in whose stages are ``nn.Identity`` minus that of the same
+    identities called in a loop (median of 5 batches of ``calls`` calls, per call)."""
+    ids = [torch.nn.Identity() for _ in range(length)]
+    ck = CheckpointedSequential(ids, 1.0, example_input=x, chain=chain)
+    x = x.detach().requires_grad_(True)  # a training call: the drop-in looks its plan up
+
+    def loop(inp):
+        for m in ids:
+            inp = m(inp)
+        return inp
+
+    per_batch = []
+    for _ in range(5):
+        t0 = clock()
+        for _ in range(calls):
+            ck(x)
+        t1 = clock()
+        for _ in range(calls):
+            loop(x)
+        t2 = clock()
+        per_batch.append(((t1 - t0) - (t2 - t1)) / calls)
+    return statistics.median(per_batch)
+
+
 def bench_network(name: str, scale: str, rounds: int, fraction: float, segments: int,
                   clock) -> dict:
     net = build(name, scale)
@@ -100,6 +134,19 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
     variants = {"plain": net.model, "dropin_1.0": ck_one, "dropin_sa+1%": ck_sa,
                 "dropin_dp": ck_dp, "ckseq": ckseq, "dropin_ckseq": dropin_ckseq}
     names = list(variants)
+    peaks = {}
+    for p in params:  # allocated before tracking: parameter gradients are not activations
+        p.grad = torch.zeros_like(p)
+    for v in names:
+        tracker = MemoryTracker()
+        tracker.track(x)
+        with tracker:
+            out = variants[v](x)
+            loss = loss_fn(out)
+            del out
+            loss.backward()
+        del loss
+        peaks[v] = tracker.peak
     times = {v: [] for v in names}
     for r in range(rounds + 1):  # round 0 warms up
         order = names[r % len(names):] + names[:r % len(names)]
@@ -109,6 +156,7 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
             dt = clock() - t0
             if r:
                 times[v].append(dt)
+    dispatch = _dispatch_seconds(x, chain, L, clock)
     med = {v: statistics.median(ts) for v, ts in times.items()}
     paired = {v: statistics.median(t / p for t, p in zip(times[v], times["plain"])) for v in names}
     paired_ck = statistics.median(a / b for a, b in zip(times["dropin_ckseq"], times["ckseq"]))
@@ -121,9 +169,15 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
                                 "ckseq": recomputed_stages(tree), "dropin_ckseq": recomputed_stages(tree)},
         "dp_budget_bytes": dp_budget, "dp_min_budget_bytes": lo, "segments": segments,
         "median_seconds": med,
+        "measured_peak_bytes": peaks,
+        "predicted_peak_bytes": {"dropin_1.0": ck_one.plan.predicted_peak,
+                                 "dropin_sa+1%": ck_sa.plan.predicted_peak,
+                                 "dropin_dp": ck_dp.plan.predicted_peak},
         "ratio_to_plain": paired,
         "ratio_of_medians_to_plain": {v: med[v] / med["plain"] for v in names},
         "dropin_ckseq_over_ckseq": paired_ck,
+        "dispatch_seconds": dispatch,
+        "dispatch_over_plain_step": dispatch / med["plain"],
         "seconds": times,
     }
 
@@ -152,7 +206,11 @@ def main(argv=None) -> int:
         records.append(rec)
         ratios = " ".join(f"{k}={v:.3f}" for k, v in rec["ratio_to_plain"].items() if k != "plain")
         print(f"{name:12s} plain {rec['median_seconds']['plain'] * 1e3:8.2f} ms  {ratios}  "
-              f"dropin_ckseq/ckseq={rec['dropin_ckseq_over_ckseq']:.3f}", flush=True)
+              f"dropin_ckseq/ckseq={rec['dropin_ckseq_over_ckseq']:.3f}  dispatch "
+              f"{rec['dispatch_seconds'] * 1e6:.1f} us  dp peak "
+              f"{rec['measured_peak_bytes']['dropin_dp']} B (predicted "
+              f"{rec['predicted_peak_bytes']['dropin_dp']}, plain "
+              f"{rec['measured_peak_bytes']['plain']})", flush=True)
     out = {"command": "python benchmarks/bench_torch_step.py " + " ".join(sys.argv[1:] if argv is None else argv),
            "torch": torch.__version__, "machine": platform.machine(),
            "threads": args.threads, "clock": args.clock, "results": records}

@@ -41,7 +41,8 @@ forward is compiled.
 
 Memory: the budget covers x_0, the activations, tapes and gradients of the stages and the
 loss stage as profiled (``loss_fn``).  Parameters, gradients and optimizer state are not
-part of it.  Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``) have no
+part of it, except one thing autograd adds: the summed gradient of parameters used by
+several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).  Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``) have no
 nested form; the module refuses them (run them with
 :class:`~remat_theory.torch.executor.ScheduleExecutor`).
 """
@@ -85,6 +86,23 @@ class Plan:
     def recomputed(self) -> int:
         """Stage forwards recomputed per step."""
         return 0 if self.tree is None else recomputed_stages(self.tree)
+
+
+def shared_parameter_bytes(stages) -> int:
+    """Bytes of the parameters that more than one stage uses (an unrolled RNN's cell).
+
+    Autograd sums the gradients a parameter receives from its several uses in one buffer,
+    held from the first of those backwards to the last, and adds each new term to it: memory
+    the chain model, whose parameter gradients accumulate in place outside the budget, does
+    not count.  Measured on the built-in rnn (``benchmarks/bench_torch_step.py``, test and
+    small scales) it peaks at 1.2-1.35 times these bytes above the simulator's prediction;
+    the drop-in reserves twice these bytes of a budget below store-all."""
+    owner, shared = {}, {}
+    for k, stage in enumerate(stages):
+        for p in stage.parameters():
+            if owner.setdefault(id(p), k) != k:
+                shared[id(p)] = p.numel() * p.element_size()
+    return sum(shared.values())
 
 
 def _sum_loss(out: torch.Tensor) -> torch.Tensor:
@@ -187,6 +205,7 @@ class CheckpointedSequential(nn.Module):
         self.reprofile = reprofile
         self.early_stop = bool(early_stop)
         self.plans: dict = {}
+        self.shared_gradient_reserve = 2 * shared_parameter_bytes(stages)
         self._first_key = None
         if chain is not None and chain.length != len(stages):
             raise RematError(f"the chain has {chain.length} stages but the model has {len(stages)}")
@@ -252,14 +271,17 @@ class CheckpointedSequential(nn.Module):
             sol = solver_registry.solve(chain, store_all, "store-all")
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
-            sol = solver_registry.solve(rounded_chain(chain, unit), budget, self.solver,
-                                        **self.solver_options)
+            reserve = self.shared_gradient_reserve
+            sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
+                                        self.solver, **self.solver_options)
             if sol.schedule is None:
-                smallest = sol.min_budget
+                smallest = None if sol.min_budget is None else sol.min_budget + reserve
                 raise InfeasibleBudgetError(
                     f"budget {budget} B is infeasible for solver {self.solver!r} on input "
                     f"{_describe(key)}"
                     + (f"; the smallest feasible budget is {smallest} B" if smallest is not None else "")
+                    + (f" ({reserve} B of it reserved for the gradient of parameters shared "
+                       f"by several stages)" if reserve else "")
                     + f" (store-all needs {store_all} B)", budget, smallest)
         try:
             tree = nested_form(sol.schedule, chain.length)

@@ -4,8 +4,8 @@
 * ``plain``: the plain ``nn.Sequential``;
 * ``dropin_1.0``: ``CheckpointedSequential(budget=1.0)``;
 * ``dropin_sa+1%``: budget = 101% of the store-all bytes (nothing recomputed either);
-* ``dropin_dp``: the DP's schedule at the budget ``--fraction`` of the way from the DP's
-  smallest feasible budget to store-all (it recomputes);
+* ``dropin_dp``: the DP's schedule at the budget ``--fraction`` of the way from the
+  drop-in's smallest feasible budget to store-all (it recomputes);
 * ``ckseq``: ``torch.utils.checkpoint.checkpoint_sequential`` (non-reentrant) with
   ``--segments`` segments, and ``dropin_ckseq``: the drop-in running the schedule with the
   same recomputed forwards (every segment but the last run without recording, then
@@ -17,12 +17,9 @@ warm-up.  A variant's ratio is the median over ``--rounds`` rounds of its step t
 by the plain step's time in the same round (paired, so that a slow spell of the machine
 cancels out); the ratio of the medians is written too, with every time.  ``ckseq`` and
 ``dropin_ckseq`` are also compared with each other the same way.  ``dropin_1.0`` and
-``dropin_sa+1%`` run the same code (plain autograd), so their difference shows the noise.  One torch thread, timed by the CPU
-time of the process (``--clock process``), so that the figures do not depend on how busy
-the other cores are.
-
-    python benchmarks/bench_torch_step.py                       # the four built-in networks
-    python benchmarks/bench_torch_step.py --scale test --rounds 3   # quick check
+``dropin_sa+1%`` run the same code (plain autograd), so their difference shows the noise.
+One torch thread, timed by the CPU time of the process (``--clock process``), so that the
+figures do not depend on how busy the other cores are.
 
 ``dispatch_seconds`` isolates what the drop-in adds per call when nothing is recomputed
 (the checks and the plan lookup), free of the noise of whole steps: a drop-in around
@@ -32,6 +29,9 @@ Before the timing, each variant's step is run once under the :class:`MemoryTrack
 peak activation bytes are written beside the simulator's prediction for the drop-in's
 schedules.
 
+    python benchmarks/bench_torch_step.py --rounds 41          # the four built-in networks
+    python benchmarks/bench_torch_step.py --scale test --rounds 3   # quick check
+
 Writes ``benchmarks/results/torch_step_overhead.json`` (``--out``).
 """
 from __future__ import annotations
@@ -39,8 +39,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -50,7 +50,8 @@ import torch.utils.checkpoint
 import solvers
 from remat_theory.model.schedule import Schedule
 from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, profile, split_stages
-from remat_theory.torch.executor import _StepForwards, nested_form, recomputed_stages, run_nested
+from remat_theory.torch.executor import StageRunner, nested_form, recomputed_stages, run_nested
+from remat_theory.torch.module import shared_parameter_bytes
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
 
@@ -119,7 +120,9 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
     def dropin(budget):
         return CheckpointedSequential(stages, budget, example_input=x, loss_fn=loss_fn, chain=chain)
 
-    lo = solvers.solve(rounded_chain(chain, auto_unit(chain)), store_all, "dp").min_budget
+    # the drop-in's smallest budget: the DP's, plus its reserve for stage-shared parameters
+    lo = (solvers.solve(rounded_chain(chain, auto_unit(chain)), store_all, "dp").min_budget
+          + 2 * shared_parameter_bytes(stages))
     dp_budget = int(lo + fraction * (store_all - lo))
     ck_one, ck_sa, ck_dp = dropin(1.0), dropin(int(store_all * 1.01)), dropin(dp_budget)
     tree = nested_form(segments_schedule(L, segments), L)
@@ -129,7 +132,7 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
                                                             use_reentrant=False)
 
     def dropin_ckseq(inp):
-        return run_nested(tree, inp, _StepForwards(stages))
+        return run_nested(tree, inp, StageRunner(stages))
 
     variants = {"plain": net.model, "dropin_1.0": ck_one, "dropin_sa+1%": ck_sa,
                 "dropin_dp": ck_dp, "ckseq": ckseq, "dropin_ckseq": dropin_ckseq}
@@ -166,7 +169,8 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
         "recomputed_forwards": {"dropin_1.0": ck_one.plan.recomputed,
                                 "dropin_sa+1%": ck_sa.plan.recomputed,
                                 "dropin_dp": ck_dp.plan.recomputed,
-                                "ckseq": recomputed_stages(tree), "dropin_ckseq": recomputed_stages(tree)},
+                                "ckseq": recomputed_stages(tree),
+                                "dropin_ckseq": recomputed_stages(tree)},
         "dp_budget_bytes": dp_budget, "dp_min_budget_bytes": lo, "segments": segments,
         "median_seconds": med,
         "measured_peak_bytes": peaks,
@@ -211,7 +215,8 @@ def main(argv=None) -> int:
               f"{rec['measured_peak_bytes']['dropin_dp']} B (predicted "
               f"{rec['predicted_peak_bytes']['dropin_dp']}, plain "
               f"{rec['measured_peak_bytes']['plain']})", flush=True)
-    out = {"command": "python benchmarks/bench_torch_step.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    given = sys.argv[1:] if argv is None else argv
+    out = {"command": "python benchmarks/bench_torch_step.py " + " ".join(given),
            "torch": torch.__version__, "machine": platform.machine(),
            "threads": args.threads, "clock": args.clock, "results": records}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

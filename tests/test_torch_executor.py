@@ -19,7 +19,7 @@ from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402
                                 profile, split_stages)
-from remat_theory.torch.executor import (NotNestedError, _StepForwards, nested_form,  # noqa: E402
+from remat_theory.torch.executor import (NotNestedError, StageRunner, nested_form,  # noqa: E402
                                           nested_schedule, run_nested)
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
@@ -227,7 +227,7 @@ def _run_nested_and_check(net, chain, schedule, state, ref, early_stop):
     torch.manual_seed(SEED)
     try:
         with tracker:
-            out = run_nested(tree, x, _StepForwards(stages), early_stop)
+            out = run_nested(tree, x, StageRunner(stages), early_stop)
             loss = net.loss_fn(out)
             del out
             loss.backward()
@@ -244,7 +244,8 @@ def _run_nested_and_check(net, chain, schedule, state, ref, early_stop):
     # most twice those parameters' bytes, which the model (parameter gradients outside
     # the budget) does not count.
     predicted = simulate(chain, schedule).peak_memory
-    assert tracker.peak <= predicted + 2 * _shared_parameter_bytes(stages), (tracker.peak, predicted)
+    shared = _shared_parameter_bytes(stages)
+    assert tracker.peak <= predicted + 2 * shared, (tracker.peak, predicted)
     for p, g in zip(params, ref["grads"]):
         assert torch.equal(p.grad, g)
     assert torch.equal(x.grad, ref["input_grad"])

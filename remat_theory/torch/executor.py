@@ -480,7 +480,7 @@ def recomputed_stages(tree: Segment) -> int:
     return 0
 
 
-class _StepForwards:
+class StageRunner:
     """Which stages have run their first forward in this training step.
 
     A later forward of the same stage is a recomputation: it must leave BatchNorm-like
@@ -529,7 +529,7 @@ def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = Tru
     segment does.  The backward is autograd's own: ``backward(retain_graph=True)``,
     ``torch.autograd.grad`` and autocast behave as with the plain model.
 
-    ``run_stage(i, x)`` runs stage i (see :class:`_StepForwards`).  ``early_stop``: a
+    ``run_stage(i, x)`` runs stage i (see :class:`StageRunner`).  ``early_stop``: a
     recomputation stops once it has produced every tensor the backward needs (the
     checkpoint's ``early_stop``), which skips the forwards, at the end of a replayed segment,
     whose results nothing saves; the peak memory is the same (measured on the built-in

@@ -42,8 +42,10 @@ forward is compiled.
 Memory: the budget covers x_0, the activations, tapes and gradients of the stages and the
 loss stage as profiled (``loss_fn``).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
-several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).  Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``) have no
-nested form; the module refuses them (run them with
+several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
+
+Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s) have no nested form;
+the module refuses them, naming the solver (run them with
 :class:`~remat_theory.torch.executor.ScheduleExecutor`).
 """
 from __future__ import annotations
@@ -61,11 +63,11 @@ from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
-from remat_theory.torch.executor import (NotNestedError, Segment, _StepForwards, nested_form,
+from remat_theory.torch.executor import (NotNestedError, Segment, StageRunner, nested_form,
                                          recomputed_stages, run_nested)
 from remat_theory.torch.profiler import profile
 from remat_theory.torch.rounding import auto_unit, rounded_chain
-from remat_theory.torch.stages import split_stages, stage_parameters
+from remat_theory.torch.stages import split_stages
 
 
 @dataclass
@@ -279,7 +281,8 @@ class CheckpointedSequential(nn.Module):
                 raise InfeasibleBudgetError(
                     f"budget {budget} B is infeasible for solver {self.solver!r} on input "
                     f"{_describe(key)}"
-                    + (f"; the smallest feasible budget is {smallest} B" if smallest is not None else "")
+                    + (f"; the smallest feasible budget is {smallest} B"
+                       if smallest is not None else "")
                     + (f" ({reserve} B of it reserved for the gradient of parameters shared "
                        f"by several stages)" if reserve else "")
                     + f" (store-all needs {store_all} B)", budget, smallest)
@@ -345,5 +348,5 @@ class CheckpointedSequential(nn.Module):
         # Kept out of torch.compile: a compiled graph would recompute what the compiler
         # chooses, not what the schedule says.  Compiled stages (compile_stages) still run
         # compiled in here.
-        return run_nested(tree, x, _StepForwards(self.stages_list), self.early_stop)
+        return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop)
 

@@ -130,6 +130,34 @@ def test_a_new_input_shape_is_profiled_and_solved_once():
     assert plan2.budget == int(0.7 * plan2.chain.store_all_memory())
     assert plan2.predicted_peak <= plan2.budget
     assert ck.plan_for(x2) is plan2  # cached
+    assert _measured_peak(ck, x2, _mean_square) <= plan2.budget
+
+
+def test_an_int_budget_holds_for_every_shape():
+    """Bytes are bytes: a larger batch gets the same budget, hence more recomputation, and
+    its measured peak stays within it."""
+    _, ck, net = _twins("transformer", 1.0, loss_fn=_mean_square)
+    budget = int(0.9 * ck.chain.store_all_memory())  # feasible for twice the batch too
+    ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
+                                loss_fn=_mean_square, profile_repeats=1)
+    x2 = torch.cat([net.example_input] * 2)
+    plan2 = ck.plan_for(x2)
+    assert plan2.budget == budget and plan2.recomputed > ck.plan.recomputed
+    assert _measured_peak(ck, x2, _mean_square) <= budget
+
+
+def _measured_peak(ck, x, loss_fn):
+    """The MemoryTracker's peak over one training step of ``ck`` on ``x``."""
+    for p in ck.parameters():
+        p.grad = torch.zeros_like(p)
+    tracker = MemoryTracker()
+    tracker.track(x)
+    with tracker:
+        out = ck(x)
+        loss = loss_fn(out)
+        del out
+        loss.backward()
+    return tracker.peak
 
 
 def test_a_new_dtype_is_profiled_and_solved():

@@ -31,7 +31,7 @@ Before the timing, each variant's step is run once under the :class:`MemoryTrack
 peak activation bytes are written beside the simulator's prediction for the drop-in's
 schedules.
 
-    python benchmarks/bench_torch_step.py --rounds 41          # the four built-in networks
+    python benchmarks/bench_torch_step.py --rounds 41    # four built-in networks, GPT-2, ViT
     python benchmarks/bench_torch_step.py --scale test --rounds 3   # quick check
 
 Writes ``benchmarks/results/torch_step_overhead.json`` (``--out``).
@@ -88,8 +88,9 @@ def _dispatch_seconds(x, chain, length: int, clock, calls: int = 2000) -> float:
     of a budget-1.0 drop-in whose stages are ``nn.Identity`` minus that of the same
     identities called in a loop (per call, see :func:`_fastest_difference`)."""
     ids = [torch.nn.Identity() for _ in range(length)]
+    # a parameter that requires grad makes it a training call: the drop-in looks its plan up
+    ids[0].register_parameter("unused", torch.nn.Parameter(torch.zeros(1)))
     ck = CheckpointedSequential(ids, 1.0, example_input=x, chain=chain)
-    x = x.detach().requires_grad_(True)  # a training call: the drop-in looks its plan up
 
     def loop(inp):
         for m in ids:
@@ -219,7 +220,8 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--networks", default="mlp,resnet,transformer,rnn")
+    ap.add_argument("--networks", default="mlp,resnet,transformer,rnn,gpt2,vit",
+                    help="built-in network names (gpt2 and vit need transformers)")
     ap.add_argument("--scale", default="small")
     ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--fraction", type=float, default=0.5,

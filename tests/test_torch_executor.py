@@ -294,6 +294,21 @@ def test_nested_peak_falls_with_the_budget():
     assert peak_all - peak_tight >= predicted_saving / 2, (peak_all, peak_tight, predicted_saving)
 
 
+def test_a_last_stage_replayed_after_the_loss_is_nested():
+    """``Fck{L-1} Loss Fall{L-1} B{L-1}``: the last stage runs without its tape through the
+    loss and is replayed for its backward (the DP chooses it where the loss stage's
+    transient is large); its nested form ends the replayed segment without a second Loss."""
+    net, chain = _net_and_chain("mlp")
+    state, ref = _reference(net)
+    L = chain.length
+    ops = [f"Fall{i}" for i in range(L - 1)] + [f"Fck{L - 1}", "Loss", f"Fall{L - 1}"]
+    schedule = Schedule(ops + [f"B{i}" for i in range(L - 1, -1, -1)])
+    tree = nested_form(schedule, L)
+    assert nested_schedule(tree, L) == schedule
+    for early_stop in (False, True):
+        _run_nested_and_check(net, chain, schedule, state, ref, early_stop)
+
+
 def test_schedules_without_nested_form_are_named():
     with pytest.raises(NotNestedError, match=r"operation 2 \(Dropt1\)"):
         nested_form(Schedule.parse("Fall0 Fall1 Dropt1 Loss Fall1 B1 B0"), 2)

@@ -15,7 +15,8 @@ torch = pytest.importorskip("torch")
 
 import solvers  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
-from remat_theory.torch import CheckpointedSequential, MemoryTracker, build  # noqa: E402
+from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, split_stages  # noqa: E402
+from remat_theory.torch.stages import stage_buffers, stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -46,15 +47,24 @@ def _twins(network="transformer", budget=0.7, loss_fn=None, **options):
     return plain, ck, net
 
 
+def _stages(model):
+    return model.stages_list if isinstance(model, CheckpointedSequential) else split_stages(model)
+
+
+def _params(model):
+    """The parameters stage by stage (the same order for a model and its drop-in)."""
+    return stage_parameters(_stages(model))
+
+
 def _step(model, run, x):
     """One training step ``run(model, x)`` (returns the gradients it produced, in the order
-    of ``model.parameters()``, and d_x), then an SGD step."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    of :func:`_params`, and d_x), then an SGD step."""
+    opt = torch.optim.SGD(_params(model), lr=0.05, momentum=0.9)
     opt.zero_grad()
     torch.manual_seed(SEED)
-    xi = x.detach().clone().requires_grad_(True)
+    xi = x.detach().clone().requires_grad_(x.is_floating_point())  # token ids: no grad
     grads = run(model, xi)
-    for p, g in zip(model.parameters(), grads):
+    for p, g in zip(_params(model), grads):
         p.grad = g
     opt.step()
     return [g.clone() for g in grads] + [xi.grad.clone() if xi.grad is not None else None]
@@ -69,14 +79,15 @@ def _assert_same_training(plain, ck, run, x, steps=2):
         assert len(g_plain) == len(g_ck)
         for a, b in zip(g_plain, g_ck):
             assert (a is None and b is None) or torch.equal(a, b)
-        for (k, a), b in zip(plain.state_dict().items(), ck.state_dict().values()):
+        for k, (a, b) in enumerate(zip(_params(plain) + stage_buffers(_stages(plain)),
+                                       _params(ck) + stage_buffers(_stages(ck)))):
             assert torch.equal(a, b), k
 
 
 def _backward(loss_fn):
     def run(model, x):
         loss_fn(model(x)).backward()
-        return [p.grad for p in model.parameters()]
+        return [p.grad for p in _params(model)]
     return run
 
 
@@ -191,7 +202,7 @@ def test_autocast_with_the_backward_outside_the_block():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = net.loss_fn(model(x))
         loss.backward()
-        return [p.grad for p in model.parameters()]
+        return [p.grad for p in _params(model)]
 
     _assert_same_training(plain, ck, run, net.example_input)
     assert len(ck.plans) == 2  # the autocast step has its own plan, and it recomputes
@@ -207,7 +218,7 @@ def test_retain_graph_then_a_second_backward():
         loss = net.loss_fn(model(x))
         loss.backward(retain_graph=True)
         loss.backward()
-        return [p.grad for p in model.parameters()]
+        return [p.grad for p in _params(model)]
 
     _assert_same_training(plain, ck, run, net.example_input)
 
@@ -217,7 +228,7 @@ def test_autograd_grad_of_the_parameters():
     assert ck.plan.recomputed > 0
 
     def run(model, x):
-        params = list(model.parameters())
+        params = _params(model)
         grads = torch.autograd.grad(net.loss_fn(model(x)), params + [x])
         x.grad = grads[-1]
         return list(grads[:-1])
@@ -235,7 +246,7 @@ def test_torch_compile_of_the_wrapper_keeps_the_schedule():
 
     def run(model, x):
         net.loss_fn((compiled if model is ck else model)(x)).backward()
-        return [p.grad for p in model.parameters()]
+        return [p.grad for p in _params(model)]
 
     _assert_same_training(plain, ck, run, net.example_input, steps=1)
     for h in hooks:
@@ -355,3 +366,30 @@ def test_the_budget_holds_with_parameters_shared_by_every_stage():
         loss.backward()
     assert tracker.peak <= budget, (tracker.peak, budget)
     _assert_same_training(plain, ck, _backward(net.loss_fn), net.example_input)
+
+
+def test_a_captured_gpt2_trains_like_the_plain_model():
+    """The GPT-like case of the issue (transformers' GPT-2, captured into stages): its
+    parameter gradients through ``torch.autograd.grad`` (every one of them, none None) and
+    a step under bf16 autocast, against plain autograd on a copy."""
+    pytest.importorskip("transformers")
+    net = build("gpt2", "test").to(DEVICE)
+    plain = copy.deepcopy(net.model)
+    ck = CheckpointedSequential(net.model, 0.7, example_input=net.example_input,
+                                loss_fn=net.loss_fn, profile_repeats=1)
+    assert ck.plan.recomputed > 0
+
+    def run(model, x):
+        params = _params(model)
+        grads = torch.autograd.grad(net.loss_fn(model(x)), params)
+        assert all(g is not None for g in grads)
+        return list(grads)
+
+    def run_autocast(model, x):
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
+            loss = net.loss_fn(model(x))
+        loss.backward()
+        return [p.grad for p in _params(model)]
+
+    for r in (run, run_autocast):
+        _assert_same_training(plain, ck, r, net.example_input, steps=1)

@@ -417,9 +417,12 @@ class Checkpointed:
 
 @dataclass(frozen=True)
 class End:
-    """The end of a segment: nothing left to run (x_t is its output)."""
+    """The end of a segment: nothing left to run (x_t is its output).  ``loss``: this is the
+    end of the chain's forward, where the schedule runs ``Loss`` (False at the end of a
+    replayed segment, even one that ends at x_L)."""
 
     t: int
+    loss: bool = False
 
 
 Segment = Kept | Checkpointed | End
@@ -441,7 +444,10 @@ def nested_form(schedule, length: int) -> Segment:
 
     def fail(why: str):
         tok = ops[pos].token if pos < len(ops) else "the end"
-        raise NotNestedError(f"the schedule is not nested at operation {pos} ({tok}): {why}")
+        text = " ".join(o.token for o in ops)
+        text = text if len(text) <= 300 else text[:300] + " ..."
+        raise NotNestedError(f"the schedule is not nested at operation {pos} ({tok}): {why}; "
+                             f"schedule: {text}")
 
     def take(kind, index):
         nonlocal pos
@@ -450,14 +456,14 @@ def nested_form(schedule, length: int) -> Segment:
             return True
         return False
 
-    def segment(s: int, t: int) -> Segment:
-        # x_s is held; run [s, t) so that d_s is produced (or, at t = L, the loss first).
+    def segment(s: int, t: int, loss: bool) -> Segment:
+        # x_s is held; run [s, t) so that d_s is produced (after the Loss, if ``loss``).
         if s == t:
-            if t == length and not take(LOSS, None):
+            if loss and not take(LOSS, None):
                 fail("expected Loss")
-            return End(t)
+            return End(t, loss)
         if take(FALL, s):
-            rest = segment(s + 1, t)
+            rest = segment(s + 1, t, loss)
             if not take(B, s):
                 fail(f"expected B{s}")
             return Kept(s, rest)
@@ -465,12 +471,12 @@ def nested_form(schedule, length: int) -> Segment:
             k = s + 1
             while k < t and take(FN, k):
                 k += 1
-            rest = segment(k, t)
-            inner = segment(s, k)
+            rest = segment(k, t, loss)
+            inner = segment(s, k, False)
             return Checkpointed(s, k, rest, inner)
         fail(f"expected Fall{s} or Fck{s}")
 
-    tree = segment(0, length)
+    tree = segment(0, length, True)
     if pos != len(ops):
         fail("operations after B0")
     return tree
@@ -566,7 +572,7 @@ def nested_schedule(tree: Segment, length: int) -> Schedule:
             ops.extend(f"Fn{j}" for j in range(node.s + 1, node.k))
             emit(node.rest)
             emit(node.inner)
-        elif node.t == length:
+        elif node.loss:
             ops.append(LOSS)
 
     emit(tree)

@@ -12,14 +12,15 @@
   recomputed recording when the backward reaches it), so the two differ only in the
   machinery that runs them.
 
-Each round runs every variant once, in an order rotated from round to round, after a
-warm-up.  A variant's ratio is the median over ``--rounds`` rounds of its step time divided
-by the plain step's time in the same round (paired, so that a slow spell of the machine
-cancels out); the ratio of the medians is written too, with every time.  ``ckseq`` and
-``dropin_ckseq`` are also compared with each other the same way.  ``dropin_1.0`` and
-``dropin_sa+1%`` run the same code (plain autograd), so their difference shows the noise.
-One torch thread, timed by the CPU time of the process (``--clock process``), so that the
-figures do not depend on how busy the other cores are.
+Each round runs every variant once, in a seeded random order (so that no variant always
+follows the same one), after a warm-up round.  A variant's ratio is the median over
+``--rounds`` rounds of its step time divided by the plain step's time in the same round
+(paired, so that a slow spell of the machine cancels out); the ratio of the medians is
+written too, with every time.  ``ckseq`` and ``dropin_ckseq`` are also compared with each
+other the same way.  ``dropin_1.0`` and ``dropin_sa+1%`` run the same code (plain
+autograd), so their difference shows the noise.  One torch thread, timed by the CPU time of
+the process (``--clock process``), so that the figures do not depend on how busy the other
+cores are.
 
 ``dispatch_seconds`` isolates what the drop-in adds per call when nothing is recomputed
 (the checks and the plan lookup), free of the noise of whole steps: a drop-in around
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -180,8 +182,10 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
         del loss
         peaks[v] = tracker.peak
     times = {v: [] for v in names}
+    order = list(names)
+    shuffle = random.Random(0).shuffle
     for r in range(rounds + 1):  # round 0 warms up
-        order = names[r % len(names):] + names[:r % len(names)]
+        shuffle(order)
         for v in order:
             t0 = clock()
             _step(variants[v], x, loss_fn, params)

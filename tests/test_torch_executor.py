@@ -88,9 +88,19 @@ def _run_and_check(net, chain, schedule, state, ref, allow_drop=False):
     assert same_rng(rng_states(), ref["rng"])
 
 
+_SOLUTIONS = {}
+
+
 def _feasible(chain, name):
     """The solver's schedule at the lowest of a few budgets between the persistent minimum
-    and store-all where it finds one."""
+    and store-all where it finds one (solved once per chain and solver)."""
+    key = (id(chain), name)
+    if key not in _SOLUTIONS:
+        _SOLUTIONS[key] = _solve_feasible(chain, name)
+    return _SOLUTIONS[key]
+
+
+def _solve_feasible(chain, name):
     info = solvers.get(name)
     opts = {"time_limit": 20.0} if "time_limit" in info.options else {}
     lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget

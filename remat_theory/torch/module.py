@@ -44,9 +44,9 @@ loss stage as profiled (``loss_fn``).  Parameters, gradients and optimizer state
 part of it, except one thing autograd adds: the summed gradient of parameters used by
 several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
 
-Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s) have no nested form;
-the module refuses them, naming the solver (run them with
-:class:`~remat_theory.torch.executor.ScheduleExecutor`).
+Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
+``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
+with :class:`~remat_theory.torch.executor.ScheduleExecutor`).
 """
 from __future__ import annotations
 
@@ -180,6 +180,16 @@ class CheckpointedSequential(nn.Module):
 
     Attributes: ``plans`` (dict: input key -> :class:`Plan`); ``chain``, ``solution``,
     ``schedule`` and ``budget`` of the first plan (the example input's).
+
+    Examples
+    --------
+    >>> from remat_theory.torch import build
+    >>> net = build("mlp", "test")
+    >>> ck = CheckpointedSequential(net.model, 0.8, example_input=net.example_input,
+    ...                             loss_fn=net.loss_fn, profile_repeats=1)
+    >>> net.loss_fn(ck(net.example_input)).backward()
+    >>> ck.plan.recomputed > 0
+    True
     """
 
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,

@@ -54,15 +54,16 @@ SEED = 1234
 
 def solver_options(name: str, chain, *, ilp_time_limit: float, ilp_max_stages: int) -> dict | str:
     """Options for one solver, or a string saying why it is skipped."""
-    opts = solver_registry.get(name).options
+    info = solver_registry.get(name)
     out = {}
     if name == "ilp" and chain.length > ilp_max_stages:
         return (f"the ILP is run on chains of at most {ilp_max_stages} stages (building its "
                 f"model alone takes minutes beyond); this chain has {chain.length}")
-    if "time_limit" in opts:
+    if "time_limit" in info.options:
         out["time_limit"] = ilp_time_limit
-    if name == "exhaustive" and chain.length > 8:
-        return f"exhaustive search is limited to 8 stages; this chain has {chain.length}"
+    guard = info.defaults.get("max_stages")  # a size guard (exhaustive search), as registered
+    if guard is not None and chain.length > guard:
+        return f"{name} is limited to {guard} stages; this chain has {chain.length}"
     return out
 
 
@@ -213,7 +214,7 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
             if sol.schedule is None:
                 continue
             schedule = sol.schedule
-            allow_drop = bool(sol.info.get("allow_drop", False))
+            allow_drop = sol.allows_drop
             sim = simulate(chain, schedule, budget, allow_drop=allow_drop)
             rec["predicted_peak_split_overhead"] = split_overhead_peak(chain, prof, sim, schedule)
             rec.update(predicted_peak=sim.peak_memory, predicted_time=sim.makespan,

@@ -177,22 +177,30 @@ class _Heuristic:
     def _largest(self, n: int, avail: int, tapes: int) -> float:
         """The largest term over the backwards ``B_1 .. B_n`` (``B_0`` has no stage below
         it); ``avail`` and ``tapes`` hold the bits of stages ``0..n`` only, so that the
-        memo is shared by every state that agrees on them."""
-        if n <= 0:
-            return 0.0
-        key = (n, avail, tapes)
+        memo is shared by every state that agrees on them.  Iterative (chains of thousands
+        of stages): down to the first level already known, then back up."""
         memo = self.memo
-        e = memo.get(key)
-        if e is None:
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()  # a cache only: bounded so that it never rivals the search
-            low = (1 << n) - 1
-            k = avail.bit_length() - 1  # the highest stage <= n whose input is available
-            forced = memo.get((n, k, tapes, None))
+        if len(memo) >= _MEMO_LIMIT:
+            memo.clear()  # a cache only: bounded so that it never rivals the search
+        pending = []
+        e = 0.0
+        while n > 0:
+            known = memo.get((n, avail, tapes))
+            if known is not None:
+                e = known
+                break
+            pending.append((n, avail, tapes))
+            n -= 1
+            low = (2 << n) - 1
+            avail, tapes = avail & low, tapes & low
+        for key in reversed(pending):
+            m, a, t = key
+            k = a.bit_length() - 1  # the highest stage <= m whose input is available
+            fkey = (m, k, t, None)
+            forced = memo.get(fkey)
             if forced is None:
-                forced = memo[(n, k, tapes, None)] = self._forced(k, tapes, n)
-            e = max(forced, self._largest(n - 1, avail & low, tapes & low))
-            memo[key] = e
+                forced = memo[fkey] = self._forced(k, t, m)
+            e = memo[key] = max(forced, e)
         return e
 
     def _forced(self, k: int, tapes: int, n: int) -> float:

@@ -108,9 +108,11 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def mlp(scale: str = "small", seed: int = 0) -> Network:
-    batch, width, depth, classes = {"test": (64, 16, 2, 5), "small": (512, 256, 6, 10),
-                                     "large": (8192, 4096, 6, 10)}[scale]
+def mlp(scale: str = "small", seed: int = 0, batch: int | None = None,
+        size: int | None = None) -> Network:
+    batch_, width, depth, classes = {"test": (64, 16, 2, 5), "small": (512, 256, 6, 10),
+                                      "large": (8192, 4096, 6, 10)}[scale]
+    batch, width = batch or batch_, size or width
     torch.manual_seed(seed)
     layers = [nn.Linear(width, width)]
     for _ in range(depth - 1):
@@ -122,8 +124,10 @@ def mlp(scale: str = "small", seed: int = 0) -> Network:
     return Network("mlp", nn.Sequential(*layers), x, TargetLoss(target, "ce"))
 
 
-def resnet(scale: str = "small", seed: int = 0) -> Network:
-    batch, side, c = {"test": (2, 8, 4), "small": (16, 32, 16), "large": (128, 64, 64)}[scale]
+def resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
+           size: int | None = None) -> Network:
+    batch_, side, c = {"test": (2, 8, 4), "small": (16, 32, 16), "large": (128, 64, 64)}[scale]
+    batch, side = batch or batch_, size or side
     torch.manual_seed(seed)
     per_width = 1 if scale == "test" else 2  # residual blocks per width
     blocks = []
@@ -140,10 +144,12 @@ def resnet(scale: str = "small", seed: int = 0) -> Network:
     return Network("resnet", model, x, TargetLoss(target, "ce"))
 
 
-def transformer(scale: str = "small", seed: int = 0) -> Network:
-    batch, seq, feat, d, heads, ff, layers = {
+def transformer(scale: str = "small", seed: int = 0, batch: int | None = None,
+                size: int | None = None) -> Network:
+    batch_, seq, feat, d, heads, ff, layers = {
         "test": (2, 12, 8, 16, 2, 32, 3), "small": (16, 64, 32, 128, 4, 256, 6),
         "large": (32, 512, 64, 1024, 16, 4096, 8)}[scale]
+    batch, seq = batch or batch_, size or seq
     torch.manual_seed(seed)
     mods = [nn.Linear(feat, d)]
     mods += [nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, batch_first=True)
@@ -155,9 +161,11 @@ def transformer(scale: str = "small", seed: int = 0) -> Network:
     return Network("transformer", nn.Sequential(*mods), x, TargetLoss(target, "mse"))
 
 
-def rnn(scale: str = "small", seed: int = 0) -> Network:
-    batch, steps, feat, hidden = {"test": (4, 6, 8, 16), "small": (64, 32, 64, 256),
-                                   "large": (1024, 64, 512, 2048)}[scale]
+def rnn(scale: str = "small", seed: int = 0, batch: int | None = None,
+        size: int | None = None) -> Network:
+    batch_, steps, feat, hidden = {"test": (4, 6, 8, 16), "small": (64, 32, 64, 256),
+                                    "large": (1024, 64, 512, 2048)}[scale]
+    batch, steps = batch or batch_, size or steps
     torch.manual_seed(seed)
     cell = nn.GRUCell(feat, hidden)
     g = _gen(seed)
@@ -172,12 +180,19 @@ def rnn(scale: str = "small", seed: int = 0) -> Network:
 NETWORKS = {"mlp": mlp, "resnet": resnet, "transformer": transformer, "rnn": rnn}
 
 
-def build(name: str, scale: str = "small", seed: int = 0) -> Network:
-    """A built-in network by name (see :data:`NETWORKS`) and scale (``test`` or ``small``)."""
+def build(name: str, scale: str = "small", seed: int = 0, *, batch: int | None = None,
+          size: int | None = None) -> Network:
+    """A built-in network by name (see :data:`NETWORKS`) and scale (``test``, ``small`` or
+    ``large``).  ``batch`` and ``size`` override the scale's batch size and input size (the
+    MLP's width, the ResNet's image side, the transformer's sequence length, the RNN's
+    number of steps)."""
     if name not in NETWORKS:
         raise RematError(f"unknown network {name!r} (known: {', '.join(NETWORKS)})")
     if scale not in SCALES:
         raise RematError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})")
-    net = NETWORKS[name](scale, seed)
+    for label, v in (("batch", batch), ("size", size)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise RematError(f"{label} = {v!r} must be a positive integer")
+    net = NETWORKS[name](scale, seed, batch=batch, size=size)
     net.model.train()
     return net

@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -173,14 +174,17 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
         for p in params:
             p.grad = None  # a step starts without gradients, as the profile has it
 
+    setup = _Setup(name=name, scale=scale, device=dev, clock=clock, repeats=repeats,
+                   ilp_time_limit=ilp_time_limit, ilp_max_stages=ilp_max_stages, chain=chain,
+                   solve_chain=solve_chain, unit=unit, param_grad_bytes=prof.param_grad_bytes,
+                   stages=stages, params=params, x0=x0, loss_fn=loss_fn, restore=restore,
+                   ref_grads=ref_grads, ref_state=ref_state, model=net.model)
     names = list(solver_registry.names()) if solver_names is None else list(solver_names)
     records = []
     for frac in budgets:
         budget = int(frac * store_all)
         for sname in names:
-            rec = _run_one(name, sname, frac, budget, chain, solve_chain, unit, stages, loss_fn,
-                           x0, params, dev, restore, ref_grads, ref_state, net, repeats, clock,
-                           ilp_time_limit, ilp_max_stages, scale, prof.param_grad_bytes)
+            rec = _run_one(setup, sname, frac, budget)
             records.append(rec)
             if log and rec["measured_peak"] is not None:
                 grads = ("identical" if rec["grads_identical"]
@@ -193,40 +197,63 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
     return records
 
 
-def _new_record(name, sname, dev, scale, clock, chain, frac, budget, store_all, unit,
-                param_grad_bytes) -> dict:
-    return {"model": name, "solver": sname, "device": str(dev), "scale": scale, "clock": clock,
-            "stages": chain.length, "budget_fraction": frac, "budget": budget,
-            "store_all_peak": store_all, "status": None, "min_budget": None,
-            "predicted_peak": None, "measured_peak": None, "peak_ratio": None,
-            "within_budget": None, "predicted_time": None, "measured_time": None,
-            "time_ratio": None, "max_grad_error": None, "max_grad_rel_error": None,
-            "grads_identical": None, "buffers_identical": None, "solve_time": None,
-            "schedule_length": None, "recomputed_forwards": None, "unit": unit,
-            "param_grad_bytes": param_grad_bytes, "measured_param_grad_bytes": None,
-            "fall_costs": chain.has_fall_costs, "worst_peak_op": None, "worst_after_op": None,
-            "message": ""}
+@dataclass
+class _Setup:
+    """What every schedule of one network is run with."""
+
+    name: str
+    scale: str
+    device: torch.device
+    clock: str
+    repeats: int
+    ilp_time_limit: float
+    ilp_max_stages: int
+    chain: object  # the profiled chain (bytes)
+    solve_chain: object  # the same, sizes rounded up to multiples of unit
+    unit: int
+    param_grad_bytes: int
+    stages: list
+    params: list
+    x0: torch.Tensor
+    loss_fn: object
+    restore: object  # model state and gradients back to the start of a step
+    ref_grads: list
+    ref_state: dict
+    model: object
 
 
-def _run_one(name, sname, frac, budget, chain, solve_chain, unit, stages, loss_fn, x0, params,
-             dev, restore, ref_grads, ref_state, net, repeats, clock, ilp_time_limit,
-             ilp_max_stages, scale, param_grad_bytes) -> dict:
+def _new_record(st: _Setup, sname: str, frac: float, budget: int) -> dict:
+    chain = st.chain
+    return {"model": st.name, "solver": sname, "device": str(st.device), "scale": st.scale,
+            "clock": st.clock, "stages": chain.length, "budget_fraction": frac,
+            "budget": budget, "store_all_peak": chain.store_all_memory(), "status": None,
+            "min_budget": None, "predicted_peak": None, "measured_peak": None,
+            "peak_ratio": None, "within_budget": None, "predicted_time": None,
+            "measured_time": None, "time_ratio": None, "max_grad_error": None,
+            "max_grad_rel_error": None, "grads_identical": None, "buffers_identical": None,
+            "solve_time": None, "schedule_length": None, "recomputed_forwards": None,
+            "unit": st.unit, "param_grad_bytes": st.param_grad_bytes,
+            "measured_param_grad_bytes": None, "fall_costs": chain.has_fall_costs,
+            "worst_peak_op": None, "worst_after_op": None, "message": ""}
+
+
+def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
     """Solve, predict, measure (memory with gradients checked, then time) one schedule."""
-    rec = _new_record(name, sname, dev, scale, clock, chain, frac, budget,
-                      chain.store_all_memory(), unit, param_grad_bytes)
-    opts = solver_options(sname, chain, ilp_time_limit=ilp_time_limit,
-                          ilp_max_stages=ilp_max_stages)
+    chain = st.chain
+    rec = _new_record(st, sname, frac, budget)
+    opts = solver_options(sname, chain, ilp_time_limit=st.ilp_time_limit,
+                          ilp_max_stages=st.ilp_max_stages)
     if isinstance(opts, str):
         rec["status"], rec["message"] = "skipped", opts
         return rec
     try:
         rounded = solver_registry.get(sname).exact and sname not in SIZE_FREE_SOLVERS
-        sol = solver_registry.solve(solve_chain if rounded else chain, budget, sname, **opts)
+        sol = solver_registry.solve(st.solve_chain if rounded else chain, budget, sname, **opts)
     except RematError as e:
         rec["status"], rec["message"] = "error", str(e)
         return rec
     rec.update(status=sol.status, min_budget=sol.min_budget, solve_time=sol.wall_time,
-               message=sol.message, unit=unit if rounded else 1)
+               message=sol.message, unit=st.unit if rounded else 1)
     if sol.schedule is None:
         return rec
     schedule = sol.schedule
@@ -236,14 +263,14 @@ def _run_one(name, sname, frac, budget, chain, solve_chain, unit, stages, loss_f
                schedule_length=len(schedule),
                recomputed_forwards=schedule.forward_count() - chain.length)
     # -------- memory (the allocator, as profiled) and gradients
-    restore()
+    st.restore()
     torch.manual_seed(SEED)
-    run = measure_run(stages, loss_fn, x0, schedule, params, dev)
-    got = _grad_snapshot(params, run.pop("result").input_grad)
-    identical, abs_err, rel_err = _compare(ref_grads, got)
+    run = measure_run(st.stages, st.loss_fn, st.x0, schedule, st.params, st.device)
+    got = _grad_snapshot(st.params, run.pop("result").input_grad)
+    identical, abs_err, rel_err = _compare(st.ref_grads, got)
     del got
     buffers_ok = all(torch.equal(a, b) for a, b in
-                     zip(ref_state.values(), net.model.state_dict().values()))
+                     zip(st.ref_state.values(), st.model.state_dict().values()))
     rec.update(measured_peak=run["peak"], peak_ratio=run["peak"] / sim.peak_memory,
                within_budget=run["peak"] <= budget,
                measured_param_grad_bytes=run["param_grad_bytes"],
@@ -251,16 +278,16 @@ def _run_one(name, sname, frac, budget, chain, solve_chain, unit, stages, loss_f
                grads_identical=identical, buffers_identical=buffers_ok,
                **op_discrepancy(sim, run["ops"], run["x0"]))
     # -------- time (unmeasured runs)
-    now = time.process_time if clock == "process" else time.perf_counter
+    now = time.process_time if st.clock == "process" else time.perf_counter
     times = []
-    for _ in range(1 + repeats):
-        restore()
-        _sync(dev)
+    for _ in range(1 + st.repeats):
+        st.restore()
+        _sync(st.device)
         t0 = now()
-        ScheduleExecutor(stages, loss_fn, x0).run(schedule)
-        _sync(dev)
+        ScheduleExecutor(st.stages, st.loss_fn, st.x0).run(schedule)
+        _sync(st.device)
         times.append(now() - t0)
-    rec["measured_time"] = statistics.median(times[1:]) if repeats else times[0]
+    rec["measured_time"] = statistics.median(times[1:]) if st.repeats else times[0]
     rec["time_ratio"] = rec["measured_time"] / sim.makespan if sim.makespan else None
     return rec
 

@@ -51,6 +51,8 @@ def _reference(net):
            "loss": ref.loss.clone(), "buffers": copy.deepcopy(net.model.state_dict()),
            "rng": rng_states()}
     net.model.load_state_dict(state)
+    for p in params:
+        p.grad = torch.zeros_like(p)  # allocated before tracking: not activation memory
     return state, out
 
 

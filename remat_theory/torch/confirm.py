@@ -113,7 +113,10 @@ def op_discrepancy(sim, ops, x0_bytes: int) -> dict:
 
 
 def _grad_snapshot(params, x_grad):
-    return [None if p.grad is None else p.grad.detach().clone() for p in params] + [x_grad.detach().clone()]
+    """Copies of the parameter gradients and of d_0 (None for an input without gradient,
+    such as token ids)."""
+    return ([None if p.grad is None else p.grad.detach().clone() for p in params]
+            + [None if x_grad is None else x_grad.detach().clone()])
 
 
 def _compare(ref: list, got: list) -> tuple:

@@ -46,7 +46,7 @@ from remat_theory.model.errors import RematError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch.executor import ScheduleExecutor, plain_backprop
 from remat_theory.torch.networks import NETWORKS, build
-from remat_theory.torch.profiler import profile_details
+from remat_theory.torch.profiler import prime_forward, profile_details
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages, stage_parameters
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
@@ -82,7 +82,8 @@ def measure_run(stages, loss_fn, x0, schedule, params, device) -> dict:
     has them: they are persistent memory outside the chain.
     """
     x0_bytes = storage_bytes(x0)
-    meter = AllocatorMeter(device, persistent=lambda: [p.grad for p in params])
+    meter = AllocatorMeter(device, persistent=lambda: [p.grad for p in params],
+                           prime=lambda: prime_forward(stages, x0, device))
     with meter:
         ex = ScheduleExecutor(stages, loss_fn, x0, tracker=meter)
         for op in schedule:

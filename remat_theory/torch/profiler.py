@@ -168,6 +168,17 @@ def _clear_grads(params) -> None:
         p.grad = None
 
 
+def prime_forward(stages, x0: torch.Tensor, device) -> None:
+    """One no-grad forward of every stage, the model's buffers, gradients and random
+    generators left as they were: run first inside an :class:`AllocatorMeter`, so that state
+    a module keeps between calls is made inside the measurement (see its docstring)."""
+    with model_state_kept(stages, device), torch.no_grad():
+        x = x0
+        for s in stages:
+            x = s(x)
+        del x
+
+
 def _check_arguments(example_input, repeats, warmup, clock) -> None:
     if not isinstance(example_input, torch.Tensor):
         raise RematError(f"example_input must be a tensor, got {type(example_input).__name__}")
@@ -267,7 +278,8 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
     resident = {p.untyped_storage().data_ptr() for p in params}
     resident |= {b.untyped_storage().data_ptr() for b in stage_buffers(stages)}
     _clear_grads(params)
-    meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params])
+    meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params],
+                           prime=lambda: prime_forward(stages, x0, dev))
     storage_x = [storage_bytes(x0)]
     hook_tape = []
     with meter:

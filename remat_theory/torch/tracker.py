@@ -202,14 +202,23 @@ class AllocatorMeter:
 
     Bookkeeping: allocations made inside :meth:`paused` (the executor's copies of running
     statistics) are not counted, nor their frees, on the CPU; on CUDA they are counted.
+
+    Priming: ``prime`` (a callable) runs first inside the session, and every figure is then
+    relative to what was held after it.  A module that keeps state from one call to the next
+    (a cached attention mask that each call replaces: 512 bytes in a captured GPT-2 stage)
+    would otherwise look like a leak on the CPU, its replacement counted and the free of the
+    copy made before the session not reported; after a priming forward, the copy replaced
+    was made inside the session, and both sides are seen.
     """
 
     PREFIX = "remat::op:"
     PAUSED = "remat::paused"
+    PRIME = "prime"
 
-    def __init__(self, device=None, persistent=None) -> None:
+    def __init__(self, device=None, persistent=None, prime=None) -> None:
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.persistent = persistent or (lambda: ())
+        self.prime = prime
         self.persistent_bytes = 0
         self._ops: list = []  # CUDA: OpMemory; CPU: labels in order
         self._prof = None
@@ -225,12 +234,15 @@ class AllocatorMeter:
     def __enter__(self) -> "AllocatorMeter":
         if self._active:
             raise RematError("this AllocatorMeter is already measuring")
-        self._ops, self._events, self.persistent_bytes = [], None, 0
+        self._ops, self._events, self.persistent_bytes, self._kept = [], None, 0, []
         self._active = True
         if self.cuda:
             self._cuda_enter()
         else:
             self._cpu_enter()
+        if self.prime is not None:
+            with self.op(self.PRIME):
+                self.prime()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -252,6 +264,9 @@ class AllocatorMeter:
             self._ops.append(label)
             with torch.profiler.record_function(f"{self.PREFIX}{len(self._ops) - 1}"):
                 yield
+            # which storages are persistent (e.g. parameter gradients) when it ends
+            self._kept.append({t.untyped_storage().data_ptr()
+                               for t in _storages(self.persistent())})
 
     @contextlib.contextmanager
     def paused(self):
@@ -263,10 +278,15 @@ class AllocatorMeter:
             yield self
 
     def results(self) -> list:
-        """One :class:`OpMemory` per :meth:`op` block, in the order they ran."""
+        """One :class:`OpMemory` per :meth:`op` block, in the order they ran (bytes above
+        what was held when ``prime`` had run, or at the start)."""
         if self._active:
             raise RematError("AllocatorMeter.results is available after its with block")
-        return list(self._ops) if self.cuda else list(self._events or [])
+        out = list(self._ops) if self.cuda else list(self._events or [])
+        if self.prime is None or not out:
+            return out
+        base = out[0].after
+        return [OpMemory(r.label, r.before - base, r.peak - base, r.after - base) for r in out[1:]]
 
     @property
     def peak(self) -> int:
@@ -310,9 +330,9 @@ class AllocatorMeter:
         prof, self._prof = self._prof, None
         prof.__exit__(None, None, None)
         tree = prof.profiler.kineto_results.experimental_event_tree()
-        keep = {t.untyped_storage().data_ptr() for t in _storages(self.persistent())}
-        self._events, self.persistent_bytes = _walk_cpu_events(tree, self._ops, keep, self.PREFIX,
-                                                               self.PAUSED)
+        self._kept.append({t.untyped_storage().data_ptr() for t in _storages(self.persistent())})
+        self._events, self.persistent_bytes = _walk_cpu_events(tree, self._ops, self._kept,
+                                                               self.PREFIX, self.PAUSED)
 
 
 def _storages(tensors):
@@ -324,10 +344,14 @@ def _cuda_block_bytes(n: int) -> int:
     return max(512, -(-n // 512) * 512)
 
 
-def _walk_cpu_events(tree, labels, keep_ptrs, prefix, paused_name):
+def _walk_cpu_events(tree, labels, kept, prefix, paused_name):
     """Turn a profiler event tree into one OpMemory per label (see AllocatorMeter).
 
-    Returns (records, bytes of the persistent storages allocated in the session)."""
+    ``kept[k]``: pointers of the persistent storages when operation k ended (the last entry:
+    at the end of the session).  An allocation is persistent when its pointer is among them
+    at some operation's end while it is live (a gradient that a later backward replaces, as
+    autograd does when it sums a shared parameter's gradient out of place, is persistent
+    too).  Returns (records, the most bytes of persistent storages live at once)."""
     allocs, ops, paused = [], {}, []
     stack = list(tree)
     while stack:
@@ -342,41 +366,54 @@ def _walk_cpu_events(tree, labels, keep_ptrs, prefix, paused_name):
             ops[int(e.name[len(prefix):])] = (e.start_time_ns, e.end_time_ns)
         elif e.name == paused_name:
             paused.append((e.start_time_ns, e.end_time_ns))
+    for k, label in enumerate(labels):
+        if k not in ops:
+            raise RematError(f"the profiler lost the range of operation {label!r}")
     allocs.sort()
     paused.sort()
     pstarts = [s for s, _ in paused]
+    # when each persistent-pointer set was taken: the end of its operation, or the very end
+    ends = [ops[k][1] for k in range(len(labels))] + [float("inf")]
 
     def in_paused(t):
         k = bisect.bisect_right(pstarts, t) - 1
         return k >= 0 and t <= paused[k][1]
 
-    last_alloc = {}
-    for k, (_, _, ptr, size) in enumerate(allocs):
-        if size > 0 and ptr in keep_ptrs:
-            last_alloc[ptr] = k
-    persistent = set(last_alloc.values())
-    live, skipped = {}, set()
-    times, held = [], []
-    cur = persistent_bytes = 0
+    # lifetime of every allocation: [its time, the time of its free or the end]
+    free_at, open_ = {}, {}
     for k, (t, _, ptr, size) in enumerate(allocs):
         if size > 0:
-            if k in persistent:
-                persistent_bytes += size
-            elif in_paused(t):
-                skipped.add(ptr)
-            else:
+            open_[ptr] = k
+        elif ptr in open_:
+            free_at[open_.pop(ptr)] = t
+
+    def persistent(k):
+        t, _, ptr, _ = allocs[k]
+        stop = free_at.get(k, float("inf"))
+        a = bisect.bisect_left(ends, t)
+        return any(ptr in kept[j] for j in range(a, len(ends)) if ends[j] <= stop)
+
+    live, kept_live = {}, {}  # counted / persistent blocks live, by pointer
+    times, held = [], []
+    cur = pers = pers_peak = 0
+    for k, (t, _, ptr, size) in enumerate(allocs):
+        if size > 0:
+            if persistent(k):
+                kept_live[ptr] = size
+                pers += size
+                pers_peak = max(pers_peak, pers)
+            elif not in_paused(t):
                 live[ptr] = size
                 cur += size
         elif ptr in live:
             cur -= live.pop(ptr)
-        else:
-            skipped.discard(ptr)  # a paused block, or one allocated before the session
+        elif ptr in kept_live:
+            pers -= kept_live.pop(ptr)
+        # else: a paused block, or one allocated before the session
         times.append(t)
         held.append(cur)
     out = []
     for k, label in enumerate(labels):
-        if k not in ops:
-            raise RematError(f"the profiler lost the range of operation {label!r}")
         s, e = ops[k]
         a = bisect.bisect_left(times, s)
         b = bisect.bisect_right(times, e)
@@ -384,4 +421,4 @@ def _walk_cpu_events(tree, labels, keep_ptrs, prefix, paused_name):
         after = held[b - 1] if b else 0
         peak = max([before, after] + held[a:b])
         out.append(OpMemory(label, before, peak, after))
-    return out, persistent_bytes
+    return out, pers_peak

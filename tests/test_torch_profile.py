@@ -9,7 +9,7 @@ from torch import nn  # noqa: E402
 from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.torch import build, profile, profile_details, split_stages  # noqa: E402
-from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker  # noqa: E402
+from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, allocator_peak  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -147,6 +147,7 @@ def test_allocator_meter_counts_what_kernels_allocate_inside():
     assert r.before == 0 and r.after >= matrix
     assert r.peak >= 2 * matrix  # the output and the factorised copy
     del inv
+    assert allocator_peak(lambda: torch.linalg.inv(a), DEVICE) >= 2 * matrix
 
 
 def test_allocator_meter_takes_out_bookkeeping_and_persistent_memory():

@@ -344,6 +344,16 @@ class AllocatorMeter:
                                                                self.PREFIX, self.PAUSED)
 
 
+def allocator_peak(fn, device=None, persistent=None) -> int:
+    """Bytes the allocator holds at the peak of ``fn()`` above what it held when ``fn``
+    started (see :class:`AllocatorMeter`; ``persistent`` as there)."""
+    meter = AllocatorMeter(device, persistent)
+    with meter:
+        with meter.op("fn"):
+            fn()
+    return meter.peak
+
+
 def _storages(tensors):
     return [t for t in tensors if isinstance(t, torch.Tensor) and storage_bytes(t) > 0]
 

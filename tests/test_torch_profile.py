@@ -28,16 +28,27 @@ def test_profile_sizes(network):
     with torch.no_grad():
         for s in stages:
             x = s(x)
-            sizes.append(x.numel() * x.element_size())
+            sizes.append(_block(x.numel() * x.element_size()))
     assert list(chain.x_size) == sizes
-    # tapes: saved_tensors_hooks and the allocator agree, and hold at least the output
-    assert res.hook_tape_size == res.allocator_tape_size
-    assert list(chain.tape_size) == res.hook_tape_size
+    # tapes: saved_tensors_hooks and the allocator agree (on CUDA the allocator's blocks are
+    # rounded up), and hold at least the output
+    if DEVICE.type == "cuda":
+        assert all(a >= h for a, h in zip(res.allocator_tape_size, res.hook_tape_size))
+    else:
+        assert res.hook_tape_size == res.allocator_tape_size
+    assert list(chain.tape_size) == res.allocator_tape_size
     assert all(t >= x for t, x in zip(chain.tape_size, chain.x_size[1:]))
     assert all(t > 0 for t in chain.fwd_time + chain.fall_time + chain.bwd_time)
     assert Chain.from_json(chain.to_json()) == chain
     # parameter gradients: persistent, beside the chain, counted whole
-    assert res.param_grad_bytes == sum(p.numel() * p.element_size() for p in net.model.parameters())
+    assert res.param_grad_bytes == sum(_block(p.numel() * p.element_size())
+                                       for p in net.model.parameters())
+
+
+def _block(n: int) -> int:
+    """Bytes the allocator gives an n-byte tensor: n on the CPU; on CUDA the caching
+    allocator's block, n rounded up to a multiple of 512 (small tensors)."""
+    return -(-n // 512) * 512 if DEVICE.type == "cuda" else n
 
 
 def test_tape_of_known_stages():
@@ -122,7 +133,7 @@ def test_recording_and_no_grad_forwards_are_profiled_apart():
     assert c.has_fall_costs
     assert c.fwd_overhead[1] > c.fall_overhead[1]
     assert c.tape_size[1] > c.x_size[2]  # the intermediates are in the tape
-    assert res.hook_tape_size[1] == res.allocator_tape_size[1]
+    assert res.allocator_tape_size[1] >= res.hook_tape_size[1]
     ops = {r["label"]: r for r in res.ops}
     for i in range(c.length):
         fck, fall = ops[f"Fck{i}"], ops[f"Fall{i}"]

@@ -5,6 +5,7 @@ budget with :class:`CheckpointedSequential`.
 This subpackage is the only part of remat that imports torch; ``import remat_theory``
 never does.  Modules:
 
+* :mod:`.capture`: :func:`to_stages`, any model captured as a chain of stages (:class:`StageChain`).
 * :mod:`.stages`: how a model becomes stages (``split_stages``).
 * :mod:`.tracker`: :class:`MemoryTracker`, live tensor bytes and their peak on any device.
 * :mod:`.executor`: :class:`ScheduleExecutor` / :func:`execute`, and :func:`plain_backprop`.
@@ -13,6 +14,7 @@ never does.  Modules:
 * :mod:`.networks`: built-in MLP, ResNet-like, Transformer and unrolled-GRU networks.
 * :mod:`.confirm`: predicted vs measured memory and time (``remat confirm``).
 """
+from remat_theory.torch.capture import CaptureError, StageChain, to_stages
 from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, execute, plain_backprop
 from remat_theory.torch.module import CheckpointedSequential
 from remat_theory.torch.networks import NETWORKS, Network, build
@@ -20,6 +22,6 @@ from remat_theory.torch.profiler import ProfileResult, profile, profile_details
 from remat_theory.torch.stages import split_stages
 from remat_theory.torch.tracker import MemoryTracker
 
-__all__ = ["CheckpointedSequential", "ExecutionResult", "MemoryTracker", "NETWORKS", "Network",
-           "ProfileResult", "ScheduleExecutor", "build", "execute", "plain_backprop", "profile",
-           "profile_details", "split_stages"]
+__all__ = ["CaptureError", "CheckpointedSequential", "ExecutionResult", "MemoryTracker",
+           "NETWORKS", "Network", "ProfileResult", "ScheduleExecutor", "StageChain", "build",
+           "execute", "plain_backprop", "profile", "profile_details", "split_stages", "to_stages"]

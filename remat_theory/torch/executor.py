@@ -124,6 +124,11 @@ class _Values:
         return None if tape is None else tape.output
 
 
+def _has_gradient(x: torch.Tensor) -> bool:
+    """A network input of integer type (token ids) has no gradient: d_0 is None."""
+    return x.is_floating_point() or x.is_complex()
+
+
 def _device_list(device: torch.device) -> list:
     return [device] if device.type == "cuda" else []
 
@@ -353,7 +358,7 @@ class ScheduleExecutor:
         del d
         grad = tape.slot.grad
         tape.slot.grad = None
-        if grad is None:
+        if grad is None and not (i == 0 and not _has_gradient(self._values.plain[0])):
             raise RematError(f"the output of stage {i} does not depend differentiably on its input")
         self._grad = grad
         del tape
@@ -368,7 +373,7 @@ def execute(model, schedule, x0: torch.Tensor, loss_fn, *, tracker=None) -> Exec
 def plain_backprop(model, x0: torch.Tensor, loss_fn) -> ExecutionResult:
     """The reference: ordinary forward and backward with autograd, no checkpointing."""
     stages = model if isinstance(model, list) else split_stages(model)
-    x = x0.detach().requires_grad_(True)
+    x = x0.detach().requires_grad_(_has_gradient(x0))
     y = x
     for s in stages:
         y = s(y)

@@ -16,6 +16,19 @@ per-operation Python overhead for times to be predictable; activations of 8 to 2
   h_t to h_{t+1} = cell(u_t, h_t), where the sequence element u_t is data held by the
   stage; the cell's parameters are shared by every step (backpropagation through time,
   the setting of Gruslys et al.).  The network input x_0 is the initial hidden state.
+
+Captured networks (:data:`CAPTURED_NETWORKS`): ordinary models, not split by hand, made a
+chain by :func:`~remat_theory.torch.capture.to_stages`; the :class:`Network`'s model is
+then a :class:`~remat_theory.torch.capture.StageChain` (``.original`` is the model).
+Random initialisation from small configurations; nothing is downloaded.
+
+* ``tv-resnet``: a torchvision-style ResNet written in plain torch (BasicBlocks with
+  in-place ReLU, ``torch.flatten`` in ``forward``).
+* ``gpt2``, ``bert``, ``vit``, ``hf-resnet``: transformers' ``GPT2LMHeadModel`` (token ids
+  in, logits out, next-token loss), ``BertForSequenceClassification`` (with an attention
+  mask that pads the last tokens of half the batch), ``ViTForImageClassification`` and
+  ``ResNetForImageClassification``.  They need ``transformers`` (``pip install
+  'remat[transformers]'``), imported only when one of them is built.
 """
 from __future__ import annotations
 
@@ -27,12 +40,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture import to_stages
 
 
 @dataclass
 class Network:
     name: str
-    model: nn.Sequential
+    model: nn.Module  # an nn.Sequential of stages, or a StageChain (captured)
     example_input: torch.Tensor
     loss_fn: Callable
 
@@ -55,6 +69,8 @@ class TargetLoss(nn.Module):
     def forward(self, out):
         if self.kind == "ce":
             return F.cross_entropy(out, self.target)
+        if self.kind == "lm":  # next-token prediction: logits (batch, seq, vocab)
+            return F.cross_entropy(out[:, :-1].flatten(0, 1), self.target[:, 1:].flatten())
         return F.mse_loss(out, self.target)
 
 
@@ -180,19 +196,184 @@ def rnn(scale: str = "small", seed: int = 0, batch: int | None = None,
 NETWORKS = {"mlp": mlp, "resnet": resnet, "transformer": transformer, "rnn": rnn}
 
 
+# ------------------------------------------------------------------------ captured networks
+class BasicBlock(nn.Module):
+    """torchvision's ResNet basic block, as written there: in-place ReLU, downsample branch."""
+
+    def __init__(self, cin: int, cout: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class TorchvisionStyleResNet(nn.Module):
+    """The layout of torchvision's ``resnet18`` (stem, four stages, pooled head), sized by
+    ``width`` and ``blocks`` per stage; its ``forward`` is not a chain of children."""
+
+    def __init__(self, width: int = 64, blocks=(2, 2, 2, 2), classes: int = 1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        cin = width
+        for k, n in enumerate(blocks):
+            cout = width * 2 ** k
+            layer = [BasicBlock(cin, cout, 1 if k == 0 else 2)]
+            layer += [BasicBlock(cout, cout) for _ in range(n - 1)]
+            setattr(self, f"layer{k + 1}", nn.Sequential(*layer))
+            cin = cout
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
+
+
+def tv_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
+              size: int | None = None, granularity="block") -> Network:
+    batch_, side, width, blocks = {"test": (2, 32, 4, (1, 1, 1, 1)), "small": (16, 64, 16, (2, 2, 2, 2)),
+                                   "large": (64, 224, 64, (2, 2, 2, 2))}[scale]
+    batch, side = batch or batch_, size or side
+    torch.manual_seed(seed)
+    model = TorchvisionStyleResNet(width, blocks, 10)
+    g = _gen(seed)
+    x = torch.randn(batch, 3, side, side, generator=g)
+    target = torch.randint(0, 10, (batch,), generator=g)
+    model.train()
+    return Network("tv-resnet", to_stages(model, x, granularity=granularity), x,
+                   TargetLoss(target, "ce"))
+
+
+def _transformers():
+    """transformers, imported on request (an optional dependency), its warnings quiet."""
+    try:
+        import transformers
+    except ImportError:
+        raise RematError("this network needs the transformers package "
+                         "(pip install 'remat[transformers]')") from None
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+def gpt2(scale: str = "small", seed: int = 0, batch: int | None = None,
+         size: int | None = None, granularity="block") -> Network:
+    tf = _transformers()
+    batch_, seq, d, layers, heads, vocab = {
+        "test": (2, 16, 32, 2, 2, 100), "small": (8, 128, 128, 4, 4, 1000),
+        "large": (8, 1024, 768, 12, 12, 50257)}[scale]
+    batch, seq = batch or batch_, size or seq
+    torch.manual_seed(seed)
+    cfg = tf.GPT2Config(n_layer=layers, n_embd=d, n_head=heads, n_positions=seq,
+                        vocab_size=vocab, use_cache=False, bos_token_id=0, eos_token_id=0)
+    model = tf.GPT2LMHeadModel(cfg).train()
+    ids = torch.randint(0, vocab, (batch, seq), generator=_gen(seed))
+    return Network("gpt2", to_stages(model, ids, granularity=granularity), ids,
+                   TargetLoss(ids.clone(), "lm"))
+
+
+def bert(scale: str = "small", seed: int = 0, batch: int | None = None,
+         size: int | None = None, granularity="block") -> Network:
+    tf = _transformers()
+    batch_, seq, d, layers, heads, vocab, classes = {
+        "test": (2, 16, 32, 2, 2, 100, 3), "small": (8, 128, 128, 4, 4, 1000, 3),
+        "large": (32, 512, 768, 12, 12, 30522, 3)}[scale]
+    batch, seq = batch or batch_, size or seq
+    torch.manual_seed(seed)
+    cfg = tf.BertConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=4 * d,
+                        max_position_embeddings=seq, num_labels=classes)
+    model = tf.BertForSequenceClassification(cfg).train()
+    g = _gen(seed)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g)
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[batch // 2:, seq - seq // 4:] = 0  # half the batch padded
+    target = torch.randint(0, classes, (batch,), generator=g)
+    chain = to_stages(model, {"input_ids": ids, "attention_mask": mask}, granularity=granularity)
+    return Network("bert", chain, ids, TargetLoss(target, "ce"))
+
+
+def vit(scale: str = "small", seed: int = 0, batch: int | None = None,
+        size: int | None = None, granularity="block") -> Network:
+    tf = _transformers()
+    batch_, side, patch, d, layers, heads = {
+        "test": (2, 16, 4, 32, 2, 2), "small": (8, 64, 8, 128, 4, 4),
+        "large": (64, 224, 16, 768, 12, 12)}[scale]
+    batch, side = batch or batch_, size or side
+    if side % patch:
+        raise RematError(f"size = {side}: the ViT image side must be a multiple of its patch, {patch}")
+    torch.manual_seed(seed)
+    cfg = tf.ViTConfig(image_size=side, patch_size=patch, num_channels=3, hidden_size=d,
+                       num_hidden_layers=layers, num_attention_heads=heads,
+                       intermediate_size=4 * d, num_labels=10)
+    model = tf.ViTForImageClassification(cfg).train()
+    g = _gen(seed)
+    x = torch.randn(batch, 3, side, side, generator=g)
+    target = torch.randint(0, 10, (batch,), generator=g)
+    return Network("vit", to_stages(model, x, granularity=granularity), x, TargetLoss(target, "ce"))
+
+
+def hf_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
+              size: int | None = None, granularity="block") -> Network:
+    tf = _transformers()
+    batch_, side, emb, hidden, depths, kind = {
+        "test": (2, 32, 8, [8, 16], [1, 1], "basic"),
+        "small": (16, 64, 32, [32, 64, 128, 256], [1, 1, 1, 1], "basic"),
+        "large": (64, 224, 64, [256, 512, 1024, 2048], [3, 4, 6, 3], "bottleneck")}[scale]
+    batch, side = batch or batch_, size or side
+    torch.manual_seed(seed)
+    cfg = tf.ResNetConfig(num_channels=3, embedding_size=emb, hidden_sizes=hidden,
+                          depths=depths, layer_type=kind, num_labels=10)
+    model = tf.ResNetForImageClassification(cfg).train()
+    g = _gen(seed)
+    x = torch.randn(batch, 3, side, side, generator=g)
+    target = torch.randint(0, 10, (batch,), generator=g)
+    return Network("hf-resnet", to_stages(model, x, granularity=granularity), x,
+                   TargetLoss(target, "ce"))
+
+
+CAPTURED_NETWORKS = {"tv-resnet": tv_resnet, "gpt2": gpt2, "bert": bert, "vit": vit,
+                     "hf-resnet": hf_resnet}
+
+
 def build(name: str, scale: str = "small", seed: int = 0, *, batch: int | None = None,
-          size: int | None = None) -> Network:
-    """A built-in network by name (see :data:`NETWORKS`) and scale (``test``, ``small`` or
-    ``large``).  ``batch`` and ``size`` override the scale's batch size and input size (the
-    MLP's width, the ResNet's image side, the transformer's sequence length, the RNN's
-    number of steps)."""
-    if name not in NETWORKS:
-        raise RematError(f"unknown network {name!r} (known: {', '.join(NETWORKS)})")
+          size: int | None = None, granularity="block") -> Network:
+    """A built-in network by name (see :data:`NETWORKS` and :data:`CAPTURED_NETWORKS`) and
+    scale (``test``, ``small`` or ``large``).  ``batch`` and ``size`` override the scale's
+    batch size and input size (the MLP's width, the ResNet's image side, the transformer's
+    sequence length, the RNN's number of steps; for the captured networks the image side or
+    the sequence length).  ``granularity`` applies to the captured networks (see
+    :func:`~remat_theory.torch.capture.to_stages`)."""
+    known = {**NETWORKS, **CAPTURED_NETWORKS}
+    if name not in known:
+        raise RematError(f"unknown network {name!r} (known: {', '.join(known)})")
     if scale not in SCALES:
         raise RematError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})")
     for label, v in (("batch", batch), ("size", size)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise RematError(f"{label} = {v!r} must be a positive integer")
-    net = NETWORKS[name](scale, seed, batch=batch, size=size)
+    if name in CAPTURED_NETWORKS:
+        net = CAPTURED_NETWORKS[name](scale, seed, batch=batch, size=size, granularity=granularity)
+    else:
+        net = NETWORKS[name](scale, seed, batch=batch, size=size)
     net.model.train()
     return net

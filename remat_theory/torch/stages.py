@@ -1,10 +1,12 @@
 """How a network becomes a chain of stages.
 
 A stage is one ``nn.Module`` that maps one tensor to one tensor.  ``split_stages`` accepts
-an ``nn.Sequential`` (nested ``nn.Sequential`` containers are flattened into their
-children, so ``Sequential(Sequential(a, b), c)`` has stages a, b, c) or an explicit list of
-modules (each element is one stage, as given; wrap several modules in a custom module or in
-an ``nn.Sequential`` inside the list to keep them together).  Any other module (a residual
+a :class:`~remat_theory.torch.capture.StageChain` (any model, captured as a graph and cut
+by :func:`~remat_theory.torch.capture.to_stages`), an ``nn.Sequential`` (nested
+``nn.Sequential`` containers are flattened into their children, so
+``Sequential(Sequential(a, b), c)`` has stages a, b, c) or an explicit list of modules
+(each element is one stage, as given; wrap several modules in a custom module or in an
+``nn.Sequential`` inside the list to keep them together).  Any other module (a residual
 block, an encoder layer) is one stage.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 from torch import nn
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture import StageChain
 
 
 def _flatten(seq: nn.Sequential, out: list) -> None:
@@ -26,8 +29,11 @@ def _flatten(seq: nn.Sequential, out: list) -> None:
 
 
 def split_stages(model) -> list:
-    """The stages (modules) of ``model``: an ``nn.Sequential`` (flattened) or a list."""
-    if isinstance(model, nn.Sequential):
+    """The stages (modules) of ``model``: a :class:`StageChain` (its captured stages), an
+    ``nn.Sequential`` (flattened) or a list."""
+    if isinstance(model, StageChain):
+        stages = list(model.stages)
+    elif isinstance(model, nn.Sequential):
         stages: list = []
         _flatten(model, stages)
     elif isinstance(model, (list, tuple, nn.ModuleList)):
@@ -36,8 +42,9 @@ def split_stages(model) -> list:
             if not isinstance(m, nn.Module):
                 raise RematError(f"stage {k} is a {type(m).__name__}, not an nn.Module")
     else:
-        raise RematError(f"model must be an nn.Sequential or a list of modules, got "
-                         f"{type(model).__name__}")
+        raise RematError(f"model must be an nn.Sequential or a list of stage modules (or a "
+                         f"StageChain), got {type(model).__name__}; capture any model as a chain "
+                         f"of stages with remat_theory.torch.to_stages(model, example_input)")
     if not stages:
         raise RematError("the model has no stages (an empty nn.Sequential or list)")
     return stages

@@ -1,17 +1,48 @@
-"""``remat profile --model NAME [--out CHAIN.json]``: profile a built-in torch network into a
-chain file (remat-chain/1).  Needs torch."""
+"""``remat profile --model NAME [--out CHAIN.json]``: profile a torch network into a chain
+file (remat-chain/1).  Needs torch.
+
+``NAME`` is a built-in network (``mlp``, ``resnet``, ``transformer``, ``rnn``, and the
+captured ``tv-resnet``, ``gpt2``, ``bert``, ``vit``, ``hf-resnet``; the last four need
+transformers), or ``module:function``: an importable zero-argument function returning
+``(model, example_inputs, loss_fn)`` (or a :class:`~remat_theory.torch.networks.Network`).
+``model`` is any ``nn.Module``: an ``nn.Sequential`` or a list of modules is used as its
+stages; any other model is captured with
+:func:`~remat_theory.torch.capture.to_stages` (``--granularity``), and ``example_inputs``
+is then what ``to_stages`` takes (a tensor, a tuple, or a dict of keyword inputs).
+"""
 from __future__ import annotations
 
+import argparse
+import importlib
+
 from remat_theory.cli.commands._common import positive_int, print_json, torch_device
+from remat_theory.model.errors import RematError
 
 NAME = "profile"
 ORDER = 55
-HELP = "profile a built-in torch network into a chain (sizes in bytes, times in seconds)"
+HELP = "profile a torch network into a chain (sizes in bytes, times in seconds)"
+
+
+def granularity_arg(text: str):
+    if text in ("block", "fine"):
+        return text
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected block, fine or a number of stages") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the number of stages must be >= 1")
+    return v
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--model", required=True, help="mlp, resnet, transformer or rnn")
+    p.add_argument("--model", required=True,
+                   help="mlp, resnet, transformer, rnn, tv-resnet, gpt2, bert, vit, hf-resnet, "
+                        "or module:function returning (model, example_inputs, loss_fn)")
     p.add_argument("--scale", default="small", choices=("test", "small", "large"), help="network sizes")
+    p.add_argument("--granularity", type=granularity_arg, default="block",
+                   help="cuts of a captured model: block (default), fine (every valid cut) "
+                        "or N (at most N balanced stages)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--repeats", type=positive_int, default=5, help="timed repetitions per stage")
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
@@ -21,13 +52,48 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the chain as JSON")
 
 
+def _from_factory(spec: str, granularity):
+    """(stages model, x_0, loss_fn) from ``module:function``."""
+    from torch import nn
+
+    from remat_theory.torch import Network, to_stages
+
+    module_name, _, func_name = spec.partition(":")
+    if not module_name or not func_name:
+        raise RematError(f"--model {spec!r}: expected a built-in name or module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise RematError(f"--model {spec!r}: cannot import {module_name!r} ({e})") from None
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        raise RematError(f"--model {spec!r}: {module_name} has no function {func_name!r}")
+    made = factory()
+    if isinstance(made, Network):
+        return made.model, made.example_input, made.loss_fn
+    if not (isinstance(made, tuple) and len(made) == 3 and isinstance(made[0], (nn.Module, list))):
+        raise RematError(f"--model {spec!r}: the function returned {type(made).__name__}; "
+                         f"expected (model, example_inputs, loss_fn) or a Network")
+    model, inputs, loss_fn = made
+    if isinstance(model, (nn.Sequential, list)):
+        return model, inputs, loss_fn
+    chain = to_stages(model, inputs, granularity=granularity)
+    return chain, chain.example_input, loss_fn
+
+
 def run(args) -> int:
     torch, device = torch_device(args.device, args.threads, "profile")
     from remat_theory.torch import build, profile_details
 
-    net = build(args.model, args.scale)
-    res = profile_details(net.model, net.example_input, net.loss_fn, device,
-                          repeats=args.repeats, clock=args.clock, name=f"{args.model}-{args.scale}-{device}")
+    if ":" in args.model:
+        model, x0, loss_fn = _from_factory(args.model, args.granularity)
+        name = f"{args.model.partition(':')[2]}-{device}"
+    else:
+        net = build(args.model, args.scale, granularity=args.granularity)
+        model, x0, loss_fn = net.model, net.example_input, net.loss_fn
+        name = f"{args.model}-{args.scale}-{device}"
+    res = profile_details(model, x0, loss_fn, device, repeats=args.repeats, clock=args.clock,
+                          name=name)
     chain = res.chain
     if args.out:
         chain.save(args.out)
@@ -37,7 +103,9 @@ def run(args) -> int:
     print(f"{chain.name}: {chain.length} stages on {device}; sizes in bytes, times in ms")
     print(f"{'i':>3} {'stage':<24}{'fwd ms':>9}{'bwd ms':>9}{'x_size':>11}{'tape':>11}{'fwd ovh':>10}{'bwd ovh':>10}")
     for i, st in enumerate(res.stages):
-        print(f"{i:>3} {type(st).__name__:<24}{chain.fwd_time[i] * 1e3:>9.3f}{chain.bwd_time[i] * 1e3:>9.3f}"
+        label = getattr(st, "label", None) or type(st).__name__
+        label = label if len(label) <= 23 else "…" + label[-22:]
+        print(f"{i:>3} {label:<24}{chain.fwd_time[i] * 1e3:>9.3f}{chain.bwd_time[i] * 1e3:>9.3f}"
               f"{chain.x_size[i + 1]:>11}{chain.tape_size[i]:>11}{chain.fwd_overhead[i]:>10}"
               f"{chain.bwd_overhead[i]:>10}")
     L = chain.length

@@ -45,7 +45,7 @@ import solvers as solver_registry
 from remat_theory.model.errors import RematError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch.executor import ScheduleExecutor, plain_backprop
-from remat_theory.torch.networks import NETWORKS, build
+from remat_theory.torch.networks import CAPTURED_NETWORKS, NETWORKS, build
 from remat_theory.torch.profiler import prime_forward, profile_details
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages, stage_parameters
@@ -297,11 +297,13 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
 
 
 def confirm(models=None, budgets=DEFAULT_BUDGETS, solver_names=None, **kw) -> list:
-    """Records for every requested network (default: all of :data:`NETWORKS`)."""
+    """Records for every requested network (default: the hand-split ones, :data:`NETWORKS`;
+    the captured ones, :data:`CAPTURED_NETWORKS`, by name)."""
     models = list(NETWORKS) if models is None else list(models)
+    known = {**NETWORKS, **CAPTURED_NETWORKS}
     for m in models:
-        if m not in NETWORKS:
-            raise RematError(f"unknown network {m!r} (known: {', '.join(NETWORKS)})")
+        if m not in known:
+            raise RematError(f"unknown network {m!r} (known: {', '.join(known)})")
     if solver_names is not None:
         for s in solver_names:
             solver_registry.get(s)

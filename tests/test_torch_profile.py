@@ -216,3 +216,10 @@ def test_allocator_measured_peaks_match_the_prediction(network):
     assert runs == 6
     for p in params:
         p.grad = None
+
+
+@pytest.mark.skipif(DEVICE.type != "cpu", reason="the CPU accounting is torch.profiler's")
+def test_the_cpu_meter_refuses_to_run_inside_another_profiler_session():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        with pytest.raises(RematError, match="profiler session is already running"):
+            allocator_peak(lambda: torch.ones(10))

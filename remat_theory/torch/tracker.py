@@ -328,6 +328,11 @@ class AllocatorMeter:
 
     # ------------------------------------------------------------------ CPU
     def _cpu_enter(self) -> None:
+        if torch._C._autograd._profiler_enabled():
+            self._active = False
+            raise RematError("the allocator meter measures CPU memory with torch.profiler, "
+                             "but a profiler session is already running; run the profiling "
+                             "or the confirmation outside it")
         # libkineto prints a line at every session start and stop unless told otherwise; an
         # explicit KINETO_LOG_LEVEL set by the user wins.
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")

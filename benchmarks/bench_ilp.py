@@ -199,7 +199,7 @@ def lp_bound(chain: Chain, budget: int, passes: int | None, pairs: bool) -> floa
     model = ilp.build_model(chain.scaled_sizes(g), budget // g, passes, pairs=pairs)
     for v in model.prob.variables():
         v.cat = pulp.LpContinuous
-    ilp._silence_highs_banner()
+    ilp.backends.silence_highs_banner()
     model.prob.solve(pulp.HiGHS(msg=False))
     if pulp.LpStatus[model.prob.status] != "Optimal":
         raise SystemExit(f"lp: the relaxation of {chain.name} at budget {budget} is "
@@ -700,7 +700,7 @@ def _relaxation_chain(r: random.Random) -> Chain:
 
 def relaxation(args) -> dict:
     from solvers.exhaustive import min_feasible_budget, search
-    from solvers.ilp_bound import lower_bound
+    from solvers.ilp.relaxation import lower_bound
 
     r = random.Random(args.seed)
     chains = points = equal = above = 0

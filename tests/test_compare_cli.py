@@ -129,7 +129,7 @@ def test_ilp_proves_a_20_stage_optimum_with_the_moment_relaxation(tmp_path, caps
     """At 20 stages the proven model is too large (max_binaries), and the default ilp
     proves the optimum over all schedules with the moment relaxation instead (proofs/ilp.md
     section 9): its value is then the proven all-schedule reference of the comparison."""
-    from solvers.ilp_bound import lower_bound
+    from solvers.ilp.relaxation import lower_bound
 
     chain = families.make("random", 20, 0)
     path = tmp_path / "c20.json"

@@ -227,7 +227,7 @@ def test_an_unproven_smallest_budget_is_reported_as_found_with_its_bound(monkeyp
     """A min-budget MILP stopped by its time limit without an answer: the seed's budget is
     reported as found, with the proven lower bound (the infeasible budget + 1), and never as
     the smallest feasible budget."""
-    import solvers.ilp as ilp
+    import solvers.ilp.backends as ilp
 
     chain = Chain([1.0, 1.0], [1.0, 1.0, 1.0], [5, 2, 2], [3, 3])
     stopped = ilp.RunResult(proven=False, infeasible=False, has_solution=False, objective=None,
@@ -616,3 +616,193 @@ def test_model_size_guard():
         solvers.solve(big, big.store_all_memory(), "ilp", max_binaries=0)
     fast = solvers.solve(big, big.store_all_memory(), "ilp", passes=1, pairs=True)
     assert fast.status == OPTIMAL and fast.makespan == big.ideal_makespan()
+
+
+# ----------------------------------------------------------------------- one stage
+ONE_STAGE = Chain(fwd_time=[1.0], bwd_time=[1.0, 1.0], x_size=[1, 1], tape_size=[2])
+
+
+@pytest.mark.parametrize("options", [{"certify": False}, {"passes": 2, "pairs": True},
+                                     {"passes": 2}, {}, FAST])
+def test_a_one_stage_chain_is_solved(options):
+    """On one stage the proven model has two passes per phase, as many as the two-run model
+    it is seeded from: it used to seed itself until the stack overflowed (RecursionError).
+    Every budget, every mode, against exhaustive search."""
+    chain = ONE_STAGE
+    for budget, expected in breakpoints(chain).items():
+        sol = check_against_oracle(chain, budget, expected, **options)
+        if expected is None:
+            assert sol.min_budget == min_feasible_budget(chain)
+    big = check_against_oracle(chain, 14, search(chain, 14)[1], **options)
+    assert "staged" not in big.info  # nothing smaller to seed from
+
+
+# ----------------------------------------------------------------------- fall costs
+@settings(max_examples=12, deadline=None)
+@given(chains_and_budgets(1, 3, max_size=8, max_time=9, fall_costs=True))
+def test_fall_costs_the_proven_modes_equal_exhaustive(cb):
+    """With fall_time / fall_overhead different from the forward ones (Fall_i takes
+    fall_time[i] and peaks at held + tape_size[i] + fall_overhead[i]), the certified default
+    and the proven model alone equal exhaustive search (which runs the simulator's own
+    transitions)."""
+    chain, budget = cb
+    e = solvers.solve(chain, budget, "exhaustive")
+    expected = e.makespan if e.status == OPTIMAL else None
+    for certify in (None, False):
+        sol = check_against_oracle(chain, budget, expected, certify=certify)
+        assert sol.optimal_for == "all"
+        if e.status == INFEASIBLE:
+            assert sol.min_budget == e.min_budget
+
+
+@settings(max_examples=30, deadline=None)
+@given(chains_and_budgets(1, 4, max_size=10, max_time=9, fall_costs=True))
+def test_fall_costs_the_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
+    chain, budget = cb
+    e = solvers.solve(chain, budget, "exhaustive", schedule_class="monotone")
+    sol = check_against_oracle(chain, budget, e.makespan if e.status == OPTIMAL else None,
+                               **FAST)
+    if e.status == INFEASIBLE:
+        assert sol.min_budget == e.min_budget
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), chains(1, 4, max_size=6, fall_costs=True), st.booleans())
+def test_fall_costs_every_schedule_is_in_the_proven_model_at_its_own_peak(data, chain, pairs):
+    """Theorem 1 with fall costs: every valid schedule, stripped of dead operations, is a
+    point of the proven model, and with its operations fixed the min-budget model returns
+    the simulated peak of the schedule it decodes to (every operation's and block's peak in
+    the model is the simulator's), never above the schedule's own, and its objective is the
+    simulated makespan.  (With pairs, Fck+Fall is placed as Fall+Fck where that peaks no
+    higher, so the decoded schedule may peak lower.)"""
+    sched = strip_dead(chain, data.draw(valid_schedules(chain, 40)))
+    ref = simulate(chain, sched)
+    model = build_model(chain, None, None, pairs=pairs)
+    values = encode(model, sched)
+    assert values is not None
+    for var in model.prob.variables():
+        if var.name in values:
+            var.varValue = values[var.name]
+    dec = simulate(chain, decode(model))
+    assert dec.makespan == pytest.approx(ref.makespan) and dec.peak_memory <= ref.peak_memory
+    if not pairs:
+        assert dec.peak_memory == ref.peak_memory
+    assert_fixed_min_budget_is(model, values, dec.peak_memory)
+    # at its own peak, the model's objective at the schedule's point is its makespan
+    timed = build_model(chain, ref.peak_memory, None, pairs=pairs)
+    point = encode(timed, sched)
+    assert point is not None
+    cost = math.fsum(c * point[v.name] for v, c in timed.prob.objective.items())
+    assert cost + timed.constant == pytest.approx(ref.makespan)
+
+
+@pytest.mark.parametrize("fo,fa,block", [(5, 0, "ckall"), (0, 5, "allck"), (3, 3, "allck")])
+def test_fall_costs_a_forward_then_fall_block_keeps_its_peak(fo, fa, block):
+    """With pairs, Fck_s Fall_s is placed as the block Fall+Fck when that peaks no higher
+    (fall_overhead >= fwd_overhead: the same times, the same values after); where the
+    recording forward has the smaller overhead, Fall+Fck would peak higher, and the model
+    has the block Fck+Fall: the schedule stays a point at its own peak (8 here, Fall+Fck
+    would need 9)."""
+    chain = Chain([1.0, 1.0], [1.0] * 3, [1, 1, 1], [2, 2], [fo, fo], fall_time=[3.0, 3.0],
+                  fall_overhead=[fa, fa])
+    sched = Schedule.parse("Fck0 Fall0 Fall1 Loss B1 B0")
+    ref = simulate(chain, sched)
+    model = build_model(chain, ref.peak_memory, 1, pairs=True)
+    values = encode(model, sched)
+    assert values is not None
+    chosen = [kd for (p, k, s, kd), var in model.ops.items() if values[var.name] and s == 0]
+    assert chosen == [block]
+    if fo > fa:
+        assert ref.peak_memory == 8
+
+
+# ----------------------------------------------------------------------- time limits
+def _homogeneous(L):
+    """fwd 1, bwd 2, x 1, tape 2: the long chains of the time-limit reports."""
+    return Chain([1.0] * L, [2.0] * L + [0.0], [1] * (L + 1), [2] * L)
+
+
+def test_a_time_limit_bounds_a_long_chain_and_keeps_the_schedule_in_hand():
+    """100 stages at budget 30 with 5 s: the weak DP (minutes here) and the models (their
+    build, load and HiGHS's root cuts, which do not check the limit) do not fit, so the
+    answer is the persistent DP's schedule, replayed, with the ideal makespan as its bound,
+    status time_limit.  (It took 127 s before; the wall-clock bound is generous: no tight
+    timed assert.)"""
+    import time
+
+    chain = _homogeneous(100)
+    t0 = time.perf_counter()
+    sol = solvers.solve(chain, 30, "ilp", time_limit=5)
+    assert time.perf_counter() - t0 < 5 + 10
+    dp = solvers.solve(chain, 30, "dp")
+    assert sol.status == TIME_LIMIT and sol.schedule is not None
+    assert sol.makespan <= dp.makespan + 1e-9
+    assert chain.ideal_makespan() <= sol.bound <= sol.makespan
+    assert "not proven optimal" in sol.message and sol.info["certificate"] is None
+
+
+@pytest.mark.parametrize("L,budget", [(300, 60), (2000, 100), (5000, 100)])
+def test_a_chain_too_long_for_any_ilp_model_is_refused_up_front(L, budget):
+    """Beyond about 200 stages even the moment relaxation is above max_binaries: one line,
+    the model sizes and the way out, before any DP or model is built."""
+    import time
+
+    chain = _homogeneous(L)
+    t0 = time.perf_counter()
+    with pytest.raises(SolverError, match=f"{L} stages is too large.*--solver dp"):
+        solvers.solve(chain, budget, "ilp", time_limit=5)
+    with pytest.raises(SolverError, match="max_binaries"):
+        solvers.solve(chain, budget, "ilp", passes=1, pairs=True, time_limit=5)
+    assert time.perf_counter() - t0 < 5 + 10
+
+
+def test_model_building_stops_at_the_deadline():
+    """Building checks the deadline before it starts (the estimate of build, load and root
+    cuts) and as it goes: an expired deadline stops it with DeadlineExpired, which names
+    the step."""
+    from solvers._deadline import Deadline, DeadlineExpired
+    from solvers.ilp.relaxation import build_relaxation
+
+    chain = make("random", 6, 0)
+    gone = Deadline(1e-9)
+    with pytest.raises(DeadlineExpired, match="building the MILP"):
+        build_model(chain, chain.store_all_memory(), 1, pairs=True, deadline=gone)
+    with pytest.raises(DeadlineExpired, match="building the moment relaxation"):
+        build_relaxation(chain, chain.store_all_memory(), deadline=gone)
+    assert Deadline(None).remaining() is None and not Deadline(None).expired()
+    # a generous deadline changes nothing: the same model
+    a = build_model(chain, chain.store_all_memory(), 1, pairs=True)
+    b = build_model(chain, chain.store_all_memory(), 1, pairs=True, deadline=Deadline(600))
+    assert str(a.prob) == str(b.prob)
+
+
+def test_options_are_validated_in_one_place():
+    """IlpOptions checks every option (naming it and the value) and resolves certify's
+    default: on for the proven model, off for a K-pass class."""
+    import numpy as np
+
+    from solvers.ilp.options import IlpOptions
+
+    assert IlpOptions().certify is True and IlpOptions(passes=1).certify is False
+    opts = IlpOptions(passes=np.int64(2), time_limit=np.float64(1.5))
+    assert opts.passes == 2 and type(opts.passes) is int and type(opts.time_limit) is float
+    for option, value in (("max_binaries", 0), ("threads", True), ("certify", "yes"),
+                          ("time_limit", math.inf), ("mip_solver", "glpk")):
+        with pytest.raises(SolverError, match=f"{option} = {value!r}"):
+            IlpOptions(**{option: value})
+
+
+def test_a_deadline_shares_what_is_left():
+    from solvers._deadline import Deadline, DeadlineExpired
+
+    none = Deadline(None)
+    assert none.share(0.25, 30.0) == 30.0 and none.fits(1e9)
+    none.require(1e9, "anything")  # no limit: nothing is refused
+    d = Deadline(100.0)
+    assert 0 < d.share(0.25, 30.0) <= 25.0 and d.fits(10.0) and not d.fits(1e9)
+    with pytest.raises(DeadlineExpired, match="building it .estimated 1e\\+09 s"):
+        d.require(1e9, "building it")
+    gone = Deadline(1e-9)
+    assert gone.expired() and gone.remaining(0.01) == 0.01
+    with pytest.raises(DeadlineExpired, match="time limit of 1e-09 s reached while solving"):
+        gone.check("solving")

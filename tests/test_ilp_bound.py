@@ -12,7 +12,7 @@ from remat_theory.model.schedule import Schedule
 from remat_theory.analysis.families import make
 from remat_theory.strategies import chains, valid_schedules
 from solvers.exhaustive import min_feasible_budget, search
-from solvers.ilp_bound import (build_relaxation, lower_bound, min_budget_bound, objective_of,
+from solvers.ilp.relaxation import (build_relaxation, lower_bound, min_budget_bound, objective_of,
                                relaxation_point, violated_rows)
 
 
@@ -190,7 +190,7 @@ def test_a_relaxation_contradicting_a_schedule_is_an_error_not_an_answer(monkeyp
     """Theorem 3 says the bound never exceeds a valid schedule's makespan; if a solver bug
     ever made it do so, ilp raises rather than report an optimum (or infeasibility)."""
     import solvers
-    import solvers.ilp_bound as ib
+    import solvers.ilp.relaxation as ib
     from remat_theory.model.errors import SolverError
 
     chain = make("random", 5, 0)
@@ -218,3 +218,28 @@ def test_a_time_limit_leaves_the_dp_schedule_with_a_bound_not_an_optimum():
     assert sol.makespan <= weak.makespan + 1e-9
     assert chain.ideal_makespan() <= sol.bound <= sol.makespan
     assert sol.info["certificate"] is None and "not proven optimal" in sol.message
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), chains(1, 5, max_size=6, fall_costs=True))
+def test_fall_costs_every_valid_schedule_is_a_point_of_the_relaxation(data, chain):
+    """Theorem 3 with fall_time / fall_overhead different from the forward ones: the point
+    of a valid schedule satisfies every row at its own peak, and its objective (Fn/Fck at
+    fwd_time, Fall at fall_time) is at most its makespan."""
+    sched = data.draw(valid_schedules(chain, 40))
+    ref = simulate(chain, sched)
+    point = relaxation_point(chain, sched)
+    assert violated_rows(build_relaxation(chain, ref.peak_memory), point) == []
+    assert violated_rows(build_relaxation(chain, None), dict(point, budget=ref.peak_memory)) == []
+    assert objective_of(chain, point) <= ref.makespan + 1e-9
+
+
+@settings(max_examples=12, deadline=None)
+@given(chains(1, 4, max_size=6, fall_costs=True))
+def test_fall_costs_the_bound_never_exceeds_the_exhaustive_optimum(chain):
+    for b, opt in breakpoints(chain).items():
+        if opt is None:
+            continue
+        res = lower_bound(chain, b, schedule=search(chain, b)[0])
+        assert res.proven_optimal and not res.infeasible
+        assert res.value <= opt + 1e-9, (b, res.value, opt)

@@ -15,8 +15,9 @@ plus, per phase, which kinds of value each stage creates:
   in phase r < L, dead at once, whose bytes stay held to the end;
 * ``a[i, r]``: some value of stage i+1 created in phase r is freed in phase r (by Fn_{i+1}).
 
-Objective: sum of f_i (c[i, r] + z[i, r]) plus the backward times: each variable at 1
-stands for at least one forward operation, so the objective never exceeds the makespan of
+Objective: sum of f_i c[i, r] + F_i z[i, r] (f_i = fwd_time[i], the time of Fn_i and Fck_i;
+F_i = fall_time[i], that of Fall_i) plus the backward times: each variable at 1 stands for
+at least one forward operation of its kind, so the objective never exceeds the makespan of
 the schedule it comes from.  Memory is checked at the moments only (the backward peaks);
 what happens inside a phase is only constrained through which values it creates and frees.
 """
@@ -33,11 +34,14 @@ from remat_theory.model.errors import RematError
 from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, Schedule
 from remat_theory.model.simulator import State, transition
 
+from solvers._deadline import Deadline, DeadlineExpired
+from solvers.ilp import backends
+
 
 @dataclass
 class Relaxation:
-    """The built relaxation; ``prob``, ``constant`` and ``budget_var`` as in ``ilp.Model``
-    (so the same solver drivers run it)."""
+    """The built relaxation; ``prob``, ``constant`` and ``budget_var`` as in
+    :class:`solvers.ilp.model.Model` (so the same solver drivers run it)."""
 
     chain: Chain  # sizes already divided by their gcd
     prob: pulp.LpProblem
@@ -63,86 +67,131 @@ def _names(L: int):
             yield f"a_{i}_{r}"
 
 
-def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moments") -> Relaxation:
+def binaries(L: int) -> int:
+    """The number of binaries of the relaxation for L stages, ``len(list(_names(L)))`` in
+    closed form (about 2.5 L^2): h and g at each moment, c, z and a per phase."""
+    h_and_g = L * (L + 1) + L  # h: L(L+1)/2 + L, g: L(L+1)/2
+    c_and_z = L * (L + 1) + 2 * L
+    a = L * (L - 1) // 2 + L - 1
+    return h_and_g + c_and_z + a
+
+
+class _Vars:
+    """The relaxation's variables by family: ``h(j, q)``, ``g(i, q)``, ``c(i, r)``,
+    ``z(i, r)``, and ``a(i, r)`` (None where the family has no such variable)."""
+
+    def __init__(self, var: dict):
+        self.var = var
+
+    def h(self, j, q):
+        return self.var[f"h_{j}_{q}"]
+
+    def g(self, i, q):
+        return self.var[f"g_{i}_{q}"]
+
+    def c(self, i, r):
+        return self.var[f"c_{i}_{r}"]
+
+    def z(self, i, r):
+        return self.var[f"z_{i}_{r}"]
+
+    def a(self, i, r):
+        return self.var.get(f"a_{i}_{r}")
+
+
+def _moment_rows(chain: Chain, v: _Vars, M, q: int) -> list:
+    """The rows at moment q (just before B_q, or the loss for q = L): what it reads, and its
+    peak (rows 1-2 of proofs/ilp.md section 9)."""
+    L, x, tp, bo = chain.length, chain.x_size, chain.tape_size, chain.bwd_overhead
+    h, g, c = v.h, v.g, v.c
+    rows = []
+    if q < L:
+        rows.append((h(q, q) == 1, f"tape_at_b_{q}"))  # B_q reads t_{q+1}
+    if q >= 1:
+        rows.append((g(q, q) + h(q - 1, q) >= 1, f"x_at_b_{q}"))  # x_q, plain or in t_q
+    held = (x[0] + (x[q + 1] if q < L else 0)
+            + pulp.lpSum(tp[j] * h(j, q) for j in range(min(q, L - 1) + 1))
+            + pulp.lpSum(x[i] * g(i, q) for i in range(1, q + 1))
+            + pulp.lpSum(x[r + 1] * c(r, r) for r in range(q, L)))  # dead x_{r+1}
+    rows.append((held + x[q] + bo[q] - M <= 0, f"peak_b_{q}"))
+    return rows
+
+
+def _phase_rows(L: int, v: _Vars, r: int) -> list:
+    """The rows of phase r: how the values held at moment r come from those held at r+1 and
+    those phase r makes and frees (rows 3-7 of proofs/ilp.md section 9)."""
+    h, g, c, z, a = v.h, v.g, v.c, v.z, v.a
+    rows = []
+    top = min(r, L - 1)
+    for j in range(top + 1):  # a tape held at moment r was held at r+1 or made in phase r
+        rows.append((h(j, r) - (h(j, r + 1) if r < L else 0) - z(j, r) <= 0, f"keep_t_{j}_{r}"))
+    for i in range(1, r + 1):  # the same for a plain value
+        rows.append((g(i, r) - (g(i, r + 1) if r < L else 0) - c(i - 1, r) <= 0,
+                     f"keep_x_{i}_{r}"))
+    if r == L:
+        for i in range(L):  # every stage runs before the loss
+            rows.append((c(i, L) + z(i, L) >= 1, f"first_{i}"))
+    else:
+        for j in range(r):  # a value held at r+1 and gone at r was freed by an Fn
+            rows.append((h(j, r + 1) - h(j, r) - c(j + 1, r) <= 0, f"free_t_{j}_{r}"))
+        for i in range(1, r + 1):
+            rows.append((g(i, r + 1) - g(i, r) - c(i, r) <= 0, f"free_x_{i}_{r}"))
+        for i in range(1, top + 1):  # x_i available: held when the phase starts, or made in it
+            src = g(i, r + 1) + h(i - 1, r + 1) + c(i - 1, r) + z(i - 1, r)
+            rows.append((c(i, r) - src <= 0, f"in_c_{i}_{r}"))
+            rows.append((z(i, r) - src <= 0, f"in_z_{i}_{r}"))
+    # a value made in phase r is held at moment r or freed in the phase (by an Fn, which
+    # makes a plain value one stage up: Fn-chains end at held values)
+    for i in range(top + 1):
+        if i == r:
+            continue
+        ai = a(i, r)
+        extra = ai if ai is not None else 0
+        if i + 1 <= r:
+            rows.append((c(i, r) - g(i + 1, r) - extra <= 0, f"end_c_{i}_{r}"))
+        rows.append((z(i, r) - h(i, r) - extra <= 0, f"end_z_{i}_{r}"))
+    for i in range(top):
+        rows.append((a(i, r) - c(i + 1, r) <= 0, f"fn_{i}_{r}"))
+        rhs = []
+        if i + 2 <= min(r, L):
+            rhs.append(g(i + 2, r))
+        if a(i + 1, r) is not None:
+            rhs.append(a(i + 1, r))
+        if r < L and i + 1 == r:
+            rhs.append(c(r, r))
+        rows.append((a(i, r) - pulp.lpSum(rhs) <= 0, f"chain_{i}_{r}"))
+    return rows
+
+
+def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moments",
+                     deadline: Deadline | None = None) -> Relaxation:
     """The moment relaxation of ``chain`` (sizes in their final units) at ``budget``;
     ``budget=None`` builds the min-budget variant (an integer budget variable, minimized),
-    whose optimum is a lower bound on the smallest feasible budget."""
+    whose optimum is a lower bound on the smallest feasible budget.  ``deadline`` is
+    checked before the build (against :func:`.backends.build_seconds`) and once per phase
+    (:class:`~solvers._deadline.DeadlineExpired` when it passes)."""
+    deadline = deadline or Deadline(None)
+    what = f"building the moment relaxation ({chain.length} stages)"
+    deadline.require(backends.build_seconds(binaries(chain.length)), what)
     L = chain.length
-    x, tp, bo, ft = chain.x_size, chain.tape_size, chain.bwd_overhead, chain.fwd_time
     prob = pulp.LpProblem(name, pulp.LpMinimize)
     var = {nm: prob.add_variable(nm, cat=pulp.LpBinary) for nm in _names(L)}
+    v = _Vars(var)
     Mv = None
     if budget is None:
-        Mv = prob.add_variable("budget", lowBound=x[0], cat=pulp.LpInteger)
+        Mv = prob.add_variable("budget", lowBound=chain.x_size[0], cat=pulp.LpInteger)
     M = Mv if budget is None else budget
-
-    def h(j, q):
-        return var[f"h_{j}_{q}"]
-
-    def g(i, q):
-        return var[f"g_{i}_{q}"]
-
-    def c(i, r):
-        return var[f"c_{i}_{r}"]
-
-    def z(i, r):
-        return var[f"z_{i}_{r}"]
-
-    def a(i, r):
-        return var.get(f"a_{i}_{r}")
-
     rows = []
     for q in range(L, -1, -1):
-        if q < L:
-            rows.append((h(q, q) == 1, f"tape_at_b_{q}"))  # B_q reads t_{q+1}
-        if q >= 1:
-            rows.append((g(q, q) + h(q - 1, q) >= 1, f"x_at_b_{q}"))  # x_q, plain or in t_q
-        held = (x[0] + (x[q + 1] if q < L else 0)
-                + pulp.lpSum(tp[j] * h(j, q) for j in range(min(q, L - 1) + 1))
-                + pulp.lpSum(x[i] * g(i, q) for i in range(1, q + 1))
-                + pulp.lpSum(x[r + 1] * c(r, r) for r in range(q, L)))  # dead x_{r+1}
-        rows.append((held + x[q] + bo[q] - M <= 0, f"peak_b_{q}"))
+        deadline.check(what)
+        rows += _moment_rows(chain, v, M, q)
     for r in range(L, -1, -1):
-        top = min(r, L - 1)
-        for j in range(top + 1):  # a tape held at moment r was held at r+1 or made in phase r
-            rows.append((h(j, r) - (h(j, r + 1) if r < L else 0) - z(j, r) <= 0, f"keep_t_{j}_{r}"))
-        for i in range(1, r + 1):  # the same for a plain value
-            rows.append((g(i, r) - (g(i, r + 1) if r < L else 0) - c(i - 1, r) <= 0,
-                         f"keep_x_{i}_{r}"))
-        if r == L:
-            for i in range(L):  # every stage runs before the loss
-                rows.append((c(i, L) + z(i, L) >= 1, f"first_{i}"))
-        else:
-            for j in range(r):  # a value held at r+1 and gone at r was freed by an Fn
-                rows.append((h(j, r + 1) - h(j, r) - c(j + 1, r) <= 0, f"free_t_{j}_{r}"))
-            for i in range(1, r + 1):
-                rows.append((g(i, r + 1) - g(i, r) - c(i, r) <= 0, f"free_x_{i}_{r}"))
-            for i in range(1, top + 1):  # x_i available: held when the phase starts, or made in it
-                src = g(i, r + 1) + h(i - 1, r + 1) + c(i - 1, r) + z(i - 1, r)
-                rows.append((c(i, r) - src <= 0, f"in_c_{i}_{r}"))
-                rows.append((z(i, r) - src <= 0, f"in_z_{i}_{r}"))
-        # a value made in phase r is held at moment r or freed in the phase (by an Fn,
-        # which makes a plain value one stage up: Fn-chains end at held values)
-        for i in range(top + 1):
-            if i == r:
-                continue
-            ai = a(i, r)
-            extra = ai if ai is not None else 0
-            if i + 1 <= r:
-                rows.append((c(i, r) - g(i + 1, r) - extra <= 0, f"end_c_{i}_{r}"))
-            rows.append((z(i, r) - h(i, r) - extra <= 0, f"end_z_{i}_{r}"))
-        for i in range(top):
-            rows.append((a(i, r) - c(i + 1, r) <= 0, f"fn_{i}_{r}"))
-            rhs = []
-            if i + 2 <= min(r, L):
-                rhs.append(g(i + 2, r))
-            if a(i + 1, r) is not None:
-                rhs.append(a(i + 1, r))
-            if r < L and i + 1 == r:
-                rhs.append(c(r, r))
-            rows.append((a(i, r) - pulp.lpSum(rhs) <= 0, f"chain_{i}_{r}"))
-    cost = pulp.lpSum(ft[i] * var[f"{k}_{i}_{r}"] for r in range(L, -1, -1)
-                      for i in range(min(r, L - 1) + 1) for k in ("c", "z"))
+        deadline.check(what)
+        rows += _phase_rows(L, v, r)
+    ft, fa = chain.fwd_time, chain.fall_time
+    cost = pulp.lpSum((ft if k == "c" else fa)[i] * var[f"{k}_{i}_{r}"]
+                      for r in range(L, -1, -1) for i in range(min(r, L - 1) + 1)
+                      for k in ("c", "z"))
     prob += (Mv if budget is None else cost)
     for row, label in rows:
         prob += row, label
@@ -195,7 +244,8 @@ def relaxation_point(chain: Chain, schedule: Schedule) -> dict:
 def objective_of(chain: Chain, point: dict) -> float:
     """The relaxation's objective at ``point`` (backward times included)."""
     L = chain.length
-    return math.fsum(chain.fwd_time[i] * (point[f"c_{i}_{r}"] + point[f"z_{i}_{r}"])
+    return math.fsum(chain.fwd_time[i] * point[f"c_{i}_{r}"]
+                     + chain.fall_time[i] * point[f"z_{i}_{r}"]
                      for r in range(L, -1, -1) for i in range(min(r, L - 1) + 1)) \
         + math.fsum(chain.bwd_time)
 
@@ -243,18 +293,21 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
     ``schedule`` (valid at ``budget``): its point (:func:`relaxation_point`) is the MIP
     start, so the search starts with an incumbent worth at most its makespan; when the
     relaxation's optimum is that makespan, the solver only has to close the bound, which is
-    what a proof of the schedule's optimality needs (often several times faster)."""
-    from solvers import ilp  # the shared solver drivers
+    what a proof of the schedule's optimality needs (often several times faster).
 
-    t0 = time.perf_counter()
+    ``time_limit`` bounds building and solving together; when it passes during the build,
+    :class:`~solvers._deadline.DeadlineExpired` is raised (nothing was proven)."""
+    deadline = Deadline(time_limit)
+    t0 = deadline.start
     g = chain.size_gcd()
     sc = chain.scaled_sizes(g)
     scale = max(1.0, chain.ideal_makespan())
     if budget < chain.x_size[0]:
         return Bound(None, True, True, "budget below x_0", time.perf_counter() - t0)
-    model = build_relaxation(sc, budget // g)
+    model = build_relaxation(sc, budget // g, deadline=deadline)
     start = relaxation_point(chain, schedule) if schedule is not None else None
-    res = ilp.run_model(model, mip_solver, time_limit, start, threads, scale)
+    deadline.check("starting the moment relaxation's solve")
+    res = backends.run_model(model, mip_solver, deadline.remaining(0.01), start, threads, scale)
     wall = time.perf_counter() - t0
     if res.infeasible:
         return Bound(None, True, True, res.status_text, wall)
@@ -268,12 +321,17 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
 def min_budget_bound(chain: Chain, *, time_limit: float | None = None,
                      mip_solver: str = "highs", threads: int = 1) -> int | None:
     """A proven lower bound on the smallest feasible budget (bytes) from the min-budget
-    relaxation, or None if the solver proved nothing in time."""
-    from solvers import ilp
-
+    relaxation, or None if the solver proved nothing in time (``time_limit`` bounds building
+    and solving; None also when it passes during the build)."""
+    deadline = Deadline(time_limit)
     g = chain.size_gcd()
-    model = build_relaxation(chain.scaled_sizes(g), None, name="remat_moments_min_budget")
-    res = ilp.run_model(model, mip_solver, time_limit, None, threads, 1.0)
+    try:
+        model = build_relaxation(chain.scaled_sizes(g), None, name="remat_moments_min_budget",
+                                 deadline=deadline)
+        deadline.check("starting the min-budget relaxation's solve")
+    except DeadlineExpired:
+        return None
+    res = backends.run_model(model, mip_solver, deadline.remaining(0.01), None, threads, 1.0)
     if res.proven and res.has_solution:
         return int(round(model.budget_var.varValue)) * g
     if res.bound is not None and math.isfinite(res.bound):

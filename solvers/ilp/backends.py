@@ -1,0 +1,236 @@
+"""The MIP back ends of the ``ilp`` solver: HiGHS in-process (highspy, through PuLP) and
+CBC (PuLP's bundled binary), and the check of the installed PuLP.
+
+:func:`run_model` solves anything with ``prob`` (a ``pulp.LpProblem``) and ``constant``
+(the objective's constant, added when reading): the time-expanded model of
+:mod:`solvers.ilp.model` or the moment relaxation of :mod:`solvers.ilp.relaxation`.
+
+``proven`` is reported only when the solver's own model status says so (HiGHS
+``kOptimal``/``kInfeasible``; CBC solution status ``Optimal``), never from PuLP's
+``LpStatus`` string.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import pulp
+
+from remat_theory.model.errors import SolverError
+
+SOLVERS = ("highs", "cbc")
+
+PULP_SUPPORTED = ((3, 3, 1), (4,))  # [lowest, first unsupported): as pyproject.toml pins it
+
+
+#: Seconds per binary to build a model in PuLP and load it into the MIP solver (both pure
+#: Python, neither interruptible): measured 2.3e-4 (the moment relaxation) to 3.1e-4 (the
+#: fast mode) at 50-100 stages on one core of a 2-core machine; about 1.5 times that.
+SECONDS_PER_BINARY = 4.5e-4
+
+
+#: HiGHS's first round of root cuts does not check the time limit (HiGHS 1.16: 120 s past
+#: a 12 s limit on the 100-stage moment relaxation, 25,000 binaries; 4 s past a 6 s limit at
+#: 50 stages, 6,500 binaries): seconds per squared binary, a generous fit of both.
+ROOT_SECONDS_PER_BINARY2 = 2e-7
+
+
+def build_seconds(binaries: int) -> float:
+    """An estimate of the seconds a model with ``binaries`` binaries needs before the time
+    limit given to the MIP solver is in force: building it in PuLP and loading it into the
+    solver (:data:`SECONDS_PER_BINARY`), and the solver's root cut round, which does not
+    check its limit (:data:`ROOT_SECONDS_PER_BINARY2`).  Under a time limit a model whose
+    estimate does not fit in the time left is not built."""
+    return SECONDS_PER_BINARY * binaries + ROOT_SECONDS_PER_BINARY2 * binaries ** 2
+
+
+class IlpError(SolverError):
+    """The MILP solver failed or returned something that cannot be decoded."""
+
+
+def _version_tuple(text: str) -> tuple:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = re.match(r"\d+", piece)
+        parts.append(int(digits.group()) if digits else 0)
+    return tuple(parts)
+
+
+def check_pulp() -> None:
+    """The solver is written against PuLP 3.3 (``add_variable``; CBC bundled as
+    ``PULP_CBC_CMD``; ``solve()`` returning an int).  PuLP 4 changes all three, so an
+    environment with another PuLP than the one pyproject.toml pins gets a clear error here
+    instead of a failure deep inside a solve."""
+    version = pulp.__version__
+    lo, hi = PULP_SUPPORTED
+    if not lo <= _version_tuple(version) < hi:
+        raise SolverError(f"ilp: PuLP {version} is installed; this solver needs PuLP >= 3.3.1 "
+                          f"and < 4 (pip install 'pulp>=3.3.1,<4')")
+
+
+@dataclass
+class RunResult:
+    proven: bool  # the solver proved its answer (optimal, or infeasible)
+    infeasible: bool
+    has_solution: bool
+    objective: float | None
+    bound: float | None
+    status_text: str
+
+
+class _WarmHighs(pulp.HiGHS):
+    """PuLP's in-process HiGHS, plus a MIP start (PuLP's class does not pass one)."""
+
+    def __init__(self, start: dict | None = None, **kw):
+        super().__init__(**kw)
+        self._start = start
+
+    def callSolver(self, lp):
+        h = lp.solverModel
+        if self._start:
+            pairs = [(v.index, float(self._start[v.name])) for v in lp.variables()
+                     if v.name in self._start]
+            idx = np.array([i for i, _ in pairs], dtype=np.int32)
+            val = np.array([x for _, x in pairs], dtype=np.float64)
+            h.setSolution(len(pairs), idx, val)
+        if self.threads is not None:
+            # HiGHS keeps one thread scheduler per process; a different thread count needs
+            # a fresh one (otherwise run() fails with an option error)
+            highspy.Highs.resetGlobalScheduler(True)
+        self.run_status = h.run()
+
+
+_BANNER_DONE = False
+
+
+def silence_highs_banner() -> None:
+    """HiGHS prints a two-line banner on the C stdout the first time a solver object is made
+    in a process, before any option can turn output off; it would corrupt the JSON that
+    ``remat solve --json`` prints.  Make that first object with file descriptor 1 pointed at
+    /dev/null."""
+    global _BANNER_DONE
+    if _BANNER_DONE:
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    _BANNER_DONE = True
+
+
+_HIGHS_FAILED = (highspy.HighsModelStatus.kNotset, highspy.HighsModelStatus.kLoadError,
+                 highspy.HighsModelStatus.kModelError, highspy.HighsModelStatus.kSolveError,
+                 highspy.HighsModelStatus.kPresolveError,
+                 highspy.HighsModelStatus.kPostsolveError)
+
+
+def _run_highs(model, time_limit, start, threads, scale, presolve: str = "on") -> RunResult:
+    silence_highs_banner()
+    t0 = time.perf_counter()
+    opts = dict(mip_rel_gap=0.0, mip_abs_gap=1e-9 * scale, mip_feasibility_tolerance=1e-9,
+                presolve=presolve)
+    solver = _WarmHighs(start=start, msg=False, timeLimit=time_limit, threads=threads, **opts)
+    model.prob.solve(solver)
+    h = model.prob.solverModel
+    st = h.getModelStatus()
+    if solver.run_status == highspy.HighsStatus.kError or st in _HIGHS_FAILED:
+        raise IlpError(f"ilp: HiGHS failed ({h.modelStatusToString(st)})")
+    info = h.getInfo()
+    MS = highspy.HighsModelStatus
+    has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    if has and presolve == "on":
+        # HiGHS 1.16, given a MIP start, was seen to report an "optimal" objective (and an
+        # equal dual bound) that the returned point does not have: presolve's objective
+        # offset lost.  The point is what the objective is read from; if the reported value
+        # differs, nothing the run says is trusted, and it is solved again without presolve.
+        at_point = pulp.value(model.prob.objective)
+        if at_point is None or abs(at_point - info.objective_function_value) > 1e-9 * scale:
+            left = None if time_limit is None else \
+                max(0.01, time_limit - (time.perf_counter() - t0))
+            return _run_highs(model, left, start, threads, scale, presolve="off")
+    bound = info.mip_dual_bound
+    bound = None if bound is None or not math.isfinite(bound) else bound
+    obj = info.objective_function_value + model.constant if has else None
+    if bound is not None:
+        bound += model.constant
+    return RunResult(proven=st in (MS.kOptimal, MS.kInfeasible), infeasible=st == MS.kInfeasible,
+                     has_solution=has, objective=obj, bound=bound,
+                     status_text=h.modelStatusToString(st))
+
+
+_CBC_BOUND = re.compile(r"best possible\s+(-?[0-9.eE+]+)")
+_CBC_BOUND2 = re.compile(r"Lower bound:\s+(-?[0-9.eE+]+)")
+
+
+def _run_cbc(model, time_limit, start, threads, scale) -> RunResult:
+    """CBC through PuLP.  The bundled CBC binary sometimes dies reading a MIP start (seen
+    with PuLP 3.3: no solution file, empty log, well before the time limit); then it is
+    run once more without the start, and the caller still keeps the start's schedule as
+    its incumbent."""
+    if start:
+        t0 = time.perf_counter()
+        try:
+            return _run_cbc_once(model, time_limit, start, threads, scale)
+        except pulp.PulpSolverError:
+            left = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - t0))
+            return _run_cbc_once(model, left, None, threads, scale)
+    return _run_cbc_once(model, time_limit, None, threads, scale)
+
+
+def _run_cbc_once(model, time_limit, start, threads, scale) -> RunResult:
+    if start:
+        for v in model.prob.variables():
+            if v.name in start:
+                v.setInitialValue(start[v.name])
+            elif v.cat == pulp.LpBinary:
+                v.setInitialValue(0)
+    fd, log = tempfile.mkstemp(suffix=".log")
+    os.close(fd)
+    try:
+        with warnings.catch_warnings():  # PuLP 3.3 announces a rename of its bundled CBC
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=0.0,
+                                       gapAbs=1e-9 * scale, threads=threads,
+                                       warmStart=bool(start), logPath=log)
+        model.prob.solve(solver)
+        with open(log) as f:
+            text = f.read()
+    finally:
+        os.unlink(log)
+    sol_status = model.prob.sol_status
+    proven_opt = sol_status == pulp.LpSolutionOptimal
+    infeasible = sol_status == pulp.LpSolutionInfeasible and "infeasible" in text.lower()
+    has = sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    obj = pulp.value(model.prob.objective) + model.constant if has else None
+    bound = None
+    m = _CBC_BOUND.findall(text) or _CBC_BOUND2.findall(text)
+    if m:
+        bound = float(m[-1]) + model.constant
+    if proven_opt:
+        bound = obj
+    return RunResult(proven=proven_opt or infeasible, infeasible=infeasible, has_solution=has,
+                     objective=obj, bound=bound, status_text=pulp.LpSolution[sol_status])
+
+
+def run_model(model, solver: str, time_limit: float | None, start: dict | None, threads: int,
+              scale: float) -> RunResult:
+    """Solve ``model`` (anything with ``prob`` and ``constant``) with ``solver`` ("highs" or
+    "cbc") in at most ``time_limit`` seconds, from the MIP start ``start`` (variable name ->
+    value) if given.  ``scale``: the objective's magnitude, for the absolute gap (1e-9 of
+    it, the registry's float tolerance)."""
+    if solver == "highs":
+        return _run_highs(model, time_limit, start, threads, scale)
+    return _run_cbc(model, time_limit, start, threads, scale)

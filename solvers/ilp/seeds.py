@@ -1,0 +1,95 @@
+"""Schedules the ``ilp`` solver starts from: the weak DP's, the persistent DP's, store-all.
+
+They are MIP starts (an incumbent from the first second) and the schedules the moment
+relaxation tries to prove optimal.  Under a time limit a DP runs only when its estimated
+time fits in a share of what is left (:func:`dp_seconds`): the DPs cannot be interrupted,
+and dp-weak's O(L^4 M) table takes minutes at 100 stages.
+"""
+from __future__ import annotations
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+
+from solvers import registry
+from solvers._deadline import Deadline
+from solvers.store_all import store_all_schedule
+
+STAGED_PASSES = 2  # the restricted model solved first for a larger one's warm start
+STAGED_SHARE, STAGED_CAP = 0.25, 30.0  # of its time limit, and at most this many seconds
+
+#: Share of the time left that a DP's estimated time may take (the rest is for the MILPs).
+DP_SHARE = 0.3
+DP_ALWAYS = 0.5
+
+
+def staged(K: int, pairs: bool, exact_all: bool) -> bool:
+    """Whether a K-pass model is first seeded from two weakly increasing runs per phase: the
+    proven model, and any pairs model with more passes than that (a class containing it).
+    Only when K > STAGED_PASSES: with as many passes or fewer the two-run model is no
+    smaller class, and seeding a model from itself never ends (a 1-stage chain, whose proven
+    model has two passes, recursed until the stack overflowed)."""
+    return K > STAGED_PASSES and (exact_all or pairs)
+
+
+def dp_seconds(chain: Chain, budget: int, name: str) -> float:
+    """A generous estimate of the seconds ``name`` ("dp" or "dp-weak") takes on ``chain`` at
+    ``budget``.  The persistent DP runs about L^3/6 numpy operations, the weak DP about L^4/6,
+    each on a row of M+1 values (M: the budget in units of the sizes' gcd, capped at
+    store-all).  Measured on one core of a 2-core machine: dp 3.3 s at 300 stages (M = 60);
+    dp-weak 0.24 s at 20 stages (M = 72), 2.5 s at 40 (M = 12 to 70), 9.4 s at 60 (M = 20),
+    170 s at 100 (M = 30; the tables outgrow the caches); the estimate is 1.2 to 3 times
+    those."""
+    g = chain.size_gcd() or 1
+    M = max(1, min(budget, chain.store_all_memory()) // g)
+    L = chain.length
+    if name == "dp":
+        return L ** 3 / 6 * (1.5e-6 + 2e-9 * M)
+    return L ** 4 / 6 * (1e-5 + 1e-8 * M) * max(1.0, L / 60)
+
+
+def _affordable(deadline: Deadline, seconds: float) -> bool:
+    """A DP runs when its estimate fits in :data:`DP_SHARE` of the time left, or is below
+    :data:`DP_ALWAYS` seconds (what the limit may be overrun by)."""
+    return seconds <= DP_ALWAYS or deadline.fits(seconds, DP_SHARE)
+
+
+def affordable(chain: Chain, budget: int, name: str, deadline: Deadline) -> bool:
+    """Whether DP ``name`` on ``chain`` at ``budget`` may run under ``deadline``."""
+    return _affordable(deadline, dp_seconds(chain, budget, name))
+
+
+def incumbent(chain: Chain, budget: int, use_dp: bool, deadline: Deadline | None = None):
+    """A valid schedule to start from, and its makespan and source, or (None, None, None):
+    the weak DP, then the persistent DP, when registered (and, under ``deadline``, when its
+    estimated time fits); store-all when it fits the budget."""
+    deadline = deadline or Deadline(None)
+    names = registry.names()
+    if use_dp:
+        for nm in ("dp-weak", "dp"):
+            if nm not in names or not _affordable(deadline, dp_seconds(chain, budget, nm)):
+                continue
+            try:
+                sol = registry.solve(chain, budget, nm)
+            except RematError:
+                continue
+            if sol.schedule is not None:
+                return sol.schedule, sol.makespan, nm
+    if chain.store_all_memory() <= budget:
+        return store_all_schedule(chain), chain.ideal_makespan(), "store-all"
+    return None, None, None
+
+
+def smallest_weak_schedule(chain: Chain, deadline: Deadline | None = None):
+    """The weak DP's schedule at its own smallest budget (a seed for the min-budget models),
+    else None (not registered, too slow for ``deadline``, or failed)."""
+    deadline = deadline or Deadline(None)
+    if "dp-weak" not in registry.names():
+        return None
+    # the smallest budget is found on the table up to store-all, then solved again there
+    if not _affordable(deadline, 2 * dp_seconds(chain, chain.store_all_memory(), "dp-weak")):
+        return None
+    try:
+        low = registry.solve(chain, 0, "dp-weak").min_budget
+        return registry.solve(chain, low, "dp-weak").schedule if low is not None else None
+    except RematError:
+        return None

@@ -1,0 +1,122 @@
+"""The registered entry point of the ``ilp`` solver: options, model-size guards, and the
+choice between the certified mode and a K-pass model alone."""
+from __future__ import annotations
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError
+from remat_theory.model.solution import CLASS_ALL, OPTIMAL, Solution
+
+from solvers._deadline import Deadline
+from solvers.ilp import backends, certify, relaxation, seeds
+from solvers.ilp.model import binaries_bound
+from solvers.ilp.options import DEFAULT_MAX_BINARIES, DEFAULT_PASSES, IlpOptions
+from solvers.ilp.passes import solve_passes
+from solvers.registry import register
+
+NAME = "ilp"
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` in the largest unit that keeps it a plain number (an estimate's order)."""
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:.0f} s" if seconds >= 1 else "under a second"
+
+
+def _refuse_certified(chain: Chain, opts: IlpOptions, proven_size: int) -> None:
+    """The certified mode needs at least the moment relaxation (about 2.5 L^2 binaries);
+    above ``max_binaries`` it is refused up front, with the sizes and the way out, rather
+    than spend minutes building a model that cannot be solved."""
+    L = chain.length
+    n = relaxation.binaries(L)
+    if n <= opts.helper_cap:
+        return
+    store_all = chain.store_all_memory()
+    dp = seeds.dp_seconds(chain, store_all, "dp")
+    weak = seeds.dp_seconds(chain, store_all, "dp-weak")
+    raise SolverError(
+        f"ilp: {L} stages is too large for this solver: the moment relaxation that certifies "
+        f"its answers has {n:,} binaries and the proven model up to {proven_size:,}, above "
+        f"max_binaries = {opts.helper_cap:,}; use --solver dp (optimal among persistent "
+        f"schedules, roughly {_duration(dp)} here) or --solver dp-weak (weakly persistent, "
+        f"roughly {_duration(weak)}), or raise max_binaries")
+
+
+def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:
+    """:func:`solve_ilp` with validated options; the time limit starts here."""
+    deadline = Deadline(opts.time_limit)
+    size = binaries_bound(chain, opts.passes, opts.pairs)
+    too_big = None
+    if size > opts.max_binaries:
+        mode = "the proven model (passes=None)" if opts.proven else f"passes={opts.passes}"
+        too_big = (f"ilp: {mode} for {chain.length} stages has up to {size:,} operation "
+                   f"binaries, above max_binaries = {opts.max_binaries:,}")
+        if not (opts.certify and opts.proven):
+            raise SolverError(
+                f"{too_big}; use the fast mode (passes=1, pairs=True: optimal among schedules "
+                f"with one weakly increasing forward run per phase, "
+                f"{binaries_bound(chain, 1, True):,} binaries) or raise max_binaries")
+        _refuse_certified(chain, opts, size)
+    if opts.certify and opts.proven:
+        return certify.certified(chain, budget, opts, deadline, too_big)
+    sol = solve_passes(chain, budget, opts.passes, opts.pairs, opts.mip_solver, opts.warm_start,
+                       opts.threads, deadline)
+    if opts.certify and sol.status == OPTIMAL and sol.optimal_for != CLASS_ALL:
+        if relaxation.binaries(chain.length) <= opts.helper_cap:
+            sol = certify.certify_answer(chain, budget, sol, opts, deadline)
+    return sol
+
+
+@register(NAME, optimal_for=CLASS_ALL, exact=True,
+          description="Exact over all schedules: a lower-bound MILP (the moment relaxation) "
+                      "certifies the weak DP's or the fast mode's schedule, else the "
+                      "time-expanded MILP proven lossless decides (PuLP; HiGHS or CBC).")
+def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
+              mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
+              pairs: bool = False, warm_start: bool = True, threads: int = 1,
+              max_binaries: int = DEFAULT_MAX_BINARIES, certify: bool | None = None) -> Solution:
+    """Optimal schedule over every schedule with at most ``passes`` increasing runs of forward
+    operations per phase (``passes=None``, the default: over all schedules, proofs/ilp.md;
+    ``pairs=True``: weakly increasing runs; ``passes=1, pairs=True`` is the fast mode).
+
+    Parameters
+    ----------
+    chain, budget : the chain and the memory budget in bytes.
+    time_limit : seconds for the whole run (DPs, model building and MIP solves together);
+        a run it stops answers ``time_limit`` with the best schedule in hand and the best
+        bound proven, never ``optimal``.  Under a limit the DPs that give the starting
+        schedule run only when their estimated time fits (:func:`.seeds.dp_seconds`).
+    mip_solver : "highs" (in-process highspy) or "cbc" (the option cannot be called
+        ``solver``: that is the registry's own argument).
+    passes, pairs : the model's class (above).
+    warm_start : seed the solver with the DP schedule (or store-all) as incumbent; the
+        proven model (and a model with more than two weakly increasing runs) first solves
+        two weakly increasing runs per phase and starts from that optimum when it is better
+        (``info["staged"]``).
+    threads : MIP solver threads.
+    max_binaries : refuse (SolverError) to build a model with more operation binaries than
+        this (:func:`.model.binaries_bound`), rather than exhaust memory: the proven model
+        passes it up to 19 stages; the certified mode needs the moment relaxation
+        (about 2.5 L^2 binaries) to pass it, about 200 stages, and is refused beyond with
+        the sizes and the way out (the DPs).
+    certify : default on for ``passes=None``, off otherwise: prove optimality over all
+        schedules with the moment relaxation (:mod:`.relaxation`, proofs/ilp.md section 9),
+        a lower bound on every schedule's makespan.  The weak DP's schedule, then the fast
+        mode's optimum, is optimal as soon as the bound reaches its makespan; only when it
+        does not is the proven time-expanded model solved (with the bound as a cut), and
+        where that model is too large the answer is ``feasible`` with the bound
+        (``info["certificate"]`` says which step decided).  With ``passes`` set and
+        ``certify=True``, the class optimum is reported as optimal over all schedules when
+        the bound reaches it.
+
+    Returns
+    -------
+    Solution : ``optimal_for`` "all" for the proven and certified modes, else the class
+        (``"runs<=K"`` / ``"weak-runs<=K"``).
+    """
+    backends.check_pulp()
+    opts = IlpOptions(time_limit=time_limit, mip_solver=mip_solver, passes=passes, pairs=pairs,
+                      warm_start=warm_start, threads=threads, max_binaries=max_binaries,
+                      certify=certify)
+    return run(chain, budget, opts)

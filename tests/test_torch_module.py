@@ -30,7 +30,8 @@ def _train(model, forward, x, loss_fn, steps=3, seed=3):
 def test_training_steps_identical_to_the_plain_module(network):
     net = build(network, "test").to(DEVICE)
     plain = copy.deepcopy(net.model)
-    ck = CheckpointedSequential(net.model, budget=0.6, solver="dp",
+    # 0.8: counted by the allocator, the test ResNet's smallest feasible budget is 75%
+    ck = CheckpointedSequential(net.model, budget=0.8, solver="dp",
                                 example_input=net.example_input, loss_fn=net.loss_fn)
     assert ck.schedule.forward_count() > ck.chain.length  # it does recompute
     g_plain = _train(plain, plain, net.example_input, net.loss_fn)

@@ -223,3 +223,38 @@ def test_the_cpu_meter_refuses_to_run_inside_another_profiler_session():
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         with pytest.raises(RematError, match="profiler session is already running"):
             allocator_peak(lambda: torch.ones(10))
+
+
+def test_cuda_meter_arithmetic_on_counters(monkeypatch):
+    """The CUDA branch of the meter reads only the caching allocator's counters; here they
+    are a fake allocator driven by hand, so the bookkeeping runs on any machine: before /
+    peak / after above the start, persistent tensors (a gradient made during an operation)
+    counted in that operation's peak and taken out after it."""
+    counters = {"now": 1000, "peak": 1000}
+
+    def alloc(n):
+        counters["now"] += n
+        counters["peak"] = max(counters["peak"], counters["now"])
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: counters["now"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: counters["peak"])
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats",
+                        lambda device=None: counters.update(peak=counters["now"]))
+    grads = []
+    meter = AllocatorMeter(torch.device("cuda"), persistent=lambda: grads)
+    with meter:
+        with meter.op("a"):
+            alloc(500)
+            alloc(-200)
+        with meter.op("b"):
+            alloc(100)
+            alloc(512)  # a gradient, 128 floats
+            grads.append(torch.empty(128))
+        with meter.op("c"):
+            alloc(-300)
+    a, b, c = meter.results()
+    assert (a.before, a.peak, a.after) == (0, 500, 300)
+    assert (b.before, b.peak, b.after) == (300, 912, 400)  # peak: an upper bound
+    assert (c.before, c.peak, c.after) == (400, 400, 100)
+    assert meter.persistent_bytes == 512

@@ -204,9 +204,9 @@ def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
             return _rebuild(parent, s), gs, peak_to[s], gs, True, None
         closed.add(s)
         pops += 1
+        if deadline is not None and time.perf_counter() > deadline:  # every pop: on long
+            return None, None, None, f, False, "time_limit"  # chains one pop takes ms
         if pops % 2048 == 0:
-            if deadline is not None and time.perf_counter() > deadline:
-                return None, None, None, f, False, "time_limit"
             if max_states is not None and len(g) > max_states:
                 return None, None, None, f, False, "max_states"
         for op, r, ns in moves(s, mem):

@@ -159,3 +159,83 @@ def test_family_shapes():
         make("vgg", 3)
     with pytest.raises(ChainError, match="length = 0"):
         make("random", 0)
+
+
+# ---------------------------------------------------------------- decoding and magnitudes
+@pytest.mark.parametrize("enc", ["utf-8", "utf-8-sig", "utf-16", "utf-32", "utf-16-le-bom",
+                                 "utf-32-be-bom"])
+def test_files_decode_from_utf8_and_marked_utf16_utf32(tmp_path, enc):
+    import codecs
+
+    text = json.dumps({"format": "remat-chain/1", "name": "r\u00e9seau \u4e2d", **GOOD})
+    marks = {"utf-16-le-bom": (codecs.BOM_UTF16_LE, "utf-16-le"),
+             "utf-32-be-bom": (codecs.BOM_UTF32_BE, "utf-32-be")}
+    raw = marks[enc][0] + text.encode(marks[enc][1]) if enc in marks else text.encode(enc)
+    p = tmp_path / "c.json"
+    p.write_bytes(raw)
+    c = Chain.load(p)
+    assert c == Chain.from_json(text) and c.name == "r\u00e9seau \u4e2d"
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ('{"name": "r\u00e9seau"}'.encode("latin-1"), "not UTF-8 text: byte 0xe9 at byte offset 11"),
+    (b"\x00\x01\x02", "byte 0x00 at byte offset 0"),
+    ('{"a": 1}'.encode("utf-16-le"), "byte 0x00 at byte offset 1 (UTF-16 or UTF-32 needs a byte-order mark"),
+    (b"\xff\xfe" + b"{\x00\x00\xd8", "not valid UTF-16 text"),
+])
+def test_undecodable_files_name_the_file_and_byte_offset(tmp_path, raw, fragment):
+    p = tmp_path / "bad.json"
+    p.write_bytes(raw)
+    with pytest.raises(ChainError) as e:
+        Chain.load(p)
+    assert str(e.value).startswith("bad.json: ") and fragment in str(e.value)
+
+
+def test_duplicate_keys_are_an_error_naming_the_key():
+    text = json.dumps({"format": "remat-chain/1", **GOOD})[:-1] + ', "tape_size": [5]}'
+    with pytest.raises(ChainError, match="duplicate key 'tape_size'"):
+        Chain.from_json(text)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[" * 50_000 + "]" * 50_000, "nested too deeply"),
+    ('{"x": ' + "1" * 5000 + "}", "malformed JSON"),
+])
+def test_hostile_json_is_a_chain_error(text, fragment):
+    with pytest.raises(ChainError, match=fragment):
+        Chain.from_json(text)
+
+
+def test_sums_that_could_overflow_are_rejected_naming_field_and_index():
+    from remat_theory.model.chain import MAX_TOTAL_SIZE, MAX_TOTAL_TIME
+
+    with pytest.raises(ChainError, match=r"fwd_time\[1\] = 1e\+308 makes the chain's total time"):
+        Chain(**bad(fwd_time=[1, 1e308]))
+    with pytest.raises(ChainError, match=r"bwd_time\[2\] = 2e\+18 makes"):
+        Chain(**bad(bwd_time=[0, 0, 2e18]))
+    # recompute-all runs O(L^2) forwards: the forward times count L times
+    L = 2  # (sum(fwd_time) + sum(fall_time)) * L, fall_time defaulting to fwd_time
+    Chain(**bad(fwd_time=[MAX_TOTAL_TIME / L / 4] * L, bwd_time=[0, 0, 0]))
+    with pytest.raises(ChainError, match=r"fwd_time\[1\]"):
+        Chain(**bad(fwd_time=[MAX_TOTAL_TIME / L / 4 * 1.01] * L, bwd_time=[0, 0, 0]))
+    with pytest.raises(ChainError, match=r"fall_time\[0\] = 1e\+300"):
+        Chain(**bad(fall_time=[1e300, 1]))
+    with pytest.raises(ChainError, match=r"fall_overhead\[1\]"):
+        Chain(**bad(fall_overhead=[1, MAX_TOTAL_SIZE]))
+    with pytest.raises(ChainError, match=r"x_size\[0\] = 1e\+308 makes the chain's total size"):
+        Chain(**bad(x_size=[1e308, 2, 3]))
+    with pytest.raises(ChainError, match=r"x_size\[0\] = 1e\+400 .*total size"):
+        Chain(**bad(x_size=[10 ** 400, 2, 3]))
+    big = MAX_TOTAL_SIZE // 4
+    with pytest.raises(ChainError, match=r"bwd_overhead\[0\]"):
+        Chain(**bad(x_size=[big, 2, 3], tape_size=[big, big], bwd_overhead=[big, 0, 0]))
+
+
+def test_errors_echo_numbers_compactly():
+    from remat_theory.model.chain import format_number
+
+    assert format_number(10 ** 400) == "1e+400" and format_number(-2.0) == "-2.0"
+    assert format_number(123456789012345678) == "1.235e+17" and format_number(7) == "7"
+    with pytest.raises(ChainError) as e:
+        Chain(**bad(fwd_time=[1, -10 ** 400]))
+    assert len(str(e.value)) < 100

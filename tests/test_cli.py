@@ -122,7 +122,7 @@ def test_unknown_solver_and_option(chain_file, capsys):
     code, out, err = run(capsys, "solve", chain_file, "--budget", "20", "--solver", "magic")
     one_line_error(code, err, "unknown solver 'magic'")
     code, out, err = run(capsys, "solve", chain_file, "--budget", "20", "--slots", "10")
-    one_line_error(code, err, "does not take option 'slots'")
+    one_line_error(code, err, "does not take option 'slots'", "solvers that do: dp, dp-weak")
 
 
 def test_missing_file(tmp_path, capsys):
@@ -144,7 +144,8 @@ def test_generic_solver_options(chain_file, capsys):
     assert code == 0 and d["optimal_for"] == "persistent" and d["status"] == "optimal"
     code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "-o", "nokey")
     one_line_error(code, err, "option 'nokey' is not KEY=VALUE")
-    code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "-o", "passes=2")
+    code, out, err = run(capsys, "solve", chain_file, "--budget", "17", "--solver", "store-all",
+                         "-o", "passes=2")
     one_line_error(code, err, "solver 'store-all' does not take option 'passes'")
 
 
@@ -167,3 +168,262 @@ def test_a_long_proven_ilp_solve_is_announced(tmp_path, capsys):
     code, out, err = run(capsys, "solve", str(p), "--budget", str(big.store_all_memory()),
                          "--solver", "ilp", "-o", "passes=1", "-o", "pairs=true", "--json")
     assert code == 0 and json.loads(out)["status"] == "optimal" and "note" not in err
+
+
+# ---------------------------------------------------------------- issue 20 regressions
+THREE = {"format": "remat-chain/1", "name": "g", "fwd_time": [1, 2, 3], "bwd_time": [1, 2, 3, 1],
+         "x_size": [1, 1, 1, 1], "tape_size": [3, 3, 3]}  # feasible from 7, store-all at 12
+
+
+def write_bytes(tmp_path, raw, name="c.json"):
+    p = tmp_path / name
+    p.write_bytes(raw)
+    return str(p)
+
+
+@pytest.mark.parametrize("enc", ["utf-8-sig", "utf-16", "utf-32", "utf-16-be-bom"])
+def test_chain_files_with_a_byte_order_mark_solve_like_utf8(tmp_path, capsys, enc):
+    text = json.dumps(THREE)
+    raw = b"\xfe\xff" + text.encode("utf-16-be") if enc == "utf-16-be-bom" else text.encode(enc)
+    plain = write_bytes(tmp_path, text.encode(), "plain.json")
+    code, out, err = run(capsys, "solve", write_bytes(tmp_path, raw), "--budget", "9",
+                         "--solver", "dp", "--json")
+    code0, out0, _ = run(capsys, "solve", plain, "--budget", "9", "--solver", "dp", "--json")
+    assert code == code0 == 0 and "Traceback" not in err
+    a, b = json.loads(out), json.loads(out0)
+    assert (a["makespan"], a["schedule"]) == (b["makespan"], b["schedule"])
+
+
+@pytest.mark.parametrize("argv", [["solve", "{f}", "--budget", "100"],
+                                  ["simulate", "{f}", "--schedule", "Loss"],
+                                  ["compare", "{f}", "--budget", "100", "--solvers", "store-all"]])
+def test_undecodable_chain_files_are_one_line_with_the_offset(tmp_path, capsys, argv):
+    latin = json.dumps({**THREE, "name": "r\u00e9seau"}, ensure_ascii=False).encode("latin-1")
+    offset = latin.index("\u00e9".encode("latin-1"))
+    cases = [(latin, f"byte 0xe9 at byte offset {offset}"),
+             (bytes(range(256)), "byte 0x80 at byte offset 128"),
+             (json.dumps(THREE).encode("utf-16-le"), "byte 0x00 at byte offset 1")]
+    for raw, fragment in cases:
+        f = write_bytes(tmp_path, raw)
+        code, out, err = run(capsys, *[a.replace("{f}", f) for a in argv])
+        one_line_error(code, err, "c.json", "not UTF-8", fragment)
+
+
+@pytest.mark.parametrize("argv", [
+    ["solve", "{f}", "--budget", "100", "--solver", "ilp"],
+    ["solve", "{f}", "--budget", "100", "--solver", "dp"],
+    ["solve", "{f}", "--budget", "100", "--solver", "exhaustive"],
+    ["compare", "{f}", "--budget", "100"],
+    ["simulate", "{f}", "--schedule", "Fall0 Fall1 Fall2 Loss B2 B1 B0"],
+])
+def test_overflowing_times_are_rejected_by_every_command(tmp_path, capsys, argv):
+    f = write(tmp_path, {**THREE, "fwd_time": [1, 1e308, 1e308]})
+    code, out, err = run(capsys, *[a.replace("{f}", f) for a in argv])
+    one_line_error(code, err, "fwd_time[1] = 1e+308", "total time")
+    assert "inf" not in out and "warning" not in err.lower()
+
+
+def test_huge_sizes_are_echoed_compactly(tmp_path, capsys):
+    f = write(tmp_path, {**THREE, "x_size": [1e308, 2, 3, 1]})
+    code, out, err = run(capsys, "solve", f, "--budget", "100")
+    one_line_error(code, err, "x_size[0] = 1e+308", "2**53")
+    assert not any(len(w) > 20 and w.isdigit() for w in err.replace(",", " ").split())
+
+
+def test_duplicate_keys_are_named(tmp_path, capsys):
+    text = json.dumps(THREE)[:-1] + ', "x_size": [1, 2]}'
+    code, out, err = run(capsys, "solve", write(tmp_path, text), "--budget", "100")
+    one_line_error(code, err, "duplicate key 'x_size'")
+
+
+def test_solve_defaults_to_auto_and_says_who_answered(tmp_path, capsys):
+    from remat_theory import Chain
+
+    f = write(tmp_path, THREE)
+    chain = Chain.from_dict(THREE)
+    for budget in (7, 9, 12):
+        code, out, err = run(capsys, "solve", f, "--budget", str(budget), "--json")
+        d = json.loads(out)
+        assert code == 0 and d["solver"] == "auto" and d["info"]["answered_by"] in ("ilp", "store-all")
+        exact = json.loads(run(capsys, "solve", f, "--budget", str(budget), "--solver",
+                               "exhaustive", "--json")[1])  # the oracle
+        assert d["status"] == "optimal" and d["optimal_for"] == "all"
+        assert d["makespan"] == pytest.approx(exact["makespan"], rel=1e-9)
+    assert chain.store_all_memory() == 12
+    code, out, err = run(capsys, "solve", "--help")
+    assert code == 0 and "default auto" in " ".join(out.split())
+
+
+def test_time_limit_reaches_solvers_that_take_one(tmp_path, capsys):
+    f = write(tmp_path, THREE)
+    code, out, err = run(capsys, "solve", f, "--budget", "9", "--time-limit", "7", "--json")
+    assert code == 0 and json.loads(out)["info"]["auto_time_limit"] == 7.0
+    code, out, err = run(capsys, "solve", f, "--budget", "9", "--solver", "dp", "--time-limit", "7")
+    assert code == 0 and "solver dp: optimal" in out
+    assert err.strip() == "remat: note: solver 'dp' takes no time limit; --time-limit 7 was not applied"
+
+
+def test_exhaustive_checks_its_deadline_at_every_pop(monkeypatch):
+    """A deadline passed during the first pop stops the search there (it used to be looked
+    at every 2,048 pops, which on 2,000 stages overran a 10 s limit by 40 s)."""
+    import solvers
+    import solvers.exhaustive as ex
+    from remat_theory.analysis.families import make
+
+    chain = make("random", 9, 0)
+    budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
+    assert solvers.solve(chain, budget, "exhaustive", max_stages=9).status == "optimal"
+    clock = iter(range(0, 10 ** 9, 100))  # every reading is 100 s after the previous one
+    monkeypatch.setattr(ex.time, "perf_counter", lambda: next(clock))
+    sol = ex.solve_exhaustive(chain, budget, time_limit=150, max_stages=9)
+    assert sol.status == "time_limit" and "not proven optimal" in sol.message
+
+
+def test_a_long_exhaustive_search_answers_time_limit(tmp_path):
+    from remat_theory.analysis.families import make
+
+    p = tmp_path / "big.json"
+    make("random", 2000, 0).save(p)
+    r = subprocess.run([sys.executable, "-m", "remat_theory.cli", "solve", str(p), "--budget",
+                        "1000", "--solver", "exhaustive", "-o", "max_stages=3000", "--time-limit",
+                        "1", "--json"], capture_output=True, text=True, timeout=600)
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and d["status"] == "time_limit" and d["schedule"] is None
+    assert "not proven optimal" in d["message"] and d["bound"] > 0
+
+
+def test_internal_errors_are_reported_as_bugs(chain_file, capsys, monkeypatch):
+    import solvers
+
+    def broken(*a, **k):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(solvers, "solve", broken)
+    code, out, err = run(capsys, "solve", chain_file, "--budget", "20")
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith("remat: internal error (this is a bug): KeyError")
+
+
+def test_deep_nesting_and_long_numbers_are_user_errors(tmp_path, capsys):
+    for text, fragment in [("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+                           (json.dumps(THREE).replace("[1, 2, 3]", "[1, 2, " + "9" * 5000 + "]"),
+                            "malformed JSON"),
+                           ]:
+        code, out, err = run(capsys, "solve", write(tmp_path, text), "--budget", "9")
+        one_line_error(code, err, fragment)
+    code, out, err = run(capsys, "simulate", write(tmp_path, THREE), "--schedule",
+                         "Fall" + "9" * 5000)
+    one_line_error(code, err, "out of range")
+
+
+def test_solver_hints_are_in_cli_syntax(tmp_path, capsys):
+    from remat_theory.analysis.families import make
+
+    f = write(tmp_path, THREE)
+    code, out, err = run(capsys, "simulate", f, "--schedule", "Fall0 Dropx0")
+    one_line_error(code, err, "use --allow-drop")
+    code, out, err = run(capsys, "solve", f, "--budget", "9", "--solver", "dp", "-o",
+                         "slot_bound=true")
+    one_line_error(code, err, "-o slot_bound=true needs --slots S")
+    assert "allow_drop=True" not in err
+    big = {"format": "remat-chain/1", "fwd_time": [1] * 40, "bwd_time": [1] * 41,
+           "x_size": [1000003] * 41, "tape_size": [2000007] * 40}
+    code, out, err = run(capsys, "solve", write(tmp_path, big), "--budget", "30000000",
+                         "--solver", "dp")
+    one_line_error(code, err, "use --slots S")
+    g = tmp_path / "r200.json"
+    make("random", 200, 0).save(g)
+    code, out, err = run(capsys, "solve", str(g), "--budget", "10000", "--solver", "ilp",
+                         "-o", "passes=3")
+    one_line_error(code, err, "-o passes=1 -o pairs=true", "-o max_binaries=N")
+    code, out, err = run(capsys, "solve", str(g), "--budget", "10000", "--solver", "exhaustive")
+    one_line_error(code, err, "-o max_stages=N")
+    assert not any(len(w) > 20 and w.isdigit() for w in err.replace(",", "").split())
+
+
+def test_verify_rejects_unknown_solver_names_in_caps(capsys):
+    code, out, err = run(capsys, "verify", "--max-stages-for", "nosuch=3")
+    one_line_error(code, err, "--max-stages-for nosuch=3", "unknown solver 'nosuch'")
+
+
+def test_hard_help_states_the_exhaustive_cap_of_the_code(capsys):
+    from remat_theory.analysis.hard_search import EXHAUSTIVE_MAX_STAGES
+
+    code, out, err = run(capsys, "hard", "--help")
+    assert code == 0 and f"up to {EXHAUSTIVE_MAX_STAGES} stages" in " ".join(out.split())
+
+
+def test_confirm_writes_to_a_new_folder_by_default(tmp_path, monkeypatch):
+    from remat_theory.cli.commands import confirm
+    from remat_theory.cli.main import build_parser
+
+    args = build_parser().parse_args(["confirm"])
+    assert args.out_dir is None
+    monkeypatch.chdir(tmp_path)
+    a, b = confirm._out_dir(None, "cpu"), confirm._out_dir(None, "cpu")
+    assert a != b and a.is_dir() and b.is_dir() and a.name.startswith("remat-confirm-cpu-")
+    assert not (tmp_path / "benchmarks").exists()
+    assert confirm._out_dir(str(tmp_path / "given"), "cpu") == tmp_path / "given"
+
+
+def test_progress_line_only_on_a_terminal():
+    import io
+    import time
+
+    from remat_theory.cli.commands._common import Ticker
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream, enabled in ((tty, True), (Tty(), False), (pipe, True)):
+        t = Ticker("remat solve: auto", limit=10, enabled=enabled, stream=stream,
+                   notes=["remat: note: n"])
+        t.delay, t.interval = 0.0, 0.01
+        with t:
+            time.sleep(0.2)
+    assert "remat solve: auto" in tty.getvalue() and "time limit 10 s" in tty.getvalue()
+    assert "remat: note: n" in tty.getvalue()
+    assert pipe.getvalue() == ""  # not a terminal: nothing drawn, notes left to the caller
+
+
+def test_progress_is_wanted_only_on_terminals_without_json(monkeypatch):
+    import io
+
+    from remat_theory.cli.commands._common import progress_wanted
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # output redirected: quiet
+    assert not progress_wanted(False)
+    monkeypatch.setattr(sys, "stdout", Tty())
+    assert progress_wanted(False) and not progress_wanted(True)
+
+
+def test_simulate_table_lists_long_held_sets_compactly(tmp_path, capsys):
+    from remat_theory import Schedule, simulate
+    from remat_theory.analysis.families import make
+    from remat_theory.cli.commands.simulate import held_text
+
+    for L in (3, 40):
+        chain = make("random", L, 1)
+        sched = Schedule.parse(" ".join([f"Fall{i}" for i in range(L)] + ["Loss"] +
+                                        [f"B{i}" for i in reversed(range(L))]))
+        for step in simulate(chain, sched).profile:
+            full = step.held  # the simulator's own description: the oracle
+            values = full.strip("{}").split(", ")
+            text = held_text(step)
+            if len(values) <= 12:
+                assert text == full
+            else:
+                assert text.startswith("{" + ", ".join(values[:8]) + ", ..., ")
+                assert text.endswith(", ".join(values[-3:]) + f"}} ({len(values)} values)")
+    p = tmp_path / "c.json"
+    chain.save(p)
+    code, out, err = run(capsys, "simulate", str(p), "--schedule", str(sched))
+    assert code == 0 and max(len(line) for line in out.splitlines()) < 200

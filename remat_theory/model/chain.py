@@ -9,6 +9,7 @@ checkpointing for heterogeneous chains" (Rotor), with the loss freeing its plain
 """
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import numbers
@@ -24,23 +25,61 @@ FORMAT = "remat-chain/1"
 _FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead",
            "fall_time", "fall_overhead")
 
+#: Largest allowed ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)`` (seconds, or the
+#: chain's time unit).
+#: Recompute-all runs O(L^2) forwards, so this bounds the makespan of the schedules the
+#: solvers build; far above any real network (1e18 s, or 31 years in nanoseconds), and below
+#: the magnitudes MILP solvers treat as infinite (HiGHS: 1e20), so every makespan stays a
+#: finite, meaningful float.
+MAX_TOTAL_TIME = 1e18
+
+#: Largest allowed sum of every size and overhead of a chain (bytes): 2**53 (8 PiB), so that
+#: every sum of sizes a solver forms is exact as a float64 as well as an int64.
+MAX_TOTAL_SIZE = 2 ** 53
+
+
+def format_number(v) -> str:
+    """A number as an error message shows it: as written when short (``-2.0``, ``7``),
+    else compactly (``1e+308``, ``1.235e+20``), never a 309-digit integer."""
+    text = repr(v)
+    if len(text) <= 12:
+        return text
+    try:
+        return f"{float(v):.4g}"
+    except OverflowError:  # an integer beyond the float range: mantissa and exponent by hand
+        digits = str(abs(int(v)))
+        mantissa = f"{digits[0]}.{digits[1:4]}".rstrip("0").rstrip(".")
+        return f"{'-' if v < 0 else ''}{mantissa}e+{len(digits) - 1}"
+    except (TypeError, ValueError):
+        return text[:37] + "..."
+
+
+def _not_a_number(field_name: str, index: int, value: Any) -> ChainError:
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return ChainError(f"{field_name}[{index}] = {text} is not a number")
+
 
 def _check_time(field_name: str, index: int, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ChainError(f"{field_name}[{index}] = {value!r} is not a number")
-    v = float(value)
+        raise _not_a_number(field_name, index, value)
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond the float range
+        raise ChainError(f"{field_name}[{index}] = {format_number(value)} is not finite") from None
     if math.isnan(v):
         raise ChainError(f"{field_name}[{index}] is NaN")
     if math.isinf(v):
         raise ChainError(f"{field_name}[{index}] = {v} is not finite")
     if v < 0:
-        raise ChainError(f"{field_name}[{index}] = {v} is negative")
+        raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
     return v
 
 
 def _check_size(field_name: str, index: int, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ChainError(f"{field_name}[{index}] = {value!r} is not a number")
+        raise _not_a_number(field_name, index, value)
     if isinstance(value, numbers.Integral):
         v = int(value)
     else:
@@ -50,20 +89,62 @@ def _check_size(field_name: str, index: int, value: Any) -> int:
         if math.isinf(f):
             raise ChainError(f"{field_name}[{index}] = {f} is not finite")
         if not f.is_integer():
-            raise ChainError(f"{field_name}[{index}] = {value!r} is not an integer (sizes are bytes)")
+            raise ChainError(f"{field_name}[{index}] = {format_number(value)} is not an integer "
+                             f"(sizes are bytes)")
         v = int(f)
     if v < 0:
-        raise ChainError(f"{field_name}[{index}] = {v} is negative")
+        raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
     return v
 
 
 def _check_array(field_name: str, values: Any, length: int, checker) -> tuple:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
         raise ChainError(f"{field_name} must be a list of numbers, got {type(values).__name__}")
-    values = list(values)
+    try:
+        values = list(values)
+    except TypeError:
+        raise ChainError(f"{field_name} must be a list of numbers, got "
+                         f"{type(values).__name__}") from None
     if len(values) != length:
         raise ChainError(f"{field_name} has length {len(values)}, expected {length}")
     return tuple(checker(field_name, i, v) for i, v in enumerate(values))
+
+
+def _check_totals(chain: "Chain") -> None:
+    """Reject magnitudes whose sums would overflow or lose meaning in a solver, naming the
+    field and index at which the running total first passes the cap (:data:`MAX_TOTAL_TIME`,
+    :data:`MAX_TOTAL_SIZE`); every value on its own is already finite.
+
+    Time: ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)``, as recompute-all runs
+    O(L^2) forwards; a ``fall_time`` equal to the default ``fwd_time`` is counted through
+    ``fwd_time`` (so the error names a field of the file).  Size: every size and overhead.
+    """
+    L = chain.length
+    own_fall = chain.fall_time != chain.fwd_time
+    times = [("fwd_time", L if own_fall else 2 * L), ("bwd_time", 1)]
+    if own_fall:
+        times.insert(1, ("fall_time", L))
+    total = 0.0
+    for f, weight in times:
+        for i, v in enumerate(getattr(chain, f)):
+            total += v * weight
+            if not total <= MAX_TOTAL_TIME:  # also catches an overflow to inf
+                raise ChainError(
+                    f"{f}[{i}] = {format_number(v)} makes the chain's total time too large: "
+                    f"(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time) (recompute-all "
+                    f"runs O(L^2) forwards) must be at most {MAX_TOTAL_TIME:g}")
+    sizes = ["x_size", "tape_size", "fwd_overhead", "bwd_overhead"]
+    if chain.fall_overhead != chain.fwd_overhead:
+        sizes.append("fall_overhead")
+    size = 0
+    for f in sizes:
+        for i, v in enumerate(getattr(chain, f)):
+            size += v
+            if size > MAX_TOTAL_SIZE:
+                raise ChainError(
+                    f"{f}[{i}] = {format_number(v)} makes the chain's total size too large: "
+                    f"the sum of every size and overhead must be at most 2**53 bytes "
+                    f"({MAX_TOTAL_SIZE:.4g})")
 
 
 @dataclass(frozen=True)
@@ -130,6 +211,7 @@ class Chain:
                     f"tape_size[{i}] = {self.tape_size[i]} is smaller than x_size[{i + 1}] = "
                     f"{self.x_size[i + 1]} (the tape of F_{i} includes its output x_{i + 1})"
                 )
+        _check_totals(self)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -290,20 +372,70 @@ class Chain:
 
     @classmethod
     def from_json(cls, text: str) -> "Chain":
+        """Parse a chain from JSON text: a malformed document, a duplicated key, numbers
+        beyond what Python reads and nesting too deep are :class:`ChainError` naming where."""
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise ChainError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+        except RecursionError:
+            raise ChainError("malformed chain: JSON nested too deeply") from None
+        except ValueError as e:  # integers longer than Python's digit limit, duplicate keys
+            raise ChainError(str(e) if isinstance(e, ChainError) else
+                             f"malformed JSON: {str(e).split(';')[0]}") from None
         return cls.from_dict(data)
 
     @classmethod
     def load(cls, path: str | Path) -> "Chain":
+        """Read a chain file (UTF-8, with or without a byte-order mark, or UTF-16/UTF-32 with
+        one, as Windows tools write); errors name the file."""
         p = Path(path)
         try:
-            text = p.read_text()
+            raw = p.read_bytes()
         except OSError as e:
-            raise ChainError(f"cannot read chain file {str(p)!r}: {e.strerror}") from None
+            raise ChainError(f"cannot read chain file {str(p)!r}: {e.strerror or e}") from None
         try:
-            return cls.from_json(text)
+            return cls.from_json(decode_text(raw))
         except ChainError as e:
             raise ChainError(f"{p.name}: {e}") from None
+
+
+_BOMS = (  # longest first: the UTF-32-LE mark begins with the UTF-16-LE one
+    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"), (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
+    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"), (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
+)
+
+
+def decode_text(raw: bytes) -> str:
+    """Decode a chain file's bytes: UTF-8 with or without a byte-order mark, or UTF-16 /
+    UTF-32 with one.  Anything else is a :class:`ChainError` giving the byte offset of the
+    first byte that is not text in that encoding."""
+    for bom, codec, label in _BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw[len(bom):].decode(codec)
+            except UnicodeDecodeError as e:
+                raise ChainError(f"not valid {label} text (it starts with a {label} byte-order "
+                                 f"mark): bad bytes at byte offset {len(bom) + e.start}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ChainError(f"not UTF-8 text: byte 0x{raw[e.start]:02x} at byte offset {e.start} "
+                         f"(save the file as UTF-8)") from None
+    nul = raw.find(b"\0")
+    if nul >= 0:  # JSON never holds a raw NUL: UTF-16/32 without a mark, or binary data
+        raise ChainError(f"not UTF-8 text: byte 0x00 at byte offset {nul} (UTF-16 or UTF-32 "
+                         f"needs a byte-order mark; or save the file as UTF-8)")
+    return text
+
+
+def _unique_keys(pairs: list) -> dict:
+    """``object_pairs_hook`` for :func:`json.loads`: a key given twice is an error naming it
+    (plain ``json`` keeps the last one silently)."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ChainError(f"duplicate key {k!r} in a JSON object")
+        out[k] = v
+    return out

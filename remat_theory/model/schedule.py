@@ -64,6 +64,10 @@ class Op:
             raise ScheduleParseError(
                 f"unknown op token {token!r} (expected Fn<i>, Fck<i>, Fall<i>, Loss, B<i>, "
                 f"Dropx<i> or Dropt<i>)")
+        digits = m.group(2) or m.group(5) or ""
+        if len(digits) > 18:  # int() refuses above 4,300 digits; no chain is that long
+            raise ScheduleParseError(f"op token {token[:30]!r}...: stage index of "
+                                     f"{len(digits)} digits is out of range")
         if m.group(1):
             return cls(m.group(1), int(m.group(2)))
         if m.group(3):

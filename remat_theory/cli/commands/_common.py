@@ -7,7 +7,10 @@ import json
 import math
 import os
 import sys
+import threading
+import time
 
+from remat_theory.analysis.progress import Progress
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 
@@ -60,6 +63,11 @@ def _default(o):
     raise TypeError(f"cannot serialize {type(o).__name__}")
 
 
+#: Above this many stages an infeasible budget is reported with the memory lower bound
+#: only: the persistent DP's exact minimum is O(L^3) (about 100 s on 2,000 stages).
+SMALLEST_BUDGET_MAX_STAGES = 200
+
+
 def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
     """Raise when the budget is below what every schedule needs, naming the smallest
     feasible budget (exact up to 8 stages; beyond, the lower bound and the persistent DP's
@@ -69,6 +77,9 @@ def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
     lb = chain.memory_lower_bound()
     if budget >= lb and chain.length > 8:
         return  # the solver decides (and reports its own smallest budget)
+    if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
+        raise RematError(f"budget {budget} is below what any schedule needs: every schedule "
+                         f"needs at least {lb} bytes (Chain.memory_lower_bound)")
     smallest, source = smallest_feasible_budget(chain)
     if budget >= smallest:
         return
@@ -120,3 +131,96 @@ def torch_device(device: str, threads: int | None, command: str):
     if threads:
         torch.set_num_threads(threads)
     return torch, device
+
+
+def progress_wanted(json_output: bool) -> bool:
+    """Whether a command may draw progress on stderr: not under ``--json``, and only when
+    stdout and stderr are both terminals (a redirected or captured run stays quiet)."""
+    if json_output:
+        return False
+    try:
+        return bool(sys.stdout.isatty() and sys.stderr.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class Ticker:
+    """While a long call runs, show on a terminal how long it has been running (and, with a
+    time limit, a bar to it): ``with Ticker("solve: ilp", limit=60): ...``.
+
+    ``notes`` (lines for stderr) are printed when the call has run for :attr:`delay` seconds
+    on a terminal, or by :meth:`print_notes` once the command knows it succeeded; never
+    before an error, so that a user error stays one line.
+
+    Quiet unless ``enabled`` and stderr is a terminal (so ``--json``, pipes, logs and test
+    captures stay clean); draws nothing for the first :attr:`delay` seconds, so quick calls
+    print nothing.  A daemon thread redraws the line twice a second; the line is erased at
+    the end.
+    """
+
+    delay = 2.0
+    interval = 0.5
+
+    def __init__(self, desc: str, limit: float | None = None, enabled: bool = True,
+                 stream=None, notes=()) -> None:
+        self.desc, self.limit = desc, limit
+        self.notes = list(notes)  # printed once the call has run a while, or has succeeded
+        self.stream = stream if stream is not None else sys.stderr
+        try:
+            tty = bool(self.stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            tty = False
+        self.enabled = enabled and tty
+        self._stop = None
+        self._thread = None
+        self._drawn = False
+
+    def _line(self, elapsed: float) -> str:
+        if self.limit:
+            bar = Progress(total=max(1, int(round(self.limit))), desc=self.desc, enabled=False)
+            bar.start -= elapsed  # the bar's clock starts where ours did
+            bar.done = min(bar.total, int(elapsed))
+            return bar.line() + f" (time limit {self.limit:g} s)"
+        return f"{self.desc}: running for {elapsed:.0f} s"
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        if self._stop.wait(self.delay):
+            return
+        self._print_notes()
+        while True:
+            try:
+                self.stream.write("\r" + self._line(time.monotonic() - t0) + "\x1b[K")
+                self.stream.flush()
+                self._drawn = True
+            except (ValueError, OSError):
+                return
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> "Ticker":
+        if self.enabled:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _print_notes(self) -> None:
+        notes, self.notes = self.notes, []
+        for n in notes:
+            print(n, file=self.stream, flush=True)
+
+    def print_notes(self) -> None:
+        """Print the notes not printed yet: call it once the command is known to succeed."""
+        self._print_notes()
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            if self._drawn:
+                try:
+                    self.stream.write("\r\x1b[K")
+                    self.stream.flush()
+                except (ValueError, OSError):
+                    pass

@@ -152,7 +152,7 @@ def _run_solvers(args) -> int:
     import solvers
 
     quick = bm.QUICK if args.quick else {}
-    progress = not args.no_progress
+    progress = not args.no_progress and not args.json
     unknown = [w for w in args.only if w not in ("dp", "ilp", "exhaustive")]
     if unknown:
         raise RematError(f"--only {unknown[0]!r} is not one of dp, ilp, exhaustive")
@@ -195,7 +195,8 @@ def _run_quality(args) -> int:
     names = tuple(args.solvers) if args.solvers else tuple(solvers.names())
     rows = bm.bench_quality(args.families, args.stages, args.seed, args.budgets, names,
                             args.time_limit, args.max_exhaustive_stages, args.workers,
-                            args.scheduler, not args.no_progress, seeds=args.seeds)
+                            args.scheduler, not args.no_progress and not args.json,
+                            seeds=args.seeds)
     summary = bm.quality_summary(rows, names)
     main_table = (bm.table_quality(rows, names) if args.seeds == 1
                   else bm.table_quality_by_fraction(rows, names))

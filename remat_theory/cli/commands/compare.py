@@ -26,9 +26,11 @@ import sys
 
 import solvers
 
+from remat_theory.analysis.progress import Progress
 from remat_theory.model.errors import RematError
 from remat_theory.model.solution import CLASS_ALL, OPTIMAL
-from remat_theory.cli.commands._common import budget_arg, load_chain, positive_float, print_json, stdout_to_stderr
+from remat_theory.cli.commands._common import (budget_arg, load_chain, positive_float, print_json,
+                                               progress_wanted, stdout_to_stderr)
 
 NAME = "compare"
 ORDER = 25
@@ -109,25 +111,36 @@ def reference(rows: list[dict]) -> dict:
             "description": "no exact value available: ratios are not computed"}
 
 
-def compare_budget(chain, budget: int, names: list[str], time_limit: float | None) -> dict:
+def run_one(chain, budget: int, name: str, time_limit: float | None) -> dict:
+    """One solver's row: ``time_limit`` passed when the solver takes one; exhaustive search
+    skipped above :data:`EXHAUSTIVE_MAX_STAGES` stages; a solver's error kept in its row."""
+    info = solvers.get(name)
+    if name == EXHAUSTIVE and chain.length > EXHAUSTIVE_MAX_STAGES:
+        return _row(name, info, skipped=f"skipped: exhaustive search is exponential and "
+                                        f"runs only when L <= {EXHAUSTIVE_MAX_STAGES} "
+                                        f"(L = {chain.length})")
+    opts = {"max_stages": EXHAUSTIVE_MAX_STAGES} if name == EXHAUSTIVE else {}
+    if time_limit is not None and "time_limit" in info.options:
+        opts["time_limit"] = time_limit
+    try:
+        with stdout_to_stderr():
+            sol = solvers.solve(chain, budget, name, **opts)
+    except RematError as e:
+        return _row(name, info, error=f"{type(e).__name__}: {e}")
+    return _row(name, info, sol)
+
+
+def compare_budget(chain, budget: int, names: list[str], time_limit: float | None,
+                   bar=None) -> dict:
+    """Every solver of ``names`` at ``budget``, the reference and the ratios; ``bar`` (a
+    :class:`~remat_theory.analysis.progress.Progress`) advances after each solver."""
     rows = []
     for name in names:
-        info = solvers.get(name)
-        if name == EXHAUSTIVE and chain.length > EXHAUSTIVE_MAX_STAGES:
-            rows.append(_row(name, info, skipped=f"skipped: exhaustive search is exponential and "
-                                                 f"runs only when L <= {EXHAUSTIVE_MAX_STAGES} "
-                                                 f"(L = {chain.length})"))
-            continue
-        opts = {"max_stages": EXHAUSTIVE_MAX_STAGES} if name == EXHAUSTIVE else {}
-        if time_limit is not None and "time_limit" in info.options:
-            opts["time_limit"] = time_limit
-        try:
-            with stdout_to_stderr():
-                sol = solvers.solve(chain, budget, name, **opts)
-        except RematError as e:
-            rows.append(_row(name, info, error=f"{type(e).__name__}: {e}"))
-            continue
-        rows.append(_row(name, info, sol))
+        if bar is not None:
+            bar.desc = f"remat compare: {name} at {budget}"
+        rows.append(run_one(chain, budget, name, time_limit))
+        if bar is not None:
+            bar.update()
     ref = reference(rows)
     for r in rows:
         if ref["makespan"] and r["makespan"] is not None:
@@ -170,7 +183,9 @@ def run(args) -> int:
     chain = load_chain(args.chain)
     names = _selected(args.solvers)
     budgets = [args.budget] if args.budget is not None else args.budgets
-    results = [compare_budget(chain, b, names, args.time_limit) for b in budgets]
+    with Progress(total=len(names) * len(budgets), desc="remat compare",
+                  enabled=progress_wanted(args.json)) as bar:
+        results = [compare_budget(chain, b, names, args.time_limit, bar) for b in budgets]
     errors = sorted({r["solver"] for res in results for r in res["results"] if r["status"] == "error"})
     if args.json:
         print_json({"chain": chain.name, "stages": chain.length, "time_limit": args.time_limit,

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from remat_theory.model.errors import RematError
@@ -66,8 +67,11 @@ def add_arguments(p) -> None:
                         "process when torch uses one thread on the CPU, else wall")
     p.add_argument("--tolerance", type=positive_float, default=0.10,
                    help="memory tolerance |measured/predicted - 1| flagged in the table (default 0.10)")
-    p.add_argument("--out-dir", default="benchmarks/results", dest="out_dir",
-                   help="where confirm_<device>.json and .png are written ('' to skip)")
+    p.add_argument("--out-dir", default=None, dest="out_dir",
+                   help="where confirm_<device>.json and .png are written (default: a new "
+                        "folder remat-confirm-<device>-<date>-<time> here, named in the output, "
+                        "so that no earlier result is overwritten; '' to write nothing; "
+                        "benchmarks/results to update the committed results)")
     p.add_argument("--deterministic", action="store_true",
                    help="use deterministic kernels only (torch.use_deterministic_algorithms), so that "
                         "gradients can match plain backprop bit for bit on a GPU too; an op that has "
@@ -141,6 +145,30 @@ def deterministic_kernels(torch, on: bool):
         torch.backends.cudnn.benchmark = before[2]
 
 
+def _out_dir(given: str | None, device: str) -> Path:
+    """The folder for the results: ``given`` (created if missing), or a new folder
+    ``remat-confirm-<device>-<date>-<time>[-k]`` in the current directory."""
+    if given is not None:
+        out = Path(given)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RematError(f"--out-dir {given!r}: cannot create it: {e.strerror or e}") from None
+        return out
+    stem = f"remat-confirm-{device}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for k in range(1000):
+        out = Path(stem if k == 0 else f"{stem}-{k}")
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise RematError(f"cannot create the output folder {str(out)!r}: "
+                             f"{e.strerror or e} (use --out-dir)") from None
+    raise RematError(f"cannot create a new output folder {stem}-k (use --out-dir)")
+
+
 def run(args) -> int:
     torch, device = torch_device(args.device, args.threads, "confirm")
     from remat_theory.torch import confirm as C
@@ -159,12 +187,16 @@ def run(args) -> int:
                             ilp_max_stages=args.ilp_max_stages, log=log)
     for r in records:
         r["deterministic"] = args.deterministic
-    if args.out_dir:
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"confirm_{device}.json").write_text(json.dumps(records, indent=1) + "\n")
+    if args.out_dir != "":
+        out = _out_dir(args.out_dir, device)
+        try:
+            (out / f"confirm_{device}.json").write_text(json.dumps(records, indent=1) + "\n")
+        except OSError as e:
+            raise RematError(f"--out-dir {str(out)!r}: cannot write: {e.strerror or e}") from None
         C.plot(records, out / f"confirm_{device}.png",
                title=f"remat confirm --device {device} (scale {args.scale})")
+        print(f"remat confirm: wrote confirm_{device}.json and confirm_{device}.png in {out}",
+              file=sys.stderr)
     if args.json:
         print_json(records)
     else:

@@ -8,7 +8,8 @@ from pathlib import Path
 from remat_theory.analysis.certificates import Certificate
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
-from remat_theory.analysis.hard_search import OBJECTIVES, Found, SearchConfig, certificate, search
+from remat_theory.analysis.hard_search import (EXHAUSTIVE_MAX_STAGES, OBJECTIVES, Found,
+                                              SearchConfig, certificate, search)
 from remat_theory.cli.commands._common import positive_float, positive_int, print_json
 
 NAME = "hard"
@@ -17,8 +18,9 @@ HELP = "search for hard instances (DP/OPT gap, baseline/OPT gap, slow ILP proofs
 DESCRIPTION = (
     "Random restarts plus local search over stage values, in parallel over processes, then "
     "shrinking the best instance to a minimal one that keeps its score. OPT is exhaustive "
-    "search (up to 7 stages) or a proven ILP optimum. Writes a corpus of certificate files "
-    "(remat-certificate/1: the chain, the budget, each solver's schedule, makespan, status).")
+    f"search (up to {EXHAUSTIVE_MAX_STAGES} stages) or a proven ILP optimum. Writes a corpus "
+    "of certificate files (remat-certificate/1: the chain, the budget, each solver's "
+    "schedule, makespan, status).")
 
 
 def add_arguments(p) -> None:
@@ -45,7 +47,8 @@ def add_arguments(p) -> None:
     p.add_argument("--min-stages", type=positive_int, default=3, dest="min_stages",
                    help="smallest L drawn (default 3)")
     p.add_argument("--max-stages", type=positive_int, default=6, dest="max_stages",
-                   help="largest L drawn (default 6; above 7 OPT is the ILP)")
+                   help=f"largest L drawn (default 6; above {EXHAUSTIVE_MAX_STAGES} OPT is the "
+                        f"ILP)")
     p.add_argument("--max-time", type=positive_int, default=10, dest="max_time",
                    help="largest stage time drawn (integers)")
     p.add_argument("--max-size", type=positive_int, default=10, dest="max_size",

@@ -56,7 +56,7 @@ def run(args) -> int:
     budgets = plotting.pareto_budgets(chain, args.max_points)
     with stdout_to_stderr(args.json):  # keep native solver banners out of the JSON
         pareto = plotting.pareto_data(chain, names, budgets, time_limit=args.time_limit,
-                                      workers=args.workers)
+                                      workers=args.workers, progress=not args.json)
     for e in pareto["errors"]:
         print(f"remat plot: {e['solver']} at budget {e['budget']}: {e['error']}", file=sys.stderr)
     profile = None

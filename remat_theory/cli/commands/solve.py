@@ -1,25 +1,41 @@
-"""``remat solve CHAIN.json --budget B --solver NAME [--json]``"""
+"""``remat solve CHAIN.json --budget B [--solver NAME] [--time-limit S] [--json]``
+
+Without ``--solver`` the ``auto`` solver answers: the best exact answer the chain's size
+allows within the time limit (``solvers/auto.py``), saying which solver answered and what
+it proved."""
 from __future__ import annotations
 
 import solvers
+from solvers.auto import DEFAULT_TIME_LIMIT as AUTO_TIME_LIMIT
 
+from remat_theory.model.errors import RematError
 from remat_theory.model.solution import INFEASIBLE
-from remat_theory.cli.commands._common import (budget_arg, check_budget_feasible_at_all, load_chain, positive_float,
-                      positive_int, print_json)
+from remat_theory.cli.commands._common import (Ticker, budget_arg, check_budget_feasible_at_all,
+                                               load_chain, positive_float, positive_int,
+                                               print_json, progress_wanted)
 
 NAME = "solve"
 ORDER = 20
-HELP = "find a schedule for a chain under a memory budget with a named solver"
+HELP = "find a schedule for a chain under a memory budget (default solver: auto)"
+AUTO = "auto"
+DEFAULT_SOLVER = AUTO
 
 
 def add_arguments(p) -> None:
     p.add_argument("chain", metavar="CHAIN.json", help="chain file (remat-chain/1 layout)")
     p.add_argument("--budget", type=budget_arg, required=True, help="memory budget in bytes")
-    p.add_argument("--solver", default="store-all", help="solver name (see `remat solvers`)")
+    p.add_argument("--solver", default=DEFAULT_SOLVER,
+                   help=f"solver name (see `remat solvers`); default {DEFAULT_SOLVER}: the best "
+                        f"exact answer within the time limit (default {AUTO_TIME_LIMIT:g} s): "
+                        f"store-all when it fits, the certified ilp on short chains, else "
+                        f"dp-weak, else dp (with slots when needed); the output says which "
+                        f"solver answered and what it proved")
     p.add_argument("--slots", type=positive_int, default=None,
                    help="memory slots for slot-discretized solvers (sizes rounded up)")
     p.add_argument("--time-limit", type=positive_float, default=None, dest="time_limit",
-                   help="time limit in seconds for solvers that take one")
+                   help="time limit in seconds, passed to the solver when it takes one "
+                        "(auto, ilp, exhaustive, ...; see `remat solvers`); a solver that "
+                        "takes none runs to the end, and a note says so")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
                    type=option_arg, dest="options",
                    help="any other solver option, e.g. -o passes=1 -o pairs=true (ilp), "
@@ -74,14 +90,29 @@ def run(args) -> int:
     chain = load_chain(args.chain)
     check_budget_feasible_at_all(chain, args.budget)
     options = dict(args.options)
+    info = solvers.get(args.solver)
     if args.slots is not None:
+        if "slots" not in info.options:
+            takes = [n for n in solvers.names() if "slots" in solvers.get(n).options]
+            raise RematError(f"solver {args.solver!r} does not take option 'slots' (--slots); "
+                             f"solvers that do: {', '.join(takes)}")
         options["slots"] = args.slots
+    notes = []
     if args.time_limit is not None:
-        options["time_limit"] = args.time_limit
+        if "time_limit" in info.options:
+            options["time_limit"] = args.time_limit
+        else:
+            notes.append(f"remat: note: solver {args.solver!r} takes no time limit; "
+                         f"--time-limit {args.time_limit:g} was not applied")
     note = long_solve_note(chain, args.solver, options)
     if note:
-        print(note, file=sys.stderr, flush=True)
-    sol = solvers.solve(chain, args.budget, args.solver, **options)
+        notes.append(note)
+    limit = options.get("time_limit", AUTO_TIME_LIMIT if args.solver == AUTO else None)
+    with Ticker(f"remat solve: {args.solver}", limit=limit,
+                enabled=progress_wanted(args.json), notes=notes) as ticker:
+        sol = solvers.solve(chain, args.budget, args.solver, **options)
+    if sol.status != INFEASIBLE:
+        ticker.print_notes()
     if args.json:
         print_json(sol.to_dict())
     else:

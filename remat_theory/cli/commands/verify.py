@@ -9,8 +9,10 @@ import argparse
 import json
 import sys
 
+import solvers
+
 from remat_theory.model.errors import RematError
-from remat_theory.analysis.verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VerifyConfig, format_table,
+from remat_theory.analysis.verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VARIANTS, VerifyConfig, format_table,
                       run_verify)
 from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr
 
@@ -24,6 +26,13 @@ DESCRIPTION = (
     "class agree, ilp <= dp-weak <= dp, nothing beats a proven optimum, nothing fits where an "
     "exact solver proves no schedule fits, optima do not grow with the budget. Prints a table "
     "per solver and exits 1 on any violation.")
+
+
+# auto answers with the certified ILP on short chains: it gets the ILP's cap unless the
+# analysis layer states one for it.
+_CAPS = dict(DEFAULT_MAX_STAGES_FOR)
+MAX_STAGES_FOR = (DEFAULT_MAX_STAGES_FOR if "auto" in _CAPS
+                  else DEFAULT_MAX_STAGES_FOR + (("auto", _CAPS.get("ilp", 4)),))
 
 
 def stage_range(text: str) -> tuple:
@@ -80,7 +89,7 @@ def add_arguments(p) -> None:
     p.add_argument("--time-limit", type=positive_float, default=10.0, dest="time_limit",
                    help="time limit in seconds per solve, for solvers that take one (ILP); "
                         "default 10")
-    defaults = ",".join(f"{n}={k}" for n, k in DEFAULT_MAX_STAGES_FOR)
+    defaults = ",".join(f"{n}={k}" for n, k in MAX_STAGES_FOR)
     p.add_argument("--max-stages-for", type=stage_caps, default=(), dest="max_stages_for",
                    metavar="SOLVER=N,...",
                    help=f"run a solver only on chains of at most N stages (default {defaults}; "
@@ -97,15 +106,31 @@ def add_arguments(p) -> None:
                         "instead of the table)")
 
 
+def _check_names(args) -> None:
+    """Every solver named in ``--max-stages-for`` must exist (a registry name, a variant
+    label, or whatever else the registry resolves): a misspelt name would otherwise cap
+    nothing, silently."""
+    for name, n in args.max_stages_for:
+        if name in VARIANTS:
+            continue
+        try:
+            solvers.get(name)
+        except RematError as e:
+            raise RematError(f"--max-stages-for {name}={n}: {e}; variants: "
+                             f"{', '.join(sorted(VARIANTS))}") from None
+
+
 def run(args) -> int:
+    _check_names(args)
     cfg = VerifyConfig(seed=args.seed, min_stages=args.stages[0], max_stages=args.stages[1],
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
-                       max_stages_for=tuple({**dict(DEFAULT_MAX_STAGES_FOR),
+                       max_stages_for=tuple({**dict(MAX_STAGES_FOR),
                                              **dict(args.max_stages_for)}.items()),
                        workers=args.workers,
-                       scheduler=args.scheduler, progress=not args.no_progress)
+                       scheduler=args.scheduler,
+                       progress=not args.no_progress and args.json is None)
     with stdout_to_stderr(args.json == "-"):
         report = run_verify(cfg)
     if args.json == "-":

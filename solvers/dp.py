@@ -3,7 +3,7 @@
 Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova, "Optimal checkpointing for heterogeneous
 chains: how to train deep neural networks with limited memory" (2019/2020), section 4: the
 optimal *persistent* schedule of a chain is found by a dynamic program over segments.  This
-module re-derives that program from the operation table of DESIGN section 1 (the
+module re-derives that program from the operation table of docs/model.md (the
 simulator), case by case, so that its memory accounting matches every operation's peak
 exactly; ``proofs/persistent_dp.md`` states the recurrence, the class it is optimal for
 (:func:`remat_theory.model.persistence.is_persistent`) and the proof.
@@ -30,14 +30,25 @@ Recurrence (every peak is a row of the operation table):
 The answer is W(0, L, budget - x[0]) (x_0 is always held, never freed).
 
 Vectorization: the table is computed for every memory value at once (numpy rows over m);
-for fixed (s, t) the minimum over k of option B is one ``(t-s) x M`` array operation, and
+for fixed (s, t) the minimum over k of option B is a ``(t-s) x M`` min-plus reduction done in
+blocks of rows that stay in the processor's cache (one add and one minimum per block), and
 the forward-pass memory condition g + FP(s, k) <= m, whose threshold is non-decreasing in k,
 is handled by a prefix minimum over k on the few memory values below the largest threshold.
 Only the memory values between the segment's least feasible memory and the peak of its
 store-all schedule (above which its time is the ideal one) are reduced, and the table is
-float32 when that is exact (integer times, sums below 2^24).
+float32 when that is exact (integer times, sums below 2^24).  The min-memory table, the
+saturation table and the forward-pass peaks are computed by segment length, all segments of
+one length in one numpy operation (tables stored "skewed": entry [s, n] is segment
+(s, s + n)).  When every unit size shares a factor (common in ``slots`` mode, where sizes
+are rounded to whole slots) the chain is divided by it first: the same answers on a table
+that many times smaller.
 Choices are not stored: the schedule is rebuilt by recomputing the choice at the memory
 value actually used by each segment on the optimal path.  Time O(L^3 M), memory O(L^2 M).
+
+Limits: ``time_limit`` (seconds) bounds the whole run; the clock is read once per table row,
+and when it runs out the solver returns status ``time_limit`` with the ideal makespan as
+its lower bound.  A table over 8 GiB, or (with a time limit) an estimate over ten times
+the limit, is refused before any work, naming the ``--slots`` value that fits.
 
 Memory modes: exact integers (every size and the budget divided by the chain's size gcd) or
 ``slots=S`` (sizes rounded *up* to multiples of budget/S: every schedule found fits in the
@@ -47,132 +58,98 @@ result is guaranteed to be at least as good as the exact persistent optimum).
 from __future__ import annotations
 
 import math
-import numbers
+from time import perf_counter
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.solution import (CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, INFEASIBLE, OPTIMAL,
-                                   Solution)
+                                   TIME_LIMIT, Solution)
 
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_bool, check_slots,
+                                check_time_limit, peak, refuse_if_too_big, slot_info,
+                                all_sizes)
 from solvers.registry import register
+
+__all__ = ["PersistentTable", "UnitChain", "min_feasible_budget", "min_memory_table",
+           "slot_info", "solve_dp", "solve_units", "table_dtype"]
 
 INF = math.inf
 
-#: Largest value table (bytes) the exact mode builds before asking for ``slots``.
-MAX_TABLE_BYTES = 6 * 2 ** 30
+#: Min-plus steps per second the up-front estimate assumes (an optimistic figure for this
+#: implementation on one core: ``benchmarks/bench_dp.py scale`` measures the real one), so
+#: that only runs clearly past the time limit are refused.
+ASSUMED_RATE = 4e9
+
+#: Elements of the scratch block of the option-B reduction (float32: 512 KiB, in the
+#: per-core cache; smaller blocks cost more numpy calls than they save in cache misses).
+CHUNK_ELEMS = 131072
+
+#: Consecutive segment ends t computed together (see PersistentTable).
+T_BLOCK = 8
 
 
-class UnitChain:
-    """A chain's sizes in integer memory units, as numpy arrays (internal to the DPs).
+# ---------------------------------------------------------------------- skewed tables
+def _anti_diagonal(S: np.ndarray, n: int, N: int) -> np.ndarray:
+    """Read-only (N, n) view of S[s + j, n - j] for s < N, j = 1..n (S square, C order):
+    in a skewed table, the right parts (k, t) of the splits of segments of length n."""
+    R = S.shape[1]
+    it = S.itemsize
+    return as_strided(S.reshape(-1)[R + n - 1:], shape=(N, n), strides=(R * it, (R - 1) * it),
+                      writeable=False)
 
-    ``x`` (L+1), ``tape`` (L), ``fo`` (L), ``bo`` (L+1) are int64 unit counts; ``fwd``
-    (L) and ``bwd`` (L+1) are float64 seconds; ``cf[i]`` = fwd[0] + .. + fwd[i-1].
-    ``fp[s, k]`` (k > s) is the largest peak, minus held memory, of the forward pass
-    Fck_s Fn_{s+1} .. Fn_{k-1}: max(x[s+1] + fo[s], max_{s<j<k} x[j] + x[j+1] + fo[j]).
-    """
 
-    def __init__(self, x, tape, fo, bo, fwd, bwd):
-        self.x = np.asarray(x, dtype=np.int64)
-        self.tape = np.asarray(tape, dtype=np.int64)
-        self.fo = np.asarray(fo, dtype=np.int64)
-        self.bo = np.asarray(bo, dtype=np.int64)
-        self.fwd = np.asarray(fwd, dtype=np.float64)
-        self.bwd = np.asarray(bwd, dtype=np.float64)
-        L = len(self.fwd)
-        self.L = L
-        self.cf = np.concatenate([[0.0], np.cumsum(self.fwd)])
-        fp = np.zeros((L + 1, L + 1), dtype=np.int64)
-        x, fo = self.x, self.fo
-        step = np.zeros(L, dtype=np.int64)  # x[j] + x[j+1] + fo[j]
-        step[:] = x[:L] + x[1:] + fo
-        for s in range(L):
-            cur = x[s + 1] + fo[s]
-            fp[s, s + 1] = cur
-            for k in range(s + 2, L + 1):
-                cur = max(cur, step[k - 1])
-                fp[s, k] = cur
-        self.fp = fp
+def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
+    """S[s, n] = mm[s, s + n] (:func:`min_memory_table`), all segments of one length at once."""
+    L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
+    gvec = np.concatenate([x[1:], [0]]).astype(np.int64)  # g(t), t = 0..L
+    S = np.zeros((L + 1, L + 1), dtype=np.int64)
+    bneed = tape + x[1:] + x[:L] + bo[:L]  # B_s at the end of a segment starting at s
+    fao = uc.fao  # Fall_s's transient memory (fo is Fck/Fn's: inside fps)
+    S[:L, 0] = np.maximum(gvec[:L] + tape + fao, bneed)
+    S[L, 0] = x[L] + bo[L]
+    fps = uc.fps
+    it = x.itemsize
+    for n in range(1, L + 1):
+        deadline.check(f"building the min-memory table (length {n} of {L})")
+        N = L + 1 - n
+        gt = gvec[n:n + N]
+        best = np.maximum(np.maximum(gt + tape[:N] + fao[:N], bneed[:N]), tape[:N] + S[1:N + 1, n - 1])
+        xk = as_strided(x[1:], shape=(N, n), strides=(it, it), writeable=False)
+        cand = np.maximum(fps[:N, 1:n + 1] + gt[:, None], xk + _anti_diagonal(S, n, N))
+        np.maximum(cand, S[:N, :n], out=cand)
+        np.minimum(best, cand.min(axis=1), out=S[:N, n])
+    return S
 
-    @classmethod
-    def exact(cls, chain: Chain) -> tuple["UnitChain", int]:
-        """Sizes divided by their gcd; returns (unit chain, gcd in bytes)."""
-        g = chain.size_gcd()
-        return cls([v // g for v in chain.x_size], [v // g for v in chain.tape_size],
-                   [v // g for v in chain.fwd_overhead], [v // g for v in chain.bwd_overhead],
-                   chain.fwd_time, chain.bwd_time), g
 
-    @classmethod
-    def rounded(cls, chain: Chain, budget: int, slots: int, down: bool = False) -> "UnitChain":
-        """Sizes in slots of budget/slots bytes, rounded up (or down when ``down``)."""
-        def r(v: int) -> int:
-            if v == 0:
-                return 0
-            if budget == 0:
-                return slots + 1  # nothing non-empty fits in a zero budget
-            num = v * slots
-            return num // budget if down else -(-num // budget)
-
-        return cls([r(v) for v in chain.x_size], [r(v) for v in chain.tape_size],
-                   [r(v) for v in chain.fwd_overhead], [r(v) for v in chain.bwd_overhead],
-                   chain.fwd_time, chain.bwd_time)
-
-    def g(self, t: int) -> int:
-        """Size of the gradient live at the start of a segment ending at t."""
-        return int(self.x[t + 1]) if t < self.L else 0
-
-    def fall_needs(self, s: int, t: int) -> int:
-        """Least m for Fall_s (at the start of segment (s, t)) and B_s at its end."""
-        x, tape = self.x, self.tape
-        return int(max(self.g(t) + tape[s] + self.fo[s], tape[s] + x[s + 1] + x[s] + self.bo[s]))
-
-    def store_all_units(self) -> int:
-        """Peak of store-all in units (the persistent optimum is constant above it)."""
-        L, x, tp, fo, bo = self.L, self.x, self.tape, self.fo, self.bo
-        held = int(x[0])
-        peak = held
-        for i in range(L):
-            peak = max(peak, held + int(tp[i] + fo[i]))
-            held += int(tp[i])
-        peak = max(peak, held + int(x[L] + bo[L]))
-        held += int(x[L])
-        for i in range(L - 1, -1, -1):
-            peak = max(peak, held + int(x[i] + bo[i]))
-            held += int(x[i] - x[i + 1] - tp[i])
-        return peak
+def _unskew(S: np.ndarray) -> np.ndarray:
+    """The (L+1) x (L+1) table T[s, t] = S[s, t - s] (0 below the diagonal)."""
+    R = S.shape[0]
+    T = np.zeros_like(S)
+    flat = T.reshape(-1)
+    for n in range(R):
+        flat[n::R + 1][:R - n] = S[:R - n, n]
+    return T
 
 
 # ---------------------------------------------------------------------- smallest budget
-def min_memory_table(uc: UnitChain) -> np.ndarray:
+def min_memory_table(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     """mm[s, t] = the least m at which W(s, t, m) is finite (int64; see module docstring).
 
     Feasibility is monotone in m (a schedule valid at m is valid at m' > m), so the least
     feasible m of a composition is the max of the parts' least values and the peaks of the
-    operations in between; the minimum over options is exact.  O(L^3) with numpy over k.
+    operations in between; the minimum over options is exact.  O(L^3) element operations,
+    O(L) numpy calls (all segments of one length together).
     """
-    L, x = uc.L, uc.x
-    mm = np.zeros((L + 1, L + 1), dtype=np.int64)
-    for t in range(L + 1):
-        g = uc.g(t)
-        for s in range(t, -1, -1):
-            if s == t:
-                if t == L:
-                    mm[s, t] = x[L] + uc.bo[L]
-                else:
-                    mm[s, t] = uc.fall_needs(s, t)
-                continue
-            best = max(uc.fall_needs(s, t), int(uc.tape[s] + mm[s + 1, t]))
-            ks = np.arange(s + 1, t + 1)
-            cand = np.maximum(np.maximum(g + uc.fp[s, ks], x[ks] + mm[ks, t]), mm[s, ks - 1])
-            mm[s, t] = min(best, int(cand.min()))
-    return mm
+    return _unskew(_mm_skewed(uc, deadline))
 
 
 def min_units(uc: UnitChain) -> int:
     """Smallest budget (units) at which a persistent schedule exists."""
-    return int(uc.x[0] + min_memory_table(uc)[0, uc.L])
+    return int(uc.x[0] + _mm_skewed(uc)[0, uc.L])
 
 
 def min_feasible_budget(chain: Chain) -> int:
@@ -190,41 +167,53 @@ def min_feasible_budget(chain: Chain) -> int:
 
 
 # ---------------------------------------------------------------------- the table
-def _shift(row: np.ndarray, d: int) -> np.ndarray:
-    """out[m] = row[m - d] (inf where m < d)."""
-    out = np.full_like(row, INF)
-    n = row.shape[-1]
-    if d < n:
-        out[..., d:] = row[..., :n - d]
-    return out
-
-
-def _saturation(uc: UnitChain):
-    """sat[s, t]: peak (memory units, segment convention) of the segment's store-all
-    schedule Fall_s .. Fall_t (the loss when t = L), B_t .. B_s; ideal[s, t]: its time, the
-    least any schedule of the segment can take.  W(s, t, m) = ideal[s, t] for m >= sat[s, t]."""
-    L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
+def _saturation_skewed(uc: UnitChain) -> np.ndarray:
+    """sat[s, n]: peak (memory units, segment convention) of the store-all schedule of
+    segment (s, s + n): Fall_s .. Fall_t (the loss when t = L), B_t .. B_s.  Above it
+    W(s, t, m) is the segment's ideal time, the least any schedule of it can take."""
+    L, x, tape, fao, bo = uc.L, uc.x, uc.tape, uc.fao, uc.bo
     TS = np.concatenate([[0], np.cumsum(tape)]).astype(np.int64)
-    cb = np.concatenate([[0.0], np.cumsum(uc.bwd)])
-    fall_term = [int(TS[j + 1] + fo[j]) for j in range(L)]
-    b_term = [int(TS[j + 1] + x[j + 1] + x[j] + bo[j]) for j in range(L)]
+    fall_term = TS[1:] + fao
+    b_term = TS[1:] + x[1:] + x[:L] + bo[:L]
     sat = np.zeros((L + 1, L + 1), dtype=np.int64)
-    ideal = np.zeros((L + 1, L + 1))
+    loss_peak = int(TS[L] + x[L] + bo[L])
     for s in range(L + 1):
-        rf = rb = -(1 << 62)
-        for t in range(s, L + 1):
-            if t < L:
-                rf = max(rf, fall_term[t])
-                rb = max(rb, b_term[t])
-                sat[s, t] = max(int(x[t + 1]) + rf, rb) - int(TS[s])
-                ideal[s, t] = (uc.cf[t + 1] - uc.cf[s]) + (cb[t + 1] - cb[s])
-            else:
-                peak = int(TS[L] - TS[s] + x[L] + bo[L])
-                if s < L:
-                    peak = max(peak, rf - int(TS[s]), rb - int(TS[s]))
-                sat[s, t] = peak
-                ideal[s, t] = (uc.cf[L] - uc.cf[s]) + (cb[L + 1] - cb[s])
-    return sat, ideal
+        if s < L:
+            rf = np.maximum.accumulate(fall_term[s:])
+            rb = np.maximum.accumulate(b_term[s:])
+            sat[s, :L - s] = np.maximum(x[s + 1:] + rf, rb) - TS[s]
+            sat[s, L - s] = max(loss_peak, int(rf[-1]), int(rb[-1])) - int(TS[s])
+        else:
+            sat[s, 0] = loss_peak - int(TS[L])
+    return sat
+
+
+def _min_plus_rows(left: np.ndarray, right: np.ndarray, c0: int, c1: int, tmp: np.ndarray):
+    """min over rows r of left[r, c0:c1] + right[r, c0:c1], in blocks of rows whose sum fits
+    in ``tmp`` (a flat scratch array of at least max(W, CHUNK_ELEMS) elements).
+
+    Whole rows are added when the window is wide (numpy adds contiguous rows about three
+    times faster than a window of them), a window of rows otherwise."""
+    n, W = left.shape  # right may be wider: only its first W columns are read
+    w = c1 - c0
+    whole = 3 * w > W
+    span = W if whole else w
+    rows = max(1, CHUNK_ELEMS // span)
+    best = None
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        blk = tmp[:(r1 - r0) * span].reshape(r1 - r0, span)
+        if whole:
+            np.add(left[r0:r1], right[r0:r1, :W], out=blk)
+            part = blk[:, c0:c1].min(axis=0)
+        else:
+            np.add(left[r0:r1, c0:c1], right[r0:r1, c0:c1], out=blk)
+            part = blk.min(axis=0)
+        if best is None:
+            best = part
+        else:
+            np.minimum(best, part, out=best)
+    return best
 
 
 class PersistentTable:
@@ -232,75 +221,127 @@ class PersistentTable:
     float32 when :func:`table_dtype` says it is exact).
 
     ``V[s][t - s]`` is the row W(s, t, .).  Built for all m at once; see the module docstring.
+    ``deadline`` is checked once per row (:class:`solvers._deadline.DeadlineExpired`).
     """
 
-    def __init__(self, uc: UnitChain, M: int, dtype=np.float64, mm: np.ndarray | None = None):
+    def __init__(self, uc: UnitChain, M: int, dtype=np.float64, mm_skewed: np.ndarray | None = None,
+                 deadline: Deadline = NEVER):
         if M < 0:
             raise ValueError("M must be >= 0")
         self.uc, self.M = uc, M
         L = uc.L
-        x, tape = uc.x, uc.tape
+        self.fps = fps = uc.fps
+        mms = _mm_skewed(uc, deadline) if mm_skewed is None else mm_skewed
+        sat = _saturation_skewed(uc)
         W = M + 1
-        marr = np.arange(W, dtype=np.int64)
-        V = [np.empty((L + 1 - s, W), dtype=dtype) for s in range(L + 1)]
+        x = [int(v) for v in uc.x]
+        tape = [int(v) for v in uc.tape]
+        tf = [int(v) for v in uc.tape + uc.fao]
+        bneed = [int(v) for v in uc.tape + uc.x[1:] + uc.x[:L] + uc.bo[:L]]
+        gl = [int(v) for v in uc.x[1:]] + [0]
+        fps1 = [int(v) for v in fps[:, 1]]
+        cf = [float(v) for v in uc.cf]  # pass prefix times (Fck/Fn)
+        # A saturated row holds the segment's ideal time, each Fall and each B once:
+        # (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s]).
+        self._cfa = cfa = [0.0] + [float(v) for v in np.cumsum(uc.fall)]
+        self._cfx = cfx = cfa + [cfa[-1]]  # the loss has no forward
+        self._cb = cb = [0.0] + [float(v) for v in np.cumsum(uc.bwd)]
+        fb = [float(uc.fall[i] + uc.bwd[i]) for i in range(L)]  # Fall_s and B_s
+        # Row store of s: memory values up to ws[s], the largest saturation point of the
+        # segments starting at s (capped at W); above it every row of s is its ideal time.
+        ws = [int(v) for v in np.minimum(sat.max(axis=1), W)]
+        ws = [max(1, v) for v in ws]
+        self.ws = ws
+        V = [np.empty((L + 1 - s, ws[s]), dtype=dtype) for s in range(L + 1)]
         # CT[k] = W(k, t, m - x[k]) + cf[k]: the plain-form child plus the pass prefix time.
-        CT = np.empty((L + 1, W), dtype=dtype)
-        buf = np.empty((L + 1, W), dtype=dtype)
-        cf = [float(v) for v in uc.cf]
-        fb = [float(uc.fwd[i] + uc.bwd[i]) for i in range(L)]
-        mm = min_memory_table(uc) if mm is None else mm
-        sat, ideal = _saturation(uc)
-        for t in range(L + 1):
-            g = uc.g(t)
-            for s in range(t, -1, -1):
-                if s == t:
-                    if t == L:
-                        need = int(x[L] + uc.bo[L])
-                        cost = float(uc.bwd[L])
-                    else:
-                        need = uc.fall_needs(s, t)
-                        cost = fb[s]
-                    row = np.where(marr >= need, cost, INF).astype(dtype)
+        # Segments are computed for T_BLOCK consecutive t at once, s descending, t ascending
+        # inside: the left block W(s, s.., .) of segment (s, t) is then reused from the cache
+        # by the next t of the block instead of being read again from memory (the table is
+        # far larger than the cache; reading it once per t was the bottleneck).  One CT
+        # buffer per t of the block.
+        CTB = np.empty((T_BLOCK, L + 1, W), dtype=dtype)
+        tmp = np.empty(max(W, CHUNK_ELEMS), dtype=dtype)
+        marr = np.arange(W, dtype=np.int64)
+        R = L + 1
+        it = mms.itemsize
+
+        def anti(T, t):  # T[s, t - s] for s = 0..t, as a list
+            return as_strided(T.reshape(-1)[t:], shape=(t + 1,), strides=((R - 1) * it,)).tolist()
+
+        at = None if deadline.limit is None else deadline.start + deadline.limit
+        for t0 in range(0, L + 1, T_BLOCK):
+            block = range(t0, min(L + 1, t0 + T_BLOCK))
+            lists = {t: (anti(mms, t), anti(sat, t), anti(fps, t)) for t in block}
+            for s, t in ((s, t) for s in range(block[-1], -1, -1) for t in block if t >= s):
+                a_t, sat_t, fp_t = lists[t]
+                g = gl[t]
+                CT = CTB[t - t0]
+                if at is not None and perf_counter() > at:
+                    raise DeadlineExpired(f"building the value table (row ({s}, {t}) of {L} "
+                                          f"stages)", deadline.limit)
+                n = t - s
+                row = V[s][n]
+                wr = ws[s]
+                ideal = (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])
+                if n == 0:
+                    need = x[L] + int(uc.bo[L]) if t == L else max(g + tf[s], bneed[s])
+                    need = min(need, wr)
+                    row[:need] = INF
+                    row[need:] = ideal
                 else:
                     # Only memory values in [a, b) need work: below mm[s, t] nothing is
                     # feasible, from sat[s, t] on store-all of the segment fits (ideal time).
-                    a = min(int(mm[s, t]), W)
-                    b = max(a, min(int(sat[s, t]), W))
-                    row = np.full(W, INF, dtype=dtype)
-                    row[b:] = ideal[s, t]
+                    a = min(a_t[s], W)
+                    b = max(a, min(sat_t[s], W))
+                    row[:b] = INF
+                    row[b:] = ideal
                     # option A: Fall_s, W(s+1, t, m - tape[s]), B_s
-                    d = int(tape[s])
-                    a1 = max(a, uc.fall_needs(s, t))
+                    d = tape[s]
+                    a1 = max(a, g + tf[s], bneed[s])
                     if a1 < b:
-                        np.add(V[s + 1][t - s - 1][a1 - d:b - d], fb[s], out=row[a1:b])
+                        e = min(b, ws[s + 1] + d)  # above it W(s+1, t, m - d) is ideal
+                        if a1 < e:
+                            np.add(V[s + 1][n - 1][a1 - d:e - d], fb[s], out=row[a1:e])
+                        if e < b:
+                            row[max(a1, e):b] = ((cfx[t + 1] - cfa[s + 1]) + (cb[t + 1] - cb[s + 1])) + fb[s]
                     # option B: pass s -> k, W(k, t, m - x[k]), W(s, k-1, m)
-                    n = t - s
-                    thr = g + uc.fp[s, s + 1:t + 1]  # non-decreasing in k
-                    lo = max(a, int(thr[0]))
+                    lo = max(a, g + fps1[s])
                     if lo < b:
-                        # Whole contiguous rows: numpy adds them several times faster than
-                        # a column window of them (strided rows), so only the reductions
-                        # are restricted to the window.
-                        full = buf[:n]
-                        np.add(V[s][:n], CT[s + 1:t + 1], out=full)
-                        blk = full[:, lo:b]
-                        best = blk.min(axis=0)
-                        hi = min(int(thr[-1]), b)
+                        left, right = V[s][:n], CT[s + 1:t + 1]
+                        hi = min(g + fp_t[s], b)  # thresholds g + fp[s, k], non-decreasing in k
                         if hi > lo:  # memory values where only a prefix of k is allowed
-                            part = np.minimum.accumulate(blk[:, :hi - lo], axis=0)
+                            thr = g + fps[s, 1:n + 1]
+                            blk = left[:, lo:hi] + right[:, lo:hi]
+                            part = np.minimum.accumulate(blk, axis=0)
                             cnt = np.searchsorted(thr, marr[lo:hi], side="right")
-                            best[:hi - lo] = part[cnt - 1, np.arange(hi - lo)]
-                        best -= cf[s]
-                        np.minimum(row[lo:b], best, out=row[lo:b])
-                V[s][t - s] = row
+                            best = part[cnt - 1, np.arange(hi - lo)] - cf[s]
+                            np.minimum(row[lo:hi], best, out=row[lo:hi])
+                        c0 = max(lo, hi)
+                        if c0 < b:
+                            best = _min_plus_rows(left, right, c0, b, tmp)
+                            best -= cf[s]
+                            np.minimum(row[c0:b], best, out=row[c0:b])
                 if s >= 1:
-                    CT[s] = _shift(row, int(x[s])) + cf[s]
+                    xs = x[s]
+                    if xs >= W:
+                        CT[s] = INF
+                    else:
+                        CT[s, :xs] = INF
+                        e = min(W, xs + wr)
+                        np.add(row[:e - xs], cf[s], out=CT[s, xs:e])
+                        if e < W:
+                            CT[s, e:] = ideal + cf[s]
         self.V = V
+        self.deadline = deadline
+        self._dtype_round = np.dtype(dtype).type
 
     def value(self, s: int, t: int, m: int) -> float:
         if m < 0:
             return INF
-        return float(self.V[s][t - s][min(m, self.M)])
+        m = min(m, self.M)
+        if m >= self.ws[s]:  # saturated: the segment's ideal time
+            return float(self._dtype_round((self._cfx[t + 1] - self._cfa[s]) + (self._cb[t + 1] - self._cb[s])))
+        return float(self.V[s][t - s][m])
 
     def choice(self, s: int, t: int, m: int):
         """The option the table took for W(s, t, m): ``None`` (base case), ``"A"``, or k."""
@@ -309,11 +350,11 @@ class PersistentTable:
             return None
         best, arg = INF, None
         if m >= uc.fall_needs(s, t):
-            best = self.value(s + 1, t, m - int(uc.tape[s])) + (uc.fwd[s] + uc.bwd[s])
+            best = self.value(s + 1, t, m - int(uc.tape[s])) + (uc.fall[s] + uc.bwd[s])
             arg = "A"
         g = uc.g(t)
         for k in range(s + 1, t + 1):
-            if g + uc.fp[s, k] > m:
+            if g + self.fps[s, k - s] > m:
                 break
             child = self.value(k, t, m - int(uc.x[k]))
             v = (self.value(s, k - 1, m) + (child + uc.cf[k])) - uc.cf[s]
@@ -332,6 +373,7 @@ class PersistentTable:
                 ops.append(item[1])
                 continue
             _, s, t, mm = item
+            self.deadline.check("rebuilding the schedule")
             c = self.choice(s, t, mm)
             if c is None:
                 if s == uc.L:
@@ -359,75 +401,79 @@ def table_dtype(uc: UnitChain):
     and each backward once; the table also adds one prefix sum of forward times), so the
     table is exactly the float64 one at half the memory traffic.
     """
-    times = np.concatenate([uc.fwd, uc.bwd])
+    times = np.concatenate([uc.fwd, uc.bwd, uc.fall])
     if not np.all(times == np.floor(times)):
         return np.float64
     L = uc.L
-    top = (L + 1) * (L + 2) / 2 * float(uc.fwd.max(initial=0.0)) + float(uc.bwd.sum()) + 2 * float(uc.cf[-1])
+    top = ((L + 1) * (L + 2) / 2 * float(uc.fwd.max(initial=0.0)) + float(uc.bwd.sum())
+           + float(uc.fall.sum()) + 2 * float(uc.cf[-1]))
     return np.float32 if top < 2 ** 24 else np.float64
 
 
-def solve_units(uc: UnitChain, budget_units: int, mm: np.ndarray | None = None):
+def work_estimate(L: int, M: int, itemsize: int) -> tuple[float, float]:
+    """(table bytes, min-plus steps) of the value table for L stages and m = 0..M: the
+    table has one row of M + 1 values per segment; the steps are an upper bound (every
+    split of every segment at every memory value; the saturation window only lowers it)."""
+    cells = (L + 1) * (L + 2) / 2
+    tri = L * (L + 1) * (L + 2) / 6
+    return cells * (M + 1) * itemsize, tri * (M + 1)
+
+
+def _fit_slots(L: int, itemsize: int):
+    cells = (L + 1) * (L + 2) / 2
+    tri = max(1.0, L * (L + 1) * (L + 2) / 6)
+
+    def fit(max_bytes, max_steps):
+        return int(min(max_bytes / (cells * itemsize), max_steps / tri))
+    return fit
+
+
+def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
+                time_limit: float | None = None, slots: int | None = None):
     """Optimal persistent makespan and schedule for a budget in units, or (inf, None).
 
-    Returns ``(makespan, schedule, mm)`` with ``mm`` the min-memory table
-    (:func:`min_memory_table`, computed here when not given)."""
-    if mm is None:
-        mm = min_memory_table(uc)
-    L = uc.L
-    M = budget_units - int(uc.x[0])
-    if M < int(mm[0, L]):
-        return INF, None, mm
+    Returns ``(makespan, schedule, min_units)``: ``min_units`` is the smallest feasible
+    budget in the units of ``uc``.  A common factor of every unit size is divided out first
+    (:meth:`UnitChain.divided`).  Raises :class:`SolverError` up front when the table is
+    too big (:func:`solvers._dp_tables.refuse_if_too_big`), ``DeadlineExpired`` when
+    ``deadline`` passes."""
+    g = uc.size_gcd()
+    x0 = int(uc.x[0])
+    ucd = uc.divided(g)
+    L = ucd.L
+    M = (budget_units - x0) // g if budget_units >= x0 else -1
     # Above store-all's peak the optimum is the ideal makespan: no need for a wider table.
-    M = min(M, max(0, uc.store_all_units() - int(uc.x[0])))
-    table_bytes = (L + 1) * (L + 2) // 2 * (M + 1) * 8
-    if table_bytes > MAX_TABLE_BYTES:
-        raise SolverError(
-            f"solver 'dp': the exact-memory table would need {table_bytes / 2**30:.1f} GiB "
-            f"({M + 1} memory units x {L} stages); pass slots=S to discretize memory")
-    table = PersistentTable(uc, M, table_dtype(uc), mm)
+    M = min(M, max(0, ucd.store_all_units() - int(ucd.x[0])))
+    dtype = table_dtype(ucd)
+    itemsize = np.dtype(dtype).itemsize
+    table_bytes, steps = work_estimate(L, max(M, 0), itemsize)
+    refuse_if_too_big("dp", table_bytes, steps, ASSUMED_RATE, time_limit, L, M + 1, slots,
+                      _fit_slots(L, itemsize))
+    mms = _mm_skewed(ucd, deadline)
+    least = g * (int(ucd.x[0]) + int(mms[0, L]))
+    if M < int(mms[0, L]):
+        return INF, None, least
+    table = PersistentTable(ucd, M, dtype, mms, deadline)
     value = table.value(0, L, M)
     if value == INF:  # pragma: no cover - mm says it is feasible
         raise SolverError("solver 'dp': internal error, the table disagrees with min-memory")
-    return value, table.schedule(M), mm
+    return value, table.schedule(M), least
 
 
-def _check_slots(slots, solver: str = "dp"):
-    if slots is None:
-        return None
-    if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 1:
-        raise SolverError(f"solver {solver!r}: option slots = {slots!r} must be an integer >= 1")
-    return int(slots)
-
-
-def slot_info(chain: Chain, budget: int, slots: int) -> dict:
-    """Slot size, rounding loss and guaranteed budget of ``slots`` mode (bytes).
-
-    Every size v is counted as ceil(v * slots / budget) slots of budget/slots bytes, so it
-    is over-counted by less than one slot.  A peak of a schedule adds at most L + 4 values
-    (x_0, one value per stage 1..L since no class schedule holds a plain x_i and t_i
-    together, the live gradient, the value being produced and the overhead), so every
-    persistent schedule whose true peak is at most ``guaranteed_budget`` = budget minus the
-    L + 4 largest over-counts is accepted by the slot DP: its makespan is then at most the
-    exact persistent optimum at ``guaranteed_budget``.
-    """
-    L = chain.length
-    sizes = list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead) + list(chain.bwd_overhead)
-    slot = budget / slots
-    if budget == 0:
-        excess = [0.0 for _ in sizes]
-    else:
-        excess = [(-(-v * slots // budget)) * budget / slots - v for v in sizes]
-    largest = sorted(excess, reverse=True)[:L + 4]
-    loss = sum(largest)
-    return {"slots": slots, "slot_size": slot, "rounding_loss_max": max(excess),
-            "rounding_loss": loss, "guaranteed_budget": max(0, math.floor(budget - loss))}
+def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
+    bound = chain.ideal_makespan()
+    info = {**info, "stopped_by": "time_limit", "stopped_in": where}
+    return Solution("dp", TIME_LIMIT, None, None, None, budget, bound=bound,
+                    optimal_for=CLASS_PERSISTENT, info=info,
+                    message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
+                            f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
+                            f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
 
 
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,
           description="Rotor persistent dynamic program, exact integer memory or slots.")
 def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
-             slot_bound: bool = False) -> Solution:
+             slot_bound: bool = False, time_limit: float | None = None) -> Solution:
     """Optimal persistent schedule (Beaumont et al., Rotor, section 4), exact in memory.
 
     Options
@@ -439,57 +485,63 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     slot_bound : with ``slots``, also run the DP with sizes rounded *down*: a relaxation
         whose optimum is a lower bound on the exact persistent optimum (``bound``); when the
         two agree the status is ``optimal``.
+    time_limit : seconds for the whole run (tables and rebuild), or None.  When it runs out
+        the status is ``time_limit``, with no schedule and the ideal makespan as bound.
+        With a limit, a run estimated at more than ten times it is refused up front
+        (:class:`SolverError` naming the estimate and a ``--slots`` value that fits), as is
+        any table over 8 GiB.
     """
-    slots = _check_slots(slots)
-    if not isinstance(slot_bound, bool):
-        raise SolverError(f"solver 'dp': option slot_bound = {slot_bound!r} must be True or False")
+    deadline = Deadline(check_time_limit(time_limit, "dp"))
+    slots = check_slots(slots, "dp")
+    check_bool(slot_bound, "slot_bound", "dp")
     if slot_bound and slots is None:
-        raise SolverError("solver 'dp': option slot_bound needs slots=S")
+        raise SolverError("solver 'dp': option slot_bound needs slots=S (--slots S)")
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}
-        makespan, schedule, mm = solve_units(uc_exact, budget // gcd)
-        min_budget = int(uc_exact.x[0] + mm[0, uc_exact.L]) * gcd
+        try:
+            makespan, schedule, least = solve_units(uc_exact, budget // gcd, deadline,
+                                                    deadline.limit)
+        except DeadlineExpired as e:
+            return _time_up(chain, budget, deadline, e.what, info)
+        min_budget = least * gcd
         if schedule is None:
             return Solution("dp", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_PERSISTENT,
                             min_budget=min_budget, info=info,
                             message=f"no persistent schedule fits in {budget}; the smallest "
                                     f"feasible budget is {min_budget}")
-        peak = _peak(chain, schedule)
-        return Solution("dp", OPTIMAL, schedule, makespan, peak, budget, bound=makespan,
-                        optimal_for=CLASS_PERSISTENT, min_budget=min_budget, info=info)
+        return Solution("dp", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
+                        bound=makespan, optimal_for=CLASS_PERSISTENT, min_budget=min_budget,
+                        info=info)
     info = {"memory": "slots", **slot_info(chain, budget, slots)}
     uc = UnitChain.rounded(chain, budget, slots)
-    makespan, schedule, _ = solve_units(uc, slots)
-    if schedule is None:
-        min_budget = min_units(uc_exact) * gcd
-        msg = (f"no persistent schedule fits in {budget} with sizes rounded up to "
-               f"{slots} slots; the smallest feasible budget (exact memory) is {min_budget}")
-        return Solution("dp", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_PERSISTENT,
-                        min_budget=min_budget, info=info, message=msg)
-    bound = None
-    status = FEASIBLE
-    sizes = chain.x_size + chain.tape_size + chain.fwd_overhead + chain.bwd_overhead
-    if budget == 0 or all(v * slots % budget == 0 for v in sizes):
-        # every size is a whole number of slots: the slot DP is the exact DP, scaled
-        status, bound = OPTIMAL, makespan
-        info["rounding_exact"] = True
-    elif slot_bound:
-        lb, _, _ = solve_units(UnitChain.rounded(chain, budget, slots, down=True), slots)
-        bound = lb
-        info["lower_bound_from"] = "sizes rounded down"
-        if lb == makespan:
-            status = OPTIMAL
-    peak = _peak(chain, schedule)
-    return Solution("dp", status, schedule, makespan, peak, budget, bound=bound,
+    try:
+        makespan, schedule, _ = solve_units(uc, slots, deadline, deadline.limit, slots)
+        if schedule is None:
+            min_budget = min_units(uc_exact) * gcd
+            msg = (f"no persistent schedule fits in {budget} with sizes rounded up to "
+                   f"{slots} slots; the smallest feasible budget (exact memory) is {min_budget}")
+            return Solution("dp", INFEASIBLE, None, None, None, budget,
+                            optimal_for=CLASS_PERSISTENT, min_budget=min_budget, info=info,
+                            message=msg)
+        bound = None
+        status = FEASIBLE
+        sizes = all_sizes(chain)
+        if budget == 0 or all(v * slots % budget == 0 for v in sizes):
+            # every size is a whole number of slots: the slot DP is the exact DP, scaled
+            status, bound = OPTIMAL, makespan
+            info["rounding_exact"] = True
+        elif slot_bound:
+            lb, _, _ = solve_units(UnitChain.rounded(chain, budget, slots, down=True), slots,
+                                   deadline, deadline.limit, slots)
+            bound = lb
+            info["lower_bound_from"] = "sizes rounded down"
+            if lb == makespan:
+                status = OPTIMAL
+    except DeadlineExpired as e:
+        return _time_up(chain, budget, deadline, e.what, info)
+    return Solution("dp", status, schedule, makespan, peak(chain, schedule), budget, bound=bound,
                     optimal_for=CLASS_PERSISTENT if status == OPTIMAL else CLASS_NONE,
                     info=info,
                     message="" if status == OPTIMAL else
                     "slots mode: optimal for the rounded sizes, not proven optimal at the real budget")
-
-
-def _peak(chain: Chain, schedule: Schedule) -> int:
-    """Peak memory of ``schedule`` in bytes (replayed: the DP works in rounded units)."""
-    from remat_theory.model.simulator import simulate
-
-    return simulate(chain, schedule).peak_memory

@@ -32,8 +32,13 @@ R(i, t, j, m):
 
 The answer is W(0, L, budget - x[0]).  With the inner minimum over k of keep-release (and
 of C) computed once per (i, t, j') the table costs O(L^4 M) time and O(L^3 M) memory: meant
-for chains of tens of stages, not hundreds.  Same memory modes as ``dp`` (exact integers,
-or ``slots``).
+for chains of tens of stages, not hundreds (proofs/weak_persistence.md 3.5 counts the
+work: about L^4/6 candidate rows of M + 1 values, out of reach of numpy for 300 stages at
+500 slots in a minute).  Each option is evaluated for all the rows it feeds at once
+(:class:`WeakTable`): O(L^3) numpy calls.  Same memory modes as ``dp`` (exact integers, or ``slots``, with a
+common factor of the unit sizes divided out), the same ``time_limit`` and up-front size
+check (``solvers/_dp_tables.py``).  ``Fall_s`` costs the chain's ``fall_time[s]`` and
+peaks with ``fall_overhead[s]`` (base case and option A), passes the forward costs.
 """
 from __future__ import annotations
 
@@ -45,90 +50,122 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.solution import (CLASS_NONE, CLASS_WEAK, FEASIBLE, INFEASIBLE, OPTIMAL,
-                                   Solution)
+                                   TIME_LIMIT, Solution)
 
-from solvers.dp import UnitChain, _check_slots, _peak, _shift, slot_info
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_slots, check_time_limit,
+                                peak, refuse_if_too_big, shift, slot_info, all_sizes)
 from solvers.registry import register
 
 INF = math.inf
 
-#: Largest R table (bytes) built before asking for ``slots``.
-MAX_TABLE_BYTES = 4 * 2 ** 30
+#: Row operations (one memory value each) per second the up-front estimate assumes: an
+#: optimistic figure for this implementation, so that only runs clearly past the time
+#: limit are refused.
+ASSUMED_RATE = 2e9
 
 
 class WeakTable:
-    """Value tables W(s, t, .) and R(i, t, j, .) for m = 0..M (float64, inf = infeasible)."""
+    """Value tables W(s, t, .) and R(i, t, j, .) for m = 0..M (float64, inf = infeasible).
 
-    def __init__(self, uc: UnitChain, M: int):
+    ``Wa[s][t - s]`` is the row W(s, t, .); ``Ra[i, t][j - i - 1]`` the row R(i, t, j, .).
+    Each option is evaluated for all the rows it feeds at once: for a segment (s, t), one
+    2-D numpy operation per split k (or release point l, or return point j'), covering every
+    return point j of the R rows of (s, t): O(L^3) numpy calls for O(L^4 M) work (the
+    first implementation made one call per candidate row, O(L^4) calls; it is kept as the
+    tests' reference, tests/_dp_weak_reference.py).
+    """
+
+    def __init__(self, uc: UnitChain, M: int, deadline: Deadline = NEVER):
         self.uc, self.M = uc, M
+        self.deadline = deadline
         L, x, tape, cf = uc.L, uc.x, uc.tape, uc.cf
         step = np.zeros(L, dtype=np.int64)
         step[:] = x[:L] + x[1:] + uc.fo
         self.step = step
+        fp = uc.fp
         n = M + 1
         marr = np.arange(n, dtype=np.int64)
-        W: dict = {}
-        R: dict = {}
-
-        def masked(row, need):
-            if need > 0:
-                row[:min(int(need), n)] = INF
-            return row
-
+        Wa = [np.empty((L + 1 - s, n)) for s in range(L + 1)]
+        Ra: dict = {}
         for t in range(L + 1):
             g = uc.g(t)
             for s in range(t, -1, -1):
-                if s >= 1:
-                    # keep-release inner minimum: G[j'] = min_k pass(s, k) + R(k, t, j', m - x[s])
-                    G = {}
-                    for jp in range(s + 2, t + 1):
-                        best = np.full(n, INF)
-                        for k in range(s + 1, jp):
-                            cand = _shift(R[k, t, jp], int(x[s])) + (cf[k] - cf[s])
-                            np.minimum(best, masked(cand, x[s] + g + uc.fp[s, k]), out=best)
-                        G[jp] = best
-                    for j in range(s + 1, t + 1):
-                        best = np.full(n, INF)
-                        for l in range(s + 1, j + 1):  # release x_s now
-                            need = g + int(step[s:l].max())
-                            if l == j:
-                                cand = _shift(W[l, t], int(x[l])) + (cf[l] - cf[s])
-                            else:
-                                cand = R[l, t, j] + (cf[l] - cf[s])
-                            np.minimum(best, masked(cand, need), out=best)
-                        for k in range(j + 1, t + 1):  # keep: checkpoint x_k committed
-                            cand = _shift(W[k, t], int(x[s] + x[k])) + (cf[k] - cf[s]) + R[s, k - 1, j]
-                            np.minimum(best, masked(cand, x[s] + g + uc.fp[s, k]), out=best)
-                        for jp in range(j + 1, t + 1):  # keep, the new checkpoint released too
-                            np.minimum(best, G[jp] + R[s, jp - 1, j], out=best)
-                        R[s, t, j] = best
-                if s == t:
+                deadline.check(f"building the tables (segment ({s}, {t}) of {L} stages)")
+                nn = t - s
+                if s >= 1 and nn >= 1:
+                    Ra[s, t] = self._r_rows(s, t, g, Ra, Wa, n)
+                if nn == 0:
                     if t == L:
                         need, cost = int(x[L] + uc.bo[L]), uc.bwd[L]
                     else:
-                        need, cost = uc.fall_needs(s, t), uc.fwd[s] + uc.bwd[s]
-                    W[s, t] = np.where(marr >= need, cost, INF)
+                        need, cost = uc.fall_needs(s, t), uc.fall[s] + uc.bwd[s]
+                    Wa[s][0] = np.where(marr >= need, cost, INF)
                     continue
-                best = masked(_shift(W[s + 1, t], int(tape[s])) + (uc.fwd[s] + uc.bwd[s]),
-                              uc.fall_needs(s, t))
+                row = np.full(n, INF)
+                d = int(tape[s])  # A: Fall_s, W(s+1, t, m - tape[s]), B_s
+                lo = max(uc.fall_needs(s, t), d)
+                if lo < n:
+                    row[lo:] = Wa[s + 1][nn - 1][lo - d:n - d] + (uc.fall[s] + uc.bwd[s])
                 for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
-                    cand = _shift(W[k, t], int(x[k])) + (cf[k] - cf[s]) + W[s, k - 1]
-                    np.minimum(best, masked(cand, g + uc.fp[s, k]), out=best)
-                for j in range(s + 2, t + 1):  # C: checkpoint x_k released, back to d_j
-                    H = np.full(n, INF)
-                    for k in range(s + 1, j):
-                        cand = R[k, t, j] + (cf[k] - cf[s])
-                        np.minimum(H, masked(cand, g + uc.fp[s, k]), out=H)
-                    np.minimum(best, H + W[s, j - 1], out=best)
-                W[s, t] = best
-        self.W, self.R = W, R
+                    xk = int(x[k])
+                    lo = max(g + int(fp[s, k]), xk)
+                    if lo < n:
+                        r = row[lo:]
+                        np.minimum(r, Wa[k][t - k][lo - xk:n - xk] + (cf[k] - cf[s]) + Wa[s][k - 1 - s][lo:],
+                                   out=r)
+                if nn >= 2:  # C: checkpoint x_k released, back to d_j (H row: j - s - 2)
+                    H = np.full((nn - 1, n), INF)
+                    for k in range(s + 1, t):
+                        lo = min(g + int(fp[s, k]), n)
+                        tgt = H[k - s - 1:, lo:]
+                        np.minimum(tgt, Ra[k, t][:, lo:] + (cf[k] - cf[s]), out=tgt)
+                    np.minimum(row, (H + Wa[s][1:nn]).min(axis=0), out=row)
+                Wa[s][nn] = row
+        self.Wa, self.Ra = Wa, Ra
+
+    def _r_rows(self, s: int, t: int, g: int, Ra: dict, Wa: list, n: int) -> np.ndarray:
+        """R(s, t, j, .) for j = s+1..t (row j - s - 1); module docstring for the options."""
+        uc, x, cf, fp, step = self.uc, self.uc.x, self.uc.cf, self.uc.fp, self.step
+        nn = t - s
+        xs = int(x[s])
+        # keep-release inner minimum: G[j'] = min_k pass(s, k) + R(k, t, j', m - x[s])
+        G = np.full((max(0, nn - 1), n), INF)  # row j' - s - 2
+        for k in range(s + 1, t):
+            lo = max(xs + g + int(fp[s, k]), xs)
+            if lo < n:
+                tgt = G[k - s - 1:, lo:]
+                np.minimum(tgt, Ra[k, t][:, lo - xs:n - xs] + (cf[k] - cf[s]), out=tgt)
+        best = np.full((nn, n), INF)
+        for l in range(s + 1, t + 1):  # release x_s now: Fn_s .. Fn_{l-1}
+            need = g + int(step[s:l].max())
+            c = cf[l] - cf[s]
+            xl = int(x[l])
+            lo = max(need, xl)
+            if lo < n:  # l == j: the segment (j, t) with a plain x_j
+                r = best[l - s - 1, lo:]
+                np.minimum(r, Wa[l][t - l][lo - xl:n - xl] + c, out=r)
+            lo = min(need, n)
+            if l < t and lo < n:  # l < j: x_l released in turn
+                tgt = best[l - s:, lo:]
+                np.minimum(tgt, Ra[l, t][:, lo:] + c, out=tgt)
+        for k in range(s + 2, t + 1):  # keep: checkpoint x_k committed (j < k)
+            d = xs + int(x[k])
+            lo = max(xs + g + int(fp[s, k]), d)
+            if lo < n:
+                tgt = best[:k - s - 1, lo:]
+                np.minimum(tgt, (Wa[k][t - k][lo - d:n - d] + (cf[k] - cf[s])) + Ra[s, k - 1][:, lo:],
+                           out=tgt)
+        for jp in range(s + 2, t + 1):  # keep, the new checkpoint released too (j < j')
+            tgt = best[:jp - s - 1]
+            np.minimum(tgt, G[jp - s - 2] + Ra[s, jp - 1], out=tgt)
+        return best
 
     # ------------------------------------------------------------------ lookups
     def w(self, s, t, m) -> float:
-        return INF if m < 0 else float(self.W[s, t][min(m, self.M)])
+        return INF if m < 0 else float(self.Wa[s][t - s][min(m, self.M)])
 
     def r(self, i, t, j, m) -> float:
-        return INF if m < 0 else float(self.R[i, t, j][min(m, self.M)])
+        return INF if m < 0 else float(self.Ra[i, t][j - i - 1][min(m, self.M)])
 
     # ------------------------------------------------------------------ rebuild
     def _w_options(self, s, t, m):
@@ -138,7 +175,7 @@ class WeakTable:
             yield 0.0, "base", ()
             return
         if m >= uc.fall_needs(s, t):
-            yield (self.w(s + 1, t, m - int(uc.tape[s])) + (uc.fwd[s] + uc.bwd[s]), "A",
+            yield (self.w(s + 1, t, m - int(uc.tape[s])) + (uc.fall[s] + uc.bwd[s]), "A",
                    (("W", s + 1, t, m - int(uc.tape[s])),))
         for k in range(s + 1, t + 1):
             if g + uc.fp[s, k] > m:
@@ -177,6 +214,7 @@ class WeakTable:
             if item[0] == "op":
                 ops.append(item[1])
                 continue
+            self.deadline.check("rebuilding the schedule")
             if item[0] == "W":
                 _, s, t, mm = item
                 opts = self._w_options(s, t, mm)
@@ -207,30 +245,57 @@ class WeakTable:
         return Schedule(ops)
 
 
-def _solve_units(uc: UnitChain, budget_units: int):
-    M = budget_units - int(uc.x[0])
+def work_estimate(L: int, M: int) -> tuple[float, float]:
+    """(bytes of the R and W tables, row operations) for L stages and m = 0..M: about
+    L^3/6 rows R(i, t, j, .) and L^2/2 rows W(s, t, .) of M + 1 float64 values; about
+    L^4/6 candidate rows (each R row takes O(L) candidates, and the inner minimum of
+    keep-release and option C O(L^2) per segment)."""
+    rows = (L + 1) ** 3 / 6 + (L + 1) * (L + 2) / 2
+    return rows * (M + 1) * 8, max(1.0, (L + 1) ** 4 / 6) * (M + 1)
+
+
+def _fit_slots(L: int):
+    rows = (L + 1) ** 3 / 6 + (L + 1) * (L + 2) / 2
+    quad = max(1.0, (L + 1) ** 4 / 6)
+
+    def fit(max_bytes, max_steps):
+        return int(min(max_bytes / (rows * 8), max_steps / quad))
+    return fit
+
+
+def _prepare(uc: UnitChain, budget_units: int, time_limit, slots):
+    """(divided chain, g, M) after the up-front size check; M < 0 when the budget is below
+    x_0.  A common factor of the unit sizes is divided out (as in ``dp``)."""
+    g = uc.size_gcd()
+    ucd = uc.divided(g)
+    x0 = int(uc.x[0])
+    M = (budget_units - x0) // g if budget_units >= x0 else -1
+    M = min(M, max(0, ucd.store_all_units() - int(ucd.x[0])))
+    table_bytes, steps = work_estimate(ucd.L, max(M, 0))
+    refuse_if_too_big("dp-weak", table_bytes, steps, ASSUMED_RATE, time_limit, ucd.L, M + 1,
+                      slots, _fit_slots(ucd.L))
+    return ucd, g, M
+
+
+def _solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER, slots=None):
+    ucd, g, M = _prepare(uc, budget_units, deadline.limit, slots)
     if M < 0:
         return INF, None, None
-    M = min(M, max(0, uc.store_all_units() - int(uc.x[0])))
-    L = uc.L
-    r_bytes = (L + 1) ** 3 // 6 * (M + 1) * 8
-    if r_bytes > MAX_TABLE_BYTES:
-        raise SolverError(f"solver 'dp-weak': the tables would need {r_bytes / 2**30:.1f} GiB "
-                          f"({M + 1} memory units x {L} stages); pass slots=S")
-    table = WeakTable(uc, M)
-    value = table.w(0, L, M)
+    table = WeakTable(ucd, M, deadline)
+    value = table.w(0, ucd.L, M)
     if value == INF:
         return INF, None, table
     return value, table.schedule(M), table
 
 
-def min_units(uc: UnitChain) -> int:
+def min_units(uc: UnitChain, deadline: Deadline = NEVER) -> int:
     """Smallest budget (units) at which a weakly persistent schedule exists: the first
     finite entry of W(0, L, .) over the whole useful memory range (up to store-all)."""
     top = uc.store_all_units()
-    table = WeakTable(uc, max(0, top - int(uc.x[0])))
-    row = table.W[0, uc.L]
-    return int(uc.x[0] + np.argmax(np.isfinite(row)))
+    ucd, g, M = _prepare(uc, top, deadline.limit, None)
+    table = WeakTable(ucd, max(0, M), deadline)
+    row = table.Wa[0][ucd.L]
+    return int(uc.x[0] + g * np.argmax(np.isfinite(row)))
 
 
 def min_feasible_budget(chain: Chain) -> int:
@@ -239,42 +304,65 @@ def min_feasible_budget(chain: Chain) -> int:
     return min_units(uc) * g
 
 
+def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
+    bound = chain.ideal_makespan()
+    info = {**info, "stopped_by": "time_limit", "stopped_in": where}
+    return Solution("dp-weak", TIME_LIMIT, None, None, None, budget, bound=bound,
+                    optimal_for=CLASS_WEAK, info=info,
+                    message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
+                            f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
+                            f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
+
+
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,
           description="DP over weakly persistent schedules (checkpoints may be released early).")
-def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None) -> Solution:
+def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
+                  time_limit: float | None = None) -> Solution:
     """Optimal weakly persistent schedule (module docstring), exact in memory, or with
     ``slots=S`` (sizes rounded up to multiples of budget/S: valid at the real budget, optimal
-    for the rounded sizes only, status ``feasible``)."""
-    slots = _check_slots(slots, "dp-weak")
+    for the rounded sizes only, status ``feasible``).  ``time_limit`` (seconds) bounds the
+    whole run as for ``dp``: status ``time_limit``, no schedule, the ideal makespan as bound;
+    tables over 8 GiB, or runs estimated at more than ten times the limit, are refused up
+    front naming a ``--slots`` value that fits."""
+    deadline = Deadline(check_time_limit(time_limit, "dp-weak"))
+    slots = check_slots(slots, "dp-weak")
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}
-        makespan, schedule, _ = _solve_units(uc_exact, budget // gcd)
+        try:
+            makespan, schedule, _ = _solve_units(uc_exact, budget // gcd, deadline)
+            if schedule is None:
+                mb = min_units(uc_exact, deadline) * gcd
+        except DeadlineExpired as e:
+            return _time_up(chain, budget, deadline, e.what, info)
         if schedule is None:
-            mb = min_units(uc_exact) * gcd
             return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
                             min_budget=mb, info=info,
                             message=f"no weakly persistent schedule fits in {budget}; the "
                                     f"smallest feasible budget is {mb}")
-        return Solution("dp-weak", OPTIMAL, schedule, makespan, _peak(chain, schedule), budget,
+        return Solution("dp-weak", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
                         bound=makespan, optimal_for=CLASS_WEAK, info=info)
     info = {"memory": "slots", **slot_info(chain, budget, slots)}
     uc = UnitChain.rounded(chain, budget, slots)
-    makespan, schedule, _ = _solve_units(uc, slots)
+    try:
+        makespan, schedule, _ = _solve_units(uc, slots, deadline, slots)
+        if schedule is None:
+            mb = min_units(uc_exact, deadline) * gcd
+    except DeadlineExpired as e:
+        return _time_up(chain, budget, deadline, e.what, info)
     if schedule is None:
-        mb = min_units(uc_exact) * gcd
         return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
                         min_budget=mb, info=info,
                         message=f"no weakly persistent schedule fits in {budget} with sizes "
                                 f"rounded up to {slots} slots; the smallest feasible budget "
                                 f"(exact memory) is {mb}")
-    sizes = chain.x_size + chain.tape_size + chain.fwd_overhead + chain.bwd_overhead
+    sizes = all_sizes(chain)
     if budget == 0 or all(v * slots % budget == 0 for v in sizes):
         # every size is a whole number of slots: the slot DP is the exact DP, scaled
         info["rounding_exact"] = True
-        return Solution("dp-weak", OPTIMAL, schedule, makespan, _peak(chain, schedule), budget,
+        return Solution("dp-weak", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
                         bound=makespan, optimal_for=CLASS_WEAK, info=info)
-    return Solution("dp-weak", FEASIBLE, schedule, makespan, _peak(chain, schedule), budget,
+    return Solution("dp-weak", FEASIBLE, schedule, makespan, peak(chain, schedule), budget,
                     optimal_for=CLASS_NONE, info=info,
                     message="slots mode: optimal for the rounded sizes, not proven optimal at "
                             "the real budget")

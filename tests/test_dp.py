@@ -240,8 +240,8 @@ def test_min_memory_table_matches_value_table():
     table = PersistentTable(uc, uc.store_all_units())
     for s in range(uc.L + 1):
         for t in range(s, uc.L + 1):
-            row = table.V[s][t - s]
-            assert np.isinf(row[:mm[s, t]]).all() and np.isfinite(row[mm[s, t]])
+            assert all(math.isinf(table.value(s, t, m)) for m in range(mm[s, t]))
+            assert math.isfinite(table.value(s, t, mm[s, t]))
 
 
 # ---------------------------------------------------------------------- bad input
@@ -283,3 +283,141 @@ def test_exact_mode_too_large_asks_for_slots():
         with pytest.raises(SolverError, match="slots"):
             solvers.solve(c, budget, name)
     assert solvers.solve(c, budget, "dp", slots=300).peak_memory <= budget
+
+
+# ---------------------------------------------------------------------- common factor
+@settings(max_examples=30, deadline=None)
+@given(chains(1, 6), st.integers(2, 4))
+def test_common_factor_divided_out_gives_the_same_table(chain, k):
+    """Sizes all multiples of k: the table of the divided chain at m // k equals the table
+    of the original at m, at every m up to store-all (the lemma behind UnitChain.divided,
+    which slots mode relies on)."""
+    uc, _ = UnitChain.exact(chain)
+    big = UnitChain(uc.x * k, uc.tape * k, uc.fo * k, uc.bo * k, uc.fwd, uc.bwd)
+    assert big.size_gcd() == k * uc.size_gcd()
+    M = big.store_all_units()
+    tb = PersistentTable(big, M)
+    ts = PersistentTable(big.divided(k), M // k)
+    for s in range(uc.L + 1):
+        for t in range(s, uc.L + 1):
+            for m in range(M + 1):
+                assert tb.value(s, t, m) == ts.value(s, t, m // k)
+
+
+# ---------------------------------------------------------------------- time limit
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "10", True])
+def test_bad_time_limit(bad):
+    c = families.make("random", 3, 0)
+    with pytest.raises(SolverError, match="time_limit"):
+        solvers.solve(c, c.store_all_memory(), "dp", time_limit=bad)
+
+
+@pytest.mark.parametrize("slots", [None, 60])
+def test_time_limit_stops_with_a_bound_and_no_claim(slots):
+    """A limit too short to build anything: status time_limit, no schedule, the ideal
+    makespan as bound (below the true optimum), a message that says so."""
+    c = families.make("random", 60, 1)
+    budget = (min_feasible_budget(c) + c.store_all_memory()) // 2
+    s = solvers.solve(c, budget, "dp", slots=slots, time_limit=1e-9)
+    full = solvers.solve(c, budget, "dp", slots=slots)
+    assert s.status == "time_limit" and s.schedule is None and s.makespan is None
+    assert s.bound == c.ideal_makespan() <= full.makespan
+    assert "not proven optimal" in s.message and s.info["stopped_by"] == "time_limit"
+
+
+def test_generous_time_limit_changes_nothing():
+    c = families.make("resnet", 20, 3)
+    budget = (min_feasible_budget(c) + c.store_all_memory()) // 2
+    a = solvers.solve(c, budget, "dp", time_limit=600)
+    b = solvers.solve(c, budget, "dp")
+    assert a.status == b.status == "optimal" and a.makespan == b.makespan
+
+
+def test_far_past_the_time_limit_is_refused_up_front():
+    """2000 stages at 1000 slots in 10 s: refused before any work, naming --slots."""
+    c = families.make("homogeneous", 2000, 0)
+    budget = c.store_all_memory() // 2
+    with pytest.raises(SolverError, match=r"--slots S \(-o slots=S\) with S at most \d+"):
+        solvers.solve(c, budget, "dp", slots=1000, time_limit=10)
+
+
+def test_too_big_a_table_is_refused_up_front():
+    c = families.make("homogeneous", 3000, 0)
+    budget = c.store_all_memory() // 2
+    with pytest.raises(SolverError, match="GiB of table"):
+        solvers.solve(c, budget, "dp", slots=5000)
+
+
+# ---------------------------------------------------------------------- fall costs
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 5, fall_costs=True, overheads=True))
+def test_dp_with_fall_costs_equals_class_search_at_every_budget(chain):
+    """Chains whose recording forward has its own time and overhead (Fall_i costs
+    fall_time[i] and peaks at held + tape[i] + fall_overhead[i]; Fn/Fck keep the forward
+    costs): dp == exhaustive(schedule_class="persistent") at every budget, the schedule
+    replayed by the simulator (the registry) with the claimed makespan."""
+    lo = exhaustive.min_feasible_budget(chain, schedule_class="persistent")
+    assert min_feasible_budget(chain) == lo
+    for budget in range(max(0, lo - 1), chain.store_all_memory() + 1):
+        d = solvers.solve(chain, budget, "dp")
+        e = solvers.solve(chain, budget, "exhaustive", schedule_class="persistent")
+        assert (d.schedule is None) == (e.schedule is None), budget
+        if d.schedule is None:
+            assert d.min_budget == lo
+            continue
+        assert math.isclose(d.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9), budget
+        assert math.isclose(simulate(chain, d.schedule, budget).makespan, d.makespan,
+                            rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _random_fall_chain(rng, L):
+    """A chain with fall costs that differ from the forward ones, from plain random numbers."""
+    x = [rng.randint(1, 6) for _ in range(L + 1)]
+    return Chain([float(rng.randint(1, 9)) for _ in range(L)],
+                 [float(rng.randint(0, 9)) for _ in range(L + 1)], x,
+                 [x[i + 1] + rng.randint(0, 5) for i in range(L)],
+                 [rng.randint(0, 3) for _ in range(L)], [rng.randint(0, 3) for _ in range(L + 1)],
+                 fall_time=[float(rng.randint(1, 12)) for _ in range(L)],
+                 fall_overhead=[rng.randint(0, 6) for _ in range(L)])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dp_with_fall_costs_on_random_chains(seed):
+    """The same check on chains built from random numbers (6 stages, middle budgets), and
+    slots mode stays valid at the real budget."""
+    import random
+
+    rng = random.Random(seed)
+    chain = _random_fall_chain(rng, 6)
+    assert chain.has_fall_costs
+    lo, hi = min_feasible_budget(chain), chain.store_all_memory()
+    for budget in sorted({lo, (lo + hi) // 2, (lo + 3 * hi) // 4}):
+        d = solvers.solve(chain, budget, "dp")
+        e = solvers.solve(chain, budget, "exhaustive", schedule_class="persistent")
+        assert math.isclose(d.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9)
+        s = solvers.solve(chain, budget, "dp", slots=17)
+        assert s.schedule is None or s.makespan >= d.makespan - 1e-9
+    assert solvers.solve(chain, hi, "dp").makespan == chain.ideal_makespan()
+
+
+# ---------------------------------------------------------------------- through the CLI
+def test_cli_passes_time_limit_to_dp(tmp_path, capsys):
+    """``remat solve CHAIN --solver dp --time-limit T`` reaches the solver: a generous limit
+    answers as without one, a limit too short to build anything answers time_limit."""
+    import json
+
+    from remat_theory.cli import main
+
+    c = families.make("random", 40, 3)
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(c.to_dict()))
+    budget = (min_feasible_budget(c) + c.store_all_memory()) // 2
+    assert main(["solve", str(path), "--budget", str(budget), "--solver", "dp",
+                 "--time-limit", "600", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "optimal"
+    assert out["makespan"] == solvers.solve(c, budget, "dp").makespan
+    assert main(["solve", str(path), "--budget", str(budget), "--solver", "dp",
+                 "--time-limit", "1e-9", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "time_limit" and out["schedule"] is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -142,3 +143,97 @@ def test_unrestricted_can_beat_weak():
     assert simulate(c, best, 21).makespan == 50.0
     assert not is_weakly_persistent(c, best)
     assert solvers.solve(c, 21, "exhaustive", schedule_class="weak").makespan == 53.0
+
+
+# ---------------------------------------------------------------------- fall costs
+@settings(max_examples=30, deadline=None)
+@given(chains(1, 5, fall_costs=True, overheads=True))
+def test_dp_weak_with_fall_costs_equals_class_search_at_every_budget(chain):
+    """Fall_i with its own time and overhead: dp-weak == exhaustive(schedule_class="weak")
+    at every budget (schedules replayed by the registry), never worse than dp."""
+    lo = exhaustive.min_feasible_budget(chain, schedule_class="weak")
+    assert dp_weak.min_feasible_budget(chain) == lo
+    for budget in range(max(0, lo - 1), chain.store_all_memory() + 1):
+        w = solvers.solve(chain, budget, "dp-weak")
+        e = solvers.solve(chain, budget, "exhaustive", schedule_class="weak")
+        assert (w.schedule is None) == (e.schedule is None), budget
+        if w.schedule is None:
+            continue
+        assert math.isclose(w.makespan, e.makespan, rel_tol=1e-9, abs_tol=1e-9), budget
+        d = solvers.solve(chain, budget, "dp")
+        assert d.schedule is None or w.makespan <= d.makespan + 1e-9
+
+
+# ---------------------------------------------------------------------- limits
+@pytest.mark.parametrize("bad", [0, -2, float("nan"), "5", False])
+def test_bad_time_limit(bad):
+    c = families.make("random", 3, 0)
+    with pytest.raises(SolverError, match="time_limit"):
+        solvers.solve(c, c.store_all_memory(), "dp-weak", time_limit=bad)
+
+
+@pytest.mark.parametrize("slots", [None, 40])
+def test_time_limit_stops_with_a_bound_and_no_claim(slots):
+    c = families.make("random", 14, 2)
+    budget = (dp_weak.min_feasible_budget(c) + c.store_all_memory()) // 2
+    s = solvers.solve(c, budget, "dp-weak", slots=slots, time_limit=1e-9)
+    assert s.status == "time_limit" and s.schedule is None and s.makespan is None
+    assert s.bound == c.ideal_makespan() <= solvers.solve(c, budget, "dp-weak", slots=slots).makespan
+    assert "not proven optimal" in s.message
+
+
+def test_too_big_is_refused_up_front_naming_slots():
+    c = families.make("homogeneous", 400, 0)
+    with pytest.raises(SolverError, match=r"--slots S \(-o slots=S\) with S at most \d+"):
+        solvers.solve(c, c.store_all_memory() // 2, "dp-weak", slots=2000)
+
+
+@settings(max_examples=20, deadline=None)
+@given(chains(1, 5), st.integers(2, 3))
+def test_common_factor_divided_out_gives_the_same_tables(chain, k):
+    """All sizes multiples of k: W of the divided chain at m // k equals W of the original
+    at m (proofs/persistent_dp.md Lemma 2.5, the same argument for both tables)."""
+    from solvers._dp_tables import UnitChain
+    from solvers.dp_weak import WeakTable
+
+    uc, _ = UnitChain.exact(chain)
+    big = UnitChain(uc.x * k, uc.tape * k, uc.fo * k, uc.bo * k, uc.fwd, uc.bwd, uc.fao * k, uc.fall)
+    M = big.store_all_units()
+    tb, ts = WeakTable(big, M), WeakTable(big.divided(k), M // k)
+    for m in range(M + 1):
+        assert tb.w(0, uc.L, m) == ts.w(0, uc.L, m // k)
+
+
+# ---------------------------------------------------------------------- against the first implementation
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 7, fall_costs=None, overheads=True))
+def test_vectorized_tables_equal_the_reference_implementation(chain):
+    """The vectorized tables (one numpy operation per split for all return points) hold
+    exactly the values of the first implementation (one operation per candidate row,
+    tests/_dp_weak_reference.py), every W and R row at every memory value up to store-all."""
+    from solvers._dp_tables import UnitChain
+    from solvers.dp_weak import WeakTable
+    from _dp_weak_reference import ReferenceWeakTable
+
+    uc, _ = UnitChain.exact(chain)
+    M = uc.store_all_units()
+    new, ref = WeakTable(uc, M), ReferenceWeakTable(uc, M)
+    for (s, t), row in ref.W.items():
+        np.testing.assert_array_equal(new.Wa[s][t - s], row)
+    for (i, t, j), row in ref.R.items():
+        np.testing.assert_array_equal(new.Ra[i, t][j - i - 1], row)
+
+
+@pytest.mark.parametrize("family", ["random", "resnet", "homogeneous"])
+def test_vectorized_tables_equal_the_reference_on_family_chains(family):
+    from solvers._dp_tables import UnitChain
+    from solvers.dp_weak import WeakTable
+    from _dp_weak_reference import ReferenceWeakTable
+
+    chain = families.make(family, 14, 5)
+    uc, _ = UnitChain.rounded(chain, chain.store_all_memory() // 2, 60), None
+    new, ref = WeakTable(uc, 60 - int(uc.x[0])), ReferenceWeakTable(uc, 60 - int(uc.x[0]))
+    for (s, t), row in ref.W.items():
+        np.testing.assert_array_equal(new.Wa[s][t - s], row)
+    for (i, t, j), row in ref.R.items():
+        np.testing.assert_array_equal(new.Ra[i, t][j - i - 1], row)

@@ -19,6 +19,8 @@ from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402
                                 profile, split_stages)
+from remat_theory.torch.executor import (NotNestedError, StageRunner, nested_form,  # noqa: E402
+                                          nested_schedule, run_nested)
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 
@@ -89,9 +91,19 @@ def _run_and_check(net, chain, schedule, state, ref, allow_drop=False):
     assert same_rng(rng_states(), ref["rng"])
 
 
+_SOLUTIONS = {}
+
+
 def _feasible(chain, name):
     """The solver's schedule at the lowest of a few budgets between the persistent minimum
-    and store-all where it finds one."""
+    and store-all where it finds one (solved once per chain and solver)."""
+    key = (id(chain), name)
+    if key not in _SOLUTIONS:
+        _SOLUTIONS[key] = _solve_feasible(chain, name)
+    return _SOLUTIONS[key]
+
+
+def _solve_feasible(chain, name):
     info = solvers.get(name)
     opts = {"time_limit": 20.0} if "time_limit" in info.options else {}
     lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
@@ -185,3 +197,133 @@ def test_tracker_counts_new_storages_once_and_forgets_freed_ones():
     del b, c, w
     assert tr.refresh() == 0
     assert tr.peak == 800
+
+
+# ---------------------------------------------------------------------------------------
+# The nested form (what CheckpointedSequential runs): autograd plus nested checkpoints
+# ---------------------------------------------------------------------------------------
+
+def _shared_parameter_bytes(stages):
+    """Bytes of parameters used by more than one stage (the unrolled RNN's cell)."""
+    seen, shared = {}, {}
+    for k, s in enumerate(stages):
+        for p in s.parameters():
+            if id(p) in seen and seen[id(p)] != k:
+                shared[id(p)] = p.numel() * p.element_size()
+            seen.setdefault(id(p), k)
+    return sum(shared.values())
+
+
+def _forward_counts(schedule, length):
+    counts = [0] * length
+    for op in schedule:
+        if op.is_forward:
+            counts[op.index] += 1
+    return counts
+
+
+def _run_nested_and_check(net, chain, schedule, state, ref, early_stop):
+    """Run the nested form of ``schedule`` as autograd and compare with plain backprop
+    (bit for bit), with the schedule (forwards per stage) and with the simulator (peak)."""
+    stages = split_stages(net.model)
+    params = stage_parameters(stages)
+    net.model.load_state_dict(state)
+    for p in params:
+        p.grad.zero_()
+    tree = nested_form(schedule, chain.length)
+    counts = [0] * chain.length
+    hooks = [s.register_forward_hook(lambda m, a, o, i=i: counts.__setitem__(i, counts[i] + 1))
+             for i, s in enumerate(stages)]
+    x = net.example_input.detach().clone().requires_grad_(True)
+    tracker = MemoryTracker()
+    tracker.track(x)
+    torch.manual_seed(SEED)
+    try:
+        with tracker:
+            out = run_nested(tree, x, StageRunner(stages), early_stop)
+            loss = net.loss_fn(out)
+            del out
+            loss.backward()
+    finally:
+        for h in hooks:
+            h.remove()
+    want = _forward_counts(schedule, chain.length)
+    if early_stop:  # a recomputation may stop once the backward has all it needs
+        assert all(1 <= c <= w for c, w in zip(counts, want)), (counts, want)
+    else:
+        assert counts == want
+    # The simulator's peak bounds the real one.  Autograd sums the gradients of a parameter
+    # used by several stages in one buffer until its last use (plus the newest term): at
+    # most twice those parameters' bytes, which the model (parameter gradients outside
+    # the budget) does not count.
+    predicted = simulate(chain, schedule).peak_memory
+    shared = _shared_parameter_bytes(stages)
+    assert tracker.peak <= predicted + 2 * shared, (tracker.peak, predicted)
+    for p, g in zip(params, ref["grads"]):
+        assert torch.equal(p.grad, g)
+    assert torch.equal(x.grad, ref["input_grad"])
+    assert torch.equal(loss.detach(), ref["loss"])
+    for (k, a), b in zip(ref["buffers"].items(), net.model.state_dict().values()):
+        assert torch.equal(a, b), f"buffer {k} differs from plain backprop"
+    assert same_rng(rng_states(), ref["rng"])
+    return tracker.peak
+
+
+@pytest.mark.parametrize("network", NETWORKS)
+def test_nested_form_of_every_solver_runs_as_autograd_like_plain_backprop(network):
+    """Every persistent solver's schedule, put in nested form and run as autograd with
+    checkpoints: same gradients, buffers and RNG as plain backprop; each stage forwarded as
+    often as the schedule says (at most, with early stop); peak within the simulator's."""
+    net, chain = _net_and_chain(network)
+    state, ref = _reference(net)
+    nested = 0
+    for name in solvers.names():
+        sol = _feasible(chain, name)
+        try:
+            tree = nested_form(sol.schedule, chain.length)
+        except NotNestedError:
+            assert name in ("dtr", "exhaustive"), f"{name}'s schedule has no nested form"
+            continue
+        assert nested_schedule(tree, chain.length) == sol.schedule
+        for early_stop in (False, True):
+            _run_nested_and_check(net, chain, sol.schedule, state, ref, early_stop)
+        nested += sol.schedule.forward_count() > chain.length
+    assert nested >= 2, "the budgets chosen made (almost) no solver recompute anything"
+
+
+def test_nested_peak_falls_with_the_budget():
+    """The memory the schedule saves is really saved: at the DP's smallest budget the
+    measured peak is below the store-all schedule's measured peak by at least half of
+    what the simulator predicts."""
+    net, chain = _net_and_chain("transformer")
+    state, ref = _reference(net)
+    store_all = solvers.solve(chain, chain.store_all_memory(), "store-all").schedule
+    lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
+    tight = solvers.solve(chain, lo, "dp").schedule
+    peak_all = _run_nested_and_check(net, chain, store_all, state, ref, True)
+    peak_tight = _run_nested_and_check(net, chain, tight, state, ref, True)
+    predicted_saving = simulate(chain, store_all).peak_memory - simulate(chain, tight).peak_memory
+    assert predicted_saving > 0
+    assert peak_all - peak_tight >= predicted_saving / 2, (peak_all, peak_tight, predicted_saving)
+
+
+def test_a_last_stage_replayed_after_the_loss_is_nested():
+    """``Fck{L-1} Loss Fall{L-1} B{L-1}``: the last stage runs without its tape through the
+    loss and is replayed for its backward (the DP chooses it where the loss stage's
+    transient is large); its nested form ends the replayed segment without a second Loss."""
+    net, chain = _net_and_chain("mlp")
+    state, ref = _reference(net)
+    L = chain.length
+    ops = [f"Fall{i}" for i in range(L - 1)] + [f"Fck{L - 1}", "Loss", f"Fall{L - 1}"]
+    schedule = Schedule(ops + [f"B{i}" for i in range(L - 1, -1, -1)])
+    tree = nested_form(schedule, L)
+    assert nested_schedule(tree, L) == schedule
+    for early_stop in (False, True):
+        _run_nested_and_check(net, chain, schedule, state, ref, early_stop)
+
+
+def test_schedules_without_nested_form_are_named():
+    with pytest.raises(NotNestedError, match=r"operation 2 \(Dropt1\)"):
+        nested_form(Schedule.parse("Fall0 Fall1 Dropt1 Loss Fall1 B1 B0"), 2)
+    with pytest.raises(NotNestedError, match=r"operation 0 \(Fn0\)"):
+        nested_form(Schedule.parse("Fn0 Fall1 Loss B1 Fall0 B0"), 2)

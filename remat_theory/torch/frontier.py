@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
-from remat_theory.model.errors import InfeasibleBudgetError
+from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.torch.module import CheckpointedSequential
 from remat_theory.torch.networks import Network
 from remat_theory.torch.stages import split_stages
@@ -51,8 +51,9 @@ BASELINES = ("plain", "checkpoint_sequential", "memory_budget")
 class Point:
     """One method's measurement.  ``peak`` in bytes (allocator, above the step's start),
     ``time`` the median seconds per step; ``status`` is ``ok``, ``infeasible`` (the solver
-    found no schedule: ``detail`` says the smallest budget) or ``error`` (``detail`` says
-    what failed, e.g. no compiler)."""
+    found no schedule: ``detail`` says the smallest budget), ``refused`` (the drop-in cannot
+    run that solver's schedule, ``detail`` says why) or ``error`` (``detail`` says what
+    failed, e.g. no compiler)."""
 
     method: str
     family: str  # "remat", or one of BASELINES
@@ -169,6 +170,10 @@ def prepare(net: Network, *, solvers=("dp",), fractions=DEFAULT_FRACTIONS,
                                             profile_repeats=profile_repeats)
             except InfeasibleBudgetError as e:
                 pt.status, pt.detail = "infeasible", str(e)
+                methods.append(_Method(pt, None))
+                continue
+            except RematError as e:  # e.g. a schedule the drop-in cannot run as autograd
+                pt.status, pt.detail = "refused", str(e)
                 methods.append(_Method(pt, None))
                 continue
             chain = ck.chain

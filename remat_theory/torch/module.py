@@ -5,73 +5,131 @@
     model = nn.Sequential(...)
     ckpt = CheckpointedSequential(model, budget=0.5, solver="dp",
                                   example_input=x, loss_fn=lambda out: F.mse_loss(out, y))
-    out = ckpt(x)                 # runs the schedule's forward part
+    out = ckpt(x)                 # the schedule's forward: kept stages record, others do not
     loss = F.mse_loss(out, y)     # the loss is yours, as with the original module
-    del out                       # (see "memory" below)
-    loss.backward()               # runs the rest of the schedule: recomputations and backwards
+    loss.backward()               # autograd's own backward; recomputations run inside it
     optimizer.step()
 
-Construction profiles the model once on ``example_input`` (:func:`.profiler.profile`),
-solves the chain with the named solver (any name of ``remat solvers``; ``budget`` is
-bytes of activation memory, or a float in (0, 1] meaning that fraction of the store-all
-peak) and keeps the schedule.  A budget below the solver's smallest feasible one raises
-:class:`~remat_theory.model.errors.InfeasibleBudgetError` naming that smallest budget.
+How it runs.  The solver's schedule is put in its nested form
+(:func:`~remat_theory.torch.executor.nested_form`): each stage is either *kept* (``Fall``:
+it runs as ordinary autograd and its tape lives until its backward) or starts a
+*checkpointed segment* (``Fck Fn ..``: only the segment's input is kept, and the segment is
+recomputed, in its own nested form, when the backward reaches it).  The forward is then
+ordinary autograd with one non-reentrant ``torch.utils.checkpoint`` call per checkpointed
+segment (:func:`~remat_theory.torch.executor.run_nested`), and ``backward()`` is autograd's
+own engine.  Hence, as with the plain module: ``backward(retain_graph=True)`` then a second
+backward, ``torch.autograd.grad(loss, params)``, autocast with the backward outside the
+block, and the output gradient freed as soon as autograd has used it.  Dropout draws the
+same masks on recomputation and BatchNorm statistics are updated once per step.  A budget
+at or above the store-all peak runs the stages as plain autograd, with nothing added.
 
-How a pure ``forward`` expresses a schedule (the approach of Rotor and of the reentrant
-``torch.utils.checkpoint``): ``forward`` runs the operations before ``Loss`` and returns
-x_L through a custom autograd function; the caller's loss and ``backward()`` play the
-``Loss`` operation; the function's backward receives d_L and runs the remaining operations
-(recomputations with ``torch.enable_grad()`` and nested ``torch.autograd.backward`` calls,
-which accumulate the parameter gradients), then returns d_0 to the input if it requires
-grad.  Dropout and BatchNorm behave as without checkpointing (see :mod:`.executor`).
+Shapes.  The chain, hence the schedule, depends on the input's shape and dtype (and on
+the autocast state).  Each new (shape, dtype, device, autocast) is profiled and solved once
+and cached; with ``reprofile=False`` a new one raises
+:class:`~remat_theory.model.errors.RematError` instead.  A float budget is a fraction of
+each shape's own store-all peak; an int budget is the same bytes for every shape.
+
+Not run by the schedule (the plain stages run instead): ``eval()`` mode, ``torch.no_grad()``,
+and inputs where neither the input nor any parameter requires grad.
+
+``torch.compile``: compile the stages (:meth:`CheckpointedSequential.compile_stages`).
+``torch.compile(ck)`` works, but the part that runs a recomputing schedule is excluded from
+compilation (``torch.compiler.disable``) and runs as without it, compiled stages included:
+a compiled graph of the whole step would recompute what the compiler chooses, not what the
+schedule says.  At a budget at or above store-all, where it is plain autograd, the whole
+forward is compiled.
 
 Memory: the budget covers x_0, the activations, tapes and gradients of the stages and the
-loss stage as profiled (``loss_fn``), for inputs of the profiled shape.  The returned
-output shares the memory of x_L: drop your own references to it before ``backward()`` so
-that it can be freed when the model says.  Parameters, gradients and optimizer state are
-not part of the budget.  Outside training (``torch.no_grad()``, or no parameter/input
-requiring grad), ``forward`` simply runs the stages.  One ``backward`` per ``forward``.
+loss stage as profiled (``loss_fn``).  Parameters, gradients and optimizer state are not
+part of it, except one thing autograd adds: the summed gradient of parameters used by
+several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
+
+Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
+``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
+with :class:`~remat_theory.torch.executor.ScheduleExecutor`).
 """
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 import solvers as solver_registry
 
+from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.model.schedule import LOSS
-from remat_theory.torch.executor import ScheduleExecutor
+from remat_theory.model.schedule import Schedule
+from remat_theory.model.simulator import simulate
+from remat_theory.model.solution import Solution
+from remat_theory.torch.executor import (NotNestedError, Segment, StageRunner, nested_form,
+                                         recomputed_stages, run_nested)
 from remat_theory.torch.profiler import profile
 from remat_theory.torch.rounding import auto_unit, rounded_chain
-from remat_theory.torch.stages import split_stages, stage_parameters
+from remat_theory.torch.stages import split_stages
 
 
-class _RunSchedule(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, dummy, x, owner):
-        ex = ScheduleExecutor(owner.stages_list, None, x)
-        ops = owner.schedule.ops
-        k = ops.index(next(o for o in ops if o.kind == LOSS))
-        for op in ops[:k]:
-            ex.step(op)
-        ctx.executor = ex
-        ctx.rest = ops[k + 1:]
-        out = ex.available(len(owner.stages_list))
-        return out.detach()
+@dataclass
+class Plan:
+    """What the module runs for one input key: the chain profiled for it, the budget in
+    bytes, the solver's solution and schedule, its nested form (None: store-all, run as
+    plain autograd), and the simulator's peak for the schedule on the real chain."""
 
-    @staticmethod
-    def backward(ctx, grad_out):
-        ex = ctx.executor
-        ctx.executor = None
-        ex.set_loss_grad(grad_out)
-        del grad_out
-        for op in ctx.rest:
-            ex.step(op)
-        d0 = ex.input_grad
-        return None, d0, None
+    key: tuple
+    chain: Chain
+    budget: int
+    solution: Solution
+    schedule: Schedule
+    tree: Segment | None
+    predicted_peak: int
+
+    @property
+    def recomputed(self) -> int:
+        """Stage forwards recomputed per step."""
+        return 0 if self.tree is None else recomputed_stages(self.tree)
+
+
+def shared_parameter_bytes(stages) -> int:
+    """Bytes of the parameters that more than one stage uses (an unrolled RNN's cell).
+
+    Autograd sums the gradients a parameter receives from its several uses in one buffer,
+    held from the first of those backwards to the last, and adds each new term to it: memory
+    the chain model, whose parameter gradients accumulate in place outside the budget, does
+    not count.  Measured on the built-in rnn (``benchmarks/bench_torch_step.py``, test and
+    small scales) it peaks at 1.2-1.35 times these bytes above the simulator's prediction;
+    the drop-in reserves twice these bytes of a budget below store-all."""
+    owner, shared = {}, {}
+    for k, stage in enumerate(stages):
+        for p in stage.parameters():
+            if owner.setdefault(id(p), k) != k:
+                shared[id(p)] = p.numel() * p.element_size()
+    return sum(shared.values())
+
+
+def _sum_loss(out: torch.Tensor) -> torch.Tensor:
+    """The loss stage profiled when no ``loss_fn`` is given: a sum (its gradient is d_L)."""
+    return out.float().sum()
+
+
+def _autocast_key(device_type: str):
+    try:
+        if torch.is_autocast_enabled(device_type):
+            return torch.get_autocast_dtype(device_type)
+    except (RuntimeError, TypeError, ValueError):  # a device type without autocast
+        return None
+    return None
+
+
+def input_key(x: torch.Tensor) -> tuple:
+    """What a schedule depends on: shape, dtype, device and the autocast dtype (or None)."""
+    return (tuple(x.shape), x.dtype, x.device, _autocast_key(x.device.type))
+
+
+def _describe(key: tuple) -> str:
+    shape, dtype, device, autocast = key
+    text = f"shape {list(shape)}, dtype {dtype}, device {device}"
+    return text + (f", autocast {autocast}" if autocast is not None else "")
 
 
 class CheckpointedSequential(nn.Module):
@@ -79,67 +137,226 @@ class CheckpointedSequential(nn.Module):
 
     Parameters
     ----------
-    model : nn.Sequential (nested ones flattened) or list of stage modules.
-    budget : int bytes, or float in (0, 1]: fraction of the store-all peak.
-    solver : registry name (default ``"dp"``).
-    example_input : tensor of the shape used in training (profiling input).
-    loss_fn : maps the model output to a scalar loss (profiled as the loss stage).
-    device : where to profile (default: the example input's device).
-    solver_options : extra options for the solver (e.g. ``{"time_limit": 30}``).
-    chain : a precomputed chain (skips profiling).
-    unit : the solver sees sizes rounded up to multiples of ``unit`` bytes (default: a power
-        of two near store-all/2048; see :mod:`.rounding`); 1 solves in exact bytes.
+    model : nn.Module
+        An ``nn.Sequential`` (nested ones flattened) or a list of stage modules.
+    budget : int or float
+        Bytes of activation memory (int), or a fraction in (0, 1] of the store-all peak of
+        each input shape (float).  At or above the store-all peak the stages run as plain
+        autograd (no recomputation: store-all is then the fastest schedule).
+    solver : str
+        A registry name (``remat solvers``) of a solver with persistent schedules (default
+        ``"dp"``).
+    example_input : torch.Tensor, optional
+        An input of the training shape, profiled at construction (otherwise the first
+        training input is).
+    loss_fn : callable, optional
+        Maps the model output to a scalar loss; profiled as the loss stage, for every input
+        shape (so it must accept each shape's output).  None: profiled as ``out.sum()``.
+    device : optional
+        Where to profile (default: the input's device).
+    solver_options : dict, optional
+        Extra solver options (e.g. ``{"time_limit": 30}``).
+    chain : Chain, optional
+        A precomputed chain for ``example_input`` (skips its profiling).
+    profile_repeats : int
+        Timed repetitions per profile (median taken).
+    unit : int, optional
+        The solver sees sizes rounded up to multiples of ``unit`` bytes (default: a power of
+        two near store-all / 2048; see :mod:`.rounding`); 1 solves in exact bytes.
+    reprofile : bool
+        On an input of a new shape/dtype/device/autocast state: profile and solve it (True,
+        default) or raise :class:`RematError` (False).
+    early_stop : bool
+        Stop each recomputation once it has produced what the backward needs (default;
+        skips forwards whose results nothing saves, see :func:`.executor.run_nested`);
+        False recomputes every forward of the schedule.
 
-    Attributes: ``chain`` (the profiled Chain), ``solution`` (the Solution), ``schedule``.
+    Raises
+    ------
+    InfeasibleBudgetError
+        The budget is below the solver's smallest feasible one (named in the message).
+    RematError
+        Bad arguments; a schedule without nested form; ``reprofile=False`` and a new input.
+
+    Attributes: ``plans`` (dict: input key -> :class:`Plan`); ``chain``, ``solution``,
+    ``schedule`` and ``budget`` of the first plan (the example input's).
+
+    Examples
+    --------
+    >>> from remat_theory.torch import build
+    >>> net = build("mlp", "test")
+    >>> ck = CheckpointedSequential(net.model, 0.8, example_input=net.example_input,
+    ...                             loss_fn=net.loss_fn, profile_repeats=1)
+    >>> net.loss_fn(ck(net.example_input)).backward()
+    >>> ck.plan.recomputed > 0
+    True
     """
 
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
-                 unit: int | None = None):
+                 unit: int | None = None, reprofile: bool = True, early_stop: bool = True):
         super().__init__()
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
-        if chain is None:
-            if example_input is None or loss_fn is None:
-                raise RematError("CheckpointedSequential needs example_input and loss_fn to "
-                                 "profile the model (or a precomputed chain)")
-            chain = profile(stages, example_input, loss_fn, device, repeats=profile_repeats)
-        if chain.length != len(stages):
-            raise RematError(f"the chain has {chain.length} stages but the model has {len(stages)}")
-        self.chain = chain
-        store_all = chain.store_all_memory()
         if isinstance(budget, bool) or not isinstance(budget, numbers.Real):
             raise RematError(f"budget = {budget!r} must be bytes (int) or a fraction (float)")
-        if isinstance(budget, numbers.Integral):
-            budget_bytes = int(budget)
-        elif 0 < budget <= 1:
-            budget_bytes = int(budget * store_all)
-        else:
+        if not isinstance(budget, numbers.Integral) and not 0 < budget <= 1:
             raise RematError(f"budget = {budget!r}: a float budget is a fraction of the "
                              f"store-all peak and must be in (0, 1]")
-        options = dict(solver_options or {})
-        self.unit = auto_unit(chain) if unit is None else int(unit)
-        sol = solver_registry.solve(rounded_chain(chain, self.unit), budget_bytes, solver, **options)
-        if sol.schedule is None:
-            smallest = sol.min_budget
-            raise InfeasibleBudgetError(
-                f"budget {budget_bytes} B is infeasible for solver {solver!r}"
-                + (f"; the smallest feasible budget is {smallest} B" if smallest is not None else "")
-                + f" (store-all needs {store_all} B)", budget_bytes, smallest)
-        self.solution = sol
-        self.schedule = sol.schedule
-        self.budget = budget_bytes
+        if isinstance(budget, numbers.Integral) and budget <= 0:
+            raise RematError(f"budget = {budget!r} bytes must be positive")
+        if not isinstance(reprofile, bool):
+            raise RematError(f"reprofile = {reprofile!r} must be True or False")
+        self.budget_spec = budget
+        self.solver = solver
+        self.solver_options = dict(solver_options or {})
+        self.loss_fn = loss_fn
+        self.device = device
+        self.profile_repeats = profile_repeats
+        self.unit_option = unit
+        self.reprofile = reprofile
+        self.early_stop = bool(early_stop)
+        self.plans: dict = {}
+        self.shared_gradient_reserve = 2 * shared_parameter_bytes(stages)
+        self._first_key = None
+        if chain is not None and chain.length != len(stages):
+            raise RematError(f"the chain has {chain.length} stages but the model has {len(stages)}")
+        self._given_chain = chain
+        if example_input is not None:
+            self._add_plan(input_key(example_input), example_input, chain)
+        elif chain is None:
+            raise RematError("CheckpointedSequential needs example_input (the training input "
+                             "shape) or a precomputed chain")
+
+    # ------------------------------------------------------------------ plans
+    @property
+    def plan(self) -> Plan:
+        """The first plan (the example input's, or the first training input's)."""
+        if self._first_key is None:
+            raise RematError("no plan yet: give example_input or run a training step")
+        return self.plans[self._first_key]
+
+    @property
+    def chain(self) -> Chain:
+        return self.plan.chain
+
+    @property
+    def solution(self) -> Solution:
+        return self.plan.solution
+
+    @property
+    def schedule(self) -> Schedule:
+        return self.plan.schedule
+
+    @property
+    def budget(self) -> int:
+        return self.plan.budget
+
+    @property
+    def unit(self) -> int:
+        return auto_unit(self.chain) if self.unit_option is None else int(self.unit_option)
 
     @property
     def stages_list(self) -> list:
         return list(self.stages)
 
+    def _profile(self, key: tuple, x: torch.Tensor) -> Chain:
+        loss_fn = _sum_loss if self.loss_fn is None else self.loss_fn
+        try:
+            return profile(self.stages_list, x, loss_fn, self.device, repeats=self.profile_repeats)
+        except RematError:
+            raise
+        except Exception as e:  # the user's stages or loss_fn failed on this input
+            raise RematError(f"profiling the model for input {_describe(key)} failed: "
+                             f"{type(e).__name__}: {e}" + (
+                                 "; the loss_fn must accept the output of every input shape "
+                                 "(or pass loss_fn=None to profile the loss as a sum)"
+                                 if self.loss_fn is not None else "")) from e
+
+    def _add_plan(self, key: tuple, x: torch.Tensor | None, chain: Chain | None) -> Plan:
+        if chain is None:
+            chain = self._profile(key, x)
+        store_all = chain.store_all_memory()
+        spec = self.budget_spec
+        budget = int(spec) if isinstance(spec, numbers.Integral) else int(spec * store_all)
+        if budget >= store_all:
+            sol = solver_registry.solve(chain, store_all, "store-all")
+        else:
+            unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
+            reserve = self.shared_gradient_reserve
+            sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
+                                        self.solver, **self.solver_options)
+            if sol.schedule is None:
+                smallest = None if sol.min_budget is None else sol.min_budget + reserve
+                raise InfeasibleBudgetError(
+                    f"budget {budget} B is infeasible for solver {self.solver!r} on input "
+                    f"{_describe(key)}"
+                    + (f"; the smallest feasible budget is {smallest} B"
+                       if smallest is not None else "")
+                    + (f" ({reserve} B of it reserved for the gradient of parameters shared "
+                       f"by several stages)" if reserve else "")
+                    + f" (store-all needs {store_all} B)", budget, smallest)
+        try:
+            tree = nested_form(sol.schedule, chain.length)
+        except NotNestedError as e:
+            raise RematError(f"solver {self.solver!r} returned a schedule that is not persistent "
+                             f"({e}); CheckpointedSequential runs persistent schedules "
+                             f"(e.g. solver='dp'); run this one with ScheduleExecutor") from e
+        if recomputed_stages(tree) == 0:
+            tree = None  # store-all: plain autograd
+        peak = simulate(chain, sol.schedule).peak_memory
+        plan = Plan(key, chain, budget, sol, sol.schedule, tree, peak)
+        self.plans[key] = plan
+        if self._first_key is None:
+            self._first_key = key
+        return plan
+
+    def plan_for(self, x: torch.Tensor) -> Plan:
+        """The plan for inputs like ``x`` (profiled and solved on first sight, unless
+        ``reprofile=False``, which raises)."""
+        key = input_key(x)
+        plan = self.plans.get(key)
+        if plan is not None:
+            return plan
+        if self._first_key is None and self._given_chain is not None:
+            return self._add_plan(key, x, self._given_chain)
+        if not self.reprofile:
+            known = "; ".join(_describe(k) for k in self.plans)
+            raise RematError(f"input {_describe(key)} has no schedule (profiled: {known}) and "
+                             f"reprofile=False; construct with reprofile=True to profile and "
+                             f"solve each new input shape/dtype, or feed the profiled shape")
+        return self._add_plan(key, x.detach(), None)
+
+    # ------------------------------------------------------------------ running
+    def compile_stages(self, **options) -> "CheckpointedSequential":
+        """Replace every stage by ``torch.compile(stage, **options)`` (parameters shared) and
+        forget the plans (compiled stages save other tensors: they are profiled again).
+        Returns self."""
+        for i, stage in enumerate(list(self.stages)):
+            self.stages[i] = torch.compile(stage, **options)
+        self.plans.clear()
+        self._first_key = None
+        self._given_chain = None
+        return self
+
+    def _plain(self, x: torch.Tensor) -> torch.Tensor:
+        for s in self.stages:
+            x = s(x)
+        return x
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        needs_grad = torch.is_grad_enabled() and (
-            x.requires_grad or any(p.requires_grad for p in stage_parameters(self.stages_list)))
-        if not needs_grad:
-            for s in self.stages:
-                x = s(x)
-            return x
-        dummy = torch.empty(0, device=x.device, requires_grad=True)
-        return _RunSchedule.apply(dummy, x, self)
+        if not (self.training and torch.is_grad_enabled()) or not (
+                x.requires_grad or any(p.requires_grad for p in self.parameters())):
+            return self._plain(x)
+        plan = self.plan_for(x)
+        if plan.tree is None:
+            return self._plain(x)
+        return self._run_schedule(plan.tree, x)
+
+    @torch.compiler.disable
+    def _run_schedule(self, tree, x: torch.Tensor) -> torch.Tensor:
+        # Kept out of torch.compile: a compiled graph would recompute what the compiler
+        # chooses, not what the schedule says.  Compiled stages (compile_stages) still run
+        # compiled in here.
+        return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop)
+

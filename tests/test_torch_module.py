@@ -332,6 +332,8 @@ def test_a_schedule_without_nested_form_is_refused_naming_the_solver():
         try:
             CheckpointedSequential(net.model, budget, "dtr", example_input=net.example_input,
                                    chain=chain, unit=1)
+        except InfeasibleBudgetError:
+            continue  # DTR's greedy needs more room than the DP here: try a larger budget
         except RematError as e:
             assert "'dtr'" in str(e) and "not persistent" in str(e)
             return

@@ -14,9 +14,11 @@ hypothesis strategies.
 """
 from remat_theory.model.chain import FORMAT, Chain
 from remat_theory.model.errors import (BudgetExceededError, ChainError, InfeasibleBudgetError,
-                     InvalidScheduleError, RematError, ScheduleParseError, SolverError)
+                     InvalidScheduleError, RematError, ScheduleParseError, SolverContractError,
+                     SolverError, SolverOptionError)
 from remat_theory.model.schedule import Op, Schedule
 from remat_theory.model.simulator import SimulationResult, State, simulate, transition
+from remat_theory.model.classes import ScheduleClass
 from remat_theory.model.solution import Solution
 
 __version__ = "0.1.0"
@@ -24,5 +26,6 @@ __version__ = "0.1.0"
 __all__ = [
     "FORMAT", "Chain", "Op", "Schedule", "simulate", "transition", "State", "SimulationResult",
     "Solution", "RematError", "ChainError", "ScheduleParseError", "InvalidScheduleError",
-    "BudgetExceededError", "InfeasibleBudgetError", "SolverError",
+    "BudgetExceededError", "InfeasibleBudgetError", "SolverError", "SolverOptionError",
+    "SolverContractError", "ScheduleClass",
 ]

@@ -21,29 +21,23 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverContractError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.simulator import State, transition
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.solution import Solution
+from remat_theory.model.validation import check_int, option_owner
 
 
 def check_int_option(solver: str, name: str, value, minimum: int,
                      maximum: int | None = None) -> int:
-    """Validate an integer option; raise :class:`SolverError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise SolverError(f"solver {solver!r}: option {name} = {value!r} is not an integer")
-    value = int(value)
-    if value < minimum:
-        raise SolverError(f"solver {solver!r}: option {name} = {value} must be >= {minimum}")
-    if maximum is not None and value > maximum:
-        raise SolverError(f"solver {solver!r}: option {name} = {value} must be <= {maximum}")
-    return value
+    """Validate an integer option; raise :class:`SolverOptionError` naming it."""
+    return check_int(value, name, minimum=minimum, maximum=maximum, error=SolverOptionError,
+                     owner=option_owner(solver))
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,12 +163,12 @@ def replay(chain: Chain, schedule: Schedule) -> tuple[float, int]:
     for k, op in enumerate(schedule):
         r = transition(chain, state, memory, op)
         if isinstance(r, str):
-            raise SolverError(f"built an invalid schedule: step {k} ({op.token}): {r}")
+            raise SolverContractError(f"built an invalid schedule: step {k} ({op.token}): {r}")
         state, memory = r.state, r.memory_after
         peak = max(peak, r.peak)
         clock += r.time
     if not state.is_final():
-        raise SolverError("built a schedule that does not end with d0 computed")
+        raise SolverContractError("built a schedule that does not end with d0 computed")
     return clock, peak
 
 
@@ -188,8 +182,8 @@ def fixed_schedule_solution(name: str, chain: Chain, budget: int, schedule: Sche
     makespan, peak = replay(chain, schedule)
     info = dict(info or {})
     if peak > budget:
-        return Solution(name, INFEASIBLE, None, None, None, budget, min_budget=peak,
-                        message=f"its schedule peaks at {peak} > budget {budget}"
-                                + (f"; {message}" if message else ""), info=info)
-    return Solution(name, FEASIBLE, schedule, makespan, peak, budget, min_budget=peak,
-                    message=message, info=info)
+        return Solution.infeasible(name, budget, min_budget=peak,
+                                   message=f"its schedule peaks at {peak} > budget {budget}"
+                                           + (f"; {message}" if message else ""), info=info)
+    return Solution.feasible(name, budget, schedule, makespan, peak, min_budget=peak,
+                             message=message, info=info)

@@ -122,7 +122,11 @@ def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float) 
           description="The best exact answer within a time limit (default 60 s): store-all "
                       "when it fits, else the certified ilp up to 30 stages, else dp-weak, "
                       "else dp (slots if needed); says which solver answered and what it "
-                      "proved.")
+                      "proved.",
+          # In a sweep, the ILP's own limit: auto runs the certified ILP on short chains.
+          max_stages=4,
+          # It answers with the class of the solver that answered.
+          classes=(CLASS_ALL, "weakly-persistent", "persistent"))
 def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
     """The best exact answer the chain's size allows within ``time_limit`` seconds (default
     :data:`DEFAULT_TIME_LIMIT`); see the module docstring for the order tried.

@@ -28,13 +28,13 @@ Assumes only that every stage boundary is a candidate checkpoint (true on a chai
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.solution import Solution
+from remat_theory.model.validation import check_real, option_owner
 
 from solvers._schedules import (chain_arrays, check_int_option, fixed_schedule_solution,
                          segments_cost, segments_schedule)
@@ -92,8 +92,8 @@ def _grid(chain: Chain, points: int) -> list[float]:
 def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
                       grid: int = 128) -> Solution:
     if b is not None:
-        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not math.isfinite(b) or b < 0:
-            raise SolverError(f"solver 'chen-greedy': option b = {b!r} must be a finite number >= 0")
+        b = check_real(b, "b", minimum=0, error=SolverOptionError,
+                       owner=option_owner("chen-greedy"))
         cps, _, _ = greedy_plan(chain, b)
         return fixed_schedule_solution("chen-greedy", chain, budget, segments_schedule(chain, cps),
                                        message=f"b = {b}: {len(cps) + 1} segments",
@@ -109,12 +109,12 @@ def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
     smallest = min(peak for _, _, peak in seen.values())
     fits = [(mk, peak, bb, key) for key, (bb, mk, peak) in seen.items() if peak <= budget]
     if not fits:
-        return Solution("chen-greedy", INFEASIBLE, None, None, None, budget, min_budget=smallest,
-                        message=f"none of the {len(seen)} plans of the search over b fits; the "
-                                f"smallest peak is {smallest}")
+        return Solution.infeasible("chen-greedy", budget, min_budget=smallest,
+                                   message=f"none of the {len(seen)} plans of the search over b "
+                                           f"fits; the smallest peak is {smallest}")
     makespan, peak, bb, key = min(fits)
     cps = list(key)
-    return Solution("chen-greedy", FEASIBLE, segments_schedule(chain, cps), makespan, peak, budget,
-                    min_budget=smallest,
+    return Solution.feasible("chen-greedy", budget, segments_schedule(chain, cps), makespan, peak,
+                             min_budget=smallest,
                     message=f"b = {bb:.6g}: {len(cps) + 1} segments ({len(seen)} distinct plans searched)",
                     info={"b": float(bb), "checkpoints": cps, "plans": len(seen)})

@@ -471,7 +471,8 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
 
 
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,
-          description="Rotor persistent dynamic program, exact integer memory or slots.")
+          description="Rotor persistent dynamic program, exact integer memory or slots.",
+          variants={"dp-slots": {"slots": 64}})
 def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
              slot_bound: bool = False, time_limit: float | None = None) -> Solution:
     """Optimal persistent schedule (Beaumont et al., Rotor, section 4), exact in memory.
@@ -521,8 +522,11 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
             min_budget = min_units(uc_exact) * gcd
             msg = (f"no persistent schedule fits in {budget} with sizes rounded up to "
                    f"{slots} slots; the smallest feasible budget (exact memory) is {min_budget}")
+            # Rounding up loses schedules: the class is proven empty only below the exact
+            # smallest budget; at or above it the answer claims nothing about the class.
+            claim = CLASS_PERSISTENT if budget < min_budget else CLASS_NONE
             return Solution("dp", INFEASIBLE, None, None, None, budget,
-                            optimal_for=CLASS_PERSISTENT, min_budget=min_budget, info=info,
+                            optimal_for=claim, min_budget=min_budget, info=info,
                             message=msg)
         bound = None
         status = FEASIBLE

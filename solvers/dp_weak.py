@@ -315,7 +315,8 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
 
 
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,
-          description="DP over weakly persistent schedules (checkpoints may be released early).")
+          description="DP over weakly persistent schedules (checkpoints may be released early).",
+          variants={"dp-weak-slots": {"slots": 64}})
 def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
                   time_limit: float | None = None) -> Solution:
     """Optimal weakly persistent schedule (module docstring), exact in memory, or with
@@ -351,7 +352,10 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
     except DeadlineExpired as e:
         return _time_up(chain, budget, deadline, e.what, info)
     if schedule is None:
-        return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
+        # Rounding up loses schedules: the class is proven empty only below the exact
+        # smallest budget; at or above it the answer claims nothing about the class.
+        claim = CLASS_WEAK if budget < mb else CLASS_NONE
+        return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=claim,
                         min_budget=mb, info=info,
                         message=f"no weakly persistent schedule fits in {budget} with sizes "
                                 f"rounded up to {slots} slots; the smallest feasible budget "

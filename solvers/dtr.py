@@ -28,10 +28,10 @@ form).  It always terminates: every recomputation chain is at most L forwards lo
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverContractError
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Op, Schedule
 from remat_theory.model.simulator import State, transition
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.solution import Solution
 
 from solvers.registry import register
 
@@ -86,7 +86,7 @@ class _DTR:
         while True:
             r = transition(self.chain, self.state, self.memory, op, allow_drop=True)
             if isinstance(r, str):  # pragma: no cover - would be a bug of this module
-                raise SolverError(f"dtr: generated an invalid op {op.token}: {r}")
+                raise SolverContractError(f"dtr: generated an invalid op {op.token}: {r}")
             if r.peak <= self.budget:
                 self._apply(op, r)
                 return
@@ -133,21 +133,22 @@ class _DTR:
                 self.last_use[i] = self.clock
 
 
-@register("dtr", optimal_for="none",
+@register("dtr", optimal_for="none", may_drop=True,
           description="DTR-style online eviction (smallest cost/(size*staleness) first), recompute on demand; uses Drop.")
 def solve_dtr(chain: Chain, budget: int) -> Solution:
     if chain.x_size[0] > budget:
-        return Solution("dtr", INFEASIBLE, None, None, None, budget,
-                        message=f"the input x0 alone ({chain.x_size[0]}) exceeds the budget",
-                        info={"allow_drop": True})
+        return Solution.infeasible("dtr", budget, allows_drop=True,
+                                   message=f"the input x0 alone ({chain.x_size[0]}) exceeds the "
+                                           f"budget", info={"allow_drop": True})
     sim = _DTR(chain, budget)
     try:
         sim.schedule()
     except _Stuck as e:
-        return Solution("dtr", INFEASIBLE, None, None, None, budget,
-                        message=f"DTR got stuck after {len(sim.ops)} ops: {e}",
-                        info={"allow_drop": True})
-    return Solution("dtr", FEASIBLE, Schedule(sim.ops), sim.clock, sim.peak, budget,
+        return Solution.infeasible("dtr", budget, allows_drop=True,
+                                   message=f"DTR got stuck after {len(sim.ops)} ops: {e}",
+                                   info={"allow_drop": True})
+    return Solution.feasible("dtr", budget, Schedule(sim.ops), sim.clock, sim.peak,
+                             allows_drop=True,
                     message=f"{sim.evictions} evictions, {sim.recomputations} recomputed forwards",
                     info={"allow_drop": True, "evictions": sim.evictions,
                           "recomputations": sim.recomputations})

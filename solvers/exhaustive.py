@@ -40,24 +40,33 @@ import heapq
 import itertools
 import time
 
-from remat_theory.model import persistence
+from remat_theory.model import classes, persistence
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
 from remat_theory.model.simulator import State, transition
-from remat_theory.model.solution import (CLASS_ALL, CLASS_ALL_WITH_DROP, CLASS_MONOTONE,
-                                   CLASS_PERSISTENT, CLASS_WEAK, INFEASIBLE, OPTIMAL, TIME_LIMIT,
-                                   Solution)
+from remat_theory.model.solution import Solution
+from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
 
-from solvers.registry import register
+from solvers.registry import register, variant
 
+NAME = "exhaustive"
+# The size guard: longer chains are refused unless max_stages is raised (4^L states).
 DEFAULT_MAX_STAGES = 8
+# In a sweep of many chains and budgets (remat verify, plots, the quality benchmark).
+SWEEP_MAX_STAGES = 7
+# As the exact reference of remat compare and remat hard: every family chain of 10 stages
+# took at most a few seconds at the budgets measured (benchmarks/bench_ilp.py speed).
+REFERENCE_MAX_STAGES = 10
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB; a time limit alone does not bound memory
+_OPTION = option_owner(NAME)
 
 
 def _check_size(chain: Chain, max_stages: int) -> None:
+    max_stages = check_int(max_stages, "max_stages", minimum=1, error=SolverOptionError,
+                           owner=_OPTION)
     if chain.length > max_stages:
-        raise SolverError(
+        raise SolverOptionError(
             f"exhaustive search on {chain.length} stages would explore up to "
             f"{4 ** chain.length * (chain.length + 2):,} states; max_stages = {max_stages} "
             f"(raise max_stages to force it)")
@@ -256,23 +265,47 @@ def min_feasible_budget(chain: Chain, allow_drop: bool = False,
     raise SolverError("no schedule exists at any budget")  # unreachable: store-all always exists
 
 
-_CLASS_NAMES = {persistence.PERSISTENT: CLASS_PERSISTENT, persistence.WEAK: CLASS_WEAK,
-                persistence.MONOTONE: CLASS_MONOTONE}  # "weak-runs<=K": its own name
-
-
-def _check_class(schedule_class, allow_drop: bool) -> None:
-    if not persistence.is_class(schedule_class):
-        raise SolverError(f"solver 'exhaustive': option schedule_class = {schedule_class!r} is not "
-                          f"one of {', '.join(persistence.CLASSES)} or "
-                          f"'{persistence.RUNS_PREFIX}K'")
+def _check_class(schedule_class, allow_drop) -> classes.ScheduleClass:
+    """The class searched: ``schedule_class`` (a rule name of
+    :mod:`remat_theory.model.persistence`) with ``allow_drop``."""
+    allow_drop = check_bool(allow_drop, "allow_drop", error=SolverOptionError, owner=_OPTION)
+    if not isinstance(schedule_class, str) or not persistence.is_class(schedule_class):
+        raise SolverOptionError(f"solver 'exhaustive': option schedule_class = {schedule_class!r} "
+                                f"is not one of {', '.join(persistence.CLASSES)} or "
+                                f"'{persistence.RUNS_PREFIX}K'")
     if schedule_class != persistence.ALL and allow_drop:
-        raise SolverError(f"solver 'exhaustive': schedule_class = {schedule_class!r} has no Drop "
-                          f"operations; allow_drop needs schedule_class = 'all'")
+        raise SolverOptionError(f"solver 'exhaustive': schedule_class = {schedule_class!r} has no "
+                                f"Drop operations; allow_drop needs schedule_class = 'all'")
+    if schedule_class == persistence.ALL:
+        return classes.ALL_DROP if allow_drop else classes.ALL
+    return classes.schedule_class(schedule_class)
 
 
-@register("exhaustive", optimal_for=CLASS_ALL, exact=True,
-          description="A* over simulator states: the exact optimum over all schedules "
-                      "(L <= 8 unless max_stages is raised).")
+def _tractable_note(chain: Chain, budget: int, options) -> str | None:
+    """Say so before a search the guard lets through (max_stages raised) beyond the chains
+    measured to take seconds."""
+    if chain.length <= REFERENCE_MAX_STAGES or "time_limit" in options:
+        return None
+    return (f"remat: note: exhaustive search explores up to 4^L states; on {chain.length} "
+            f"stages it can take minutes to hours and much memory (random chains of up to "
+            f"about 12 stages take seconds); --time-limit SECONDS and -o max_states=N stop it "
+            f"with a lower bound")
+
+
+@register(NAME, optimal_for=classes.ALL.key, exact=True,
+          description=f"A* over simulator states: the exact optimum over all schedules "
+                      f"(L <= {DEFAULT_MAX_STAGES} unless max_stages is raised).",
+          max_stages=SWEEP_MAX_STAGES, reference_max_stages=REFERENCE_MAX_STAGES,
+          may_drop=True,
+          classes=tuple(c.key for c in classes.RANKED),
+          variants={"exhaustive-persistent": variant({"schedule_class": "persistent"},
+                                                     in_verify=True),
+                    "exhaustive-weak": variant({"schedule_class": "weak"}, in_verify=True),
+                    "exhaustive-monotone": variant({"schedule_class": "monotone"},
+                                                   in_verify=True),
+                    "exhaustive-weak-runs2": {"schedule_class": "weak-runs<=2"},
+                    "exhaustive-drop": {"allow_drop": True}},
+          note=_tractable_note)
 def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
                      time_limit: float | None = None,
                      max_stages: int = DEFAULT_MAX_STAGES,
@@ -285,29 +318,28 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     (``"all"``, ``"persistent"``, ``"weak"``, ``"monotone"``) restricts the search to exactly that class of
     :mod:`remat_theory.model.persistence`; the value is then optimal for that class."""
     _check_size(chain, max_stages)
-    _check_class(schedule_class, allow_drop)
-    if schedule_class != persistence.ALL:
-        cls = _CLASS_NAMES.get(schedule_class) or persistence.class_label(schedule_class)
-    else:
-        cls = CLASS_ALL_WITH_DROP if allow_drop else CLASS_ALL
-    if isinstance(max_states, bool) or not isinstance(max_states, int) or max_states < 1:
-        raise SolverError(f"solver 'exhaustive': option max_states = {max_states!r} must be a "
-                          f"positive integer")
+    cls = _check_class(schedule_class, allow_drop)
+    max_states = check_int(max_states, "max_states", minimum=1, error=SolverOptionError,
+                           owner=_OPTION)
+    if time_limit is not None:
+        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
+                                    owner=_OPTION, unit="seconds")
     schedule, makespan, peak, bound, proven, stopped_by = _search(
         chain, budget, allow_drop, time_limit, schedule_class, max_states)
     info = {"allow_drop": allow_drop, "schedule_class": schedule_class}
     if schedule is not None:
-        return Solution("exhaustive", OPTIMAL, schedule, makespan, peak, budget, bound=makespan,
-                        optimal_for=cls, info=info)
+        return Solution.optimal(NAME, budget, schedule, makespan, peak, optimal_for=cls,
+                                info=info, allows_drop=allow_drop)
     if not proven:
         info["stopped_by"] = stopped_by
         why = ("time limit reached" if stopped_by == "time_limit" else
                f"state limit reached (max_states = {max_states:,}; raise it to go further, "
                f"with memory to match)")
-        return Solution("exhaustive", TIME_LIMIT, None, None, None, budget, bound=bound,
-                        optimal_for=cls, info=info,
-                        message=f"{why}: not proven optimal; lower bound {bound}")
+        return Solution.time_limit(NAME, budget, bound=bound, optimal_for=cls, info=info,
+                                   allows_drop=allow_drop,
+                                   message=f"{why}: not proven optimal; lower bound {bound}")
     mfb = min_feasible_budget(chain, allow_drop, max_stages, schedule_class)
-    return Solution("exhaustive", INFEASIBLE, None, None, None, budget, optimal_for=cls,
-                    min_budget=mfb, info=info,
-                    message=f"no schedule fits in {budget}; the smallest feasible budget is {mfb}")
+    return Solution.infeasible(NAME, budget, optimal_for=cls, min_budget=mfb, info=info,
+                               allows_drop=allow_drop,
+                               message=f"no schedule fits in {budget}; the smallest feasible "
+                                       f"budget is {mfb}")

@@ -42,9 +42,10 @@ import math
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverContractError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.solution import Solution
+from remat_theory.model.validation import check_choice, option_owner
 
 from solvers._schedules import advance, replay, stored_segment
 from solvers.registry import register
@@ -154,16 +155,15 @@ def gruslys_schedule(chain: Chain, m: int, alpha: int, kind, arg) -> Schedule:
             stack.append(("op", Bwd(y)))
             stack.append(("rev", y + 1, b, u - alpha - (1 if off else 0)))
         else:  # pragma: no cover - l >= 2 entries with a finite cost always have a choice
-            raise SolverError(f"gruslys: no choice recorded for {l} stages and {u} units")
+            raise SolverContractError(f"gruslys: no choice recorded for {l} stages and {u} units")
     return Schedule(ops)
 
 
 @register("gruslys", optimal_for="none",
           description="Gruslys et al. 2016 BPTT dynamic programs (hidden / internal / mixed states), unit slots.")
 def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solution:
-    if variant not in VARIANTS:
-        raise SolverError(f"solver 'gruslys': option variant = {variant!r} is not one of "
-                          f"{', '.join(VARIANTS)}")
+    check_choice(variant, "variant", VARIANTS, error=SolverOptionError,
+                 owner=option_owner("gruslys"))
     L = chain.length
     X, alpha, R = units(chain)
     m = memory_units(chain, budget)
@@ -171,7 +171,7 @@ def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solut
     smallest = chain.x_size[0] + R + need * X
     info = {"variant": variant, "unit": X, "alpha": alpha, "reserve": R}
     if m < need:
-        return Solution("gruslys", INFEASIBLE, None, None, None, budget, min_budget=smallest,
+        return Solution.infeasible("gruslys", budget, min_budget=smallest,
                         message=f"{variant}: the budget leaves {max(m, 0)} units of {X} bytes, "
                                 f"{need} needed",
                         info=info)
@@ -181,11 +181,11 @@ def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solut
     C, kind, arg = gruslys_table(L, mm, alpha, variant)
     forwards = C[L, mm]
     if not math.isfinite(forwards):  # pragma: no cover - min_units guarantees a finite entry
-        raise SolverError(f"gruslys: no finite cost with {mm} units although {need} suffice")
+        raise SolverContractError(f"gruslys: no finite cost with {mm} units although {need} suffice")
     schedule = gruslys_schedule(chain, mm, alpha, kind, arg)
     makespan, peak = replay(chain, schedule)
     info.update(units=mm, forwards=int(forwards))
-    return Solution("gruslys", FEASIBLE, schedule, makespan, peak, budget, min_budget=smallest,
+    return Solution.feasible("gruslys", budget, schedule, makespan, peak, min_budget=smallest,
                     message=f"{variant}: {mm} units of {X} bytes (alpha = {alpha}), "
                             f"{int(forwards)} forwards",
                     info=info)

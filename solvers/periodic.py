@@ -19,7 +19,7 @@ number of stages, not in cost, exactly as torch cuts them.
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.solution import Solution
 
 from solvers._schedules import check_int_option, chain_arrays, segments_cost, segments_schedule
 from solvers.registry import register
@@ -50,13 +50,13 @@ def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None) ->
             best = (makespan, peak, k)
     which = f"segments={segments}" if segments is not None else f"every k in 1..{L}"
     if best is None:
-        return Solution("periodic", INFEASIBLE, None, None, None, budget, min_budget=smallest,
-                        message=f"no periodic schedule ({which}) fits; the smallest peak is "
-                                f"{smallest}")
+        return Solution.infeasible("periodic", budget, min_budget=smallest,
+                                   message=f"no periodic schedule ({which}) fits; the smallest "
+                                           f"peak is {smallest}")
     makespan, peak, k = best
     cps = periodic_checkpoints(L, k)
-    return Solution("periodic", FEASIBLE, segments_schedule(chain, cps), makespan, peak, budget,
-                    min_budget=smallest,
+    return Solution.feasible("periodic", budget, segments_schedule(chain, cps), makespan, peak,
+                             min_budget=smallest,
                     message=f"segments={k} (segment size {L // k}, last segment "
                             f"{L - (k - 1) * (L // k)} stages stored)",
                     info={"segments": k, "checkpoints": cps})

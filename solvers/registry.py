@@ -1,130 +1,508 @@
-"""The solver registry: every solver has the signature ``solve(chain, budget, **options)``
-and returns a :class:`~remat_theory.model.solution.Solution`.
+"""The solver registry: the one home of every solver's facts, and the one entry point.
 
-:func:`solve` is the one entry point: it validates the input, times the solver, and
-replays the schedule it returns through the simulator, so that no solver's claim is ever
-trusted on its own word (the networkx ``validate_flows`` habit).
+Every solver has the signature ``solve(chain, budget, **options)`` and returns a
+:class:`~remat_theory.model.solution.Solution`.  :func:`solve` validates the input, times
+the solver, and replays the schedule it returns through the simulator, so that no solver's
+claim is ever trusted on its own word (the networkx ``validate_flows`` habit).
+
+Facts about a solver live in its :func:`register` call and nowhere else: the class it is
+optimal for, whether it is exact, the longest chain it is practical for in a sweep
+(``max_stages``) and as the exact reference of a comparison (``reference_max_stages``), its
+named variants (a label standing for fixed options, e.g. ``exhaustive-monotone``), whether
+its schedules may use Drop (``may_drop``), the classes it can be asked to be optimal for,
+and a note for the command line before a solve that may run long.  Every layer above
+(verify, compare, solve, hard search, benchmarks, plots, the torch confirmation) reads them
+from here, so adding a solver is adding one module to :mod:`solvers`.
+
+Solvers of your own
+-------------------
+Wherever a solver name is accepted, so is ``package.module:function``: the function is
+imported and run exactly like a built-in (its schedule replayed, classified and
+cross-checked by ``remat verify``).  An installed distribution can also declare solvers in
+the entry-point group ``remat.solvers`` (``name = package.module:function``, in
+``pyproject.toml`` under ``[project.entry-points."remat.solvers"]``); they are loaded on
+the registry's first use and listed by ``remat solvers``.  The target may be a function
+(registered under the entry point's name as a heuristic) or a module that calls
+:func:`register` itself (then its own facts apply).
+
+Such a function may return a :class:`Solution`, or just a schedule: a
+:class:`~remat_theory.model.schedule.Schedule`, a list of op tokens, a token string, or None
+when it finds none.  The registry replays a bare schedule to fill in the makespan and the
+peak (status ``feasible``); None becomes ``infeasible`` with no claim about any class.
+
+Errors: misuse (an unknown solver, path or option) raises
+:class:`~remat_theory.model.errors.SolverOptionError`; a false answer (an invalid schedule,
+a makespan or peak the simulator does not measure, a result of the wrong type) raises
+:class:`~remat_theory.model.errors.SolverContractError`.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import inspect
 import math
 import pkgutil
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
+from remat_theory.model import classes as schedule_classes
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import InvalidScheduleError, RematError, SolverError
+from remat_theory.model.errors import (InvalidScheduleError, RematError, ScheduleParseError,
+                                       SolverContractError, SolverError, SolverOptionError)
+from remat_theory.model.schedule import DROP, Schedule
 from remat_theory.model.simulator import check_budget, simulate
-from remat_theory.model.solution import Solution
+from remat_theory.model.solution import CLASS_NONE, Solution
+from remat_theory.model.validation import check_int
 
 # Relative tolerance between a solver's claimed makespan and the simulated one: the two
 # are sums of the same floats in possibly different orders, nothing more.
 MAKESPAN_RTOL = 1e-9
+ENTRY_POINT_GROUP = "remat.solvers"
+
+NoteHook = Callable[[Chain, int, Mapping], "str | None"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A label standing for a registered solver with fixed options (``ilp-fast`` is ``ilp``
+    with ``passes=1, pairs=True``).
+
+    label : the name it is asked for by (in ``--solver``, ``--solvers``, ``solvers.solve``).
+    solver : the registered solver it runs.
+    options : the fixed options.
+    max_stages : longest chain it is practical for in a sweep; None: the solver's.
+    in_verify : run by the default ``remat verify`` (besides every registered solver).
+    """
+
+    label: str
+    solver: str
+    options: tuple  # sorted (name, value) pairs: hashable and picklable
+    max_stages: int | None = None
+    in_verify: bool = False
+
+    @property
+    def option_dict(self) -> dict:
+        return dict(self.options)
+
+
+def variant(options: Mapping, *, max_stages: int | None = None, in_verify: bool = False) -> dict:
+    """A variant declaration for :func:`register`'s ``variants`` (label -> this), when it
+    needs more than its options: its own ``max_stages``, or a place in the default verify.
+    (The same as writing the dict ``{"options": ..., "max_stages": ..., "in_verify": ...}``.)"""
+    return {"options": dict(options), "max_stages": max_stages, "in_verify": in_verify}
 
 
 @dataclass(frozen=True)
 class SolverInfo:
+    """What the registry knows about a solver (see :func:`register` for each field)."""
+
     name: str
     func: Callable[..., Solution]
     optimal_for: str  # class of schedules it is optimal for ("none" for heuristics)
     exact: bool  # True for exact optimizers (dp, dp-weak, ilp, exhaustive)
     description: str
     options: tuple  # names of keyword options it accepts
+    max_stages: int | None = None
+    reference_max_stages: int | None = None
+    variants: tuple = ()  # Variant, ...
+    may_drop: bool = False
+    classes: tuple = ()  # class keys it can be optimal for (optimal_for first)
+    note: NoteHook | None = field(default=None, compare=False)
+    external: bool = False  # a plug-in (module:function or an entry point)
+    defaults: Mapping = field(default_factory=dict, compare=False)  # option -> default value
+    any_options: bool = False  # it takes **options: every option name is passed through
+
+    def practical_for(self, chain: Chain) -> bool:
+        """True when ``chain`` is within :attr:`max_stages` (or there is no limit)."""
+        return self.max_stages is None or chain.length <= self.max_stages
+
+    def reference_for(self, chain: Chain) -> bool:
+        """True when the solver serves as the exact reference on ``chain``."""
+        return self.reference_max_stages is not None and chain.length <= self.reference_max_stages
 
 
 _REGISTRY: dict[str, SolverInfo] = {}
+_VARIANTS: dict[str, Variant] = {}
+_EXTERNAL: dict[str, SolverInfo] = {}  # module:function paths loaded so far
 _RESERVED = ("chain", "budget", "solver")
 _LOADED = False
+_PLUGINS_LOADED = False
 
 
-def register(name: str, *, optimal_for: str, exact: bool = False, description: str = ""):
-    """Decorator: register ``func(chain, budget, **options)`` under ``name``."""
+def _stage_limit(value, what: str, name: str) -> int | None:
+    if value is None:
+        return None
+    return check_int(value, what, minimum=1, error=SolverError, owner=f"solver {name!r}:")
+
+
+def _options_of(func, name: str) -> tuple:
+    params = inspect.signature(func).parameters
+    opts = tuple(p for p in params if p not in ("chain", "budget")
+                 and params[p].kind == inspect.Parameter.KEYWORD_ONLY)
+    clash = [o for o in opts if o in _RESERVED]
+    if clash:
+        raise SolverError(f"solver {name!r}: option name {clash[0]!r} is reserved by "
+                          f"solvers.solve(chain, budget, solver, **options)")
+    return opts
+
+
+def _takes_any_option(func) -> bool:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _defaults_of(func, opts: tuple) -> dict:
+    params = inspect.signature(func).parameters
+    return {o: params[o].default for o in opts if params[o].default is not inspect.Parameter.empty}
+
+
+def _variants_of(name: str, variants: Mapping | None, opts: tuple) -> tuple:
+    out = []
+    for label, spec in (variants or {}).items():
+        if not isinstance(spec, Mapping):
+            raise SolverError(f"solver {name!r}: variant {label!r} must be a dict of options")
+        if isinstance(spec.get("options"), Mapping):  # a variant(...) declaration
+            extra = set(spec) - {"options", "max_stages", "in_verify"}
+            if extra:
+                raise SolverError(f"solver {name!r}: variant {label!r} has unknown field "
+                                  f"{sorted(extra)[0]!r}")
+            options = spec["options"]
+            cap, default = spec.get("max_stages"), bool(spec.get("in_verify", False))
+        else:
+            options, cap, default = spec, None, False
+        bad = [k for k in options if k not in opts]
+        if bad:
+            raise SolverError(f"solver {name!r}: variant {label!r} sets option {bad[0]!r}, "
+                              f"which the solver does not take")
+        out.append(Variant(label, name, tuple(sorted(options.items())),
+                           _stage_limit(cap, f"variant {label!r} max_stages", name), default))
+    return tuple(out)
+
+
+def register(name: str, *, optimal_for: str, exact: bool = False, description: str = "",
+             max_stages: int | None = None, reference_max_stages: int | None = None,
+             variants: Mapping | None = None, may_drop: bool = False,
+             classes: tuple = (), note: NoteHook | None = None):
+    """Decorator: register ``func(chain, budget, **options)`` under ``name``.
+
+    Parameters
+    ----------
+    name : the registry name.
+    optimal_for : key of the class its answers are optimal for by default
+        (:mod:`remat_theory.model.classes`; ``"none"`` for a heuristic).
+    exact : an exact optimizer (its claims are cross-checked as proofs).
+    description : one line for ``remat solvers`` (default: the docstring's first paragraph).
+    max_stages : the longest chain it is practical for in a sweep of many instances
+        (``remat verify``, plots, the quality benchmark, the torch confirmation); None: no
+        limit.  Longer chains are skipped there, and said to be.
+    reference_max_stages : the longest chain on which it serves as the exact reference (the
+        OPT of ``remat compare`` and ``remat hard``), where one solve may take seconds.
+    variants : ``{label: {option: value}}`` (or ``{label: variant(...)}``): labels that
+        stand for this solver with fixed options, accepted wherever a solver name is.
+    may_drop : its schedules may use Drop operations (the explicit-deletion extension).
+    classes : keys of every class an option can make it optimal for (default: optimal_for).
+    note : ``note(chain, budget, options)`` -> a one-line note for stderr before a solve
+        that may run long (or None); the command line prints it.
+    """
 
     def deco(func):
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise SolverError(f"solver name {name!r} is registered twice")
-        params = inspect.signature(func).parameters
-        opts = tuple(p for p in params if p not in ("chain", "budget")
-                     and params[p].kind == inspect.Parameter.KEYWORD_ONLY)
-        clash = [o for o in opts if o in _RESERVED]
-        if clash:
-            raise SolverError(f"solver {name!r}: option name {clash[0]!r} is reserved by "
-                              f"solvers.solve(chain, budget, solver, **options)")
+        opts = _options_of(func, name)
         doc = description or (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
-        _REGISTRY[name] = SolverInfo(name, func, optimal_for, exact, doc, opts)
+        vs = _variants_of(name, variants, opts)
+        for v in vs:
+            if v.label in _REGISTRY or (v.label in _VARIANTS and _VARIANTS[v.label].solver != name):
+                raise SolverError(f"variant label {v.label!r} of {name!r} is already taken")
+        keys = tuple(dict.fromkeys((optimal_for,) + tuple(classes)))
+        for k in keys:
+            if not schedule_classes.is_class_name(k):
+                raise SolverError(f"solver {name!r}: class {k!r} is unknown")
+        _REGISTRY[name] = SolverInfo(
+            name, func, optimal_for, exact, doc, opts,
+            _stage_limit(max_stages, "max_stages", name),
+            _stage_limit(reference_max_stages, "reference_max_stages", name),
+            vs, bool(may_drop), keys, note, defaults=_defaults_of(func, opts),
+            any_options=_takes_any_option(func))
+        for v in vs:
+            _VARIANTS[v.label] = v
         return func
 
     return deco
 
 
 def _load_all() -> None:
+    """Import every module of :mod:`solvers` (each registers its solvers), then the
+    entry points, once each."""
     global _LOADED
-    if _LOADED:
-        return
-    import solvers
+    if not _LOADED:
+        package = importlib.import_module("solvers")
+        for mod in pkgutil.iter_modules(package.__path__):
+            if not mod.name.startswith("_") and mod.name != "registry":
+                importlib.import_module(f"solvers.{mod.name}")
+        _LOADED = True
+    if not _PLUGINS_LOADED:
+        load_entry_points()
 
-    for mod in pkgutil.iter_modules(solvers.__path__):
-        if not mod.name.startswith("_") and mod.name != "registry":
-            importlib.import_module(f"solvers.{mod.name}")
-    _LOADED = True
+
+def load_entry_points(force: bool = False) -> list[str]:
+    """Register the solvers of the entry-point group ``remat.solvers`` (done once on first
+    use; ``force`` scans again, for a distribution installed since).  Returns the names
+    registered by this call.  A broken entry point raises :class:`SolverOptionError`
+    naming it."""
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED and not force:
+        return []
+    _PLUGINS_LOADED = True
+    added = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _REGISTRY:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as e:  # noqa: BLE001 - any import failure is the plug-in's, named
+            raise SolverOptionError(f"entry point {ep.name} = {ep.value} (group "
+                                    f"{ENTRY_POINT_GROUP}) cannot be loaded: "
+                                    f"{type(e).__name__}: {e}") from None
+        if ep.name not in _REGISTRY:  # a module that registered itself needs nothing more
+            if not callable(obj) or inspect.ismodule(obj):
+                raise SolverOptionError(f"entry point {ep.name} = {ep.value} (group "
+                                        f"{ENTRY_POINT_GROUP}) is neither a solver function nor "
+                                        f"a module registering {ep.name!r}")
+            _REGISTRY[ep.name] = _external_info(ep.name, obj)
+        added.append(ep.name)
+    return added
+
+
+def _external_info(name: str, func) -> SolverInfo:
+    try:
+        opts = _options_of(func, name)
+    except (TypeError, ValueError):
+        opts = ()
+    doc = (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
+    return SolverInfo(name, func, CLASS_NONE, False, doc or f"plug-in solver {name}", opts,
+                      classes=(CLASS_NONE,), external=True,
+                      defaults=_defaults_of(func, opts) if opts else {},
+                      any_options=_takes_any_option(func))
+
+
+def is_path(name: str) -> bool:
+    """True for the ``package.module:function`` form of a solver name."""
+    return isinstance(name, str) and ":" in name
+
+
+def load_path(path: str) -> SolverInfo:
+    """The :class:`SolverInfo` of ``package.module:function`` (imported once, then cached).
+    A bad module or attribute raises :class:`SolverOptionError` naming it."""
+    if path in _EXTERNAL:
+        return _EXTERNAL[path]
+    module, _, attr = path.partition(":")
+    if not module or not attr or not all(p.isidentifier() for p in module.split(".")) \
+            or not all(p.isidentifier() for p in attr.split(".")):
+        raise SolverOptionError(f"solver {path!r} is not a name nor a 'package.module:function' "
+                                f"path")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise SolverOptionError(f"solver {path!r}: cannot import module {module!r} ({e})") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise SolverOptionError(f"solver {path!r}: module {module!r} has no attribute "
+                                    f"{attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise SolverOptionError(f"solver {path!r}: {attr!r} is a {type(obj).__name__}, not a "
+                                f"function solve(chain, budget, **options)")
+    info = _REGISTRY.get(path) or next((i for i in _REGISTRY.values() if i.func is obj), None)
+    if info is None:
+        info = _external_info(path, obj)
+    _EXTERNAL[path] = info
+    return info
 
 
 def names() -> list[str]:
-    """Registered solver names, in registration order of their modules (sorted)."""
+    """Registered solver names (built-in modules and entry points), sorted."""
     _load_all()
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> SolverInfo:
+def variants() -> dict[str, Variant]:
+    """Every registered variant, by label."""
     _load_all()
-    if name not in _REGISTRY:
-        raise SolverError(f"unknown solver {name!r} (known: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name]
+    return {label: v for label, v in _VARIANTS.items() if v.solver in _REGISTRY}
+
+
+def verify_labels() -> list[str]:
+    """What the default ``remat verify`` runs: every registered solver, then the variants
+    declared ``in_verify``."""
+    return names() + [label for label, v in variants().items() if v.in_verify]
+
+
+def get(name: str) -> SolverInfo:
+    """The :class:`SolverInfo` of a registered name, a variant label (its solver's info) or
+    a ``package.module:function`` path; :class:`SolverOptionError` names an unknown one."""
+    _load_all()
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if name in _VARIANTS:
+        return _REGISTRY[_VARIANTS[name].solver]
+    if is_path(name):
+        return load_path(name)
+    known = sorted(_REGISTRY) + sorted(_VARIANTS)
+    raise SolverOptionError(f"unknown solver {name!r} (known: {', '.join(known)}; or a "
+                            f"'package.module:function' path)")
+
+
+def resolve(label: str) -> tuple[SolverInfo, dict, int | None]:
+    """``(info, fixed options, max_stages)`` of a name, variant label or path: what running
+    ``label`` means, and the longest chain it is practical for in a sweep."""
+    info = get(label)
+    v = _VARIANTS.get(label) if label not in _REGISTRY else None
+    if v is None:
+        return info, {}, info.max_stages
+    return info, v.option_dict, v.max_stages if v.max_stages is not None else info.max_stages
+
+
+def note(chain: Chain, budget: int | None, label: str, options: Mapping | None = None
+         ) -> str | None:
+    """The solver's own note for stderr before solving (None when it has nothing to say),
+    followed by the other exact solvers of the same class that serve as the reference on
+    this chain (``reference_max_stages``) and may be faster."""
+    info, fixed, _ = resolve(label)
+    if info.note is None:
+        return None
+    text = info.note(chain, budget, {**fixed, **dict(options or {})})
+    if not text:
+        return None
+    for other in (get(n) for n in names()):
+        if other.name != info.name and other.exact and other.optimal_for == info.optimal_for \
+                and other.reference_for(chain):
+            guard = f" -o max_stages={chain.length}" if "max_stages" in other.options else ""
+            text += (f"; --solver {other.name}{guard} is also exact over "
+                     f"{info.optimal_for} schedules and often much faster up to about "
+                     f"{other.reference_max_stages} stages")
+    return text
+
+
+def check_options(label: str, options: Mapping) -> SolverInfo:
+    """Raise :class:`SolverOptionError` naming the first option ``label``'s solver does not
+    take; returns its info."""
+    info = get(label)
+    if info.any_options:
+        return info
+    bad = [k for k in options if k not in info.options]
+    if bad:
+        accepted = ", ".join(info.options) or "none"
+        raise SolverOptionError(f"solver {label!r} does not take option {bad[0]!r} (it takes: "
+                                f"{accepted})")
+    return info
 
 
 def verify_solution(chain: Chain, sol: Solution, budget: int | None) -> None:
-    """Replay ``sol.schedule`` and check the solver's claims; raise SolverError if false."""
+    """Replay ``sol.schedule`` and check the solver's claims; raise
+    :class:`SolverContractError` if one is false."""
     if sol.schedule is None:
         return
-    allow_drop = bool(sol.info.get("allow_drop", False))
     try:
-        sim = simulate(chain, sol.schedule, budget, allow_drop=allow_drop)
+        sim = simulate(chain, sol.schedule, budget, allow_drop=sol.allows_drop)
     except InvalidScheduleError as e:
-        raise SolverError(f"solver {sol.solver!r} returned an invalid schedule: {e}") from None
+        raise SolverContractError(f"solver {sol.solver!r} returned an invalid schedule: {e}") from None
     if sol.makespan is None or not math.isclose(sol.makespan, sim.makespan,
                                                 rel_tol=MAKESPAN_RTOL, abs_tol=1e-12):
-        raise SolverError(f"solver {sol.solver!r} claims makespan {sol.makespan} but the "
-                          f"simulator measures {sim.makespan}")
+        raise SolverContractError(f"solver {sol.solver!r} claims makespan {sol.makespan} but the "
+                                  f"simulator measures {sim.makespan}")
     if sol.peak_memory != sim.peak_memory:
-        raise SolverError(f"solver {sol.solver!r} claims peak {sol.peak_memory} but the "
-                          f"simulator measures {sim.peak_memory}")
+        raise SolverContractError(f"solver {sol.solver!r} claims peak {sol.peak_memory} but the "
+                                  f"simulator measures {sim.peak_memory}")
+
+
+def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -> Solution:
+    """A solver's return value as a :class:`Solution`: a bare schedule (Schedule, tokens, a
+    token string) is replayed to fill in makespan and peak; None is infeasible (no claim)."""
+    if isinstance(out, Solution):
+        if out.schedule is None or isinstance(out.schedule, Schedule):
+            return out
+        try:  # a plug-in's Solution holding tokens: the one schedule type from here on
+            schedule = (Schedule.parse(out.schedule) if isinstance(out.schedule, str)
+                        else Schedule.parse(" ".join(str(t) for t in out.schedule)))
+        except (ScheduleParseError, TypeError) as e:
+            raise SolverContractError(f"solver {label!r} returned an unreadable schedule: "
+                                      f"{e}") from None
+        return out.replace(schedule=schedule)
+    if out is None:
+        return Solution.infeasible(label, budget, message=f"{label} found no schedule")
+    try:
+        if isinstance(out, Schedule):
+            schedule = out
+        elif isinstance(out, str):
+            schedule = Schedule.parse(out)
+        elif isinstance(out, (list, tuple)):
+            schedule = Schedule.parse(" ".join(str(t) for t in out))
+        else:
+            raise SolverContractError(f"solver {label!r} returned {type(out).__name__}, not a "
+                                      f"Solution, a schedule or None")
+    except ScheduleParseError as e:
+        raise SolverContractError(f"solver {label!r} returned an unreadable schedule: {e}") from None
+    uses_drop = any(op.kind == DROP for op in schedule)
+    try:
+        sim = simulate(chain, schedule, budget, allow_drop=uses_drop)
+    except InvalidScheduleError as e:
+        raise SolverContractError(f"solver {label!r} returned an invalid schedule: {e}") from None
+    return Solution.feasible(label, budget, schedule, sim.makespan, sim.peak_memory,
+                             allows_drop=uses_drop)
 
 
 def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> Solution:
     """Solve ``chain`` under ``budget`` (bytes) with the named solver, then verify.
 
-    Unknown options raise :class:`SolverError` naming them.  The returned schedule has been
-    replayed through the simulator and its makespan and peak match the solver's claims.
+    Parameters
+    ----------
+    chain : Chain
+    budget : int
+        Memory budget in bytes.
+    solver : str
+        A registered name, a variant label (its fixed options apply; explicit options
+        override them) or a ``package.module:function`` path.
+    **options
+        The solver's keyword options (``remat solvers --json`` lists them).
+
+    Returns
+    -------
+    Solution
+        Its schedule (if any) replayed through the simulator: makespan and peak are the
+        simulated ones.
+
+    Raises
+    ------
+    SolverOptionError
+        Unknown solver, path or option, or a bad option value.
+    SolverContractError
+        The solver returned an invalid schedule or a claim the simulator refutes.
+
+    Examples
+    --------
+    >>> from remat_theory import Chain
+    >>> chain = Chain.homogeneous(3)
+    >>> solve(chain, chain.store_all_memory(), "exhaustive-persistent").status
+    'optimal'
     """
     if not isinstance(chain, Chain):
         raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
     budget = check_budget(budget)
     if budget is None:
         raise RematError("budget is required")
-    info = get(solver)
-    bad = [k for k in options if k not in info.options]
-    if bad:
-        accepted = ", ".join(info.options) or "none"
-        raise SolverError(f"solver {solver!r} does not take option {bad[0]!r} (it takes: {accepted})")
+    info, fixed, _ = resolve(solver)
+    options = {**fixed, **options}
+    check_options(solver, options)
     t0 = time.perf_counter()
-    sol = info.func(chain, budget, **options)
+    out = info.func(chain, budget, **options)
     elapsed = time.perf_counter() - t0
-    if not isinstance(sol, Solution):
-        raise SolverError(f"solver {solver!r} returned {type(sol).__name__}, not a Solution")
+    sol = _as_solution(chain, budget, solver, info, out)
     if not sol.wall_time:
         sol = sol.replace(wall_time=elapsed)
     verify_solution(chain, sol, budget)
@@ -140,4 +518,6 @@ def registered(name: str, func: Callable[..., Solution], **kwargs):
     try:
         yield name
     finally:
-        _REGISTRY.pop(name, None)
+        info = _REGISTRY.pop(name, None)
+        for v in (info.variants if info else ()):
+            _VARIANTS.pop(v.label, None)

@@ -43,7 +43,7 @@ from math import comb
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.schedule import Schedule
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.solution import Solution
 
 from solvers._schedules import advance, check_int_option, replay, stored_segment
 from solvers.registry import register
@@ -120,15 +120,16 @@ def solve_revolve(chain: Chain, budget: int, *, slots: int | None = None) -> Sol
         adv = revolve_advances(L, s)
         info = {"slots": s, "advances": adv, "slot_budget": slot_budget(chain, s)}
         if peak > budget:
-            return Solution("revolve", INFEASIBLE, None, None, None, budget, min_budget=peak,
-                            message=f"slots={s}: the schedule peaks at {peak} > budget {budget}",
-                            info=info)
-        return Solution("revolve", FEASIBLE, schedule, makespan, peak, budget, min_budget=peak,
-                        message=f"slots={s}: {adv} advances + {L} recording forwards", info=info)
+            return Solution.infeasible("revolve", budget, min_budget=peak,
+                                       message=f"slots={s}: the schedule peaks at {peak} > "
+                                               f"budget {budget}", info=info)
+        return Solution.feasible("revolve", budget, schedule, makespan, peak, min_budget=peak,
+                                 message=f"slots={s}: {adv} advances + {L} recording forwards",
+                                 info=info)
     smallest = slot_budget(chain, 1)
     if smallest > budget:
-        return Solution("revolve", INFEASIBLE, None, None, None, budget, min_budget=smallest,
-                        message=f"even one slot needs a slot budget of {smallest} "
+        return Solution.infeasible("revolve", budget, min_budget=smallest,
+                                   message=f"even one slot needs a slot budget of {smallest} "
                                 f"(slots sized for the largest activation, {max(chain.x_size)})")
     s = 1
     while s < L and slot_budget(chain, s + 1) <= budget:
@@ -136,7 +137,7 @@ def solve_revolve(chain: Chain, budget: int, *, slots: int | None = None) -> Sol
     schedule = revolve_schedule(chain, s)
     makespan, peak = replay(chain, schedule)
     adv = revolve_advances(L, s)
-    return Solution("revolve", FEASIBLE, schedule, makespan, peak, budget, min_budget=smallest,
+    return Solution.feasible("revolve", budget, schedule, makespan, peak, min_budget=smallest,
                     message=f"slots={s} (slot budget {slot_budget(chain, s)}): {adv} advances + "
                             f"{L} recording forwards",
                     info={"slots": s, "advances": adv, "slot_budget": slot_budget(chain, s)})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
-from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
+from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, Solution
 
 from solvers.registry import register
 
@@ -20,16 +20,17 @@ def store_all_schedule(chain: Chain) -> Schedule:
     return Schedule([Fall(i) for i in range(L)] + [LOSS_OP] + [Bwd(i) for i in range(L - 1, -1, -1)])
 
 
-@register("store-all", optimal_for=CLASS_NONE,
+@register("store-all", optimal_for=CLASS_NONE, classes=(CLASS_ALL,),
           description="No checkpointing: keep every tape (plain backpropagation).")
 def solve_store_all(chain: Chain, budget: int) -> Solution:
     peak = chain.store_all_memory()
     if peak > budget:
-        return Solution("store-all", INFEASIBLE, None, None, None, budget, min_budget=peak,
-                        message=f"store-all needs a budget of at least {peak}; got {budget}")
+        return Solution.infeasible("store-all", budget, min_budget=peak,
+                                   message=f"store-all needs a budget of at least {peak}; got "
+                                           f"{budget}")
     makespan = chain.ideal_makespan()
     # No schedule can be faster than running each op once, so this is optimal in every class
     # whenever it fits; the bound says so.
-    return Solution("store-all", OPTIMAL, store_all_schedule(chain), makespan, peak, budget,
-                    bound=makespan, optimal_for="all", min_budget=peak,
-                    message="no recomputation needed")
+    return Solution.optimal("store-all", budget, store_all_schedule(chain), makespan, peak,
+                            optimal_for=CLASS_ALL, min_budget=peak,
+                            message="no recomputation needed")

@@ -348,7 +348,9 @@ def test_verify_rejects_unknown_solver_names_in_caps(capsys):
 
 
 def test_hard_help_states_the_exhaustive_cap_of_the_code(capsys):
-    from remat_theory.analysis.hard_search import EXHAUSTIVE_MAX_STAGES
+    import solvers
+
+    EXHAUSTIVE_MAX_STAGES = solvers.get("exhaustive").reference_max_stages  # the registry's
 
     code, out, err = run(capsys, "hard", "--help")
     assert code == 0 and f"up to {EXHAUSTIVE_MAX_STAGES} stages" in " ".join(out.split())

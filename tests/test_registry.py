@@ -1,11 +1,15 @@
 """The solver interface: registry, Solution, verification by replay, store-all."""
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
 import solvers
 from remat_theory import Chain, Schedule, Solution, SolverError
-from remat_theory.model.errors import RematError
-from remat_theory.model.solution import FEASIBLE, INFEASIBLE, OPTIMAL
+from remat_theory.model import classes
+from remat_theory.model.errors import RematError, SolverContractError, SolverOptionError
+from remat_theory.model.solution import FEASIBLE, INFEASIBLE, OPTIMAL, TIME_LIMIT
+from remat_theory.model.validation import check_bool, check_choice, check_int, check_positive
+from solvers import registry
 from remat_theory.strategies import chains
 from solvers.registry import _REGISTRY, register
 from solvers.store_all import store_all_schedule
@@ -92,3 +96,95 @@ def test_reserved_option_names_are_refused():
     with pytest.raises(SolverError, match="option name 'solver' is reserved"):
         register("clashing", optimal_for="none")(clashing)
     assert "clashing" not in _REGISTRY
+
+
+# ------------------------------------------------------------ named constructors, errors
+def test_named_constructors_say_what_each_status_needs():
+    s = store_all_schedule(C2)
+    opt = Solution.optimal("x", 20, s, 10.5, 20, optimal_for="all")
+    assert (opt.status, opt.bound, opt.optimal_for, opt.allows_drop) == (OPTIMAL, 10.5, "all", False)
+    feas = Solution.feasible("x", 20, s, 10.5, 20)
+    assert feas.status == FEASIBLE and feas.optimal_for == "none" and feas.bound is None
+    inf = Solution.infeasible("x", 19, min_budget=20, optimal_for="persistent", message="m")
+    assert (inf.status, inf.schedule, inf.makespan, inf.min_budget) == (INFEASIBLE, None, None, 20)
+    tl = Solution.time_limit("x", 19, bound=3.0, optimal_for="all",
+                             message="time limit reached: not proven optimal")
+    assert tl.status == TIME_LIMIT and tl.schedule is None and tl.bound == 3.0
+    # the positional form is the same record
+    assert inf == Solution("x", INFEASIBLE, None, None, None, 19, optimal_for="persistent",
+                           min_budget=20, message="m")
+    # Drop is a typed field; the older info spelling still sets it, and the JSON says it
+    assert Solution.feasible("x", 20, s, 10.5, 20, info={"allow_drop": True}).allows_drop
+    assert opt.to_dict()["allows_drop"] is False
+
+
+def test_misuse_and_false_answers_are_different_errors():
+    with pytest.raises(SolverOptionError):
+        solvers.solve(C2, 20, "nope")
+    with pytest.raises(SolverOptionError, match="max_states = 0 must be >= 1"):
+        solvers.solve(C2, 20, "exhaustive", max_states=0)
+    register("_liar", optimal_for="none")(_liar)
+    try:
+        with pytest.raises(SolverContractError):
+            solvers.solve(C2, 100, "_liar")
+    finally:
+        del _REGISTRY["_liar"]
+
+
+def test_a_variant_label_runs_its_solver_with_its_options():
+    v = registry.variants()["exhaustive-persistent"]
+    assert v.solver == "exhaustive" and v.option_dict == {"schedule_class": "persistent"}
+    by_label = solvers.solve(C2, 17, "exhaustive-persistent")
+    direct = solvers.solve(C2, 17, "exhaustive", schedule_class="persistent")
+    assert by_label.makespan == direct.makespan and by_label.optimal_for == "persistent"
+    # explicit options override the variant's
+    assert solvers.solve(C2, 17, "exhaustive-persistent", schedule_class="all").optimal_for == "all"
+
+
+@pytest.mark.parametrize("check, args, message", [
+    (check_int, (2.5, "n"), "n = 2.5 is not an integer"),
+    (check_int, (True, "n"), "n = True is not an integer"),
+    (check_int, (0, "n"), "n = 0 must be >= 1"),
+    (check_bool, (1, "flag"), "flag = 1 must be True or False"),
+    (check_positive, (0.0, "time_limit"), "time_limit = 0.0 must be a positive number"),
+    (check_choice, ("both", "variant", ("a", "b")), "variant = 'both' is not one of a, b"),
+])
+def test_validation_helpers_name_the_field_and_value(check, args, message):
+    kwargs = {"minimum": 1} if check is check_int else {}
+    with pytest.raises(SolverOptionError, match=message.replace("(", r"\(")):
+        check(*args, error=SolverOptionError, **kwargs)
+    assert check_int(np.int64(3), "n", minimum=1) == 3 and isinstance(check_int(np.int64(3), "n"), int)
+
+
+def test_one_vocabulary_of_schedule_classes():
+    # the option spelling and the serialized spelling are one class
+    assert classes.schedule_class("weak") is classes.schedule_class("weakly-persistent")
+    assert classes.schedule_class("monotone") is classes.MONOTONE and classes.MONOTONE.key == "weak-runs<=1"
+    order = [c.key for c in classes.RANKED]
+    assert order == ["persistent", "weakly-persistent", "weak-runs<=1", "weak-runs<=2", "all", "all+drop"]
+    assert classes.subset("weak-runs<=2", "weak-runs<=7") and not classes.subset("all", "weak-runs<=7")
+    assert not classes.subset("run+falls", "all") and classes.subset("none", "none")
+    with pytest.raises(RematError, match="schedule class 'weakish' is unknown"):
+        classes.schedule_class("weakish")
+    # membership is decided by the rules, whatever the solver said
+    s = store_all_schedule(C2)
+    assert classes.classify(C2, s) is classes.PERSISTENT
+    assert Solution.optimal("x", 20, s, 10.5, 20, optimal_for=classes.WEAK).optimal_for == "weakly-persistent"
+
+
+def test_solver_facts_are_read_from_the_registry(capsys):
+    import json
+
+    from remat_theory.cli import main
+
+    ex = solvers.get("exhaustive")
+    assert ex.max_stages < ex.defaults["max_stages"] < ex.reference_max_stages and ex.may_drop
+    long = Chain.homogeneous(ex.reference_max_stages + 1)
+    assert "4^L" in registry.note(long, None, "exhaustive", {"max_stages": long.length})
+    assert registry.note(long, None, "exhaustive", {"time_limit": 5}) is None
+    assert registry.note(C2, None, "exhaustive") is None
+    assert main(["solvers", "--json"]) == 0
+    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    assert listed["exhaustive"]["reference_max_stages"] == ex.reference_max_stages
+    assert listed["exhaustive"]["variants"]["exhaustive-weak"] == {"schedule_class": "weak"}
+    assert listed["dtr"]["may_drop"] and not listed["dp"]["may_drop"]

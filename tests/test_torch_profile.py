@@ -200,7 +200,7 @@ def test_allocator_measured_peaks_match_the_prediction(network):
         if sol.schedule is None:
             continue
         budget = int(frac * store_all)
-        drop = bool(sol.info.get("allow_drop", False))
+        drop = sol.allows_drop
         predicted = simulate(chain, sol.schedule, budget, allow_drop=drop).peak_memory
         for p in params:
             p.grad = None

@@ -12,7 +12,7 @@ import pytest
 
 import solvers
 from remat_theory.cli import main
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverOptionError
 from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, INFEASIBLE, OPTIMAL, Solution
 from remat_theory.analysis.verify import (VerifyConfig, class_subset, make_tasks, run_verify,
                                  verify_chain)
@@ -200,3 +200,34 @@ def test_json_on_stdout_survives_a_solver_printing_on_file_descriptor_1(capfd):
     out, err = capfd.readouterr()
     assert code == 0
     assert json.loads(out)["ok"] and "NoisyLib" in err and "NoisyLib" not in out
+
+
+def misused(chain, budget):
+    """Stands for a solver given a bad option value: misuse, not a false answer."""
+    raise SolverOptionError("solver 'misused': option depth = -1 must be >= 0")
+
+
+def test_misuse_stops_the_sweep_as_bad_input_and_is_no_violation(capsys):
+    """Only false answers (and crashes) are violations: a bad option is bad input."""
+    with registered("misused", misused, optimal_for=CLASS_NONE):
+        with pytest.raises(SolverOptionError, match="depth = -1"):
+            run_verify(_tiny(("exhaustive", "misused")))
+        code = main(["verify", "--seed", "1", "--stages", "2:2", "--trials", "1",
+                     "--families", "random", "--solvers", "exhaustive,misused",
+                     "--budgets-per-chain", "1", "--workers", "1", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 2 and "depth = -1" in captured.err and "VIOLATION" not in captured.out
+
+
+def test_the_registered_limits_are_the_defaults_and_can_be_replaced():
+    from remat_theory.analysis.verify import default_max_stages_for
+
+    caps = dict(default_max_stages_for())
+    assert caps["exhaustive"] == solvers.get("exhaustive").max_stages
+    assert caps["exhaustive-persistent"] == caps["exhaustive"]  # a variant inherits
+    task = make_tasks(_tiny(("exhaustive",), max_stages_for=(("exhaustive", 3),)))
+    short = [t for t in task if t.length <= 3]
+    long = [t for t in task if t.length > 3]
+    assert short and long
+    assert all(not any(i["results"] for i in verify_chain(t)["instances"]) for t in long)
+    assert all(any(i["results"] for i in verify_chain(t)["instances"]) for t in short)

@@ -17,13 +17,14 @@ Speed (:func:`bench_solvers`)
       the median time to proven optimality counts an unproven run as infinite.  Modes: the
       registry's default model (``exact``, optimal over all schedules) and its restricted
       ``fast`` mode (optimal in its own smaller class, said in ``optimal_for``).
-    * ``exhaustive``: random chains of 2..8 stages at the smallest feasible budget and a
-      middle one.
+    * ``exhaustive``: random chains of 2..8 stages (:data:`EXHAUSTIVE_STAGES`) at the
+      smallest feasible budget and a middle one.
 
 Quality (:func:`bench_quality`)
     For each family, one chain, budgets from the smallest feasible (over all schedules) to
     store-all; every registered solver's makespan divided by the exact optimum (exhaustive
-    search up to ``max_exhaustive_stages``, the ILP beyond, its status said when unproven).
+    search up to ``max_exhaustive_stages``, default its registered ``max_stages``; the ILP
+    beyond, its status said when unproven).
 
 This module sits on the solver floor (like the command line): it imports :mod:`solvers`.
 """
@@ -46,6 +47,8 @@ from remat_theory.model.errors import RematError
 from remat_theory.analysis.parallel import parallel_map
 from remat_theory.analysis.progress import Progress
 from remat_theory.analysis.verify import solve_with_options
+from solvers import registry
+from solvers.feasibility import smallest_feasible_budget
 
 MIB = 2 ** 20
 
@@ -82,31 +85,6 @@ def bench_chain(family: str, length: int, seed: int = 0, *, big: bool = False) -
             return families.uniform_random(length, seed, max_size=100, unit=MIB)
         return families.make(family, length, seed, unit=MIB)
     return families.make(family, length, seed)
-
-
-def smallest_feasible_budget(chain: Chain, max_exhaustive_stages: int = 8) -> tuple[int, str]:
-    """The smallest feasible budget (bytes) and where it comes from.
-
-    Exact over all schedules by exhaustive search up to ``max_exhaustive_stages`` stages;
-    beyond, the smallest reported by the exact solvers at an infeasible budget (the ILP's is
-    over all schedules when it proves it; the DP's is over persistent schedules, so an upper
-    bound on the true one), else the memory lower bound (a lower bound).
-    """
-    import solvers
-
-    if chain.length <= max_exhaustive_stages and "exhaustive" in solvers.names():
-        from solvers.exhaustive import min_feasible_budget
-        return min_feasible_budget(chain, max_stages=max_exhaustive_stages), "exhaustive"
-    lb = chain.memory_lower_bound()
-    for name in ("dp-weak", "dp"):
-        if name in solvers.names():
-            try:
-                sol = solvers.solve(chain, max(0, lb - 1), name)
-            except RematError:
-                continue
-            if sol.min_budget is not None:
-                return sol.min_budget, name
-    return lb, "memory lower bound"
 
 
 def budget_between(low: int, high: int, frac: float) -> int:
@@ -282,7 +260,7 @@ def bench_exhaustive(stages=EXHAUSTIVE_STAGES, timeout: float = 600.0, progress:
             chain = bench_chain("random", L, seed=L)
             m, src = smallest_feasible_budget(chain, max_exhaustive_stages=max(stages))
             budget = budget_between(m, chain.store_all_memory(), frac)
-            r = measure(chain, budget, "exhaustive", {"max_stages": max(8, L)}, timeout)
+            r = measure(chain, budget, "exhaustive", {"max_stages": L}, timeout)
             rows.append({**r, "solver": "exhaustive", "family": "random", "stages": L,
                          "budget": budget, "budget_frac": frac, "min_budget": m})
             bar.update()
@@ -373,13 +351,16 @@ def _quality_task(item: tuple) -> dict:
 
 def bench_quality(fams=QUALITY_FAMILIES, stages: int = 7, seed: int = 0, budgets: int = 7,
                   solver_names=None, time_limit: float | None = 60.0,
-                  max_exhaustive_stages: int = 7, workers=None, scheduler=None,
+                  max_exhaustive_stages: int | None = None, workers=None, scheduler=None,
                   progress: bool = True, seeds: int = 1) -> list:
     """Makespan ratio to the exact optimum of every solver, per family and budget, on the
     chains of seeds ``seed .. seed + seeds - 1`` (a family whose chain does not depend on
-    the seed, such as homogeneous, gets one chain)."""
+    the seed, such as homogeneous, gets one chain).  ``max_exhaustive_stages`` default:
+    exhaustive search's registered ``max_stages`` (its limit in a sweep)."""
     import solvers
 
+    if max_exhaustive_stages is None:
+        max_exhaustive_stages = registry.get("exhaustive").max_stages
     names = tuple(solver_names) if solver_names else tuple(solvers.names())
     for n in names:
         solvers.get(n)

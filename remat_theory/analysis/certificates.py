@@ -101,7 +101,7 @@ def solution_entry(sol: Solution, options: Mapping | None = None) -> dict:
         "peak_memory": sol.peak_memory,
         "bound": sol.bound,
         "min_budget": sol.min_budget,
-        "allow_drop": bool(sol.info.get("allow_drop", False)),
+        "allow_drop": sol.allows_drop,
         "wall_time": round(sol.wall_time, 6),
         "schedule": None if sol.schedule is None else sol.schedule.tokens(),
     }

@@ -11,9 +11,10 @@ scores it (higher is harder):
 * ``ilp-time``: the seconds the ``ilp`` solver takes to prove its optimum (only proven
   solves count), a measure of how hard the MILP finds the instance.
 
-OPT is ``exhaustive`` (A* over simulator states, no modelling argument) when the chain has
-at most :data:`EXHAUSTIVE_MAX_STAGES` stages, else ``ilp`` when it proves optimality; an
-instance whose optimum is not proven scores nothing.
+OPT is ``exhaustive`` (A* over simulator states, no modelling argument) when the chain is
+within its registered ``reference_max_stages``, else ``ilp`` (up to its own
+``reference_max_stages``) when it proves optimality; an instance whose optimum is not proven
+scores nothing.
 
 The search (:func:`search`) runs independent *restarts*, each a top-level function of its
 own seed (:func:`run_restart`), spread over processes by
@@ -36,14 +37,25 @@ from typing import Callable
 
 import numpy as np
 
+import solvers
+from solvers import registry
+
 from remat_theory.analysis.certificates import Certificate, solution_entry
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
+from remat_theory.model.validation import check_int
 
 OBJECTIVES = ("dp-gap", "baseline-gap", "ilp-time")
-EXHAUSTIVE_MAX_STAGES = 10  # exhaustive search proves random 10-stage chains in seconds
-ILP_MAX_STAGES = 19  # the ILP's proven model stays under its default max_binaries up to here
+EXACT, FALLBACK = "exhaustive", "ilp"  # the solvers of OPT, short chains first
+
+
+def _reference_limit(name: str) -> int:
+    """The longest chain on which ``name`` is the reference (its registered
+    ``reference_max_stages``; 0 when it is not registered or has none)."""
+    if name not in registry.names():
+        return 0
+    return registry.get(name).reference_max_stages or 0
 _SIZE_FIELDS = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead")
 _TIME_FIELDS = ("fwd_time", "bwd_time")
 
@@ -79,13 +91,12 @@ class SearchConfig:
         if self.objective == "baseline-gap" and not self.solver:
             raise RematError("objective baseline-gap needs a solver (--solver NAME)")
         for name in ("min_stages", "max_stages", "max_time", "max_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise RematError(f"{name} = {v!r} must be an integer >= 1")
-        if self.max_stages > ILP_MAX_STAGES:
-            raise RematError(f"max_stages = {self.max_stages}: OPT above {EXHAUSTIVE_MAX_STAGES} "
-                             f"stages is the proven ILP model, which is built only up to "
-                             f"{ILP_MAX_STAGES} stages")
+            check_int(getattr(self, name), name, minimum=1)
+        top = max(_reference_limit(EXACT), _reference_limit(FALLBACK))
+        if self.max_stages > top:
+            raise RematError(f"max_stages = {self.max_stages}: OPT above "
+                             f"{_reference_limit(EXACT)} stages is the proven ILP model, which is "
+                             f"built only up to {top} stages")
         if self.max_stages < self.min_stages:
             raise RematError(f"max_stages = {self.max_stages} is below min_stages = "
                              f"{self.min_stages}")
@@ -97,11 +108,12 @@ class SearchConfig:
         return self.solver or "dp"
 
     def target_call(self) -> tuple:
-        """``(registry name, options)`` of the compared solver (a verify variant label such
-        as ``exhaustive-monotone`` stands for a registered solver with fixed options)."""
-        from remat_theory.analysis.verify import VARIANTS
-
-        name, opts = VARIANTS.get(self.target, (self.target, {}))
+        """``(solver, options)`` of the compared solver (a variant label such as
+        ``exhaustive-monotone`` stands for a registered solver with fixed options; a
+        ``package.module:function`` path for itself)."""
+        info, opts, _ = registry.resolve(self.target)
+        name = info.name if self.target not in registry.names() and not info.external \
+            else self.target
         opts = dict(opts)
         if name == "ilp":
             opts["time_limit"] = self.ilp_time_limit
@@ -109,12 +121,15 @@ class SearchConfig:
 
     def check_solvers(self) -> None:
         """Raise naming the solver if one this objective needs is not registered."""
-        import solvers
-
         known = solvers.names()
-        need = [self.target_call()[0], "exhaustive"]
-        if self.max_stages > EXHAUSTIVE_MAX_STAGES:
-            need.append("ilp")
+        if not registry.is_path(self.target) and self.target not in known \
+                and self.target not in registry.variants():
+            raise RematError(f"solver {self.target!r} is not available (known: "
+                             f"{', '.join(known + list(registry.variants()))})")
+        self.target_call()  # imports a package.module:function path, naming a bad one
+        need = [EXACT]
+        if self.max_stages > _reference_limit(EXACT):
+            need.append(FALLBACK)
         for name in need:
             if name not in known:
                 raise RematError(f"solver {name!r} is not available (known: {', '.join(known)})")
@@ -130,20 +145,17 @@ class Evaluation:
 
 
 def _opt(chain: Chain, budget: int, cfg: SearchConfig):
-    import solvers
-
     opts = {"time_limit": cfg.ilp_time_limit}
-    if chain.length <= EXHAUSTIVE_MAX_STAGES:
-        opts["max_stages"] = EXHAUSTIVE_MAX_STAGES
-        return solvers.solve(chain, budget, "exhaustive", **opts), opts
-    return solvers.solve(chain, budget, "ilp", **opts), opts
+    limit = _reference_limit(EXACT)
+    if chain.length <= limit:
+        opts["max_stages"] = limit
+        return solvers.solve(chain, budget, EXACT, **opts), opts
+    return solvers.solve(chain, budget, FALLBACK, **opts), opts
 
 
 def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
     """Score ``(chain, budget)`` for ``cfg.objective`` (None: not scorable, e.g. OPT is
     infeasible or unproven)."""
-    import solvers
-
     try:
         opt, opt_opts = _opt(chain, budget, cfg)
     except RematError as e:

@@ -50,12 +50,14 @@ def _pareto_task(item):
             "peak_memory": sol.peak_memory, "optimal_for": sol.optimal_for}
 
 
-def default_solvers(chain: Chain, max_exhaustive_stages: int = 7) -> list[str]:
-    """Every registered solver, without exhaustive search on chains too long for it."""
+def default_solvers(chain: Chain) -> list[str]:
+    """Every registered solver, without those with a size guard (a ``max_stages`` option:
+    exhaustive search) on chains beyond their registered ``max_stages``; the others take a
+    time limit instead."""
     import solvers
 
     return [n for n in solvers.names()
-            if not (n == "exhaustive" and chain.length > max_exhaustive_stages)]
+            if "max_stages" not in solvers.get(n).options or solvers.get(n).practical_for(chain)]
 
 
 def pareto_data(chain: Chain, solver_names, budgets, *, time_limit: float | None = 30.0,

@@ -17,15 +17,19 @@ Schedules belong to classes ordered by inclusion::
 ILP's fast mode.)
 
 Every schedule is classified by the rules of :mod:`remat_theory.model.persistence` (the smallest
-class it lies in; ``all+drop`` when it uses Drop ops), whatever solver produced it.  A
+class it lies in, :func:`remat_theory.model.classes.classify`; ``all+drop`` when it uses
+Drop ops), whatever solver produced it.  The solvers run are the registry's: every
+registered solver and the variants declared for verify, each on chains up to its registered
+``max_stages``.  A
 *claim* is what a solution proves about a class C (its ``optimal_for``): "the optimum of C
 is v" (status ``optimal``), "every schedule of C takes at least b" (``bound``), "no
 schedule of C fits" (status ``infeasible``).  Then:
 
 0. an exact solver's schedule lies in the class it claims to be optimal for;
 1. every schedule is valid under the budget and its claimed makespan and peak are the
-   simulated ones (the registry raises :class:`SolverError` otherwise; any exception a
-   solver raises on valid input counts too);
+   simulated ones (the registry raises :class:`SolverContractError` otherwise; any other
+   exception a solver raises on valid input counts too, except misuse,
+   :class:`SolverOptionError`, which stops the sweep as bad input);
 2. no schedule of a class C' ⊆ C is shorter than an optimum or a bound claimed for C
    (relative tolerance 1e-9).  This contains: exact solvers of the same class agree,
    ``exhaustive <= ilp`` (equal when both are proven), ``ilp <= dp-weak <= dp``, the fast
@@ -60,36 +64,48 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import solvers
+from solvers import registry
+
 from remat_theory.analysis import families
+from remat_theory.analysis.parallel import TaskFailedError, parallel_map
+from remat_theory.model import classes
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverError
-from remat_theory.model.schedule import DROP
-from remat_theory.analysis.parallel import parallel_map
-from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT, Solution
+from remat_theory.model.errors import (InfeasibleBudgetError, RematError, SolverError,
+                                       SolverOptionError)
+from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT
+from remat_theory.model.validation import check_int
 
 __all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verify",
-           "summarize", "format_table", "CLASS_RANK", "class_subset"]
+           "summarize", "format_table", "CLASS_RANK", "class_subset", "default_max_stages_for"]
 
 RTOL = 1e-9  # relative tolerance between makespans: sums of the same floats, nothing more
 
-# Inclusion order of the classes of schedules (Solution.optimal_for values).
-CLASS_RANK = {"persistent": 0, "weakly-persistent": 1, "weak-runs<=1": 2, "weak-runs<=2": 3,
-              "all": 4, "all+drop": 5}
+# Inclusion order of the classes a schedule is classified into (Solution.optimal_for keys),
+# from remat_theory.model.classes.
+CLASS_RANK = {c.key: k for k, c in enumerate(classes.RANKED)}
 
 DEFAULT_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
-# Longest chain each solver runs on (by label, else by registry name): exhaustive search
-# grows as 4^L; the ILP proves small chains in seconds but its smallest-feasible-budget
-# MILP (at infeasible budgets) and tight budgets take much longer from about 5 stages on.
-DEFAULT_MAX_STAGES_FOR = (("exhaustive", 7), ("ilp", 4), ("ilp-cbc", 4), ("ilp-proven", 4),
-                          ("ilp-fast", 12), ("ilp-weak-runs2", 8))
+
+
+def default_max_stages_for(labels=None) -> tuple:
+    """``((label, max stages), ...)``: the longest chain each solver or variant runs on in
+    a sweep, as registered (:func:`solvers.registry.register`'s ``max_stages``); labels
+    with no limit are left out.  ``labels`` default: every solver and variant."""
+    if labels is None:
+        labels = registry.names() + list(registry.variants())
+    out = []
+    for label in labels:
+        cap = registry.resolve(label)[2]
+        if cap is not None:
+            out.append((label, cap))
+    return tuple(out)
 
 
 def class_subset(a: str, b: str) -> bool:
-    """True when every schedule of class ``a`` is also in class ``b``."""
-    if a == b:
-        return True
-    ra, rb = CLASS_RANK.get(a), CLASS_RANK.get(b)
-    return ra is not None and rb is not None and ra <= rb
+    """True when every schedule of class ``a`` is also in class ``b``
+    (:func:`remat_theory.model.classes.subset`)."""
+    return classes.subset(a, b)
 
 
 def _lt(a: float, b: float) -> bool:
@@ -109,7 +125,7 @@ class ChainTask:
     solvers: tuple
     budgets_per_chain: int = 4
     time_limit: float | None = None
-    max_stages_for: tuple = DEFAULT_MAX_STAGES_FOR
+    max_stages_for: tuple = ()  # overrides of the registered limits: ((label, stages), ...)
     overheads: bool = True
     integer_times: bool = True
 
@@ -138,21 +154,19 @@ class VerifyConfig:
     solvers: tuple | None = None  # None: every registered solver
     budgets_per_chain: int = 4
     time_limit: float | None = 10.0  # per solve, for solvers that take a time limit
-    max_stages_for: tuple = DEFAULT_MAX_STAGES_FOR  # ((label or name, max stages), ...)
+    # ((label or name, max stages), ...): replaces the registered limit of those labels
+    max_stages_for: tuple = ()
     workers: int | None = None
     scheduler: object = None
     progress: bool = True
 
     def check(self) -> None:
         for name in ("min_stages", "max_stages", "trials", "budgets_per_chain"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise RematError(f"{name} = {v!r} must be an integer >= 1")
+            check_int(getattr(self, name), name, minimum=1)
         if self.min_stages > self.max_stages:
             raise RematError(f"stage range {self.min_stages}:{self.max_stages} is empty "
                              "(min above max)")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise RematError(f"seed = {self.seed!r} must be an integer >= 0")
+        check_int(self.seed, "seed", minimum=0)
         if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             raise RematError(f"time_limit = {self.time_limit!r} must be a positive number of seconds")
         if not self.families:
@@ -160,106 +174,44 @@ class VerifyConfig:
         for f in self.families:
             families.family(f)  # raises ChainError naming it
         for item in self.max_stages_for:
-            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], int)
-                    and not isinstance(item[1], bool) and item[1] >= 1):
+            if not (isinstance(item, tuple) and len(item) == 2):
                 raise RematError(f"max_stages_for entry {item!r} is not (solver, stages >= 1)")
-
-
-# Variants run under their own label: a registered solver with fixed options.  The
-# class-restricted exhaustive searches are the oracles of the two DPs' own classes and of
-# the ILP's fast mode (class weak-runs<=1).  ``ilp`` itself proves most answers with the
-# moment relaxation (proofs/ilp.md section 9), so ``ilp-proven`` keeps the proven
-# time-expanded model (Theorem 1) under the same cross-check.
-VARIANTS = {
-    "exhaustive-persistent": ("exhaustive", {"schedule_class": "persistent"}),
-    "exhaustive-weak": ("exhaustive", {"schedule_class": "weak"}),
-    "exhaustive-monotone": ("exhaustive", {"schedule_class": "monotone"}),
-    "ilp-cbc": ("ilp", {"mip_solver": "cbc"}),
-    "ilp-proven": ("ilp", {"certify": False}),
-    "ilp-fast": ("ilp", {"passes": 1, "pairs": True}),
-    "exhaustive-weak-runs2": ("exhaustive", {"schedule_class": "weak-runs<=2"}),
-    "ilp-weak-runs2": ("ilp", {"passes": 2, "pairs": True}),
-}
-DEFAULT_VARIANTS = ("exhaustive-persistent", "exhaustive-weak", "exhaustive-monotone", "ilp-fast",
-                    "ilp-proven")
-
-
-def _variant_ok(label: str) -> bool:
-    import solvers
-
-    name, opts = VARIANTS[label]
-    return name in solvers.names() and all(k in solvers.get(name).options for k in opts)
+            check_int(item[1], f"max_stages_for[{item[0]!r}]", minimum=1)
 
 
 def resolve_solvers(requested) -> tuple:
-    """``(label, registry name, options)`` for each solver to run: ``requested`` (registry
-    names or labels of :data:`VARIANTS`) checked, or every registered solver plus the
-    class-restricted exhaustive searches when the registry supports them."""
-    import solvers
-
-    known = solvers.names()
+    """``(label, solver, options)`` for each solver to run: ``requested`` (registry names,
+    variant labels or ``package.module:function`` paths) checked, or what the registry says
+    the default verify runs (:func:`solvers.registry.verify_labels`).  The solver of a
+    variant is its registry name; a registered name or a path stands for itself."""
     if requested is None:
-        labels = list(known) + [v for v in DEFAULT_VARIANTS if _variant_ok(v)]
+        labels = registry.verify_labels()
     else:
         labels = []
         for label in requested:
-            if label in VARIANTS:
-                if not _variant_ok(label):
-                    name, opts = VARIANTS[label]
-                    raise SolverError(f"solver variant {label!r} needs {name!r} with options "
-                                      f"{sorted(opts)}, which the registry does not have")
-            else:
-                solvers.get(label)  # raises SolverError naming it and the known names
+            registry.get(label)  # raises SolverOptionError naming it and the known names
             if label not in labels:
                 labels.append(label)
         if not labels:
             raise RematError("no solver selected")
     out = []
     for label in labels:
-        name, opts = VARIANTS.get(label, (label, {}))
-        out.append((label, name, tuple(sorted(opts.items()))))
+        v = registry.variants().get(label) if label not in registry.names() else None
+        name, opts = (v.solver, v.options) if v is not None else (label, ())
+        out.append((label, name, tuple(opts)))
     return tuple(out)
 
 
 def solve_with_options(chain: Chain, budget: int, name: str, options: dict):
-    """:func:`solvers.solve`, also for an option named ``solver`` (the ILP's back end), which
-    ``solvers.solve``'s own ``solver`` parameter would capture: then the same steps by hand
-    (check the options, time the call, replay the schedule through the simulator)."""
-    import solvers
-    from solvers import registry
-
-    if "solver" not in options:
-        return solvers.solve(chain, budget, name, **options)
-    info = registry.get(name)
-    bad = [k for k in options if k not in info.options]
-    if bad:
-        raise SolverError(f"solver {name!r} does not take option {bad[0]!r}")
-    t0 = time.perf_counter()
-    sol = info.func(chain, budget, **options)
-    if not isinstance(sol, Solution):
-        raise SolverError(f"solver {name!r} returned {type(sol).__name__}, not a Solution")
-    if not sol.wall_time:
-        sol = sol.replace(wall_time=time.perf_counter() - t0)
-    registry.verify_solution(chain, sol, budget)
-    return sol
+    """:func:`solvers.solve` with the options as a dict (kept for callers of this name)."""
+    return solvers.solve(chain, budget, name, **options)
 
 
 def schedule_class_of(chain: Chain, schedule) -> str:
-    """The smallest class of :data:`CLASS_RANK` that ``schedule`` belongs to, decided by the
-    rules of :mod:`remat_theory.model.persistence` (not by what a solver says)."""
-    from remat_theory.model import persistence
-
-    if any(op.kind == DROP for op in schedule):
-        return "all+drop"
-    if persistence.is_persistent(chain, schedule):
-        return "persistent"
-    if persistence.is_weakly_persistent(chain, schedule):
-        return "weakly-persistent"
-    if persistence.is_monotone(chain, schedule):
-        return "weak-runs<=1"
-    if persistence.is_class_member(chain, schedule, "weak-runs<=2"):
-        return "weak-runs<=2"
-    return "all"
+    """The key of the smallest class of :data:`CLASS_RANK` that ``schedule`` belongs to,
+    decided by the rules (:func:`remat_theory.model.classes.classify`), not by what a
+    solver says."""
+    return classes.classify(chain, schedule).key
 
 
 def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
@@ -290,15 +242,17 @@ def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
 def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> dict | None:
     """Run one solver on one instance; a dict describing what it answered (or how it
     failed), or None when the solver is skipped on this chain."""
-    import solvers
-
     label, name, opts = spec
     info = solvers.get(name)
     caps = dict(task.max_stages_for)
-    cap = caps.get(label, caps.get(name))
+    cap = caps.get(label, caps.get(name)) if (label in caps or name in caps) \
+        else registry.resolve(label)[2]
     if cap is not None and chain.length > cap:
         return None
     options = dict(opts)
+    guard = info.defaults.get("max_stages")
+    if guard is not None and chain.length > guard:  # a cap raised past a size guard: lift it
+        options["max_stages"] = chain.length
     if task.time_limit is not None and "time_limit" in info.options:
         options["time_limit"] = task.time_limit
     rec = {"solver": label, "exact": info.exact, "status": None, "makespan": None,
@@ -312,7 +266,9 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
                    optimal_for=info.optimal_for if info.exact else CLASS_NONE,
                    wall_time=time.perf_counter() - t0, message=str(e))
         return rec
-    except SolverError as e:
+    except SolverOptionError:
+        raise  # misuse (a bad option of a variant or plug-in): bad input, not a finding
+    except SolverError as e:  # SolverContractError: a false answer
         rec.update(status="error", error=f"{e}", wall_time=time.perf_counter() - t0)
         return rec
     except Exception as e:  # noqa: BLE001 - a crash on valid input is a finding, not a stop
@@ -498,13 +454,16 @@ def verify_chain(task: ChainTask) -> dict:
 # --------------------------------------------------------------------------- sweep
 def run_verify(cfg: VerifyConfig) -> dict:
     """Run the whole sweep (in parallel) and return the report (a JSON-ready dict)."""
-    import solvers
-
     solvers.names()  # import every solver module before any worker starts
     tasks = make_tasks(cfg)
     t0 = time.perf_counter()
-    chains = parallel_map(verify_chain, tasks, workers=cfg.workers, scheduler=cfg.scheduler,
-                          progress=cfg.progress, desc="verify")
+    try:
+        chains = parallel_map(verify_chain, tasks, workers=cfg.workers, scheduler=cfg.scheduler,
+                              progress=cfg.progress, desc="verify")
+    except TaskFailedError as e:
+        if isinstance(e.error, SolverOptionError):  # misuse: say it as itself, bad input
+            raise e.error from None
+        raise
     wall = time.perf_counter() - t0
     summary = summarize(chains, [spec[0] for spec in tasks[0].solvers] if tasks else ())
     violations = [v for c in chains for v in c["violations"]]
@@ -513,7 +472,9 @@ def run_verify(cfg: VerifyConfig) -> dict:
                    "trials": cfg.trials, "families": list(cfg.families),
                    "solvers": [spec[0] for spec in tasks[0].solvers] if tasks else [],
                    "budgets_per_chain": cfg.budgets_per_chain, "time_limit": cfg.time_limit,
-                   "max_stages_for": dict(cfg.max_stages_for)},
+                   "max_stages_for": {**dict(default_max_stages_for(
+                       [spec[0] for spec in tasks[0].solvers] if tasks else [])),
+                                      **dict(cfg.max_stages_for)}},
         "chains": len(chains),
         "instances": sum(len(c["instances"]) for c in chains),
         "solves": sum(len(i["results"]) for c in chains for i in c["instances"]),

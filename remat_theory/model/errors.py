@@ -63,4 +63,18 @@ class InfeasibleBudgetError(RematError):
 
 
 class SolverError(RematError):
-    """A solver was misused (unknown name, unknown option) or returned a wrong answer."""
+    """Base class of the solver errors: a solver was misused (:class:`SolverOptionError`) or
+    returned something false (:class:`SolverContractError`).  Catch this to catch both."""
+
+
+class SolverOptionError(SolverError):
+    """Misuse of a solver: an unknown solver name or plug-in path, an unknown option, or an
+    option value of the wrong type or out of range.  The message names the solver, the
+    option and the value.  Nothing was solved: this is bad input, not a finding."""
+
+
+class SolverContractError(SolverError):
+    """A solver returned something false: a schedule the simulator rejects (invalid, or over
+    the budget), a claimed makespan or peak the simulator does not measure, or a result that
+    is not a solution at all.  ``remat verify`` counts these (and only these, besides
+    crashes) as violations."""

@@ -99,10 +99,11 @@ def is_class(schedule_class) -> bool:
     return schedule_class in CLASSES or runs_limit(schedule_class) is not None
 
 
-def class_label(schedule_class: str) -> str:
-    """The ``optimal_for`` label of a class: ``"weak-runs<=K"`` for the runs classes."""
-    k = runs_limit(schedule_class)
-    return schedule_class if k is None else f"{RUNS_PREFIX}{k}"
+def rule_name(schedule_class) -> str:
+    """The rule name of ``schedule_class``: a rule name as is, or the ``rule`` of a
+    :class:`remat_theory.model.classes.ScheduleClass` (which names its rules here: the
+    vocabulary of classes lives in :mod:`remat_theory.model.classes`, the rules here)."""
+    return getattr(schedule_class, "rule", schedule_class)
 
 NO_FRESH = -1
 
@@ -194,7 +195,8 @@ def _runs_mark(mark) -> tuple:
 def check_class(chain: Chain, schedule: Schedule | str | Iterable, schedule_class: str) -> None:
     """Raise :class:`InvalidScheduleError` naming the first step of ``schedule`` that is
     invalid or breaks the rules of ``schedule_class`` (``"persistent"``, ``"weak"``,
-    ``"monotone"``)."""
+    ``"monotone"``, ``"weak-runs<=K"``, or a :class:`~remat_theory.model.classes.ScheduleClass`)."""
+    schedule_class = rule_name(schedule_class)
     if not is_class(schedule_class):
         raise ValueError(f"schedule_class = {schedule_class!r} is not one of {CLASSES} or "
                          f"'{RUNS_PREFIX}K'")

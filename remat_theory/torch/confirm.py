@@ -261,7 +261,7 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
     if sol.schedule is None:
         return rec
     schedule = sol.schedule
-    allow_drop = bool(sol.info.get("allow_drop", False))
+    allow_drop = sol.allows_drop
     sim = simulate(chain, schedule, budget, allow_drop=allow_drop)
     rec.update(predicted_peak=sim.peak_memory, predicted_time=sim.makespan,
                schedule_length=len(schedule),

@@ -68,10 +68,44 @@ def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:
     return sol
 
 
+PROVEN_QUICK_STAGES = 5  # the proven model: seconds up to here, minutes to hours above
+
+
+def _long_solve_note(chain: Chain, options) -> str | None:
+    """A note before a solve that may run very long: the default mode on more than
+    :data:`PROVEN_QUICK_STAGES` stages with no time limit, which falls back to the proven
+    model (O(L^4) binaries, proofs/ilp.md section 8) whenever the moment relaxation leaves a
+    gap (section 9)."""
+    if options.get("passes") is not None or options.get("time_limit") is not None:
+        return None
+    if chain.length <= PROVEN_QUICK_STAGES:
+        return None
+    return (f"remat: note: ilp first tries to prove the weak DP's or the fast mode's schedule "
+            f"optimal with the moment relaxation (seconds on random chains of 20-30 stages); "
+            f"where that leaves a gap it solves the proven model, which on {chain.length} stages "
+            f"can take minutes to hours (about {PROVEN_QUICK_STAGES} stages take seconds), "
+            f"or, from 20 stages, answers 'feasible' with a bound; --time-limit SECONDS "
+            f"returns the best schedule and bound found by then, and --solver ilp-fast "
+            f"(-o passes=1 -o pairs=true) is the fast mode (optimal among schedules with one "
+            f"weakly increasing run per phase)")
+
+
 @register(NAME, optimal_for=CLASS_ALL, exact=True,
           description="Exact over all schedules: a lower-bound MILP (the moment relaxation) "
                       "certifies the weak DP's or the fast mode's schedule, else the "
-                      "time-expanded MILP proven lossless decides (PuLP; HiGHS or CBC).")
+                      "time-expanded MILP proven lossless decides (PuLP; HiGHS or CBC).",
+          # In a sweep: the smallest-feasible-budget MILP (at infeasible budgets) and tight
+          # budgets take much longer from about 5 stages on.  As a reference: the proven
+          # model stays under the default max_binaries up to 19 stages.
+          max_stages=4, reference_max_stages=19,
+          classes=("all", "weak-runs<=1", "weak-runs<=2"),
+          variants={"ilp-cbc": {"options": {"mip_solver": "cbc"}, "max_stages": 4},
+                    "ilp-fast": {"options": {"passes": 1, "pairs": True}, "max_stages": 12,
+                                 "in_verify": True},
+                    "ilp-proven": {"options": {"certify": False}, "max_stages": 4,
+                                   "in_verify": True},
+                    "ilp-weak-runs2": {"options": {"passes": 2, "pairs": True}, "max_stages": 8}},
+          note=lambda chain, budget, options: _long_solve_note(chain, options))
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
               mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
               pairs: bool = False, warm_start: bool = True, threads: int = 1,

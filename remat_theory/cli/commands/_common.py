@@ -13,6 +13,8 @@ import time
 from remat_theory.analysis.progress import Progress
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
+from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_GUARD
+from solvers.feasibility import EXACT, smallest_feasible_budget
 
 
 def budget_arg(text: str) -> int:
@@ -70,12 +72,10 @@ SMALLEST_BUDGET_MAX_STAGES = 200
 
 def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
     """Raise when the budget is below what every schedule needs, naming the smallest
-    feasible budget (exact up to 8 stages; beyond, the lower bound and the persistent DP's
-    minimum, which is feasible)."""
-    from solvers.feasibility import EXACT, smallest_feasible_budget
-
+    feasible budget (exact within exhaustive search's size guard; beyond, the lower bound
+    and the weak DP's minimum, which is feasible: :mod:`solvers.feasibility`)."""
     lb = chain.memory_lower_bound()
-    if budget >= lb and chain.length > 8:
+    if budget >= lb and chain.length > EXHAUSTIVE_GUARD:
         return  # the solver decides (and reports its own smallest budget)
     if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
         raise RematError(f"budget {budget} is below what any schedule needs: every schedule "
@@ -87,7 +87,7 @@ def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
         what = f"the smallest feasible budget is {smallest}"
     else:
         what = (f"every schedule needs at least {lb} bytes, and the smallest feasible budget "
-                f"of persistent schedules is {smallest}")
+                f"found ({source}, over its own class) is {smallest}")
     raise RematError(f"budget {budget} is below what any schedule needs: {what}")
 
 

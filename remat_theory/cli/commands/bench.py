@@ -97,7 +97,7 @@ def add_arguments(p) -> None:
                    help="solvers (default: every registered one)")
     q.add_argument("--time-limit", type=positive_float, default=60.0, dest="time_limit",
                    help="seconds per solve for solvers that take a limit (default 60)")
-    q.add_argument("--max-exhaustive-stages", type=positive_int, default=7,
+    q.add_argument("--max-exhaustive-stages", type=positive_int, default=None,
                    dest="max_exhaustive_stages")
     q.add_argument("--workers", type=positive_int, default=None)
     q.add_argument("--scheduler", default=None, metavar="ADDRESS")

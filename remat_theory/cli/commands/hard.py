@@ -5,20 +5,24 @@ import math
 import sys
 from pathlib import Path
 
+import solvers
+
 from remat_theory.analysis.certificates import Certificate
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
-from remat_theory.analysis.hard_search import (EXHAUSTIVE_MAX_STAGES, OBJECTIVES, Found,
-                                              SearchConfig, certificate, search)
+from remat_theory.analysis.hard_search import (OBJECTIVES, Found, SearchConfig, certificate,
+                                              search)
 from remat_theory.cli.commands._common import positive_float, positive_int, print_json
 
 NAME = "hard"
+# OPT is exhaustive search up to its registered reference range, the ILP beyond.
+_OPT_STAGES = solvers.get("exhaustive").reference_max_stages
 ORDER = 60
 HELP = "search for hard instances (DP/OPT gap, baseline/OPT gap, slow ILP proofs)"
 DESCRIPTION = (
     "Random restarts plus local search over stage values, in parallel over processes, then "
     "shrinking the best instance to a minimal one that keeps its score. OPT is exhaustive "
-    f"search (up to {EXHAUSTIVE_MAX_STAGES} stages) or a proven ILP optimum. Writes a corpus "
+    f"search (up to {_OPT_STAGES} stages) or a proven ILP optimum. Writes a corpus "
     "of certificate files (remat-certificate/1: the chain, the budget, each solver's "
     "schedule, makespan, status).")
 
@@ -29,8 +33,8 @@ def add_arguments(p) -> None:
                         "prove the ILP optimum")
     p.add_argument("--solver", default=None,
                    help="solver compared with OPT (dp-gap: default dp, e.g. dp-weak, or "
-                        "exhaustive-monotone, the optimum of the fast ILP's normal form; "
-                        "baseline-gap: required)")
+                        "exhaustive-monotone, the optimum of the fast ILP's normal form, or a "
+                        "package.module:function of your own; baseline-gap: required)")
     p.add_argument("--time", type=positive_float, default=60.0,
                    help="total wall-clock seconds, about (search, then shrinking; a solve in "
                         "progress finishes); default 60")
@@ -47,8 +51,7 @@ def add_arguments(p) -> None:
     p.add_argument("--min-stages", type=positive_int, default=3, dest="min_stages",
                    help="smallest L drawn (default 3)")
     p.add_argument("--max-stages", type=positive_int, default=6, dest="max_stages",
-                   help=f"largest L drawn (default 6; above {EXHAUSTIVE_MAX_STAGES} OPT is the "
-                        f"ILP)")
+                   help=f"largest L drawn (default 6; above {_OPT_STAGES} OPT is the ILP)")
     p.add_argument("--max-time", type=positive_int, default=10, dest="max_time",
                    help="largest stage time drawn (integers)")
     p.add_argument("--max-size", type=positive_int, default=10, dest="max_size",

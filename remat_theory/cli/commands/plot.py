@@ -25,8 +25,8 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=None, metavar="FILE.png",
                    help="output file (default: <chain name>_pareto.png)")
     p.add_argument("--solvers", type=name_list, default=None,
-                   help="solvers to plot (default: every registered one; exhaustive only up "
-                        "to 7 stages)")
+                   help="solvers to plot (default: every registered one; a size-guarded one "
+                        "such as exhaustive only up to its max_stages, `remat solvers --json`)")
     p.add_argument("--schedule-solver", default=None, dest="schedule_solver", metavar="NAME",
                    help="solver whose schedule's memory profile is drawn (default: the best "
                         "exact one available)")

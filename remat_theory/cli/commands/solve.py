@@ -25,11 +25,12 @@ def add_arguments(p) -> None:
     p.add_argument("chain", metavar="CHAIN.json", help="chain file (remat-chain/1 layout)")
     p.add_argument("--budget", type=budget_arg, required=True, help="memory budget in bytes")
     p.add_argument("--solver", default=DEFAULT_SOLVER,
-                   help=f"solver name (see `remat solvers`); default {DEFAULT_SOLVER}: the best "
-                        f"exact answer within the time limit (default {AUTO_TIME_LIMIT:g} s): "
-                        f"store-all when it fits, the certified ilp on short chains, else "
-                        f"dp-weak, else dp (with slots when needed); the output says which "
-                        f"solver answered and what it proved")
+                   help=f"solver name or variant label (see `remat solvers`), or a solver of "
+                        f"your own as package.module:function; default {DEFAULT_SOLVER}: the "
+                        f"best exact answer within the time limit (default "
+                        f"{AUTO_TIME_LIMIT:g} s): store-all when it fits, the certified ilp on "
+                        f"short chains, else dp-weak, else dp (with slots when needed); the "
+                        f"output says which solver answered and what it proved")
     p.add_argument("--slots", type=positive_int, default=None,
                    help="memory slots for slot-discretized solvers (sizes rounded up)")
     p.add_argument("--time-limit", type=positive_float, default=None, dest="time_limit",
@@ -58,30 +59,10 @@ def option_arg(text: str) -> tuple:
         return key, value
 
 
-PROVEN_ILP_QUICK_STAGES = 5  # the proven ilp model: seconds up to here, minutes to hours above
-EXHAUSTIVE_HINT_STAGES = 12  # exhaustive search: seconds on random chains up to here (measured)
-
-
-def long_solve_note(chain, solver: str, options: dict) -> str | None:
-    """A note for stderr before a solve that may run for a very long time: the default
-    ``ilp`` on more than :data:`PROVEN_ILP_QUICK_STAGES` stages with no time limit, which
-    falls back to the proven model (O(L^4) binaries, proofs/ilp.md section 8) whenever the
-    moment relaxation leaves a gap (section 9)."""
-    if solver != "ilp" or options.get("passes") is not None or "time_limit" in options:
-        return None
-    if chain.length <= PROVEN_ILP_QUICK_STAGES:
-        return None
-    return (f"remat: note: ilp first tries to prove the weak DP's or the fast mode's schedule "
-            f"optimal with the moment relaxation (seconds on random chains of 20-30 stages); "
-            f"where that leaves a gap it solves the proven model, which on {chain.length} stages "
-            f"can take minutes to hours (about {PROVEN_ILP_QUICK_STAGES} stages take seconds), "
-            f"or, from 20 stages, answers 'feasible' with a bound; --time-limit SECONDS "
-            f"returns the best schedule and bound found by then, and -o passes=1 -o pairs=true "
-            f"is the fast mode "
-            f"(optimal among schedules with one weakly increasing run per phase)"
-            + (f"; --solver exhaustive -o max_stages={chain.length} is also exact over all "
-               f"schedules and often much faster up to about 12 stages"
-               if chain.length <= EXHAUSTIVE_HINT_STAGES else ""))
+def long_solve_note(chain, solver: str, options: dict, budget: int | None = None) -> str | None:
+    """The note the solver registered for a solve that may run very long (e.g. the default
+    ``ilp`` on a chain beyond its quick range with no time limit), or None."""
+    return solvers.registry.note(chain, budget, solver, options)
 
 
 def run(args) -> int:
@@ -104,7 +85,7 @@ def run(args) -> int:
         else:
             notes.append(f"remat: note: solver {args.solver!r} takes no time limit; "
                          f"--time-limit {args.time_limit:g} was not applied")
-    note = long_solve_note(chain, args.solver, options)
+    note = long_solve_note(chain, args.solver, options, args.budget)
     if note:
         notes.append(note)
     limit = options.get("time_limit", AUTO_TIME_LIMIT if args.solver == AUTO else None)

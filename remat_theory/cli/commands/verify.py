@@ -12,8 +12,8 @@ import sys
 import solvers
 
 from remat_theory.model.errors import RematError
-from remat_theory.analysis.verify import (DEFAULT_FAMILIES, DEFAULT_MAX_STAGES_FOR, VARIANTS, VerifyConfig, format_table,
-                      run_verify)
+from remat_theory.analysis.verify import (DEFAULT_FAMILIES, VerifyConfig, default_max_stages_for,
+                                          format_table, run_verify)
 from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr
 
 NAME = "verify"
@@ -26,13 +26,6 @@ DESCRIPTION = (
     "class agree, ilp <= dp-weak <= dp, nothing beats a proven optimum, nothing fits where an "
     "exact solver proves no schedule fits, optima do not grow with the budget. Prints a table "
     "per solver and exits 1 on any violation.")
-
-
-# auto answers with the certified ILP on short chains: it gets the ILP's cap unless the
-# analysis layer states one for it.
-_CAPS = dict(DEFAULT_MAX_STAGES_FOR)
-MAX_STAGES_FOR = (DEFAULT_MAX_STAGES_FOR if "auto" in _CAPS
-                  else DEFAULT_MAX_STAGES_FOR + (("auto", _CAPS.get("ilp", 4)),))
 
 
 def stage_range(text: str) -> tuple:
@@ -82,14 +75,16 @@ def add_arguments(p) -> None:
     p.add_argument("--families", type=name_list, default=DEFAULT_FAMILIES,
                    help=f"comma-separated families (default {','.join(DEFAULT_FAMILIES)})")
     p.add_argument("--solvers", type=name_list, default=None,
-                   help="comma-separated solver names (default: every registered solver)")
+                   help="comma-separated solver names, variant labels or "
+                        "package.module:function paths (default: every registered solver and "
+                        "the variants it declares for verify; see `remat solvers`)")
     p.add_argument("--budgets-per-chain", type=positive_int, default=4, dest="budgets_per_chain",
                    help="feasible budgets per chain, from the smallest feasible to store-all "
                         "(default 4; one or two infeasible ones are added)")
     p.add_argument("--time-limit", type=positive_float, default=10.0, dest="time_limit",
                    help="time limit in seconds per solve, for solvers that take one (ILP); "
                         "default 10")
-    defaults = ",".join(f"{n}={k}" for n, k in MAX_STAGES_FOR)
+    defaults = ",".join(f"{n}={k}" for n, k in default_max_stages_for())
     p.add_argument("--max-stages-for", type=stage_caps, default=(), dest="max_stages_for",
                    metavar="SOLVER=N,...",
                    help=f"run a solver only on chains of at most N stages (default {defaults}; "
@@ -111,13 +106,10 @@ def _check_names(args) -> None:
     label, or whatever else the registry resolves): a misspelt name would otherwise cap
     nothing, silently."""
     for name, n in args.max_stages_for:
-        if name in VARIANTS:
-            continue
         try:
-            solvers.get(name)
+            solvers.get(name)  # a registry name, a variant label or a module:function path
         except RematError as e:
-            raise RematError(f"--max-stages-for {name}={n}: {e}; variants: "
-                             f"{', '.join(sorted(VARIANTS))}") from None
+            raise RematError(f"--max-stages-for {name}={n}: {e}") from None
 
 
 def run(args) -> int:
@@ -126,8 +118,7 @@ def run(args) -> int:
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
-                       max_stages_for=tuple({**dict(MAX_STAGES_FOR),
-                                             **dict(args.max_stages_for)}.items()),
+                       max_stages_for=tuple(args.max_stages_for),
                        workers=args.workers,
                        scheduler=args.scheduler,
                        progress=not args.no_progress and args.json is None)

@@ -1,0 +1,165 @@
+"""Classes of schedules: one vocabulary for every layer (docs/model.md, proofs/).
+
+A :class:`ScheduleClass` has
+
+- a ``key``: its serialized name, the value of :attr:`Solution.optimal_for` in JSON output
+  (``"persistent"``, ``"weakly-persistent"``, ``"weak-runs<=1"``, ``"all"``, ...);
+- a ``rule``: the name of the rules of :mod:`remat_theory.model.persistence` that decide
+  membership, which is also the value of exhaustive search's ``schedule_class`` option
+  (``"persistent"``, ``"weak"``, ``"monotone"``, ``"weak-runs<=K"``, ``"all"``);
+- a ``label`` for people and a ``rank``: the classes of the inclusion chain ::
+
+      persistent ⊆ weakly-persistent ⊆ weak-runs<=1 ⊆ weak-runs<=2 ⊆ ... ⊆ all ⊆ all+drop
+
+  are ranked in that order, so ``a ⊆ b`` iff ``a.rank <= b.rank``.  ``run+falls`` (a
+  refuted candidate normal form) and ``none`` (a heuristic's "no claim") have no rank and
+  are subsets only of themselves.
+
+:func:`schedule_class` accepts either spelling (key or rule name, or a ScheduleClass) and
+returns the one object, which is how the two vocabularies that grew apart (``weak`` /
+``weakly-persistent``, ``monotone`` / ``weak-runs<=1``) are bridged in exactly one place.
+:func:`classify` gives the smallest ranked class a schedule belongs to, decided by the
+rules, never by what a solver says.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remat_theory.model import persistence
+from remat_theory.model.errors import InvalidScheduleError, RematError
+from remat_theory.model.schedule import DROP, Schedule
+from remat_theory.model.simulator import simulate
+from remat_theory.model.validation import check_int
+
+__all__ = ["ScheduleClass", "PERSISTENT", "WEAK", "MONOTONE", "RUNS2", "ALL", "ALL_DROP",
+           "RUN_FALLS", "NONE", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
+           "is_class_name"]
+
+# Rank of ``all``: above every weak-runs<=K class (K is at most a chain's length in practice).
+_ALL_RANK = 10 ** 6
+
+
+@dataclass(frozen=True)
+class ScheduleClass:
+    """A class of schedules (module docstring).
+
+    Attributes
+    ----------
+    key : serialized name (``Solution.optimal_for``).
+    rule : name of the rules of :mod:`remat_theory.model.persistence` that decide
+        membership (exhaustive search's ``schedule_class`` option); None for ``none``.
+    label : a short description for people.
+    rank : position in the inclusion chain (None: outside it).
+    allows_drop : True for ``all+drop``: its schedules may use Drop operations.
+    """
+
+    key: str
+    rule: str | None
+    label: str
+    rank: int | None
+    allows_drop: bool = False
+
+    def __str__(self) -> str:
+        return self.key
+
+    def subset_of(self, other: "ScheduleClass | str") -> bool:
+        """True when every schedule of this class is also in ``other``."""
+        other = schedule_class(other)
+        if self == other:
+            return True
+        return self.rank is not None and other.rank is not None and self.rank <= other.rank
+
+    def contains(self, chain, schedule) -> bool:
+        """True when ``schedule`` is valid on ``chain`` (no budget) and obeys the class's
+        rules.  ``none`` contains nothing: it is the absence of a claim."""
+        if self.rule is None:
+            return False
+        if not isinstance(schedule, Schedule):
+            schedule = Schedule.parse(schedule) if isinstance(schedule, str) else Schedule(schedule)
+        if self.rule == persistence.ALL:
+            if not self.allows_drop and any(op.kind == DROP for op in schedule):
+                return False
+            try:
+                simulate(chain, schedule, allow_drop=self.allows_drop)
+            except InvalidScheduleError:
+                return False
+            return True
+        return persistence.is_class_member(chain, schedule, self.rule)
+
+
+PERSISTENT = ScheduleClass("persistent", persistence.PERSISTENT,
+                           "persistent (Rotor): checkpoints kept until their backward", 0)
+WEAK = ScheduleClass("weakly-persistent", persistence.WEAK,
+                     "weakly persistent: checkpoints may be released early", 1)
+MONOTONE = ScheduleClass("weak-runs<=1", persistence.MONOTONE,
+                         "monotone: forward stages never decrease inside a phase", 2)
+ALL = ScheduleClass("all", persistence.ALL, "every valid schedule of the canonical model",
+                    _ALL_RANK)
+ALL_DROP = ScheduleClass("all+drop", persistence.ALL,
+                         "every valid schedule, explicit deletions (Drop) allowed",
+                         _ALL_RANK + 1, allows_drop=True)
+RUN_FALLS = ScheduleClass(persistence.RUN_FALLS, persistence.RUN_FALLS,
+                          "one weakly increasing run per phase, then only Fall", None)
+NONE = ScheduleClass("none", None, "no claim (a heuristic)", None)
+
+
+def weak_runs(k: int) -> ScheduleClass:
+    """At most ``k`` weakly increasing runs of forward stages per phase (k = 1: monotone)."""
+    k = check_int(k, "weak-runs<=K: K", minimum=1)
+    if k == 1:
+        return MONOTONE
+    key = f"{persistence.RUNS_PREFIX}{k}"
+    return ScheduleClass(key, key, f"at most {k} weakly increasing forward runs per phase",
+                         1 + k)
+
+
+RUNS2 = weak_runs(2)
+# The classes a schedule is classified into, smallest first (``classify``).
+RANKED = (PERSISTENT, WEAK, MONOTONE, RUNS2, ALL, ALL_DROP)
+_BY_NAME = {c.key: c for c in RANKED + (RUN_FALLS, NONE)}
+_BY_NAME.update({c.rule: c for c in RANKED + (RUN_FALLS,) if c.rule != persistence.ALL})
+
+
+def schedule_class(name: "str | ScheduleClass") -> ScheduleClass:
+    """The class named ``name``: a key (``"weakly-persistent"``), a rule name (``"weak"``),
+    ``"weak-runs<=K"`` for any K >= 1, or a ScheduleClass (returned as is).  Raises
+    :class:`RematError` naming an unknown name."""
+    if isinstance(name, ScheduleClass):
+        return name
+    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    if found is not None:
+        return found
+    k = persistence.runs_limit(name) if isinstance(name, str) else None
+    if k is not None:
+        return weak_runs(k)
+    raise RematError(f"schedule class {name!r} is unknown (known: "
+                     f"{', '.join(c.key for c in RANKED + (RUN_FALLS, NONE))}, their rule names "
+                     f"{', '.join(persistence.CLASSES)}, or '{persistence.RUNS_PREFIX}K')")
+
+
+def is_class_name(name) -> bool:
+    """True when :func:`schedule_class` knows ``name``."""
+    try:
+        schedule_class(name)
+    except RematError:
+        return False
+    return True
+
+
+def subset(a: "str | ScheduleClass", b: "str | ScheduleClass") -> bool:
+    """True when every schedule of class ``a`` is also in class ``b`` (False for an unknown
+    name: no claim can be compared with it)."""
+    if not (is_class_name(a) and is_class_name(b)):
+        return False
+    return schedule_class(a).subset_of(b)
+
+
+def classify(chain, schedule) -> ScheduleClass:
+    """The smallest class of :data:`RANKED` that ``schedule`` belongs to (``all+drop`` when
+    it uses Drop operations), decided by the rules of :mod:`remat_theory.model.persistence`."""
+    if any(op.kind == DROP for op in schedule):
+        return ALL_DROP
+    for cls in RANKED[:4]:
+        if cls.contains(chain, schedule):
+            return cls
+    return ALL

@@ -1,0 +1,123 @@
+"""The contract every registered solver and variant keeps (the networkx ``flow_funcs`` habit).
+
+Parametrised over the registry itself, so a solver added as a module, or a variant added to
+a ``register`` call, is tested here with no list to update.  On a few small chains and
+budgets (below the smallest feasible one, at it, and in the middle):
+
+- the answer replays through the simulator (``solvers.solve`` raises
+  :class:`SolverContractError` otherwise) and fits the budget;
+- its schedule lies in the class it claims when it claims optimality, and no schedule is
+  shorter than exhaustive search's optimum over the class it lies in;
+- ``optimal`` for class C: the makespan is exhaustive search's optimum restricted to C;
+- a ``bound`` for C is at most that optimum;
+- ``infeasible`` for C: exhaustive search finds no schedule of C at that budget, and a
+  reported ``min_budget`` is exhaustive search's smallest feasible budget of C;
+- a claim is about a class the solver registered (``classes``);
+- a schedule uses Drop only if its solver declares ``may_drop``;
+- an unknown option is rejected by name (:class:`SolverOptionError`).
+
+The oracle is exhaustive search (A* over the simulator's own states, restricted to a class
+by the rules of :mod:`remat_theory.model.persistence`), never another solver's answer.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import solvers
+from solvers import registry
+from remat_theory.analysis import families
+from remat_theory.model import classes
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
+from solvers.exhaustive import min_feasible_budget
+
+LABELS = solvers.names() + list(registry.variants())
+CHAINS = {
+    "random-3": families.make("random", 3, 0),
+    "resnet-3": families.make("resnet", 3, 1),
+    "homogeneous-4": families.make("homogeneous", 4, 0),
+}
+RTOL = 1e-9
+
+
+def _budgets(chain: Chain) -> list[int]:
+    m = min_feasible_budget(chain)
+    return sorted({max(0, chain.memory_lower_bound() - 1), m,
+                   (m + chain.store_all_memory()) // 2})
+
+
+INSTANCES = [(name, b) for name, chain in CHAINS.items() for b in _budgets(chain)]
+
+
+@functools.lru_cache(maxsize=None)
+def oracle(chain_name: str, budget: int, class_key: str):
+    """Exhaustive search restricted to the class ``class_key``."""
+    cls = classes.schedule_class(class_key)
+    opts = {"allow_drop": True} if cls.allows_drop else {"schedule_class": cls.rule}
+    sol = solvers.solve(CHAINS[chain_name], budget, "exhaustive", **opts)
+    assert sol.status in (OPTIMAL, INFEASIBLE)  # tiny chains: always proven
+    return sol
+
+
+def _le(a: float, b: float) -> bool:
+    return a <= b + RTOL * max(1.0, abs(a), abs(b))
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_every_answer_replays_and_its_claims_hold(label):
+    for chain_name, budget in INSTANCES:
+        chain = CHAINS[chain_name]
+        sol = solvers.solve(chain, budget, label)  # replayed: SolverContractError if false
+        where = f"{label} on {chain_name} at budget {budget}"
+        claimed = sol.schedule_class
+        assert sol.optimal_for in registry.get(label).classes + ("none",), \
+            f"{where}: claims {sol.optimal_for}, not a class it registered"
+        if sol.schedule is not None:
+            assert sol.peak_memory <= budget, where
+            lies_in = classes.classify(chain, sol.schedule)
+            if lies_in is classes.ALL_DROP:
+                assert registry.get(label).may_drop, f"{where}: uses Drop, not declared may_drop"
+            best = oracle(chain_name, budget, lies_in.key)
+            assert best.status == OPTIMAL, f"{where}: a {lies_in} schedule where exhaustive finds none"
+            assert _le(best.makespan, sol.makespan), f"{where}: beats the optimum of {lies_in}"
+            if sol.status == OPTIMAL:
+                assert lies_in.subset_of(claimed), f"{where}: {lies_in} schedule claims {claimed}"
+        if claimed is classes.NONE:
+            assert sol.status != OPTIMAL or sol.optimal_for == "none", where
+            continue
+        ref = oracle(chain_name, budget, claimed.key)
+        if sol.status == OPTIMAL:
+            assert ref.status == OPTIMAL, f"{where}: optimal where {claimed} has no schedule"
+            assert sol.makespan == pytest.approx(ref.makespan, rel=RTOL), where
+        if sol.bound is not None and ref.status == OPTIMAL:
+            assert _le(sol.bound, ref.makespan), f"{where}: bound above the optimum of {claimed}"
+        if sol.status == INFEASIBLE:
+            assert ref.status == INFEASIBLE, f"{where}: says no {claimed} schedule fits"
+            if sol.min_budget is not None:
+                assert sol.min_budget == ref.min_budget, where
+        assert sol.status != TIME_LIMIT or "not proven optimal" in sol.message, where
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_an_unknown_option_is_rejected_by_name(label):
+    chain = CHAINS["random-3"]
+    with pytest.raises(SolverOptionError, match="no_such_option"):
+        solvers.solve(chain, chain.store_all_memory(), label, no_such_option=1)
+
+
+def test_every_registered_fact_is_well_formed():
+    """Stage limits are positive, variants name options their solver takes, the classes
+    are known keys, and a variant label runs its solver with its options."""
+    for name in solvers.names():
+        info = solvers.get(name)
+        for limit in (info.max_stages, info.reference_max_stages):
+            assert limit is None or limit >= 1
+        assert info.optimal_for in info.classes
+        assert all(classes.is_class_name(k) for k in info.classes)
+    for label, v in registry.variants().items():
+        info, opts, _ = registry.resolve(label)
+        assert info.name == v.solver and opts == v.option_dict
+        assert all(k in info.options for k in opts)

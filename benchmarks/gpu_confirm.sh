@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # One-command confirmation of the model on a GPU: profile the built-in networks, solve them at
 # 30/50/80% of their store-all peak with every registered solver, run the schedules with
-# autograd, and compare measured memory and time with the simulator's predictions.
+# autograd, and compare the allocator-measured peak memory (torch.cuda.memory_allocated /
+# max_memory_allocated around each operation; on the CPU torch.profiler's memory events, see
+# docs/torch_measurement.md) and the time with the simulator's predictions.
 # Deterministic kernels are on (--deterministic), so gradients can be compared with plain
 # backpropagation bit for bit on the GPU as well.
 #
 #   bash benchmarks/gpu_confirm.sh                 # CUDA when available, otherwise the CPU path
 #   DEVICE=cpu bash benchmarks/gpu_confirm.sh --models rnn --budgets 0.5   # extra args go to remat confirm
+#   TESTS=1 bash benchmarks/gpu_confirm.sh         # first the profiler's tests on that device
 #
 # Writes benchmarks/results/confirm_<device>.json and .png, and the table to
 # benchmarks/results/confirm_<device>.txt.  On one GPU ("large" networks) it took about 5 minutes
-# (H200: 42+40+80+142 s for mlp, resnet, transformer, rnn); on a CPU it uses the "small" networks
-# (several minutes on 2 cores).
+# (H200: 42+40+80+142 s for mlp, resnet, transformer, rnn, before the allocator accounting); on
+# a CPU it uses the "small" networks (about 10 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-}"
@@ -29,9 +32,15 @@ else
   SCALE="${SCALE:-small}"
   echo "no CUDA device: running the CPU path (scale $SCALE)" >&2
 fi
+if [ "${TESTS:-0}" = 1 ]; then
+  REMAT_TEST_DEVICE="$DEVICE" "$PY" -m pytest -q -m torch tests/test_torch_profile.py tests/test_torch_cli.py
+fi
 mkdir -p benchmarks/results
 start=$(date +%s)
-"$PY" -m remat_theory.cli confirm --device "$DEVICE" --scale "$SCALE" --repeats 2 --deterministic \
-  --profile-repeats 3 --ilp-time-limit 5 --threads "${THREADS:-1}" \
-  --out-dir benchmarks/results "$@" | tee "benchmarks/results/confirm_${DEVICE}.txt"
+{
+  echo "# remat confirm --device $DEVICE --scale $SCALE --repeats 2 --deterministic --profile-repeats 3 --ilp-time-limit 5 --threads ${THREADS:-1} $*"
+  "$PY" -m remat_theory.cli confirm --device "$DEVICE" --scale "$SCALE" --repeats 2 --deterministic \
+    --profile-repeats 3 --ilp-time-limit 5 --threads "${THREADS:-1}" \
+    --out-dir benchmarks/results "$@"
+} | tee "benchmarks/results/confirm_${DEVICE}.txt"
 echo "done in $(( $(date +%s) - start )) s: benchmarks/results/confirm_${DEVICE}.{json,png,txt}"

@@ -100,7 +100,8 @@ def _forward_counts(ck):
 
 @pytest.mark.parametrize("network", ["resnet", "transformer"])
 def test_training_steps_identical_to_the_plain_module(network):
-    plain, ck, net = _twins(network, 0.6)
+    # 0.8: counted by the allocator, the test ResNet's smallest feasible budget is 75%
+    plain, ck, net = _twins(network, 0.8)
     assert ck.plan.recomputed > 0
     _assert_same_training(plain, ck, _backward(net.loss_fn), net.example_input, steps=3)
 
@@ -224,7 +225,7 @@ def test_retain_graph_then_a_second_backward():
 
 
 def test_autograd_grad_of_the_parameters():
-    plain, ck, net = _twins("resnet", 0.6)
+    plain, ck, net = _twins("resnet", 0.8)  # its smallest feasible budget is 75%
     assert ck.plan.recomputed > 0
 
     def run(model, x):
@@ -331,6 +332,8 @@ def test_a_schedule_without_nested_form_is_refused_naming_the_solver():
         try:
             CheckpointedSequential(net.model, budget, "dtr", example_input=net.example_input,
                                    chain=chain, unit=1)
+        except InfeasibleBudgetError:
+            continue  # DTR's greedy needs more room than the DP here: try a larger budget
         except RematError as e:
             assert "'dtr'" in str(e) and "not persistent" in str(e)
             return

@@ -284,14 +284,17 @@ class ScheduleExecutor:
         """First forward of stage i: record RNG states.  Later ones: replay them, and keep
         the running statistics unchanged."""
         if i not in self._rng:
-            self._rng[i] = _rng_state(self.device)
+            with self._paused():  # bookkeeping: not activation memory
+                self._rng[i] = _rng_state(self.device)
             yield
             return
         buffers = running_stat_buffers(self.stages[i])
         with self._paused(), torch.no_grad():
             saved = [b.clone() for b in buffers]
-        with torch.random.fork_rng(devices=_device_list(self.device)):
-            _set_rng_state(self._rng[i], self.device)
+        with contextlib.ExitStack() as fork:
+            with self._paused():  # the generator state fork_rng saves is bookkeeping too
+                fork.enter_context(torch.random.fork_rng(devices=_device_list(self.device)))
+                _set_rng_state(self._rng[i], self.device)
             yield
         with self._paused(), torch.no_grad():
             for b, s in zip(buffers, saved):
@@ -351,7 +354,8 @@ class ScheduleExecutor:
                 raise RematError("loss_fn must return a tensor with one element")
             torch.autograd.backward(loss)
         # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer.
-        self.loss = loss.detach().clone()
+        with self._paused():  # the executor's record of the loss, not an activation
+            self.loss = loss.detach().clone()
         del loss
         if slot.grad is None:
             raise RematError("the loss does not depend on the network output")

@@ -6,18 +6,19 @@ a loss), every *method* is one way to run a training step (forward, loss, backwa
 
 - ``plain``: the stages as they are; autograd keeps every activation (store-all).
 - ``remat:SOLVER@F``: :class:`~remat_theory.torch.module.CheckpointedSequential` with the
-  named solver at a budget of ``F`` times the store-all peak of the profiled chain.
+  named solver at a budget of ``F`` times the store-all peak of the profiled chain (by
+  default a sweep from the solver's smallest feasible budget to store-all).
 - ``checkpoint_sequential:K``: ``torch.utils.checkpoint.checkpoint_sequential`` over the same
   stage list with ``K`` segments (non-reentrant), for every K from 2 to the number of stages.
 - ``memory_budget:R``: ``torch.compile`` of the same stages with
   ``torch._functorch.config.activation_memory_budget = R``, torch's own memory-budgeted
   recomputation, where the compiler runs (it needs a C++ toolchain on the CPU).
 
-Each method is measured the same way: the parameter gradients exist before the step (so
-autograd accumulates into them in place and they are not counted: they are memory outside
-the chain), the step's peak is what the allocator holds above the memory in use when the
-step starts (:func:`~remat_theory.torch.memory.step_peak`), and its time is the median of
-``repeats`` steps run *interleaved* (round ``r`` runs every method once, in a seeded random
+Each method is measured the same way: every step starts with no parameter gradient (as
+after ``optimizer.zero_grad()``); its peak is what the allocator holds above the memory in
+use when the step starts, parameter gradients taken out (memory outside the chain, the same
+for every method; :func:`~remat_theory.torch.tracker.allocator_peak`); its time is the
+median of ``repeats`` steps run *interleaved* (round ``r`` runs every method once, in a seeded random
 order), so that a slow phase of a noisy machine hits every method alike.
 
 :func:`dominance` then asks the question a user asks: for every point of every baseline, is
@@ -39,10 +40,11 @@ from torch.utils.checkpoint import checkpoint_sequential
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.torch.module import CheckpointedSequential
 from remat_theory.torch.networks import Network
+from remat_theory.torch.profiler import profile
 from remat_theory.torch.stages import split_stages
-from remat_theory.torch.tracker import MemoryTracker
+from remat_theory.torch.tracker import allocator_peak
 
-DEFAULT_FRACTIONS = (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+DEFAULT_STEPS = (0.0, 0.03, 0.07, 0.12, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0)
 DEFAULT_MEMORY_BUDGETS = (0.1, 0.3, 0.5, 0.7, 0.9)
 BASELINES = ("plain", "checkpoint_sequential", "memory_budget")
 
@@ -69,30 +71,10 @@ class Point:
     budget: int | None = None
 
 
-def step_peak(step, device: torch.device) -> int:
-    """Bytes the allocator holds at the peak of ``step()`` above what it held at the start.
-
-    On CUDA the caching allocator's own counters; on the CPU the live-storage tracker."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        start = torch.cuda.memory_allocated(device)
-        step()
-        torch.cuda.synchronize(device)
-        return int(torch.cuda.max_memory_allocated(device) - start)
-    tracker = MemoryTracker()
-    with tracker:
-        step()
-    return int(tracker.peak)
-
-
 def _zero_grads(params) -> None:
+    """As ``optimizer.zero_grad()`` does by default: no gradient at the start of a step."""
     for p in params:
-        if p.requires_grad:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            else:
-                p.grad.zero_()
+        p.grad = None
 
 
 def _sync(device: torch.device) -> None:
@@ -149,38 +131,63 @@ def _memory_budget(stages: nn.Sequential, ratio: float, x: torch.Tensor, loss_fn
     return step
 
 
-def prepare(net: Network, *, solvers=("dp",), fractions=DEFAULT_FRACTIONS,
-            segments=None, memory_budgets=DEFAULT_MEMORY_BUDGETS, compile_budgets: bool = True,
+def _remat_point(stages, budget, solver, x, loss_fn, chain, label) -> _Method:
+    pt = Point(f"remat:{solver}@{label}", "remat", budget, solver)
+    try:
+        ck = CheckpointedSequential(stages, budget=budget, solver=solver, example_input=x,
+                                    loss_fn=loss_fn, chain=chain)
+    except InfeasibleBudgetError as e:
+        pt.status, pt.detail = "infeasible", str(e)
+        return _Method(pt, None)
+    except RematError as e:  # e.g. a schedule the drop-in cannot run as autograd
+        pt.status, pt.detail = "refused", str(e)
+        return _Method(pt, None)
+    pt.budget = ck.budget
+    pt.predicted_peak = ck.plan.predicted_peak
+    pt.predicted_time = ck.solution.makespan
+    return _Method(pt, _remat(ck, x, loss_fn))
+
+
+def remat_budgets(stages, solver, x, loss_fn, chain, steps=DEFAULT_STEPS) -> list:
+    """Budgets (bytes) from the solver's smallest feasible one to the store-all peak: the
+    smallest plus ``q`` times the distance, for each ``q`` in ``steps``."""
+    store_all = chain.store_all_memory()
+    try:
+        CheckpointedSequential(stages, budget=1, solver=solver, example_input=x,
+                               loss_fn=loss_fn, chain=chain)
+        smallest = 1
+    except InfeasibleBudgetError as e:
+        smallest = e.smallest_feasible
+    if smallest is None:
+        return []
+    return sorted({min(store_all, int(round(smallest + q * max(0, store_all - smallest))))
+                   for q in steps})
+
+
+def prepare(net: Network, *, solvers=("dp",), fractions=None, segments=None,
+            memory_budgets=DEFAULT_MEMORY_BUDGETS, compile_budgets: bool = True,
             chain=None, profile_repeats: int = 3) -> tuple[list, object]:
     """Build every method for ``net``; returns ``(methods, chain)``.
 
+    ``fractions``: remat budgets as fractions of the store-all peak; None (default) sweeps
+    each solver from its smallest feasible budget to store-all (:func:`remat_budgets`).
     ``chain``: a profiled chain of the network's stages (profiled here when None, once, and
-    shared by every remat point).  Methods that cannot run (an infeasible budget, no
-    compiler) become points with their status and no step.
+    shared by every remat point).  Methods that cannot run (an infeasible budget, a schedule
+    the drop-in refuses, no compiler) become points with their status and no step.
     """
     stages = nn.Sequential(*split_stages(net.model))
     x, loss_fn = net.example_input, net.loss_fn
+    if chain is None:
+        chain = profile(list(stages), x, loss_fn, repeats=profile_repeats)
     methods = [_Method(Point("plain", "plain"), _plain(stages, x, loss_fn))]
     for solver in solvers:
-        for f in fractions:
-            pt = Point(f"remat:{solver}@{f:g}", "remat", f, solver)
-            try:
-                ck = CheckpointedSequential(stages, budget=float(f), solver=solver, example_input=x,
-                                            loss_fn=loss_fn, chain=chain,
-                                            profile_repeats=profile_repeats)
-            except InfeasibleBudgetError as e:
-                pt.status, pt.detail = "infeasible", str(e)
-                methods.append(_Method(pt, None))
-                continue
-            except RematError as e:  # e.g. a schedule the drop-in cannot run as autograd
-                pt.status, pt.detail = "refused", str(e)
-                methods.append(_Method(pt, None))
-                continue
-            chain = ck.chain
-            pt.budget = ck.budget
-            pt.predicted_peak = ck.solution.peak_memory
-            pt.predicted_time = ck.solution.makespan
-            methods.append(_Method(pt, _remat(ck, x, loss_fn)))
+        if fractions is None:
+            for b in remat_budgets(stages, solver, x, loss_fn, chain):
+                methods.append(_remat_point(stages, int(b), solver, x, loss_fn, chain,
+                                            f"{b / chain.store_all_memory():.3f}"))
+        else:
+            for f in fractions:
+                methods.append(_remat_point(stages, float(f), solver, x, loss_fn, chain, f"{f:g}"))
     L = len(stages)
     for k in (segments if segments is not None else range(2, L + 1)):
         methods.append(_Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
@@ -211,7 +218,7 @@ def measure(methods: list, params, device: torch.device, *, repeats: int = 7, wa
             m.step()
     for m in runnable:
         _zero_grads(params)
-        m.point.peak = step_peak(m.step, device)
+        m.point.peak = allocator_peak(m.step, device, persistent=lambda: [p.grad for p in params])
     rng = random.Random(seed)
     for _ in range(repeats):
         order = list(runnable)
@@ -345,5 +352,5 @@ def plot(records: list, path, title: str = "") -> None:
 
 
 __all__ = ["Point", "prepare", "measure", "dominance", "run_frontier", "format_table", "plot",
-           "DEFAULT_FRACTIONS", "DEFAULT_MEMORY_BUDGETS", "BASELINES"]
+           "DEFAULT_STEPS", "remat_budgets", "DEFAULT_MEMORY_BUDGETS", "BASELINES"]
 

@@ -1,33 +1,46 @@
-"""Profile a network into a :class:`~remat_theory.model.chain.Chain` (DESIGN section 1).
+"""Profile a network into a :class:`~remat_theory.model.chain.Chain` (model: docs/model.md).
 
-For every stage i (the stages of :func:`~remat_theory.torch.stages.split_stages`):
+Memory is what torch's allocator holds, measured per operation by an
+:class:`~remat_theory.torch.tracker.AllocatorMeter` (allocations inside kernels included;
+on the CPU through ``torch.profiler``'s memory events, on CUDA through the caching
+allocator's counters), in one pass of every operation the executor runs: Fck_0..Fck_{L-1},
+Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0.  For every stage i (the stages of
+:func:`~remat_theory.torch.stages.split_stages`):
 
-* ``x_size[i+1]``: bytes of the storage of the stage output (``x_size[0]``: the input).
-* ``tape_size[i]``: bytes of what autograd saves for the backward of stage i, found with
-  ``torch.autograd.graph.saved_tensors_hooks``: each saved tensor's storage counted once,
-  plus the output's storage (the tape includes x_{i+1}).  Not counted: the stage *input*
-  (the model's B_i needs x_i separately, and the executor re-reads it from whatever copy of
-  x_i is held, see :mod:`.executor`), and parameters and buffers (autograd saves weights
-  too, but they are resident whatever the schedule, so they are not activation memory).
-  The same quantity is also measured by the :class:`MemoryTracker` (live bytes after the
-  stage minus before); the larger of the two is used, and both are reported.
-* ``fwd_overhead[i]``: transient bytes while stage i runs: the tracker's peak during the
-  forward minus what is held afterwards, the larger of the no-grad forward (Fn/Fck) and
-  the recording forward (Fall); ``bwd_overhead[i]``: peak during B_i minus (held before +
-  x_size[i]), and for the loss, peak minus (held before + x_size[L]); negative values (a
-  backward that frees saved tensors before it allocates d_i) are clamped to 0.
-* ``fwd_time[i]``: median over repeats of the recording forward (Fall_i); ``bwd_time[i]``:
-  median of B_i; ``bwd_time[L]``: median of the loss forward and backward.  Times are
-  seconds, CUDA events on a GPU (with the stage's kernels queued ahead, see
-  :class:`_Timer`), ``time.perf_counter`` on the CPU (where operations are synchronous), or
-  there ``time.process_time`` with ``clock="process"``.  The no-grad forward times are
-  reported separately (``ProfileResult.fwd_time_nograd``); the model has one forward time
-  per stage.
+* ``x_size[i+1]``: bytes of the stage output (its storage; on CUDA the allocator's rounded
+  block where larger); ``x_size[0]``: the input.
+* ``tape_size[i]``: what the recording forward Fall_i leaves allocated (bytes held after it
+  minus before), and at least what ``torch.autograd.graph.saved_tensors_hooks`` sees autograd
+  save (each storage once, plus the output: the tape includes x_{i+1}).  Not counted: the
+  stage *input* (the model's B_i needs x_i separately, and the executor re-reads it from
+  whatever copy of x_i is held, see :mod:`.executor`), parameters and buffers (resident
+  whatever the schedule).  Both measures are reported (``hook_tape_size``,
+  ``allocator_tape_size``).
+* ``fwd_overhead[i]``: the no-grad forward's transient (Fn_i, Fck_i): its peak minus (held
+  before + x_size[i+1]).  ``fall_overhead[i]``: the recording forward's (Fall_i): its peak
+  minus (held before + tape_size[i]).  They differ: without grad a transformer layer's
+  attention scores and MLP intermediates are transients; with grad they are kept in the tape.
+* ``bwd_overhead[i]``: peak during B_i minus (held before + x_size[i]); for the loss, peak
+  minus (held before + x_size[L]).  Negative values (a backward that frees saved tensors
+  before it allocates d_i) are clamped to 0.
+* ``fwd_time[i]``: median over repeats of the no-grad forward (Fn/Fck); ``fall_time[i]``:
+  of the recording forward (Fall); ``bwd_time[i]``: of B_i; ``bwd_time[L]``: of the loss
+  forward and backward.  Times are seconds, CUDA events on a GPU (with the stage's kernels
+  queued ahead, see :class:`_Timer`), ``time.perf_counter`` on the CPU (where operations are
+  synchronous), or there ``time.process_time`` with ``clock="process"``.
+
+Parameter gradients are not activations: each step starts with them absent (as after
+``optimizer.zero_grad()``), the backward allocates them and they stay for the step, so they
+are counted whole beside the chain (``ProfileResult.param_grad_bytes``), outside any budget,
+like the weights and the optimizer state.  A backward that *adds* into an existing gradient
+(a parameter shared by several stages, as in the unrolled RNN) allocates the stage's
+gradient, adds it and frees it: that transient is the backward's own and is in its overhead.
 
 Everything is measured by running the real executor operations on the real stages, so the
 chain describes exactly what the executor will do.  Profiling leaves the model as it was:
 buffers (BatchNorm statistics), parameter ``.grad`` and random generator states are
-restored afterwards.
+restored afterwards.  On the CPU it needs ``torch.profiler`` to be free (no other profiler
+session running).
 """
 from __future__ import annotations
 
@@ -42,26 +55,32 @@ from remat_theory.model.errors import RematError
 from remat_theory.model.schedule import Op
 from remat_theory.torch.executor import ScheduleExecutor
 from remat_theory.torch.stages import model_state_kept, split_stages, stage_buffers, stage_parameters
-from remat_theory.torch.tracker import MemoryTracker, storage_bytes
+from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
 
 
 @dataclass
 class ProfileResult:
+    """A profiled chain and the measurements behind it (bytes, seconds)."""
+
     chain: Chain
     stages: list = field(repr=False)
-    hook_tape_size: list = field(default_factory=list)  # bytes, from saved_tensors_hooks
-    tracked_tape_size: list = field(default_factory=list)  # bytes, from the tracker
-    fwd_overhead_nograd: list = field(default_factory=list)
-    fwd_overhead_record: list = field(default_factory=list)
-    fwd_time_nograd: list = field(default_factory=list)  # seconds
+    hook_tape_size: list = field(default_factory=list)  # from saved_tensors_hooks
+    allocator_tape_size: list = field(default_factory=list)  # bytes Fall_i left allocated
+    fwd_overhead_nograd: list = field(default_factory=list)  # = chain.fwd_overhead
+    fwd_overhead_record: list = field(default_factory=list)  # = chain.fall_overhead
+    fwd_time_nograd: list = field(default_factory=list)  # = chain.fwd_time
+    param_grad_bytes: int = 0  # parameter gradients, persistent, outside the chain
+    ops: list = field(default_factory=list, repr=False)  # per-op {label, before, peak, after}
     device: str = "cpu"
 
     def to_dict(self) -> dict:
         return {"chain": self.chain.to_dict(), "hook_tape_size": self.hook_tape_size,
-                "tracked_tape_size": self.tracked_tape_size,
+                "allocator_tape_size": self.allocator_tape_size,
                 "fwd_overhead_nograd": self.fwd_overhead_nograd,
                 "fwd_overhead_record": self.fwd_overhead_record,
-                "fwd_time_nograd": self.fwd_time_nograd, "device": self.device}
+                "fwd_time_nograd": self.fwd_time_nograd,
+                "param_grad_bytes": self.param_grad_bytes, "ops": self.ops,
+                "device": self.device}
 
 
 CLOCKS = ("wall", "process")
@@ -142,31 +161,25 @@ class _Timer:
         return self.now() - t0
 
 
-def _tracked_step(ex: ScheduleExecutor, tr: MemoryTracker, op: str):
-    before = tr.refresh()
-    tr.reset_peak()
-    ex.step(Op.parse(op))
-    after = tr.refresh()
-    return before, tr.peak, after
-
-
-def _ensure_grads(params) -> None:
+def _clear_grads(params) -> None:
+    """Parameter gradients start a step absent (``optimizer.zero_grad()``'s default): the
+    backward then allocates each one, and the meter counts it as persistent memory."""
     for p in params:
-        if p.requires_grad and p.grad is None:
-            p.grad = torch.zeros_like(p)
+        p.grad = None
 
 
-def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
-                    repeats: int = 5, warmup: int = 1, name: str | None = None,
-                    clock: str = "wall", queue_kernels: bool = True) -> ProfileResult:
-    """Profile ``model`` (nn.Sequential or list of stage modules) into a chain, with details.
+def prime_forward(stages, x0: torch.Tensor, device) -> None:
+    """One no-grad forward of every stage, the model's buffers, gradients and random
+    generators left as they were: run first inside an :class:`AllocatorMeter`, so that state
+    a module keeps between calls is made inside the measurement (see its docstring)."""
+    with model_state_kept(stages, device), torch.no_grad():
+        x = x0
+        for s in stages:
+            x = s(x)
+        del x
 
-    ``device``: where to run (the model and input are moved there; default: the input's
-    device).  ``repeats``: timed repetitions (median taken); ``warmup``: untimed runs first;
-    ``clock``: ``"wall"`` or ``"process"`` (CPU only; see :class:`_Timer`).
-    ``queue_kernels``: on a GPU, time each stage with its kernels queued behind a GPU sleep,
-    as in a training step (default), or from an idle GPU (see :class:`_Timer`).
-    """
+
+def _check_arguments(example_input, repeats, warmup, clock) -> None:
     if not isinstance(example_input, torch.Tensor):
         raise RematError(f"example_input must be a tensor, got {type(example_input).__name__}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -174,6 +187,32 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise RematError(f"warmup = {warmup!r} must be an integer >= 0")
     check_clock(clock)
+
+
+def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
+                    repeats: int = 5, warmup: int = 1, name: str | None = None,
+                    clock: str = "wall", queue_kernels: bool = True) -> ProfileResult:
+    """Profile ``model`` (nn.Sequential or list of stage modules) into a chain, with details.
+
+    Parameters
+    ----------
+    model : an ``nn.Sequential`` (nested ones flattened) or a list of stage modules.
+    example_input : the network input x_0 (a tensor).
+    loss_fn : maps the model output to a scalar loss (stage L of the chain).
+    device : where to run (the model and input are moved there; default: the input's device).
+    repeats : timed repetitions per operation (the median is taken).
+    warmup : untimed runs first.
+    clock : ``"wall"`` or ``"process"`` (CPU only; see :class:`_Timer`).
+    queue_kernels : on a GPU, time each stage with its kernels queued behind a GPU sleep, as
+        in a training step (default), or from an idle GPU (see :class:`_Timer`).
+
+    Returns
+    -------
+    ProfileResult
+        The chain (sizes and overheads from the allocator, see the module docstring) and the
+        raw measurements behind it.
+    """
+    _check_arguments(example_input, repeats, warmup, clock)
     stages = split_stages(model)
     dev = torch.device(device) if device is not None else example_input.device
     for s in stages:
@@ -181,83 +220,113 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
     if hasattr(loss_fn, "to"):
         loss_fn.to(dev)
     x0 = example_input.detach().to(dev)
-    L = len(stages)
     params = stage_parameters(stages)
-    resident = {p.untyped_storage().data_ptr() for p in params}
-    resident |= {b.untyped_storage().data_ptr() for b in stage_buffers(stages)}
-
     with model_state_kept(stages, dev):
         _check_stages(stages, x0)
-        _ensure_grads(params)
-        # ---------------- memory, with the tracker
-        tr = MemoryTracker()
-        tr.track(x0)
-        ex = ScheduleExecutor(stages, loss_fn, x0, tracker=tr)
-        x_size = [storage_bytes(x0)]
-        fo_nograd = []
-        with tr:
-            for i in range(L):
-                before, peak, after = _tracked_step(ex, tr, f"Fck{i}")
-                out = ex.available(i + 1)
-                x_size.append(storage_bytes(out))
-                fo_nograd.append(peak - after)
-                del out
-            hook_tape, tracked_tape, fo_record = [], [], []
-            for i in range(L):
-                ex.saved_log = []
-                before, peak, after = _tracked_step(ex, tr, f"Fall{i}")
-                out = ex._values.tapes[i + 1].output
-                ptrs = {}
-                for t in ex.saved_log + [out]:
-                    st = t.untyped_storage()
-                    if st.data_ptr() and st.data_ptr() not in resident:
-                        ptrs[st.data_ptr()] = st.nbytes()
-                ex.saved_log.clear()  # the pack hook holds this list until the graph dies
-                ex.saved_log = None
-                del out
-                hook_tape.append(sum(ptrs.values()))
-                tracked_tape.append(after - before)
-                fo_record.append(peak - after)
-            for i in range(1, L + 1):
-                ex.step(Op.parse(f"Dropx{i}"))
-            bwd_overhead = [0] * (L + 1)
-            before, peak, after = _tracked_step(ex, tr, "Loss")
-            bwd_overhead[L] = max(0, peak - before - x_size[L])
-            for i in range(L - 1, -1, -1):
-                before, peak, after = _tracked_step(ex, tr, f"B{i}")
-                bwd_overhead[i] = max(0, peak - before - x_size[i])
-        del ex
-        tape_size = [max(h, t, x_size[i + 1]) for i, (h, t) in enumerate(zip(hook_tape, tracked_tape))]
-        fwd_overhead = [max(0, a, b) for a, b in zip(fo_nograd, fo_record)]
-
-        # ---------------- time, without the tracker
-        timer = _Timer(dev, clock, queue_kernels)
-        fall_t, nograd_t, bwd_t = ([[] for _ in range(L)] for _ in range(3))
-        loss_t = []
-        for rep in range(warmup + repeats):
-            timer.next_round()
-            ex = ScheduleExecutor(stages, loss_fn, x0)
-            times = [timer(lambda i=i: ex.step(Op.parse(f"Fck{i}"))) for i in range(L)]
-            for i in range(1, L + 1):
-                ex.step(Op.parse(f"Dropx{i}"))
-            times_all = [timer(lambda i=i: ex.step(Op.parse(f"Fall{i}"))) for i in range(L)]
-            t_loss = timer(lambda: ex.step(Op.parse("Loss")))
-            times_b = {i: timer(lambda i=i: ex.step(Op.parse(f"B{i}"))) for i in range(L - 1, -1, -1)}
-            del ex
-            if rep < warmup:
-                continue
-            for i in range(L):
-                nograd_t[i].append(times[i])
-                fall_t[i].append(times_all[i])
-                bwd_t[i].append(times_b[i])
-            loss_t.append(t_loss)
+        # Time first: the warm-up runs also make whatever a stage allocates once and keeps
+        # (library workspaces, lazily built caches) before memory is measured.
+        times = _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock,
+                               queue_kernels)
+        mem = _measure_memory(stages, loss_fn, x0, params, dev)
     chain = Chain(
-        fwd_time=[statistics.median(v) for v in fall_t],
-        bwd_time=[statistics.median(v) for v in bwd_t] + [statistics.median(loss_t)],
-        x_size=x_size, tape_size=tape_size, fwd_overhead=fwd_overhead,
-        bwd_overhead=bwd_overhead, name=name or type(model).__name__)
-    return ProfileResult(chain, stages, hook_tape, tracked_tape, fo_nograd, fo_record,
-                         [statistics.median(v) for v in nograd_t], str(dev))
+        fwd_time=times["nograd"], bwd_time=times["bwd"], x_size=mem["x_size"],
+        tape_size=mem["tape_size"], fwd_overhead=mem["fwd_overhead"],
+        bwd_overhead=mem["bwd_overhead"], fall_time=times["fall"],
+        fall_overhead=mem["fall_overhead"], name=name or type(model).__name__)
+    return ProfileResult(chain, stages, mem["hook_tape"], mem["allocator_tape"],
+                         mem["fwd_overhead"], mem["fall_overhead"], times["nograd"],
+                         mem["param_grad_bytes"], mem["ops"], str(dev))
+
+
+def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
+    """Median seconds of each operation: Fck_i (no-grad), Fall_i (recording), Loss, B_i."""
+    L = len(stages)
+    timer = _Timer(dev, clock, queue_kernels)
+    fall_t, nograd_t, bwd_t = ([[] for _ in range(L)] for _ in range(3))
+    loss_t = []
+    # parsed once, outside the timed calls: a schedule's operations are parsed before it runs
+    fck, fall, back = ([Op.parse(f"{k}{i}") for i in range(L)] for k in ("Fck", "Fall", "B"))
+    loss = Op.parse("Loss")
+    for rep in range(warmup + repeats):
+        timer.next_round()
+        _clear_grads(params)
+        ex = ScheduleExecutor(stages, loss_fn, x0)
+        times = [timer(lambda i=i: ex.step(fck[i])) for i in range(L)]
+        for i in range(1, L + 1):
+            ex.step(Op.parse(f"Dropx{i}"))
+        times_all = [timer(lambda i=i: ex.step(fall[i])) for i in range(L)]
+        t_loss = timer(lambda: ex.step(loss))
+        times_b = {i: timer(lambda i=i: ex.step(back[i])) for i in range(L - 1, -1, -1)}
+        del ex
+        if rep < warmup:
+            continue
+        for i in range(L):
+            nograd_t[i].append(times[i])
+            fall_t[i].append(times_all[i])
+            bwd_t[i].append(times_b[i])
+        loss_t.append(t_loss)
+    _clear_grads(params)
+    med = statistics.median
+    return {"nograd": [med(v) for v in nograd_t], "fall": [med(v) for v in fall_t],
+            "bwd": [med(v) for v in bwd_t] + [med(loss_t)]}
+
+
+def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
+    """One pass of every operation under an :class:`AllocatorMeter`: Fck_0..Fck_{L-1}, then
+    Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0; sizes and overheads from its per-operation bytes."""
+    L = len(stages)
+    resident = {p.untyped_storage().data_ptr() for p in params}
+    resident |= {b.untyped_storage().data_ptr() for b in stage_buffers(stages)}
+    _clear_grads(params)
+    meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params],
+                           prime=lambda: prime_forward(stages, x0, dev))
+    storage_x = [storage_bytes(x0)]
+    hook_tape = []
+    with meter:
+        ex = ScheduleExecutor(stages, loss_fn, x0, tracker=meter)
+        for i in range(L):
+            with meter.op(f"Fck{i}"):
+                ex.step(Op.parse(f"Fck{i}"))
+            storage_x.append(storage_bytes(ex.available(i + 1)))
+        for i in range(L):
+            ex.saved_log = []
+            with meter.op(f"Fall{i}"):
+                ex.step(Op.parse(f"Fall{i}"))
+            out = ex._values.tapes[i + 1].output
+            ptrs = {}
+            for t in ex.saved_log + [out]:
+                st = t.untyped_storage()
+                if st.data_ptr() and st.data_ptr() not in resident:
+                    ptrs[st.data_ptr()] = st.nbytes()
+            ex.saved_log.clear()  # the pack hook holds this list until the graph dies
+            ex.saved_log = None
+            del out
+            hook_tape.append(sum(ptrs.values()))
+        for i in range(1, L + 1):
+            ex.step(Op.parse(f"Dropx{i}"))
+        with meter.op("Loss"):
+            ex.step(Op.parse("Loss"))
+        for i in range(L - 1, -1, -1):
+            with meter.op(f"B{i}"):
+                ex.step(Op.parse(f"B{i}"))
+        del ex
+    _clear_grads(params)
+    ops = {r.label: r for r in meter.results()}
+    x_size = [storage_x[0]] + [max(storage_x[i + 1], ops[f"Fck{i}"].after - ops[f"Fck{i}"].before)
+                               for i in range(L)]
+    alloc_tape = [ops[f"Fall{i}"].after - ops[f"Fall{i}"].before for i in range(L)]
+    tape_size = [max(h, a, x_size[i + 1]) for i, (h, a) in enumerate(zip(hook_tape, alloc_tape))]
+
+    def over(label, made):
+        r = ops[label]
+        return max(0, r.peak - r.before - made)
+
+    return {"x_size": x_size, "tape_size": tape_size, "hook_tape": hook_tape,
+            "allocator_tape": alloc_tape,
+            "fwd_overhead": [over(f"Fck{i}", x_size[i + 1]) for i in range(L)],
+            "fall_overhead": [over(f"Fall{i}", tape_size[i]) for i in range(L)],
+            "bwd_overhead": [over(f"B{i}", x_size[i]) for i in range(L)] + [over("Loss", x_size[L])],
+            "param_grad_bytes": meter.persistent_bytes, "ops": [vars(r) for r in meter.results()]}
 
 
 def profile(model, example_input: torch.Tensor, loss_fn, device=None, *, repeats: int = 5,

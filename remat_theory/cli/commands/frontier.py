@@ -50,8 +50,9 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto; default cpu")
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     p.add_argument("--solvers", default="dp", help="comma-separated remat solvers; default dp")
-    p.add_argument("--fractions", default="0.1,0.15,0.2,0.3,0.4,0.5,0.6,0.8,1.0",
-                   help="remat budgets as fractions of the store-all peak")
+    p.add_argument("--fractions", default=None,
+                   help="remat budgets as fractions of the store-all peak (default: a sweep "
+                        "from each solver's smallest feasible budget to store-all)")
     p.add_argument("--memory-budgets", default="0.1,0.3,0.5,0.7,0.9", dest="memory_budgets",
                    help="torch._functorch activation_memory_budget values under torch.compile")
     p.add_argument("--no-compile", action="store_true", dest="no_compile",
@@ -67,7 +68,7 @@ def run(args) -> int:
     from remat_theory.torch.frontier import format_table, plot, run_frontier
     from remat_theory.torch.networks import build
 
-    fractions = _floats("--fractions", args.fractions, 0.0, 1.0)
+    fractions = None if args.fractions is None else _floats("--fractions", args.fractions, 0.0, 1.0)
     budgets = _floats("--memory-budgets", args.memory_budgets, 0.0, 1.0)
     solvers = [s for s in args.solvers.replace(",", " ").split() if s]
     batches = [None] if args.batch is None else _ints("--batch", args.batch)

@@ -42,6 +42,7 @@ import importlib
 import importlib.metadata
 import inspect
 import math
+import os
 import pkgutil
 import time
 from dataclasses import dataclass, field
@@ -241,8 +242,9 @@ def _load_all() -> None:
     entry points, once each."""
     global _LOADED
     if not _LOADED:
-        package = importlib.import_module("solvers")
-        for mod in pkgutil.iter_modules(package.__path__):
+        # The modules beside this file, found without importing the package from here
+        # (solvers/__init__.py imports this module: no import cycle).
+        for mod in pkgutil.iter_modules([os.path.dirname(os.path.abspath(__file__))]):
             if not mod.name.startswith("_") and mod.name != "registry":
                 importlib.import_module(f"solvers.{mod.name}")
         _LOADED = True

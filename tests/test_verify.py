@@ -231,3 +231,22 @@ def test_the_registered_limits_are_the_defaults_and_can_be_replaced():
     assert short and long
     assert all(not any(i["results"] for i in verify_chain(t)["instances"]) for t in long)
     assert all(any(i["results"] for i in verify_chain(t)["instances"]) for t in short)
+
+
+def test_chains_with_recording_costs_every_exact_solver_agrees():
+    # Every chain gets its own fall_time / fall_overhead: the DPs, the ILP (fast, certified,
+    # proven) and exhaustive search must agree, every schedule replayed by the simulator.
+    from dataclasses import replace
+
+    from remat_theory.analysis.verify import make_tasks
+
+    cfg = replace(_tiny(("dp", "dp-weak", "exhaustive", "exhaustive-persistent",
+                         "exhaustive-weak", "ilp", "ilp-fast", "store-all", "periodic")),
+                  fall_costs="all", max_stages=4, trials=2)
+    tasks = make_tasks(cfg)
+    assert tasks and all(t.fall_costs and t.chain().has_fall_costs for t in tasks)
+    report = run_verify(cfg)
+    assert report["ok"], report["violations"]
+    assert report["instances"] > 0
+    with pytest.raises(RematError, match="fall_costs"):
+        make_tasks(replace(cfg, fall_costs="some"))

@@ -114,6 +114,9 @@ def _lt(a: float, b: float) -> bool:
 
 
 # --------------------------------------------------------------------------- tasks
+FALL_COSTS = ("none", "half", "all")
+
+
 @dataclass(frozen=True)
 class ChainTask:
     """One chain of the sweep and how to check it (small and picklable: the chain is built
@@ -128,6 +131,7 @@ class ChainTask:
     max_stages_for: tuple = ()  # overrides of the registered limits: ((label, stages), ...)
     overheads: bool = True
     integer_times: bool = True
+    fall_costs: bool = False  # the recording forward gets its own costs (families.with_fall_costs)
 
     def chain(self) -> Chain:
         kwargs = {}
@@ -135,11 +139,13 @@ class ChainTask:
             kwargs = {"overheads": self.overheads, "integer_times": self.integer_times}
         elif self.family in ("resnet", "transformer", "rnn"):
             kwargs = {"overheads": self.overheads}
-        return families.make(self.family, self.length, self.seed, **kwargs)
+        chain = families.make(self.family, self.length, self.seed, **kwargs)
+        return families.with_fall_costs(chain, self.seed) if self.fall_costs else chain
 
     def __repr__(self) -> str:
         return (f"ChainTask({self.family}, L={self.length}, seed={self.seed}, "
-                f"overheads={self.overheads}, integer_times={self.integer_times})")
+                f"overheads={self.overheads}, integer_times={self.integer_times}"
+                + (", fall_costs=True)" if self.fall_costs else ")"))
 
 
 @dataclass
@@ -159,6 +165,9 @@ class VerifyConfig:
     workers: int | None = None
     scheduler: object = None
     progress: bool = True
+    # "none": a recording forward costs what a no-grad one does (the canonical chains);
+    # "half": every other trial's chain gets its own recording costs; "all": every chain.
+    fall_costs: str = "none"
 
     def check(self) -> None:
         for name in ("min_stages", "max_stages", "trials", "budgets_per_chain"):
@@ -169,6 +178,8 @@ class VerifyConfig:
         check_int(self.seed, "seed", minimum=0)
         if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             raise RematError(f"time_limit = {self.time_limit!r} must be a positive number of seconds")
+        if self.fall_costs not in FALL_COSTS:
+            raise RematError(f"fall_costs = {self.fall_costs!r} must be one of {', '.join(FALL_COSTS)}")
         if not self.families:
             raise RematError("families is empty")
         for f in self.families:
@@ -234,7 +245,8 @@ def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
                 family=fam, length=length, seed=chain_seed, solvers=names,
                 budgets_per_chain=cfg.budgets_per_chain, time_limit=cfg.time_limit,
                 max_stages_for=tuple(cfg.max_stages_for),
-                overheads=trial % 2 == 0, integer_times=trial % 4 != 3))
+                overheads=trial % 2 == 0, integer_times=trial % 4 != 3,
+                fall_costs=cfg.fall_costs == "all" or (cfg.fall_costs == "half" and trial % 2 == 1)))
     return tasks
 
 

@@ -1,6 +1,6 @@
 """Run any schedule of the chain model on a real network, with autograd.
 
-The executor holds exactly the values the schedule says (DESIGN section 1, operation
+The executor holds exactly the values the schedule says (docs/model.md, operation
 table), and frees them when the table says so:
 
 * x_i (plain): a tensor computed without autograd recording (``torch.no_grad()``).

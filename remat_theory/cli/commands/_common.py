@@ -115,22 +115,15 @@ def stdout_to_stderr(active: bool = True):
 
 
 def torch_device(device: str, threads: int | None, command: str):
-    """Import torch for a torch subcommand and resolve ``--device`` (auto, cpu, cuda) and
-    ``--threads``; returns ``(torch, device)``.  Missing torch or CUDA is a one-line error."""
+    """Import the torch floor for a torch subcommand and resolve ``--device`` (auto, cpu,
+    cuda) and ``--threads``; returns ``(torch, device)``.  Missing torch or CUDA is a
+    one-line error."""
     try:
-        import torch
+        from remat_theory.torch import device as torch_floor
     except ImportError:
         raise RematError(f"remat {command} needs torch (pip install torch==2.13.0, or the "
                          f"build for your machine)") from None
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise RematError(f"--device {device!r}: expected cpu, cuda or auto")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RematError("--device cuda: no CUDA device is available (use --device cpu or auto)")
-    if threads:
-        torch.set_num_threads(threads)
-    return torch, device
+    return torch_floor.torch, torch_floor.resolve_device(device, threads)
 
 
 def progress_wanted(json_output: bool) -> bool:

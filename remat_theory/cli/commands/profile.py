@@ -54,9 +54,8 @@ def add_arguments(p) -> None:
 
 def _from_factory(spec: str, granularity):
     """(stages model, x_0, loss_fn) from ``module:function``."""
-    from torch import nn
-
     from remat_theory.torch import Network, to_stages
+    from remat_theory.torch.device import is_module, is_sequential
 
     module_name, _, func_name = spec.partition(":")
     if not module_name or not func_name:
@@ -71,11 +70,11 @@ def _from_factory(spec: str, granularity):
     made = factory()
     if isinstance(made, Network):
         return made.model, made.example_input, made.loss_fn
-    if not (isinstance(made, tuple) and len(made) == 3 and isinstance(made[0], (nn.Module, list))):
+    if not (isinstance(made, tuple) and len(made) == 3 and (is_module(made[0]) or isinstance(made[0], list))):
         raise RematError(f"--model {spec!r}: the function returned {type(made).__name__}; "
                          f"expected (model, example_inputs, loss_fn) or a Network")
     model, inputs, loss_fn = made
-    if isinstance(model, (nn.Sequential, list)):
+    if is_sequential(model) or isinstance(model, list):
         return model, inputs, loss_fn
     chain = to_stages(model, inputs, granularity=granularity)
     return chain, chain.example_input, loss_fn

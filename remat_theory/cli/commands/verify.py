@@ -89,6 +89,10 @@ def add_arguments(p) -> None:
                    metavar="SOLVER=N,...",
                    help=f"run a solver only on chains of at most N stages (default {defaults}; "
                         "given values replace those defaults, e.g. ilp=7)")
+    p.add_argument("--fall-costs", default="none", choices=("none", "half", "all"),
+                   dest="fall_costs",
+                   help="give chains their own recording-forward costs (fall_time, "
+                        "fall_overhead): none (default), every other trial, or all")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core; 1 runs in this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -120,7 +124,7 @@ def run(args) -> int:
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
                        max_stages_for=tuple(args.max_stages_for),
                        workers=args.workers,
-                       scheduler=args.scheduler,
+                       scheduler=args.scheduler, fall_costs=args.fall_costs,
                        progress=not args.no_progress and args.json is None)
     with stdout_to_stderr(args.json == "-"):
         report = run_verify(cfg)

@@ -1,0 +1,97 @@
+"""The floors of the package, read from the source (ast): each imports only from the floors
+below it, and only the torch floor imports torch.
+
+    remat_theory.model  <-  solvers  <-  remat_theory.analysis, remat_theory.strategies
+                                      <-  remat_theory.cli;  remat_theory.torch beside analysis
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# floor -> the first-party floors it may import (itself included)
+ALLOWED = {
+    "remat_theory.model": {"remat_theory.model"},
+    "solvers": {"remat_theory.model", "solvers"},
+    "remat_theory.analysis": {"remat_theory.model", "solvers", "remat_theory.analysis"},
+    "remat_theory.strategies": {"remat_theory.model", "remat_theory.analysis",
+                                "remat_theory.strategies"},
+    "remat_theory.torch": {"remat_theory.model", "solvers", "remat_theory.torch"},
+    "remat_theory.cli": {"remat_theory.model", "solvers", "remat_theory.analysis",
+                         "remat_theory.torch", "remat_theory.cli", "remat_theory"},
+}
+
+
+def floor_of(module: str) -> str | None:
+    for f in sorted(ALLOWED, key=len, reverse=True):
+        if module == f or module.startswith(f + "."):
+            return f
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import statement, at any depth."""
+    tree = ast.parse(path.read_text(), str(path))
+    pkg = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[:len(pkg.split(".")) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.append((node.lineno, mod))
+    return out
+
+
+FILES = sorted(p for top in ("remat_theory", "solvers") for p in (ROOT / top).rglob("*.py"))
+
+
+def violations(me: str, imported: list[tuple[int, str]]) -> list[str]:
+    """What a module of floor ``me`` must not import, among ``imported``."""
+    bad = []
+    for line, mod in imported:
+        first = mod.split(".")[0]
+        if first in ("torch", "torchvision", "transformers") and me != "remat_theory.torch":
+            bad.append(f"line {line}: {mod} (only remat_theory.torch imports torch)")
+        if first not in ("remat_theory", "solvers"):
+            continue
+        target = floor_of(mod) or mod
+        if target not in ALLOWED[me]:
+            bad.append(f"line {line}: {mod} (floor {me} may import {sorted(ALLOWED[me])})")
+    return bad
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_floor_imports_only_from_floors_below(path):
+    # remat_theory/__init__.py belongs to no floor: it re-exports the ground floor only.
+    me = floor_of(module_name(path)) or "remat_theory.model"
+    bad = violations(me, imports(path))
+    assert not bad, f"{path.relative_to(ROOT)}: " + "; ".join(bad)
+
+
+def test_the_check_sees_an_upward_import_and_torch(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import numpy\ndef f():\n    from solvers import registry\n    import torch\n"
+                     "from remat_theory.model.chain import Chain\n")
+    found = ast.parse(probe.read_text())
+    imported = [(n.lineno, n.module if isinstance(n, ast.ImportFrom) else n.names[0].name)
+                for n in ast.walk(found) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    bad = violations("remat_theory.model", imported)
+    assert len(bad) == 2 and "solvers" in bad[0] + bad[1] and "torch" in bad[0] + bad[1]
+    assert violations("remat_theory.torch", imported) == []
+    assert violations("solvers", imported) == [b for b in bad if "torch" in b]

@@ -30,15 +30,7 @@ proofs/ilp.md section 9) is solved from the weak DP's schedule; when its bound r
 makespan of that schedule, or of the fast mode's optimum, the schedule is optimal over all
 schedules and the proven model is never built.  That is what reaches 20-30 stages.
 
-Variables (all binary, per phase p, pass k, stage s): ``n`` (Fn_s reading the plain x_s,
-which it frees), ``nt`` (Fn_s reading x_s from the tape t_s, which it frees; allowed only
-when no plain x_s is held: the simulator's rule), ``ck`` (Fck_s), ``all`` (Fall_s).  The
-values held between passes (plain x_j, tapes t_j) are continuous [0, 1] variables forced to
-integer values by equalities; held memory before every operation is a continuous variable
-forced by an exact equality (created minus freed bytes), and every operation's peak (held
-+ output + overhead, docs/model.md) is bounded by the budget.  Values that are dead in a
-phase get no variables.  Objective: the sum of the times of the chosen operations, plus the
-constant backward times.
+The time-expanded model's variables and rows are described in :mod:`solvers.ilp.model`.
 
 Numerics: sizes are divided by their gcd; no cost noise, no loosened tolerances: the
 relative MIP gap is 0 and the absolute gap is 1e-9 times the makespan scale, the registry's

@@ -17,6 +17,18 @@ from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_GUARD
 from solvers.feasibility import EXACT, smallest_feasible_budget
 
 
+def _number(text: str, convert, noun: str, ok, requirement: str):
+    """argparse type helper: ``convert(text)``, which must satisfy ``ok``; errors name the
+    text and what was expected."""
+    try:
+        v = convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"{text!r} {requirement}")
+    return v
+
+
 def budget_arg(text: str) -> int:
     """argparse type for a budget in bytes: a plain non-negative integer."""
     try:
@@ -29,23 +41,12 @@ def budget_arg(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return v
+    return _number(text, float, "a number", lambda v: math.isfinite(v) and v > 0,
+                   "must be a positive number")
 
 
 def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
-    return v
+    return _number(text, int, "an integer", lambda v: v >= 1, "must be an integer >= 1")
 
 
 def load_chain(path: str) -> Chain:

@@ -66,8 +66,9 @@ def solver_options(name: str, chain, *, ilp_time_limit: float, ilp_max_stages: i
                 f"model alone takes minutes beyond); this chain has {chain.length}")
     if "time_limit" in opts:
         out["time_limit"] = ilp_time_limit
-    if name == "exhaustive" and chain.length > 8:
-        return f"exhaustive search is limited to 8 stages; this chain has {chain.length}"
+    guard = solver_registry.get(name).defaults.get("max_stages")
+    if guard is not None and chain.length > guard:  # exhaustive search's own size guard
+        return f"{name} is limited to {guard} stages by default; this chain has {chain.length}"
     return out
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from remat_theory.model.errors import RematError
 from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr, torch_device
+import solvers
 
 NAME = "confirm"
 ORDER = 60
@@ -55,8 +56,9 @@ def add_arguments(p) -> None:
                    help="timed repetitions per stage when profiling")
     p.add_argument("--ilp-time-limit", type=positive_float, default=10.0, dest="ilp_time_limit",
                    help="seconds for each time-limited solver (ilp, exhaustive)")
-    p.add_argument("--ilp-max-stages", type=positive_int, default=10, dest="ilp_max_stages",
-                   help="skip the ILP on longer chains (its model build grows fast); default 10")
+    p.add_argument("--ilp-max-stages", type=positive_int, default=None, dest="ilp_max_stages",
+                   help="skip the ILP on longer chains (default: the longest on which the "
+                        "registry says it proves optima, `remat solvers`)")
     p.add_argument("--unit", type=positive_int, default=None,
                    help="solvers see sizes rounded up to multiples of this many bytes "
                         "(default: a power of two near store-all/2048)")
@@ -184,7 +186,8 @@ def run(args) -> int:
         records = C.confirm(models, budgets, solver_names, device=device, scale=args.scale,
                             repeats=args.repeats, profile_repeats=args.profile_repeats,
                             ilp_time_limit=args.ilp_time_limit, clock=clock, unit=args.unit,
-                            ilp_max_stages=args.ilp_max_stages, log=log)
+                            ilp_max_stages=args.ilp_max_stages or solvers.get("ilp").reference_max_stages,
+                            log=log)
     for r in records:
         r["deterministic"] = args.deterministic
     if args.out_dir != "":

@@ -23,7 +23,7 @@ from functools import reduce
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 
@@ -55,7 +55,7 @@ def check_slots(slots, solver: str):
     if slots is None:
         return None
     if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 1:
-        raise SolverError(f"solver {solver!r}: option slots = {slots!r} must be an integer >= 1")
+        raise SolverOptionError(f"solver {solver!r}: option slots = {slots!r} must be an integer >= 1")
     return int(slots)
 
 
@@ -65,14 +65,14 @@ def check_time_limit(time_limit, solver: str):
         return None
     if isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real) \
             or not math.isfinite(time_limit) or time_limit <= 0:
-        raise SolverError(f"solver {solver!r}: option time_limit = {time_limit!r} must be a "
+        raise SolverOptionError(f"solver {solver!r}: option time_limit = {time_limit!r} must be a "
                           f"positive number of seconds")
     return float(time_limit)
 
 
 def check_bool(value, name: str, solver: str) -> bool:
     if not isinstance(value, bool):
-        raise SolverError(f"solver {solver!r}: option {name} = {value!r} must be True or False")
+        raise SolverOptionError(f"solver {solver!r}: option {name} = {value!r} must be True or False")
     return value
 
 
@@ -252,7 +252,7 @@ def peak(chain: Chain, schedule: Schedule) -> int:
 def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float,
                       time_limit: float | None, stages: int, units: int, slots: int | None,
                       fit_slots) -> None:
-    """Raise :class:`SolverError` before any work when the table would exceed
+    """Raise :class:`SolverOptionError` before any work when the table would exceed
     :data:`MAX_TABLE_BYTES`, or when a ``time_limit`` is set and the estimated time
     ``steps / rate`` exceeds :data:`REFUSE_FACTOR` times it (and
     :data:`REFUSE_MIN_SECONDS`).
@@ -287,5 +287,5 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
         ways.append(f"it is too long for this solver (fewer than {MIN_USEFUL_SLOTS} slots would "
                     f"fit); use a heuristic solver (e.g. --solver revolve)")
     way = ", or ".join(ways)
-    raise SolverError(f"solver {solver!r}: {stages} stages at {mode} would need {what}, "
+    raise SolverOptionError(f"solver {solver!r}: {stages} stages at {mode} would need {what}, "
                       f"estimated {steps:.2g} min-plus steps; {way}")

@@ -64,10 +64,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
-from remat_theory.model.solution import (CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, INFEASIBLE, OPTIMAL,
-                                   TIME_LIMIT, Solution)
+from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_bool, check_slots,
                                 check_time_limit, peak, refuse_if_too_big, slot_info,
@@ -463,7 +462,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
 def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
     bound = chain.ideal_makespan()
     info = {**info, "stopped_by": "time_limit", "stopped_in": where}
-    return Solution("dp", TIME_LIMIT, None, None, None, budget, bound=bound,
+    return Solution.time_limit("dp", budget, bound=bound,
                     optimal_for=CLASS_PERSISTENT, info=info,
                     message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
                             f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
@@ -496,7 +495,7 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     slots = check_slots(slots, "dp")
     check_bool(slot_bound, "slot_bound", "dp")
     if slot_bound and slots is None:
-        raise SolverError("solver 'dp': option slot_bound needs slots=S (--slots S)")
+        raise SolverOptionError("solver 'dp': option slot_bound needs slots=S (--slots S)")
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}
@@ -507,11 +506,11 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
             return _time_up(chain, budget, deadline, e.what, info)
         min_budget = least * gcd
         if schedule is None:
-            return Solution("dp", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_PERSISTENT,
+            return Solution.infeasible("dp", budget, optimal_for=CLASS_PERSISTENT,
                             min_budget=min_budget, info=info,
                             message=f"no persistent schedule fits in {budget}; the smallest "
                                     f"feasible budget is {min_budget}")
-        return Solution("dp", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
+        return Solution.optimal("dp", budget, schedule, makespan, peak(chain, schedule),
                         bound=makespan, optimal_for=CLASS_PERSISTENT, min_budget=min_budget,
                         info=info)
     info = {"memory": "slots", **slot_info(chain, budget, slots)}
@@ -525,7 +524,7 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
             # Rounding up loses schedules: the class is proven empty only below the exact
             # smallest budget; at or above it the answer claims nothing about the class.
             claim = CLASS_PERSISTENT if budget < min_budget else CLASS_NONE
-            return Solution("dp", INFEASIBLE, None, None, None, budget,
+            return Solution.infeasible("dp", budget,
                             optimal_for=claim, min_budget=min_budget, info=info,
                             message=msg)
         bound = None

@@ -49,8 +49,7 @@ import numpy as np
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
-from remat_theory.model.solution import (CLASS_NONE, CLASS_WEAK, FEASIBLE, INFEASIBLE, OPTIMAL,
-                                   TIME_LIMIT, Solution)
+from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_slots, check_time_limit,
                                 peak, refuse_if_too_big, shift, slot_info, all_sizes)
@@ -307,7 +306,7 @@ def min_feasible_budget(chain: Chain) -> int:
 def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
     bound = chain.ideal_makespan()
     info = {**info, "stopped_by": "time_limit", "stopped_in": where}
-    return Solution("dp-weak", TIME_LIMIT, None, None, None, budget, bound=bound,
+    return Solution.time_limit("dp-weak", budget, bound=bound,
                     optimal_for=CLASS_WEAK, info=info,
                     message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
                             f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
@@ -337,11 +336,11 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
         except DeadlineExpired as e:
             return _time_up(chain, budget, deadline, e.what, info)
         if schedule is None:
-            return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=CLASS_WEAK,
+            return Solution.infeasible("dp-weak", budget, optimal_for=CLASS_WEAK,
                             min_budget=mb, info=info,
                             message=f"no weakly persistent schedule fits in {budget}; the "
                                     f"smallest feasible budget is {mb}")
-        return Solution("dp-weak", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
+        return Solution.optimal("dp-weak", budget, schedule, makespan, peak(chain, schedule),
                         bound=makespan, optimal_for=CLASS_WEAK, info=info)
     info = {"memory": "slots", **slot_info(chain, budget, slots)}
     uc = UnitChain.rounded(chain, budget, slots)
@@ -355,7 +354,7 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
         # Rounding up loses schedules: the class is proven empty only below the exact
         # smallest budget; at or above it the answer claims nothing about the class.
         claim = CLASS_WEAK if budget < mb else CLASS_NONE
-        return Solution("dp-weak", INFEASIBLE, None, None, None, budget, optimal_for=claim,
+        return Solution.infeasible("dp-weak", budget, optimal_for=claim,
                         min_budget=mb, info=info,
                         message=f"no weakly persistent schedule fits in {budget} with sizes "
                                 f"rounded up to {slots} slots; the smallest feasible budget "
@@ -364,9 +363,9 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
     if budget == 0 or all(v * slots % budget == 0 for v in sizes):
         # every size is a whole number of slots: the slot DP is the exact DP, scaled
         info["rounding_exact"] = True
-        return Solution("dp-weak", OPTIMAL, schedule, makespan, peak(chain, schedule), budget,
+        return Solution.optimal("dp-weak", budget, schedule, makespan, peak(chain, schedule),
                         bound=makespan, optimal_for=CLASS_WEAK, info=info)
-    return Solution("dp-weak", FEASIBLE, schedule, makespan, peak(chain, schedule), budget,
+    return Solution.feasible("dp-weak", budget, schedule, makespan, peak(chain, schedule),
                     optimal_for=CLASS_NONE, info=info,
                     message="slots mode: optimal for the rounded sizes, not proven optimal at "
                             "the real budget")

@@ -1,7 +1,7 @@
 """The options of the ``ilp`` solver, validated in one place.
 
 :class:`IlpOptions` holds what :func:`solvers.ilp.solve_ilp` takes as keyword options; its
-constructor checks every one and raises :class:`~remat_theory.model.errors.SolverError`
+constructor checks every one and raises :class:`~remat_theory.model.errors.SolverOptionError`
 naming the option and the value, before any model is built.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverOptionError
 
 from solvers.ilp.backends import SOLVERS
 
@@ -40,24 +40,24 @@ class IlpOptions:
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_binaries) or self.max_binaries < 1:
-            raise SolverError(f"ilp: max_binaries = {self.max_binaries!r} must be an integer >= 1")
+            raise SolverOptionError(f"ilp: max_binaries = {self.max_binaries!r} must be an integer >= 1")
         if self.mip_solver not in SOLVERS:
-            raise SolverError(f"ilp: mip_solver = {self.mip_solver!r} is unknown "
+            raise SolverOptionError(f"ilp: mip_solver = {self.mip_solver!r} is unknown "
                               f"(known: {', '.join(SOLVERS)})")
         tl = self.time_limit
         if tl is not None and (isinstance(tl, bool) or not isinstance(tl, numbers.Real)
                                or not math.isfinite(tl) or tl <= 0):
-            raise SolverError(f"ilp: time_limit = {tl!r} must be a positive number of seconds")
+            raise SolverOptionError(f"ilp: time_limit = {tl!r} must be a positive number of seconds")
         if self.passes is not None and (not _is_int(self.passes) or self.passes < 1):
-            raise SolverError(f"ilp: passes = {self.passes!r} must be an integer >= 1 (or None)")
+            raise SolverOptionError(f"ilp: passes = {self.passes!r} must be an integer >= 1 (or None)")
         if not isinstance(self.warm_start, bool):
-            raise SolverError(f"ilp: warm_start = {self.warm_start!r} must be True or False")
+            raise SolverOptionError(f"ilp: warm_start = {self.warm_start!r} must be True or False")
         if not _is_int(self.threads) or self.threads < 1:
-            raise SolverError(f"ilp: threads = {self.threads!r} must be an integer >= 1")
+            raise SolverOptionError(f"ilp: threads = {self.threads!r} must be an integer >= 1")
         if not isinstance(self.pairs, bool):
-            raise SolverError(f"ilp: pairs = {self.pairs!r} must be True or False")
+            raise SolverOptionError(f"ilp: pairs = {self.pairs!r} must be True or False")
         if self.certify is not None and not isinstance(self.certify, bool):
-            raise SolverError(f"ilp: certify = {self.certify!r} must be True, False or None "
+            raise SolverOptionError(f"ilp: certify = {self.certify!r} must be True, False or None "
                               f"(default)")
         if self.certify is None:
             object.__setattr__(self, "certify", self.passes is None)

@@ -10,6 +10,7 @@
 #   bash benchmarks/gpu_confirm.sh                 # CUDA when available, otherwise the CPU path
 #   DEVICE=cpu bash benchmarks/gpu_confirm.sh --models rnn --budgets 0.5   # extra args go to remat confirm
 #   TESTS=1 bash benchmarks/gpu_confirm.sh         # first the profiler's tests on that device
+#   FRONTIER=1 bash benchmarks/gpu_confirm.sh      # then remat frontier on the same device
 #
 # Writes benchmarks/results/confirm_<device>.json and .png, and the table to
 # benchmarks/results/confirm_<device>.txt.  On one GPU ("large" networks) it took about 5 minutes
@@ -44,3 +45,13 @@ start=$(date +%s)
     --out-dir benchmarks/results "$@"
 } | tee "benchmarks/results/confirm_${DEVICE}.txt"
 echo "done in $(( $(date +%s) - start )) s: benchmarks/results/confirm_${DEVICE}.{json,png,txt}"
+# FRONTIER=1: then the frontier on the same device (remat's drop-in against
+# checkpoint_sequential and torch.compile's memory budget, interleaved), one network at a
+# time, into benchmarks/results/frontier_<device>_<network>/ (NETWORKS to choose them).
+if [ "${FRONTIER:-0}" = 1 ]; then
+  for n in ${NETWORKS:-gpt2 bert vit hf-resnet mlp}; do
+    "$PY" -m remat_theory.cli frontier --network "$n" --device "$DEVICE" --scale small \
+      --solvers dp --memory-budgets 0.5 --repeats "${REPEATS:-7}" \
+      --out "benchmarks/results/frontier_${DEVICE}_${n}"
+  done
+fi

@@ -82,92 +82,122 @@ def transition(chain: Chain, state: State, memory: int, op: Op,
     """Apply ``op`` to ``state`` (holding ``memory`` bytes).
 
     Returns the new state, the op's peak, the memory after and the op's time, or a string
-    saying why the op is invalid.  Budget is not checked here.
+    saying why the op is invalid.  Budget is not checked here.  One function per row of the
+    operation table (docs/model.md) does the work.
     """
-    L = chain.length
-    plain, tapes, bwd_next = state
-    kind, i = op.kind, op.index
-    x = chain.x_size
+    kind = op.kind
     if kind in (FN, FCK, FALL):
-        if i >= L:
-            return f"stage index {i} is out of range 0..{L - 1}"
-        if bwd_next < i:
-            return f"B{i} has already run: a forward of stage {i} is no longer allowed"
-        from_plain = plain >> i & 1
-        if not from_plain and not (i >= 1 and tapes >> i & 1):
-            return f"x{i} is not available (neither x{i} nor t{i} is held)"
-        if kind == FALL:
-            if tapes >> (i + 1) & 1:
-                return f"t{i + 1} is already held"
-            size = chain.tape_size[i]
-            peak = memory + size + chain.fall_overhead[i]
-            return Transition(State(plain, tapes | 1 << (i + 1), bwd_next), peak,
-                              memory + size, chain.fall_time[i])
-        if plain >> (i + 1) & 1:
-            return f"x{i + 1} is already held"
-        size = x[i + 1]
-        peak = memory + size + chain.fwd_overhead[i]
-        after = memory + size
-        plain |= 1 << (i + 1)
-        if kind == FN and i >= 1:
-            if from_plain:
-                plain &= ~(1 << i)
-                after -= x[i]
-            else:
-                tapes &= ~(1 << i)
-                after -= chain.tape_size[i - 1]
-        return Transition(State(plain, tapes, bwd_next), peak, after, chain.fwd_time[i])
+        return _forward(chain, state, memory, kind, op.index)
     if kind == LOSS:
-        if bwd_next != L:
-            return "the loss has already run"
-        from_plain = plain >> L & 1
-        if not from_plain and not tapes >> L & 1:
-            return f"x{L} is not available (neither x{L} nor t{L} is held)"
-        peak = memory + x[L] + chain.bwd_overhead[L]
-        after = memory + x[L]
-        if from_plain:
-            plain &= ~(1 << L)
-            after -= x[L]
-        return Transition(State(plain, tapes, L - 1), peak, after, chain.bwd_time[L])
+        return _loss(chain, state, memory)
     if kind == B:
-        if i >= L:
-            return f"stage index {i} is out of range 0..{L - 1}"
-        if bwd_next == L:
-            return f"d{i + 1} is not available: the loss has not run"
-        if bwd_next < i:
-            return f"B{i} has already run"
-        if bwd_next > i:
-            return f"d{i + 1} is not available (the live gradient is d{bwd_next + 1})"
-        if not tapes >> (i + 1) & 1:
-            return f"t{i + 1} is not held (B{i} needs the tape of F{i})"
-        from_plain = plain >> i & 1
-        if not from_plain and not (i >= 1 and tapes >> i & 1):
-            return f"x{i} is not available (neither x{i} nor t{i} is held)"
-        peak = memory + x[i] + chain.bwd_overhead[i]
-        after = memory + x[i] - x[i + 1] - chain.tape_size[i]
-        tapes &= ~(1 << (i + 1))
-        if from_plain and i >= 1:
-            plain &= ~(1 << i)
-            after -= x[i]
-        return Transition(State(plain, tapes, i - 1), peak, after, chain.bwd_time[i])
+        return _backward(chain, state, memory, op.index)
     if kind == DROP:
         if not allow_drop:
             return "Drop operations are not allowed (the canonical model has no deletions; pass allow_drop=True)"
-        if op.target == "x":
-            if i > L:
-                return f"value index {i} is out of range 0..{L}"
-            if i == 0:
-                return "x0 is never freed"
-            if not plain >> i & 1:
-                return f"x{i} is not held"
-            return Transition(State(plain & ~(1 << i), tapes, bwd_next), memory, memory - x[i], 0.0)
-        if i > L or i == 0:
-            return f"tape index {i} is out of range 1..{L}"
-        if not tapes >> i & 1:
-            return f"t{i} is not held"
-        return Transition(State(plain, tapes & ~(1 << i), bwd_next), memory,
-                          memory - chain.tape_size[i - 1], 0.0)
+        return _drop(chain, state, memory, op.target, op.index)
     return f"unknown operation {op!r}"  # pragma: no cover - Op validates its kind
+
+
+def _forward(chain: Chain, state: State, memory: int, kind: str, i: int) -> Transition | str:
+    """Fn_i, Fck_i or Fall_i: each reads x_i (plain, or inside t_i)."""
+    L = chain.length
+    plain, tapes, bwd_next = state
+    x = chain.x_size
+    if i >= L:
+        return f"stage index {i} is out of range 0..{L - 1}"
+    if bwd_next < i:
+        return f"B{i} has already run: a forward of stage {i} is no longer allowed"
+    from_plain = plain >> i & 1
+    if not from_plain and not (i >= 1 and tapes >> i & 1):
+        return f"x{i} is not available (neither x{i} nor t{i} is held)"
+    if kind == FALL:
+        if tapes >> (i + 1) & 1:
+            return f"t{i + 1} is already held"
+        size = chain.tape_size[i]
+        peak = memory + size + chain.fall_overhead[i]
+        return Transition(State(plain, tapes | 1 << (i + 1), bwd_next), peak,
+                          memory + size, chain.fall_time[i])
+    if plain >> (i + 1) & 1:
+        return f"x{i + 1} is already held"
+    size = x[i + 1]
+    peak = memory + size + chain.fwd_overhead[i]
+    after = memory + size
+    plain |= 1 << (i + 1)
+    if kind == FN and i >= 1:
+        if from_plain:
+            plain &= ~(1 << i)
+            after -= x[i]
+        else:
+            tapes &= ~(1 << i)
+            after -= chain.tape_size[i - 1]
+    return Transition(State(plain, tapes, bwd_next), peak, after, chain.fwd_time[i])
+
+
+def _loss(chain: Chain, state: State, memory: int) -> Transition | str:
+    """The loss: reads x_L, adds d_L, frees a plain x_L."""
+    L = chain.length
+    plain, tapes, bwd_next = state
+    x = chain.x_size
+    if bwd_next != L:
+        return "the loss has already run"
+    from_plain = plain >> L & 1
+    if not from_plain and not tapes >> L & 1:
+        return f"x{L} is not available (neither x{L} nor t{L} is held)"
+    peak = memory + x[L] + chain.bwd_overhead[L]
+    after = memory + x[L]
+    if from_plain:
+        plain &= ~(1 << L)
+        after -= x[L]
+    return Transition(State(plain, tapes, L - 1), peak, after, chain.bwd_time[L])
+
+
+def _backward(chain: Chain, state: State, memory: int, i: int) -> Transition | str:
+    """B_i: reads d_{i+1}, t_{i+1} and x_i; adds d_i; frees d_{i+1}, t_{i+1}, a plain x_i."""
+    L = chain.length
+    plain, tapes, bwd_next = state
+    x = chain.x_size
+    if i >= L:
+        return f"stage index {i} is out of range 0..{L - 1}"
+    if bwd_next == L:
+        return f"d{i + 1} is not available: the loss has not run"
+    if bwd_next < i:
+        return f"B{i} has already run"
+    if bwd_next > i:
+        return f"d{i + 1} is not available (the live gradient is d{bwd_next + 1})"
+    if not tapes >> (i + 1) & 1:
+        return f"t{i + 1} is not held (B{i} needs the tape of F{i})"
+    from_plain = plain >> i & 1
+    if not from_plain and not (i >= 1 and tapes >> i & 1):
+        return f"x{i} is not available (neither x{i} nor t{i} is held)"
+    peak = memory + x[i] + chain.bwd_overhead[i]
+    after = memory + x[i] - x[i + 1] - chain.tape_size[i]
+    tapes &= ~(1 << (i + 1))
+    if from_plain and i >= 1:
+        plain &= ~(1 << i)
+        after -= x[i]
+    return Transition(State(plain, tapes, i - 1), peak, after, chain.bwd_time[i])
+
+
+def _drop(chain: Chain, state: State, memory: int, target: str, i: int) -> Transition | str:
+    """Drop (the optional extension): frees one held plain x_i (never x_0) or tape t_i."""
+    L = chain.length
+    plain, tapes, bwd_next = state
+    if target == "x":
+        if i > L:
+            return f"value index {i} is out of range 0..{L}"
+        if i == 0:
+            return "x0 is never freed"
+        if not plain >> i & 1:
+            return f"x{i} is not held"
+        return Transition(State(plain & ~(1 << i), tapes, bwd_next), memory,
+                          memory - chain.x_size[i], 0.0)
+    if i > L or i == 0:
+        return f"tape index {i} is out of range 1..{L}"
+    if not tapes >> i & 1:
+        return f"t{i} is not held"
+    return Transition(State(plain, tapes & ~(1 << i), bwd_next), memory,
+                      memory - chain.tape_size[i - 1], 0.0)
 
 
 @dataclass(frozen=True, slots=True)

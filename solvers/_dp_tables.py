@@ -26,6 +26,7 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
+from remat_theory.model.solution import Solution
 
 from solvers._deadline import Deadline, DeadlineExpired
 
@@ -289,3 +290,16 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
     way = ", or ".join(ways)
     raise SolverOptionError(f"solver {solver!r}: {stages} stages at {mode} would need {what}, "
                       f"estimated {steps:.2g} min-plus steps; {way}")
+
+
+def time_up(solver: str, schedule_class: str, chain: Chain, budget: int, deadline: Deadline,
+            where: str, info: dict) -> Solution:
+    """What a DP answers when its time limit runs out: no schedule, ``time_limit``, and the
+    ideal makespan as its only bound (a lower bound over every schedule)."""
+    bound = chain.ideal_makespan()
+    info = {**info, "stopped_by": "time_limit", "stopped_in": where}
+    return Solution.time_limit(
+        solver, budget, bound=bound, optimal_for=schedule_class, info=info,
+        message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
+                f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
+                f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")

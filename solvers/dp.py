@@ -70,7 +70,7 @@ from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, 
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_bool, check_slots,
                                 check_time_limit, peak, refuse_if_too_big, slot_info,
-                                all_sizes)
+                                all_sizes, time_up)
 from solvers.registry import register
 
 __all__ = ["PersistentTable", "UnitChain", "min_feasible_budget", "min_memory_table",
@@ -460,13 +460,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
 
 
 def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
-    bound = chain.ideal_makespan()
-    info = {**info, "stopped_by": "time_limit", "stopped_in": where}
-    return Solution.time_limit("dp", budget, bound=bound,
-                    optimal_for=CLASS_PERSISTENT, info=info,
-                    message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
-                            f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
-                            f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
+    return time_up("dp", CLASS_PERSISTENT, chain, budget, deadline, where, info)
 
 
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,

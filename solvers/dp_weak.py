@@ -52,7 +52,7 @@ from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedul
 from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_slots, check_time_limit,
-                                peak, refuse_if_too_big, shift, slot_info, all_sizes)
+                                peak, refuse_if_too_big, shift, slot_info, all_sizes, time_up)
 from solvers.registry import register
 
 INF = math.inf
@@ -304,13 +304,7 @@ def min_feasible_budget(chain: Chain) -> int:
 
 
 def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
-    bound = chain.ideal_makespan()
-    info = {**info, "stopped_by": "time_limit", "stopped_in": where}
-    return Solution.time_limit("dp-weak", budget, bound=bound,
-                    optimal_for=CLASS_WEAK, info=info,
-                    message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
-                            f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
-                            f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
+    return time_up("dp-weak", CLASS_WEAK, chain, budget, deadline, where, info)
 
 
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,

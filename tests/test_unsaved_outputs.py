@@ -75,6 +75,12 @@ def test_unsaved_input_is_not_read_by_its_backward_nor_from_a_tape():
     # B1 needs no x1: a schedule that frees x1 before B1 is valid
     s = "Fall0 Fck1 Fall2 Loss B2 Fall1 B1 B0"
     assert simulate(c, s).makespan == pytest.approx(1 + 0.5 + 1 + 0.1 + 2 + 0.5 + 0.5 + 2)
+    # a Fall recomputed after the next backward ran discards its unsaved output: after B1
+    # of "Fck0 Fall1 Fall2 Loss B2 B1 Fall0 B0", x1 is not held (it would never be freed)
+    r = simulate(c, "Fck0 Fall1 Fall2 Loss B2 B1 Fall0 B0")
+    steps = {s.op: s for s in r.profile}
+    assert steps["Fall0"].memory_after == steps["B1"].memory_after  # t1 is empty, x1 gone
+    assert steps["Fall0"].peak == steps["B1"].memory_after + 100
 
 
 class Reference:
@@ -109,7 +115,7 @@ class Reference:
                 peak = self.mem() + c.tape_size[i] + c.fall_overhead[i]
                 out_inside = c.output_saved[i]
                 self.held[f"t{i + 1}"] = c.tape_size[i] - (0 if out_inside else x[i + 1])
-                if not out_inside:
+                if not out_inside and self.bwd_next >= i + 1:  # else nothing reads it
                     self.held.setdefault(f"x{i + 1}", x[i + 1])
                 if i >= 1 and not self.saved(i):
                     del self.held[f"x{i}"]

@@ -143,15 +143,16 @@ def _forward(chain: Chain, state: State, memory: int, kind: str, i: int) -> Tran
 
 def _record(chain: Chain, state: State, memory: int, i: int) -> Transition | str:
     """Fall_i: adds t_{i+1}; an unsaved output x_{i+1} comes beside it as a plain value
-    (a plain copy already held is kept), and an unsaved input x_i is freed (nothing will
-    read it again)."""
+    (unless a plain copy is already held, which is kept, or nothing can read it any more:
+    B_{i+1}, or for i = L-1 the loss, has run), and an unsaved input x_i is freed (nothing
+    will read it again)."""
     plain, tapes, bwd_next = state
     if tapes >> (i + 1) & 1:
         return f"t{i + 1} is already held"
     peak = memory + chain.tape_size[i] + chain.fall_overhead[i]
     after = memory + chain.tape_held[i]
     tapes |= 1 << (i + 1)
-    if not chain.output_saved[i] and not plain >> (i + 1) & 1:
+    if not chain.output_saved[i] and not plain >> (i + 1) & 1 and bwd_next > i:
         plain |= 1 << (i + 1)
         after += chain.x_size[i + 1]
     if i >= 1 and not chain.output_saved[i - 1]:

@@ -56,6 +56,10 @@ class _DTR:
     def held(self, j: int) -> bool:
         return bool(self.state.tapes >> j & 1)
 
+    def readable(self, j: int) -> bool:
+        """x_j can be read: plain, or inside a held t_j (when a backward reads x_j)."""
+        return bool(self.state.plain >> j & 1) or self.chain.saved(j) and self.held(j)
+
     def _apply(self, op: Op, r) -> None:
         self.ops.append(op)
         self.state, self.memory = r.state, r.memory_after
@@ -105,7 +109,7 @@ class _DTR:
             self.last_use[j] = self.clock
             return
         k = j - 1
-        while k >= 1 and not self.held(k):
+        while k >= 1 and not self.readable(k):
             k -= 1
         for i in range(k, j):
             self.run(Fall(i), pinned | ({i} if i >= 1 else set()))
@@ -125,7 +129,7 @@ class _DTR:
         for i in range(L - 1, -1, -1):
             self.materialize(i + 1, set())
             pins = {i + 1}
-            if i >= 1:
+            if i >= 1 and self.chain.saved(i):  # B_i reads x_i, kept inside t_i
                 self.materialize(i, pins)
                 pins.add(i)
             self.run(Bwd(i), pins)

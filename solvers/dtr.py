@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverContractError
-from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Op, Schedule
+from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Fck, Op, Schedule
 from remat_theory.model.simulator import State, transition
 from remat_theory.model.solution import Solution
 
@@ -70,7 +70,7 @@ class _DTR:
         """Held, unpinned, non-empty tape with the smallest h = cost / (size * staleness)."""
         chain = self.chain
         L = chain.length
-        fwd, tp = chain.fwd_time, chain.tape_size
+        fwd, tp = chain.fwd_time, chain.tape_held
         best, best_h = None, None
         run = 0.0  # recomputation cost of the evicted run ending just before tape j
         for j in range(1, L + 1):
@@ -112,6 +112,9 @@ class _DTR:
         while k >= 1 and not self.readable(k):
             k -= 1
         for i in range(k, j):
+            if self.held(i + 1):  # its tape is held but holds no x_{i+1} (unsaved): a plain one
+                self.run(Fck(i), pinned | ({i} if i >= 1 else set()))
+                continue
             self.run(Fall(i), pinned | ({i} if i >= 1 else set()))
             if i >= 1:
                 self.last_use[i] = self.clock

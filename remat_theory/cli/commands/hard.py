@@ -57,6 +57,11 @@ def add_arguments(p) -> None:
     p.add_argument("--max-size", type=positive_int, default=10, dest="max_size",
                    help="largest activation size drawn (bytes)")
     p.add_argument("--overheads", action="store_true", help="draw transient overheads too")
+    p.add_argument("--fall-costs", action="store_true", dest="fall_costs",
+                   help="draw and move the recording forward's own costs (fall_time, "
+                        "fall_overhead)")
+    p.add_argument("--unsaved-outputs", action="store_true", dest="unsaved_outputs",
+                   help="draw and flip output_saved entries (outputs no backward reads)")
     p.add_argument("--keep", type=float, default=None,
                    help="the shrinker keeps score >= KEEP (default: the best score found; "
                         "ilp-time: half of it)")
@@ -93,7 +98,8 @@ def run(args) -> int:
     cfg = SearchConfig(objective=args.objective, solver=args.solver,
                        min_stages=args.min_stages, max_stages=args.max_stages,
                        max_time=args.max_time, max_size=args.max_size,
-                       overheads=args.overheads)
+                       overheads=args.overheads, fall_costs=args.fall_costs,
+                       unsaved_outputs=args.unsaved_outputs)
     res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
                  scheduler=args.scheduler, progress=not args.no_progress and not args.json,
                  keep=args.keep)

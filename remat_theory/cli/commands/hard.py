@@ -150,8 +150,11 @@ def run(args) -> int:
             c = Chain.from_dict(res.shrunk.chain)
             print(f"shrunk to L={c.length}, budget {res.shrunk.budget}, score "
                   f"{_fmt(res.shrunk.score)}:")
-            for f in ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead",
-                      "bwd_overhead"):
+            shown = ["fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead",
+                     "bwd_overhead"]
+            shown += [f for f in ("fall_time", "fall_overhead", "output_saved")
+                      if f in c.to_dict()]  # the optional fields the chain uses
+            for f in shown:
                 print(f"  {f:13s} {list(getattr(c, f))}")
         for path in written:
             print(f"wrote {path}")

@@ -23,6 +23,13 @@ forced by an exact equality (created minus freed bytes), and every operation's p
 + output + overhead, docs/model.md) is bounded by the budget.  Values that are dead in a
 phase get no variables.  Objective: the sum of the times of the chosen operations, plus the
 constant backward times.
+
+Unsaved outputs (``chain.output_saved``, proofs/ilp.md section 10): an unsaved x_s is read
+from its plain copy only (no ``nt``), and a Fall frees it; a Fall of an unsaved x_{s+1}
+also makes it as a plain value where the simulator does (``all``), or keeps the copy held
+(``allk``); tapes hold ``tape_held`` bytes; the bounds on passes and operations per phase
+grow with the tape chains through such Falls.  With every output saved the model is the
+classic one, row for row.
 """
 from __future__ import annotations
 

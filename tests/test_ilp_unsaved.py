@@ -156,3 +156,32 @@ def test_the_extended_bounds_hold_in_every_phase(L):
             assert longest == phase_op_bound(L, p, saved), (saved, p)
             most = max(_most_runs(chain, s) for s in starts)
             assert most <= phase_pass_bound(L, p, saved), (saved, p)
+
+
+@pytest.mark.parametrize("saved,text,kind", [
+    # Fall_0 finds the plain unsaved x_1 that Fck_0 made, and keeps it (kind allk)
+    ((False, True), "Fck0 Fall0 Fall1 Loss B1 B0", "allk"),
+    # Fn_1 frees the plain x_1, Fall_1 reads t_1 and keeps the x_2 Fn_1 made (block nall)
+    ((True, False), "Fall0 Fck0 Fn1 Fall1 Loss B1 B0", "nall"),
+])
+@pytest.mark.parametrize("pairs", [False, True])
+def test_a_fall_that_keeps_the_plain_output_is_in_the_model(saved, text, kind, pairs):
+    """The keeping Fall (section 10), alone or in a block, is a point of the proven model
+    that decodes back to the same operations, whose memory rows give the simulated peak."""
+    chain = Chain([1.0, 2.0], [1.0, 1.0, 1.0], [2, 3, 1], [5, 4], [1, 2], [0, 1, 0],
+                  output_saved=saved)
+    sched = Schedule.parse(text)
+    ref = simulate(chain, sched)
+    model = build_model(chain, None, None, pairs=pairs)
+    values = encode(model, sched)
+    assert values is not None
+    used = {name.rsplit("_", 1)[1] for name, v in values.items() if v == 1}
+    assert (kind if pairs else "allk") in used  # without blocks, the Fall is an allk
+    for var in model.prob.variables():
+        if var.name in values:
+            var.varValue = values[var.name]
+    got = decode(model)
+    assert sorted(map(str, got)) == sorted(map(str, sched))
+    dec = simulate(chain, got)
+    assert dec.makespan == pytest.approx(ref.makespan) and dec.peak_memory == ref.peak_memory
+    assert_fixed_min_budget_is(model, values, ref.peak_memory)

@@ -29,6 +29,12 @@ Recurrence (every peak is a row of the operation table):
 
 The answer is W(0, L, budget - x[0]) (x_0 is always held, never freed).
 
+Outputs no backward reads (the chain's ``output_saved``; proofs/persistent_dp.md 2.10):
+t_{s+1} holds th[s] = ``tape_held[s]``, an unsaved x_s is a plain value the segment owns
+(counted outside m, as in the plain form) and Fall_s frees it, so option A's child runs at
+m - dA[s], dA[s] = th[s] + ux[s+1] - ux[s], and B_s needs bneed[s] = th[s] + x[s+1] + x[s]
+- ux[s] + bo[s] (ux[i] = x[i] when x_i is unsaved, else 0).  All saved: the formulas above.
+
 Vectorization: the table is computed for every memory value at once (numpy rows over m);
 for fixed (s, t) the minimum over k of option B is a ``(t-s) x M`` min-plus reduction done in
 blocks of rows that stay in the processor's cache (one add and one minimum per block), and

@@ -30,6 +30,18 @@ R(i, t, j, m):
   keep-release: pass(i, k) [x[i] + g + fp[i, k] <= m], R(k, t, j', m - x[i]),
            R(i, j'-1, j, m)                                                 (i < k < j', j < j')
 
+With unsaved outputs (the chain's ``output_saved``; proofs/weak_persistence.md 3.7) W and R
+shift as in ``dp`` (option A's child at m - dA[s], B_s's need bneed[s]), and, for a saved
+x_s whose output x_{s+1} is unsaved, W gains
+
+  A-release: Fall_s [g + tape[s] + fao[s] <= m], R(s+1, t, j, m - th[s]), K(s, j-1, m)
+                                                                            (s+1 < j <= t)
+K(s, t, m): t_{s+1} held, x_s available, d_{t+1} live; B_s if t = s [bneed[s] <= m], else
+  pass(s, k) [th[s] + g + fp[s, k] <= m], then W(k, t, m - th[s] - x[k]), K(s, k-1, m), or
+  R(k, t, j', m - th[s]), K(s, j'-1, m)                                    (s < k < j' <= t)
+
+(the released x_{s+1} is made again from x_s by Fck_s while t_{s+1} is held).
+
 The answer is W(0, L, budget - x[0]).  With the inner minimum over k of keep-release (and
 of C) computed once per (i, t, j') the table costs O(L^4 M) time and O(L^3 M) memory: meant
 for chains of tens of stages, not hundreds (proofs/weak_persistence.md 3.5 counts the

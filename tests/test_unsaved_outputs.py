@@ -220,3 +220,38 @@ def test_family_unsaved_outputs_are_seeded_and_valid(family):
     assert a == b and a.has_unsaved_outputs
     assert a.store_all_memory() <= base.store_all_memory()
     assert simulate(a, store_all_schedule(a)).peak_memory == a.store_all_memory()
+
+
+@settings(max_examples=80)
+@given(st.data(), chains(1, 8, unsaved_outputs=True, fall_costs=None))
+def test_segments_closed_form(data, chain):
+    from solvers._schedules import segments_cost, segments_schedule
+
+    cps = sorted(data.draw(st.sets(st.integers(1, chain.length - 1), max_size=chain.length))) \
+        if chain.length > 1 else []
+    makespan, peak = segments_cost(chain, cps)
+    r = simulate(chain, segments_schedule(chain, cps))
+    assert peak == r.peak_memory and math.isclose(makespan, r.makespan, rel_tol=1e-12)
+
+
+BASELINES = ["store-all", "recompute-all", "periodic", "chen-sqrt", "chen-greedy", "revolve",
+             "gruslys", "dtr"]
+
+
+@pytest.mark.parametrize("name", BASELINES)
+@settings(max_examples=25)
+@given(st.data(), chains(2, 7, unsaved_outputs=True, fall_costs=None))
+def test_baselines_replay_on_unsaved_outputs(name, data, chain):
+    """Every baseline's schedule is valid and its claims are the simulator's
+    (``solvers.solve`` replays it and raises SolverContractError on any disagreement)."""
+    import solvers
+
+    lo, hi = chain.memory_lower_bound(), chain.store_all_memory()
+    budget = data.draw(st.integers(lo, hi))
+    sol = solvers.solve(chain, budget, name)
+    if sol.schedule is not None:
+        r = simulate(chain, sol.schedule, budget, allow_drop=True)
+        assert math.isclose(r.makespan, sol.makespan, rel_tol=1e-9)
+        assert r.peak_memory == sol.peak_memory <= budget
+    else:
+        assert sol.min_budget is None or sol.min_budget > budget

@@ -240,6 +240,9 @@ class Chain:
         set_(self, "tape_held", tuple(
             tp if keep else tp - x for tp, x, keep in
             zip(self.tape_size, self.x_size[1:], self.output_saved)))
+        # bit i (1 <= i <= L) set: t_i holds x_i (a backward reads it), so x_i can be read there
+        set_(self, "saved_mask", sum(1 << (i + 1) for i, keep in enumerate(self.output_saved)
+                                     if keep))
 
     # ------------------------------------------------------------------ basics
     @property

@@ -117,21 +117,17 @@ NO_FRESH = -1
 
 
 def frontier(chain: Chain, state: State) -> int:
-    """The largest i <= bwd_next with x_i available (plain x_i, or tape t_i for i >= 1
-    when x_i is saved), or with x_i unsaved and t_{i+1} held (module docstring)."""
+    """The largest i <= bwd_next with x_i available (plain x_i, or inside tape t_i for
+    i >= 1 when a backward reads x_i), or with x_i unsaved and t_{i+1} held: an open
+    stage (module docstring)."""
     plain, tapes, u = state
-    avail = plain | (tapes & ~1)
+    avail = plain | (tapes & chain.saved_mask)
     if chain.has_unsaved_outputs:
-        unsaved = _unsaved_mask(chain)
-        avail = plain | (tapes & ~1 & ~unsaved) | ((tapes >> 1) & unsaved)
+        unsaved = ~chain.saved_mask & ((2 << chain.length) - 2)  # bits 1..L
+        avail |= (tapes >> 1) & unsaved
     top = min(u, chain.length)
     avail &= (1 << (top + 1)) - 1
     return avail.bit_length() - 1
-
-
-def _unsaved_mask(chain: Chain) -> int:
-    """Bit i set when x_i is unsaved (i >= 1, ``output_saved[i - 1]`` false)."""
-    return sum(1 << (i + 1) for i, keep in enumerate(chain.output_saved) if not keep)
 
 
 def violation(chain: Chain, state: State, fresh, op: Op, schedule_class: str) -> str | None:

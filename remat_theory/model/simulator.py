@@ -101,8 +101,7 @@ def transition(chain: Chain, state: State, memory: int, op: Op,
 
 def _available(chain: Chain, state: State, i: int) -> bool:
     """x_i can be read: held plain, or (when a backward reads it) inside the tape t_i."""
-    return bool(state.plain >> i & 1
-                or i >= 1 and chain.output_saved[i - 1] and state.tapes >> i & 1)
+    return bool((state.plain | state.tapes & chain.saved_mask) >> i & 1)
 
 
 def _unavailable(chain: Chain, i: int) -> str:

@@ -158,3 +158,40 @@ def test_slots_valid_and_never_better_than_exact(chain):
                 at_g = solvers.solve(chain, g, label) if g >= 0 else None
                 if at_g is not None and at_g.schedule is not None:
                     assert sol.makespan <= at_g.makespan + 1e-9, (label, slots, g)
+
+
+# The schedule the frontier's open-stage clause keeps out of the classes (found by random
+# search with the clause removed): x1 is unsaved and Fall1 frees it, so after B2 nothing
+# marks stage 1 as the frontier but its held tape t2; without the clause Fall0 could run
+# before B1 (the frontier would fall to x0), while d2 and t2 (2 bytes) are live instead of
+# d1 (14 bytes).  It is valid and shorter than every schedule of the class, which the DP's
+# segments describe exactly (proofs/persistent_dp.md 2.10).
+ESCAPE = Chain(fwd_time=[3.0, 4.0, 4.0], bwd_time=[5.0, 1.0, 3.0, 5.0], x_size=[1, 14, 1, 12],
+               tape_size=[17, 1, 15], fwd_overhead=[8, 4, 6], bwd_overhead=[0, 0, 2, 3],
+               output_saved=[False, True, False])
+
+
+def test_the_open_stage_clause_keeps_the_segment_structure():
+    early = "Fn0 Fall1 Fall2 Loss B2 Fall0 B1 B0"
+    assert simulate(ESCAPE, early, 34).makespan == 28.0
+    assert not persistence.is_weakly_persistent(ESCAPE, early)
+    with pytest.raises(Exception, match="frontier"):
+        persistence.check_class(ESCAPE, early, persistence.PERSISTENT)
+    for label in DPS:
+        assert solvers.solve(ESCAPE, 34, label).makespan == 32.0
+        _check_against_class_search(ESCAPE, label)
+    assert _search(ESCAPE, persistence.ALL, 34)[0] <= 28.0
+
+
+@settings(max_examples=20, deadline=None)
+@given(chains(2, 4, unsaved_outputs=True, fall_costs=None))
+def test_slot_bound_is_a_lower_bound_with_unsaved_outputs(chain):
+    """Sizes rounded down (held tapes on their own) relax every peak: the bound is at most
+    the exact persistent optimum."""
+    least = dp_min_budget(chain)
+    budget = (least + chain.store_all_memory()) // 2 + 1
+    exact = solvers.solve(chain, budget, "dp")
+    for slots in (5, 17):
+        sol = solvers.solve(chain, budget, "dp", slots=slots, slot_bound=True)
+        if sol.bound is not None:
+            assert sol.bound <= exact.makespan + 1e-9

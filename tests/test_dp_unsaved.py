@@ -22,7 +22,7 @@ from hypothesis import given, settings
 import solvers
 from remat_theory.model import persistence
 from remat_theory.model.chain import Chain
-from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import INFEASIBLE, OPTIMAL
 from remat_theory.strategies import chains
@@ -173,6 +173,13 @@ ESCAPE = Chain(fwd_time=[3.0, 4.0, 4.0], bwd_time=[5.0, 1.0, 3.0, 5.0], x_size=[
 
 def test_the_open_stage_clause_keeps_the_segment_structure():
     early = "Fn0 Fall1 Fall2 Loss B2 Fall0 B1 B0"
+    state, memory = State.initial(ESCAPE), ESCAPE.x_size[0]
+    for op in Schedule.parse("Fn0 Fall1 Fall2 Loss B2"):
+        r = transition(ESCAPE, state, memory, op)
+        state, memory = r.state, r.memory_after
+    # x1 is gone (Fall1 freed it), t2 is held: stage 1 is open, B1 still to run
+    assert state == State(plain=0b1, tapes=0b100, bwd_next=1)
+    assert persistence.frontier(ESCAPE, state) == 1  # not x0, below the open stage
     assert simulate(ESCAPE, early, 34).makespan == 28.0
     assert not persistence.is_weakly_persistent(ESCAPE, early)
     with pytest.raises(Exception, match="frontier"):

@@ -15,7 +15,7 @@ Definitions (state = the simulator's state before the operation; u = ``bwd_next`
 backward to run next, L for the loss).
 
 * The **frontier** is the largest index i <= u such that x_i is available (a plain x_i
-  held, or, for i >= 1, the tape t_i held), or such that x_i is unsaved (no backward reads
+  held, or, for i >= 1, the tape t_i held when x_i is saved, inside it), or such that x_i is unsaved (no backward reads
   it, the chain's ``output_saved``) and its stage is *open*: t_{i+1} is held, B_i has not
   run.  x_0 is always held, so it exists.  The last clause matters only on chains with
   unsaved outputs (an unsaved x_i is never inside t_i, and Fall_i frees it): with it, the

@@ -119,6 +119,7 @@ RELEASE = Chain(fwd_time=[5.0, 3.0, 2.0, 8.0], bwd_time=[8.0, 5.0, 7.0, 9.0, 2.0
 def test_weak_releases_an_unsaved_output_and_makes_it_again():
     assert _search(RELEASE, persistence.WEAK, None)[0] == 44
     assert _search(RELEASE, persistence.PERSISTENT, None)[0] == 45
+    assert _search(RELEASE, persistence.ALL, None)[0] == 44  # the global smallest budget
     _check_against_class_search(RELEASE, "dp-weak")
     _check_against_class_search(RELEASE, "dp")
     sol = solvers.solve(RELEASE, 44, "dp-weak")

@@ -94,13 +94,13 @@ def _check_against_class_search(chain: Chain, label: str):
         assert best_all <= sol.makespan + 1e-9
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(chains(1, 4, unsaved_outputs=True, fall_costs=None))
 def test_dp_equals_persistent_search_with_unsaved_outputs(chain):
     _check_against_class_search(chain, "dp")
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(chains(1, 4, unsaved_outputs=True, fall_costs=None))
 def test_dp_weak_equals_weak_search_with_unsaved_outputs(chain):
     _check_against_class_search(chain, "dp-weak")

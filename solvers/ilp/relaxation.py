@@ -164,7 +164,7 @@ def _phase_rows(chain: Chain, v: _Vars, r: int) -> list:
         rhs = []
         if i + 2 <= min(r, L):
             rhs.append(g(i + 2, r))
-        if not sv(i + 1):  # a Fall_{i+1} freed it: its tape t_{i+2} is held at moment r
+        if not sv(i + 1):  # a Fall_{i+1} freed it: its t_{i+2} is held at r (or freed: a)
             rhs.append(h(i + 1, r))
         if a(i + 1, r) is not None:
             rhs.append(a(i + 1, r))

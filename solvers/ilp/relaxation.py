@@ -13,7 +13,8 @@ plus, per phase, which kinds of value each stage creates:
 * ``c[i, r]``: phase r runs an Fn_i or Fck_i (it creates a plain x_{i+1});
   ``z[i, r]``: phase r runs a Fall_i; ``c[r, r]`` is ``dead[r]``: the plain x_{r+1} made
   in phase r < L, dead at once, whose bytes stay held to the end;
-* ``a[i, r]``: some value of stage i+1 created in phase r is freed in phase r (by Fn_{i+1}).
+* ``a[i, r]``: some value of stage i+1 created in phase r is freed in phase r (by Fn_{i+1},
+  or by a Fall_{i+1} reading an unsaved x_{i+1}).
 
 Objective: sum of f_i c[i, r] + F_i z[i, r] (f_i = fwd_time[i], the time of Fn_i and Fck_i;
 F_i = fall_time[i], that of Fall_i) plus the backward times: each variable at 1 stands for

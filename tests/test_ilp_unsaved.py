@@ -61,7 +61,7 @@ def _check(chain, budget, sol, schedule_class="all"):
     return ms
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.data(), UNSAVED)
 def test_the_proven_model_equals_exhaustive_search(data, chain):
     """``certify=False``: the time-expanded model alone, with the passes of Lemma 4 as
@@ -70,7 +70,7 @@ def test_the_proven_model_equals_exhaustive_search(data, chain):
     _check(chain, budget, solvers.solve(chain, budget, "ilp", certify=False))
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.data(), UNSAVED)
 def test_the_certified_mode_equals_exhaustive_search(data, chain):
     """The default mode (weak DP, moment relaxation, fast mode, proven model)."""
@@ -78,7 +78,7 @@ def test_the_certified_mode_equals_exhaustive_search(data, chain):
     _check(chain, budget, solvers.solve(chain, budget, "ilp"))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.data(), UNSAVED)
 def test_the_fast_mode_equals_exhaustive_search_of_its_class(data, chain):
     """One weakly increasing run per phase: the blocks of section 10 cover the class."""

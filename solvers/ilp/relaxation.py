@@ -145,6 +145,9 @@ def _phase_rows(chain: Chain, v: _Vars, r: int) -> list:
         for i in range(1, r + 1):
             freer = c(i, r) + (0 if sv(i) else z(i, r))
             rows.append((g(i, r + 1) - g(i, r) - freer <= 0, f"free_x_{i}_{r}"))
+        for j in range(top + 1):  # a tape no Fn frees, held when the phase starts: no Fall_j
+            if not sv(j + 1):
+                rows.append((z(j, r) + h(j, r + 1) <= 1, f"no_fall_{j}_{r}"))
         for i in range(1, top + 1):  # x_i available: held when the phase starts, or made in it
             src = g(i, r + 1) + (h(i - 1, r + 1) if sv(i) else 0) + c(i - 1, r) + z(i - 1, r)
             rows.append((c(i, r) - src <= 0, f"in_c_{i}_{r}"))
@@ -158,7 +161,12 @@ def _phase_rows(chain: Chain, v: _Vars, r: int) -> list:
         extra = ai if ai is not None else 0
         if i + 1 <= r:
             rows.append((c(i, r) - g(i + 1, r) - extra <= 0, f"end_c_{i}_{r}"))
-        rows.append((z(i, r) - h(i, r) - extra <= 0, f"end_z_{i}_{r}"))
+        # its tape: freed in the phase only by an Fn_{i+1} reading it, never when x_{i+1}
+        # is unsaved (a[i, r] then stands for the plain x_{i+1} only)
+        rows.append((z(i, r) - h(i, r) - (extra if sv(i + 1) else 0) <= 0, f"end_z_{i}_{r}"))
+        if not sv(i + 1):  # the plain unsaved x_{i+1} beside the Fall's tape (i < r here)
+            before = g(i + 1, r + 1) if r < L else 0  # kept: held when the phase started
+            rows.append((z(i, r) - g(i + 1, r) - extra - before <= 0, f"end_zx_{i}_{r}"))
     for i in range(top):
         freer = c(i + 1, r) + (0 if sv(i + 1) else z(i + 1, r))
         rows.append((a(i, r) - freer <= 0, f"fn_{i}_{r}"))

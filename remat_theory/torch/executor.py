@@ -644,7 +644,8 @@ def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = Tru
     """Run the forward of a nested schedule from x_s to the end of ``tree``.
 
     Kept stages are plain autograd (their tapes are whatever autograd saves, freed by the
-    engine when their backward has run); a checkpointed segment is one
+    engine when their backward has run; an output no backward reads is freed as soon as the
+    next stage has read it, as the operation table says of an unsaved output); a checkpointed segment is one
     ``torch.utils.checkpoint`` call (non-reentrant) whose function is the segment's own
     nested form, so its recomputation, started by the engine when the backward first needs
     one of its saved tensors, keeps and recomputes exactly what the schedule's replay of the

@@ -12,12 +12,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 
 import solvers  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
+from remat_theory.strategies import chains  # noqa: E402
 from remat_theory.torch import (ScheduleExecutor, build, plain_backprop,  # noqa: E402
                                 profile, profile_details, split_stages)
 from remat_theory.torch.confirm import measure_run  # noqa: E402
@@ -253,3 +256,37 @@ def test_plain_autograd_holds_what_the_flagged_chain_predicts():
     assert unflagged > 1.1 * measured
     for p in params:
         p.grad = None
+
+
+# ------------------------------------------------------------------ solving in memory units
+
+def test_rounding_keeps_the_held_tape_of_an_unsaved_output():
+    """A tape of 1000 B around an unsaved output of 999 B, in units of 512 B: rounding the
+    two apart would hold 0 B of tape where the real chain holds 1 B."""
+    from remat_theory.model.chain import Chain
+    from remat_theory.torch.rounding import rounded_chain
+
+    chain = Chain(fwd_time=[1], bwd_time=[1, 1], x_size=[4, 999], tape_size=[1000],
+                  output_saved=[False])
+    r = rounded_chain(chain, 512)
+    assert r.tape_held[0] >= chain.tape_held[0] > 0
+    assert r.tape_size[0] >= chain.tape_size[0] and r.output_saved == chain.output_saved
+
+
+@given(chain=chains(1, 4, max_size=40, unsaved_outputs=True, overheads=None),
+       unit=st.integers(1, 16), frac=st.floats(0.0, 1.0))
+@settings(max_examples=40)
+def test_a_schedule_that_fits_the_rounded_chain_fits_the_real_one(chain, unit, frac):
+    """Every held value of the rounded chain is at least the real one, so each peak is:
+    an optimal schedule (exhaustive search) under a budget of the rounded chain replays
+    within that budget on the real chain, at no larger a peak."""
+    from remat_theory.torch.rounding import rounded_chain
+
+    r = rounded_chain(chain, unit)
+    sol = solvers.solve(r, 0, "exhaustive")
+    lo = sol.min_budget
+    budget = int(lo + frac * (r.store_all_memory() - lo))
+    sol = solvers.solve(r, budget, "exhaustive")
+    assert sol.schedule is not None
+    real = simulate(chain, sol.schedule, budget)  # raises if a step exceeds the budget
+    assert real.peak_memory <= simulate(r, sol.schedule).peak_memory

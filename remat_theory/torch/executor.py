@@ -170,9 +170,8 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
 
 
-
-
 def _check_output_saved(output_saved, length: int) -> tuple:
+    """``output_saved`` as a tuple of ``length`` bools; misuse raises naming the entry."""
     if isinstance(output_saved, (str, bytes)) or not hasattr(output_saved, "__len__"):
         raise RematError(f"output_saved must be a list of {length} booleans, got "
                          f"{type(output_saved).__name__}")

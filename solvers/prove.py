@@ -34,7 +34,8 @@ import time
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
-from remat_theory.model.simulator import simulate
+from remat_theory.model.schedule import FALL, FCK, FN
+from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import CLASS_ALL, Solution
 from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
 
@@ -65,11 +66,44 @@ def heuristic_for(chain: Chain, budget: int, kind: str = "memory"):
     raise SolverOptionError(f"{_OWNER} heuristic = {kind!r} must be memory, simple or none")
 
 
+class _Moves:
+    """The valid operations from a state whose peak fits ``budget``: exhaustive search's
+    candidates (:class:`solvers.exhaustive._Moves`), each applied by the simulator's own
+    ``transition``.  With ``precheck``, a forward whose peak, by the operation table
+    (docs/model.md: held + x_{i+1} + fwd_overhead[i] for Fn and Fck, held + tape_size[i] +
+    fall_overhead[i] for Fall), exceeds the budget is dropped before the simulator is
+    asked: at tight budgets most are, and the simulator's transition is most of the
+    search's time.  The simulator still decides every operation kept."""
+
+    def __init__(self, chain: Chain, budget: int, precheck: bool = True):
+        self.chain, self.budget = chain, budget
+        self.inner = exhaustive._Moves(chain, False)
+        x = chain.x_size
+        L = chain.length
+        self.limit = {}
+        if precheck:
+            for i in range(L):
+                self.limit[(FN, i)] = self.limit[(FCK, i)] = x[i + 1] + chain.fwd_overhead[i]
+                self.limit[(FALL, i)] = chain.tape_size[i] + chain.fall_overhead[i]
+
+    def __call__(self, state, mem):
+        chain, budget, limit = self.chain, self.budget, self.limit
+        room = budget - mem
+        for op in self.inner(state):
+            need = limit.get((op.kind, op.index))
+            if need is not None and need > room:
+                continue
+            r = transition(chain, state, mem, op)
+            if isinstance(r, str) or r.peak > budget:
+                continue
+            yield op, r, r.state
+
+
 def bounded_search(chain: Chain, budget: int, cutoff: float, *,
                    time_limit: float | None = None, max_states: int | None = None,
-                   heuristic: str = "memory"):
+                   heuristic: str = "memory", precheck: bool = True):
     """A* over simulator states that stores no state of f-value ``>= cutoff``
-    (``heuristic``: :func:`heuristic_for`).
+    (``heuristic``: :func:`heuristic_for`; ``precheck``: :class:`_Moves`).
 
     Returns ``(schedule, makespan, bound, stopped, expanded)``: ``schedule`` is an optimal
     schedule when one of makespan below ``cutoff`` exists (``bound`` = its makespan);
@@ -78,8 +112,8 @@ def bounded_search(chain: Chain, budget: int, cutoff: float, *,
     than ``cutoff``), or the f-value of the last state taken from the queue when the time
     limit or the state limit stopped it (``stopped`` ``"time_limit"`` / ``"max_states"``).
     ``expanded``: the number of states taken from the queue."""
-    moves = exhaustive._node_moves(chain, False, "all")
-    start = moves.start()
+    moves = _Moves(chain, budget, precheck)
+    start = State.initial(chain)
     mem0 = chain.x_size[0]
     if mem0 > budget:
         return None, None, cutoff, None, 0
@@ -109,7 +143,7 @@ def bounded_search(chain: Chain, budget: int, cutoff: float, *,
         if pops % 2048 == 0 and max_states is not None and len(g) > max_states:
             return None, None, last_f, "max_states", pops
         for op, r, ns in moves(s, mem):
-            if r.peak > budget or ns in closed:
+            if ns in closed:
                 continue
             ng = gs + r.time
             old = g.get(ns)

@@ -252,7 +252,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
     t0 = deadline.elapsed()
     found, value, bound, stopped, pops = bounded_search(
         chain, budget, cutoff, time_limit=deadline.remaining(0.01), max_states=max_states)
-    info["bounded_search"] = {"expanded": pops, "stopped_by": stopped,
+    info["bounded_search"] = {"expanded": pops, "stopped_by": stopped, "bound": bound,
                               "wall_time": round(deadline.elapsed() - t0, 3)}
     if found is not None:
         info["certificate"] = "bounded search"

@@ -153,3 +153,14 @@ def test_cuts_refuse_unsaved_outputs_and_unknown_families():
         cuts.add_cuts(model, 100)
     with pytest.raises(SolverOptionError, match="nope"):
         cuts.add_cuts(build_relaxation(chain, 100), 100, ("nope",))
+
+
+@pytest.mark.slow
+def test_the_homogeneous_20_stage_proof_reproves():
+    """proofs/certificates/prove_homogeneous20_tight.json: bounded search, run again, proves
+    the weak DP's schedule optimal over all schedules (minutes on 2 cores: slow suite)."""
+    cert = load(CERT_DIR / "prove_homogeneous20_tight.json")
+    replay(cert)
+    sol = reprove(cert, {"opt"})["opt"]
+    assert sol.info["certificate"] == "bounded search"
+    assert sol.makespan == cert.makespan("dp-weak")

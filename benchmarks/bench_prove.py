@@ -9,7 +9,10 @@ Each row: the status, makespan and bound of every solver, what proved it
 (``info["certificate"]``) and its seconds; the 1-minute load average at the end of the row
 (the machine is shared: compare the solvers within one row, not across runs).
 ``--cuts`` runs ``prove`` with extra relaxation rows (``solvers/ilp/cuts.py``), and
-``--cuts-lp`` only compares the relaxation's LP optimum and its MIP bound after
+``--revolve`` checks Revolve's closed form (proofs/homogeneous.md, Theorem 7.1) for global
+optimality on the tape-dominated homogeneous chains of ``--lengths`` with ``--slots`` (c)
+free slots: bounded search cut off at the formula's makespan runs dry exactly when no
+schedule at all is faster.  ``--cuts-lp`` only compares the relaxation's LP optimum and its MIP bound after
 ``--time-limit`` seconds without and with the rows (the before/after of the cuts).
 """
 from __future__ import annotations
@@ -108,6 +111,42 @@ def cuts_lp(args) -> list:
     return rows
 
 
+def _beta(c: int, r: int) -> int:
+    from math import comb
+    return comb(c + r, c) if c >= 0 and r >= 0 else 0
+
+
+def revolve_advances(l: int, c: int) -> int:
+    """Griewank-Walther: fewest advances to reverse l steps with c checkpoints."""
+    r = 0
+    while _beta(c, r) < l:
+        r += 1
+    return r * l - _beta(c + 1, r - 1)
+
+
+def revolve(args) -> list:
+    from remat_theory.model.chain import Chain
+    from solvers.prove import bounded_search
+    rows = []
+    for L in args.lengths:
+        for c in args.slots:
+            T = c + 1  # the tape condition T >= c + 1 of Theorem 7.1
+            chain = Chain.homogeneous(L, 1.0, 2.0, 1, T, 0.0)
+            budget = T + 3 + c
+            formula = L * 3.0 + revolve_advances(L, c)
+            t0 = time.perf_counter()
+            found, value, bound, stopped, pops = bounded_search(
+                chain, budget, formula - 1e-9, time_limit=args.time_limit)
+            row = {"L": L, "c": c, "tape": T, "budget": budget, "formula": formula,
+                   "faster_schedule": value, "proven_no_faster": found is None and stopped is None,
+                   "stopped_by": stopped, "bound": bound, "expanded": pops,
+                   "seconds": round(time.perf_counter() - t0, 2),
+                   "load_1min": os.getloadavg()[0]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="random")
@@ -118,9 +157,11 @@ def main(argv=None) -> int:
     ap.add_argument("--solvers", nargs="+", default=["ilp", "prove"])
     ap.add_argument("--cuts", default="")
     ap.add_argument("--cuts-lp", action="store_true")
+    ap.add_argument("--revolve", action="store_true")
+    ap.add_argument("--slots", nargs="+", type=int, default=[1, 2, 3])
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    rows = cuts_lp(args) if args.cuts_lp else compare(args)
+    rows = cuts_lp(args) if args.cuts_lp else revolve(args) if args.revolve else compare(args)
     result = {"command": " ".join(["python", "benchmarks/bench_prove.py"] + sys.argv[1:]),
               "time_limit": args.time_limit, "machine": machine(), "runs": rows}
     if args.out:

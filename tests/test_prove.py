@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import solvers
-from remat_theory import simulate
+from remat_theory import Chain, simulate
 from remat_theory.analysis.certificates import load, replay, reprove
 from remat_theory.analysis.families import make
 from remat_theory.model.errors import SolverOptionError
@@ -164,3 +164,27 @@ def test_the_homogeneous_20_stage_proof_reproves():
     sol = reprove(cert, {"opt"})["opt"]
     assert sol.info["certificate"] == "bounded search"
     assert sol.makespan == cert.makespan("dp-weak")
+
+
+@pytest.mark.parametrize("L", [7, 8, 9])
+def test_revolve_closed_form_is_globally_optimal_beyond_exhaustive_reach(L):
+    """proofs/homogeneous.md, Theorem 7.1's global part, where exhaustive search checked
+    L <= 6: on the tape-dominated homogeneous chain at budget T + 3 + c, bounded search cut
+    off at the closed form's makespan finds no faster schedule, and just above it finds one
+    of exactly that makespan (longer chains: benchmarks/bench_prove.py --revolve)."""
+    from math import comb
+
+    def advances(l, c):
+        r = 0
+        while comb(c + r, c) < l:
+            r += 1
+        return r * l - (comb(c + 1 + r - 1, c + 1) if r >= 1 else 0)
+
+    for c in (1, 2, 3):
+        chain = Chain.homogeneous(L, 1.0, 2.0, 1, c + 1, 0.0)
+        budget = c + 1 + 3 + c
+        formula = L * 3.0 + advances(L, c)
+        found, _, bound, stopped, _ = bounded_search(chain, budget, formula - 1e-9)
+        assert found is None and stopped is None, (L, c)
+        found, value, _, _, _ = bounded_search(chain, budget, formula + 0.5)
+        assert value == formula, (L, c)

@@ -211,7 +211,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
     max_states : the most states the bounded search may store (about 400 bytes each).
     relaxation : try the moment relaxation first (needs PuLP and HiGHS).
     relaxation_share : the share of ``time_limit`` the relaxation may use (without a time
-        limit it runs to its end).
+        limit, :data:`RELAXATION_CAP` seconds).
     cuts : comma-separated families of extra relaxation rows (:mod:`solvers.ilp.cuts`:
         ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
         docs/results.md).
@@ -228,27 +228,22 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                                 f"{relaxation_share!r} must be a number in (0, 1]")
     families = _cut_families(cuts)
     deadline = Deadline(time_limit)
-    tol = _tolerance(chain)
     info = {"certificate": None}
     schedule, makespan, source = _incumbent(chain, budget, deadline)
     lower = chain.ideal_makespan()
     if schedule is not None:
         makespan = simulate(chain, schedule, budget).makespan  # the cutoff: a replayed fact
         info["incumbent_from"] = source
-        if relaxation and chain.has_unsaved_outputs:
-            info["relaxation"] = {"bound": None, "status": "skipped: the chain has unsaved "
-                                                        "outputs (output_saved)"}
-        elif relaxation:
-            share = None if time_limit is None else relaxation_share * deadline.remaining(0.01)
-            lb = _relaxation_bound(chain, budget, schedule, share, info, families)
+        if relaxation:
+            lb = _relaxation_step(chain, budget, schedule, makespan, info, deadline,
+                                  relaxation_share, families)
             if lb is not None and lb.value is not None:
-                from solvers.ilp.certify import reaches
-                if reaches(lb, makespan, chain):
+                if lb.value >= makespan - _tolerance(chain):
                     info["certificate"] = "moment relaxation"
                     return _optimal(chain, budget, schedule, info, deadline,
                                     "the moment relaxation reaches its makespan")
                 lower = max(lower, lb.value)
-    cutoff = makespan - tol if schedule is not None else math.inf
+    cutoff = makespan - _tolerance(chain) if schedule is not None else math.inf
     t0 = deadline.elapsed()
     found, value, bound, stopped, pops = bounded_search(
         chain, budget, cutoff, time_limit=deadline.remaining(0.01), max_states=max_states)
@@ -263,30 +258,61 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         info["certificate"] = "bounded search"
         return _optimal(chain, budget, schedule, info, deadline,
                         "A* cut off at its makespan found no faster schedule")
-    if stopped is None:
-        # no schedule in hand and the search ran dry with no cutoff: none fits
+    if stopped is None:  # no schedule in hand, and the uncut search ran dry: none fits
         mfb = None
         if chain.length <= exhaustive.DEFAULT_MAX_STAGES:
             mfb = exhaustive.min_feasible_budget(chain)
         return Solution.infeasible(NAME, budget, optimal_for=CLASS_ALL, min_budget=mfb,
-                                   info=info, message=f"no schedule fits in {budget}")
-    lower = max(lower, bound)
+                                   info=info, message=f"no schedule fits in {budget}",
+                                   wall_time=deadline.elapsed())
+    return _stopped(chain, budget, schedule, max(lower, bound), stopped, max_states, info,
+                    deadline)
+
+
+#: Without a time limit the relaxation may run this many seconds (its branch and bound
+#: does not end in hours on the chains where bounded search is what proves).
+RELAXATION_CAP = 60.0
+
+
+def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families):
+    """The moment relaxation's bound (None when it proved nothing), with ``share`` of the
+    time left (:data:`RELAXATION_CAP` seconds without a time limit); skipped on chains with
+    unsaved outputs (its rows are proven for the table without that field).  A bound above
+    the schedule's makespan, or an infeasibility proof next to it, raises
+    (:func:`solvers.ilp.certify.reaches`)."""
+    if chain.has_unsaved_outputs:
+        info["relaxation"] = {"bound": None, "status": "skipped: the chain has unsaved "
+                                                    "outputs (output_saved)"}
+        return None
+    seconds = RELAXATION_CAP if deadline.limit is None else share * deadline.remaining(0.01)
+    lb = _relaxation_bound(chain, budget, schedule, seconds, info, families)
+    if lb is not None:
+        from solvers.ilp.certify import reaches
+        reaches(lb, makespan, chain)  # raises on a contradiction with a valid schedule
+    return lb
+
+
+def _stopped(chain, budget, schedule, lower, stopped, max_states, info, deadline) -> Solution:
+    """A run the time or state limit stopped: the schedule in hand (if any) and the best
+    bound proven, never ``optimal``."""
     why = "time limit reached" if stopped == "time_limit" else \
         f"state limit reached (max_states = {max_states:,})"
     if schedule is None:
         return Solution.time_limit(NAME, budget, bound=lower, optimal_for=CLASS_ALL, info=info,
+                                   wall_time=deadline.elapsed(),
                                    message=f"{why} with no schedule found: lower bound {lower}")
     sim = simulate(chain, schedule, budget)
     lower = min(lower, sim.makespan)
-    return Solution(NAME, "time_limit", schedule, sim.makespan, sim.peak_memory, budget,
-                    bound=lower, optimal_for=CLASS_ALL, info=info, wall_time=deadline.elapsed(),
-                    message=f"not proven optimal ({why}): bound {lower}, makespan "
-                            f"{sim.makespan}")
+    return Solution.time_limit(NAME, budget, schedule=schedule, makespan=sim.makespan,
+                               peak_memory=sim.peak_memory, bound=lower,
+                               optimal_for=CLASS_ALL, info=info, wall_time=deadline.elapsed(),
+                               message=f"not proven optimal ({why}): bound {lower}, makespan "
+                                       f"{sim.makespan}")
 
 
 def _optimal(chain, budget, schedule, info, deadline, why) -> Solution:
+    """``schedule`` proven optimal over all schedules (``why``: by what)."""
     sim = simulate(chain, schedule, budget)
-    return Solution("prove", "optimal", schedule, sim.makespan, sim.peak_memory, budget,
-                    bound=sim.makespan, optimal_for=CLASS_ALL, info=info,
-                    wall_time=deadline.elapsed(),
-                    message=f"proven optimal over all schedules: {why}")
+    return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
+                            optimal_for=CLASS_ALL, info=info, wall_time=deadline.elapsed(),
+                            message=f"proven optimal over all schedules: {why}")

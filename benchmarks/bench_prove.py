@@ -12,8 +12,9 @@ Each row: the status, makespan and bound of every solver, what proved it
 ``--revolve`` checks Revolve's closed form (proofs/homogeneous.md, Theorem 7.1) for global
 optimality on the tape-dominated homogeneous chains of ``--lengths`` with ``--slots`` (c)
 free slots: bounded search cut off at the formula's makespan runs dry exactly when no
-schedule at all is faster.  ``--cuts-lp`` only compares the relaxation's LP optimum and its MIP bound after
-``--time-limit`` seconds without and with the rows (the before/after of the cuts).
+schedule at all is faster.  ``--cuts-lp`` only compares the relaxation's LP optimum and
+its MIP bound after ``--time-limit`` seconds without and with the rows (the before/after of
+the cuts).
 """
 from __future__ import annotations
 

@@ -22,8 +22,9 @@ says; the search uses the simulator's transition function, so chains with any of
 model's fields (overheads, recording costs, unsaved outputs) are searched as the simulator
 replays them; the relaxation is skipped on chains with unsaved outputs (``output_saved``
 false somewhere: its rows are proven for the table without that field), and the search's
-heuristic drops its memory term there (:func:`heuristic_for`).  Under a time limit or state limit the answer is ``time_limit`` with the
-schedule in hand and the larger of the two bounds, never ``optimal``.
+heuristic drops its memory term there (:func:`heuristic_for`).  Under a time limit or
+state limit the answer is ``time_limit`` with the schedule in hand and the larger of the two
+bounds, never ``optimal``.
 """
 from __future__ import annotations
 

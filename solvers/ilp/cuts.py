@@ -68,9 +68,9 @@ def _persist_names(L: int, r: int):
 
 def add_cuts(model, budget: int, families=FAMILIES) -> list:
     """Add the rows of ``families`` to a built relaxation ``model`` at ``budget`` (in the
-    model's own size units, as it was built: not the min-budget variant).  Returns the rows' labels, and
-    appends them to ``model.rows`` (so :func:`solvers.ilp.relaxation.violated_rows` checks
-    them too)."""
+    model's own size units, as it was built: not the min-budget variant).  Returns the rows'
+    labels, and appends them to ``model.rows`` (so
+    :func:`solvers.ilp.relaxation.violated_rows` checks them too)."""
     fams = check_families(families)
     chain = model.chain
     check_chain(chain)

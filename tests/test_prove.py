@@ -188,3 +188,16 @@ def test_revolve_closed_form_is_globally_optimal_beyond_exhaustive_reach(L):
         assert found is None and stopped is None, (L, c)
         found, value, _, _, _ = bounded_search(chain, budget, formula + 0.5)
         assert value == formula, (L, c)
+
+
+@settings(max_examples=10, deadline=None)
+@given(chains(2, 4, max_size=6, unsaved_outputs=True))
+def test_on_unsaved_outputs_the_relaxation_is_skipped_and_the_search_decides(chain):
+    """A chain with unsaved outputs: no relaxation (its rows are proven for the table
+    without the field), the search with the simple bound, the answer plain Dijkstra's."""
+    for b in _budgets(chain):
+        opt = bounded_search(chain, b, float("inf"), heuristic="none", precheck=False)[1]
+        sol = solvers.solve(chain, b, "prove")
+        assert sol.status == "optimal" and sol.makespan == pytest.approx(opt)
+        if chain.has_unsaved_outputs and "relaxation" in sol.info:  # a schedule was in hand
+            assert sol.info["relaxation"]["status"].startswith("skipped")

@@ -36,7 +36,7 @@ FAMILIES = ("reach", "fwd_peak")
 
 def check_chain(chain: Chain) -> None:
     """Refuse a chain these rows are not proven for (unsaved outputs)."""
-    if getattr(chain, "has_unsaved_outputs", False):
+    if chain.has_unsaved_outputs:
         raise SolverOptionError("cuts: the in-phase rows are proven only for chains whose "
                                 "outputs are all saved (output_saved all true); this chain has "
                                 f"output_saved = {list(chain.output_saved)}")

@@ -57,6 +57,10 @@ def compare(args) -> list:
                 opts = {"time_limit": args.time_limit}
                 if name == "prove" and args.cuts:
                     opts["cuts"] = args.cuts
+                if name == "prove" and args.no_relaxation:
+                    opts["relaxation"] = False
+                if name == "prove" and args.max_states:
+                    opts["max_states"] = args.max_states
                 t0 = time.perf_counter()
                 sol = solvers.solve(chain, budget, name, **opts)
                 row[name] = _row(sol, time.perf_counter() - t0)
@@ -157,6 +161,9 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--solvers", nargs="+", default=["ilp", "prove"])
     ap.add_argument("--cuts", default="")
+    ap.add_argument("--no-relaxation", action="store_true",
+                    help="prove with -o relaxation=false: bounded search alone")
+    ap.add_argument("--max-states", type=int, default=None)
     ap.add_argument("--cuts-lp", action="store_true")
     ap.add_argument("--revolve", action="store_true")
     ap.add_argument("--slots", nargs="+", type=int, default=[1, 2, 3])

@@ -20,9 +20,9 @@ equal to the optimum (with integer times, a large plateau that A* explores until
 on a final state) and above it is never stored.  Times and sizes are whatever the chain
 says; the search uses the simulator's transition function, so chains with any of the
 model's fields (overheads, recording costs, unsaved outputs) are searched as the simulator
-replays them; the relaxation is skipped on chains with unsaved outputs (``output_saved``
-false somewhere: its rows are proven for the table without that field), and the search's
-heuristic drops its memory term there (:func:`heuristic_for`).  Under a time limit or
+replays them; on chains with unsaved outputs (``output_saved`` false somewhere) the
+search's heuristic drops its memory term (:func:`heuristic_for`), and the extra relaxation
+rows (``cuts``) are refused.  Under a time limit or
 state limit the answer is ``time_limit`` with the schedule in hand and the larger of the two
 bounds, never ``optimal``.
 """
@@ -228,6 +228,9 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         raise SolverOptionError(f"solver {NAME!r}: option relaxation_share = "
                                 f"{relaxation_share!r} must be a number in (0, 1]")
     families = _cut_families(cuts)
+    if families:
+        from solvers.ilp.cuts import check_chain
+        check_chain(chain)  # SolverOptionError on unsaved outputs
     deadline = Deadline(time_limit)
     info = {"certificate": None}
     schedule, makespan, source = _incumbent(chain, budget, deadline)
@@ -277,14 +280,9 @@ RELAXATION_CAP = 60.0
 
 def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families):
     """The moment relaxation's bound (None when it proved nothing), with ``share`` of the
-    time left (:data:`RELAXATION_CAP` seconds without a time limit); skipped on chains with
-    unsaved outputs (its rows are proven for the table without that field).  A bound above
+    time left (:data:`RELAXATION_CAP` seconds without a time limit).  A bound above
     the schedule's makespan, or an infeasibility proof next to it, raises
     (:func:`solvers.ilp.certify.reaches`)."""
-    if chain.has_unsaved_outputs:
-        info["relaxation"] = {"bound": None, "status": "skipped: the chain has unsaved "
-                                                    "outputs (output_saved)"}
-        return None
     seconds = RELAXATION_CAP if deadline.limit is None else share * deadline.remaining(0.01)
     lb = _relaxation_bound(chain, budget, schedule, seconds, info, families)
     if lb is not None:

@@ -103,7 +103,7 @@ def test_bad_options_name_the_option(opts, field):
 @settings(max_examples=60, deadline=None)
 @given(st.data(), chains(1, 5, max_size=6))
 def test_every_valid_schedule_satisfies_the_cut_rows(data, chain):
-    """The constructive half of proofs/ilp.md section 10: a valid schedule's point, extended
+    """The constructive half of proofs/ilp.md section 11: a valid schedule's point, extended
     by :func:`cuts.cut_point`, satisfies every relaxation row and every added row at the
     schedule's own peak."""
     sched = data.draw(valid_schedules(chain, 40))
@@ -192,12 +192,14 @@ def test_revolve_closed_form_is_globally_optimal_beyond_exhaustive_reach(L):
 
 @settings(max_examples=10, deadline=None)
 @given(chains(2, 4, max_size=6, unsaved_outputs=True))
-def test_on_unsaved_outputs_the_relaxation_is_skipped_and_the_search_decides(chain):
-    """A chain with unsaved outputs: no relaxation (its rows are proven for the table
-    without the field), the search with the simple bound, the answer plain Dijkstra's."""
+def test_on_unsaved_outputs_prove_answers_the_optimum(chain):
+    """A chain with unsaved outputs: the relaxation (proofs/ilp.md section 10), then the
+    search with the simple bound; the answer is plain Dijkstra's, and the extra rows are
+    refused."""
     for b in _budgets(chain):
         opt = bounded_search(chain, b, float("inf"), heuristic="none", precheck=False)[1]
         sol = solvers.solve(chain, b, "prove")
         assert sol.status == "optimal" and sol.makespan == pytest.approx(opt)
-        if chain.has_unsaved_outputs and "relaxation" in sol.info:  # a schedule was in hand
-            assert sol.info["relaxation"]["status"].startswith("skipped")
+    if chain.has_unsaved_outputs:
+        with pytest.raises(SolverOptionError, match="output_saved"):
+            solvers.solve(chain, _budgets(chain)[-1], "prove", cuts="reach")

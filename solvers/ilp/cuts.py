@@ -1,6 +1,6 @@
 """Extra rows for the moment relaxation (:mod:`solvers.ilp.relaxation`), each valid for every
 schedule: the relaxation with them is still a lower bound on every valid schedule's
-makespan (proofs/ilp.md section 10, which proves them row by row).
+makespan (proofs/ilp.md section 11, which proves them row by row).
 
 Two families, both about what happens *inside* a phase, which the relaxation's own rows see
 only through which kinds of value a phase creates and frees:

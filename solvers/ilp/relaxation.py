@@ -302,8 +302,10 @@ class Bound:
 
 def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
                 time_limit: float | None = None, mip_solver: str = "highs",
-                threads: int = 1) -> Bound:
+                threads: int = 1, cuts: tuple = ()) -> Bound:
     """Solve the moment relaxation of ``chain`` at ``budget``.
+
+    ``cuts``: families of extra rows of :mod:`solvers.ilp.cuts` to add (none by default).
 
     ``schedule`` (valid at ``budget``): its point (:func:`relaxation_point`) is the MIP
     start, so the search starts with an incumbent worth at most its makespan; when the
@@ -321,6 +323,10 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
         return Bound(None, True, True, "budget below x_0", time.perf_counter() - t0)
     model = build_relaxation(sc, budget // g, deadline=deadline)
     start = relaxation_point(chain, schedule) if schedule is not None else None
+    if cuts:
+        from solvers.ilp import cuts as extra
+        extra.add_cuts(model, budget // g, cuts)
+        start = extra.cut_point(chain, schedule, start) if start is not None else None
     deadline.check("starting the moment relaxation's solve")
     res = backends.run_model(model, mip_solver, deadline.remaining(0.01), start, threads, scale)
     wall = time.perf_counter() - t0

@@ -47,9 +47,9 @@ import time
 
 from remat_theory.model import classes, persistence
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError, SolverOptionError
+from remat_theory.model.errors import RematError, SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
-from remat_theory.model.simulator import State, transition
+from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import Solution
 from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
 
@@ -64,6 +64,7 @@ SWEEP_MAX_STAGES = 7
 # took at most a few seconds at the budgets measured (benchmarks/bench_ilp.py speed).
 REFERENCE_MAX_STAGES = 10
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB; a time limit alone does not bound memory
+_INF = float("inf")
 _MEMO_LIMIT = 1_000_000  # entries of the bound's cache (about 200 MB at most)
 _OPTION = option_owner(NAME)
 
@@ -80,33 +81,50 @@ def _check_size(chain: Chain, max_stages: int) -> None:
 
 class _Moves:
     """Candidate operations from a state (validity is decided by ``transition``; the
-    forwards whose output is already held, which it would refuse, are not proposed)."""
+    forwards whose output is already held, which it would refuse, are not proposed).
 
-    def __init__(self, chain: Chain, allow_drop: bool):
+    Called with the memory held and the budget, it also leaves out the forwards whose peak
+    (by the operation table: held + output + overhead) exceeds the budget, and, with
+    ``lean``, the two forwards whose successor is always dominated by the state itself
+    (proofs/exhaustive.md, Lemma 3): ``Fck_i`` making a plain copy of an ``x_{i+1}`` held
+    inside ``t_{i+1}``, and ``Fck_n`` once ``B_n`` is next (its output is never read)."""
+
+    def __init__(self, chain: Chain, allow_drop: bool, lean: bool = False):
         L = chain.length
         self.chain = chain
+        self.L = L
         self.allow_drop = allow_drop
+        self.lean = lean
+        saved = getattr(chain, "output_saved", None) or (True,) * L
+        self.inside = sum(1 << (i + 1) for i in range(L) if saved[i])  # x_{i+1} in t_{i+1}
         self.fwd = [(Fn(i), Fck(i), Fall(i)) for i in range(L)]
         self.bwd = [Bwd(i) for i in range(L)]
         self.dropx = [DropX(i) if i else None for i in range(L + 1)]
         self.dropt = [DropT(i) if i else None for i in range(L + 1)]
+        # the part of each forward's peak above the memory held (docs/model.md)
+        self.plain_peak = [chain.x_size[i + 1] + chain.fwd_overhead[i] for i in range(L)]
+        self.fall_peak = [chain.tape_size[i] + chain.fall_overhead[i] for i in range(L)]
 
-    def __call__(self, state: State):
-        L = self.chain.length
+    def __call__(self, state: State, memory: int | None = None, budget: float = _INF):
+        L = self.L
         plain, tapes, nxt = state
         if nxt == L:
-            yield LOSS_OP
-        elif nxt >= 0:
+            if (plain | tapes) >> L & 1:
+                yield LOSS_OP
+        elif nxt >= 0 and tapes >> (nxt + 1) & 1:
             yield self.bwd[nxt]
+        room = _INF if memory is None else budget - memory
+        inside = self.inside if self.lean else 0
         top = min(nxt, L - 1)
         for i in range(top + 1):
             if plain >> i & 1 or (i and tapes >> i & 1):
                 fn, fck, fall = self.fwd[i]
-                if not plain >> (i + 1) & 1:  # else "x_{i+1} is already held"
-                    yield fn
-                    yield fck
-                if not tapes >> (i + 1) & 1:  # else "t_{i+1} is already held"
-                    yield fall
+                if not plain >> (i + 1) & 1 and self.plain_peak[i] <= room:
+                    yield fn  # (else "x_{i+1} is already held", or over the budget)
+                    if not (self.lean and (i == nxt or (tapes & inside) >> (i + 1) & 1)):
+                        yield fck
+                if not tapes >> (i + 1) & 1 and self.fall_peak[i] <= room:
+                    yield fall  # (else "t_{i+1} is already held", or over the budget)
         if self.allow_drop:
             for i in range(1, L + 1):
                 if plain >> i & 1:
@@ -240,6 +258,28 @@ class _Heuristic:
         return max(0.0, total - saved)
 
 
+class _Lean:
+    """The state that dominates ``state`` without Drop (proofs/exhaustive.md, Lemma 3), or
+    None if there is none: the same state without its redundant plain values, a plain
+    ``x_i`` held beside a tape ``t_i`` that contains it, and a plain ``x_j`` with
+    ``j > n`` once the backward ``B_n`` is next (nothing reads or frees it again)."""
+
+    def __init__(self, chain: Chain):
+        L = chain.length
+        saved = getattr(chain, "output_saved", None) or (True,) * L
+        self.inside = sum(1 << (i + 1) for i in range(L) if saved[i])  # x_{i+1} in t_{i+1}
+        self.above = [~((2 << n) - 1) for n in range(L)]  # bits n+1 .. L
+
+    def __call__(self, state: State) -> State | None:
+        plain, tapes, n = state
+        extra = plain & tapes & self.inside
+        if n >= 0 and n < len(self.above):
+            extra |= plain & self.above[n]
+        if not extra:
+            return None
+        return State(plain & ~extra, tapes, n)
+
+
 def _heuristic(chain: Chain, state: State, budget: float = float("inf")) -> float:
     """:class:`_Heuristic` of ``chain`` at ``state`` (built afresh: for single calls)."""
     return _Heuristic(chain, budget)(state)
@@ -285,25 +325,30 @@ class _ClassMoves:
 class _AllMoves:
     """Unrestricted moves; search nodes are simulator states."""
 
-    def __init__(self, chain: Chain, allow_drop: bool):
+    def __init__(self, chain: Chain, allow_drop: bool, budget: float = _INF,
+                 lean: bool = False):
         self.chain = chain
         self.allow_drop = allow_drop
-        self.inner = _Moves(chain, allow_drop)
+        self.budget = budget
+        self.inner = _Moves(chain, allow_drop, lean)
 
     def start(self):
         return State.initial(self.chain)
 
     def __call__(self, state, mem):
-        for op in self.inner(state):
+        for op in self.inner(state, mem, self.budget):
             r = transition(self.chain, state, mem, op, self.allow_drop)
             if isinstance(r, str):
                 continue
             yield op, r, r.state
 
 
-def _node_moves(chain: Chain, allow_drop: bool, schedule_class: str):
+def _node_moves(chain: Chain, allow_drop: bool, schedule_class: str, budget: float = _INF,
+                lean: bool = False):
+    """The moves of the search: ``budget`` leaves out operations whose peak exceeds it
+    (``min_feasible_budget`` needs them all), ``lean`` the always dominated ones."""
     if schedule_class == persistence.ALL:
-        return _AllMoves(chain, allow_drop)
+        return _AllMoves(chain, allow_drop, budget, lean)
     return _ClassMoves(chain, schedule_class)
 
 
@@ -312,25 +357,61 @@ def _state_of(node) -> State:
 
 
 def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: float | None = None,
-           schedule_class: str = "all", max_states: int | None = None):
+           schedule_class: str = "all", max_states: int | None = None,
+           incumbent: Schedule | None = None):
     """A* over simulator states (restricted to ``schedule_class``).  Returns
     ``(schedule, makespan, peak, bound, proven)``; schedule is None when no schedule fits
     (proven) or the search stopped first: after ``time_limit`` seconds, or once it holds more
-    than ``max_states`` states (memory grows by roughly 400 bytes per state)."""
-    return _search(chain, budget, allow_drop, time_limit, schedule_class, max_states)[:5]
+    than ``max_states`` states (memory grows by roughly 400 bytes per state).
+
+    ``incumbent``: a schedule of the searched class, an upper bound (ignored if the
+    simulator refuses it at ``budget``).  States whose bound reaches its makespan are not
+    kept; when no state is left below it, the incumbent itself is the optimum returned."""
+    return _search(chain, budget, allow_drop, time_limit, schedule_class, max_states,
+                   incumbent)[:5]
 
 
-def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
-    """:func:`search`, plus what stopped it: None, ``"time_limit"`` or ``"max_states"``."""
-    moves = _node_moves(chain, allow_drop, schedule_class)
+def _incumbent_makespan(chain: Chain, budget: int, schedule, allow_drop: bool):
+    """The makespan of ``schedule`` replayed at ``budget``, or None if it is not valid."""
+    if schedule is None:
+        return None
+    try:
+        return simulate(chain, schedule, budget, allow_drop=allow_drop).makespan
+    except RematError:
+        return None
+
+
+def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent=None,
+            stats: dict | None = None, dominance: bool = True):
+    """:func:`search`, plus what stopped it: None, ``"time_limit"`` or ``"max_states"``.
+    ``stats`` (a dict) receives the states expanded and kept (benchmarks); ``dominance``
+    False turns the pruning of dominated states off (the before figures, the tests)."""
+    if stats is None:
+        stats = {}
+    try:
+        return _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states,
+                      incumbent, stats, dominance)
+    finally:
+        stats.setdefault("expanded", 0)
+
+
+def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent,
+           stats, dominance):
+    """The loop of :func:`_search`."""
+    # Dominance (proofs/exhaustive.md, Lemma 3): without Drop, over all schedules, a state
+    # is no better than the same state without its redundant plain values.
+    lean = (_Lean(chain) if dominance and schedule_class == persistence.ALL and not allow_drop
+            else None)
+    moves = _node_moves(chain, allow_drop, schedule_class, budget, lean is not None)
     start = moves.start()
     mem0 = chain.x_size[0]
     if mem0 > budget:
         return None, None, None, None, True, None
     heuristic = _Heuristic(chain, budget)
+    upper = _incumbent_makespan(chain, budget, incumbent, allow_drop)
+    ceiling = float("inf") if upper is None else upper
     g = {start: 0.0}
     parent = {start: None}
-    peak_to = {start: mem0}  # peak along the best path found so far (reporting only)
     counter = itertools.count()
     heap = [(heuristic(_state_of(start)), 0.0, next(counter), start, mem0)]
     closed = set()
@@ -341,9 +422,16 @@ def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
         if s in closed:
             continue
         if _state_of(s).is_final():
-            return _rebuild(parent, s), gs, peak_to[s], gs, True, None
+            schedule = _rebuild(parent, s)
+            return schedule, gs, simulate(chain, schedule, budget, allow_drop).peak_memory, \
+                gs, True, None
+        if lean is not None:
+            sub = lean(s)
+            if sub is not None and g.get(sub, _INF) <= gs:
+                continue  # dominated by a state reached at no more time
         closed.add(s)
         pops += 1
+        stats["expanded"], stats["kept"] = pops, len(g)
         if deadline is not None and time.perf_counter() > deadline:  # every pop: on long
             return None, None, None, f, False, "time_limit"  # chains one pop takes ms
         if pops % 2048 == 0:
@@ -357,11 +445,20 @@ def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
             ng = gs + r.time
             old = g.get(ns)
             if old is None or ng < old:
+                if lean is not None:
+                    sub = lean(ns)
+                    if sub is not None and g.get(sub, _INF) <= ng:
+                        continue
+                fn = ng + heuristic(r.state)
+                if fn >= ceiling:
+                    continue  # no better than the incumbent
                 g[ns] = ng
                 parent[ns] = (s, op)
-                peak_to[ns] = max(peak_to[s], r.peak)
-                heapq.heappush(heap, (ng + heuristic(r.state), ng, next(counter), ns,
-                                      r.memory_after))
+                heapq.heappush(heap, (fn, ng, next(counter), ns, r.memory_after))
+    if upper is not None:  # nothing below the incumbent: it is optimal
+        schedule = incumbent if isinstance(incumbent, Schedule) else Schedule(incumbent)
+        return (schedule, upper, simulate(chain, schedule, budget, allow_drop).peak_memory,
+                upper, True, None)
     return None, None, None, None, True, None
 
 

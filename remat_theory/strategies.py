@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from remat_theory.model.chain import Chain
-from remat_theory.analysis.families import FAMILIES, with_fall_costs
+from remat_theory.analysis.families import FAMILIES, with_fall_costs, with_unsaved_outputs
 
 
 def _check_int(name: str, value, minimum: int) -> None:
@@ -32,7 +32,7 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 @st.composite
 def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, integer_times,
-                  fall_costs=False):
+                  fall_costs=False, unsaved_outputs=False):
     L = draw(st.integers(min_stages, max_stages))
     if integer_times:
         times = st.integers(0, max_time).map(float)
@@ -54,14 +54,19 @@ def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, i
     if use_fall:
         fall_time = draw(st.lists(times, min_size=L, max_size=L))
         fall_overhead = draw(st.lists(st.integers(0, max_size), min_size=L, max_size=L))
+    use_unsaved = draw(st.booleans()) if unsaved_outputs is None else unsaved_outputs
+    saved = None
+    if use_unsaved:
+        saved = draw(st.lists(st.booleans(), min_size=L, max_size=L))
     return Chain(fwd, bwd, x, tape, fo, bo, name=f"hypothesis-{L}", fall_time=fall_time,
-                 fall_overhead=fall_overhead)
+                 fall_overhead=fall_overhead, output_saved=saved)
 
 
 def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_size: int = 10,
            overheads: bool | None = None, family: str | None = None,
            integer_times: bool = True,
-           fall_costs: bool | None = False) -> st.SearchStrategy[Chain]:
+           fall_costs: bool | None = False,
+           unsaved_outputs: bool | None = False) -> st.SearchStrategy[Chain]:
     """Random heterogeneous chains.
 
     Parameters
@@ -78,6 +83,10 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
         ``fall_overhead``, drawn like the forward ones, or for a family by
         :func:`~remat_theory.analysis.families.with_fall_costs`); False (the default) none,
         so a recording forward costs what a no-grad one does; None draws both.
+    unsaved_outputs : True draws ``output_saved`` (some stage outputs read by no backward:
+        each entry drawn, or for a family by
+        :func:`~remat_theory.analysis.families.with_unsaved_outputs`); False (the default)
+        every output saved, the classic table; None draws both.
     """
     _check_int("min_stages", min_stages, 1)
     _check_int("max_stages", max_stages, 1)
@@ -89,6 +98,8 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
         raise InvalidArgument(f"overheads = {overheads!r} must be True, False or None")
     if fall_costs not in (None, True, False):
         raise InvalidArgument(f"fall_costs = {fall_costs!r} must be True, False or None")
+    if unsaved_outputs not in (None, True, False):
+        raise InvalidArgument(f"unsaved_outputs = {unsaved_outputs!r} must be True, False or None")
     if family is not None:
         if family not in FAMILIES:
             raise InvalidArgument(f"family = {family!r} is unknown (known: {', '.join(FAMILIES)})")
@@ -101,14 +112,16 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
             return gen(L, seed, overheads=ov)
 
         ov = st.booleans() if overheads is None else st.just(overheads)
-        plain = st.tuples(st.integers(min_stages, max_stages), st.integers(0, 2**32 - 1), ov).map(build)
-        if fall_costs is False:
-            return plain
-        fall = st.booleans() if fall_costs is None else st.just(True)
-        return st.tuples(plain, fall, st.integers(0, 2**32 - 1)).map(
-            lambda a: with_fall_costs(a[0], a[2]) if a[1] else a[0])
+        drawn = st.tuples(st.integers(min_stages, max_stages), st.integers(0, 2**32 - 1), ov).map(build)
+        for option, variant in ((fall_costs, with_fall_costs),
+                                (unsaved_outputs, with_unsaved_outputs)):
+            if option is not False:
+                use = st.booleans() if option is None else st.just(True)
+                drawn = st.tuples(drawn, use, st.integers(0, 2**32 - 1)).map(
+                    lambda a, variant=variant: variant(a[0], a[2]) if a[1] else a[0])
+        return drawn
     return _random_chain(min_stages, max_stages, max_time, max_size, overheads, integer_times,
-                         fall_costs)
+                         fall_costs, unsaved_outputs)
 
 
 def budgets(chain: Chain, *, feasible_only: bool = False, low: int | None = None,

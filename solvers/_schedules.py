@@ -109,7 +109,11 @@ class _Arrays:
         self.fao = np.asarray(chain.fall_overhead, dtype=np.int64)
         self.bo = np.asarray(chain.bwd_overhead, dtype=np.int64)
         self.fwd = np.asarray(chain.fwd_time, dtype=float)
-        self.TP = np.concatenate(([0], np.cumsum(self.tp)))  # TP[i] = tp[0] + .. + tp[i-1]
+        self.th = np.asarray(chain.tape_held, dtype=np.int64)
+        self.TH = np.concatenate(([0], np.cumsum(self.th)))  # TH[i] = th[0] + .. + th[i-1]
+        # U[i]: the size of x_i where no backward reads it (a plain value Fall_i frees), else 0
+        self.U = np.asarray([0] + [0 if keep else x for keep, x in
+                                   zip(chain.output_saved, chain.x_size[1:])], dtype=np.int64)
         self.ideal = chain.ideal_makespan()
 
 
@@ -126,9 +130,16 @@ def segments_cost(chain: Chain, checkpoints: Sequence[int],
     the advance op of stage i in segment j peaks at ``P_j + x_{i+1} + fo_i`` (Fck, i = c_j)
     or ``P_j + x_i + x_{i+1} + fo_i`` (Fn); in the stored run of segment j, with g_j the
     live gradient d_{c_{j+1}} (none for the last segment before the loss), Fall_i peaks at
-    ``P_j + g_j + tp[c_j..i] + fao_i`` (fall_overhead), B_i at ``P_j + x_{i+1} + tp[c_j..i] + x_i + bo_i``
-    and the loss at ``P_k + tp[c_k..L-1] + x_L + bo_L``.  The makespan is the ideal one
-    (one Fall and one B per stage) plus one no-grad forward of every stage before c_k.
+    ``P_j + g_j + tp[c_j..i-1] + tp_i + fao_i`` (fall_overhead), B_i at
+    ``P_j + x_{i+1} + tp[c_j..i] + x_i + bo_i`` and the loss at
+    ``P_k + tp[c_k..L-1] + x_L + bo_L``.  The makespan is the ideal one (one Fall and one B
+    per stage) plus one no-grad forward of every stage before c_k.
+
+    With unsaved outputs (``output_saved``), ``tp`` in the sums is the tape held
+    (``tape_held``); an unsaved x_i made by Fall_{i-1} is plain until Fall_i reads and
+    frees it (so it adds ``U_i`` = x_i to Fall_i's peak, i > c_j); an unsaved checkpoint
+    x_{c_j} is freed by Fall_{c_j} (``- U_{c_j}`` from then on); the loss frees a plain
+    x_L, and a rerun segment's last Fall discards its unsaved output (B_{c_{j+1}} has run).
     """
     a = arrays if arrays is not None else _Arrays(chain)
     L = a.L
@@ -141,11 +152,16 @@ def segments_cost(chain: Chain, checkpoints: Sequence[int],
     start = bounds[seg]
     Pi = P[seg]
     g = np.where(seg < nseg - 1, a.x[bounds[np.minimum(seg + 1, nseg)]], 0)
-    run_tp = a.TP[idx + 1] - a.TP[start]  # tapes of the segment held once Fall_i is done
+    later = idx > start  # Fall_i is not the first of its segment
+    freed = np.where(later, a.U[start], 0)  # an unsaved checkpoint, freed by its Fall
+    run_before = a.TH[idx] - a.TH[start] + np.where(later, a.U[idx], 0)
+    run_tp = a.TH[idx + 1] - a.TH[start]  # tapes of the segment held once Fall_i is done
+    last_start = int(bounds[-2])
     peak = max(int(a.x[0]),
-               int(np.max(Pi + g + run_tp + a.fao)),
-               int(np.max(Pi + a.x[idx + 1] + run_tp + a.x[idx] + a.bo[:L])),
-               int(P[-1] + a.TP[L] - a.TP[bounds[-2]] + a.x[L] + a.bo[L]))
+               int(np.max(Pi + g + run_before - freed + a.tp + a.fao)),
+               int(np.max(Pi - a.U[start] + a.x[idx + 1] + run_tp + a.x[idx] + a.bo[:L])),
+               int(P[-1] - a.U[last_start] + a.TH[L] - a.TH[last_start] + a.U[L]
+                   + a.x[L] + a.bo[L]))
     last = int(bounds[-2])
     if last > 0:
         adv = idx[:last]

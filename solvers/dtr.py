@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverContractError
-from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Op, Schedule
+from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Fck, Op, Schedule
 from remat_theory.model.simulator import State, transition
 from remat_theory.model.solution import Solution
 
@@ -56,6 +56,10 @@ class _DTR:
     def held(self, j: int) -> bool:
         return bool(self.state.tapes >> j & 1)
 
+    def readable(self, j: int) -> bool:
+        """x_j can be read: plain, or inside a held t_j (when a backward reads x_j)."""
+        return bool(self.state.plain >> j & 1) or self.chain.saved(j) and self.held(j)
+
     def _apply(self, op: Op, r) -> None:
         self.ops.append(op)
         self.state, self.memory = r.state, r.memory_after
@@ -66,7 +70,7 @@ class _DTR:
         """Held, unpinned, non-empty tape with the smallest h = cost / (size * staleness)."""
         chain = self.chain
         L = chain.length
-        fwd, tp = chain.fwd_time, chain.tape_size
+        fwd, tp = chain.fwd_time, chain.tape_held
         best, best_h = None, None
         run = 0.0  # recomputation cost of the evicted run ending just before tape j
         for j in range(1, L + 1):
@@ -105,9 +109,12 @@ class _DTR:
             self.last_use[j] = self.clock
             return
         k = j - 1
-        while k >= 1 and not self.held(k):
+        while k >= 1 and not self.readable(k):
             k -= 1
         for i in range(k, j):
+            if self.held(i + 1):  # its tape is held but holds no x_{i+1} (unsaved): a plain one
+                self.run(Fck(i), pinned | ({i} if i >= 1 else set()))
+                continue
             self.run(Fall(i), pinned | ({i} if i >= 1 else set()))
             if i >= 1:
                 self.last_use[i] = self.clock
@@ -125,7 +132,7 @@ class _DTR:
         for i in range(L - 1, -1, -1):
             self.materialize(i + 1, set())
             pins = {i + 1}
-            if i >= 1:
+            if i >= 1 and self.chain.saved(i):  # B_i reads x_i, kept inside t_i
                 self.materialize(i, pins)
                 pins.add(i)
             self.run(Bwd(i), pins)

@@ -194,3 +194,45 @@ def test_repeat_and_delete_stage_are_inverse():
         assert longer.length == GAP_CHAIN.length + 1
         assert longer.x_size[i + 1] == longer.x_size[i + 2] == GAP_CHAIN.x_size[i + 1]
         assert _delete_stage(longer, i + 1, keep_output=True) == GAP_CHAIN
+
+
+def test_moves_and_shrinks_carry_the_optional_fields():
+    """Recording costs and output_saved travel with their stage through repeat / delete;
+    a chain without recording costs keeps none when a forward time shrinks; the shrinker
+    turns an unsaved output back into a saved one when the property allows it."""
+    import numpy as np
+
+    from remat_theory.analysis.hard_search import _delete_stage, _mutate, _repeat_stage
+
+    c = GAP_CHAIN.replace(fall_time=[11.0, 5.0, 9.0, 4.0], fall_overhead=[0, 2, 0, 1],
+                          output_saved=[True, False, True, False])
+    for i in range(c.length):
+        longer = _repeat_stage(c, i)
+        assert longer.output_saved[i] == longer.output_saved[i + 1] == c.output_saved[i]
+        assert longer.fall_time[i + 1] == c.fall_time[i]
+        assert _delete_stage(longer, i + 1, keep_output=True) == c
+    cfg = SearchConfig("dp-gap", fall_costs=True, unsaved_outputs=True, max_stages=6)
+    rng = np.random.default_rng(0)
+    seen_flip = False
+    for _ in range(200):
+        m, b = _mutate(rng, c, GAP_BUDGET, cfg)
+        seen_flip |= m.length == c.length and m.output_saved != c.output_saved
+        assert b >= 0
+    assert seen_flip
+    # a canonical chain stays canonical through the shrinker's value passes
+    small, _ = shrink(GAP_CHAIN, GAP_BUDGET, lambda ch, b: sum(ch.fwd_time) >= 20)
+    assert not small.has_fall_costs and not small.has_unsaved_outputs
+    # unsaved outputs are shrunk away when the property does not need them
+    small, _ = shrink(c, GAP_BUDGET, lambda ch, b: ch.length >= 2)
+    assert not small.has_unsaved_outputs and not small.has_fall_costs
+
+
+def test_search_draws_unsaved_outputs_and_fall_costs():
+    from remat_theory.analysis.hard_search import random_instance
+    import numpy as np
+
+    cfg = SearchConfig("dp-gap", fall_costs=True, unsaved_outputs=True)
+    rng = np.random.default_rng(3)
+    drawn = [random_instance(rng, cfg)[0] for _ in range(20)]
+    assert any(ch.has_unsaved_outputs for ch in drawn)
+    assert all(ch.has_fall_costs for ch in drawn)

@@ -250,3 +250,24 @@ def test_chains_with_recording_costs_every_exact_solver_agrees():
     assert report["instances"] > 0
     with pytest.raises(RematError, match="fall_costs"):
         make_tasks(replace(cfg, fall_costs="some"))
+
+
+def test_chains_with_unsaved_outputs_every_exact_solver_agrees():
+    # Every chain has outputs no backward reads (output_saved false entries), half of them
+    # with recording costs too: every solver must agree, schedules replayed by the simulator.
+    from dataclasses import replace
+
+    from remat_theory.analysis.verify import make_tasks
+
+    cfg = replace(_tiny(("dp", "dp-weak", "exhaustive", "exhaustive-persistent",
+                         "exhaustive-weak", "ilp", "ilp-fast", "store-all", "periodic",
+                         "chen-greedy", "revolve", "gruslys", "dtr")),
+                  unsaved_outputs="all", fall_costs="half", max_stages=4, trials=4)
+    tasks = make_tasks(cfg)
+    assert tasks and all(t.unsaved_outputs and t.chain().has_unsaved_outputs for t in tasks)
+    assert any(t.chain().has_fall_costs for t in tasks)
+    report = run_verify(cfg)
+    assert report["ok"], report["violations"]
+    assert report["instances"] > 0
+    with pytest.raises(RematError, match="unsaved_outputs"):
+        make_tasks(replace(cfg, unsaved_outputs="some"))

@@ -147,3 +147,19 @@ def with_fall_costs(chain: Chain, seed: int = 0) -> Chain:
     fall_overhead = [int(o * k) for o, k in zip(chain.fwd_overhead, keep)]
     return chain.replace(fall_time=fall_time, fall_overhead=fall_overhead,
                          name=f"{chain.name}-fall")
+
+
+def with_unsaved_outputs(chain: Chain, seed: int = 0, fraction: float = 0.5) -> Chain:
+    """``chain`` with some stage outputs read by no backward (``output_saved`` false), as a
+    profiled MLP has them (a Linear saves its input, the ReLU after it its own output).
+
+    Each stage's output is unsaved with probability ``fraction``, at least one when the
+    chain has any stage; sizes are unchanged (``tape_size`` is what Fall adds in all).
+    Seeded, deterministic.
+    """
+    rng = np.random.default_rng(seed)
+    L = chain.length
+    saved = [bool(v) for v in rng.random(L) >= fraction]
+    if all(saved):
+        saved[int(rng.integers(L))] = False
+    return chain.replace(output_saved=saved, name=f"{chain.name}-unsaved")

@@ -57,6 +57,9 @@ def _reference_limit(name: str) -> int:
         return 0
     return registry.get(name).reference_max_stages or 0
 _SIZE_FIELDS = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead")
+# optional per-stage fields (length L), carried through every move and shrink pass
+_FALL_FIELDS = ("fall_time", "fall_overhead")
+_STAGE_FIELDS = ("fwd_time", "tape_size", "fwd_overhead") + _FALL_FIELDS + ("output_saved",)
 _TIME_FIELDS = ("fwd_time", "bwd_time")
 
 
@@ -71,6 +74,10 @@ class SearchConfig:
     max_time : stage times are integers in [1, max_time] when drawn (0 allowed by moves).
     max_size : activations in [1, max_size]; tapes exceed their output by [0, max_size].
     overheads : draw transient overheads (else all zero).
+    fall_costs : draw the recording forward's own costs (``fall_time``, ``fall_overhead``),
+        and let moves change them (else a recording forward costs what a no-grad one does).
+    unsaved_outputs : draw ``output_saved`` (outputs no backward reads), and let moves flip
+        entries (else every output is saved, the classic table).
     ilp_time_limit : seconds for the solver of OPT (exhaustive search or ``ilp``), and for
         ``ilp`` when it is the measured solver.
     """
@@ -83,6 +90,8 @@ class SearchConfig:
     max_size: int = 10
     overheads: bool = False
     ilp_time_limit: float = 30.0
+    fall_costs: bool = False
+    unsaved_outputs: bool = False
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -191,15 +200,33 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
 # ---------------------------------------------------------------------- instances as lists
 
 def _values(chain: Chain) -> dict:
-    return {f: [int(v) if f in _SIZE_FIELDS else v for v in getattr(chain, f)]
+    """Every field as a list: times, sizes (ints), the recording costs and ``output_saved``."""
+    vals = {f: [int(v) if f in _SIZE_FIELDS else v for v in getattr(chain, f)]
             for f in _TIME_FIELDS + _SIZE_FIELDS}
+    vals["fall_time"] = list(chain.fall_time)
+    vals["fall_overhead"] = [int(v) for v in chain.fall_overhead]
+    vals["output_saved"] = list(chain.output_saved)
+    return vals
+
+
+_MIRROR = {"fwd_time": "fall_time", "fwd_overhead": "fall_overhead"}
+
+
+def _set(vals: dict, f: str, i: int, new) -> None:
+    """``vals[f][i] = new``; a recording cost equal to the no-grad one follows it (a chain
+    without recording costs of its own keeps none)."""
+    g = _MIRROR.get(f)
+    if g is not None and vals[g][i] == vals[f][i]:
+        vals[g][i] = new
+    vals[f][i] = new
 
 
 def _build(vals: dict, name: str = "hard") -> Chain | None:
     try:
         return Chain(vals["fwd_time"], vals["bwd_time"], vals["x_size"], vals["tape_size"],
                      vals["fwd_overhead"], vals["bwd_overhead"], name=name,
-                     fall_time=vals.get("fall_time"), fall_overhead=vals.get("fall_overhead"))
+                     fall_time=vals.get("fall_time"), fall_overhead=vals.get("fall_overhead"),
+                     output_saved=vals.get("output_saved"))
     except RematError:
         return None
 
@@ -216,7 +243,14 @@ def random_instance(rng: np.random.Generator, cfg: SearchConfig) -> tuple[Chain,
         bo = [int(v) for v in rng.integers(0, cfg.max_size + 1, L + 1)]
     else:
         fo, bo = [0] * L, [0] * (L + 1)
-    chain = Chain(t(L), t(L + 1), x, tape, fo, bo, name="hard")
+    fall_time = fall_overhead = saved = None
+    if cfg.fall_costs:
+        fall_time = t(L)
+        fall_overhead = [int(v) for v in rng.integers(0, cfg.max_size + 1, L)]
+    if cfg.unsaved_outputs:
+        saved = [bool(v) for v in rng.random(L) < 0.5]
+    chain = Chain(t(L), t(L + 1), x, tape, fo, bo, name="hard", fall_time=fall_time,
+                  fall_overhead=fall_overhead, output_saved=saved)
     lb, top = chain.memory_lower_bound(), chain.store_all_memory()
     budget = int(lb + rng.random() * 0.6 * max(0, top - lb))
     return chain, budget
@@ -230,6 +264,15 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
     fields = list(_TIME_FIELDS) + ["x_size", "tape_size"]
     if cfg.overheads:
         fields += ["fwd_overhead", "bwd_overhead"]
+    if cfg.fall_costs:
+        fields += list(_FALL_FIELDS)
+    if cfg.unsaved_outputs and rng.random() < 0.1:  # flip whether a backward reads an output
+        i = int(rng.integers(chain.length))
+        vals["output_saved"][i] = not vals["output_saved"][i]
+        c = _build(vals)
+        if c is None:
+            return chain, budget
+        return c, max(0, budget + c.memory_lower_bound() - chain.memory_lower_bound())
     u = rng.random()
     if u < 0.08 and chain.length < cfg.max_stages:
         i = int(rng.integers(1, chain.length + 1)) if chain.length > 1 else 1
@@ -243,13 +286,14 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
         return chain, max(0, budget + step)
     f = fields[int(rng.integers(len(fields)))]
     i = int(rng.integers(len(vals[f])))
-    hi = cfg.max_time if f in _TIME_FIELDS else 2 * cfg.max_size
+    is_time = f in _TIME_FIELDS or f == "fall_time"
+    hi = cfg.max_time if is_time else 2 * cfg.max_size
     if rng.random() < 0.3:
-        new = int(rng.integers(0 if f in _TIME_FIELDS else 1, hi + 1))
+        new = int(rng.integers(0 if is_time else 1, hi + 1))
     else:
         new = int(vals[f][i]) + int(rng.choice([-2, -1, 1, 2]))
     new = max(0, min(new, 3 * hi))
-    vals[f][i] = float(new) if f in _TIME_FIELDS else new
+    _set(vals, f, i, float(new) if is_time else new)
     if f == "x_size" and i >= 1:  # keep the tape of F_{i-1} at least x_i
         vals["tape_size"][i - 1] = max(vals["tape_size"][i - 1], new)
     if f == "tape_size":
@@ -346,23 +390,21 @@ def run_restart(task: tuple) -> RestartResult:
 # ---------------------------------------------------------------------- shrinking
 
 def _complexity(chain: Chain, budget: int) -> tuple:
-    """Shrink order: fewer stages, then smaller sum of values, then smaller budget."""
+    """Shrink order: fewer stages, then fewer unsaved outputs, then smaller sum of values
+    (recording costs count where they differ from the no-grad ones), then smaller budget."""
     vals = _values(chain)
-    return (chain.length, sum(sum(v) for v in vals.values()), budget)
+    total = sum(sum(vals[f]) for f in _TIME_FIELDS + _SIZE_FIELDS)
+    total += sum(abs(a - b) for f, g in zip(_FALL_FIELDS, ("fwd_time", "fwd_overhead"))
+                 for a, b in zip(vals[f], vals[g]))
+    return (chain.length, vals["output_saved"].count(False), total, budget)
 
 
 def _repeat_stage(chain: Chain, i: int) -> Chain | None:
     """The chain with forward stage i repeated: F_i, then a copy of it whose input is x_{i+1}
     (activation x_{i+1} appears twice)."""
     v = _values(chain)
-    new = {
-        "fwd_time": v["fwd_time"][:i + 1] + v["fwd_time"][i:],
-        "bwd_time": v["bwd_time"][:i + 1] + v["bwd_time"][i:],
-        "x_size": v["x_size"][:i + 2] + v["x_size"][i + 1:],
-        "tape_size": v["tape_size"][:i + 1] + v["tape_size"][i:],
-        "fwd_overhead": v["fwd_overhead"][:i + 1] + v["fwd_overhead"][i:],
-        "bwd_overhead": v["bwd_overhead"][:i + 1] + v["bwd_overhead"][i:],
-    }
+    new = {f: v[f][:i + 1] + v[f][i:] for f in _STAGE_FIELDS + ("bwd_time", "bwd_overhead")}
+    new["x_size"] = v["x_size"][:i + 2] + v["x_size"][i + 1:]
     return _build(new, chain.name)
 
 
@@ -375,14 +417,8 @@ def _delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
     drop_x = i if keep_output else i + 1
     if drop_x == L + 1 or (drop_x == 0 and not keep_output):
         return None
-    new = {
-        "fwd_time": v["fwd_time"][:i] + v["fwd_time"][i + 1:],
-        "bwd_time": v["bwd_time"][:i] + v["bwd_time"][i + 1:],
-        "x_size": v["x_size"][:drop_x] + v["x_size"][drop_x + 1:],
-        "tape_size": v["tape_size"][:i] + v["tape_size"][i + 1:],
-        "fwd_overhead": v["fwd_overhead"][:i] + v["fwd_overhead"][i + 1:],
-        "bwd_overhead": v["bwd_overhead"][:i] + v["bwd_overhead"][i + 1:],
-    }
+    new = {f: v[f][:i] + v[f][i + 1:] for f in _STAGE_FIELDS + ("bwd_time", "bwd_overhead")}
+    new["x_size"] = v["x_size"][:drop_x] + v["x_size"][drop_x + 1:]
     for j in range(L - 1):  # restore tape >= next activation
         new["tape_size"][j] = max(new["tape_size"][j], new["x_size"][j + 1])
     return _build(new, chain.name)
@@ -401,6 +437,21 @@ def _candidates(chain: Chain, budget: int):
                 if b >= 0:
                     yield c, b
     vals = _values(chain)
+    for i, keep in enumerate(vals["output_saved"]):  # back to the classic table, one at a time
+        if not keep:
+            w = {k: list(x) for k, x in vals.items()}
+            w["output_saved"][i] = True
+            c = _build(w, chain.name)
+            if c is not None:
+                yield c, budget
+                yield c, budget + c.memory_lower_bound() - chain.memory_lower_bound()
+    for f, g in zip(_FALL_FIELDS, ("fwd_time", "fwd_overhead")):  # recording costs dropped
+        if vals[f] != vals[g]:
+            w = {k: list(x) for k, x in vals.items()}
+            w[f] = list(vals[g])
+            c = _build(w, chain.name)
+            if c is not None:
+                yield c, budget
     for f in _TIME_FIELDS + _SIZE_FIELDS:
         for i, v in enumerate(vals[f]):
             v = int(v)
@@ -409,7 +460,7 @@ def _candidates(chain: Chain, budget: int):
                 if new < floor or new >= v:
                     continue
                 w = {k: list(x) for k, x in vals.items()}
-                w[f][i] = float(new) if f in _TIME_FIELDS else new
+                _set(w, f, i, float(new) if f in _TIME_FIELDS else new)
                 if f == "x_size" and i >= 1:
                     w["tape_size"][i - 1] = max(w["tape_size"][i - 1], new)
                 c = _build(w, chain.name)
@@ -418,11 +469,11 @@ def _candidates(chain: Chain, budget: int):
                 if f in _SIZE_FIELDS:
                     yield c, budget - (v - new)
                 yield c, budget
-    times = [int(t) for f in _TIME_FIELDS for t in vals[f]]
+    times = [int(t) for f in _TIME_FIELDS + ("fall_time",) for t in vals[f]]
     g = math.gcd(*times) if any(times) else 0
     if g > 1:
         w = {k: list(x) for k, x in vals.items()}
-        for f in _TIME_FIELDS:
+        for f in _TIME_FIELDS + ("fall_time",):
             w[f] = [float(int(t) // g) for t in w[f]]
         c = _build(w, chain.name)
         if c is not None:

@@ -132,6 +132,7 @@ class ChainTask:
     overheads: bool = True
     integer_times: bool = True
     fall_costs: bool = False  # the recording forward gets its own costs (families.with_fall_costs)
+    unsaved_outputs: bool = False  # some outputs read by no backward (families.with_unsaved_outputs)
 
     def chain(self) -> Chain:
         kwargs = {}
@@ -140,12 +141,15 @@ class ChainTask:
         elif self.family in ("resnet", "transformer", "rnn"):
             kwargs = {"overheads": self.overheads}
         chain = families.make(self.family, self.length, self.seed, **kwargs)
-        return families.with_fall_costs(chain, self.seed) if self.fall_costs else chain
+        if self.fall_costs:
+            chain = families.with_fall_costs(chain, self.seed)
+        return families.with_unsaved_outputs(chain, self.seed) if self.unsaved_outputs else chain
 
     def __repr__(self) -> str:
         return (f"ChainTask({self.family}, L={self.length}, seed={self.seed}, "
                 f"overheads={self.overheads}, integer_times={self.integer_times}"
-                + (", fall_costs=True)" if self.fall_costs else ")"))
+                + (", fall_costs=True" if self.fall_costs else "")
+                + (", unsaved_outputs=True)" if self.unsaved_outputs else ")"))
 
 
 @dataclass
@@ -168,6 +172,9 @@ class VerifyConfig:
     # "none": a recording forward costs what a no-grad one does (the canonical chains);
     # "half": every other trial's chain gets its own recording costs; "all": every chain.
     fall_costs: str = "none"
+    # the same choice for ``output_saved`` (families.with_unsaved_outputs): "half" draws
+    # them on every other pair of trials, so both options meet in every combination
+    unsaved_outputs: str = "none"
 
     def check(self) -> None:
         for name in ("min_stages", "max_stages", "trials", "budgets_per_chain"):
@@ -180,6 +187,9 @@ class VerifyConfig:
             raise RematError(f"time_limit = {self.time_limit!r} must be a positive number of seconds")
         if self.fall_costs not in FALL_COSTS:
             raise RematError(f"fall_costs = {self.fall_costs!r} must be one of {', '.join(FALL_COSTS)}")
+        if self.unsaved_outputs not in FALL_COSTS:
+            raise RematError(f"unsaved_outputs = {self.unsaved_outputs!r} must be one of "
+                             f"{', '.join(FALL_COSTS)}")
         if not self.families:
             raise RematError("families is empty")
         for f in self.families:
@@ -246,7 +256,9 @@ def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
                 budgets_per_chain=cfg.budgets_per_chain, time_limit=cfg.time_limit,
                 max_stages_for=tuple(cfg.max_stages_for),
                 overheads=trial % 2 == 0, integer_times=trial % 4 != 3,
-                fall_costs=cfg.fall_costs == "all" or (cfg.fall_costs == "half" and trial % 2 == 1)))
+                fall_costs=cfg.fall_costs == "all" or (cfg.fall_costs == "half" and trial % 2 == 1),
+                unsaved_outputs=cfg.unsaved_outputs == "all"
+                or (cfg.unsaved_outputs == "half" and trial // 2 % 2 == 1)))
     return tasks
 
 

@@ -1,7 +1,10 @@
 """The chain: per-stage costs of a network seen as a sequence of stages (docs/model.md).
 
 A chain has ``L >= 1`` forward stages F_0..F_{L-1} followed by a loss stage.  Stage i reads
-x_i and produces x_{i+1}; its tape t_{i+1} (what autograd saves for B_i) includes x_{i+1}.
+x_i and produces x_{i+1}; its tape t_{i+1} (what autograd saves for B_i) includes x_{i+1},
+unless the optional ``output_saved[i]`` is false: then no backward reads x_{i+1} (a Linear
+saves its input, not its output; a ReLU after it saves its own output), x_{i+1} is a plain
+value outside the tape, and the tape holds ``tape_size[i] - x_size[i+1]`` bytes.
 
 Units: times in seconds (or any consistent unit), sizes in bytes (integers).
 The model is the one of Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova, "Optimal
@@ -23,7 +26,7 @@ from remat_theory.model.errors import ChainError
 FORMAT = "remat-chain/1"
 
 _FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead",
-           "fall_time", "fall_overhead")
+           "fall_time", "fall_overhead", "output_saved")
 
 #: Largest allowed ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)`` (seconds, or the
 #: chain's time unit).
@@ -97,13 +100,24 @@ def _check_size(field_name: str, index: int, value: Any) -> int:
     return v
 
 
+def _check_flag(field_name: str, index: int, value: Any) -> bool:
+    """A boolean entry (JSON ``true`` / ``false``; numpy booleans too), never a number."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    raise ChainError(f"{field_name}[{index}] = {text} is not a boolean (true or false)")
+
+
 def _check_array(field_name: str, values: Any, length: int, checker) -> tuple:
+    what = "booleans" if checker is _check_flag else "numbers"
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
-        raise ChainError(f"{field_name} must be a list of numbers, got {type(values).__name__}")
+        raise ChainError(f"{field_name} must be a list of {what}, got {type(values).__name__}")
     try:
         values = list(values)
     except TypeError:
-        raise ChainError(f"{field_name} must be a list of numbers, got "
+        raise ChainError(f"{field_name} must be a list of {what}, got "
                          f"{type(values).__name__}") from None
     if len(values) != length:
         raise ChainError(f"{field_name} has length {len(values)}, expected {length}")
@@ -157,8 +171,9 @@ class Chain:
     bwd_time : L+1 floats, seconds.  bwd_time[i] is the time of B_i; bwd_time[L] is the
         loss (its forward and backward together).
     x_size : L+1 ints, bytes.  Size of x_i and of its gradient d_i.
-    tape_size : L ints, bytes.  Size of t_{i+1}, everything F_i saves for B_i
-        (including x_{i+1}, so tape_size[i] >= x_size[i+1]).
+    tape_size : L ints, bytes.  What the recording forward Fall_i adds: the tape t_{i+1},
+        everything F_i saves for B_i, with its output x_{i+1} (so tape_size[i] >=
+        x_size[i+1]).
     fwd_overhead : L ints, bytes.  Transient memory while F_i runs (default zeros).
     bwd_overhead : L+1 ints, bytes.  Transient memory while B_i / the loss runs.
     fall_time : L floats, seconds, optional.  Time of the recording forward Fall_i, where it
@@ -166,11 +181,18 @@ class Chain:
     fall_overhead : L ints, bytes, optional.  Transient memory while Fall_i runs (default:
         ``fwd_overhead``).  A recording forward keeps in its tape what a no-grad forward
         frees as it goes (a transformer's attention scores), so its transient differs.
+    output_saved : L bools, optional (default all true).  ``output_saved[i]`` false: no
+        backward reads x_{i+1} (neither B_i nor B_{i+1}; for i = L-1, only the loss reads
+        x_L), as for a Linear followed by a ReLU.  Then x_{i+1} is a plain value, never
+        inside t_{i+1}; the tape held is ``tape_size[i] - x_size[i+1]`` bytes
+        (:attr:`tape_held`); Fall_{i+1} frees x_{i+1} after reading it, and B_{i+1} does not
+        need it (docs/model.md, the operation table).
     name : free text.
 
     ``fall_time`` and ``fall_overhead`` are always populated after construction; a chain
     built without them means exactly what it meant before they existed
-    (:attr:`has_fall_costs` is False).
+    (:attr:`has_fall_costs` is False); the same holds for ``output_saved``
+    (:attr:`has_unsaved_outputs` is False).
     """
 
     fwd_time: tuple
@@ -182,6 +204,7 @@ class Chain:
     name: str = field(default="chain", compare=False)
     fall_time: tuple = None  # type: ignore[assignment]
     fall_overhead: tuple = None  # type: ignore[assignment]
+    output_saved: tuple = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         fwd = self.fwd_time
@@ -203,6 +226,8 @@ class Chain:
         fao = self.fall_overhead if self.fall_overhead is not None else self.fwd_overhead
         set_(self, "fall_time", _check_array("fall_time", ft, L, _check_time))
         set_(self, "fall_overhead", _check_array("fall_overhead", fao, L, _check_size))
+        saved = self.output_saved if self.output_saved is not None else (True,) * L
+        set_(self, "output_saved", _check_array("output_saved", saved, L, _check_flag))
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
         for i in range(L):
@@ -212,6 +237,12 @@ class Chain:
                     f"{self.x_size[i + 1]} (the tape of F_{i} includes its output x_{i + 1})"
                 )
         _check_totals(self)
+        set_(self, "tape_held", tuple(
+            tp if keep else tp - x for tp, x, keep in
+            zip(self.tape_size, self.x_size[1:], self.output_saved)))
+        # bit i (1 <= i <= L) set: t_i holds x_i (a backward reads it), so x_i can be read there
+        set_(self, "saved_mask", sum(1 << (i + 1) for i, keep in enumerate(self.output_saved)
+                                     if keep))
 
     # ------------------------------------------------------------------ basics
     @property
@@ -228,12 +259,23 @@ class Chain:
         at some stage (the chain uses the optional ``fall_time`` / ``fall_overhead``)."""
         return self.fall_time != self.fwd_time or self.fall_overhead != self.fwd_overhead
 
+    @property
+    def has_unsaved_outputs(self) -> bool:
+        """True when some stage's output is read by no backward (``output_saved`` has a
+        false entry); False means the classic operation table, unchanged."""
+        return not all(self.output_saved)
+
+    def saved(self, i: int) -> bool:
+        """Whether x_i is read by a backward (x_0 always: it is never freed anyway)."""
+        return i == 0 or self.output_saved[i - 1]
+
     def replace(self, **changes) -> "Chain":
         """A copy with some fields changed (validated like any chain)."""
         fields = dict(fwd_time=self.fwd_time, bwd_time=self.bwd_time, x_size=self.x_size,
                       tape_size=self.tape_size, fwd_overhead=self.fwd_overhead,
                       bwd_overhead=self.bwd_overhead, name=self.name,
-                      fall_time=self.fall_time, fall_overhead=self.fall_overhead)
+                      fall_time=self.fall_time, fall_overhead=self.fall_overhead,
+                      output_saved=self.output_saved)
         fields.update(changes)
         return Chain(**fields)
 
@@ -283,21 +325,26 @@ class Chain:
         held = x[0]
         for i in range(L):
             peak = max(peak, held + tp[i] + fo[i])
-            held += tp[i]
+            held += tp[i]  # t_{i+1}, with x_{i+1} inside or beside it
+            if i >= 1 and not self.output_saved[i - 1]:
+                held -= x[i]  # Fall_i frees the unsaved x_i it read
         peak = max(peak, held + x[L] + bo[L])
-        held += x[L]  # d_L; x_L lives inside t_L, which stays
+        held += x[L]  # d_L; a saved x_L lives inside t_L, which stays
+        if not self.output_saved[L - 1]:
+            held -= x[L]  # the loss frees a plain x_L
         for i in range(L - 1, -1, -1):
             peak = max(peak, held + x[i] + bo[i])
-            held += x[i] - x[i + 1] - tp[i]
+            held += x[i] - x[i + 1] - self.tape_held[i]
         return peak
 
     def memory_lower_bound(self) -> int:
         """A budget below which no schedule is valid (bytes).
 
-        Every schedule runs B_i holding at least x_0, d_{i+1}, t_{i+1} and x_i (plain, or
-        inside t_i, which is no smaller), runs the loss holding x_L, and runs some Fall_i
-        producing t_{i+1} while holding x_i.  The maximum of those necessary peaks is a
-        lower bound; the exact smallest feasible budget is computed by the solvers.
+        Every schedule runs B_i holding at least x_0, d_{i+1}, t_{i+1} and, when a backward
+        reads it, x_i (plain, or inside t_i, which is then no smaller), runs the loss holding
+        x_L, and runs some Fall_i producing t_{i+1} while holding x_i.  The maximum of those
+        necessary peaks is a lower bound; the exact smallest feasible budget is computed by
+        the solvers.
         """
         L = self.length
         x, tp, fo, bo = self.x_size, self.tape_size, self.fall_overhead, self.bwd_overhead
@@ -305,7 +352,8 @@ class Chain:
         for i in range(L):
             inp = x[i] if i > 0 else 0  # x_0 is already counted
             bound = max(bound, x[0] + inp + tp[i] + fo[i])
-            bound = max(bound, x[0] + x[i + 1] + tp[i] + inp + x[i] + bo[i])
+            read = inp if self.saved(i) else 0
+            bound = max(bound, x[0] + x[i + 1] + self.tape_held[i] + read + x[i] + bo[i])
         return bound
 
     def total_fwd_time(self) -> float:
@@ -338,6 +386,8 @@ class Chain:
             d["fall_time"] = list(self.fall_time)
         if self.fall_overhead != self.fwd_overhead:
             d["fall_overhead"] = list(self.fall_overhead)
+        if self.has_unsaved_outputs:
+            d["output_saved"] = list(self.output_saved)
         return d
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -368,6 +418,7 @@ class Chain:
             tape_size=data["tape_size"], fwd_overhead=data.get("fwd_overhead"),
             bwd_overhead=data.get("bwd_overhead"), name=name,
             fall_time=data.get("fall_time"), fall_overhead=data.get("fall_overhead"),
+            output_saved=data.get("output_saved"),
         )
 
     @classmethod

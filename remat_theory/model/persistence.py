@@ -109,9 +109,10 @@ NO_FRESH = -1
 
 
 def frontier(chain: Chain, state: State) -> int:
-    """The largest i <= bwd_next with x_i available (plain x_i, or tape t_i for i >= 1)."""
+    """The largest i <= bwd_next with x_i available (plain x_i, or inside tape t_i for
+    i >= 1 when a backward reads x_i)."""
     plain, tapes, u = state
-    avail = plain | (tapes & ~1)
+    avail = plain | (tapes & chain.saved_mask)
     top = min(u, chain.length)
     avail &= (1 << (top + 1)) - 1
     return avail.bit_length() - 1

@@ -49,7 +49,7 @@ class State(NamedTuple):
 
 def state_memory(chain: Chain, state: State) -> int:
     """Bytes held in ``state``: plain activations, tapes and the live gradient."""
-    x, tp = chain.x_size, chain.tape_size
+    x, tp = chain.x_size, chain.tape_held
     mem = 0
     p = state.plain
     i = 0
@@ -99,6 +99,17 @@ def transition(chain: Chain, state: State, memory: int, op: Op,
     return f"unknown operation {op!r}"  # pragma: no cover - Op validates its kind
 
 
+def _available(chain: Chain, state: State, i: int) -> bool:
+    """x_i can be read: held plain, or (when a backward reads it) inside the tape t_i."""
+    return bool((state.plain | state.tapes & chain.saved_mask) >> i & 1)
+
+
+def _unavailable(chain: Chain, i: int) -> str:
+    if chain.saved(i):
+        return f"x{i} is not available (neither x{i} nor t{i} is held)"
+    return f"x{i} is not held (no backward reads it, so t{i} does not contain it)"
+
+
 def _forward(chain: Chain, state: State, memory: int, kind: str, i: int) -> Transition | str:
     """Fn_i, Fck_i or Fall_i: each reads x_i (plain, or inside t_i)."""
     L = chain.length
@@ -109,15 +120,10 @@ def _forward(chain: Chain, state: State, memory: int, kind: str, i: int) -> Tran
     if bwd_next < i:
         return f"B{i} has already run: a forward of stage {i} is no longer allowed"
     from_plain = plain >> i & 1
-    if not from_plain and not (i >= 1 and tapes >> i & 1):
-        return f"x{i} is not available (neither x{i} nor t{i} is held)"
+    if not _available(chain, state, i):
+        return _unavailable(chain, i)
     if kind == FALL:
-        if tapes >> (i + 1) & 1:
-            return f"t{i + 1} is already held"
-        size = chain.tape_size[i]
-        peak = memory + size + chain.fall_overhead[i]
-        return Transition(State(plain, tapes | 1 << (i + 1), bwd_next), peak,
-                          memory + size, chain.fall_time[i])
+        return _record(chain, state, memory, i)
     if plain >> (i + 1) & 1:
         return f"x{i + 1} is already held"
     size = x[i + 1]
@@ -130,8 +136,28 @@ def _forward(chain: Chain, state: State, memory: int, kind: str, i: int) -> Tran
             after -= x[i]
         else:
             tapes &= ~(1 << i)
-            after -= chain.tape_size[i - 1]
+            after -= chain.tape_held[i - 1]
     return Transition(State(plain, tapes, bwd_next), peak, after, chain.fwd_time[i])
+
+
+def _record(chain: Chain, state: State, memory: int, i: int) -> Transition | str:
+    """Fall_i: adds t_{i+1}; an unsaved output x_{i+1} comes beside it as a plain value
+    (unless a plain copy is already held, which is kept, or nothing can read it any more:
+    B_{i+1}, or for i = L-1 the loss, has run), and an unsaved input x_i is freed (nothing
+    will read it again)."""
+    plain, tapes, bwd_next = state
+    if tapes >> (i + 1) & 1:
+        return f"t{i + 1} is already held"
+    peak = memory + chain.tape_size[i] + chain.fall_overhead[i]
+    after = memory + chain.tape_held[i]
+    tapes |= 1 << (i + 1)
+    if not chain.output_saved[i] and not plain >> (i + 1) & 1 and bwd_next > i:
+        plain |= 1 << (i + 1)
+        after += chain.x_size[i + 1]
+    if i >= 1 and not chain.output_saved[i - 1]:
+        plain &= ~(1 << i)  # an unsaved x_i is only ever plain: it was read from there
+        after -= chain.x_size[i]
+    return Transition(State(plain, tapes, bwd_next), peak, after, chain.fall_time[i])
 
 
 def _loss(chain: Chain, state: State, memory: int) -> Transition | str:
@@ -142,8 +168,8 @@ def _loss(chain: Chain, state: State, memory: int) -> Transition | str:
     if bwd_next != L:
         return "the loss has already run"
     from_plain = plain >> L & 1
-    if not from_plain and not tapes >> L & 1:
-        return f"x{L} is not available (neither x{L} nor t{L} is held)"
+    if not _available(chain, state, L):
+        return _unavailable(chain, L)
     peak = memory + x[L] + chain.bwd_overhead[L]
     after = memory + x[L]
     if from_plain:
@@ -153,7 +179,8 @@ def _loss(chain: Chain, state: State, memory: int) -> Transition | str:
 
 
 def _backward(chain: Chain, state: State, memory: int, i: int) -> Transition | str:
-    """B_i: reads d_{i+1}, t_{i+1} and x_i; adds d_i; frees d_{i+1}, t_{i+1}, a plain x_i."""
+    """B_i: reads d_{i+1}, t_{i+1} and x_i (unless x_i is unsaved); adds d_i; frees d_{i+1},
+    t_{i+1}, a plain x_i."""
     L = chain.length
     plain, tapes, bwd_next = state
     x = chain.x_size
@@ -168,10 +195,10 @@ def _backward(chain: Chain, state: State, memory: int, i: int) -> Transition | s
     if not tapes >> (i + 1) & 1:
         return f"t{i + 1} is not held (B{i} needs the tape of F{i})"
     from_plain = plain >> i & 1
-    if not from_plain and not (i >= 1 and tapes >> i & 1):
-        return f"x{i} is not available (neither x{i} nor t{i} is held)"
+    if chain.saved(i) and not _available(chain, state, i):
+        return _unavailable(chain, i)
     peak = memory + x[i] + chain.bwd_overhead[i]
-    after = memory + x[i] - x[i + 1] - chain.tape_size[i]
+    after = memory + x[i] - x[i + 1] - chain.tape_held[i]
     tapes &= ~(1 << (i + 1))
     if from_plain and i >= 1:
         plain &= ~(1 << i)
@@ -197,7 +224,7 @@ def _drop(chain: Chain, state: State, memory: int, target: str, i: int) -> Trans
     if not tapes >> i & 1:
         return f"t{i} is not held"
     return Transition(State(plain, tapes & ~(1 << i), bwd_next), memory,
-                      memory - chain.tape_size[i - 1], 0.0)
+                      memory - chain.tape_held[i - 1], 0.0)
 
 
 @dataclass(frozen=True, slots=True)

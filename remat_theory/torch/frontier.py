@@ -8,6 +8,10 @@ a loss), every *method* is one way to run a training step (forward, loss, backwa
 - ``remat:SOLVER@F``: :class:`~remat_theory.torch.module.CheckpointedSequential` with the
   named solver at a budget of ``F`` times the store-all peak of the profiled chain (by
   default a sweep from the solver's smallest feasible budget to store-all).
+- ``remat-compiled:SOLVER@F`` (with ``compile_stages=True``): the same with every stage
+  compiled by ``torch.compile`` (the schedule still runs eagerly between stages), profiled
+  on its own since a compiled stage saves other tensors: remat's answer to the compiler's
+  fusion, to set beside ``memory_budget``.
 - ``checkpoint_sequential:K``: ``torch.utils.checkpoint.checkpoint_sequential`` over the same
   stage list with ``K`` segments (non-reentrant), for every K from 2 to the number of stages.
 - ``memory_budget:R``: ``torch.compile`` of the same stages with
@@ -131,8 +135,8 @@ def _memory_budget(stages: nn.Sequential, ratio: float, x: torch.Tensor, loss_fn
     return step
 
 
-def _remat_point(stages, budget, solver, x, loss_fn, chain, label) -> _Method:
-    pt = Point(f"remat:{solver}@{label}", "remat", budget, solver)
+def _remat_point(stages, budget, solver, x, loss_fn, chain, label, kind="remat") -> _Method:
+    pt = Point(f"{kind}:{solver}@{label}", "remat", budget, solver)
     try:
         ck = CheckpointedSequential(stages, budget=budget, solver=solver, example_input=x,
                                     loss_fn=loss_fn, chain=chain)
@@ -164,8 +168,40 @@ def remat_budgets(stages, solver, x, loss_fn, chain, steps=DEFAULT_STEPS) -> lis
                    for q in steps})
 
 
+def _remat_sweep(stages, solvers, fractions, x, loss_fn, chain, kind="remat") -> list:
+    """remat points of every solver over the budget sweep (or the given fractions)."""
+    methods = []
+    for solver in solvers:
+        if fractions is None:
+            for b in remat_budgets(stages, solver, x, loss_fn, chain):
+                methods.append(_remat_point(stages, int(b), solver, x, loss_fn, chain,
+                                            f"{b / chain.store_all_memory():.3f}", kind))
+        else:
+            for f in fractions:
+                methods.append(_remat_point(stages, float(f), solver, x, loss_fn, chain,
+                                            f"{f:g}", kind))
+    return methods
+
+
+def _compiled_sweep(stages, solvers, fractions, x, loss_fn, profile_repeats) -> list:
+    """remat over the same stages, each compiled once (parameters shared) and profiled
+    compiled; a compiler failure is one ``error`` point, as for ``memory_budget``."""
+    import torch._dynamo
+
+    try:
+        torch._dynamo.reset()
+        compiled = nn.Sequential(*[torch.compile(s) for s in stages])
+        cchain = profile(list(compiled), x, loss_fn, repeats=profile_repeats)
+    except Exception as e:  # noqa: BLE001 - any compiler failure is a result here
+        pt = Point("remat-compiled", "remat", status="error",
+                   detail=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
+        return [_Method(pt, None)]
+    return _remat_sweep(compiled, solvers, fractions, x, loss_fn, cchain, "remat-compiled")
+
+
 def prepare(net: Network, *, solvers=("dp",), fractions=None, segments=None,
             memory_budgets=DEFAULT_MEMORY_BUDGETS, compile_budgets: bool = True,
+            compile_stages: bool = False,
             chain=None, profile_repeats: int = 3) -> tuple[list, object]:
     """Build every method for ``net``; returns ``(methods, chain)``.
 
@@ -174,20 +210,16 @@ def prepare(net: Network, *, solvers=("dp",), fractions=None, segments=None,
     ``chain``: a profiled chain of the network's stages (profiled here when None, once, and
     shared by every remat point).  Methods that cannot run (an infeasible budget, a schedule
     the drop-in refuses, no compiler) become points with their status and no step.
+    ``compile_stages``: also remat with every stage compiled (``remat-compiled`` points).
     """
     stages = nn.Sequential(*split_stages(net.model))
     x, loss_fn = net.example_input, net.loss_fn
     if chain is None:
         chain = profile(list(stages), x, loss_fn, repeats=profile_repeats)
     methods = [_Method(Point("plain", "plain"), _plain(stages, x, loss_fn))]
-    for solver in solvers:
-        if fractions is None:
-            for b in remat_budgets(stages, solver, x, loss_fn, chain):
-                methods.append(_remat_point(stages, int(b), solver, x, loss_fn, chain,
-                                            f"{b / chain.store_all_memory():.3f}"))
-        else:
-            for f in fractions:
-                methods.append(_remat_point(stages, float(f), solver, x, loss_fn, chain, f"{f:g}"))
+    methods += _remat_sweep(stages, solvers, fractions, x, loss_fn, chain)
+    if compile_stages:
+        methods += _compiled_sweep(stages, solvers, fractions, x, loss_fn, profile_repeats)
     L = len(stages)
     for k in (segments if segments is not None else range(2, L + 1)):
         methods.append(_Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
@@ -328,13 +360,14 @@ def plot(records: list, path, title: str = "") -> None:
         pts = [p for p in rec["points"] if p["status"] == "ok" and p["peak"] is not None]
         fams = {}
         for p in pts:
-            key = p["family"] if p["family"] != "remat" else f"remat {p['solver']}"
+            key = p["family"] if p["family"] != "remat" else p["method"].split("@")[0]
             fams.setdefault(key, []).append(p)
         for key, ps in sorted(fams.items()):
             fam = ps[0]["family"]
             marker, color = style.get(fam, ("x", "C3"))
-            if fam == "remat" and ps[0]["solver"] != "dp":
-                color = "C4"
+            if fam == "remat" and (ps[0]["solver"] != "dp"
+                                   or ps[0]["method"].startswith("remat-compiled")):
+                color = "C4" if ps[0]["solver"] != "dp" else "C9"
             ps.sort(key=lambda p: p["peak"])
             ax.plot([p["peak"] / 2**20 for p in ps], [p["time"] * 1e3 for p in ps],
                     marker=marker, color=color, linestyle="-" if fam == "remat" else "none",

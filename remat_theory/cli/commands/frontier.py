@@ -57,6 +57,9 @@ def add_arguments(p) -> None:
                    help="torch._functorch activation_memory_budget values under torch.compile")
     p.add_argument("--no-compile", action="store_true", dest="no_compile",
                    help="leave out torch.compile's memory-budget points")
+    p.add_argument("--compile-stages", action="store_true", dest="compile_stages",
+                   help="also run remat with every stage compiled by torch.compile "
+                        "(remat-compiled points, profiled compiled)")
     p.add_argument("--repeats", type=positive_int, default=7, help="interleaved timed rounds")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write frontier_NETWORK.json and .png there (default: print only)")
@@ -79,7 +82,8 @@ def run(args) -> int:
             net = build(args.network, args.scale, batch=batch, size=size)
             rec = run_frontier(net, device=device, repeats=args.repeats, solvers=solvers,
                                fractions=fractions, memory_budgets=budgets,
-                               compile_budgets=not args.no_compile)
+                               compile_budgets=not args.no_compile,
+                               compile_stages=args.compile_stages)
             rec.update(scale=args.scale, batch=batch, size=size)
             records.append(rec)
             if not args.json:

@@ -93,6 +93,10 @@ def add_arguments(p) -> None:
                    dest="fall_costs",
                    help="give chains their own recording-forward costs (fall_time, "
                         "fall_overhead): none (default), every other trial, or all")
+    p.add_argument("--unsaved-outputs", default="none", choices=("none", "half", "all"),
+                   dest="unsaved_outputs",
+                   help="give chains outputs that no backward reads (output_saved false "
+                        "entries): none (default), every other pair of trials, or all")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core; 1 runs in this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -125,6 +129,7 @@ def run(args) -> int:
                        max_stages_for=tuple(args.max_stages_for),
                        workers=args.workers,
                        scheduler=args.scheduler, fall_costs=args.fall_costs,
+                       unsaved_outputs=args.unsaved_outputs,
                        progress=not args.no_progress and args.json is None)
     with stdout_to_stderr(args.json == "-"):
         report = run_verify(cfg)

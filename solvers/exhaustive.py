@@ -53,6 +53,7 @@ from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import Solution
 from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
 
+from solvers import registry
 from solvers.registry import register, variant
 
 NAME = "exhaustive"
@@ -95,8 +96,7 @@ class _Moves:
         self.L = L
         self.allow_drop = allow_drop
         self.lean = lean
-        saved = getattr(chain, "output_saved", None) or (True,) * L
-        self.inside = sum(1 << (i + 1) for i in range(L) if saved[i])  # x_{i+1} in t_{i+1}
+        self.inside = chain.saved_mask  # bit i: t_i holds x_i
         self.fwd = [(Fn(i), Fck(i), Fall(i)) for i in range(L)]
         self.bwd = [Bwd(i) for i in range(L)]
         self.dropx = [DropX(i) if i else None for i in range(L + 1)]
@@ -114,10 +114,10 @@ class _Moves:
         elif nxt >= 0 and tapes >> (nxt + 1) & 1:
             yield self.bwd[nxt]
         room = _INF if memory is None else budget - memory
-        inside = self.inside if self.lean else 0
+        inside = self.inside
         top = min(nxt, L - 1)
         for i in range(top + 1):
-            if plain >> i & 1 or (i and tapes >> i & 1):
+            if (plain | tapes & self.inside) >> i & 1:  # x_i available
                 fn, fck, fall = self.fwd[i]
                 if not plain >> (i + 1) & 1 and self.plain_peak[i] <= room:
                     yield fn  # (else "x_{i+1} is already held", or over the budget)
@@ -163,25 +163,31 @@ class _Heuristic:
     its input, both gradients, its overhead).  So the time still to spend is at least the
     simple bound plus ``min over H fitting of [sum_{i in P-H} min(fwd_time[i],
     fall_time[i]) + sum_{i held, not in H} fall_time[i]]``: a 0/1 knapsack, solved exactly
-    for ``n <= exact_up_to`` and bounded by its fractional relaxation above (per term, so
+    for ``n <= exact_up_to`` or a capacity of at most ``exact_weights`` (the DP keeps one
+    entry per weight) and bounded by its fractional relaxation otherwise (per term, so
     the bound stays consistent); the bound takes the largest such term over the backwards still
     to run (each is a lower bound on the same extra time, so their maximum is)."""
 
-    exact_up_to = 12  # terms n up to this solve the 0/1 knapsack, longer ones its LP
+    exact_up_to = 12  # terms n up to this solve the 0/1 knapsack (at most 2^n subsets) ...
+    exact_weights = 1024  # ... and so do terms whose capacity is at most this; others its LP
 
     def __init__(self, chain: Chain, budget: float):
         L = chain.length
-        x, tp = chain.x_size, chain.tape_size
+        x, held = chain.x_size, chain.tape_held
         self.chain = chain
         self.L = L
         self.fall = chain.fall_time
         self.fwd_min = [min(f, g) for f, g in zip(chain.fwd_time, chain.fall_time)]
+        self.saved = chain.saved_mask  # bit i: x_i can be read inside t_i
+        self.unsaved = ((2 << L) - 2) & ~chain.saved_mask  # bit i: B_i does not read x_i
+        # B_n reads its input x_n unless x_n is unsaved (the loss, n = L, always reads it)
+        reads = [n >= 1 and (n == L or chain.saved(n)) for n in range(L + 1)]
         # capacity for the tapes held through B_n, and each slot's weight there
         # (the loss, n = L, holds no tape and no gradient of its own before it runs)
-        self.cap = [budget - (x[0] + x[n] + chain.bwd_overhead[n] + (x[n] if n >= 1 else 0)
-                              + (x[n + 1] + tp[n] if n < L else 0)) for n in range(L + 1)]
-        self.weight = [[tp[i] - (x[n] if i == n - 1 else 0) for i in range(n)]
-                       for n in range(L + 1)]
+        self.cap = [budget - (x[0] + x[n] + chain.bwd_overhead[n] + (x[n] if reads[n] else 0)
+                              + (x[n + 1] + held[n] if n < L else 0)) for n in range(L + 1)]
+        self.weight = [[held[i] - (x[n] if i == n - 1 and chain.saved(n) else 0)
+                        for i in range(n)] for n in range(L + 1)]
         self.memo: dict = {}
 
     def __call__(self, state: State) -> float:
@@ -190,7 +196,16 @@ class _Heuristic:
         if n < 0:
             return h
         mask = (2 << n) - 1
-        return h + self._largest(n, (plain | tapes) & mask, tapes & mask)
+        return h + self._largest(n, self._avail(plain, tapes, n) & mask, tapes & mask)
+
+    def _avail(self, plain: int, tapes: int, n: int) -> int:
+        """The inputs available (plain, or inside a tape that holds them), and x_n itself
+        when ``B_n`` will not read it and its tape t_{n+1} is held: then nothing before
+        ``B_n`` needs x_n (bits of stages ``0..n`` are what the terms read)."""
+        avail = plain | tapes & self.saved
+        if self.unsaved >> n & tapes >> (n + 1) & 1:
+            avail |= 1 << n
+        return avail
 
     def _largest(self, n: int, avail: int, tapes: int) -> float:
         """The largest term over the backwards ``B_1 .. B_n`` (``B_0`` has no stage below
@@ -210,7 +225,8 @@ class _Heuristic:
             pending.append((n, avail, tapes))
             n -= 1
             low = (2 << n) - 1
-            avail, tapes = avail & low, tapes & low
+            top = self.unsaved >> n & tapes >> (n + 1) & 1  # as in _avail, one level down
+            avail, tapes = avail & low | top << n, tapes & low
         for key in reversed(pending):
             m, a, t = key
             k = a.bit_length() - 1  # the highest stage <= m whose input is available
@@ -239,7 +255,7 @@ class _Heuristic:
         total = sum(v for v, _ in items)
         if cap < 0:
             return total
-        if n <= self.exact_up_to:  # the 0/1 knapsack: at most 2^n subsets
+        if n <= self.exact_up_to or cap <= self.exact_weights:  # 0/1: min(2^n, cap+1) sums
             best = {0: 0.0}  # weight of a subset H that fits -> the most time it saves
             for v, w in items:
                 for wt, val in list(best.items()):
@@ -266,8 +282,7 @@ class _Lean:
 
     def __init__(self, chain: Chain):
         L = chain.length
-        saved = getattr(chain, "output_saved", None) or (True,) * L
-        self.inside = sum(1 << (i + 1) for i in range(L) if saved[i])  # x_{i+1} in t_{i+1}
+        self.inside = chain.saved_mask  # bit i: t_i holds x_i
         self.above = [~((2 << n) - 1) for n in range(L)]  # bits n+1 .. L
 
     def __call__(self, state: State) -> State | None:
@@ -509,6 +524,24 @@ def _check_class(schedule_class, allow_drop) -> classes.ScheduleClass:
     return classes.schedule_class(schedule_class)
 
 
+def _weak_incumbent(chain: Chain, budget: int, schedule_class: str,
+                    time_limit: float | None) -> Schedule | None:
+    """The weak DP's schedule as the search's incumbent (an upper bound), on chains longer
+    than ``REFERENCE_MAX_STAGES`` searched over all schedules; None elsewhere, or when the
+    DP has none in a tenth of the time limit.  On the chains up to that length the search
+    takes seconds at most and returns its own schedule, as it always did; above it, the
+    incumbent spares the search every state whose bound reaches the DP's makespan (on the
+    benchmark's random chains that makespan is the optimum: docs/results.md)."""
+    if chain.length <= REFERENCE_MAX_STAGES or schedule_class != persistence.ALL:
+        return None
+    try:
+        weak = registry.solve(chain, budget, "dp-weak",
+                              time_limit=None if time_limit is None else time_limit / 10)
+    except RematError:
+        return None
+    return weak.schedule
+
+
 def _tractable_note(chain: Chain, budget: int, options) -> str | None:
     """Say so before a search the guard lets through (max_stages raised) beyond the chains
     measured to take seconds."""
@@ -552,8 +585,12 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     if time_limit is not None:
         time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
                                     owner=_OPTION, unit="seconds")
+    start = time.perf_counter()
+    incumbent = _weak_incumbent(chain, budget, schedule_class, time_limit)
+    if time_limit is not None:
+        time_limit = max(time_limit - (time.perf_counter() - start), 1e-9)
     schedule, makespan, peak, bound, proven, stopped_by = _search(
-        chain, budget, allow_drop, time_limit, schedule_class, max_states)
+        chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent)
     info = {"allow_drop": allow_drop, "schedule_class": schedule_class}
     if schedule is not None:
         return Solution.optimal(NAME, budget, schedule, makespan, peak, optimal_for=cls,

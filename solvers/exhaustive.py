@@ -294,6 +294,31 @@ class _Lean:
             return None
         return State(plain & ~extra, tapes, n)
 
+    def dominated(self, state: State, time: float, g: dict) -> bool:
+        """Whether the same state without some of these values (Lemma 3 holds for any of
+        them) has been reached in at most ``time`` (``g``: the times reached so far).  Up to
+        three such values, every nonempty subset of them is looked up; more, all of them
+        and each one alone."""
+        plain, tapes, n = state
+        extra = plain & tapes & self.inside
+        if n >= 0 and n < len(self.above):
+            extra |= plain & self.above[n]
+        if not extra:
+            return False
+        if bin(extra).count("1") <= 3:
+            subsets = []
+            sub = extra
+            while sub:
+                subsets.append(sub)
+                sub = (sub - 1) & extra
+        else:
+            subsets = [extra] + [1 << i for i in range(extra.bit_length()) if extra >> i & 1]
+        get = g.get
+        for sub in subsets:
+            if get(State(plain & ~sub, tapes, n), _INF) <= time:
+                return True
+        return False
+
 
 def _heuristic(chain: Chain, state: State, budget: float = float("inf")) -> float:
     """:class:`_Heuristic` of ``chain`` at ``state`` (built afresh: for single calls)."""
@@ -440,10 +465,8 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
             schedule = _rebuild(parent, s)
             return schedule, gs, simulate(chain, schedule, budget, allow_drop).peak_memory, \
                 gs, True, None
-        if lean is not None:
-            sub = lean(s)
-            if sub is not None and g.get(sub, _INF) <= gs:
-                continue  # dominated by a state reached at no more time
+        if lean is not None and lean.dominated(s, gs, g):
+            continue  # dominated by a state reached at no more time
         closed.add(s)
         pops += 1
         stats["expanded"], stats["kept"] = pops, len(g)
@@ -460,10 +483,8 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
             ng = gs + r.time
             old = g.get(ns)
             if old is None or ng < old:
-                if lean is not None:
-                    sub = lean(ns)
-                    if sub is not None and g.get(sub, _INF) <= ng:
-                        continue
+                if lean is not None and lean.dominated(ns, ng, g):
+                    continue
                 fn = ng + heuristic(r.state)
                 if fn >= ceiling:
                     continue  # no better than the incumbent

@@ -5,14 +5,17 @@ For each chain (``families.make("random", L, seed)``) and budget (``tight``: 10%
 from the weak DP's smallest feasible budget to store-all, as ``bench_ilp.py``), every mode
 runs the same search code with one difference:
 
-- ``before``: the A* bound alone (no dominance rules, no incumbent): the states the search
-  visited before the pruning (the move filter of rule 3, which changes no state, stays on);
+- ``original``: the search as it was before the pruning: the A* bound alone, with the
+  0/1 knapsack for terms of at most 12 stages only (their LP above);
+- ``before``: the A* bound alone (no dominance rules, no incumbent), with today's knapsack
+  (0/1 also for the terms of small capacity);
 - ``dominance``: with the dominance rules of Lemma 3;
 - ``incumbent``: with the weak DP's schedule as the incumbent;
 - ``after``: both, as ``remat solve --solver exhaustive`` runs chains of more than 10
   stages (the time includes the weak DP's).
 
-Each row: proven or not, the optimum or the lower bound reached under ``--time-limit``,
+The move filter of rule 3 (no operation over the budget is proposed), which changes no
+state, is on in every mode.  Each row: proven or not, the optimum or the lower bound reached under ``--time-limit``,
 states expanded and kept, wall and CPU seconds (CPU: the steadier figure on a shared
 machine), the 1-minute load average at the start.
 
@@ -34,8 +37,8 @@ import solvers.exhaustive as ex
 from remat_theory.analysis.families import make
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MODES = {"before": (False, False), "dominance": (True, False), "incumbent": (False, True),
-         "after": (True, True)}
+MODES = {"original": (False, False), "before": (False, False), "dominance": (True, False),
+         "incumbent": (False, True), "after": (True, True)}
 
 
 def tight_budget(chain) -> int:
@@ -53,8 +56,15 @@ def run(chain, budget: int, mode: str, time_limit: float) -> dict:
     incumbent = (ex._weak_incumbent(chain, budget, "all", time_limit) if with_incumbent
                  else None)
     left = max(time_limit - (time.perf_counter() - wall), 1e-9)
-    _, makespan, _, bound, proven, stopped = ex._search(
-        chain, budget, False, left, "all", ex.DEFAULT_MAX_STATES, incumbent, stats, dominance)
+    knapsack = ex._Heuristic.exact_weights
+    if mode == "original":
+        ex._Heuristic.exact_weights = -1
+    try:
+        _, makespan, _, bound, proven, stopped = ex._search(
+            chain, budget, False, left, "all", ex.DEFAULT_MAX_STATES, incumbent, stats,
+            dominance)
+    finally:
+        ex._Heuristic.exact_weights = knapsack
     return {"mode": mode, "proven": bool(proven and makespan is not None),
             "makespan": makespan, "bound": bound, "stopped_by": stopped,
             "expanded": stats.get("expanded", 0), "kept": stats.get("kept", 0),

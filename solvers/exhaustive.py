@@ -13,17 +13,21 @@ least one more ``Fall_j``, and the memory at a later backward forces recomputati
 tapes held through it must fit in the budget (proofs/exhaustive.md).  It never decreases
 by more than an edge's cost, so A* returns the optimum.
 
+Pruning (proofs/exhaustive.md, Lemma 3 and "The incumbent"), each exact: without Drop, a
+state holding a plain x_i beside the tape t_i that contains it, or a plain value no
+operation will read again, is dominated by the same state without it, so it is dropped once
+that state has been reached at no more time (:class:`_Lean`); and on chains of more than
+``REFERENCE_MAX_STAGES`` stages, the weak DP's schedule is an incumbent: no state whose
+bound reaches its makespan is kept, and when none is left below it, it is the optimum.
+
 The state space has at most 2^L * 2^L * (L+2) states, but only the states reachable within
-the budget and below the optimum's f-value are visited.  At the tight budgets of
-``benchmarks/bench_ilp.py exhaustive-bound`` (the random chains of ``speed``) the memory
-term of the bound visits 2.0-2.9 times fewer states than the simple bound and proves the
-three 12-stage chains in 1.6-22 s (simple: 2.7-46 s) and 1 of 3 15-stage ones within
-120 s (14 s; simple: 36 s); the other two stop with bounds 257.75 and 272 (optima 269 and
-275; simple: 241 and 263).  At the middle budgets, 15 stages take 0.8-6.9 s (simple:
-1.2-30 s).  A tight 20-stage one was not proven in 10 minutes (before the memory term).
-Nothing bounds other chains by those figures (the state space still grows as 4^L), so
-``max_stages`` (default 8) guards against an accidental long run: raise it to go further,
-with ``time_limit``.
+the budget and below the optimum's f-value are visited.  On the random chains of
+``benchmarks/bench_exhaustive.py`` at tight budgets, the pruning keeps 3.3-4.5 times fewer
+states and expands 2.0-2.7 times fewer; all three 15-stage chains are proven (4-142 s on a
+machine loaded 5-8 on 2 cores, 2.7-94 CPU seconds), where the search without pruning proved
+one in 300 s.  Nothing bounds other chains by those figures (the state space still grows as
+4^L), so ``max_stages`` (default 8) guards against an accidental long run: raise it to go
+further, with ``time_limit``.
 
 Option ``schedule_class`` restricts the search to exactly one class of schedules of
 :mod:`remat_theory.model.persistence` (``"persistent"`` or ``"weak"``): an operation is an edge
@@ -492,7 +496,9 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
                 parent[ns] = (s, op)
                 heapq.heappush(heap, (fn, ng, next(counter), ns, r.memory_after))
     if upper is not None:  # nothing below the incumbent: it is optimal
-        schedule = incumbent if isinstance(incumbent, Schedule) else Schedule(incumbent)
+        schedule = (incumbent if isinstance(incumbent, Schedule) else
+                    Schedule.parse(incumbent) if isinstance(incumbent, str) else
+                    Schedule(incumbent))
         return (schedule, upper, simulate(chain, schedule, budget, allow_drop).peak_memory,
                 upper, True, None)
     return None, None, None, None, True, None

@@ -316,3 +316,19 @@ def test_the_bound_sees_recomputation_the_simple_bound_does_not():
             if not isinstance(r, str) and r.peak <= b:
                 todo.append((r.state, r.memory_after))
     assert above > 0
+
+
+def test_an_optimal_incumbent_is_proven_and_returned():
+    """With the optimum as its incumbent, the search keeps no state whose bound reaches it,
+    runs out of states and returns the incumbent itself, proven, as text or as a schedule;
+    an invalid incumbent is ignored."""
+    from solvers.exhaustive import search
+
+    c, b = _tight_nine_stages()
+    schedule, makespan, peak, bound, proven = search(c, b)
+    assert proven and schedule is not None
+    for given in (schedule, str(schedule)):
+        got = search(c, b, incumbent=given)
+        assert got[4] and got[1] == makespan == got[3] and got[2] == peak
+        assert str(got[0]) == str(schedule)
+    assert search(c, b, incumbent="Loss")[1] == makespan  # invalid: a plain search

@@ -90,7 +90,8 @@ class UnitChain:
     (0 for k <= s).
     """
 
-    def __init__(self, x, tape, fo, bo, fwd, bwd, fao=None, fall=None):
+    def __init__(self, x, tape, fo, bo, fwd, bwd, fao=None, fall=None, held=None,
+                 unsaved=None):
         self.x = np.asarray(x, dtype=np.int64)
         self.tape = np.asarray(tape, dtype=np.int64)
         self.fo = np.asarray(fo, dtype=np.int64)
@@ -101,10 +102,28 @@ class UnitChain:
         self.fall = self.fwd.copy() if fall is None else np.asarray(fall, dtype=np.float64)
         L = len(self.fwd)
         self.L = L
+        # Outputs no backward reads (the chain's ``output_saved``, docs/model.md): ``un[i]``
+        # is True when x_i is unsaved (never for x_0), ``ux[i]`` = x[i] then, else 0;
+        # ``th[i]`` is the held size of t_{i+1} (``tape_held``; ``tape`` stays what Fall_i
+        # adds in all, its peak).  All saved: th = tape, ux = 0, every formula as before.
+        self.un = (np.zeros(L + 1, dtype=bool) if unsaved is None
+                   else np.asarray(unsaved, dtype=bool))
+        self.ux = np.where(self.un, self.x, 0).astype(np.int64)
+        self.th = self.tape.copy() if held is None else np.asarray(held, dtype=np.int64)
         self.cf = np.concatenate([[0.0], np.cumsum(self.fwd)])
         self.step = self.x[:L] + self.x[1:] + self.fo  # peak of Fn_j above held: x[j]+x[j+1]+fo[j]
+        # Option A's child (s+1, t) runs at m - dA[s]: Fall_s adds th[s] and an unsaved plain
+        # x_{s+1} (the child's own input), and frees an unsaved x_s (proofs/persistent_dp.md).
+        self.dA = self.th + self.ux[1:] - self.ux[:L]
+        # B_s at the end of a segment starting at s: t_{s+1}, d_{s+1}, the new d_s, and x_s
+        # unless Fall_s freed it (unsaved).
+        self.bneed = self.th + self.x[1:] + self.x[:L] - self.ux[:L] + self.bo[:L]
         self._fp = None
         self._fps = None
+
+    @property
+    def has_unsaved(self) -> bool:
+        return bool(self.un.any())
 
     @property
     def fps(self) -> np.ndarray:
@@ -142,11 +161,16 @@ class UnitChain:
         return cls([v // g for v in chain.x_size], [v // g for v in chain.tape_size],
                    [v // g for v in chain.fwd_overhead], [v // g for v in chain.bwd_overhead],
                    chain.fwd_time, chain.bwd_time, [v // g for v in chain.fall_overhead],
-                   chain.fall_time), g
+                   chain.fall_time, held=[v // g for v in chain.tape_held],
+                   unsaved=_unsaved(chain)), g
 
     @classmethod
     def rounded(cls, chain: Chain, budget: int, slots: int, down: bool = False) -> "UnitChain":
-        """Sizes in slots of budget/slots bytes, rounded up (or down when ``down``)."""
+        """Sizes in slots of budget/slots bytes, rounded up (or down when ``down``).
+
+        Every value held is rounded on its own (a held tape ``tape_held[i]`` too, beside
+        ``tape_size[i]``, the size Fall_i's peak adds), so a peak in slots is the sum of
+        rounded parts: never below the true peak rounded up (never above it rounded down)."""
         def r(v: int) -> int:
             if v == 0:
                 return 0
@@ -158,11 +182,12 @@ class UnitChain:
         return cls([r(v) for v in chain.x_size], [r(v) for v in chain.tape_size],
                    [r(v) for v in chain.fwd_overhead], [r(v) for v in chain.bwd_overhead],
                    chain.fwd_time, chain.bwd_time, [r(v) for v in chain.fall_overhead],
-                   chain.fall_time)
+                   chain.fall_time, held=[r(v) for v in chain.tape_held],
+                   unsaved=_unsaved(chain))
 
     def size_gcd(self) -> int:
         """gcd of every unit size (1 when all are zero)."""
-        vals = np.concatenate([self.x, self.tape, self.fo, self.bo, self.fao])
+        vals = np.concatenate([self.x, self.tape, self.fo, self.bo, self.fao, self.th])
         g = int(reduce(math.gcd, (int(v) for v in np.unique(vals)), 0))
         return max(g, 1)
 
@@ -175,7 +200,7 @@ class UnitChain:
         if g == 1:
             return self
         return UnitChain(self.x // g, self.tape // g, self.fo // g, self.bo // g, self.fwd,
-                         self.bwd, self.fao // g, self.fall)
+                         self.bwd, self.fao // g, self.fall, held=self.th // g, unsaved=self.un)
 
     def g(self, t: int) -> int:
         """Size of the gradient live at the start of a segment ending at t."""
@@ -183,24 +208,33 @@ class UnitChain:
 
     def fall_needs(self, s: int, t: int) -> int:
         """Least m for Fall_s (at the start of segment (s, t)) and B_s at its end."""
-        x, tape = self.x, self.tape
-        return int(max(self.g(t) + tape[s] + self.fao[s], tape[s] + x[s + 1] + x[s] + self.bo[s]))
+        return int(max(self.g(t) + self.tape[s] + self.fao[s], self.bneed[s]))
+
+    def store_all_terms(self):
+        """Peaks of store-all (Fall_0 .. Fall_{L-1}, the loss, B_{L-1} .. B_0) above x_0,
+        as ``(P, fall_term, b_term, loss_term)``: held before the forward of stage i is
+        ``P[i]`` (the held tapes of stages < i and an unsaved plain x_i), the peak of Fall_i
+        ``fall_term[i] = P[i] + tape[i] + fao[i]``, of B_i ``b_term[i]`` (held tapes of
+        stages <= i, d_{i+1}, the new d_i), of the loss ``loss_term``.  A segment (s, t)
+        sees each of them minus ``P[s]`` (proofs/persistent_dp.md, Lemma 2.4)."""
+        L, x, th = self.L, self.x, self.th
+        TH = np.concatenate([[0], np.cumsum(th)]).astype(np.int64)
+        P = TH + self.ux
+        fall_term = P[:L] + self.tape + self.fao
+        b_term = TH[1:] + x[1:] + x[:L] + self.bo[:L]
+        loss_term = int(P[L] + x[L] + self.bo[L])
+        return P, fall_term, b_term, loss_term
 
     def store_all_units(self) -> int:
         """Peak of store-all in units (the persistent optimum is constant above it)."""
-        L, x, tp, fo, bo = self.L, self.x, self.tape, self.fao, self.bo
-        TS = np.concatenate([[0], np.cumsum(tp)])
-        held_f = int(x[0]) + TS[:L]  # held before Fall_i
-        peak = max(int(x[0]), int((held_f + tp + fo).max(initial=0)))
-        held = int(x[0] + TS[L])
-        peak = max(peak, held + int(x[L] + bo[L]))
-        held += int(x[L])
-        # before B_i: x_0, tapes 0..i, x_{i+1} (d_{i+1}); B_i produces x_i-sized d_i
-        i = np.arange(L)
-        held_b = int(x[0]) + TS[i + 1] + x[i + 1]
-        if L:
-            peak = max(peak, int((held_b + x[:L] + bo[:L]).max()))
-        return peak
+        _, fall_term, b_term, loss_term = self.store_all_terms()
+        return int(self.x[0]) + max(0, loss_term, int(fall_term.max(initial=0)),
+                                    int(b_term.max(initial=0)))
+
+
+def _unsaved(chain: Chain) -> list:
+    """un[i] (i = 0..L): x_i is unsaved, no backward reads it (never x_0)."""
+    return [False] + [not v for v in chain.output_saved]
 
 
 def shift(row: np.ndarray, d: int) -> np.ndarray:
@@ -216,12 +250,13 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
     """Slot size, rounding loss and guaranteed budget of ``slots`` mode (bytes).
 
     Every size v is counted as ceil(v * slots / budget) slots of budget/slots bytes, so it
-    is over-counted by less than one slot.  A peak of a schedule adds at most L + 4 values
-    (x_0, one value per stage 1..L since no class schedule holds a plain x_i and t_i
-    together, the live gradient, the value being produced and the overhead), so every
-    persistent schedule whose true peak is at most ``guaranteed_budget`` = budget minus the
-    L + 4 largest over-counts is accepted by the slot DP: its makespan is then at most the
-    exact persistent optimum at ``guaranteed_budget``.
+    is over-counted by less than one slot.  A peak of a schedule adds at most L + 4 + U
+    values, U the number of unsaved outputs (x_0; one value per stage 1..L, since no class
+    schedule holds a plain x_i and t_i together, two where x_i is unsaved: Fall_{i-1} holds
+    both until Fall_i; the live gradient, the value being produced and the overhead), so
+    every persistent schedule whose true peak is at most ``guaranteed_budget`` = budget
+    minus the L + 4 + U largest over-counts is accepted by the slot DP: its makespan is then
+    at most the exact persistent optimum at ``guaranteed_budget``.
     """
     L = chain.length
     sizes = all_sizes(chain)
@@ -230,7 +265,8 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
         excess = [0.0 for _ in sizes]
     else:
         excess = [(-(-v * slots // budget)) * budget / slots - v for v in sizes]
-    largest = sorted(excess, reverse=True)[:L + 4]
+    count = L + 4 + sum(1 for v in chain.output_saved if not v)
+    largest = sorted(excess, reverse=True)[:count]
     loss = sum(largest)
     return {"slots": slots, "slot_size": slot, "rounding_loss_max": max(excess),
             "rounding_loss": loss, "guaranteed_budget": max(0, math.floor(budget - loss))}
@@ -239,10 +275,14 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
 def all_sizes(chain: Chain) -> list:
     """Every size of the chain (bytes) that slot rounding touches (``fall_overhead`` only
     when the chain gives its own: otherwise it repeats ``fwd_overhead``, and listing it
-    twice would only loosen :func:`slot_info`'s bound)."""
+    twice would only loosen :func:`slot_info`'s bound; the held size of a tape only where
+    it differs from ``tape_size``, an unsaved output's stage)."""
     sizes = (list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead)
              + list(chain.bwd_overhead))
-    return sizes + list(chain.fall_overhead) if chain.has_fall_costs else sizes
+    if chain.has_fall_costs:
+        sizes += list(chain.fall_overhead)
+    sizes += [h for h, keep in zip(chain.tape_held, chain.output_saved) if not keep]
+    return sizes
 
 
 def peak(chain: Chain, schedule: Schedule) -> int:

@@ -29,6 +29,12 @@ Recurrence (every peak is a row of the operation table):
 
 The answer is W(0, L, budget - x[0]) (x_0 is always held, never freed).
 
+Outputs no backward reads (the chain's ``output_saved``; proofs/persistent_dp.md 2.10):
+t_{s+1} holds th[s] = ``tape_held[s]``, an unsaved x_s is a plain value the segment owns
+(counted outside m, as in the plain form) and Fall_s frees it, so option A's child runs at
+m - dA[s], dA[s] = th[s] + ux[s+1] - ux[s], and B_s needs bneed[s] = th[s] + x[s+1] + x[s]
+- ux[s] + bo[s] (ux[i] = x[i] when x_i is unsaved, else 0).  All saved: the formulas above.
+
 Vectorization: the table is computed for every memory value at once (numpy rows over m);
 for fixed (s, t) the minimum over k of option B is a ``(t-s) x M`` min-plus reduction done in
 blocks of rows that stay in the processor's cache (one add and one minimum per block), and
@@ -106,7 +112,7 @@ def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
     gvec = np.concatenate([x[1:], [0]]).astype(np.int64)  # g(t), t = 0..L
     S = np.zeros((L + 1, L + 1), dtype=np.int64)
-    bneed = tape + x[1:] + x[:L] + bo[:L]  # B_s at the end of a segment starting at s
+    bneed, dA = uc.bneed, uc.dA  # B_s's need; option A's child runs at m - dA[s]
     fao = uc.fao  # Fall_s's transient memory (fo is Fck/Fn's: inside fps)
     S[:L, 0] = np.maximum(gvec[:L] + tape + fao, bneed)
     S[L, 0] = x[L] + bo[L]
@@ -116,7 +122,7 @@ def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
         deadline.check(f"building the min-memory table (length {n} of {L})")
         N = L + 1 - n
         gt = gvec[n:n + N]
-        best = np.maximum(np.maximum(gt + tape[:N] + fao[:N], bneed[:N]), tape[:N] + S[1:N + 1, n - 1])
+        best = np.maximum(np.maximum(gt + tape[:N] + fao[:N], bneed[:N]), dA[:N] + S[1:N + 1, n - 1])
         xk = as_strided(x[1:], shape=(N, n), strides=(it, it), writeable=False)
         cand = np.maximum(fps[:N, 1:n + 1] + gt[:, None], xk + _anti_diagonal(S, n, N))
         np.maximum(cand, S[:N, :n], out=cand)
@@ -170,20 +176,17 @@ def _saturation_skewed(uc: UnitChain) -> np.ndarray:
     """sat[s, n]: peak (memory units, segment convention) of the store-all schedule of
     segment (s, s + n): Fall_s .. Fall_t (the loss when t = L), B_t .. B_s.  Above it
     W(s, t, m) is the segment's ideal time, the least any schedule of it can take."""
-    L, x, tape, fao, bo = uc.L, uc.x, uc.tape, uc.fao, uc.bo
-    TS = np.concatenate([[0], np.cumsum(tape)]).astype(np.int64)
-    fall_term = TS[1:] + fao
-    b_term = TS[1:] + x[1:] + x[:L] + bo[:L]
+    L, x = uc.L, uc.x
+    P, fall_term, b_term, loss_term = uc.store_all_terms()
     sat = np.zeros((L + 1, L + 1), dtype=np.int64)
-    loss_peak = int(TS[L] + x[L] + bo[L])
     for s in range(L + 1):
         if s < L:
             rf = np.maximum.accumulate(fall_term[s:])
             rb = np.maximum.accumulate(b_term[s:])
-            sat[s, :L - s] = np.maximum(x[s + 1:] + rf, rb) - TS[s]
-            sat[s, L - s] = max(loss_peak, int(rf[-1]), int(rb[-1])) - int(TS[s])
+            sat[s, :L - s] = np.maximum(x[s + 1:] + rf, rb) - P[s]
+            sat[s, L - s] = max(loss_term, int(rf[-1]), int(rb[-1])) - int(P[s])
         else:
-            sat[s, 0] = loss_peak - int(TS[L])
+            sat[s, 0] = loss_term - int(P[L])
     return sat
 
 
@@ -236,7 +239,8 @@ class PersistentTable:
         x = [int(v) for v in uc.x]
         tape = [int(v) for v in uc.tape]
         tf = [int(v) for v in uc.tape + uc.fao]
-        bneed = [int(v) for v in uc.tape + uc.x[1:] + uc.x[:L] + uc.bo[:L]]
+        bneed = [int(v) for v in uc.bneed]
+        dA = [int(v) for v in uc.dA]
         gl = [int(v) for v in uc.x[1:]] + [0]
         fps1 = [int(v) for v in fps[:, 1]]
         cf = [float(v) for v in uc.cf]  # pass prefix times (Fck/Fn)
@@ -294,15 +298,20 @@ class PersistentTable:
                     b = max(a, min(sat_t[s], W))
                     row[:b] = INF
                     row[b:] = ideal
-                    # option A: Fall_s, W(s+1, t, m - tape[s]), B_s
-                    d = tape[s]
-                    a1 = max(a, g + tf[s], bneed[s])
+                    # option A: Fall_s, W(s+1, t, m - dA[s]), B_s (dA[s] = tape[s] when
+                    # x_s and x_{s+1} are saved; it may be negative: an unsaved x_s is freed)
+                    d = dA[s]
+                    a1 = max(a, g + tf[s], bneed[s])  # >= d: bneed[s] >= th[s] + x[s+1]
                     if a1 < b:
-                        e = min(b, ws[s + 1] + d)  # above it W(s+1, t, m - d) is ideal
+                        e = min(b, ws[s + 1] + d)  # above it W(s+1, t, m - d) is stored no more
                         if a1 < e:
                             np.add(V[s + 1][n - 1][a1 - d:e - d], fb[s], out=row[a1:e])
                         if e < b:
-                            row[max(a1, e):b] = ((cfx[t + 1] - cfa[s + 1]) + (cb[t + 1] - cb[s + 1])) + fb[s]
+                            if ws[s + 1] < W:  # saturated: the child's ideal time
+                                row[max(a1, e):b] = ((cfx[t + 1] - cfa[s + 1]) + (cb[t + 1] - cb[s + 1])) + fb[s]
+                            else:  # past M (only when d < 0, never on the optimal path):
+                                # the child at M, as value() reads it
+                                row[max(a1, e):b] = V[s + 1][n - 1][W - 1] + fb[s]
                     # option B: pass s -> k, W(k, t, m - x[k]), W(s, k-1, m)
                     lo = max(a, g + fps1[s])
                     if lo < b:
@@ -349,7 +358,7 @@ class PersistentTable:
             return None
         best, arg = INF, None
         if m >= uc.fall_needs(s, t):
-            best = self.value(s + 1, t, m - int(uc.tape[s])) + (uc.fall[s] + uc.bwd[s])
+            best = self.value(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s])
             arg = "A"
         g = uc.g(t)
         for k in range(s + 1, t + 1):
@@ -382,7 +391,7 @@ class PersistentTable:
             elif c == "A":
                 ops.append(Fall(s))
                 stack.append(("op", Bwd(s)))
-                stack.append(("seg", s + 1, t, mm - int(uc.tape[s])))
+                stack.append(("seg", s + 1, t, mm - int(uc.dA[s])))
             else:
                 k = c
                 ops.append(Fck(s))

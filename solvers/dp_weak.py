@@ -30,6 +30,18 @@ R(i, t, j, m):
   keep-release: pass(i, k) [x[i] + g + fp[i, k] <= m], R(k, t, j', m - x[i]),
            R(i, j'-1, j, m)                                                 (i < k < j', j < j')
 
+With unsaved outputs (the chain's ``output_saved``; proofs/weak_persistence.md 3.7) W and R
+shift as in ``dp`` (option A's child at m - dA[s], B_s's need bneed[s]), and, for a saved
+x_s whose output x_{s+1} is unsaved, W gains
+
+  A-release: Fall_s [g + tape[s] + fao[s] <= m], R(s+1, t, j, m - th[s]), K(s, j-1, m)
+                                                                            (s+1 < j <= t)
+K(s, t, m): t_{s+1} held, x_s available, d_{t+1} live; B_s if t = s [bneed[s] <= m], else
+  pass(s, k) [th[s] + g + fp[s, k] <= m], then W(k, t, m - th[s] - x[k]), K(s, k-1, m), or
+  R(k, t, j', m - th[s]), K(s, j'-1, m)                                    (s < k < j' <= t)
+
+(the released x_{s+1} is made again from x_s by Fck_s while t_{s+1} is held).
+
 The answer is W(0, L, budget - x[0]).  With the inner minimum over k of keep-release (and
 of C) computed once per (i, t, j') the table costs O(L^4 M) time and O(L^3 M) memory: meant
 for chains of tens of stages, not hundreds (proofs/weak_persistence.md 3.5 counts the
@@ -86,6 +98,11 @@ class WeakTable:
         marr = np.arange(n, dtype=np.int64)
         Wa = [np.empty((L + 1 - s, n)) for s in range(L + 1)]
         Ra: dict = {}
+        # K(s, t', .) (t' = s..L-1, row t' - s) for the stages s whose saved input x_s
+        # stays while the unsaved output x_{s+1} is released (option A-release).
+        Ka = {s: np.full((L - s, n), INF) for s in range(L)
+              if not uc.un[s] and uc.un[s + 1]}
+        self.Ka = Ka
         for t in range(L + 1):
             g = uc.g(t)
             for s in range(t, -1, -1):
@@ -93,6 +110,8 @@ class WeakTable:
                 nn = t - s
                 if s >= 1 and nn >= 1:
                     Ra[s, t] = self._r_rows(s, t, g, Ra, Wa, n)
+                if s in Ka and t < L:
+                    Ka[s][nn] = self._k_row(s, t, g, Ra, Wa, Ka[s], n)
                 if nn == 0:
                     if t == L:
                         need, cost = int(x[L] + uc.bo[L]), uc.bwd[L]
@@ -101,10 +120,19 @@ class WeakTable:
                     Wa[s][0] = np.where(marr >= need, cost, INF)
                     continue
                 row = np.full(n, INF)
-                d = int(tape[s])  # A: Fall_s, W(s+1, t, m - tape[s]), B_s
+                d = int(uc.dA[s])  # A: Fall_s, W(s+1, t, m - dA[s]), B_s
                 lo = max(uc.fall_needs(s, t), d)
-                if lo < n:
+                if lo < n and d >= 0:
                     row[lo:] = Wa[s + 1][nn - 1][lo - d:n - d] + (uc.fall[s] + uc.bwd[s])
+                elif lo < n:  # an unsaved x_s freed by Fall_s: the child past M is read at M
+                    row[lo:] = (Wa[s + 1][nn - 1][np.minimum(marr[lo:] - d, n - 1)]
+                                + (uc.fall[s] + uc.bwd[s]))
+                if s in Ka and nn >= 2:  # A-release: Fall_s, R(s+1, t, j, m - th[s]), K(s, j-1, m)
+                    h = int(uc.th[s])
+                    lo = max(g + int(tape[s] + uc.fao[s]), h)
+                    if lo < n:
+                        cand = (Ra[s + 1, t][:, lo - h:n - h] + Ka[s][1:nn, lo:]).min(axis=0)
+                        np.minimum(row[lo:], cand + uc.fall[s], out=row[lo:])
                 for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
                     xk = int(x[k])
                     lo = max(g + int(fp[s, k]), xk)
@@ -159,12 +187,46 @@ class WeakTable:
             np.minimum(tgt, G[jp - s - 2] + Ra[s, jp - 1], out=tgt)
         return best
 
+    def _k_row(self, s: int, t: int, g: int, Ra: dict, Wa: list, Ks: np.ndarray,
+               n: int) -> np.ndarray:
+        """K(s, t, .): t_{s+1} held (Fall_s has run, its unsaved output x_{s+1} released),
+        the saved x_s available, d_{t+1} live, nothing held in s+1..t; run the backward of
+        stages t..s (B_s last).  m counts t_{s+1} and d_{t+1} (proofs/weak_persistence.md)."""
+        uc, x, cf, fp = self.uc, self.uc.x, self.uc.cf, self.uc.fp
+        h = int(uc.th[s])
+        row = np.full(n, INF)
+        if t == s:  # B_s
+            need = int(uc.bneed[s])
+            row[min(need, n):] = uc.bwd[s]
+            return row
+        nn = t - s
+        H = np.full((max(0, nn - 1), n), INF)  # row j' - s - 2: min over k of pass + R
+        for k in range(s + 1, t + 1):
+            lo = h + g + int(fp[s, k])
+            c = cf[k] - cf[s]
+            d = h + int(x[k])  # pass(s, k), W(k, t, m - th[s] - x[k]), K(s, k-1, m)
+            lw = max(lo, d)
+            if lw < n:
+                r = row[lw:]
+                np.minimum(r, Wa[k][t - k][lw - d:n - d] + c + Ks[k - 1 - s][lw:], out=r)
+            if k < t:  # pass(s, k), R(k, t, j', m - th[s]), then K(s, j'-1, m)
+                lr = max(lo, h)
+                if lr < n:
+                    tgt = H[k - s - 1:, lr:]
+                    np.minimum(tgt, Ra[k, t][:, lr - h:n - h] + c, out=tgt)
+        if nn >= 2:
+            np.minimum(row, (H + Ks[1:nn]).min(axis=0), out=row)
+        return row
+
     # ------------------------------------------------------------------ lookups
     def w(self, s, t, m) -> float:
         return INF if m < 0 else float(self.Wa[s][t - s][min(m, self.M)])
 
     def r(self, i, t, j, m) -> float:
         return INF if m < 0 else float(self.Ra[i, t][j - i - 1][min(m, self.M)])
+
+    def k(self, s, t, m) -> float:
+        return INF if m < 0 else float(self.Ka[s][t - s][min(m, self.M)])
 
     # ------------------------------------------------------------------ rebuild
     def _w_options(self, s, t, m):
@@ -174,8 +236,13 @@ class WeakTable:
             yield 0.0, "base", ()
             return
         if m >= uc.fall_needs(s, t):
-            yield (self.w(s + 1, t, m - int(uc.tape[s])) + (uc.fall[s] + uc.bwd[s]), "A",
-                   (("W", s + 1, t, m - int(uc.tape[s])),))
+            yield (self.w(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s]), "A",
+                   (("W", s + 1, t, m - int(uc.dA[s])),))
+        if s in self.Ka and m >= g + uc.tape[s] + uc.fao[s]:
+            h = int(uc.th[s])
+            for j in range(s + 2, t + 1):
+                yield (self.r(s + 1, t, j, m - h) + self.k(s, j - 1, m) + uc.fall[s], "Arel",
+                       (("R", s + 1, t, j, m - h), ("K", s, j - 1, m)))
         for k in range(s + 1, t + 1):
             if g + uc.fp[s, k] > m:
                 break
@@ -204,6 +271,23 @@ class WeakTable:
                 yield (self.r(k, t, jp, m - int(x[i])) + (cf[k] - cf[i]) + self.r(i, jp - 1, j, m),
                        ("pass", k), (("R", k, t, jp, m - int(x[i])), ("R", i, jp - 1, j, m)))
 
+    def _k_options(self, s, t, m):
+        uc, cf, x = self.uc, self.uc.cf, self.uc.x
+        if s == t:
+            if m >= uc.bneed[s]:
+                yield uc.bwd[s], "B", ()
+            return
+        g, h = uc.g(t), int(uc.th[s])
+        for k in range(s + 1, t + 1):
+            if h + g + uc.fp[s, k] > m:
+                break
+            d = h + int(x[k])
+            yield (self.w(k, t, m - d) + (cf[k] - cf[s]) + self.k(s, k - 1, m), ("pass", k),
+                   (("W", k, t, m - d), ("K", s, k - 1, m)))
+            for jp in range(k + 1, t + 1):
+                yield (self.r(k, t, jp, m - h) + (cf[k] - cf[s]) + self.k(s, jp - 1, m),
+                       ("pass", k), (("R", k, t, jp, m - h), ("K", s, jp - 1, m)))
+
     def schedule(self, m: int) -> Schedule:
         uc = self.uc
         ops: list[Op] = []
@@ -218,6 +302,10 @@ class WeakTable:
                 _, s, t, mm = item
                 opts = self._w_options(s, t, mm)
                 start = s
+            elif item[0] == "K":
+                _, s, t, mm = item
+                opts = self._k_options(s, t, mm)
+                start = s
             else:
                 _, s, t, j, mm = item
                 opts = self._r_options(s, t, j, mm)
@@ -231,9 +319,13 @@ class WeakTable:
                 else:
                     ops += [Fall(s), Bwd(s)]
                 continue
-            if action == "A":
+            if action == "B":  # K(s, s): the backward that closes Fall_s
+                ops.append(Bwd(s))
+                continue
+            if action in ("A", "Arel"):
                 ops.append(Fall(s))
-                stack.append(("op", Bwd(s)))
+                if action == "A":
+                    stack.append(("op", Bwd(s)))
             elif action[0] == "pass":
                 ops.append(Fck(start))
                 ops += [Fn(q) for q in range(start + 1, action[1])]

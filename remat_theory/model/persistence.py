@@ -15,7 +15,12 @@ Definitions (state = the simulator's state before the operation; u = ``bwd_next`
 backward to run next, L for the loss).
 
 * The **frontier** is the largest index i <= u such that x_i is available (a plain x_i
-  held, or, for i >= 1, the tape t_i held).  x_0 is always held, so it exists.
+  held, or, for i >= 1, the tape t_i held when x_i is saved, inside it), or such that x_i is unsaved (no backward reads
+  it, the chain's ``output_saved``) and its stage is *open*: t_{i+1} is held, B_i has not
+  run.  x_0 is always held, so it exists.  The last clause matters only on chains with
+  unsaved outputs (an unsaved x_i is never inside t_i, and Fall_i frees it): with it, the
+  frontier stays at stage i from Fall_i until B_i, as it does for a saved x_i, which
+  stays available until B_i.
 * A plain x_i is **fresh** when the operation just before produced it (Fck_{i-1} or
   Fn_{i-1}).
 
@@ -26,7 +31,9 @@ operation F_i (Fn_i, Fck_i or Fall_i)
   (W2) if it is Fn_i or Fck_i, has i < u: it never recomputes a plain x_{i+1} once
        d_{i+1} exists (such a value could never be freed again);
   (W3) if it is Fn_i with i >= 1, reads a plain x_i (it never frees a tape: every tape
-       t_{i+1}, once computed, is held until B_i consumes it).
+       t_{i+1}, once computed, is held until B_i consumes it), and t_{i+1} is not held
+       (a stage whose tape is held keeps its input until B_i; on a chain whose outputs are
+       all saved this never binds: (W1) or (W2) forbids such an Fn_i first).
 
 A schedule is **monotone** (the fast ILP's normal form, proofs/ilp.md section 5; its
 ``optimal_for`` is ``"weak-runs<=1"``) when it is valid, has no Drop, and
@@ -57,7 +64,8 @@ A schedule is **persistent** when it is weakly persistent and moreover
 So weak persistence lets a checkpoint x_i (i >= 1) that has already served be released by
 Fn_i, its memory then going to the later values computed from it; persistence forbids it.
 Consequences of the rules (proofs/weak_persistence.md): no schedule of either class ever
-holds a plain x_i and the tape t_i together, and every Fall_i runs exactly once.
+holds a plain x_i and the tape t_i together, except an unsaved x_i, which Fall_{i-1}
+produces beside t_i and Fall_i frees, and every Fall_i runs exactly once.
 
 The frontier rule (W1) is the normal form of the Rotor proof: it forbids computing values
 early (before the segment that needs them is being processed), which never helps; the
@@ -110,9 +118,13 @@ NO_FRESH = -1
 
 def frontier(chain: Chain, state: State) -> int:
     """The largest i <= bwd_next with x_i available (plain x_i, or inside tape t_i for
-    i >= 1 when a backward reads x_i)."""
+    i >= 1 when a backward reads x_i), or with x_i unsaved and t_{i+1} held: an open
+    stage (module docstring)."""
     plain, tapes, u = state
     avail = plain | (tapes & chain.saved_mask)
+    if chain.has_unsaved_outputs:
+        unsaved = ~chain.saved_mask & ((2 << chain.length) - 2)  # bits 1..L
+        avail |= (tapes >> 1) & unsaved
     top = min(u, chain.length)
     avail &= (1 << (top + 1)) - 1
     return avail.bit_length() - 1
@@ -161,6 +173,8 @@ def violation(chain: Chain, state: State, fresh, op: Op, schedule_class: str) ->
     if op.kind == FN and i >= 1:
         if not state.plain >> i & 1:
             return f"Fn{i} would free the tape t{i}"
+        if state.tapes >> (i + 1) & 1:
+            return f"Fn{i} releases x{i} while t{i + 1} is held (before B{i})"
         if schedule_class == PERSISTENT and fresh != i:
             return f"Fn{i} releases the checkpoint x{i} before B{i}"
     return None

@@ -5,10 +5,10 @@ For each chain (``families.make("random", L, seed)``) and budget (``tight``: 10%
 from the weak DP's smallest feasible budget to store-all, as ``bench_ilp.py``), every mode
 runs the same search code with one difference:
 
-- ``original``: the search as it was before the pruning: the A* bound alone, with the
-  0/1 knapsack for terms of at most 12 stages only (their LP above);
-- ``before``: the A* bound alone (no dominance rules, no incumbent), with today's knapsack
-  (0/1 also for the terms of small capacity);
+- ``original``: the search as it was before this work: the A* bound alone, one term per
+  backward, the 0/1 knapsack for terms of at most 12 stages only (their LP above);
+- ``before``: today's A* bound (also the 0/1 knapsack for the terms of small capacity, and
+  the two-window terms of Lemma 2') without the pruning (no dominance rules, no incumbent);
 - ``dominance``: with the dominance rules of Lemma 3;
 - ``incumbent``: with the weak DP's schedule as the incumbent;
 - ``after``: both, as ``remat solve --solver exhaustive`` runs chains of more than 10
@@ -56,15 +56,15 @@ def run(chain, budget: int, mode: str, time_limit: float) -> dict:
     incumbent = (ex._weak_incumbent(chain, budget, "all", time_limit) if with_incumbent
                  else None)
     left = max(time_limit - (time.perf_counter() - wall), 1e-9)
-    knapsack = ex._Heuristic.exact_weights
+    bound_options = ex._Heuristic.exact_weights, ex._Heuristic.pairs
     if mode == "original":
-        ex._Heuristic.exact_weights = -1
+        ex._Heuristic.exact_weights, ex._Heuristic.pairs = -1, False
     try:
         _, makespan, _, bound, proven, stopped = ex._search(
             chain, budget, False, left, "all", ex.DEFAULT_MAX_STATES, incumbent, stats,
             dominance)
     finally:
-        ex._Heuristic.exact_weights = knapsack
+        ex._Heuristic.exact_weights, ex._Heuristic.pairs = bound_options
     return {"mode": mode, "proven": bool(proven and makespan is not None),
             "makespan": makespan, "bound": bound, "stopped_by": stopped,
             "expanded": stats.get("expanded", 0), "kept": stats.get("kept", 0),

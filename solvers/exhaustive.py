@@ -174,6 +174,8 @@ class _Heuristic:
 
     exact_up_to = 12  # terms n up to this solve the 0/1 knapsack (at most 2^n subsets) ...
     exact_weights = 1024  # ... and so do terms whose capacity is at most this; others its LP
+    pairs = True  # the two-window terms of Lemma 2' ...
+    pairs_up_to = 30  # ... on chains of at most this many stages (O(L^2) per term)
 
     def __init__(self, chain: Chain, budget: float):
         L = chain.length
@@ -192,6 +194,8 @@ class _Heuristic:
                               + (x[n + 1] + held[n] if n < L else 0)) for n in range(L + 1)]
         self.weight = [[held[i] - (x[n] if i == n - 1 and chain.saved(n) else 0)
                         for i in range(n)] for n in range(L + 1)]
+        self.pair_terms = self.pairs and L <= self.pairs_up_to
+        self.second = self._second_windows() if self.pair_terms else None
         self.memo: dict = {}
 
     def __call__(self, state: State) -> float:
@@ -243,7 +247,8 @@ class _Heuristic:
 
     def _forced(self, k: int, tapes: int, n: int) -> float:
         """The knapsack term for the backward ``B_n`` (``n = L``: the loss), ``k`` the
-        highest stage ``<= n`` whose input is available (x_0 always is)."""
+        highest stage ``<= n`` whose input is available (x_0 always is); with
+        ``pairs``, also the two-window terms of Lemma 2' (proofs/exhaustive.md)."""
         items = []  # (value, weight) of the slots below n that H could save
         weight = self.weight[n]
         for i in range(n):
@@ -251,31 +256,88 @@ class _Heuristic:
                 items.append((self.fall[i], weight[i]))
             elif i >= k:
                 items.append((self.fwd_min[i], weight[i]))
-        if not items:
-            return 0.0
         cap = self.cap[n]
-        if cap >= sum(w for _, w in items):
+        saving = _Knapsack(items, cap, self._exact(n))
+        term = saving.forced(cap)
+        if not self.pair_terms:
+            return term
+        x, held, fall = self.chain.x_size, self.chain.tape_held, self.fall
+        # V[j]: the least window-1 time when x_j is available while B_n runs
+        low = [term] + [min(saving.forced(cap - x[j]),
+                            saving.forced(cap - held[j - 1]) - fall[j - 1]
+                            if self.saved >> j & 1 else _INF) for j in range(1, n)]
+        for m in range(1, n):
+            if self.saved >> m & 1:  # B_m reads x_m
+                second = self.second[m]
+                term = max(term, min(low[j] + second[j] for j in range(m + 1)))
+        return term
+
+    def _exact(self, n: int) -> bool:
+        """Whether the term of ``B_n`` solves the 0/1 knapsack (else its LP relaxation)."""
+        return n <= self.exact_up_to or self.cap[n] <= self.exact_weights
+
+    def _second_windows(self) -> list:
+        """``second[m][j]``: the least time of the forwards between a backward ``B_n``
+        (``n > m``) and ``B_m`` that are not the last of their stage, when ``x_j`` is the
+        highest input ``<= m`` available while ``B_n`` runs (Lemma 2'): the term of ``B_m``
+        with the items ``j .. m-1`` of ``P`` only, solved as that term is."""
+        second = [[0.0]]
+        for m in range(1, self.L):
+            items = [(self.fwd_min[i], self.weight[m][i]) for i in range(m)]
+            second.append([_Knapsack(items[j:], self.cap[m], self._exact(m)).forced(self.cap[m])
+                           for j in range(m + 1)])
+        return second
+
+
+class _Knapsack:
+    """The least total value of the items left out of a subset that fits a capacity (the
+    forced time of a term of :class:`_Heuristic`), for any capacity up to ``cap``: the 0/1
+    knapsack's table (one entry per weight reached) or, when not ``exact``, its fractional
+    relaxation (greedy by value per weight; never below the 0/1 optimum's saving)."""
+
+    def __init__(self, items: list, cap: float, exact: bool):
+        self.total = sum(v for v, _ in items)
+        self.weight = sum(w for _, w in items)
+        self.exact = exact
+        if exact:
+            best = {0: 0.0}  # weight of a subset that fits -> the most value it keeps
+            if cap >= 0:
+                for v, w in items:
+                    for wt, val in list(best.items()):
+                        nw = wt + w
+                        if nw <= cap and best.get(nw, -1.0) < val + v:
+                            best[nw] = val + v
+            self.steps = []  # (weight, best value within it), increasing in both
+            top = -1.0
+            for wt in sorted(best):
+                if best[wt] > top:
+                    top = best[wt]
+                    self.steps.append((wt, top))
+        else:
+            self.items = sorted(items, key=lambda vw: -vw[0] / vw[1] if vw[1] else -_INF)
+
+    def forced(self, cap: float) -> float:
+        """The least value left out by a subset of weight at most ``cap``."""
+        if cap >= self.weight:
             return 0.0
-        total = sum(v for v, _ in items)
         if cap < 0:
-            return total
-        if n <= self.exact_up_to or cap <= self.exact_weights:  # 0/1: min(2^n, cap+1) sums
-            best = {0: 0.0}  # weight of a subset H that fits -> the most time it saves
-            for v, w in items:
-                for wt, val in list(best.items()):
-                    nw = wt + w
-                    if nw <= cap and best.get(nw, -1.0) < val + v:
-                        best[nw] = val + v
-            return max(0.0, total - max(best.values()))
-        saved = 0.0  # its fractional relaxation (greedy by time saved per byte)
-        for v, w in sorted(items, key=lambda vw: -vw[0] / vw[1] if vw[1] else -float("inf")):
+            return self.total
+        if self.exact:
+            kept = 0.0
+            for wt, val in self.steps:
+                if wt > cap:
+                    break
+                kept = val
+            return max(0.0, self.total - kept)
+        kept = 0.0
+        for v, w in self.items:
             if w <= cap:
-                saved += v
+                kept += v
                 cap -= w
             else:
-                saved += v * cap / w
+                kept += v * cap / w
                 break
-        return max(0.0, total - saved)
+        return max(0.0, self.total - kept)
 
 
 class _Lean:

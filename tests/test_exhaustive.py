@@ -178,21 +178,33 @@ def _without_fall_costs(chain):
                  chain.fwd_overhead, chain.bwd_overhead)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.data(), chains(1, 4, max_size=6, fall_costs=True, unsaved_outputs=None), st.booleans(),
-       st.booleans(), st.sampled_from([0, 2, 12]))
+def _bound(chain, budget, exact_up_to, pairs=True):
+    """The A* bound with the 0/1 knapsack for the terms of at most ``exact_up_to`` stages
+    only (the LP for the others) and with or without the two-window terms."""
+    from solvers.exhaustive import _Heuristic
+
+    old = _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs
+    _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs = exact_up_to, -1, pairs
+    try:
+        return _Heuristic(chain, budget)
+    finally:
+        _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs = old
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), chains(1, 5, max_size=6, fall_costs=True, unsaved_outputs=None), st.booleans(),
+       st.booleans(), st.sampled_from([0, 2, 12]), st.booleans())
 def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fall, allow_drop,
-                                                                  exact_up_to):
+                                                                  exact_up_to, pairs):
     """h(s) <= time(op) + h(s') on every edge reachable within the budget, h >= the simple
     bound, h(final) = 0: consistent, hence admissible (proofs/exhaustive.md); with the 0/1
-    knapsack, its fractional relaxation, and both (by term); with and without unsaved
-    outputs."""
-    from solvers.exhaustive import _Heuristic, _heuristic_simple
+    knapsack, its fractional relaxation, and both (by term); with and without the
+    two-window terms and unsaved outputs."""
+    from solvers.exhaustive import _heuristic_simple
 
     chain = chain if fall else _without_fall_costs(chain)
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
-    h = _Heuristic(chain, budget)
-    h.exact_up_to, h.exact_weights = exact_up_to, -1  # terms above exact_up_to: the LP
+    h = _bound(chain, budget, exact_up_to, pairs)
     tol = 1e-9 * max(1.0, chain.ideal_makespan())
     ops = _ops(chain, allow_drop)
     seen, todo = set(), [(State.initial(chain), chain.x_size[0])]
@@ -223,13 +235,14 @@ def _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to):
     incumbent = solvers.solve(chain, budget, source).schedule if source else None
     dominance = data.draw(st.booleans())
     H = exhaustive._Heuristic
-    old = H.exact_up_to, H.exact_weights
+    old = H.exact_up_to, H.exact_weights, H.pairs
     H.exact_up_to, H.exact_weights = exact_up_to, -1  # terms above exact_up_to: the LP
+    H.pairs = data.draw(st.booleans())
     try:
         schedule, makespan, _, _, proven, _ = exhaustive._search(
             chain, budget, allow_drop, None, "all", None, incumbent, dominance=dominance)
     finally:
-        H.exact_up_to, H.exact_weights = old
+        H.exact_up_to, H.exact_weights, H.pairs = old
     assert proven
     if want is None:
         assert schedule is None

@@ -10,7 +10,8 @@ by their time.  The first final state popped is optimal.
 Heuristic (a lower bound on the time still to spend, :class:`_Heuristic`): every backward
 not yet run costs its time, every remaining B_j whose tape t_{j+1} is not held needs at
 least one more ``Fall_j``, and the memory at a later backward forces recomputation: the
-tapes held through it must fit in the budget (proofs/exhaustive.md).  It never decreases
+tapes held through it must fit in the budget, and so must the input from which the
+recomputation toward the backward after it starts (proofs/exhaustive.md, Lemmas 2, 2').  It never decreases
 by more than an edge's cost, so A* returns the optimum.
 
 Pruning (proofs/exhaustive.md, Lemma 3 and "The incumbent"), each exact: without Drop, a
@@ -22,10 +23,10 @@ bound reaches its makespan is kept, and when none is left below it, it is the op
 
 The state space has at most 2^L * 2^L * (L+2) states, but only the states reachable within
 the budget and below the optimum's f-value are visited.  On the random chains of
-``benchmarks/bench_exhaustive.py`` at tight budgets, the pruning keeps 3.3-4.5 times fewer
-states and expands 2.0-2.7 times fewer; all three 15-stage chains are proven (4-142 s on a
-machine loaded 5-8 on 2 cores, 2.7-94 CPU seconds), where the search without pruning proved
-one in 300 s.  Nothing bounds other chains by those figures (the state space still grows as
+``benchmarks/bench_exhaustive.py`` at tight budgets, the search keeps 3.4-5.7 times fewer
+states than before the pruning and the two-window terms, expands 2.0-3.8 times fewer, and
+proves the three 15-stage chains in 3.1, 21 and 89 CPU seconds (before: 5.8, 70 and 236;
+docs/results.md).  Nothing bounds other chains by those figures (the state space still grows as
 4^L), so ``max_stages`` (default 8) guards against an accidental long run: raise it to go
 further, with ``time_limit``.
 
@@ -170,7 +171,13 @@ class _Heuristic:
     for ``n <= exact_up_to`` or a capacity of at most ``exact_weights`` (the DP keeps one
     entry per weight) and bounded by its fractional relaxation otherwise (per term, so
     the bound stays consistent); the bound takes the largest such term over the backwards still
-    to run (each is a lower bound on the same extra time, so their maximum is)."""
+    to run (each is a lower bound on the same extra time, so their maximum is).
+
+    With ``pairs`` (Lemma 2'), a term also looks past ``B_n``: toward a later ``B_m`` the
+    recomputation starts from the highest input ``x_j`` available while ``B_n`` runs, which
+    holds memory there; so each ``m`` adds the candidate ``min_j [window-1 time with x_j
+    held at B_n] + [the forwards of stages j..m-1 between B_n and B_m that are not the
+    last of their stage]`` (the second part a table of the chain)."""
 
     exact_up_to = 12  # terms n up to this solve the 0/1 knapsack (at most 2^n subsets) ...
     exact_weights = 1024  # ... and so do terms whose capacity is at most this; others its LP

@@ -89,7 +89,7 @@ import numpy as np
 import solvers
 import solvers.exhaustive as ex
 from remat_theory.model.chain import Chain
-from remat_theory.analysis.families import make
+from remat_theory.analysis.families import make, with_unsaved_outputs
 from remat_theory.model.simulator import State, state_memory
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -108,13 +108,17 @@ def budgets_of(chain: Chain) -> dict:
             "tight": lo + (hi - lo) // 10}
 
 
-def random_instances(lengths, seeds: int, kinds, family: str = "random"):
+def random_instances(lengths, seeds: int, kinds, family: str = "random",
+                     unsaved: float | None = None):
     """``(L, seed, chain, budgets, kind)`` for the benchmark chains
     (``families.make(family, L, seed)``, random by default) at the budgets of
-    :func:`budgets_of` named in ``kinds``."""
+    :func:`budgets_of` named in ``kinds``; ``unsaved``: that share of the stage outputs
+    unsaved (``families.with_unsaved_outputs``, same seed), None for none."""
     for L in lengths:
         for seed in range(seeds):
             chain = make(family, L, seed)
+            if unsaved is not None:
+                chain = with_unsaved_outputs(chain, seed, unsaved)
             b = budgets_of(chain)
             for kind in kinds:
                 yield L, seed, chain, b, kind
@@ -136,7 +140,8 @@ def speed(args) -> dict:
         args.exhaustive_up_to = max(args.exhaustive_up_to, 7)
     runs = []
     family = getattr(args, "family", "random")
-    for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets, family):
+    for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets, family,
+                                                    args.unsaved_outputs):
         for ms in args.mip_solvers:
             t0 = time.perf_counter()
             sol = solvers.solve(chain, b[kind], "ilp", passes=args.passes,
@@ -145,6 +150,7 @@ def speed(args) -> dict:
             dt = time.perf_counter() - t0
             weak = solvers.solve(chain, b[kind], "dp-weak")
             row = {"family": family, "L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
+                   "output_saved": list(chain.output_saved) if chain.has_unsaved_outputs else None,
                    "mip_solver": ms, "passes": args.passes, "pairs": args.pairs,
                    "optimal_for": sol.optimal_for, "status": sol.status,
                    "makespan": sol.makespan, "bound": sol.bound, "gap": sol.gap,
@@ -864,6 +870,9 @@ def main(argv=None) -> int:
                          "contradicts")
     sp.add_argument("--exhaustive-time-limit", type=float, default=None,
                     help="seconds per exhaustive search (default: none)")
+    sp.add_argument("--unsaved-outputs", type=float, default=None, metavar="SHARE",
+                    help="make that share of the stage outputs unsaved (output_saved false; "
+                         "families.with_unsaved_outputs); default: every output saved")
     sp.add_argument("--out", default=str(RESULTS / "ilp_speed.json"))
     lpp = sub.add_parser("lp")
     lpp.add_argument("--lengths", type=int, nargs="+", default=[5, 6, 7])

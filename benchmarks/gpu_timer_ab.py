@@ -74,7 +74,7 @@ def main(argv=None) -> int:
             for _ in range(4):
                 sync()
                 t0 = time.perf_counter()
-                ScheduleExecutor(stages, loss_fn, x0).run(sol.schedule)
+                ScheduleExecutor(stages, loss_fn, x0, output_saved=chain.output_saved).run(sol.schedule)
                 sync()
                 times.append(time.perf_counter() - t0)
             measured = statistics.median(times[1:])

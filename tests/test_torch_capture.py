@@ -245,7 +245,7 @@ def test_a_solver_schedule_on_the_stages_gives_plain_backprop_gradients(name):
         for p in model.parameters():
             p.grad = None
         torch.manual_seed(SEED)
-        ex = ScheduleExecutor(split_stages(chain), loss_fn, x0)
+        ex = ScheduleExecutor(split_stages(chain), loss_fn, x0, output_saved=c.output_saved)
         ex.run(sol.schedule)
         grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
         after = copy.deepcopy(model.state_dict())

@@ -18,7 +18,7 @@ FIELDS = {"model", "solver", "budget", "predicted_peak", "measured_peak", "predi
 
 def test_confirm_json_records_and_files(tmp_path, capsys):
     before = torch.are_deterministic_algorithms_enabled()
-    rc = main(["confirm", "--scale", "test", "--models", "rnn,mlp", "--budgets", "0.8,100%",
+    rc = main(["confirm", "--scale", "test", "--models", "rnn,mlp", "--budgets", "0.9,100%",
                "--solvers", "dp,store-all", "--repeats", "1", "--profile-repeats", "1",
                "--threads", "1", "--device", NAME, "--deterministic", "--json",
                "--out-dir", str(tmp_path)])
@@ -29,7 +29,7 @@ def test_confirm_json_records_and_files(tmp_path, capsys):
     assert len(records) == 2 * 2 * 2
     assert all(FIELDS <= set(r) for r in records)
     for r in records:
-        if r["solver"] == "store-all" and r["budget_fraction"] == 0.8:
+        if r["solver"] == "store-all" and r["budget_fraction"] == 0.9:
             assert r["status"] == "infeasible" and r["min_budget"] > r["budget"]
             assert r["measured_peak"] is None
         else:

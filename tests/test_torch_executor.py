@@ -7,7 +7,9 @@ every op of these networks is deterministic on the CPU, and on a GPU the tests s
 deterministic kernels on, see torch_device.py) and the simulator (bytes held after each
 operation, and each operation's peak, measured by the MemoryTracker).
 """
+import contextlib
 import copy
+from unittest import mock
 
 import pytest
 
@@ -21,7 +23,9 @@ from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_ba
                                 profile, split_stages)
 from remat_theory.torch.executor import (NotNestedError, StageRunner, nested_form,  # noqa: E402
                                           nested_schedule, run_nested)
+from remat_theory.torch.profiler import prime_forward  # noqa: E402
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
+from remat_theory.torch.tracker import AllocatorMeter, storage_bytes  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -69,7 +73,8 @@ def _run_and_check(net, chain, schedule, state, ref, allow_drop=False):
     tracker = MemoryTracker()
     tracker.track(net.example_input)
     torch.manual_seed(SEED)
-    ex = ScheduleExecutor(stages, net.loss_fn, net.example_input, tracker=tracker)
+    ex = ScheduleExecutor(stages, net.loss_fn, net.example_input, tracker=tracker,
+                          output_saved=chain.output_saved)
     with tracker:
         for k, op in enumerate(schedule):
             tracker.reset_peak()
@@ -222,43 +227,66 @@ def _forward_counts(schedule, length):
     return counts
 
 
+@contextlib.contextmanager
+def _rng_states_apart(meter):
+    """The random generator states that checkpoints save (``preserve_rng_state``, and
+    ``torch.random.fork_rng`` around each recomputation) are made as the meter's
+    bookkeeping: CPU tensors outside the chain (5056 B each on the CPU), not activations."""
+    get = torch.get_rng_state
+
+    def paused_get():
+        with meter.paused():
+            return get()
+
+    with mock.patch.object(torch, "get_rng_state", paused_get):
+        yield
+
+
 def _run_nested_and_check(net, chain, schedule, state, ref, early_stop):
     """Run the nested form of ``schedule`` as autograd and compare with plain backprop
-    (bit for bit), with the schedule (forwards per stage) and with the simulator (peak)."""
+    (bit for bit), with the schedule (forwards per stage) and with the simulator (peak, by
+    the allocator accounting the profile used; returns the measured peak)."""
     stages = split_stages(net.model)
     params = stage_parameters(stages)
     net.model.load_state_dict(state)
     for p in params:
-        p.grad.zero_()
+        p.grad = None  # a step starts without them, as the profile has it
     tree = nested_form(schedule, chain.length)
     counts = [0] * chain.length
     hooks = [s.register_forward_hook(lambda m, a, o, i=i: counts.__setitem__(i, counts[i] + 1))
              for i, s in enumerate(stages)]
     x = net.example_input.detach().clone().requires_grad_(True)
-    tracker = MemoryTracker()
-    tracker.track(x)
+    meter = AllocatorMeter(DEVICE, persistent=lambda: [p.grad for p in params],
+                           prime=lambda: prime_forward(stages, x, DEVICE))
     torch.manual_seed(SEED)
     try:
-        with tracker:
-            out = run_nested(tree, x, StageRunner(stages), early_stop)
-            loss = net.loss_fn(out)
-            del out
-            loss.backward()
+        with meter:
+            with meter.op("step"), _rng_states_apart(meter):
+                counts[:] = [0] * chain.length  # the meter's priming forward aside
+                out = run_nested(tree, x, StageRunner(stages), early_stop)
+                loss = net.loss_fn(out)
+                del out
+                loss.backward()
     finally:
         for h in hooks:
             h.remove()
+    peak = storage_bytes(x) + meter.peak
     want = _forward_counts(schedule, chain.length)
     if early_stop:  # a recomputation may stop once the backward has all it needs
         assert all(1 <= c <= w for c, w in zip(counts, want)), (counts, want)
     else:
         assert counts == want
-    # The simulator's peak bounds the real one.  Autograd sums the gradients of a parameter
-    # used by several stages in one buffer until its last use (plus the newest term): at
-    # most twice those parameters' bytes, which the model (parameter gradients outside
-    # the budget) does not count.
+    # The simulator's peak bounds the real one within the 1% of remat confirm's band (a
+    # recomputation here runs inside the first backward node that needs it, so B_i's
+    # transient meets the engine's buffers: measured up to 0.9% above on the transformer),
+    # up to what the chain does not hold: the loss value returned to the caller and the
+    # gradient that seeds the backward, and the gradient autograd sums for a parameter used
+    # by several stages, in one buffer until its last use (plus the newest term: at most
+    # twice those parameters' bytes).
     predicted = simulate(chain, schedule).peak_memory
-    shared = _shared_parameter_bytes(stages)
-    assert tracker.peak <= predicted + 2 * shared, (tracker.peak, predicted)
+    outside = 2 * storage_bytes(loss) + 2 * _shared_parameter_bytes(stages)
+    assert peak <= 1.01 * predicted + outside, (peak, predicted, outside,
+                                                " ".join(o.token for o in schedule))
     for p, g in zip(params, ref["grads"]):
         assert torch.equal(p.grad, g)
     assert torch.equal(x.grad, ref["input_grad"])
@@ -266,7 +294,7 @@ def _run_nested_and_check(net, chain, schedule, state, ref, early_stop):
     for (k, a), b in zip(ref["buffers"].items(), net.model.state_dict().values()):
         assert torch.equal(a, b), f"buffer {k} differs from plain backprop"
     assert same_rng(rng_states(), ref["rng"])
-    return tracker.peak
+    return peak
 
 
 @pytest.mark.parametrize("network", NETWORKS)

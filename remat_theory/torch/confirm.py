@@ -72,9 +72,10 @@ def solver_options(name: str, chain, *, ilp_time_limit: float, ilp_max_stages: i
     return out
 
 
-def measure_run(stages, loss_fn, x0, schedule, params, device) -> dict:
+def measure_run(stages, loss_fn, x0, schedule, params, device, output_saved=None) -> dict:
     """Run ``schedule`` once under an :class:`AllocatorMeter`, the accounting the profiler
-    uses.
+    uses.  ``output_saved``: the chain's (``chain.output_saved``), which the executor follows
+    (an unsaved output is held only as a plain value).
 
     Returns ``result`` (the executor's), ``ops`` (one OpMemory per operation, bytes above
     the start), ``peak`` (x_0 plus the largest allocator peak: the model's "peak while it
@@ -86,7 +87,7 @@ def measure_run(stages, loss_fn, x0, schedule, params, device) -> dict:
     meter = AllocatorMeter(device, persistent=lambda: [p.grad for p in params],
                            prime=lambda: prime_forward(stages, x0, device))
     with meter:
-        ex = ScheduleExecutor(stages, loss_fn, x0, tracker=meter)
+        ex = ScheduleExecutor(stages, loss_fn, x0, tracker=meter, output_saved=output_saved)
         for op in schedule:
             with meter.op(op.token):
                 ex.step(op)
@@ -239,6 +240,7 @@ def _new_record(st: _Setup, sname: str, frac: float, budget: int) -> dict:
             "solve_time": None, "schedule_length": None, "recomputed_forwards": None,
             "unit": st.unit, "param_grad_bytes": st.param_grad_bytes,
             "measured_param_grad_bytes": None, "fall_costs": chain.has_fall_costs,
+            "unsaved_outputs": [i for i, s in enumerate(chain.output_saved) if not s],
             "worst_peak_op": None, "worst_after_op": None, "message": ""}
 
 
@@ -270,7 +272,8 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
     # -------- memory (the allocator, as profiled) and gradients
     st.restore()
     torch.manual_seed(SEED)
-    run = measure_run(st.stages, st.loss_fn, st.x0, schedule, st.params, st.device)
+    run = measure_run(st.stages, st.loss_fn, st.x0, schedule, st.params, st.device,
+                      chain.output_saved)
     got = _grad_snapshot(st.params, run.pop("result").input_grad)
     identical, abs_err, rel_err = _compare(st.ref_grads, got)
     del got
@@ -289,7 +292,8 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
         st.restore()
         _sync(st.device)
         t0 = now()
-        ScheduleExecutor(st.stages, st.loss_fn, st.x0).run(schedule)
+        ScheduleExecutor(st.stages, st.loss_fn, st.x0,
+                         output_saved=chain.output_saved).run(schedule)
         _sync(st.device)
         times.append(now() - t0)
     rec["measured_time"] = statistics.median(times[1:]) if st.repeats else times[0]

@@ -19,11 +19,28 @@ Operations (tokens as in :mod:`remat_theory.model.schedule`):
 
 * ``Fn{i}`` / ``Fck{i}``: ``y = stage_i(x_i)`` under ``torch.no_grad()``; Fn then frees the
   plain x_i if one is held, otherwise the tape t_i it read x_i from (never x_0).
-* ``Fall{i}``: stage i with autograd recording; keeps the graph as t_{i+1}.
+* ``Fall{i}``: stage i with autograd recording; keeps the graph as t_{i+1}.  When x_{i+1}
+  is unsaved (``output_saved[i]`` false: no backward reads it, see below), the output also
+  becomes the plain x_{i+1} (sharing its storage), or, when a plain x_{i+1} is already held,
+  the new copy's storage is released at once; when x_i is unsaved, Fall_i frees the plain
+  x_i it read.
 * ``Loss``: ``loss_fn(x_L)`` forward and backward; keeps d_L, frees a plain x_L.
 * ``B{i}``: ``torch.autograd.backward(t_{i+1}.output, d_{i+1})``: gives d_i and accumulates
   the stage's parameter gradients into ``.grad``; frees d_{i+1}, t_{i+1} and a plain x_i.
 * ``Dropx{i}`` / ``Dropt{i}`` (the explicit-deletion extension): free the value.
+
+Unsaved outputs (``output_saved``, docs/model.md).  A Linear saves its input for its
+backward, not its output; a ReLU saves its output, not its input.  So the output of a Linear
+followed by a ReLU is read by no backward, and plain autograd frees it as soon as the ReLU
+has read it.  The chain says so with ``output_saved[i] = False``; the executor then holds
+x_{i+1} only as a plain value: the tape t_{i+1} keeps the output tensor as the root of the
+backward (its shape, dtype and ``grad_fn``, all ``torch.autograd.backward`` reads of it),
+and when the plain value is freed while the tape lives, the storage they share is released
+with ``untyped_storage().resize_(0)`` (as FSDP releases its parameters), so the memory is
+really returned.  That is safe exactly when no saved tensor lives on that storage; every
+recording forward checks it (comparing storages, not tensors: a view saves its base's
+storage) and refuses a chain that says otherwise, naming the stage, rather than computing a
+wrong gradient.
 
 Every operation is first checked with the simulator's own transition function, and what is
 freed is read off the simulator's next state, so the executor cannot drift from the model.
@@ -55,6 +72,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.utils.checkpoint
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InvalidScheduleError, RematError
@@ -123,17 +141,47 @@ class _Tape:
 
 
 class _Values:
-    """The values held: plain activations and tapes, by index."""
+    """The values held: plain activations and tapes, by index.  ``saved[i]``: whether x_i
+    can be read out of the tape t_i (``output_saved[i-1]``; an unsaved x_i is only plain)."""
 
-    def __init__(self) -> None:
+    def __init__(self, saved) -> None:
         self.plain: dict = {}
         self.tapes: dict = {}
+        self.saved = saved
 
     def available(self, i: int):
         if i in self.plain:
             return self.plain[i]
         tape = self.tapes.get(i)
-        return None if tape is None else tape.output
+        return None if tape is None or not self.saved[i] else tape.output
+
+
+@dataclass(frozen=True)
+class StageSaves:
+    """What one recording forward of stage i saved for its backward, by storage: its input
+    x_i (or a view of it), its output x_{i+1} (or a view of its storage)."""
+
+    input: bool
+    output: bool
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
+
+
+def _check_output_saved(output_saved, length: int) -> tuple:
+    """``output_saved`` as a tuple of ``length`` bools; misuse raises naming the entry."""
+    if isinstance(output_saved, (str, bytes)) or not hasattr(output_saved, "__len__"):
+        raise RematError(f"output_saved must be a list of {length} booleans, got "
+                         f"{type(output_saved).__name__}")
+    flags = list(output_saved)
+    if len(flags) != length:
+        raise RematError(f"output_saved has length {len(flags)}, expected {length} (one per stage)")
+    for k, f in enumerate(flags):
+        if not (isinstance(f, bool) or type(f).__name__ == "bool_"):
+            raise RematError(f"output_saved[{k}] = {f!r} is not a boolean")
+    return tuple(bool(f) for f in flags)
 
 
 def _has_gradient(x: torch.Tensor) -> bool:
@@ -178,9 +226,16 @@ class ScheduleExecutor:
     x0 : the network input (never freed).
     tracker : optional :class:`MemoryTracker`; its bookkeeping copies are not counted.
     allow_drop : accept the explicit-deletion ops Dropx/Dropt.
+    output_saved : L booleans, optional (default all true): the chain's ``output_saved``
+        (pass ``chain.output_saved`` of the chain the schedule was made for); where false,
+        x_{i+1} is held only as a plain value, as the operation table says.
+
+    Attributes: ``saves`` (dict: stage -> :class:`StageSaves` of its latest recording
+    forward), which the profiler reads to decide ``output_saved``.
     """
 
-    def __init__(self, stages, loss_fn, x0: torch.Tensor, *, tracker=None, allow_drop: bool = True):
+    def __init__(self, stages, loss_fn, x0: torch.Tensor, *, tracker=None, allow_drop: bool = True,
+                 output_saved=None):
         self.stages = stages if isinstance(stages, list) else split_stages(stages)
         self.L = len(self.stages)
         self.loss_fn = loss_fn
@@ -188,8 +243,12 @@ class ScheduleExecutor:
         self.allow_drop = allow_drop
         self.device = x0.device
         self._unit = Chain.homogeneous(self.L, name="executor")
+        if output_saved is not None:
+            self._unit = self._unit.replace(output_saved=_check_output_saved(output_saved, self.L))
+        self.output_saved = self._unit.output_saved
         self._state = State.initial(self._unit)
-        self._values = _Values()
+        self._values = _Values((True,) + self.output_saved)
+        self.saves: dict = {}
         self._values.plain[0] = x0.detach()
         self._dummy = torch.empty(0, device=x0.device, requires_grad=True)
         self._grad = None  # the live gradient d_{bwd_next+1}
@@ -239,6 +298,11 @@ class ScheduleExecutor:
         elif kind == FALL:
             tape = self._forward(i, record=True)
             self._values.tapes[i + 1] = tape
+            if not self.output_saved[i]:
+                if new_state.plain >> (i + 1) & 1 and i + 1 not in self._values.plain:
+                    self._values.plain[i + 1] = tape.output.detach()  # the same storage
+                else:  # the table keeps no new plain copy: nothing will read it
+                    self._release(tape.output)
             del tape
         elif kind == LOSS:
             self._loss()
@@ -262,14 +326,29 @@ class ScheduleExecutor:
         return r.state
 
     def _commit(self, new_state: State) -> None:
-        """Free what the simulator's next state no longer holds."""
+        """Free what the simulator's next state no longer holds.  A plain x_j that shares
+        its storage with the output kept in a tape t_j still held (x_j unsaved) has that
+        storage released: the tape keeps only the root of its backward."""
         plain, tapes = self._values.plain, self._values.tapes
         for j in [j for j in plain if not new_state.plain >> j & 1]:
-            del plain[j]
+            x = plain.pop(j)
+            tape = tapes.get(j)
+            if tape is not None and new_state.tapes >> j & 1 and _same_storage(x, tape.output):
+                self._release(x)
+            del x
         for j in [j for j in tapes if not new_state.tapes >> j & 1]:
             del tapes[j]
         self._state = new_state
         self._steps += 1
+
+    def _release(self, t: torch.Tensor) -> None:
+        """Return the memory behind ``t`` to the allocator, keeping the tensor (its shape,
+        dtype and autograd graph) as a root of the backward; only for a storage no saved
+        tensor lives on (an unsaved output, see the module docstring)."""
+        released = getattr(self.tracker, "released", None)
+        if released is not None:  # a MemoryTracker cannot see a storage resized
+            released(t)
+        t.untyped_storage().resize_(0)
 
     @contextlib.contextmanager
     def _paused(self):
@@ -314,14 +393,19 @@ class ScheduleExecutor:
         del storage
         values_ref = weakref.ref(self._values)
         log = self.saved_log
+        saved_refs = []  # weak references to the storages saved (not the input's)
+        saves_input = False
 
         def pack(t):
+            nonlocal saves_input
             if in_ptr and t.device == in_dev and t.dtype == in_dtype \
                     and t.untyped_storage().data_ptr() == in_ptr:
+                saves_input = True
                 return _InputRef(values_ref, i, tuple(t.size()), tuple(t.stride()),
                                  t.storage_offset() - in_off, t.dtype)
             if log is not None:
                 log.append(t.detach())
+            saved_refs.append(StorageWeakRef(t.untyped_storage()))
             return t.detach()
 
         def unpack(p):
@@ -338,7 +422,26 @@ class ScheduleExecutor:
         if not y.requires_grad:
             raise RematError(f"the output of stage {i} ({type(stage).__name__}) does not depend "
                              f"differentiably on its input or parameters")
+        out = StorageWeakRef(y.untyped_storage())
+        saves_output = y.untyped_storage().nbytes() > 0 and any(
+            r.cdata == out.cdata and not r.expired() for r in saved_refs)
+        del saved_refs
+        self.saves[i] = StageSaves(saves_input, saves_output)
+        self._check_saves(i, saves_input, saves_output)
         return _Tape(y, slot)
+
+    def _check_saves(self, i: int, saves_input: bool, saves_output: bool) -> None:
+        """Refuse a chain whose ``output_saved`` says no backward reads a value that stage
+        i's backward does read: releasing its storage would corrupt the gradient."""
+        name = type(self.stages[i]).__name__
+        if saves_output and not self.output_saved[i]:
+            raise RematError(f"stage {i} ({name}) saves its output x{i + 1} for its backward, "
+                             f"but output_saved[{i}] is false; profile the chain of these "
+                             f"stages again")
+        if saves_input and i >= 1 and not self.output_saved[i - 1]:
+            raise RematError(f"stage {i} ({name}) saves its input x{i} for its backward, "
+                             f"but output_saved[{i - 1}] is false; profile the chain of these "
+                             f"stages again")
 
     def _loss(self) -> None:
         if self.loss_fn is None:
@@ -376,10 +479,13 @@ class ScheduleExecutor:
         del tape
 
 
-def execute(model, schedule, x0: torch.Tensor, loss_fn, *, tracker=None) -> ExecutionResult:
+def execute(model, schedule, x0: torch.Tensor, loss_fn, *, tracker=None,
+            output_saved=None) -> ExecutionResult:
     """Run ``schedule`` on ``model`` (nn.Sequential or list of stage modules) for input
-    ``x0``; parameter gradients accumulate into ``.grad``.  See :class:`ScheduleExecutor`."""
-    return ScheduleExecutor(model, loss_fn, x0, tracker=tracker).run(schedule)
+    ``x0``; parameter gradients accumulate into ``.grad``.  ``output_saved``: the chain's
+    (``chain.output_saved``).  See :class:`ScheduleExecutor`."""
+    return ScheduleExecutor(model, loss_fn, x0, tracker=tracker,
+                            output_saved=output_saved).run(schedule)
 
 
 def plain_backprop(model, x0: torch.Tensor, loss_fn) -> ExecutionResult:
@@ -537,7 +643,8 @@ def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = Tru
     """Run the forward of a nested schedule from x_s to the end of ``tree``.
 
     Kept stages are plain autograd (their tapes are whatever autograd saves, freed by the
-    engine when their backward has run); a checkpointed segment is one
+    engine when their backward has run; an output no backward reads is freed as soon as the
+    next stage has read it, as the operation table says of an unsaved output); a checkpointed segment is one
     ``torch.utils.checkpoint`` call (non-reentrant) whose function is the segment's own
     nested form, so its recomputation, started by the engine when the backward first needs
     one of its saved tensors, keeps and recomputes exactly what the schedule's replay of the

@@ -40,7 +40,10 @@ schedule says.  At a budget at or above store-all, where it is plain autograd, t
 forward is compiled.
 
 Memory: the budget covers x_0, the activations, tapes and gradients of the stages and the
-loss stage as profiled (``loss_fn``).  Parameters, gradients and optimizer state are not
+loss stage as profiled (``loss_fn``).  The profiled chain says which stage outputs no
+backward reads (``output_saved``: a Linear's output before a ReLU); autograd frees those as
+soon as the next stage has read them, as the chain's operation table does, so at store-all
+the module's peak is the chain's prediction (the loss value and its seed gradient aside).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
 several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
 

@@ -23,6 +23,14 @@ Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0.  For every stage i (the stages of
 * ``bwd_overhead[i]``: peak during B_i minus (held before + x_size[i]); for the loss, peak
   minus (held before + x_size[L]).  Negative values (a backward that frees saved tensors
   before it allocates d_i) are clamped to 0.
+* ``output_saved[i]``: whether any backward reads x_{i+1}: stage i's recording forward
+  saved it (a ReLU saves its output), or stage i+1's saved it as its input (a Linear saves
+  its input); for the last stage only the former (the loss runs its forward and backward
+  at once, and then frees x_L).  Decided by comparing the storages autograd saves (through
+  ``saved_tensors_hooks``) with the output's storage, so that a saved view counts.  The
+  output of a Linear followed by a ReLU is unsaved: plain autograd frees it as soon as the
+  ReLU has read it.  ``tape_size[i]`` is still all Fall_i adds, the output included; the
+  chain holds ``tape_size[i] - x_size[i+1]`` of it as the tape when the output is unsaved.
 * ``fwd_time[i]``: median over repeats of the no-grad forward (Fn/Fck); ``fall_time[i]``:
   of the recording forward (Fall); ``bwd_time[i]``: of B_i; ``bwd_time[L]``: of the loss
   forward and backward.  Times are seconds, CUDA events on a GPU (with the stage's kernels
@@ -70,6 +78,8 @@ class ProfileResult:
     fwd_overhead_record: list = field(default_factory=list)  # = chain.fall_overhead
     fwd_time_nograd: list = field(default_factory=list)  # = chain.fwd_time
     param_grad_bytes: int = 0  # parameter gradients, persistent, outside the chain
+    saves_input: list = field(default_factory=list)  # Fall_i saved (a view of) x_i
+    saves_output: list = field(default_factory=list)  # Fall_i saved (a view of) x_{i+1}
     ops: list = field(default_factory=list, repr=False)  # per-op {label, before, peak, after}
     device: str = "cpu"
 
@@ -79,8 +89,8 @@ class ProfileResult:
                 "fwd_overhead_nograd": self.fwd_overhead_nograd,
                 "fwd_overhead_record": self.fwd_overhead_record,
                 "fwd_time_nograd": self.fwd_time_nograd,
-                "param_grad_bytes": self.param_grad_bytes, "ops": self.ops,
-                "device": self.device}
+                "param_grad_bytes": self.param_grad_bytes, "saves_input": self.saves_input,
+                "saves_output": self.saves_output, "ops": self.ops, "device": self.device}
 
 
 CLOCKS = ("wall", "process")
@@ -232,10 +242,12 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
         fwd_time=times["nograd"], bwd_time=times["bwd"], x_size=mem["x_size"],
         tape_size=mem["tape_size"], fwd_overhead=mem["fwd_overhead"],
         bwd_overhead=mem["bwd_overhead"], fall_time=times["fall"],
-        fall_overhead=mem["fall_overhead"], name=name or type(model).__name__)
+        fall_overhead=mem["fall_overhead"], output_saved=mem["output_saved"],
+        name=name or type(model).__name__)
     return ProfileResult(chain, stages, mem["hook_tape"], mem["allocator_tape"],
                          mem["fwd_overhead"], mem["fall_overhead"], times["nograd"],
-                         mem["param_grad_bytes"], mem["ops"], str(dev))
+                         mem["param_grad_bytes"], mem["saves_input"], mem["saves_output"],
+                         mem["ops"], str(dev))
 
 
 def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
@@ -309,6 +321,7 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
         for i in range(L - 1, -1, -1):
             with meter.op(f"B{i}"):
                 ex.step(Op.parse(f"B{i}"))
+        saves = [ex.saves[i] for i in range(L)]
         del ex
     _clear_grads(params)
     ops = {r.label: r for r in meter.results()}
@@ -322,11 +335,22 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
         return max(0, r.peak - r.before - made)
 
     return {"x_size": x_size, "tape_size": tape_size, "hook_tape": hook_tape,
+            "output_saved": output_saved(saves), "saves_input": [s.input for s in saves],
+            "saves_output": [s.output for s in saves],
             "allocator_tape": alloc_tape,
             "fwd_overhead": [over(f"Fck{i}", x_size[i + 1]) for i in range(L)],
             "fall_overhead": [over(f"Fall{i}", tape_size[i]) for i in range(L)],
             "bwd_overhead": [over(f"B{i}", x_size[i]) for i in range(L)] + [over("Loss", x_size[L])],
             "param_grad_bytes": meter.persistent_bytes, "ops": [vars(r) for r in meter.results()]}
+
+
+def output_saved(saves) -> list:
+    """``output_saved[i]`` from what each stage's recording forward saved
+    (:class:`~remat_theory.torch.executor.StageSaves`, one per stage): x_{i+1} is read by a
+    backward when stage i saved it as its output or stage i+1 as its input.  x_L is read
+    after its stage's forward only by the loss, which runs its backward at once."""
+    L = len(saves)
+    return [saves[i].output or (i + 1 < L and saves[i + 1].input) for i in range(L)]
 
 
 def profile(model, example_input: torch.Tensor, loss_fn, device=None, *, repeats: int = 5,

@@ -90,6 +90,17 @@ class MemoryTracker(TorchDispatchMode):
             self._add(t)
         self.peak = max(self.peak, self.current)
 
+    def released(self, t: torch.Tensor) -> None:
+        """Stop counting the storage of ``t``, which its owner is about to release with
+        ``untyped_storage().resize_(0)`` while tensors still refer to it (the executor does
+        so for an unsaved output kept as the root of a backward).  A storage method, not an
+        aten operation: this mode would not see it, and the storage itself stays alive."""
+        try:
+            ref = StorageWeakRef(t.untyped_storage())
+        except (RuntimeError, NotImplementedError):
+            return
+        self.current -= self._live.pop(ref, 0)
+
     def refresh(self) -> int:
         """Forget freed storages now; return the live bytes."""
         self._expire()

@@ -23,6 +23,13 @@ forced by an exact equality (created minus freed bytes), and every operation's p
 + output + overhead, docs/model.md) is bounded by the budget.  Values that are dead in a
 phase get no variables.  Objective: the sum of the times of the chosen operations, plus the
 constant backward times.
+
+Unsaved outputs (``chain.output_saved``, proofs/ilp.md section 10): an unsaved x_s is read
+from its plain copy only (no ``nt``), and a Fall frees it; a Fall of an unsaved x_{s+1}
+also makes it as a plain value where the simulator does (``all``), or keeps the copy held
+(``allk``); tapes hold ``tape_held`` bytes; the bounds on passes and operations per phase
+grow with the tape chains through such Falls.  With every output saved the model is the
+classic one, row for row.
 """
 from __future__ import annotations
 
@@ -57,7 +64,8 @@ def _stages(L: int, p: int) -> range:
     return range(0, min(p, L - 1) + 1)
 
 
-def _allowed(L: int, p: int, s: int, pairs: bool, ckall: bool = False) -> tuple:
+def _allowed(L: int, p: int, s: int, pairs: bool, ckall: bool = False,
+             saved_in: bool = True, out_plain: bool = False) -> tuple:
     """Operation kinds the model allows at stage s in phase p (proofs/ilp.md, Lemmas 1-2).
 
     In phase p < L, a plain x_{p+1} is dead as soon as it exists (nothing may read or free it
@@ -67,22 +75,51 @@ def _allowed(L: int, p: int, s: int, pairs: bool, ckall: bool = False) -> tuple:
     (section 5): Fall+Fn (from plain or from tape), Fall+Fck, Fn+Fall; and ``ckall`` the
     block Fck+Fall, needed only where it can peak lower than Fall+Fck (a stage whose
     recording forward has the smaller overhead: :func:`_ckall_stage`).
+
+    Unsaved outputs (proofs/ilp.md section 10): ``saved_in`` false when x_s is unsaved (no
+    ``nt``: it is never inside t_s; Fall_s frees it); ``out_plain`` true when Fall_s here
+    also makes a plain unsaved x_{s+1}, unless one is held: then the kind ``allk`` is the
+    Fall that keeps that copy.  The blocks are then the valid ones that no single Fall
+    dominates (Fck+Fall where Fall_s frees x_s, Fn+Fall where it keeps x_{s+1}).
     """
     dead_ck = p < L and s == p
     kinds = []
     if s >= 1:
-        kinds += ["n", "nt"]
+        kinds += ["n", "nt"] if saved_in else ["n"]
     if not dead_ck:
         kinds.append("ck")
     kinds.append("all")
+    if out_plain:
+        kinds.append("allk")
     if pairs:
-        if s >= 1:
-            kinds += ["alln", "allnt", "nall"]
-        if not dead_ck:
-            kinds.append("allck")
-            if ckall:
-                kinds.append("ckall")
+        if saved_in and not out_plain:
+            if s >= 1:
+                kinds += ["alln", "allnt", "nall"]
+            if not dead_ck:
+                kinds.append("allck")
+                if ckall:
+                    kinds.append("ckall")
+        elif saved_in:  # Fall then anything makes x_{s+1} twice; Fn then Fall keeps it
+            if s >= 1:
+                kinds.append("nall")
+        elif not out_plain and not dead_ck:  # Fall_s frees x_s: only Fck_s may come first
+            kinds.append("ckall")
     return tuple(kinds)
+
+
+def _stage_flags(chain: Chain, p: int, s: int) -> tuple:
+    """``(saved_in, out_plain)`` of stage s in phase p (:func:`_allowed`): whether x_s is
+    saved, and whether Fall_s makes a plain x_{s+1} (unsaved, and B_{s+1} not yet run:
+    s < p, or the loss phase)."""
+    out_plain = not chain.output_saved[s] and (p == chain.length or s < p)
+    return chain.saved(s), out_plain
+
+
+def _kinds(chain: Chain, p: int, s: int, pairs: bool) -> tuple:
+    """The kinds at stage s of phase p of ``chain`` (:func:`_allowed` with its flags)."""
+    saved_in, out_plain = _stage_flags(chain, p, s)
+    return _allowed(chain.length, p, s, pairs, pairs and _ckall_stage(chain, s),
+                    saved_in, out_plain)
 
 
 def _ckall_stage(chain: Chain, s: int) -> bool:
@@ -94,19 +131,33 @@ def _ckall_stage(chain: Chain, s: int) -> bool:
 
 
 # per kind: (creates plain x_{s+1}, creates t_{s+1}, frees plain x_s, frees t_s, operations)
+# for saved x_s and x_{s+1} (:func:`_effect` gives them for any stage)
 _EFFECT = {
     "n": (1, 0, 1, 0, 1), "nt": (1, 0, 0, 1, 1), "ck": (1, 0, 0, 0, 1), "all": (0, 1, 0, 0, 1),
     "alln": (1, 1, 1, 0, 2), "allnt": (1, 1, 0, 1, 2), "allck": (1, 1, 0, 0, 2),
-    "nall": (1, 1, 1, 0, 2), "ckall": (1, 1, 0, 0, 2),
+    "nall": (1, 1, 1, 0, 2), "ckall": (1, 1, 0, 0, 2), "allk": (0, 1, 0, 0, 1),
 }
 _OPS = {"n": (Fn,), "nt": (Fn,), "ck": (Fck,), "all": (Fall,), "alln": (Fall, Fn),
-        "allnt": (Fall, Fn), "allck": (Fall, Fck), "nall": (Fn, Fall), "ckall": (Fck, Fall)}
+        "allnt": (Fall, Fn), "allck": (Fall, Fck), "nall": (Fn, Fall), "ckall": (Fck, Fall),
+        "allk": (Fall,)}
+
+
+def _effect(chain: Chain, p: int, s: int, kind: str) -> tuple:
+    """:data:`_EFFECT` of ``kind`` at stage s of phase p: a Fall frees an unsaved x_s (it
+    read the plain copy), and ``all`` makes a plain unsaved x_{s+1} where
+    :func:`_stage_flags` says so (``allk`` keeps the one held instead)."""
+    e = _EFFECT[kind]
+    if kind not in ("all", "allk", "ckall") or not chain.has_unsaved_outputs:
+        return e
+    saved_in, out_plain = _stage_flags(chain, p, s)
+    make_x = 1 if kind == "ckall" or (kind == "all" and out_plain) else 0
+    return (make_x, 1, 0 if saved_in else 1, 0, e[4])
 
 
 def _op_time(chain: Chain, s: int, kind: str) -> float:
     """The time of the operations of ``kind`` at stage s (a block counts both): a Fall takes
     ``fall_time[s]``, an Fn or Fck ``fwd_time[s]``."""
-    if kind == "all":
+    if kind in ("all", "allk"):
         return chain.fall_time[s]
     if _EFFECT[kind][4] == 2:
         return chain.fall_time[s] + chain.fwd_time[s]
@@ -121,7 +172,7 @@ def _peak_extra(chain: Chain, s: int, kind: str) -> int:
     x, tp, fo, fa = chain.x_size, chain.tape_size, chain.fwd_overhead, chain.fall_overhead
     if kind in ("n", "nt", "ck"):
         return x[s + 1] + fo[s]
-    if kind == "all":
+    if kind in ("all", "allk"):
         return tp[s] + fa[s]
     if kind == "nall":
         return max(x[s + 1] + fo[s], x[s + 1] - x[s] + tp[s] + fa[s])
@@ -148,6 +199,8 @@ def _least_peak(chain: Chain, p: int, s: int, kind: str) -> int:
         inp = x[s] + tp[s - 1]  # the Fn reads the plain x_s, the Fall then reads t_s
     else:
         inp = x[s]
+    if kind == "allk":
+        inp += x[s + 1]  # it keeps a plain x_{s+1} held
     return _base(chain, p) + inp + _peak_extra(chain, s, kind)
 
 
@@ -157,29 +210,48 @@ def _phase_width(L: int, p: int) -> int:
     return L if p == L else p + 1
 
 
-def phase_op_bound(L: int, p: int) -> int:
+def _unsaved_extra(L: int, p: int, output_saved) -> int:
+    """What unsaved outputs add to the bounds of phase p (proofs/ilp.md section 10): the
+    Fn-chain ending at a tape t_j may run through a Fall_{j-1} that frees an unsaved x_{j-1},
+    and then has up to j operations instead of one: sum of j - 1 over the tapes t_j,
+    2 <= j <= J_p, with x_{j-1} unsaved.  0 when ``output_saved`` is None (all saved)."""
+    if output_saved is None:
+        return 0
+    J = _phase_width(L, p)
+    return sum(j - 1 for j in range(2, J + 1) if not output_saved[j - 2])
+
+
+def phase_op_bound(L: int, p: int, output_saved=None) -> int:
     """Most forward operations any valid schedule runs in phase p (proofs/ilp.md, Lemma 3):
     J(J+3)/2 with J = p+1 for p < L and J = L for the loss phase (the created values split
     into chains of Fn operations, each ending at a value held when the phase closes: at most
-    j values in the chain of a plain x_j, one in that of a tape).  The bound is attained."""
+    j values in the chain of a plain x_j, one in that of a tape).  The bound is attained.
+    ``output_saved`` (the chain's, None: all saved) adds :func:`_unsaved_extra`."""
     J = _phase_width(L, p)
-    return J * (J + 3) // 2
+    return J * (J + 3) // 2 + _unsaved_extra(L, p, output_saved)
 
 
-def phase_pass_bound(L: int, p: int) -> int:
+def phase_pass_bound(L: int, p: int, output_saved=None) -> int:
     """Most increasing runs any valid schedule has in phase p (proofs/ilp.md, Lemma 4):
     J(J+1)/2 + 1, J as in :func:`phase_op_bound` (an Fn-chain of k operations meets k
     distinct non-increasing stretches of the phase).  The bound is attained.  So that many
-    passes lose no schedule at all."""
+    passes lose no schedule at all.  ``output_saved`` as in :func:`phase_op_bound`."""
     J = _phase_width(L, p)
-    return J * (J + 1) // 2 + 1
+    return J * (J + 1) // 2 + 1 + _unsaved_extra(L, p, output_saved)
+
+
+def _saved_or_none(chain: Chain):
+    """``chain.output_saved`` when some output is unsaved, else None (the classic bounds)."""
+    return chain.output_saved if chain.has_unsaved_outputs else None
 
 
 def passes_sufficient(chain: Chain) -> int:
     """Passes per phase with which the model contains every valid schedule: the largest
-    :func:`phase_pass_bound`, L(L+1)/2 + 1 (proofs/ilp.md, Theorem 1)."""
+    :func:`phase_pass_bound`, L(L+1)/2 + 1 when every output is saved (proofs/ilp.md,
+    Theorem 1)."""
     L = chain.length
-    return L * (L + 1) // 2 + 1
+    saved = _saved_or_none(chain)
+    return max(phase_pass_bound(L, p, saved) for p in (L, L - 1))
 
 
 def _kinds_in_phase(L: int, p: int, pairs: bool, ckall_prefix: list | None = None) -> int:
@@ -209,14 +281,20 @@ def _ckall_prefix(chain: Chain) -> list:
 def binaries_bound(chain: Chain, passes: int | None, pairs: bool) -> int:
     """An upper bound on the operation binaries of the K-pass model (before operations that
     exceed the budget are removed): what the model's size is decided by, computed without
-    building it, in O(L).  The proven model (``passes=None``) grows as L^4: about 3,900 at
-    8 stages, 16,000 at 12, half a million at 30."""
+    building it, in O(L) (O(L^2) with unsaved outputs).  The proven model (``passes=None``)
+    grows as L^4: about 3,900 at 8 stages, 16,000 at 12, half a million at 30."""
     L = chain.length
+    saved = _saved_or_none(chain)
     prefix = _ckall_prefix(chain) if pairs else None
     total = 0
     for p in range(L, -1, -1):
-        k = phase_pass_bound(L, p) if passes is None else min(passes, phase_pass_bound(L, p))
-        total += k * _kinds_in_phase(L, p, pairs, prefix)
+        bound = phase_pass_bound(L, p, saved)
+        k = bound if passes is None else min(passes, bound)
+        if saved is None:
+            kinds = _kinds_in_phase(L, p, pairs, prefix)
+        else:
+            kinds = sum(len(_kinds(chain, p, s, pairs)) for s in _stages(L, p))
+        total += k * kinds
     return total
 
 
@@ -279,7 +357,7 @@ class _Builder:
 
     def _phase(self, p: int) -> None:
         L, stages = self.L, _stages(self.L, p)
-        bound_p = phase_pass_bound(L, p)
+        bound_p = phase_pass_bound(L, p, _saved_or_none(self.chain))
         K = bound_p if self.passes is None else min(self.passes, bound_p)
         # values alive in phase p: plain x_1..x_{top+1}, tapes t_1..t_{top+1}
         pass_any = []
@@ -313,8 +391,8 @@ class _Builder:
         """Stage s of pass k of phase p: its operation binaries and rows; updates the state
         ``cur_P``/``cur_T`` in place and returns the held-memory variable after it."""
         chain, add = self.chain, self.add
-        x, tp = chain.x_size, chain.tape_size
-        kinds = _allowed(self.L, p, s, self.pairs, self.pairs and _ckall_stage(chain, s))
+        x, th = chain.x_size, chain.tape_held
+        kinds = _kinds(chain, p, s, self.pairs)
         if self.budget is not None:
             kinds = tuple(kd for kd in kinds if _least_peak(chain, p, s, kd) <= self.budget)
         v = {}
@@ -327,33 +405,21 @@ class _Builder:
         tag = f"{p}_{k}_{s}"
 
         def total(i):
-            return pulp.lpSum(var for kd, var in v.items() if _EFFECT[kd][i])
+            return pulp.lpSum(var for kd, var in v.items() if _effect(chain, p, s, kd)[i])
 
         anyop = pulp.lpSum(v.values())
         make_x, make_t, free_x, free_t = total(0), total(1), total(2), total(3)
         add(anyop <= 1, f"one_{tag}")
         if s >= 1:
-            # x_s available here: held at the start of the pass, or made by the stage s-1
-            # operation of this pass (counted once, although a pair makes both x_s and t_s):
-            # a valid inequality tightening the relaxation
-            add(anyop - self.P[s] - self.T[s] - pos_any.get(s - 1, 0) <= 0, f"once_{tag}")
-            Ps, Ts = cur_P[s], cur_T[s]
-            # x_s must be available (plain or inside t_s)
-            add(anyop - Ps - Ts <= 0, f"avail_{tag}")
-            # Fn frees the plain x_s when one is held, otherwise the tape t_s
-            add(free_x - Ps <= 0, f"nplain_{tag}")
-            add(free_t - Ts <= 0, f"ntape_{tag}")
-            add(free_t + Ps <= 1, f"ntonly_{tag}")
-            if "nall" in v:  # Fn frees the plain x_s, then Fall reads t_s
-                add(v["nall"] - Ts <= 0, f"nall_{tag}")
-            cur_P[s] = Ps - free_x
-            cur_T[s] = Ts - free_t
-            freed = x[s] * free_x + tp[s - 1] * free_t
+            self._read(p, k, s, v, anyop, free_x, free_t, cur_P, cur_T, pos_any)
+            freed = x[s] * free_x + th[s - 1] * free_t
         else:
             freed = 0
-        out = x[s + 1] * make_x + tp[s] * make_t
+        out = x[s + 1] * make_x + th[s] * make_t
         add(mb + pulp.lpSum(_peak_extra(chain, s, kd) * var for kd, var in v.items())
             - self.M <= 0, f"peak_{tag}")
+        if "allk" in v:  # the Fall that keeps the plain unsaved x_{s+1} held
+            add(v["allk"] - cur_P[s + 1] <= 0, f"keep_{tag}")
         # creation of x_{s+1} / t_{s+1}; creating a held value is invalid
         cur_P[s + 1] = cur_P[s + 1] + make_x
         cur_T[s + 1] = cur_T[s + 1] + make_t
@@ -363,6 +429,29 @@ class _Builder:
         add(nxt - mb - out + freed == 0, f"mem_{tag}")
         pos_any[s] = anyop
         return nxt
+
+    def _read(self, p, k, s, v, anyop, free_x, free_t, cur_P, cur_T, pos_any) -> None:
+        """The rows of stage s >= 1 on its input x_s, and what it frees (``cur_P[s]``,
+        ``cur_T[s]`` updated in place).  An unsaved x_s is read from its plain copy only."""
+        add, tag = self.add, f"{p}_{k}_{s}"
+        saved = self.chain.saved(s)
+        tape_start = self.T[s] if saved else 0
+        # x_s available here: held at the start of the pass, or made by the stage s-1
+        # operation of this pass (counted once, although a pair makes both x_s and t_s):
+        # a valid inequality tightening the relaxation
+        add(anyop - self.P[s] - tape_start - pos_any.get(s - 1, 0) <= 0, f"once_{tag}")
+        Ps, Ts = cur_P[s], cur_T[s]
+        # x_s must be available (plain or, when saved, inside t_s)
+        add(anyop - Ps - (Ts if saved else 0) <= 0, f"avail_{tag}")
+        # Fn frees the plain x_s when one is held, otherwise the tape t_s
+        add(free_x - Ps <= 0, f"nplain_{tag}")
+        if saved:
+            add(free_t - Ts <= 0, f"ntape_{tag}")
+            add(free_t + Ps <= 1, f"ntonly_{tag}")
+        if "nall" in v:  # Fn frees the plain x_s, then Fall reads t_s
+            add(v["nall"] - Ts <= 0, f"nall_{tag}")
+        cur_P[s] = Ps - free_x
+        cur_T[s] = Ts - free_t
 
     def _max_runs(self, p: int, K: int, stages: range, pass_any: list) -> None:
         """Passes are the maximal runs (symmetry breaking, proofs/ilp.md section 3): if the
@@ -376,23 +465,24 @@ class _Builder:
                          - pulp.lpSum(later) <= 0, f"maxrun_{p}_{k}_{s}")
         if K > 1:
             self.add(pulp.lpSum(pulp.lpSum(a.values()) for a in pass_any)
-                     <= phase_op_bound(self.L, p), f"nops_{p}")
+                     <= phase_op_bound(self.L, p, _saved_or_none(self.chain)), f"nops_{p}")
 
     def _close_phase(self, p: int) -> None:
-        """The backward operation closing phase p (the loss for p = L, B_p otherwise)."""
+        """The backward operation closing phase p (the loss for p = L, B_p otherwise).  An
+        unsaved x_L is read from its plain copy only; B_p does not read an unsaved x_p."""
         chain, add, L, P, T, mem, M = self.chain, self.add, self.L, self.P, self.T, self.mem, self.M
-        x, tp, bo = chain.x_size, chain.tape_size, chain.bwd_overhead
+        x, th, bo = chain.x_size, chain.tape_held, chain.bwd_overhead
         if p == L:
-            add(P[L] + T[L] >= 1, "loss_avail")
+            add(P[L] + (T[L] if chain.saved(L) else 0) >= 1, "loss_avail")
             add(mem + x[L] + bo[L] - M <= 0, "peak_loss")
             after = mem + x[L] - x[L] * P[L]
             P[L] = 0
         else:
             add(T[p + 1] >= 1, f"bwd_tape_{p}")
-            if p >= 1:
+            if p >= 1 and chain.saved(p):
                 add(P[p] + T[p] >= 1, f"bwd_avail_{p}")
             add(mem + x[p] + bo[p] - M <= 0, f"peak_b_{p}")
-            after = mem + x[p] - x[p + 1] - tp[p] - (x[p] * P[p] if p >= 1 else 0)
+            after = mem + x[p] - x[p + 1] - th[p] - (x[p] * P[p] if p >= 1 else 0)
             T[p + 1] = 0
             if p >= 1:
                 P[p] = 0
@@ -441,18 +531,21 @@ def decode(model: Model) -> Schedule:
     return Schedule(ops)
 
 
-def _kind(op, state) -> str:
+def _kind(chain: Chain, op, state) -> str:
     """The model's kind for a single forward op run from ``state``."""
     s = op.index
     if op.kind == FALL:
-        return "all"
+        # a Fall that keeps the plain unsaved x_{s+1} held (B_{s+1} not run yet)
+        keep = (not chain.output_saved[s] and state.plain >> (s + 1) & 1
+                and state.bwd_next > s)
+        return "allk" if keep else "all"
     if op.kind == FCK or s == 0:
         return "ck"  # Fn_0 is Fck_0 (Lemma 1)
     return "n" if state.plain >> s & 1 else "nt"
 
 
 _PAIR = {("all", "n"): "alln", ("all", "nt"): "allnt", ("all", "ck"): "allck",
-         ("ck", "all"): "allck", ("n", "all"): "nall"}
+         ("ck", "all"): "allck", ("n", "all"): "nall", ("n", "allk"): "nall"}
 
 
 def encode(model: Model, schedule: Schedule) -> dict | None:
@@ -476,7 +569,7 @@ def encode(model: Model, schedule: Schedule) -> dict | None:
             k, last_s, last_var, last_kind = 0, None, None, None
         elif op.kind in (FN, FCK, FALL):
             s = op.index
-            kd = _kind(op, state)
+            kd = _kind(chain, op, state)
             pair = _PAIR.get((last_kind, kd)) if model.pairs and s == last_s else None
             if pair == "allck" and last_kind == "ck" and (p, k, s, "ckall") in model.ops:
                 pair = "ckall"

@@ -13,7 +13,8 @@ plus, per phase, which kinds of value each stage creates:
 * ``c[i, r]``: phase r runs an Fn_i or Fck_i (it creates a plain x_{i+1});
   ``z[i, r]``: phase r runs a Fall_i; ``c[r, r]`` is ``dead[r]``: the plain x_{r+1} made
   in phase r < L, dead at once, whose bytes stay held to the end;
-* ``a[i, r]``: some value of stage i+1 created in phase r is freed in phase r (by Fn_{i+1}).
+* ``a[i, r]``: some value of stage i+1 created in phase r is freed in phase r (by Fn_{i+1},
+  or by a Fall_{i+1} reading an unsaved x_{i+1}).
 
 Objective: sum of f_i c[i, r] + F_i z[i, r] (f_i = fwd_time[i], the time of Fn_i and Fck_i;
 F_i = fall_time[i], that of Fall_i) plus the backward times: each variable at 1 stands for
@@ -102,13 +103,15 @@ class _Vars:
 def _moment_rows(chain: Chain, v: _Vars, M, q: int) -> list:
     """The rows at moment q (just before B_q, or the loss for q = L): what it reads, and its
     peak (rows 1-2 of proofs/ilp.md section 9)."""
-    L, x, tp, bo = chain.length, chain.x_size, chain.tape_size, chain.bwd_overhead
+    L, x, tp, bo = chain.length, chain.x_size, chain.tape_held, chain.bwd_overhead
     h, g, c = v.h, v.g, v.c
     rows = []
     if q < L:
         rows.append((h(q, q) == 1, f"tape_at_b_{q}"))  # B_q reads t_{q+1}
-    if q >= 1:
+    if q >= 1 and chain.saved(q):
         rows.append((g(q, q) + h(q - 1, q) >= 1, f"x_at_b_{q}"))  # x_q, plain or in t_q
+    elif q == L:  # the loss reads an unsaved x_L (B_q does not read an unsaved x_q)
+        rows.append((g(q, q) >= 1, f"x_at_b_{q}"))
     held = (x[0] + (x[q + 1] if q < L else 0)
             + pulp.lpSum(tp[j] * h(j, q) for j in range(min(q, L - 1) + 1))
             + pulp.lpSum(x[i] * g(i, q) for i in range(1, q + 1))
@@ -117,31 +120,37 @@ def _moment_rows(chain: Chain, v: _Vars, M, q: int) -> list:
     return rows
 
 
-def _phase_rows(L: int, v: _Vars, r: int) -> list:
+def _phase_rows(chain: Chain, v: _Vars, r: int) -> list:
     """The rows of phase r: how the values held at moment r come from those held at r+1 and
-    those phase r makes and frees (rows 3-7 of proofs/ilp.md section 9)."""
+    those phase r makes and frees (rows 3-7 of proofs/ilp.md section 9; section 10 for
+    unsaved outputs: a Fall also makes a plain unsaved output and frees a plain unsaved
+    input, and an unsaved x_i is never read out of t_i, so t_i is freed by B_{i-1} only)."""
+    L = chain.length
     h, g, c, z, a = v.h, v.g, v.c, v.z, v.a
+    sv = chain.saved
     rows = []
     top = min(r, L - 1)
     for j in range(top + 1):  # a tape held at moment r was held at r+1 or made in phase r
         rows.append((h(j, r) - (h(j, r + 1) if r < L else 0) - z(j, r) <= 0, f"keep_t_{j}_{r}"))
-    for i in range(1, r + 1):  # the same for a plain value
-        rows.append((g(i, r) - (g(i, r + 1) if r < L else 0) - c(i - 1, r) <= 0,
-                     f"keep_x_{i}_{r}"))
+    for i in range(1, r + 1):  # the same for a plain value (made by a Fall too if unsaved)
+        made = c(i - 1, r) + (0 if sv(i) else z(i - 1, r))
+        rows.append((g(i, r) - (g(i, r + 1) if r < L else 0) - made <= 0, f"keep_x_{i}_{r}"))
     if r == L:
         for i in range(L):  # every stage runs before the loss
             rows.append((c(i, L) + z(i, L) >= 1, f"first_{i}"))
     else:
-        for j in range(r):  # a value held at r+1 and gone at r was freed by an Fn
-            rows.append((h(j, r + 1) - h(j, r) - c(j + 1, r) <= 0, f"free_t_{j}_{r}"))
+        for j in range(r):  # a value held at r+1 and gone at r was freed by an Fn (or Fall)
+            fn = c(j + 1, r) if sv(j + 1) else 0
+            rows.append((h(j, r + 1) - h(j, r) - fn <= 0, f"free_t_{j}_{r}"))
         for i in range(1, r + 1):
-            rows.append((g(i, r + 1) - g(i, r) - c(i, r) <= 0, f"free_x_{i}_{r}"))
+            freer = c(i, r) + (0 if sv(i) else z(i, r))
+            rows.append((g(i, r + 1) - g(i, r) - freer <= 0, f"free_x_{i}_{r}"))
         for i in range(1, top + 1):  # x_i available: held when the phase starts, or made in it
-            src = g(i, r + 1) + h(i - 1, r + 1) + c(i - 1, r) + z(i - 1, r)
+            src = g(i, r + 1) + (h(i - 1, r + 1) if sv(i) else 0) + c(i - 1, r) + z(i - 1, r)
             rows.append((c(i, r) - src <= 0, f"in_c_{i}_{r}"))
             rows.append((z(i, r) - src <= 0, f"in_z_{i}_{r}"))
-    # a value made in phase r is held at moment r or freed in the phase (by an Fn, which
-    # makes a plain value one stage up: Fn-chains end at held values)
+    # a value made in phase r is held at moment r or freed in the phase (by an Fn, or a Fall
+    # of an unsaved input, which makes a value one stage up: Fn-chains end at held values)
     for i in range(top + 1):
         if i == r:
             continue
@@ -151,10 +160,13 @@ def _phase_rows(L: int, v: _Vars, r: int) -> list:
             rows.append((c(i, r) - g(i + 1, r) - extra <= 0, f"end_c_{i}_{r}"))
         rows.append((z(i, r) - h(i, r) - extra <= 0, f"end_z_{i}_{r}"))
     for i in range(top):
-        rows.append((a(i, r) - c(i + 1, r) <= 0, f"fn_{i}_{r}"))
+        freer = c(i + 1, r) + (0 if sv(i + 1) else z(i + 1, r))
+        rows.append((a(i, r) - freer <= 0, f"fn_{i}_{r}"))
         rhs = []
         if i + 2 <= min(r, L):
             rhs.append(g(i + 2, r))
+        if not sv(i + 1):  # a Fall_{i+1} freed it: its t_{i+2} is held at r (or freed: a)
+            rhs.append(h(i + 1, r))
         if a(i + 1, r) is not None:
             rhs.append(a(i + 1, r))
         if r < L and i + 1 == r:
@@ -187,7 +199,7 @@ def build_relaxation(chain: Chain, budget: int | None, name: str = "remat_moment
         rows += _moment_rows(chain, v, M, q)
     for r in range(L, -1, -1):
         deadline.check(what)
-        rows += _phase_rows(L, v, r)
+        rows += _phase_rows(chain, v, r)
     ft, fa = chain.fwd_time, chain.fall_time
     cost = pulp.lpSum((ft if k == "c" else fa)[i] * var[f"{k}_{i}_{r}"]
                       for r in range(L, -1, -1) for i in range(min(r, L - 1) + 1)
@@ -219,24 +231,19 @@ def relaxation_point(chain: Chain, schedule: Schedule) -> dict:
             made_x = made_t = 0
         elif op.kind in (FN, FCK, FALL):
             i = op.index
-            if op.kind == FALL:
-                val[f"z_{i}_{r}"] = 1
-                made_t |= 1 << (i + 1)
-            else:
-                val[f"c_{i}_{r}"] = 1
-                if op.kind == FN and i >= 1:
-                    if state.plain >> i & 1:
-                        freed_made = made_x >> i & 1
-                        made_x &= ~(1 << i)
-                    else:
-                        freed_made = made_t >> i & 1
-                        made_t &= ~(1 << i)
-                    if freed_made:
-                        val[f"a_{i - 1}_{r}"] = 1
-                made_x |= 1 << (i + 1)
+            val[f"{'z' if op.kind == FALL else 'c'}_{i}_{r}"] = 1
         tr = transition(chain, state, mem, op)
         if isinstance(tr, str):
             raise RematError(f"relaxation_point: the schedule is not valid at {op}: {tr}")
+        if op.kind in (FN, FCK, FALL):
+            # a value of stage i made in this phase and freed by this operation (an Fn, or
+            # a Fall reading an unsaved x_i): a[i-1, r]
+            freed_x = state.plain & ~tr.state.plain
+            freed_t = state.tapes & ~tr.state.tapes
+            if (freed_x & made_x) or (freed_t & made_t):
+                val[f"a_{i - 1}_{r}"] = 1
+            made_x = (made_x & ~freed_x) | (tr.state.plain & ~state.plain)
+            made_t = (made_t & ~freed_t) | (tr.state.tapes & ~state.tapes)
         state, mem = tr.state, tr.memory_after
     return val
 
@@ -287,8 +294,10 @@ class Bound:
 
 def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
                 time_limit: float | None = None, mip_solver: str = "highs",
-                threads: int = 1) -> Bound:
+                threads: int = 1, cuts: tuple = ()) -> Bound:
     """Solve the moment relaxation of ``chain`` at ``budget``.
+
+    ``cuts``: families of extra rows of :mod:`solvers.ilp.cuts` to add (none by default).
 
     ``schedule`` (valid at ``budget``): its point (:func:`relaxation_point`) is the MIP
     start, so the search starts with an incumbent worth at most its makespan; when the
@@ -306,6 +315,10 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
         return Bound(None, True, True, "budget below x_0", time.perf_counter() - t0)
     model = build_relaxation(sc, budget // g, deadline=deadline)
     start = relaxation_point(chain, schedule) if schedule is not None else None
+    if cuts:
+        from solvers.ilp import cuts as extra
+        extra.add_cuts(model, budget // g, cuts)
+        start = extra.cut_point(chain, schedule, start) if start is not None else None
     deadline.check("starting the moment relaxation's solve")
     res = backends.run_model(model, mip_solver, deadline.remaining(0.01), start, threads, scale)
     wall = time.perf_counter() - t0

@@ -110,6 +110,10 @@ def run(args) -> int:
     L = chain.length
     print(f"{L:>3} {'loss':<24}{'':>9}{chain.bwd_time[L] * 1e3:>9.3f}{'':>11}{'':>11}{'':>10}"
           f"{chain.bwd_overhead[L]:>10}")
+    unsaved = [i for i, saved in enumerate(chain.output_saved) if not saved]
+    if unsaved:  # tape_size still counts the output; the tape held is the rest
+        print(f"outputs no backward reads (output_saved false, held apart from the tape): "
+              f"stages {', '.join(map(str, unsaved))}")
     print(f"x_0 = {chain.x_size[0]} B; store-all peak {chain.store_all_memory()} B; "
           f"ideal makespan {chain.ideal_makespan() * 1e3:.3f} ms"
           + (f"; written to {args.out}" if args.out else ""))

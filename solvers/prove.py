@@ -1,0 +1,317 @@
+"""The ``prove`` solver: a schedule in hand, proven optimal over all schedules where the
+moment relaxation alone stops short (proofs/exhaustive.md section "Bounded search").
+
+Upper bound: the weak DP's schedule (store-all, or the persistent DP's, when it has none),
+valid by the simulator.  Lower bounds, in turn, each given part of the time:
+
+1. the moment relaxation (:mod:`solvers.ilp.relaxation`, proofs/ilp.md section 9): if its
+   bound reaches the schedule's makespan, the schedule is optimal (``certificate``
+   ``"moment relaxation"``);
+2. *bounded search*: A* over the simulator's own states with exhaustive search's
+   admissible, consistent heuristic (:mod:`solvers.exhaustive`), where every state whose
+   f-value (time so far plus heuristic) is not below the schedule's makespan is cut off.
+   A schedule faster than the one in hand passes only through states of smaller f, so when
+   the search runs out of states none exists and the schedule is optimal (``certificate``
+   ``"bounded search"``); when it pops a final state first, that state's schedule is
+   faster, and optimal (A* pops final states in order of makespan).
+
+The cutoff is what makes the difference with plain exhaustive search: every state of f
+equal to the optimum (with integer times, a large plateau that A* explores until it happens
+on a final state) and above it is never stored.  Times and sizes are whatever the chain
+says; the search uses the simulator's transition function, so chains with any of the
+model's fields (overheads, recording costs, unsaved outputs) are searched as the simulator
+replays them; on chains with unsaved outputs (``output_saved`` false somewhere) the
+search's heuristic drops its memory term (:func:`heuristic_for`), and the extra relaxation
+rows (``cuts``) are refused.  Under a time limit or
+state limit the answer is ``time_limit`` with the schedule in hand and the larger of the two
+bounds, never ``optimal``.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.schedule import FALL, FCK, FN
+from remat_theory.model.simulator import State, simulate, transition
+from remat_theory.model.solution import CLASS_ALL, Solution
+from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
+
+from solvers import exhaustive
+from solvers._deadline import Deadline, DeadlineExpired
+from solvers.registry import register
+
+NAME = "prove"
+_OWNER = option_owner(NAME)
+DEFAULT_MAX_STATES = 10_000_000  # about 4 GB, as exhaustive search's own default
+DEFAULT_RELAXATION_SHARE = 0.25  # of the time limit, for the moment relaxation
+
+
+def heuristic_for(chain: Chain, budget: int, kind: str = "memory"):
+    """The A* lower bound on the time still to spend from a state: ``"memory"``, exhaustive
+    search's (:class:`solvers.exhaustive._Heuristic`: the backwards, the missing tapes and
+    what the memory at a later backward forces); ``"simple"``, without the memory term;
+    ``"none"``, zero (Dijkstra, the oracle of the tests).  The memory term's knapsack counts
+    whole tapes at their ``tape_size``: it is proven for chains whose outputs are all saved,
+    so a chain with unsaved outputs gets the simple bound, which holds for every chain (each
+    backward runs once, each needs a tape only a Fall makes)."""
+    if kind == "memory" and not chain.has_unsaved_outputs:
+        return exhaustive._Heuristic(chain, budget)
+    if kind in ("memory", "simple"):
+        return lambda state: exhaustive._heuristic_simple(chain, state)
+    if kind == "none":
+        return lambda state: 0.0
+    raise SolverOptionError(f"{_OWNER} heuristic = {kind!r} must be memory, simple or none")
+
+
+class _Moves:
+    """The valid operations from a state whose peak fits ``budget``: exhaustive search's
+    candidates (:class:`solvers.exhaustive._Moves`), each applied by the simulator's own
+    ``transition``.  With ``precheck``, a forward whose peak, by the operation table
+    (docs/model.md: held + x_{i+1} + fwd_overhead[i] for Fn and Fck, held + tape_size[i] +
+    fall_overhead[i] for Fall), exceeds the budget is dropped before the simulator is
+    asked: at tight budgets most are, and the simulator's transition is most of the
+    search's time.  The simulator still decides every operation kept."""
+
+    def __init__(self, chain: Chain, budget: int, precheck: bool = True):
+        self.chain, self.budget = chain, budget
+        self.inner = exhaustive._Moves(chain, False)
+        x = chain.x_size
+        L = chain.length
+        self.limit = {}
+        if precheck:
+            for i in range(L):
+                self.limit[(FN, i)] = self.limit[(FCK, i)] = x[i + 1] + chain.fwd_overhead[i]
+                self.limit[(FALL, i)] = chain.tape_size[i] + chain.fall_overhead[i]
+
+    def __call__(self, state, mem):
+        chain, budget, limit = self.chain, self.budget, self.limit
+        room = budget - mem
+        for op in self.inner(state):
+            need = limit.get((op.kind, op.index))
+            if need is not None and need > room:
+                continue
+            r = transition(chain, state, mem, op)
+            if isinstance(r, str) or r.peak > budget:
+                continue
+            yield op, r, r.state
+
+
+def bounded_search(chain: Chain, budget: int, cutoff: float, *,
+                   time_limit: float | None = None, max_states: int | None = None,
+                   heuristic: str = "memory", precheck: bool = True):
+    """A* over simulator states that stores no state of f-value ``>= cutoff``
+    (``heuristic``: :func:`heuristic_for`; ``precheck``: :class:`_Moves`).
+
+    Returns ``(schedule, makespan, bound, stopped, expanded)``: ``schedule`` is an optimal
+    schedule when one of makespan below ``cutoff`` exists (``bound`` = its makespan);
+    otherwise None, and ``bound`` is a lower bound on every valid schedule's makespan:
+    ``cutoff`` when the search ran out of states (``stopped`` None: no schedule is faster
+    than ``cutoff``), or the f-value of the last state taken from the queue when the time
+    limit or the state limit stopped it (``stopped`` ``"time_limit"`` / ``"max_states"``).
+    ``expanded``: the number of states taken from the queue."""
+    moves = _Moves(chain, budget, precheck)
+    start = State.initial(chain)
+    mem0 = chain.x_size[0]
+    if mem0 > budget:
+        return None, None, cutoff, None, 0
+    heuristic = heuristic_for(chain, budget, heuristic)
+    f0 = heuristic(start)
+    if f0 >= cutoff:
+        return None, None, cutoff, None, 0
+    g = {start: 0.0}
+    parent = {start: None}
+    counter = itertools.count()
+    heap = [(f0, 0.0, next(counter), start, mem0)]
+    closed = set()
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    pops = 0
+    last_f = f0
+    while heap:
+        f, gs, _, s, mem = heapq.heappop(heap)
+        if s in closed:
+            continue
+        last_f = f
+        if s.is_final():
+            return exhaustive._rebuild(parent, s), gs, gs, None, pops
+        closed.add(s)
+        pops += 1
+        if deadline is not None and time.perf_counter() > deadline:
+            return None, None, last_f, "time_limit", pops
+        if pops % 2048 == 0 and max_states is not None and len(g) > max_states:
+            return None, None, last_f, "max_states", pops
+        for op, r, ns in moves(s, mem):
+            if ns in closed:
+                continue
+            ng = gs + r.time
+            old = g.get(ns)
+            if old is not None and ng >= old:
+                continue
+            nf = ng + heuristic(r.state)
+            if nf >= cutoff:
+                continue  # no schedule below the cutoff passes through here with this g
+            g[ns] = ng
+            parent[ns] = (s, op)
+            heapq.heappush(heap, (nf, ng, next(counter), ns, r.memory_after))
+    return None, None, cutoff, None, pops
+
+
+def _incumbent(chain, budget, deadline):
+    """The weak DP's (or store-all's) schedule at ``budget`` as ``(schedule, makespan,
+    source)``; ``(None, inf, None)`` when none fits."""
+    from solvers.ilp import seeds
+    return seeds.incumbent(chain, budget, True, deadline)
+
+
+def _relaxation_bound(chain, budget, schedule, seconds, info, cuts=()):
+    """The moment relaxation's proven bound at ``budget`` within ``seconds`` (None if it
+    proved nothing in time); an infeasibility proof next to a valid schedule is an error
+    (:func:`solvers.ilp.certify.reaches`)."""
+    from solvers.ilp import relaxation
+    try:
+        lb = relaxation.lower_bound(chain, budget, schedule=schedule, time_limit=seconds,
+                                    cuts=cuts)
+    except DeadlineExpired:
+        info["relaxation"] = {"bound": None, "status": "not built in time"}
+        return None
+    info["relaxation"] = lb.as_info()
+    return lb
+
+
+def _cut_families(cuts) -> tuple:
+    """The ``cuts`` option as a tuple of family names (SolverOptionError naming it)."""
+    if not isinstance(cuts, str):
+        raise SolverOptionError(f"{_OWNER} cuts = {cuts!r} must be a string of comma-separated "
+                                f"families (reach, fwd_peak)")
+    from solvers.ilp.cuts import check_families
+    return check_families(f.strip() for f in cuts.split(",") if f.strip())
+
+
+def _tolerance(chain: Chain) -> float:
+    return 1e-9 * max(1.0, chain.ideal_makespan())
+
+
+@register(NAME, optimal_for=CLASS_ALL, exact=True,
+          description="Exact over all schedules: the weak DP's schedule, proven optimal by the "
+                      "moment relaxation or by A* over simulator states cut off at its makespan "
+                      "(or the faster schedule that search finds).",
+          max_stages=6, reference_max_stages=10)
+def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
+                max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
+                relaxation_share: float = DEFAULT_RELAXATION_SHARE, cuts: str = "") -> Solution:
+    """Optimal schedule over all schedules, by proof of a schedule in hand (module
+    docstring).
+
+    Parameters
+    ----------
+    time_limit : seconds for the whole run; a run it stops answers ``time_limit`` with the
+        weak DP's schedule and the best bound proven, never ``optimal``.
+    max_states : the most states the bounded search may store (about 400 bytes each).
+    relaxation : try the moment relaxation first (needs PuLP and HiGHS).
+    relaxation_share : the share of ``time_limit`` the relaxation may use (without a time
+        limit, :data:`RELAXATION_CAP` seconds).
+    cuts : comma-separated families of extra relaxation rows (:mod:`solvers.ilp.cuts`:
+        ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
+        docs/results.md).
+    """
+    relaxation = check_bool(relaxation, "relaxation", error=SolverOptionError, owner=_OWNER)
+    max_states = check_int(max_states, "max_states", minimum=1, error=SolverOptionError,
+                           owner=_OWNER)
+    if time_limit is not None:
+        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
+                                    owner=_OWNER, unit="seconds")
+    if not (isinstance(relaxation_share, (int, float)) and not isinstance(relaxation_share, bool)
+            and 0 < relaxation_share <= 1):
+        raise SolverOptionError(f"solver {NAME!r}: option relaxation_share = "
+                                f"{relaxation_share!r} must be a number in (0, 1]")
+    families = _cut_families(cuts)
+    if families:
+        from solvers.ilp.cuts import check_chain
+        check_chain(chain)  # SolverOptionError on unsaved outputs
+    deadline = Deadline(time_limit)
+    info = {"certificate": None}
+    schedule, makespan, source = _incumbent(chain, budget, deadline)
+    lower = chain.ideal_makespan()
+    if schedule is not None:
+        makespan = simulate(chain, schedule, budget).makespan  # the cutoff: a replayed fact
+        info["incumbent_from"] = source
+        if relaxation:
+            lb = _relaxation_step(chain, budget, schedule, makespan, info, deadline,
+                                  relaxation_share, families)
+            if lb is not None and lb.value is not None:
+                if lb.value >= makespan - _tolerance(chain):
+                    info["certificate"] = "moment relaxation"
+                    return _optimal(chain, budget, schedule, info, deadline,
+                                    "the moment relaxation reaches its makespan")
+                lower = max(lower, lb.value)
+    cutoff = makespan - _tolerance(chain) if schedule is not None else math.inf
+    t0 = deadline.elapsed()
+    found, value, bound, stopped, pops = bounded_search(
+        chain, budget, cutoff, time_limit=deadline.remaining(0.01), max_states=max_states)
+    info["bounded_search"] = {"expanded": pops, "stopped_by": stopped, "bound": bound,
+                              "wall_time": round(deadline.elapsed() - t0, 3)}
+    if found is not None:
+        info["certificate"] = "bounded search"
+        info["incumbent_from"] = "bounded search"
+        return _optimal(chain, budget, found, info, deadline,
+                        "A* over all states found it below the weak DP's makespan")
+    if stopped is None and schedule is not None:
+        info["certificate"] = "bounded search"
+        return _optimal(chain, budget, schedule, info, deadline,
+                        "A* cut off at its makespan found no faster schedule")
+    if stopped is None:  # no schedule in hand, and the uncut search ran dry: none fits
+        mfb = None
+        if chain.length <= exhaustive.DEFAULT_MAX_STAGES:
+            mfb = exhaustive.min_feasible_budget(chain)
+        return Solution.infeasible(NAME, budget, optimal_for=CLASS_ALL, min_budget=mfb,
+                                   info=info, message=f"no schedule fits in {budget}",
+                                   wall_time=deadline.elapsed())
+    return _stopped(chain, budget, schedule, max(lower, bound), stopped, max_states, info,
+                    deadline)
+
+
+#: Without a time limit the relaxation may run this many seconds (its branch and bound
+#: does not end in hours on the chains where bounded search is what proves).
+RELAXATION_CAP = 60.0
+
+
+def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families):
+    """The moment relaxation's bound (None when it proved nothing), with ``share`` of the
+    time left (:data:`RELAXATION_CAP` seconds without a time limit).  A bound above
+    the schedule's makespan, or an infeasibility proof next to it, raises
+    (:func:`solvers.ilp.certify.reaches`)."""
+    seconds = RELAXATION_CAP if deadline.limit is None else share * deadline.remaining(0.01)
+    lb = _relaxation_bound(chain, budget, schedule, seconds, info, families)
+    if lb is not None:
+        from solvers.ilp.certify import reaches
+        reaches(lb, makespan, chain)  # raises on a contradiction with a valid schedule
+    return lb
+
+
+def _stopped(chain, budget, schedule, lower, stopped, max_states, info, deadline) -> Solution:
+    """A run the time or state limit stopped: the schedule in hand (if any) and the best
+    bound proven, never ``optimal``."""
+    why = "time limit reached" if stopped == "time_limit" else \
+        f"state limit reached (max_states = {max_states:,})"
+    if schedule is None:
+        return Solution.time_limit(NAME, budget, bound=lower, optimal_for=CLASS_ALL, info=info,
+                                   wall_time=deadline.elapsed(),
+                                   message=f"{why} with no schedule found: lower bound {lower}")
+    sim = simulate(chain, schedule, budget)
+    lower = min(lower, sim.makespan)
+    return Solution.time_limit(NAME, budget, schedule=schedule, makespan=sim.makespan,
+                               peak_memory=sim.peak_memory, bound=lower,
+                               optimal_for=CLASS_ALL, info=info, wall_time=deadline.elapsed(),
+                               message=f"not proven optimal ({why}): bound {lower}, makespan "
+                                       f"{sim.makespan}")
+
+
+def _optimal(chain, budget, schedule, info, deadline, why) -> Solution:
+    """``schedule`` proven optimal over all schedules (``why``: by what)."""
+    sim = simulate(chain, schedule, budget)
+    return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
+                            optimal_for=CLASS_ALL, info=info, wall_time=deadline.elapsed(),
+                            message=f"proven optimal over all schedules: {why}")

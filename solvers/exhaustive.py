@@ -10,20 +10,25 @@ by their time.  The first final state popped is optimal.
 Heuristic (a lower bound on the time still to spend, :class:`_Heuristic`): every backward
 not yet run costs its time, every remaining B_j whose tape t_{j+1} is not held needs at
 least one more ``Fall_j``, and the memory at a later backward forces recomputation: the
-tapes held through it must fit in the budget (proofs/exhaustive.md).  It never decreases
+tapes held through it must fit in the budget, and so must the input from which the
+recomputation toward the backward after it starts (proofs/exhaustive.md, Lemmas 2, 2').  It never decreases
 by more than an edge's cost, so A* returns the optimum.
 
+Pruning (proofs/exhaustive.md, Lemma 3 and "The incumbent"), each exact: without Drop, a
+state holding a plain x_i beside the tape t_i that contains it, or a plain value no
+operation will read again, is dominated by the same state without it, so it is dropped once
+that state has been reached at no more time (:class:`_Lean`); and on chains of more than
+``REFERENCE_MAX_STAGES`` stages, the weak DP's schedule is an incumbent: no state whose
+bound reaches its makespan is kept, and when none is left below it, it is the optimum.
+
 The state space has at most 2^L * 2^L * (L+2) states, but only the states reachable within
-the budget and below the optimum's f-value are visited.  At the tight budgets of
-``benchmarks/bench_ilp.py exhaustive-bound`` (the random chains of ``speed``) the memory
-term of the bound visits 2.0-2.9 times fewer states than the simple bound and proves the
-three 12-stage chains in 1.6-22 s (simple: 2.7-46 s) and 1 of 3 15-stage ones within
-120 s (14 s; simple: 36 s); the other two stop with bounds 257.75 and 272 (optima 269 and
-275; simple: 241 and 263).  At the middle budgets, 15 stages take 0.8-6.9 s (simple:
-1.2-30 s).  A tight 20-stage one was not proven in 10 minutes (before the memory term).
-Nothing bounds other chains by those figures (the state space still grows as 4^L), so
-``max_stages`` (default 8) guards against an accidental long run: raise it to go further,
-with ``time_limit``.
+the budget and below the optimum's f-value are visited.  On the random chains of
+``benchmarks/bench_exhaustive.py`` at tight budgets, the search keeps 3.4-5.7 times fewer
+states than before the pruning and the two-window terms, expands 2.0-3.8 times fewer, and
+proves the three 15-stage chains in 3.1, 21 and 89 CPU seconds (before: 5.8, 70 and 236;
+docs/results.md).  Nothing bounds other chains by those figures (the state space still grows as
+4^L), so ``max_stages`` (default 8) guards against an accidental long run: raise it to go
+further, with ``time_limit``.
 
 Option ``schedule_class`` restricts the search to exactly one class of schedules of
 :mod:`remat_theory.model.persistence` (``"persistent"`` or ``"weak"``): an operation is an edge
@@ -47,12 +52,13 @@ import time
 
 from remat_theory.model import classes, persistence
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError, SolverOptionError
+from remat_theory.model.errors import RematError, SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
-from remat_theory.model.simulator import State, transition
+from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import Solution
 from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
 
+from solvers import registry
 from solvers.registry import register, variant
 
 NAME = "exhaustive"
@@ -64,6 +70,7 @@ SWEEP_MAX_STAGES = 7
 # took at most a few seconds at the budgets measured (benchmarks/bench_ilp.py speed).
 REFERENCE_MAX_STAGES = 10
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB; a time limit alone does not bound memory
+_INF = float("inf")
 _MEMO_LIMIT = 1_000_000  # entries of the bound's cache (about 200 MB at most)
 _OPTION = option_owner(NAME)
 
@@ -80,33 +87,49 @@ def _check_size(chain: Chain, max_stages: int) -> None:
 
 class _Moves:
     """Candidate operations from a state (validity is decided by ``transition``; the
-    forwards whose output is already held, which it would refuse, are not proposed)."""
+    forwards whose output is already held, which it would refuse, are not proposed).
 
-    def __init__(self, chain: Chain, allow_drop: bool):
+    Called with the memory held and the budget, it also leaves out the forwards whose peak
+    (by the operation table: held + output + overhead) exceeds the budget, and, with
+    ``lean``, the two forwards whose successor is always dominated by the state itself
+    (proofs/exhaustive.md, Lemma 3): ``Fck_i`` making a plain copy of an ``x_{i+1}`` held
+    inside ``t_{i+1}``, and ``Fck_n`` once ``B_n`` is next (its output is never read)."""
+
+    def __init__(self, chain: Chain, allow_drop: bool, lean: bool = False):
         L = chain.length
         self.chain = chain
+        self.L = L
         self.allow_drop = allow_drop
+        self.lean = lean
+        self.inside = chain.saved_mask  # bit i: t_i holds x_i
         self.fwd = [(Fn(i), Fck(i), Fall(i)) for i in range(L)]
         self.bwd = [Bwd(i) for i in range(L)]
         self.dropx = [DropX(i) if i else None for i in range(L + 1)]
         self.dropt = [DropT(i) if i else None for i in range(L + 1)]
+        # the part of each forward's peak above the memory held (docs/model.md)
+        self.plain_peak = [chain.x_size[i + 1] + chain.fwd_overhead[i] for i in range(L)]
+        self.fall_peak = [chain.tape_size[i] + chain.fall_overhead[i] for i in range(L)]
 
-    def __call__(self, state: State):
-        L = self.chain.length
+    def __call__(self, state: State, memory: int | None = None, budget: float = _INF):
+        L = self.L
         plain, tapes, nxt = state
         if nxt == L:
-            yield LOSS_OP
-        elif nxt >= 0:
+            if (plain | tapes) >> L & 1:
+                yield LOSS_OP
+        elif nxt >= 0 and tapes >> (nxt + 1) & 1:
             yield self.bwd[nxt]
+        room = _INF if memory is None else budget - memory
+        inside = self.inside
         top = min(nxt, L - 1)
         for i in range(top + 1):
-            if plain >> i & 1 or (i and tapes >> i & 1):
+            if (plain | tapes & self.inside) >> i & 1:  # x_i available
                 fn, fck, fall = self.fwd[i]
-                if not plain >> (i + 1) & 1:  # else "x_{i+1} is already held"
-                    yield fn
-                    yield fck
-                if not tapes >> (i + 1) & 1:  # else "t_{i+1} is already held"
-                    yield fall
+                if not plain >> (i + 1) & 1 and self.plain_peak[i] <= room:
+                    yield fn  # (else "x_{i+1} is already held", or over the budget)
+                    if not (self.lean and (i == nxt or (tapes & inside) >> (i + 1) & 1)):
+                        yield fck
+                if not tapes >> (i + 1) & 1 and self.fall_peak[i] <= room:
+                    yield fall  # (else "t_{i+1} is already held", or over the budget)
         if self.allow_drop:
             for i in range(1, L + 1):
                 if plain >> i & 1:
@@ -145,25 +168,41 @@ class _Heuristic:
     its input, both gradients, its overhead).  So the time still to spend is at least the
     simple bound plus ``min over H fitting of [sum_{i in P-H} min(fwd_time[i],
     fall_time[i]) + sum_{i held, not in H} fall_time[i]]``: a 0/1 knapsack, solved exactly
-    for ``n <= exact_up_to`` and bounded by its fractional relaxation above (per term, so
+    for ``n <= exact_up_to`` or a capacity of at most ``exact_weights`` (the DP keeps one
+    entry per weight) and bounded by its fractional relaxation otherwise (per term, so
     the bound stays consistent); the bound takes the largest such term over the backwards still
-    to run (each is a lower bound on the same extra time, so their maximum is)."""
+    to run (each is a lower bound on the same extra time, so their maximum is).
 
-    exact_up_to = 12  # terms n up to this solve the 0/1 knapsack, longer ones its LP
+    With ``pairs`` (Lemma 2'), a term also looks past ``B_n``: toward a later ``B_m`` the
+    recomputation starts from the highest input ``x_j`` available while ``B_n`` runs, which
+    holds memory there; so each ``m`` adds the candidate ``min_j [window-1 time with x_j
+    held at B_n] + [the forwards of stages j..m-1 between B_n and B_m that are not the
+    last of their stage]`` (the second part a table of the chain)."""
+
+    exact_up_to = 12  # terms n up to this solve the 0/1 knapsack (at most 2^n subsets) ...
+    exact_weights = 1024  # ... and so do terms whose capacity is at most this; others its LP
+    pairs = True  # the two-window terms of Lemma 2' ...
+    pairs_up_to = 30  # ... on chains of at most this many stages (O(L^2) per term)
 
     def __init__(self, chain: Chain, budget: float):
         L = chain.length
-        x, tp = chain.x_size, chain.tape_size
+        x, held = chain.x_size, chain.tape_held
         self.chain = chain
         self.L = L
         self.fall = chain.fall_time
         self.fwd_min = [min(f, g) for f, g in zip(chain.fwd_time, chain.fall_time)]
+        self.saved = chain.saved_mask  # bit i: x_i can be read inside t_i
+        self.unsaved = ((2 << L) - 2) & ~chain.saved_mask  # bit i: B_i does not read x_i
+        # B_n reads its input x_n unless x_n is unsaved (the loss, n = L, always reads it)
+        reads = [n >= 1 and (n == L or chain.saved(n)) for n in range(L + 1)]
         # capacity for the tapes held through B_n, and each slot's weight there
         # (the loss, n = L, holds no tape and no gradient of its own before it runs)
-        self.cap = [budget - (x[0] + x[n] + chain.bwd_overhead[n] + (x[n] if n >= 1 else 0)
-                              + (x[n + 1] + tp[n] if n < L else 0)) for n in range(L + 1)]
-        self.weight = [[tp[i] - (x[n] if i == n - 1 else 0) for i in range(n)]
-                       for n in range(L + 1)]
+        self.cap = [budget - (x[0] + x[n] + chain.bwd_overhead[n] + (x[n] if reads[n] else 0)
+                              + (x[n + 1] + held[n] if n < L else 0)) for n in range(L + 1)]
+        self.weight = [[held[i] - (x[n] if i == n - 1 and chain.saved(n) else 0)
+                        for i in range(n)] for n in range(L + 1)]
+        self.pair_terms = self.pairs and L <= self.pairs_up_to
+        self.second = self._second_windows() if self.pair_terms else None
         self.memo: dict = {}
 
     def __call__(self, state: State) -> float:
@@ -172,7 +211,16 @@ class _Heuristic:
         if n < 0:
             return h
         mask = (2 << n) - 1
-        return h + self._largest(n, (plain | tapes) & mask, tapes & mask)
+        return h + self._largest(n, self._avail(plain, tapes, n) & mask, tapes & mask)
+
+    def _avail(self, plain: int, tapes: int, n: int) -> int:
+        """The inputs available (plain, or inside a tape that holds them), and x_n itself
+        when ``B_n`` will not read it and its tape t_{n+1} is held: then nothing before
+        ``B_n`` needs x_n (bits of stages ``0..n`` are what the terms read)."""
+        avail = plain | tapes & self.saved
+        if self.unsaved >> n & tapes >> (n + 1) & 1:
+            avail |= 1 << n
+        return avail
 
     def _largest(self, n: int, avail: int, tapes: int) -> float:
         """The largest term over the backwards ``B_1 .. B_n`` (``B_0`` has no stage below
@@ -192,7 +240,8 @@ class _Heuristic:
             pending.append((n, avail, tapes))
             n -= 1
             low = (2 << n) - 1
-            avail, tapes = avail & low, tapes & low
+            top = self.unsaved >> n & tapes >> (n + 1) & 1  # as in _avail, one level down
+            avail, tapes = avail & low | top << n, tapes & low
         for key in reversed(pending):
             m, a, t = key
             k = a.bit_length() - 1  # the highest stage <= m whose input is available
@@ -205,7 +254,8 @@ class _Heuristic:
 
     def _forced(self, k: int, tapes: int, n: int) -> float:
         """The knapsack term for the backward ``B_n`` (``n = L``: the loss), ``k`` the
-        highest stage ``<= n`` whose input is available (x_0 always is)."""
+        highest stage ``<= n`` whose input is available (x_0 always is); with
+        ``pairs``, also the two-window terms of Lemma 2' (proofs/exhaustive.md)."""
         items = []  # (value, weight) of the slots below n that H could save
         weight = self.weight[n]
         for i in range(n):
@@ -213,31 +263,134 @@ class _Heuristic:
                 items.append((self.fall[i], weight[i]))
             elif i >= k:
                 items.append((self.fwd_min[i], weight[i]))
-        if not items:
-            return 0.0
         cap = self.cap[n]
-        if cap >= sum(w for _, w in items):
+        saving = _Knapsack(items, cap, self._exact(n))
+        term = saving.forced(cap)
+        if not self.pair_terms:
+            return term
+        x, held, fall = self.chain.x_size, self.chain.tape_held, self.fall
+        # V[j]: the least window-1 time when x_j is available while B_n runs
+        low = [term] + [min(saving.forced(cap - x[j]),
+                            saving.forced(cap - held[j - 1]) - fall[j - 1]
+                            if self.saved >> j & 1 else _INF) for j in range(1, n)]
+        for m in range(1, n):
+            if self.saved >> m & 1:  # B_m reads x_m
+                second = self.second[m]
+                term = max(term, min(low[j] + second[j] for j in range(m + 1)))
+        return term
+
+    def _exact(self, n: int) -> bool:
+        """Whether the term of ``B_n`` solves the 0/1 knapsack (else its LP relaxation)."""
+        return n <= self.exact_up_to or self.cap[n] <= self.exact_weights
+
+    def _second_windows(self) -> list:
+        """``second[m][j]``: the least time of the forwards between a backward ``B_n``
+        (``n > m``) and ``B_m`` that are not the last of their stage, when ``x_j`` is the
+        highest input ``<= m`` available while ``B_n`` runs (Lemma 2'): the term of ``B_m``
+        with the items ``j .. m-1`` of ``P`` only, solved as that term is."""
+        second = [[0.0]]
+        for m in range(1, self.L):
+            items = [(self.fwd_min[i], self.weight[m][i]) for i in range(m)]
+            second.append([_Knapsack(items[j:], self.cap[m], self._exact(m)).forced(self.cap[m])
+                           for j in range(m + 1)])
+        return second
+
+
+class _Knapsack:
+    """The least total value of the items left out of a subset that fits a capacity (the
+    forced time of a term of :class:`_Heuristic`), for any capacity up to ``cap``: the 0/1
+    knapsack's table (one entry per weight reached) or, when not ``exact``, its fractional
+    relaxation (greedy by value per weight; never below the 0/1 optimum's saving)."""
+
+    def __init__(self, items: list, cap: float, exact: bool):
+        self.total = sum(v for v, _ in items)
+        self.weight = sum(w for _, w in items)
+        self.exact = exact
+        if exact:
+            best = {0: 0.0}  # weight of a subset that fits -> the most value it keeps
+            if cap >= 0:
+                for v, w in items:
+                    for wt, val in list(best.items()):
+                        nw = wt + w
+                        if nw <= cap and best.get(nw, -1.0) < val + v:
+                            best[nw] = val + v
+            self.steps = []  # (weight, best value within it), increasing in both
+            top = -1.0
+            for wt in sorted(best):
+                if best[wt] > top:
+                    top = best[wt]
+                    self.steps.append((wt, top))
+        else:
+            self.items = sorted(items, key=lambda vw: -vw[0] / vw[1] if vw[1] else -_INF)
+
+    def forced(self, cap: float) -> float:
+        """The least value left out by a subset of weight at most ``cap``."""
+        if cap >= self.weight:
             return 0.0
-        total = sum(v for v, _ in items)
         if cap < 0:
-            return total
-        if n <= self.exact_up_to:  # the 0/1 knapsack: at most 2^n subsets
-            best = {0: 0.0}  # weight of a subset H that fits -> the most time it saves
-            for v, w in items:
-                for wt, val in list(best.items()):
-                    nw = wt + w
-                    if nw <= cap and best.get(nw, -1.0) < val + v:
-                        best[nw] = val + v
-            return max(0.0, total - max(best.values()))
-        saved = 0.0  # its fractional relaxation (greedy by time saved per byte)
-        for v, w in sorted(items, key=lambda vw: -vw[0] / vw[1] if vw[1] else -float("inf")):
+            return self.total
+        if self.exact:
+            kept = 0.0
+            for wt, val in self.steps:
+                if wt > cap:
+                    break
+                kept = val
+            return max(0.0, self.total - kept)
+        kept = 0.0
+        for v, w in self.items:
             if w <= cap:
-                saved += v
+                kept += v
                 cap -= w
             else:
-                saved += v * cap / w
+                kept += v * cap / w
                 break
-        return max(0.0, total - saved)
+        return max(0.0, self.total - kept)
+
+
+class _Lean:
+    """The state that dominates ``state`` without Drop (proofs/exhaustive.md, Lemma 3), or
+    None if there is none: the same state without its redundant plain values, a plain
+    ``x_i`` held beside a tape ``t_i`` that contains it, and a plain ``x_j`` with
+    ``j > n`` once the backward ``B_n`` is next (nothing reads or frees it again)."""
+
+    def __init__(self, chain: Chain):
+        L = chain.length
+        self.inside = chain.saved_mask  # bit i: t_i holds x_i
+        self.above = [~((2 << n) - 1) for n in range(L)]  # bits n+1 .. L
+
+    def __call__(self, state: State) -> State | None:
+        plain, tapes, n = state
+        extra = plain & tapes & self.inside
+        if n >= 0 and n < len(self.above):
+            extra |= plain & self.above[n]
+        if not extra:
+            return None
+        return State(plain & ~extra, tapes, n)
+
+    def dominated(self, state: State, time: float, g: dict) -> bool:
+        """Whether the same state without some of these values (Lemma 3 holds for any of
+        them) has been reached in at most ``time`` (``g``: the times reached so far).  Up to
+        three such values, every nonempty subset of them is looked up; more, all of them
+        and each one alone."""
+        plain, tapes, n = state
+        extra = plain & tapes & self.inside
+        if n >= 0 and n < len(self.above):
+            extra |= plain & self.above[n]
+        if not extra:
+            return False
+        if bin(extra).count("1") <= 3:
+            subsets = []
+            sub = extra
+            while sub:
+                subsets.append(sub)
+                sub = (sub - 1) & extra
+        else:
+            subsets = [extra] + [1 << i for i in range(extra.bit_length()) if extra >> i & 1]
+        get = g.get
+        for sub in subsets:
+            if get(State(plain & ~sub, tapes, n), _INF) <= time:
+                return True
+        return False
 
 
 def _heuristic(chain: Chain, state: State, budget: float = float("inf")) -> float:
@@ -285,25 +438,30 @@ class _ClassMoves:
 class _AllMoves:
     """Unrestricted moves; search nodes are simulator states."""
 
-    def __init__(self, chain: Chain, allow_drop: bool):
+    def __init__(self, chain: Chain, allow_drop: bool, budget: float = _INF,
+                 lean: bool = False):
         self.chain = chain
         self.allow_drop = allow_drop
-        self.inner = _Moves(chain, allow_drop)
+        self.budget = budget
+        self.inner = _Moves(chain, allow_drop, lean)
 
     def start(self):
         return State.initial(self.chain)
 
     def __call__(self, state, mem):
-        for op in self.inner(state):
+        for op in self.inner(state, mem, self.budget):
             r = transition(self.chain, state, mem, op, self.allow_drop)
             if isinstance(r, str):
                 continue
             yield op, r, r.state
 
 
-def _node_moves(chain: Chain, allow_drop: bool, schedule_class: str):
+def _node_moves(chain: Chain, allow_drop: bool, schedule_class: str, budget: float = _INF,
+                lean: bool = False):
+    """The moves of the search: ``budget`` leaves out operations whose peak exceeds it
+    (``min_feasible_budget`` needs them all), ``lean`` the always dominated ones."""
     if schedule_class == persistence.ALL:
-        return _AllMoves(chain, allow_drop)
+        return _AllMoves(chain, allow_drop, budget, lean)
     return _ClassMoves(chain, schedule_class)
 
 
@@ -312,25 +470,61 @@ def _state_of(node) -> State:
 
 
 def search(chain: Chain, budget: int, allow_drop: bool = False, time_limit: float | None = None,
-           schedule_class: str = "all", max_states: int | None = None):
+           schedule_class: str = "all", max_states: int | None = None,
+           incumbent: Schedule | None = None):
     """A* over simulator states (restricted to ``schedule_class``).  Returns
     ``(schedule, makespan, peak, bound, proven)``; schedule is None when no schedule fits
     (proven) or the search stopped first: after ``time_limit`` seconds, or once it holds more
-    than ``max_states`` states (memory grows by roughly 400 bytes per state)."""
-    return _search(chain, budget, allow_drop, time_limit, schedule_class, max_states)[:5]
+    than ``max_states`` states (memory grows by roughly 400 bytes per state).
+
+    ``incumbent``: a schedule of the searched class, an upper bound (ignored if the
+    simulator refuses it at ``budget``).  States whose bound reaches its makespan are not
+    kept; when no state is left below it, the incumbent itself is the optimum returned."""
+    return _search(chain, budget, allow_drop, time_limit, schedule_class, max_states,
+                   incumbent)[:5]
 
 
-def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
-    """:func:`search`, plus what stopped it: None, ``"time_limit"`` or ``"max_states"``."""
-    moves = _node_moves(chain, allow_drop, schedule_class)
+def _incumbent_makespan(chain: Chain, budget: int, schedule, allow_drop: bool):
+    """The makespan of ``schedule`` replayed at ``budget``, or None if it is not valid."""
+    if schedule is None:
+        return None
+    try:
+        return simulate(chain, schedule, budget, allow_drop=allow_drop).makespan
+    except RematError:
+        return None
+
+
+def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent=None,
+            stats: dict | None = None, dominance: bool = True):
+    """:func:`search`, plus what stopped it: None, ``"time_limit"`` or ``"max_states"``.
+    ``stats`` (a dict) receives the states expanded and kept (benchmarks); ``dominance``
+    False turns the pruning of dominated states off (the before figures, the tests)."""
+    if stats is None:
+        stats = {}
+    try:
+        return _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states,
+                      incumbent, stats, dominance)
+    finally:
+        stats.setdefault("expanded", 0)
+
+
+def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent,
+           stats, dominance):
+    """The loop of :func:`_search`."""
+    # Dominance (proofs/exhaustive.md, Lemma 3): without Drop, over all schedules, a state
+    # is no better than the same state without its redundant plain values.
+    lean = (_Lean(chain) if dominance and schedule_class == persistence.ALL and not allow_drop
+            else None)
+    moves = _node_moves(chain, allow_drop, schedule_class, budget, lean is not None)
     start = moves.start()
     mem0 = chain.x_size[0]
     if mem0 > budget:
         return None, None, None, None, True, None
     heuristic = _Heuristic(chain, budget)
+    upper = _incumbent_makespan(chain, budget, incumbent, allow_drop)
+    ceiling = float("inf") if upper is None else upper
     g = {start: 0.0}
     parent = {start: None}
-    peak_to = {start: mem0}  # peak along the best path found so far (reporting only)
     counter = itertools.count()
     heap = [(heuristic(_state_of(start)), 0.0, next(counter), start, mem0)]
     closed = set()
@@ -341,9 +535,14 @@ def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
         if s in closed:
             continue
         if _state_of(s).is_final():
-            return _rebuild(parent, s), gs, peak_to[s], gs, True, None
+            schedule = _rebuild(parent, s)
+            return schedule, gs, simulate(chain, schedule, budget, allow_drop).peak_memory, \
+                gs, True, None
+        if lean is not None and lean.dominated(s, gs, g):
+            continue  # dominated by a state reached at no more time
         closed.add(s)
         pops += 1
+        stats["expanded"], stats["kept"] = pops, len(g)
         if deadline is not None and time.perf_counter() > deadline:  # every pop: on long
             return None, None, None, f, False, "time_limit"  # chains one pop takes ms
         if pops % 2048 == 0:
@@ -357,11 +556,20 @@ def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states):
             ng = gs + r.time
             old = g.get(ns)
             if old is None or ng < old:
+                if lean is not None and lean.dominated(ns, ng, g):
+                    continue
+                fn = ng + heuristic(r.state)
+                if fn >= ceiling:
+                    continue  # no better than the incumbent
                 g[ns] = ng
                 parent[ns] = (s, op)
-                peak_to[ns] = max(peak_to[s], r.peak)
-                heapq.heappush(heap, (ng + heuristic(r.state), ng, next(counter), ns,
-                                      r.memory_after))
+                heapq.heappush(heap, (fn, ng, next(counter), ns, r.memory_after))
+    if upper is not None:  # nothing below the incumbent: it is optimal
+        schedule = (incumbent if isinstance(incumbent, Schedule) else
+                    Schedule.parse(incumbent) if isinstance(incumbent, str) else
+                    Schedule(incumbent))
+        return (schedule, upper, simulate(chain, schedule, budget, allow_drop).peak_memory,
+                upper, True, None)
     return None, None, None, None, True, None
 
 
@@ -412,6 +620,24 @@ def _check_class(schedule_class, allow_drop) -> classes.ScheduleClass:
     return classes.schedule_class(schedule_class)
 
 
+def _weak_incumbent(chain: Chain, budget: int, schedule_class: str,
+                    time_limit: float | None) -> Schedule | None:
+    """The weak DP's schedule as the search's incumbent (an upper bound), on chains longer
+    than ``REFERENCE_MAX_STAGES`` searched over all schedules; None elsewhere, or when the
+    DP has none in a tenth of the time limit.  On the chains up to that length the search
+    takes seconds at most and returns its own schedule, as it always did; above it, the
+    incumbent spares the search every state whose bound reaches the DP's makespan (on the
+    benchmark's random chains that makespan is the optimum: docs/results.md)."""
+    if chain.length <= REFERENCE_MAX_STAGES or schedule_class != persistence.ALL:
+        return None
+    try:
+        weak = registry.solve(chain, budget, "dp-weak",
+                              time_limit=None if time_limit is None else time_limit / 10)
+    except RematError:
+        return None
+    return weak.schedule
+
+
 def _tractable_note(chain: Chain, budget: int, options) -> str | None:
     """Say so before a search the guard lets through (max_stages raised) beyond the chains
     measured to take seconds."""
@@ -455,8 +681,12 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     if time_limit is not None:
         time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
                                     owner=_OPTION, unit="seconds")
+    start = time.perf_counter()
+    incumbent = _weak_incumbent(chain, budget, schedule_class, time_limit)
+    if time_limit is not None:
+        time_limit = max(time_limit - (time.perf_counter() - start), 1e-9)
     schedule, makespan, peak, bound, proven, stopped_by = _search(
-        chain, budget, allow_drop, time_limit, schedule_class, max_states)
+        chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent)
     info = {"allow_drop": allow_drop, "schedule_class": schedule_class}
     if schedule is not None:
         return Solution.optimal(NAME, budget, schedule, makespan, peak, optimal_for=cls,

@@ -145,12 +145,13 @@ def _ops(chain, allow_drop):
     return ops
 
 
-def _plain_dijkstra(chain, budget, allow_drop=False):
-    """Dijkstra over simulator states with no heuristic at all: the optimum, or None."""
+def _plain_dijkstra(chain, budget, allow_drop=False, start=None):
+    """Dijkstra over simulator states with no heuristic, no pruning and no dominance: the
+    optimum (from ``start``, a state and its memory; default the initial one), or None."""
     import heapq
 
     ops = _ops(chain, allow_drop)
-    start = (State.initial(chain), chain.x_size[0])
+    start = start or (State.initial(chain), chain.x_size[0])
     best = {start: 0.0}
     heap = [(0.0, 0, start)]
     tie = 1
@@ -177,20 +178,33 @@ def _without_fall_costs(chain):
                  chain.fwd_overhead, chain.bwd_overhead)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.data(), chains(1, 4, max_size=6, fall_costs=True), st.booleans(), st.booleans(),
-       st.sampled_from([0, 2, 12]))
+def _bound(chain, budget, exact_up_to, pairs=True):
+    """The A* bound with the 0/1 knapsack for the terms of at most ``exact_up_to`` stages
+    only (the LP for the others) and with or without the two-window terms."""
+    from solvers.exhaustive import _Heuristic
+
+    old = _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs
+    _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs = exact_up_to, -1, pairs
+    try:
+        return _Heuristic(chain, budget)
+    finally:
+        _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs = old
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), chains(1, 5, max_size=6, fall_costs=True, unsaved_outputs=None), st.booleans(),
+       st.booleans(), st.sampled_from([0, 2, 12]), st.booleans())
 def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fall, allow_drop,
-                                                                  exact_up_to):
+                                                                  exact_up_to, pairs):
     """h(s) <= time(op) + h(s') on every edge reachable within the budget, h >= the simple
     bound, h(final) = 0: consistent, hence admissible (proofs/exhaustive.md); with the 0/1
-    knapsack, its fractional relaxation, and both (by term)."""
-    from solvers.exhaustive import _Heuristic, _heuristic_simple
+    knapsack, its fractional relaxation, and both (by term); with and without the
+    two-window terms and unsaved outputs."""
+    from solvers.exhaustive import _heuristic_simple
 
     chain = chain if fall else _without_fall_costs(chain)
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
-    h = _Heuristic(chain, budget)
-    h.exact_up_to = exact_up_to
+    h = _bound(chain, budget, exact_up_to, pairs)
     tol = 1e-9 * max(1.0, chain.ideal_makespan())
     ops = _ops(chain, allow_drop)
     seen, todo = set(), [(State.initial(chain), chain.x_size[0])]
@@ -210,30 +224,86 @@ def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fa
             todo.append((r.state, r.memory_after))
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.data(), chains(1, 5, max_size=8, fall_costs=True), st.booleans(), st.booleans(),
-       st.sampled_from([0, 12]))
-def test_search_with_the_bound_equals_plain_dijkstra(data, chain, fall, allow_drop,
-                                                     exact_up_to):
-    """With and without fall costs (and with Drop), the 0/1 knapsack or its fractional
-    relaxation: the optimum is plain Dijkstra's."""
+def _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to):
+    """The search (with its bound, dominance, and an incumbent drawn among none, the weak
+    DP's schedule and store-all's) against plain Dijkstra at a drawn budget."""
     from solvers import exhaustive
-    from solvers.exhaustive import search
 
-    old, exhaustive._Heuristic.exact_up_to = exhaustive._Heuristic.exact_up_to, exact_up_to
-    chain = chain if fall else _without_fall_costs(chain)
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
     want = _plain_dijkstra(chain, budget, allow_drop)
+    source = data.draw(st.sampled_from([None, "dp-weak", "store-all"]))
+    incumbent = solvers.solve(chain, budget, source).schedule if source else None
+    dominance = data.draw(st.booleans())
+    H = exhaustive._Heuristic
+    old = H.exact_up_to, H.exact_weights, H.pairs
+    H.exact_up_to, H.exact_weights = exact_up_to, -1  # terms above exact_up_to: the LP
+    H.pairs = data.draw(st.booleans())
     try:
-        schedule, makespan = search(chain, budget, allow_drop=allow_drop)[:2]
+        schedule, makespan, _, _, proven, _ = exhaustive._search(
+            chain, budget, allow_drop, None, "all", None, incumbent, dominance=dominance)
     finally:
-        exhaustive._Heuristic.exact_up_to = old
+        H.exact_up_to, H.exact_weights, H.pairs = old
+    assert proven
     if want is None:
         assert schedule is None
     else:
         assert math.isclose(makespan, want, rel_tol=1e-9, abs_tol=1e-12)
         assert math.isclose(simulate(chain, schedule, budget, allow_drop=allow_drop).makespan,
                             want, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), chains(1, 5, max_size=8, fall_costs=True), st.booleans(), st.booleans(),
+       st.sampled_from([0, 12]))
+def test_search_with_the_bound_equals_plain_dijkstra(data, chain, fall, allow_drop,
+                                                     exact_up_to):
+    """With and without fall costs (and with Drop), the 0/1 knapsack or its fractional
+    relaxation, with and without dominance and an incumbent: the optimum is plain
+    Dijkstra's."""
+    chain = chain if fall else _without_fall_costs(chain)
+    _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), chains(1, 5, max_size=8, fall_costs=None, unsaved_outputs=True), st.booleans(),
+       st.sampled_from([0, 12]))
+def test_search_on_unsaved_outputs_equals_plain_dijkstra(data, chain, allow_drop, exact_up_to):
+    """Chains whose outputs some backward does not read (``output_saved``): the bound, the
+    dominance and the state memory follow the table; the optimum is plain Dijkstra's."""
+    _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), chains(1, 4, max_size=6, fall_costs=None, unsaved_outputs=None))
+def test_a_lean_state_dominates_its_state(data, chain):
+    """Lemma 3 of proofs/exhaustive.md, directly: from reachable states holding a redundant
+    plain value (a plain x_i beside the t_i that contains it, or a plain x_j above the next
+    backward), the same state without them finishes no later (plain Dijkstra from both)."""
+    from remat_theory.model.simulator import state_memory
+    from solvers.exhaustive import _Lean
+
+    budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory()))
+    lean = _Lean(chain)
+    ops = _ops(chain, False)
+    seen, todo, pairs = set(), [(State.initial(chain), chain.x_size[0])], []
+    while todo:
+        s, mem = todo.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        sub = lean(s)
+        if sub is not None:
+            assert sub != s and state_memory(chain, sub) < mem
+            pairs.append((s, mem, sub))
+        for op in ops:
+            r = transition(chain, s, mem, op)
+            if not isinstance(r, str) and r.peak <= budget:
+                todo.append((r.state, r.memory_after))
+    for s, mem, sub in pairs[:6]:
+        whole = _plain_dijkstra(chain, budget, start=(s, mem))
+        part = _plain_dijkstra(chain, budget, start=(sub, state_memory(chain, sub)))
+        if whole is not None:
+            assert part is not None and part <= whole + 1e-9, (s, sub)
 
 
 def test_the_bound_sees_recomputation_the_simple_bound_does_not():
@@ -258,3 +328,19 @@ def test_the_bound_sees_recomputation_the_simple_bound_does_not():
             if not isinstance(r, str) and r.peak <= b:
                 todo.append((r.state, r.memory_after))
     assert above > 0
+
+
+def test_an_optimal_incumbent_is_proven_and_returned():
+    """With the optimum as its incumbent, the search keeps no state whose bound reaches it,
+    runs out of states and returns the incumbent itself, proven, as text or as a schedule;
+    an invalid incumbent is ignored."""
+    from solvers.exhaustive import search
+
+    c, b = _tight_nine_stages()
+    schedule, makespan, peak, bound, proven = search(c, b)
+    assert proven and schedule is not None
+    for given in (schedule, str(schedule)):
+        got = search(c, b, incumbent=given)
+        assert got[4] and got[1] == makespan == got[3] and got[2] == peak
+        assert str(got[0]) == str(schedule)
+    assert search(c, b, incumbent="Loss")[1] == makespan  # invalid: a plain search

@@ -39,6 +39,9 @@ CHAINS = {
     "random-3": families.make("random", 3, 0),
     "resnet-3": families.make("resnet", 3, 1),
     "homogeneous-4": families.make("homogeneous", 4, 0),
+    # outputs no backward reads (docs/model.md): every solver keeps its contract there too
+    "random-3-unsaved": families.with_unsaved_outputs(families.make("random", 3, 2), 1),
+    "resnet-3-unsaved": families.with_unsaved_outputs(families.make("resnet", 3, 1), 4),
 }
 RTOL = 1e-9
 

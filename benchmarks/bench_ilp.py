@@ -141,7 +141,7 @@ def speed(args) -> dict:
     runs = []
     family = getattr(args, "family", "random")
     for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets, family,
-                                                    args.unsaved_outputs):
+                                                    getattr(args, "unsaved_outputs", None)):
         for ms in args.mip_solvers:
             t0 = time.perf_counter()
             sol = solvers.solve(chain, b[kind], "ilp", passes=args.passes,

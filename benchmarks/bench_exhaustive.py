@@ -56,15 +56,15 @@ def run(chain, budget: int, mode: str, time_limit: float) -> dict:
     incumbent = (ex._weak_incumbent(chain, budget, "all", time_limit) if with_incumbent
                  else None)
     left = max(time_limit - (time.perf_counter() - wall), 1e-9)
-    bound_options = ex._Heuristic.exact_weights, ex._Heuristic.pairs
+    bound_options = ex._Heuristic.exact_steps, ex._Heuristic.pairs
     if mode == "original":
-        ex._Heuristic.exact_weights, ex._Heuristic.pairs = -1, False
+        ex._Heuristic.exact_steps, ex._Heuristic.pairs = -1, False
     try:
         _, makespan, _, bound, proven, stopped = ex._search(
             chain, budget, False, left, "all", ex.DEFAULT_MAX_STATES, incumbent, stats,
             dominance)
     finally:
-        ex._Heuristic.exact_weights, ex._Heuristic.pairs = bound_options
+        ex._Heuristic.exact_steps, ex._Heuristic.pairs = bound_options
     return {"mode": mode, "proven": bool(proven and makespan is not None),
             "makespan": makespan, "bound": bound, "stopped_by": stopped,
             "expanded": stats.get("expanded", 0), "kept": stats.get("kept", 0),

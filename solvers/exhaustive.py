@@ -11,8 +11,8 @@ Heuristic (a lower bound on the time still to spend, :class:`_Heuristic`): every
 not yet run costs its time, every remaining B_j whose tape t_{j+1} is not held needs at
 least one more ``Fall_j``, and the memory at a later backward forces recomputation: the
 tapes held through it must fit in the budget, and so must the input from which the
-recomputation toward the backward after it starts (proofs/exhaustive.md, Lemmas 2, 2').  It never decreases
-by more than an edge's cost, so A* returns the optimum.
+recomputation toward the backward after it starts (proofs/exhaustive.md, Lemmas 2, 2').
+It never decreases by more than an edge's cost, so A* returns the optimum.
 
 Pruning (proofs/exhaustive.md, Lemma 3 and "The incumbent"), each exact: without Drop, a
 state holding a plain x_i beside the tape t_i that contains it, or a plain value no
@@ -168,10 +168,11 @@ class _Heuristic:
     its input, both gradients, its overhead).  So the time still to spend is at least the
     simple bound plus ``min over H fitting of [sum_{i in P-H} min(fwd_time[i],
     fall_time[i]) + sum_{i held, not in H} fall_time[i]]``: a 0/1 knapsack, solved exactly
-    for ``n <= exact_up_to`` or a capacity of at most ``exact_weights`` (the DP keeps one
-    entry per weight) and bounded by its fractional relaxation otherwise (per term, so
-    the bound stays consistent); the bound takes the largest such term over the backwards still
-    to run (each is a lower bound on the same extra time, so their maximum is).
+    for ``n <= exact_up_to`` or when its table is small (``n * (capacity + 1)`` at most
+    ``exact_steps``: the DP keeps one entry per weight) and bounded by its fractional
+    relaxation otherwise (per term, so the bound stays consistent); the bound takes the
+    largest such term over the backwards still to run (each is a lower bound on the same
+    extra time, so their maximum is).
 
     With ``pairs`` (Lemma 2'), a term also looks past ``B_n``: toward a later ``B_m`` the
     recomputation starts from the highest input ``x_j`` available while ``B_n`` runs, which
@@ -180,7 +181,8 @@ class _Heuristic:
     last of their stage]`` (the second part a table of the chain)."""
 
     exact_up_to = 12  # terms n up to this solve the 0/1 knapsack (at most 2^n subsets) ...
-    exact_weights = 1024  # ... and so do terms whose capacity is at most this; others its LP
+    exact_steps = 12 * 4096  # ... and so do terms of n * (capacity + 1) steps at most; others
+    # solve its LP (a 2000-stage chain at a budget of 1000 bytes: the LP above 49 stages)
     pairs = True  # the two-window terms of Lemma 2' ...
     pairs_up_to = 30  # ... on chains of at most this many stages (O(L^2) per term)
 
@@ -281,7 +283,7 @@ class _Heuristic:
 
     def _exact(self, n: int) -> bool:
         """Whether the term of ``B_n`` solves the 0/1 knapsack (else its LP relaxation)."""
-        return n <= self.exact_up_to or self.cap[n] <= self.exact_weights
+        return n <= self.exact_up_to or n * (self.cap[n] + 1) <= self.exact_steps
 
     def _second_windows(self) -> list:
         """``second[m][j]``: the least time of the forwards between a backward ``B_n``

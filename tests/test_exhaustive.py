@@ -183,12 +183,12 @@ def _bound(chain, budget, exact_up_to, pairs=True):
     only (the LP for the others) and with or without the two-window terms."""
     from solvers.exhaustive import _Heuristic
 
-    old = _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs
-    _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs = exact_up_to, -1, pairs
+    old = _Heuristic.exact_up_to, _Heuristic.exact_steps, _Heuristic.pairs
+    _Heuristic.exact_up_to, _Heuristic.exact_steps, _Heuristic.pairs = exact_up_to, -1, pairs
     try:
         return _Heuristic(chain, budget)
     finally:
-        _Heuristic.exact_up_to, _Heuristic.exact_weights, _Heuristic.pairs = old
+        _Heuristic.exact_up_to, _Heuristic.exact_steps, _Heuristic.pairs = old
 
 
 @settings(max_examples=80, deadline=None)
@@ -235,14 +235,14 @@ def _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to):
     incumbent = solvers.solve(chain, budget, source).schedule if source else None
     dominance = data.draw(st.booleans())
     H = exhaustive._Heuristic
-    old = H.exact_up_to, H.exact_weights, H.pairs
-    H.exact_up_to, H.exact_weights = exact_up_to, -1  # terms above exact_up_to: the LP
+    old = H.exact_up_to, H.exact_steps, H.pairs
+    H.exact_up_to, H.exact_steps = exact_up_to, -1  # terms above exact_up_to: the LP
     H.pairs = data.draw(st.booleans())
     try:
         schedule, makespan, _, _, proven, _ = exhaustive._search(
             chain, budget, allow_drop, None, "all", None, incumbent, dominance=dominance)
     finally:
-        H.exact_up_to, H.exact_weights, H.pairs = old
+        H.exact_up_to, H.exact_steps, H.pairs = old
     assert proven
     if want is None:
         assert schedule is None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remat_theory import BudgetExceededError, Chain, ChainError, simulate
+from remat_theory import Chain, ChainError, simulate
 from remat_theory.analysis.families import FAMILIES, make, with_fall_costs
 from remat_theory.strategies import chains, valid_schedules
 from solvers.exhaustive import min_feasible_budget
@@ -63,18 +63,6 @@ def test_only_fall_uses_the_recording_costs():
     assert steps["Fall1"].time == 200.0 and steps["Fall1"].peak == 4 + 5 + 6 + 8 + 2000
     assert steps["Fall0"].time == 100.0 and steps["Fall0"].peak == 4 + 5 + 7 + 1000
     assert r.makespan == 1 + 2 + 0.5 + 200 + 4 + 100 + 3
-
-
-@settings(max_examples=80)
-@given(chains(1, 7, fall_costs=True))
-def test_store_all_closed_forms_with_fall_costs(chain):
-    s = store_all_schedule(chain)
-    peak = chain.store_all_memory()
-    r = simulate(chain, s, peak)
-    assert r.peak_memory == peak
-    assert math.isclose(r.makespan, chain.ideal_makespan(), rel_tol=1e-12)
-    with pytest.raises(BudgetExceededError):
-        simulate(chain, s, peak - 1)
 
 
 @settings(max_examples=60)
@@ -157,15 +145,3 @@ def test_exhaustive_search_is_exact_when_recording_is_cheaper(data, chain):
     else:
         assert math.isclose(makespan, want, rel_tol=1e-9, abs_tol=1e-12)
         assert math.isclose(simulate(chain, schedule, budget).makespan, want, rel_tol=1e-9)
-
-
-@settings(max_examples=60)
-@given(st.data(), chains(1, 8, fall_costs=True))
-def test_segments_closed_form_with_fall_costs(data, chain):
-    from solvers._schedules import segments_cost, segments_schedule
-
-    cps = sorted(data.draw(st.sets(st.integers(1, chain.length - 1), max_size=chain.length))) \
-        if chain.length > 1 else []
-    makespan, peak = segments_cost(chain, cps)
-    r = simulate(chain, segments_schedule(chain, cps))
-    assert peak == r.peak_memory and math.isclose(makespan, r.makespan, rel_tol=1e-12)

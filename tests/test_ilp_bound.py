@@ -228,20 +228,6 @@ def test_a_time_limit_leaves_the_dp_schedule_with_a_bound_not_an_optimum():
     assert sol.info["certificate"] is None and "not proven optimal" in sol.message
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.data(), chains(1, 5, max_size=6, fall_costs=True))
-def test_fall_costs_every_valid_schedule_is_a_point_of_the_relaxation(data, chain):
-    """Theorem 3 with fall_time / fall_overhead different from the forward ones: the point
-    of a valid schedule satisfies every row at its own peak, and its objective (Fn/Fck at
-    fwd_time, Fall at fall_time) is at most its makespan."""
-    sched = data.draw(valid_schedules(chain, 40))
-    ref = simulate(chain, sched)
-    point = relaxation_point(chain, sched)
-    assert violated_rows(build_relaxation(chain, ref.peak_memory), point) == []
-    assert violated_rows(build_relaxation(chain, None), dict(point, budget=ref.peak_memory)) == []
-    assert objective_of(chain, point) <= ref.makespan + 1e-9
-
-
 @settings(max_examples=12, deadline=None)
 @given(chains(1, 4, max_size=6, fall_costs=True))
 def test_fall_costs_the_bound_never_exceeds_the_exhaustive_optimum(chain):

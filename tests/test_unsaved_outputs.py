@@ -193,9 +193,11 @@ def _profile(chain, ops):
     return out
 
 
-@settings(max_examples=80)
-@given(chains(1, 7, unsaved_outputs=True, fall_costs=None))
+@settings(max_examples=120)
+@given(chains(1, 7, unsaved_outputs=None, fall_costs=None))
 def test_store_all_closed_form(chain):
+    """Chain.store_all_memory and ideal_makespan against the simulator, on chains with and
+    without each optional field (recording costs, unsaved outputs)."""
     s = store_all_schedule(chain)
     peak = chain.store_all_memory()
     r = simulate(chain, s, peak)
@@ -222,9 +224,11 @@ def test_family_unsaved_outputs_are_seeded_and_valid(family):
     assert simulate(a, store_all_schedule(a)).peak_memory == a.store_all_memory()
 
 
-@settings(max_examples=80)
-@given(st.data(), chains(1, 8, unsaved_outputs=True, fall_costs=None))
+@settings(max_examples=120)
+@given(st.data(), chains(1, 8, unsaved_outputs=None, fall_costs=None))
 def test_segments_closed_form(data, chain):
+    """The segment baselines' closed form against the simulator, with and without each
+    optional field."""
     from solvers._schedules import segments_cost, segments_schedule
 
     cps = sorted(data.draw(st.sets(st.integers(1, chain.length - 1), max_size=chain.length))) \

@@ -497,21 +497,26 @@ def _incumbent_makespan(chain: Chain, budget: int, schedule, allow_drop: bool):
 
 
 def _search(chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent=None,
-            stats: dict | None = None, dominance: bool = True):
+            stats: dict | None = None, dominance: bool = True, cutoff: float | None = None,
+            heuristic=None):
     """:func:`search`, plus what stopped it: None, ``"time_limit"`` or ``"max_states"``.
     ``stats`` (a dict) receives the states expanded and kept (benchmarks); ``dominance``
-    False turns the pruning of dominated states off (the before figures, the tests)."""
+    False turns the pruning of dominated states off (the before figures, the tests).
+    ``cutoff``: no state whose bound reaches it is kept (as an incumbent of that makespan
+    would do; when nothing is left below it the search ends with no schedule, proven:
+    none is faster); ``heuristic``: a callable replacing the A* bound (``lambda s: 0``
+    makes it Dijkstra)."""
     if stats is None:
         stats = {}
     try:
         return _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states,
-                      incumbent, stats, dominance)
+                      incumbent, stats, dominance, cutoff, heuristic)
     finally:
         stats.setdefault("expanded", 0)
 
 
 def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent,
-           stats, dominance):
+           stats, dominance, cutoff=None, heuristic=None):
     """The loop of :func:`_search`."""
     # Dominance (proofs/exhaustive.md, Lemma 3): without Drop, over all schedules, a state
     # is no better than the same state without its redundant plain values.
@@ -522,9 +527,12 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
     mem0 = chain.x_size[0]
     if mem0 > budget:
         return None, None, None, None, True, None
-    heuristic = _Heuristic(chain, budget)
+    if heuristic is None:
+        heuristic = _Heuristic(chain, budget)
     upper = _incumbent_makespan(chain, budget, incumbent, allow_drop)
     ceiling = float("inf") if upper is None else upper
+    if cutoff is not None:
+        ceiling = min(ceiling, cutoff)
     g = {start: 0.0}
     parent = {start: None}
     counter = itertools.count()

@@ -20,23 +20,18 @@ equal to the optimum (with integer times, a large plateau that A* explores until
 on a final state) and above it is never stored.  Times and sizes are whatever the chain
 says; the search uses the simulator's transition function, so chains with any of the
 model's fields (overheads, recording costs, unsaved outputs) are searched as the simulator
-replays them; on chains with unsaved outputs (``output_saved`` false somewhere) the
-search's heuristic drops its memory term (:func:`heuristic_for`), and the extra relaxation
-rows (``cuts``) are refused.  Under a time limit or
+replays them; on chains with unsaved outputs (``output_saved`` false somewhere) the extra
+relaxation rows (``cuts``) are refused.  Under a time limit or
 state limit the answer is ``time_limit`` with the schedule in hand and the larger of the two
 bounds, never ``optimal``.
 """
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
-import time
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
-from remat_theory.model.schedule import FALL, FCK, FN
-from remat_theory.model.simulator import State, simulate, transition
+from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_ALL, Solution
 from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
 
@@ -53,12 +48,10 @@ DEFAULT_RELAXATION_SHARE = 0.25  # of the time limit, for the moment relaxation
 def heuristic_for(chain: Chain, budget: int, kind: str = "memory"):
     """The A* lower bound on the time still to spend from a state: ``"memory"``, exhaustive
     search's (:class:`solvers.exhaustive._Heuristic`: the backwards, the missing tapes and
-    what the memory at a later backward forces); ``"simple"``, without the memory term;
-    ``"none"``, zero (Dijkstra, the oracle of the tests).  The memory term's knapsack counts
-    whole tapes at their ``tape_size``: it is proven for chains whose outputs are all saved,
-    so a chain with unsaved outputs gets the simple bound, which holds for every chain (each
-    backward runs once, each needs a tape only a Fall makes)."""
-    if kind == "memory" and not chain.has_unsaved_outputs:
+    what the memory at a later backward forces; proofs/exhaustive.md, for every chain,
+    unsaved outputs included); ``"simple"``, without the memory term; ``"none"``, zero
+    (Dijkstra, the oracle of the tests)."""
+    if kind == "memory":
         return exhaustive._Heuristic(chain, budget)
     if kind in ("memory", "simple"):
         return lambda state: exhaustive._heuristic_simple(chain, state)
@@ -67,44 +60,14 @@ def heuristic_for(chain: Chain, budget: int, kind: str = "memory"):
     raise SolverOptionError(f"{_OWNER} heuristic = {kind!r} must be memory, simple or none")
 
 
-class _Moves:
-    """The valid operations from a state whose peak fits ``budget``: exhaustive search's
-    candidates (:class:`solvers.exhaustive._Moves`), each applied by the simulator's own
-    ``transition``.  With ``precheck``, a forward whose peak, by the operation table
-    (docs/model.md: held + x_{i+1} + fwd_overhead[i] for Fn and Fck, held + tape_size[i] +
-    fall_overhead[i] for Fall), exceeds the budget is dropped before the simulator is
-    asked: at tight budgets most are, and the simulator's transition is most of the
-    search's time.  The simulator still decides every operation kept."""
-
-    def __init__(self, chain: Chain, budget: int, precheck: bool = True):
-        self.chain, self.budget = chain, budget
-        self.inner = exhaustive._Moves(chain, False)
-        x = chain.x_size
-        L = chain.length
-        self.limit = {}
-        if precheck:
-            for i in range(L):
-                self.limit[(FN, i)] = self.limit[(FCK, i)] = x[i + 1] + chain.fwd_overhead[i]
-                self.limit[(FALL, i)] = chain.tape_size[i] + chain.fall_overhead[i]
-
-    def __call__(self, state, mem):
-        chain, budget, limit = self.chain, self.budget, self.limit
-        room = budget - mem
-        for op in self.inner(state):
-            need = limit.get((op.kind, op.index))
-            if need is not None and need > room:
-                continue
-            r = transition(chain, state, mem, op)
-            if isinstance(r, str) or r.peak > budget:
-                continue
-            yield op, r, r.state
-
-
 def bounded_search(chain: Chain, budget: int, cutoff: float, *,
                    time_limit: float | None = None, max_states: int | None = None,
                    heuristic: str = "memory", precheck: bool = True):
-    """A* over simulator states that stores no state of f-value ``>= cutoff``
-    (``heuristic``: :func:`heuristic_for`; ``precheck``: :class:`_Moves`).
+    """A* over simulator states that stores no state of f-value ``>= cutoff``: exhaustive
+    search's own loop (:func:`solvers.exhaustive._search`, its moves and its dominance
+    rule) with the cutoff as its ceiling (``heuristic``: :func:`heuristic_for`; ``"none"``
+    also turns dominance off, a plain Dijkstra, the oracle of the tests; ``precheck``
+    is kept for callers: exhaustive search never proposes a forward over the budget).
 
     Returns ``(schedule, makespan, bound, stopped, expanded)``: ``schedule`` is an optimal
     schedule when one of makespan below ``cutoff`` exists (``bound`` = its makespan);
@@ -113,49 +76,19 @@ def bounded_search(chain: Chain, budget: int, cutoff: float, *,
     than ``cutoff``), or the f-value of the last state taken from the queue when the time
     limit or the state limit stopped it (``stopped`` ``"time_limit"`` / ``"max_states"``).
     ``expanded``: the number of states taken from the queue."""
-    moves = _Moves(chain, budget, precheck)
-    start = State.initial(chain)
-    mem0 = chain.x_size[0]
-    if mem0 > budget:
+    del precheck
+    if chain.x_size[0] > budget:
         return None, None, cutoff, None, 0
-    heuristic = heuristic_for(chain, budget, heuristic)
-    f0 = heuristic(start)
-    if f0 >= cutoff:
-        return None, None, cutoff, None, 0
-    g = {start: 0.0}
-    parent = {start: None}
-    counter = itertools.count()
-    heap = [(f0, 0.0, next(counter), start, mem0)]
-    closed = set()
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
-    pops = 0
-    last_f = f0
-    while heap:
-        f, gs, _, s, mem = heapq.heappop(heap)
-        if s in closed:
-            continue
-        last_f = f
-        if s.is_final():
-            return exhaustive._rebuild(parent, s), gs, gs, None, pops
-        closed.add(s)
-        pops += 1
-        if deadline is not None and time.perf_counter() > deadline:
-            return None, None, last_f, "time_limit", pops
-        if pops % 2048 == 0 and max_states is not None and len(g) > max_states:
-            return None, None, last_f, "max_states", pops
-        for op, r, ns in moves(s, mem):
-            if ns in closed:
-                continue
-            ng = gs + r.time
-            old = g.get(ns)
-            if old is not None and ng >= old:
-                continue
-            nf = ng + heuristic(r.state)
-            if nf >= cutoff:
-                continue  # no schedule below the cutoff passes through here with this g
-            g[ns] = ng
-            parent[ns] = (s, op)
-            heapq.heappush(heap, (nf, ng, next(counter), ns, r.memory_after))
+    stats: dict = {}
+    found, value, _, bound, _, stopped = exhaustive._search(
+        chain, budget, False, time_limit, "all", max_states, stats=stats,
+        dominance=heuristic != "none", cutoff=cutoff,
+        heuristic=heuristic_for(chain, budget, heuristic))
+    pops = stats.get("expanded", 0)
+    if found is not None:
+        return found, value, value, None, pops
+    if stopped is not None:
+        return None, None, bound, stopped, pops
     return None, None, cutoff, None, pops
 
 

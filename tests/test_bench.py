@@ -49,6 +49,34 @@ def test_bench_solvers_cli_writes_its_table_and_json(tmp_path, capsys):
     assert data["machine"]["cpus"] >= 1
 
 
+def test_bench_solvers_prove_and_tight_exhaustive_rows(tmp_path, capsys):
+    """``--only prove`` records prove's answer (here proven: the chains are small) and
+    ``--exhaustive-fracs/--exhaustive-seeds`` the tight budgets of several chains; every
+    makespan is exhaustive search's, solved here in process."""
+    code = main(["bench", "solvers", "--only", "prove,exhaustive", "--prove-families",
+                 "homogeneous,rnn", "--prove-stages", "5", "--prove-time-limit", "30",
+                 "--exhaustive-stages", "4", "--exhaustive-fracs", "0.1",
+                 "--exhaustive-seeds", "2", "--out-dir", str(tmp_path), "--tag", "t",
+                 "--no-progress"])
+    assert code == 0
+    assert "== prove ==" in capsys.readouterr().out
+    prove = json.loads((tmp_path / "bench_solvers_prove_t.json").read_text())["rows"]
+    exh = json.loads((tmp_path / "bench_solvers_exhaustive_t.json").read_text())["rows"]
+    assert [(r["family"], r["stages"]) for r in prove] == [("homogeneous", 5), ("rnn", 5)]
+    assert [(r["seed"], r["budget_frac"]) for r in exh] == [(4, 0.1), (5, 0.1)]
+    for r in prove:
+        chain = bm.bench_chain(r["family"], r["stages"], r["seed"])
+        assert r["status"] == "optimal" and r["bound"] == pytest.approx(r["makespan"])
+        assert r["makespan"] == pytest.approx(
+            solvers.solve(chain, r["budget"], "exhaustive").makespan)
+    for r in exh:
+        chain = bm.bench_chain("random", r["stages"], seed=r["seed"])
+        assert r["makespan"] == pytest.approx(
+            solvers.solve(chain, r["budget"], "exhaustive").makespan)
+    assert main(["bench", "solvers", "--exhaustive-fracs", "1.5"]) == 2
+    assert "--exhaustive-fracs" in capsys.readouterr().err
+
+
 def test_ilp_median_counts_unproven_runs_as_infinite():
     rows = [{"backend": "highs", "stages": 5, "status": s, "solve_time": t, "peak_rss": 1}
             for s, t in (("optimal", 1.0), ("optimal", 3.0), ("time_limit", 9.0))]

@@ -18,7 +18,10 @@ Speed (:func:`bench_solvers`)
       registry's default model (``exact``, optimal over all schedules) and its restricted
       ``fast`` mode (optimal in its own smaller class, said in ``optimal_for``).
     * ``exhaustive``: random chains of 2..8 stages (:data:`EXHAUSTIVE_STAGES`) at the
-      smallest feasible budget and a middle one.
+      smallest feasible budget and a middle one (or the given fractions; several seeds).
+    * ``prove``: family chains (:data:`PROVE_FAMILIES`, 20 and 30 stages) at a budget
+      ``budget_frac`` of the way from the smallest feasible budget to store-all (a tight 0.1
+      by default): proven or not within its time limit, and the bound it reached.
 
 Quality (:func:`bench_quality`)
     For each family, one chain, budgets from the smallest feasible (over all schedules) to
@@ -62,6 +65,8 @@ ILP_BACKENDS = ("highs", "cbc")
 ILP_MODES = {"exact": {}, "fast": {"passes": 1, "pairs": True}}
 EXHAUSTIVE_STAGES = (2, 3, 4, 5, 6, 7, 8)
 QUALITY_FAMILIES = ("random", "resnet", "transformer", "rnn", "homogeneous")
+PROVE_FAMILIES = ("homogeneous", "rnn", "resnet", "transformer", "random")
+PROVE_STAGES = (20, 30)
 
 QUICK = {"dp_stages": (10, 30, 100), "dp_slots": (100, 500), "dp_families": ("random",),
          "ilp_stages": (5, 10), "ilp_seeds": 1, "ilp_time_limit": 30.0,
@@ -252,17 +257,42 @@ def bench_ilp(stages=ILP_STAGES, backends=ILP_BACKENDS, seeds: int = 3, budget_f
     return rows
 
 
-def bench_exhaustive(stages=EXHAUSTIVE_STAGES, timeout: float = 600.0, progress: bool = True) -> list:
+def bench_exhaustive(stages=EXHAUSTIVE_STAGES, timeout: float = 600.0, progress: bool = True,
+                     fracs=(0.0, 0.5), seeds: int = 1) -> list:
+    """Exhaustive search's time on random chains (seed ``L + k`` for the k-th chain of L
+    stages) at budgets ``fracs`` of the way from the smallest feasible one to store-all."""
     rows = []
-    grid = [(L, frac) for L in stages for frac in (0.0, 0.5)]
+    grid = [(L, k, frac) for L in stages for k in range(seeds) for frac in fracs]
     with Progress(len(grid), "bench exhaustive", enabled=None if progress else False) as bar:
-        for L, frac in grid:
-            chain = bench_chain("random", L, seed=L)
+        for L, k, frac in grid:
+            chain = bench_chain("random", L, seed=L + k)
             m, src = smallest_feasible_budget(chain, max_exhaustive_stages=max(stages))
             budget = budget_between(m, chain.store_all_memory(), frac)
             r = measure(chain, budget, "exhaustive", {"max_stages": L}, timeout)
             rows.append({**r, "solver": "exhaustive", "family": "random", "stages": L,
-                         "budget": budget, "budget_frac": frac, "min_budget": m})
+                         "seed": L + k, "budget": budget, "budget_frac": frac, "min_budget": m})
+            bar.update()
+    return rows
+
+
+def bench_prove(fams=PROVE_FAMILIES, stages=PROVE_STAGES, seeds: int = 1,
+                budget_frac: float = 0.1, time_limit: float = 300.0,
+                progress: bool = True) -> list:
+    """``prove`` on family chains at a tight budget: its status, makespan and the bound it
+    reached within ``time_limit`` (one subprocess per run; the smallest feasible budget
+    from :func:`solvers.feasibility.smallest_feasible_budget`)."""
+    rows = []
+    grid = [(f, L, sd) for f in fams for L in stages for sd in range(seeds)]
+    with Progress(len(grid), "bench prove", enabled=None if progress else False) as bar:
+        for fam, L, sd in grid:
+            chain = bench_chain(fam, L, sd)
+            m, src = smallest_feasible_budget(chain)
+            budget = budget_between(m, chain.store_all_memory(), budget_frac)
+            r = measure(chain, budget, "prove", {"time_limit": time_limit},
+                        timeout=time_limit * 2 + 120)
+            rows.append({**r, "solver": "prove", "family": fam, "stages": L, "seed": sd,
+                         "budget": budget, "budget_frac": budget_frac, "min_budget": m,
+                         "min_budget_from": src, "time_limit": time_limit})
             bar.update()
     return rows
 
@@ -310,9 +340,20 @@ def table_ilp(rows) -> str:
 
 def table_exhaustive(rows) -> str:
     return format_table(
-        ["stages", "budget", "budget frac", "status", "time (s)", "peak RSS (MiB)"],
-        [[r["stages"], r["budget"], r["budget_frac"], r.get("status"), _s(r.get("solve_time")),
-          _mib(r.get("peak_rss"))] for r in rows])
+        ["stages", "seed", "budget", "budget frac", "status", "time (s)", "cpu (s)",
+         "peak RSS (MiB)"],
+        [[r["stages"], r.get("seed", r["stages"]), r["budget"], r["budget_frac"], r.get("status"),
+          _s(r.get("solve_time")), _s(r.get("cpu_time")), _mib(r.get("peak_rss"))]
+         for r in rows])
+
+
+def table_prove(rows) -> str:
+    return format_table(
+        ["family", "stages", "seed", "budget", "status", "makespan", "bound", "time (s)",
+         "cpu (s)"],
+        [[r["family"], r["stages"], r["seed"], r["budget"], r.get("status"),
+          _s(r.get("makespan")), _s(r.get("bound")), _s(r.get("solve_time")),
+          _s(r.get("cpu_time"))] for r in rows])
 
 
 # --------------------------------------------------------------------------- quality

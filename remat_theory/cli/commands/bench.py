@@ -39,17 +39,27 @@ def fraction(text: str) -> float:
     return v
 
 
+def fraction_list(text: str) -> tuple:
+    return tuple(fraction(t) for t in text.replace(" ", ",").split(",") if t) or \
+        _bad_list(text)
+
+
+def _bad_list(text: str):
+    raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of fractions")
+
+
 def add_arguments(p) -> None:
     sub = p.add_subparsers(dest="what", metavar="WHAT")
     sub.required = True
-    s = sub.add_parser("solvers", help="time and peak RSS of dp, ilp and exhaustive",
+    s = sub.add_parser("solvers", help="time and peak RSS of dp, ilp, exhaustive and prove",
                        description="Time (and peak resident memory, each run in its own "
                                    "subprocess) of the exact solvers over problem sizes.")
     s.add_argument("--quick", action="store_true",
                    help="a small grid (seconds): dp up to 100 stages and 500 slots, "
                         "ilp on 5 and 10 stages, exhaustive up to 6 stages; files get _quick")
     s.add_argument("--only", type=name_list, default=("dp", "ilp", "exhaustive"),
-                   help="which benchmarks: dp, ilp, exhaustive (comma-separated)")
+                   help="which benchmarks: dp, ilp, exhaustive, prove (comma-separated; "
+                        "default dp,ilp,exhaustive)")
     s.add_argument("--dp-solver", default="dp", dest="dp_solver",
                    help="registry name of the DP to time (default dp; e.g. dp-weak)")
     s.add_argument("--dp-stages", type=int_list, default=None, dest="dp_stages",
@@ -76,6 +86,22 @@ def add_arguments(p) -> None:
                         "(dp: the memory lower bound) to store-all (default 0.5)")
     s.add_argument("--exhaustive-stages", type=int_list, default=None, dest="exhaustive_stages",
                    help=f"default {','.join(map(str, bm.EXHAUSTIVE_STAGES))}")
+    s.add_argument("--exhaustive-fracs", type=fraction_list, default=(0.0, 0.5),
+                   dest="exhaustive_fracs",
+                   help="exhaustive budgets as fractions of the way from the smallest "
+                        "feasible budget to store-all (default 0,0.5; 0.1 is the tight one)")
+    s.add_argument("--exhaustive-seeds", type=positive_int, default=1, dest="exhaustive_seeds",
+                   help="random chains per length (seeds L, L+1, ...; default 1)")
+    s.add_argument("--prove-families", type=name_list, default=bm.PROVE_FAMILIES,
+                   dest="prove_families", help=f"default {','.join(bm.PROVE_FAMILIES)}")
+    s.add_argument("--prove-stages", type=int_list, default=bm.PROVE_STAGES, dest="prove_stages",
+                   help=f"default {','.join(map(str, bm.PROVE_STAGES))}")
+    s.add_argument("--prove-seeds", type=positive_int, default=1, dest="prove_seeds",
+                   help="chains per family and length (default 1)")
+    s.add_argument("--prove-budget-frac", type=fraction, default=0.1, dest="prove_budget_frac",
+                   help="prove's budget, as --budget-frac (default 0.1: tight)")
+    s.add_argument("--prove-time-limit", type=positive_float, default=300.0,
+                   dest="prove_time_limit", help="seconds per prove run (default 300)")
     s.add_argument("--timeout", type=positive_float, default=600.0,
                    help="seconds before a dp or exhaustive run is killed (default 600)")
     _out_args(s)
@@ -153,9 +179,9 @@ def _run_solvers(args) -> int:
 
     quick = bm.QUICK if args.quick else {}
     progress = not args.no_progress and not args.json
-    unknown = [w for w in args.only if w not in ("dp", "ilp", "exhaustive")]
+    unknown = [w for w in args.only if w not in ("dp", "ilp", "exhaustive", "prove")]
     if unknown:
-        raise RematError(f"--only {unknown[0]!r} is not one of dp, ilp, exhaustive")
+        raise RematError(f"--only {unknown[0]!r} is not one of dp, ilp, exhaustive, prove")
     command = "remat " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("remat") else None
     for what in args.only:
         name = args.dp_solver if what == "dp" else what
@@ -177,11 +203,17 @@ def _run_solvers(args) -> int:
                                 modes=args.ilp_modes)
             _emit(args, "bench_solvers_ilp", {**meta, "rows": rows, "medians": bm.ilp_medians(rows)},
                   table_title("ilp") + bm.table_ilp(rows))
-        else:
+        elif what == "exhaustive":
             rows = bm.bench_exhaustive(args.exhaustive_stages or quick.get(
-                "exhaustive_stages", bm.EXHAUSTIVE_STAGES), args.timeout, progress)
+                "exhaustive_stages", bm.EXHAUSTIVE_STAGES), args.timeout, progress,
+                fracs=args.exhaustive_fracs, seeds=args.exhaustive_seeds)
             _emit(args, "bench_solvers_exhaustive", {**meta, "rows": rows},
                   table_title("exhaustive") + bm.table_exhaustive(rows))
+        else:
+            rows = bm.bench_prove(args.prove_families, args.prove_stages, args.prove_seeds,
+                                  args.prove_budget_frac, args.prove_time_limit, progress)
+            _emit(args, "bench_solvers_prove", {**meta, "rows": rows},
+                  table_title("prove") + bm.table_prove(rows))
     return 0
 
 

@@ -207,9 +207,11 @@ def test_store_all_closed_form(chain):
         simulate(chain, s, peak - 1)
 
 
-@settings(max_examples=80)
-@given(st.data(), chains(1, 5, unsaved_outputs=True))
+@settings(max_examples=120)
+@given(st.data(), chains(1, 5, unsaved_outputs=None, fall_costs=None))
 def test_no_valid_schedule_goes_below_the_lower_bound(data, chain):
+    """Lemmas 1.4 and 1.6 (1.11, 1.12): no valid schedule beats the ideal makespan or goes
+    below the memory lower bound, with and without each optional field."""
     s = data.draw(valid_schedules(chain))
     assert simulate(chain, s).peak_memory >= chain.memory_lower_bound()
     assert simulate(chain, s).makespan >= chain.ideal_makespan() - 1e-9

@@ -1,82 +1,119 @@
-"""The frontier: time per training step against peak activation memory, remat's schedules
-side by side with what users run today.
+"""The frontier the user sees: time per training step against peak memory, on the ORIGINAL
+model, remat beside what users run today.
 
-For one network (a :class:`~remat_theory.torch.networks.Network`: its stages, an input and
-a loss), every *method* is one way to run a training step (forward, loss, backward):
+For one :class:`~remat_theory.torch.frontier_networks.Workload` (the original eager model,
+how a step calls it, a loss, and the model captured as a chain of stages), every *method* is
+one way to run a training step (forward, loss, backward) on the same parameters:
 
-- ``plain``: the stages as they are; autograd keeps every activation (store-all).
-- ``remat:SOLVER@F``: :class:`~remat_theory.torch.module.CheckpointedSequential` with the
-  named solver at a budget of ``F`` times the store-all peak of the profiled chain (by
-  default a sweep from the solver's smallest feasible budget to store-all).
-- ``remat-compiled:SOLVER@F`` (with ``compile_stages=True``): the same with every stage
-  compiled by ``torch.compile`` (the schedule still runs eagerly between stages), profiled
-  on its own since a compiled stage saves other tensors: remat's answer to the compiler's
-  fusion, to set beside ``memory_budget``.
-- ``checkpoint_sequential:K``: ``torch.utils.checkpoint.checkpoint_sequential`` over the same
-  stage list with ``K`` segments (non-reentrant), for every K from 2 to the number of stages.
-- ``memory_budget:R``: ``torch.compile`` of the same stages with
-  ``torch._functorch.config.activation_memory_budget = R``, torch's own memory-budgeted
-  recomputation, where the compiler runs (it needs a C++ toolchain on the CPU).
+- ``plain``: the original model, as it is (and ``plain`` again, param 2: the noise floor).
+- ``hf_checkpointing:K``: the original model after Hugging Face's
+  ``activation_checkpointing_enable(every_n_layers=K)`` (``gradient_checkpointing_enable()``
+  is K = 1), for every K from 1 to the number of layers, where the model offers it.
+- ``checkpoint_sequential:K``: ``torch.utils.checkpoint.checkpoint_sequential`` (non-reentrant)
+  over the captured stages, K segments, for every K from 2 to the number of stages.
+- ``compile_budget:R``: ``torch.compile`` of the original model's step with
+  ``torch._functorch.config.activation_memory_budget = R`` (the min-cut partitioner's
+  knapsack), for several R.
+- ``remat:B``: remat's drop-in (:class:`~remat_theory.torch.module.CheckpointedSequential`,
+  eager) at a budget of B bytes of the chain; the budgets are the *breakpoints* of the
+  solver's makespan over the budget (:func:`remat_breakpoints`: every budget where the DP's
+  optimal schedule changes, from the smallest feasible one to store-all), so that no
+  baseline point falls between two remat points for want of a budget.
+- ``remat_compiled:B``: ``torch.compile`` over the drop-in's schedule as ONE graph
+  (:func:`~remat_theory.torch.module.run_traceable`: its non-reentrant checkpoints become the
+  compiler's recompute regions), at some of the same budgets.
+- ``remat_step:S`` (``step_budgets``): the drop-in with a budget of the whole step in bytes
+  (``budget="6GiB"``); its point says whether the allocator's step peak stayed within it.
 
-Each method is measured the same way: every step starts with no parameter gradient (as
-after ``optimizer.zero_grad()``); its peak is what the allocator holds above the memory in
-use when the step starts, parameter gradients taken out (memory outside the chain, the same
-for every method; :func:`~remat_theory.torch.tracker.allocator_peak`); its time is the
-median of ``repeats`` steps run *interleaved* (round ``r`` runs every method once, in a seeded random
-order), so that a slow phase of a noisy machine hits every method alike.
+Each method is measured the same way: every step starts with no parameter gradient (as after
+``optimizer.zero_grad()``).  ``peak`` is what the allocator holds above the step's start,
+parameter gradients taken out (activation memory); ``step_peak`` is all of it (the step's
+peak above the resident model: what a step budget bounds).  Time: ``repeats`` interleaved
+rounds (round ``r`` runs every method once, in a seeded random order), so a slow phase of a
+noisy machine hits every method alike; comparisons use the per-round ratios.  Gradients: one
+seeded step of each method, compared with the plain model's, bit for bit (``grads_equal``)
+and as the largest difference relative to the largest plain gradient (``grad_rel_diff``).
 
-:func:`dominance` then asks the question a user asks: for every point of every baseline, is
-there a remat point with no more memory and no more time (``time_tolerance`` of noise
-allowed)?  And is remat's lowest memory below the lowest any baseline reaches?
+:func:`dominance` asks the user's question: for every baseline point, is there a remat point
+(eager or compiled) with no more memory and no more time beyond the noise (the tolerance is
+the larger of 2% and the measured noise: repeated plain, and remat at store-all against plain,
+which run the same kernels)?  And is remat's lowest memory below every baseline's?
 """
 from __future__ import annotations
 
+import copy
 import math
 import random
 import statistics
 import time
+import types
 from dataclasses import asdict, dataclass, field
 
 import torch
+import torch._dynamo
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
+import solvers as solver_registry
+
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.torch.module import CheckpointedSequential
-from remat_theory.torch.networks import Network
+from remat_theory.torch.frontier_networks import Workload, from_network
+from remat_theory.torch.module import (CheckpointedSequential, format_bytes, parse_bytes,
+                                       run_traceable, shared_parameter_bytes)
 from remat_theory.torch.profiler import profile
-from remat_theory.torch.stages import split_stages
+from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.tracker import allocator_peak
 
-DEFAULT_STEPS = (0.0, 0.03, 0.07, 0.12, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0)
-DEFAULT_MEMORY_BUDGETS = (0.1, 0.3, 0.5, 0.7, 0.9)
-BASELINES = ("plain", "checkpoint_sequential", "memory_budget")
+FAMILIES = ("plain", "hf_checkpointing", "checkpoint_sequential", "compile_budget", "remat",
+            "remat_compiled")
+BASELINES = FAMILIES[:4]
+REMAT = ("remat", "remat_compiled")
+DEFAULT_COMPILE_BUDGETS = (0.0, 0.3, 0.6, 1.0)
+MIN_TOLERANCE = 0.02
 
 
 @dataclass
 class Point:
-    """One method's measurement.  ``peak`` in bytes (allocator, above the step's start),
-    ``time`` the median seconds per step; ``status`` is ``ok``, ``infeasible`` (the solver
-    found no schedule: ``detail`` says the smallest budget), ``refused`` (the drop-in cannot
-    run that solver's schedule, ``detail`` says why) or ``error`` (``detail`` says what
-    failed, e.g. no compiler)."""
+    """One method's measurement (bytes, seconds).  ``status``: ``ok``, ``infeasible``,
+    ``refused``, ``unsupported`` or ``error`` (``detail`` says why)."""
 
     method: str
-    family: str  # "remat", or one of BASELINES
-    param: float | int | None = None
-    solver: str | None = None
+    family: str
+    param: float | int | str | None = None
     status: str = "ok"
     detail: str = ""
     peak: int | None = None
+    step_peak: int | None = None
     time: float | None = None
-    times: list = field(default_factory=list)
+    spread: list = field(default_factory=list)  # [q25, q75] of the per-round times
+    times: list = field(default_factory=list)   # seconds, one per round, in round order
+    grads_equal: bool | None = None
+    grad_rel_diff: float | None = None
     predicted_peak: int | None = None
     predicted_time: float | None = None
     budget: int | None = None
+    within_budget: bool | None = None
+
+
+class _Method:
+    """A prepared way of running one training step; ``params``: its own parameters when it
+    runs a copy of the model (Hugging Face's checkpointing), else None (the shared ones)."""
+
+    def __init__(self, point: Point, step=None, setup=None, teardown=None, params=None):
+        self.point, self.step, self.setup, self.teardown = point, step, setup, teardown
+        self.params = params
+
+    def run(self):
+        self.step()
+
+
+def _error(point: Point, e: Exception, status: str = "error") -> _Method:
+    text = str(e).splitlines()[0] if str(e) else ""
+    point.status, point.detail = status, f"{type(e).__name__}: {text}"[:400]
+    return _Method(point)
 
 
 def _zero_grads(params) -> None:
-    """As ``optimizer.zero_grad()`` does by default: no gradient at the start of a step."""
     for p in params:
         p.grad = None
 
@@ -86,258 +123,498 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-class _Method:
-    """A prepared way of running one training step: ``step()`` runs it."""
+def _fresh_function(fn, name: str):
+    """``fn`` with a code object of its own: torch.compile caches compiled graphs on the code
+    object, so each compiled method (its own memory budget or schedule) gets its own entry."""
+    code = fn.__code__.replace(co_name=name)
+    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
-    def __init__(self, point: Point, step):
-        self.point = point
-        self.step = step
 
-
-def _plain(stages: nn.Sequential, x: torch.Tensor, loss_fn):
+# ------------------------------------------------------------------------ methods
+def _plain(w: Workload):
     def step():
-        loss = loss_fn(stages(x))
-        loss.backward()
+        w.loss_fn(w.call(w.model)).backward()
     return step
 
 
-def _ckpt_seq(stages: nn.Sequential, k: int, x: torch.Tensor, loss_fn):
+def _hf_layers(model) -> int:
+    """How many repeated layers Hugging Face's checkpointing wraps in ``model``."""
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:  # pragma: no cover - older transformers
+        return 0
+    return sum(isinstance(m, GradientCheckpointingLayer) for m in model.modules())
+
+
+def _hf_toggle(model, k: int | None) -> None:
+    """Hugging Face's own switch: ``activation_checkpointing_enable(every_n_layers=k)`` (or the
+    older ``gradient_checkpointing_enable()`` for k = 1); ``k=None`` turns it off."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    disable = getattr(model, "activation_checkpointing_disable", None)
+    if k is None:
+        (disable or model.gradient_checkpointing_disable)()
+    elif enable is not None:
+        enable(every_n_layers=k)
+    elif k == 1:
+        model.gradient_checkpointing_enable()
+    else:
+        raise RematError("this transformers version checkpoints every layer only")
+
+
+def _hf_methods(w: Workload) -> list:
+    """One point per ``every_n_layers`` K, each on its own copy of the model with Hugging
+    Face's checkpointing switched on once (switching it per step would change the modules'
+    attributes, which torch.compile's guards on the shared model would see)."""
+    if not w.hf:
+        return [_Method(Point("hf_checkpointing", "hf_checkpointing", status="unsupported",
+                              detail=f"{type(w.model).__name__} offers no Hugging Face "
+                                     f"activation checkpointing"))]
+    n = _hf_layers(w.model)
+    out = []
+    for k in range(1, max(1, n) + 1):
+        pt = Point(f"hf_checkpointing:{k}", "hf_checkpointing", k)
+        model = copy.deepcopy(w.model)
+        try:
+            _hf_toggle(model, k)
+        except Exception as e:  # noqa: BLE001 - the model refuses: a result
+            out.append(_error(pt, e, "unsupported"))
+            break
+
+        def step(model=model):
+            w.loss_fn(w.call(model)).backward()
+        out.append(_Method(pt, step, params=[p for p in model.parameters() if p.requires_grad]))
+    return out
+
+
+def _ckpt_seq(w: Workload, seq: nn.Sequential, k: int):
     def step():
-        out = checkpoint_sequential(stages, k, x, use_reentrant=False)
-        loss = loss_fn(out)
+        out = checkpoint_sequential(seq, k, w.example_input, use_reentrant=False)
+        loss = w.loss_fn(out)
         del out
         loss.backward()
     return step
 
 
-def _remat(ck: CheckpointedSequential, x: torch.Tensor, loss_fn):
-    def step():
-        out = ck(x)
-        loss = loss_fn(out)
-        del out
-        loss.backward()
-    return step
-
-
-def _memory_budget(stages: nn.Sequential, ratio: float, x: torch.Tensor, loss_fn):
-    """torch.compile with the min-cut partitioner's activation budget; compiled (and run
-    once) here, inside the config patch, so the timed steps reuse the compiled graph."""
-    import torch._dynamo
+def _compile_budget(w: Workload, r: float, backend: str, index: int) -> _Method:
     import torch._functorch.config as fconfig
 
-    torch._dynamo.reset()
-    compiled = torch.compile(stages)
+    pt = Point(f"compile_budget:{r:g}", "compile_budget", r)
 
+    def loss():
+        return w.loss_fn(w.call(w.model))
+    fn = _fresh_function(loss, f"compile_budget_{index}")
+    try:
+        compiled = torch.compile(fn, backend=backend, fullgraph=True)
+
+        def step():
+            with fconfig.patch(activation_memory_budget=r):
+                compiled().backward()
+        step()  # compile now (inside the budget), not in a timed step
+    except Exception as e:  # noqa: BLE001 - a compiler failure is a result
+        return _error(pt, e)
+    return _Method(pt, step)
+
+
+def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 1024,
+                      max_points: int = 16, solver_options=None) -> list:
+    """Budgets (bytes of the chain) where the solver's makespan steps down, from its smallest
+    feasible budget to store-all, as :class:`CheckpointedSequential` solves them (the same
+    rounding and reserve).  The makespan is a non-increasing step function of the budget, so
+    bisection finds each step to ``store_all / resolution`` bytes: every distinct schedule level
+    up to that resolution.  More than ``max_points`` levels: the lowest, store-all and evenly
+    spread ones between (by memory)."""
+    opts = dict(solver_options or {})
+    unit = auto_unit(chain)
+    rc = rounded_chain(chain, unit)
+    reserve = 2 * shared_parameter_bytes(stages)
+    store_all = chain.store_all_memory()
+    cache = {}
+
+    def makespan(b):
+        if b not in cache:
+            sol = solver_registry.solve(rc, max(0, b - reserve), solver, **opts)
+            cache[b] = (None if sol.schedule is None else round(sol.makespan, 12),
+                        sol.peak_memory, sol.min_budget)
+        return cache[b]
+
+    first = makespan(1)
+    if first[0] is not None:
+        lo = 1
+    elif first[2] is None:
+        return []
+    else:
+        lo = min(store_all, first[2] + reserve)
+    if makespan(lo)[0] is None:
+        return []
+    step = max(1, store_all // resolution)
+    found = {lo, store_all}
+
+    def bisect(a, fa, b, fb):
+        if fa == fb:
+            return
+        if b - a <= step:
+            found.add(b)
+            return
+        m = (a + b) // 2
+        fm = makespan(m)[0]
+        bisect(a, fa, m, fm)
+        bisect(m, fm, b, fb)
+
+    top = makespan(store_all)[0]
+    bisect(lo, makespan(lo)[0], store_all, top)
+    points = sorted(found)
+    # the same schedule level reached at two budgets: keep the lower budget
+    levels, out = set(), []
+    for b in points:
+        key = makespan(b)[0] if b < store_all else "store-all"
+        if key not in levels:
+            levels.add(key)
+            out.append(b)
+    if len(out) > max_points:
+        idx = sorted({round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)})
+        out = [out[i] for i in idx]
+    return out
+
+
+def _remat(w: Workload, ck: CheckpointedSequential):
     def step():
-        with fconfig.patch(activation_memory_budget=ratio):
-            loss = loss_fn(compiled(x))
-            loss.backward()
+        out = ck(w.example_input)
+        loss = w.loss_fn(out)
+        del out
+        loss.backward()
     return step
 
 
-def _remat_point(stages, budget, solver, x, loss_fn, chain, label, kind="remat") -> _Method:
-    pt = Point(f"{kind}:{solver}@{label}", "remat", budget, solver)
+def _drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int = 0):
     try:
-        ck = CheckpointedSequential(stages, budget=budget, solver=solver, example_input=x,
-                                    loss_fn=loss_fn, chain=chain)
+        ck = CheckpointedSequential(w.stages, budget=budget, solver=solver,
+                                    example_input=w.example_input, loss_fn=w.loss_fn,
+                                    chain=chain, optimizer_state=optimizer_bytes or None)
     except InfeasibleBudgetError as e:
-        pt.status, pt.detail = "infeasible", str(e)
-        return _Method(pt, None)
-    except RematError as e:  # e.g. a schedule the drop-in cannot run as autograd
-        pt.status, pt.detail = "refused", str(e)
-        return _Method(pt, None)
-    pt.budget = ck.budget
+        pt.status, pt.detail = "infeasible", str(e)[:400]
+        return None
+    except RematError as e:
+        pt.status, pt.detail = "refused", str(e)[:400]
+        return None
+    pt.budget = ck.step_budget if ck.step_budget is not None else ck.budget
     pt.predicted_peak = ck.plan.predicted_peak
     pt.predicted_time = ck.solution.makespan
-    return _Method(pt, _remat(ck, x, loss_fn))
+    return ck
 
 
-def remat_budgets(stages, solver, x, loss_fn, chain, steps=DEFAULT_STEPS) -> list:
-    """Budgets (bytes) from the solver's smallest feasible one to the store-all peak: the
-    smallest plus ``q`` times the distance, for each ``q`` in ``steps``."""
-    store_all = chain.store_all_memory()
+def _remat_compiled(w: Workload, ck: CheckpointedSequential, pt: Point, backend: str,
+                    index: int) -> _Method:
+    tree = ck.plan.tree
+    stages = ck.stages_list
+
+    def loss():
+        return w.loss_fn(run_traceable(tree, w.example_input, stages))
+    fn = _fresh_function(loss, f"remat_compiled_{index}")
     try:
-        CheckpointedSequential(stages, budget=1, solver=solver, example_input=x,
-                               loss_fn=loss_fn, chain=chain)
-        smallest = 1
-    except InfeasibleBudgetError as e:
-        smallest = e.smallest_feasible
-    if smallest is None:
-        return []
-    return sorted({min(store_all, int(round(smallest + q * max(0, store_all - smallest))))
-                   for q in steps})
+        compiled = torch.compile(fn, backend=backend, fullgraph=True)
+
+        def step():
+            compiled().backward()
+        # a captured stage hands constants (masks) to later stages through a context: a side
+        # effect that needs no replay in the backward, which dynamo refuses by default
+        with torch._dynamo.config.patch(skip_fwd_side_effects_in_bwd_under_checkpoint=True):
+            step()
+    except Exception as e:  # noqa: BLE001 - a compiler failure is a result
+        return _error(pt, e)
+    return _Method(pt, step)
 
 
-def _remat_sweep(stages, solvers, fractions, x, loss_fn, chain, kind="remat") -> list:
-    """remat points of every solver over the budget sweep (or the given fractions)."""
-    methods = []
-    for solver in solvers:
-        if fractions is None:
-            for b in remat_budgets(stages, solver, x, loss_fn, chain):
-                methods.append(_remat_point(stages, int(b), solver, x, loss_fn, chain,
-                                            f"{b / chain.store_all_memory():.3f}", kind))
-        else:
-            for f in fractions:
-                methods.append(_remat_point(stages, float(f), solver, x, loss_fn, chain,
-                                            f"{f:g}", kind))
-    return methods
+def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 16,
+            compile_budgets=DEFAULT_COMPILE_BUDGETS, compiled_points: int = 4,
+            backend: str = "inductor", step_budgets=(), optimizer_bytes: int = 0,
+            segments=None, hf: bool = True, profile_repeats: int = 3) -> tuple:
+    """Build every method for ``w``; returns ``(methods, chain)`` (chain None when the model
+    could not be captured: the remat points then say why).
 
-
-def _compiled_sweep(stages, solvers, fractions, x, loss_fn, profile_repeats) -> list:
-    """remat over the same stages, each compiled once (parameters shared) and profiled
-    compiled; a compiler failure is one ``error`` point, as for ``memory_budget``."""
-    import torch._dynamo
-
-    try:
-        torch._dynamo.reset()
-        compiled = nn.Sequential(*[torch.compile(s) for s in stages])
-        cchain = profile(list(compiled), x, loss_fn, repeats=profile_repeats)
-    except Exception as e:  # noqa: BLE001 - any compiler failure is a result here
-        pt = Point("remat-compiled", "remat", status="error",
-                   detail=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
-        return [_Method(pt, None)]
-    return _remat_sweep(compiled, solvers, fractions, x, loss_fn, cchain, "remat-compiled")
-
-
-def prepare(net: Network, *, solvers=("dp",), fractions=None, segments=None,
-            memory_budgets=DEFAULT_MEMORY_BUDGETS, compile_budgets: bool = True,
-            compile_stages: bool = False,
-            chain=None, profile_repeats: int = 3) -> tuple[list, object]:
-    """Build every method for ``net``; returns ``(methods, chain)``.
-
-    ``fractions``: remat budgets as fractions of the store-all peak; None (default) sweeps
-    each solver from its smallest feasible budget to store-all (:func:`remat_budgets`).
-    ``chain``: a profiled chain of the network's stages (profiled here when None, once, and
-    shared by every remat point).  Methods that cannot run (an infeasible budget, a schedule
-    the drop-in refuses, no compiler) become points with their status and no step.
-    ``compile_stages``: also remat with every stage compiled (``remat-compiled`` points).
-    """
-    stages = nn.Sequential(*split_stages(net.model))
-    x, loss_fn = net.example_input, net.loss_fn
-    if chain is None:
-        chain = profile(list(stages), x, loss_fn, repeats=profile_repeats)
-    methods = [_Method(Point("plain", "plain"), _plain(stages, x, loss_fn))]
-    methods += _remat_sweep(stages, solvers, fractions, x, loss_fn, chain)
-    if compile_stages:
-        methods += _compiled_sweep(stages, solvers, fractions, x, loss_fn, profile_repeats)
-    L = len(stages)
-    for k in (segments if segments is not None else range(2, L + 1)):
-        methods.append(_Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
-                               _ckpt_seq(stages, k, x, loss_fn)))
-    if compile_budgets:
-        for r in memory_budgets:
-            pt = Point(f"memory_budget:{r:g}", "memory_budget", r)
-            try:
-                step = _memory_budget(stages, r, x, loss_fn)
-                step()  # compile now, not inside a timed step
-            except Exception as e:  # noqa: BLE001 - any compiler failure is a result here
-                pt.status = "error"
-                pt.detail = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
-                methods.append(_Method(pt, None))
-                continue
-            methods.append(_Method(pt, step))
+    ``budgets``: remat budgets in bytes of the chain (default: :func:`remat_breakpoints`).
+    ``compile_budgets``: ``activation_memory_budget`` values (empty: no compiler points).
+    ``compiled_points``: how many of the remat budgets also run compiled as one graph
+    (spread over them, the lowest and store-all included; 0: none).  ``backend``: the
+    ``torch.compile`` backend of both compiled families.  ``step_budgets``: budgets of the
+    whole step (``"6GiB"``), run by the drop-in; ``optimizer_bytes``: the optimizer state
+    those budgets also hold (the measured step runs no optimizer, so a point is within its
+    budget when its step peak plus these bytes is)."""
+    methods = [_Method(Point("plain", "plain", 1), _plain(w)),
+               _Method(Point("plain:2", "plain", 2), _plain(w))]
+    if hf:
+        methods += _hf_methods(w)
+    chain = None
+    if w.stages is None:
+        methods.append(_Method(Point("remat", "remat", status="error",
+                                     detail=f"capture failed: {w.capture_error}")))
+    else:
+        chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=profile_repeats)
+        if budgets is None:
+            budgets = remat_breakpoints(chain, w.stages, solver, max_points=max_points)
+        store_all = chain.store_all_memory()
+        drop_ins = []
+        for b in budgets:
+            pt = Point(f"remat:{b / store_all:.4f}", "remat", int(b))
+            ck = _drop_in(w, int(b), solver, chain, pt)
+            methods.append(_Method(pt, None if ck is None else _remat(w, ck)))
+            if ck is not None:
+                drop_ins.append((b, ck))
+        for text in step_budgets:
+            total = parse_bytes(text, "step budget")
+            pt = Point(f"remat_step:{text}", "remat", text)
+            ck = _drop_in(w, str(text), solver, chain, pt, optimizer_bytes)
+            pt.budget = total - optimizer_bytes
+            methods.append(_Method(pt, None if ck is None else _remat(w, ck)))
+        if compiled_points and drop_ins:
+            n = len(drop_ins)
+            pick = sorted({round(i * (n - 1) / max(1, compiled_points - 1))
+                           for i in range(min(n, compiled_points))})
+            for j, i in enumerate(pick):
+                b, ck = drop_ins[i]
+                pt = Point(f"remat_compiled:{b / store_all:.4f}", "remat_compiled", int(b),
+                           budget=int(b), predicted_peak=ck.plan.predicted_peak,
+                           predicted_time=ck.solution.makespan)
+                methods.append(_remat_compiled(w, ck, pt, backend, j))
+        seq = nn.Sequential(*w.stages)
+        L = len(w.stages)
+        for k in (segments if segments is not None else range(2, L + 1)):
+            methods.append(_Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
+                                   _ckpt_seq(w, seq, k)))
+    for i, r in enumerate(compile_budgets):
+        methods.append(_compile_budget(w, float(r), backend, i))
     return methods, chain
 
 
-def measure(methods: list, params, device: torch.device, *, repeats: int = 7, warmup: int = 1,
-            seed: int = 0) -> list:
-    """Measure every runnable method: one allocator peak each, then ``repeats`` interleaved
-    timed rounds (seeded order).  Returns the points."""
+def _run(m: _Method, params, device):
+    params = m.params or params
+    if m.setup:
+        m.setup()
+    try:
+        _zero_grads(params)
+        _sync(device)
+        t0 = time.perf_counter()
+        m.step()
+        _sync(device)
+        return time.perf_counter() - t0
+    finally:
+        if m.teardown:
+            m.teardown()
+
+
+def _measure_peaks(m: _Method, params, device):
+    params = m.params or params
+    if m.setup:
+        m.setup()
+    try:
+        _zero_grads(params)
+        m.point.peak = allocator_peak(m.step, device,
+                                      persistent=lambda: [p.grad for p in params])
+        _zero_grads(params)
+        m.point.step_peak = allocator_peak(m.step, device)
+    finally:
+        if m.teardown:
+            m.teardown()
+
+
+def _grads(m: _Method, params, seed: int) -> list:
+    params = m.params or params
+    if m.setup:
+        m.setup()
+    try:
+        _zero_grads(params)
+        torch.manual_seed(seed)
+        m.step()
+        out = [None if p.grad is None else p.grad.detach().clone() for p in params]
+        _zero_grads(params)
+        return out
+    finally:
+        if m.teardown:
+            m.teardown()
+
+
+def _compare(got: list, want: list) -> tuple:
+    equal, worst = True, 0.0
+    scale = max((float(w.abs().max()) for w in want if w is not None), default=0.0) or 1.0
+    for g, w in zip(got, want):
+        if (g is None) != (w is None):
+            return False, math.inf
+        if g is None:
+            continue
+        if not torch.equal(g, w):
+            equal = False
+            worst = max(worst, float((g.float() - w.float()).abs().max()) / scale)
+    return equal, worst
+
+
+def measure(methods: list, params, device: torch.device, *, repeats: int = 5,
+            warmup: int = 1, seed: int = 0) -> list:
+    """Warm up, measure peaks and gradients, then ``repeats`` interleaved timed rounds."""
     runnable = [m for m in methods if m.step is not None]
     for m in runnable:
         for _ in range(warmup):
-            _zero_grads(params)
-            m.step()
+            _run(m, params, device)
     for m in runnable:
-        _zero_grads(params)
-        m.point.peak = allocator_peak(m.step, device, persistent=lambda: [p.grad for p in params])
+        _measure_peaks(m, params, device)
+    want = _grads(runnable[0], params, seed)  # plain
+    for m in runnable:
+        m.point.grads_equal, m.point.grad_rel_diff = _compare(_grads(m, params, seed), want)
+    for m in runnable:
+        if m.params:
+            _zero_grads(m.params)
     rng = random.Random(seed)
     for _ in range(repeats):
         order = list(runnable)
         rng.shuffle(order)
         for m in order:
-            _zero_grads(params)
-            _sync(device)
-            t0 = time.perf_counter()
-            m.step()
-            _sync(device)
-            m.point.times.append(time.perf_counter() - t0)
+            m.point.times.append(_run(m, params, device))
     for m in runnable:
-        m.point.time = statistics.median(m.point.times)
+        ts = m.point.times
+        m.point.time = statistics.median(ts)
+        q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
+        m.point.spread = [q[0], q[2]]
+        if isinstance(m.point.param, str) and m.point.budget is not None:
+            m.point.within_budget = m.point.step_peak <= m.point.budget
+    _zero_grads(params)
     return [m.point for m in methods]
 
 
-def dominance(points: list, time_tolerance: float = 0.02) -> dict:
-    """Does remat dominate every baseline point?  For each baseline point that ran, the remat
-    point with no more memory and the least time, and whether its time is within
-    ``(1 + time_tolerance)`` of the baseline's.  Also the lowest peak of each family."""
-    ok = [p for p in points if p.status == "ok" and p.peak is not None]
-    remat = [p for p in ok if p.family == "remat"]
+# ------------------------------------------------------------------------ analysis
+def _paired(a: dict, b: dict) -> float:
+    """Median over rounds of a's time / b's time in the same round."""
+    return statistics.median(x / y for x, y in zip(a["times"], b["times"]))
+
+
+def noise(points: list) -> dict:
+    """The noise floor: repeated plain, and remat at store-all (same kernels as plain)."""
+    ok = {p["method"]: p for p in points if p["status"] == "ok" and p["times"]}
+    out = {}
+    if "plain" in ok and "plain:2" in ok:
+        out["plain_repeat"] = _paired(ok["plain:2"], ok["plain"])
+    full = [p for p in points if p["family"] == "remat" and p["status"] == "ok" and p["times"]
+            and p["predicted_peak"] is not None and p["method"].startswith("remat:")]
+    if full and "plain" in ok:
+        top = max(full, key=lambda p: p["param"])
+        out["remat_store_all"] = _paired(top, ok["plain"])
+        out["remat_store_all_peak_ratio"] = top["peak"] / max(1, ok["plain"]["peak"])
+    out["tolerance"] = max([MIN_TOLERANCE] + [abs(v - 1) for k, v in out.items()
+                                               if k in ("plain_repeat", "remat_store_all")])
+    return out
+
+
+def dominance(points: list, tolerance: float | None = None) -> dict:
+    """For every baseline point, the remat point (eager or compiled) with no more memory and
+    the least time (per-round ratio), and whether that ratio is within ``1 + tolerance``
+    (default: :func:`noise`'s).  Also each family's lowest peak and the issue's goals."""
+    pts = [asdict(p) if isinstance(p, Point) else p for p in points]
+    nz = noise(pts)
+    tol = nz["tolerance"] if tolerance is None else tolerance
+    ok = [p for p in pts if p["status"] == "ok" and p["peak"] is not None and p["times"]]
+    remat = [p for p in ok if p["family"] in REMAT and not p["method"].startswith("remat_step")]
     rows = []
-    for b in (p for p in ok if p.family != "remat"):
-        cands = [r for r in remat if r.peak <= b.peak]
-        best = min(cands, key=lambda r: r.time, default=None)
+    for b in (p for p in ok if p["family"] in BASELINES and p["method"] != "plain:2"):
+        cands = [(r, _paired(r, b)) for r in remat if r["peak"] <= b["peak"]]
+        best = min(cands, key=lambda c: c[1], default=None)
+        compiled = [c for c in cands if c[0]["family"] == "remat_compiled"]
+        bestc = min(compiled, key=lambda c: c[1], default=None)
         rows.append({
-            "baseline": b.method, "peak": b.peak, "time": b.time,
-            "remat": None if best is None else best.method,
-            "remat_peak": None if best is None else best.peak,
-            "remat_time": None if best is None else best.time,
-            "time_ratio": None if best is None else best.time / b.time,
-            "dominated": best is not None and best.time <= b.time * (1 + time_tolerance),
+            "baseline": b["method"], "family": b["family"], "peak": b["peak"], "time": b["time"],
+            "remat": None if best is None else best[0]["method"],
+            "remat_peak": None if best is None else best[0]["peak"],
+            "remat_time": None if best is None else best[0]["time"],
+            "time_ratio": None if best is None else best[1],
+            "compiled_time_ratio": None if bestc is None else bestc[1],
+            "dominated": best is not None and best[1] <= 1 + tol,
         })
     lowest = {}
     for p in ok:
-        if p.family not in lowest or p.peak < lowest[p.family]["peak"]:
-            lowest[p.family] = {"method": p.method, "peak": p.peak, "time": p.time}
-    base_low = min((v["peak"] for k, v in lowest.items() if k != "remat"), default=None)
-    remat_low = lowest.get("remat", {}).get("peak")
+        if p["method"].startswith("remat_step"):
+            continue
+        if p["family"] not in lowest or p["peak"] < lowest[p["family"]]["peak"]:
+            lowest[p["family"]] = {"method": p["method"], "peak": p["peak"], "time": p["time"]}
+    remat_low = min((lowest[f]["peak"] for f in REMAT if f in lowest), default=None)
+    base_low = {f: lowest[f]["peak"] for f in BASELINES if f in lowest}
+    below = remat_low is not None and all(remat_low < v for v in base_low.values())
+    fam_ok = {f: all(r["dominated"] for r in rows if r["family"] == f) for f in BASELINES}
     return {
-        "rows": rows,
-        "lowest": lowest,
+        "rows": rows, "lowest": lowest, "noise": nz, "tolerance": tol,
+        "remat_lowest_below_baselines": below,
         "all_dominated": bool(rows) and all(r["dominated"] for r in rows),
-        "remat_lowest_below_baselines": (remat_low is not None and base_low is not None
-                                         and remat_low < base_low),
-        "time_tolerance": time_tolerance,
+        "goals": {
+            "lowest_memory": below,
+            "hf_and_checkpoint_sequential_dominated": fam_ok["hf_checkpointing"]
+            and fam_ok["checkpoint_sequential"],
+            "compile_budget_dominated": fam_ok["compile_budget"],
+            "below_compile_lowest": (remat_low is not None and "compile_budget" in base_low
+                                     and remat_low < base_low["compile_budget"]),
+        },
     }
 
 
-def run_frontier(net: Network, *, device="cpu", repeats: int = 7, seed: int = 0, **kw) -> dict:
-    """Prepare, measure and analyse one network; returns a JSON-ready record."""
+def run_frontier(w, *, device="cpu", repeats: int = 5, seed: int = 0, **kw) -> dict:
+    """Prepare, measure and analyse one workload (or a
+    :class:`~remat_theory.torch.networks.Network`); returns a JSON-ready record."""
+    if not isinstance(w, Workload):
+        w = from_network(w)
     dev = torch.device(device)
-    net.to(dev)
-    params = [p for p in net.model.parameters() if p.requires_grad]
+    w.to(dev)
+    params = [p for p in w.model.parameters() if p.requires_grad]
+    seen = {id(p) for p in params}
+    for s in w.stages or []:
+        params += [p for p in s.parameters() if p.requires_grad and id(p) not in seen
+                   and not seen.add(id(p))]
     t0 = time.perf_counter()
-    methods, chain = prepare(net, **kw)
-    points = measure(methods, params, dev, repeats=repeats, seed=seed)
-    return {
-        "network": net.name,
-        "input_shape": list(net.example_input.shape),
+    limit = torch._dynamo.config.cache_size_limit
+    torch._dynamo.config.cache_size_limit = max(limit, 64)
+    try:
+        methods, chain = prepare(w, **kw)
+        points = measure(methods, params, dev, repeats=repeats, seed=seed)
+    finally:
+        torch._dynamo.config.cache_size_limit = limit
+    rec = {
+        "network": w.name,
+        "config": w.config,
+        "input_shape": list(w.example_input.shape),
         "device": str(dev),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "repeats": repeats,
+        "backend": kw.get("backend", "inductor"),
         "stages": None if chain is None else chain.length,
+        "capture_error": w.capture_error,
         "store_all_predicted": None if chain is None else chain.store_all_memory(),
+        "parameter_gradient_bytes": sum(p.numel() * p.element_size() for p in params),
         "points": [asdict(p) for p in points],
-        "dominance": dominance(points),
-        "wall_time": time.perf_counter() - t0,
     }
+    rec["dominance"] = dominance(rec["points"])
+    rec["wall_time"] = time.perf_counter() - t0
+    return rec
 
 
 def format_table(record: dict) -> str:
     """One line per baseline point: its memory and time, and the best remat point at no more
-    memory (MiB, ms, ratio)."""
+    memory (MiB, ms, per-round time ratio)."""
     d = record["dominance"]
-    head = (f"{record['network']} {record['input_shape']}: "
+    low = d["lowest"]
+    base_low = min((v["peak"] for k, v in low.items() if k in BASELINES), default=None)
+    remat_low = min((low[f]["peak"] for f in REMAT if f in low), default=None)
+    head = (f"{record['network']} {record['input_shape']} ({record['stages']} stages): "
+            f"noise {d['tolerance']:.3f}; "
             f"{'remat dominates every baseline point' if d['all_dominated'] else 'NOT all dominated'}; "
-            f"lowest memory remat {_mib(d['lowest'].get('remat', {}).get('peak'))} MiB vs "
-            f"baselines {_mib(min((v['peak'] for k, v in d['lowest'].items() if k != 'remat'), default=None))} MiB")
-    lines = [head, f"{'baseline':<26}{'MiB':>9}{'ms':>9}  {'best remat at <= memory':<22}{'MiB':>9}{'ms':>9}{'ratio':>7}"]
+            f"lowest memory remat {_mib(remat_low)} MiB vs baselines {_mib(base_low)} MiB")
+    lines = [head, f"{'baseline':<26}{'MiB':>9}{'ms':>9}  {'best remat at <= memory':<24}"
+                   f"{'MiB':>9}{'ms':>9}{'ratio':>7}"]
     for r in d["rows"]:
         lines.append(f"{r['baseline']:<26}{_mib(r['peak']):>9}{r['time'] * 1e3:>9.1f}  "
-                     f"{(r['remat'] or '-'):<22}{_mib(r['remat_peak']):>9}"
+                     f"{(r['remat'] or '-'):<24}{_mib(r['remat_peak']):>9}"
                      f"{'' if r['remat_time'] is None else format(r['remat_time'] * 1e3, '.1f'):>9}"
                      f"{'' if r['time_ratio'] is None else format(r['time_ratio'], '.3f'):>7}")
+    for p in record["points"]:
+        if p["status"] != "ok":
+            lines.append(f"  {p['method']}: {p['status']}: {p['detail'][:160]}")
+        elif p["within_budget"] is not None:
+            lines.append(f"  {p['method']}: step peak {format_bytes(p['step_peak'])} "
+                         f"{'within' if p['within_budget'] else 'ABOVE'} the budget "
+                         f"{format_bytes(p['budget'])}")
     return "\n".join(lines)
 
 
@@ -345,36 +622,38 @@ def _mib(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v / 2**20:.2f}"
 
 
+_STYLE = {"remat": ("o", "C0", "-"), "remat_compiled": ("o", "C9", "-"),
+          "plain": ("s", "k", "none"), "hf_checkpointing": ("v", "C3", ":"),
+          "checkpoint_sequential": ("^", "C1", "none"), "compile_budget": ("D", "C2", ":")}
+
+
 def plot(records: list, path, title: str = "") -> None:
-    """Time per step against peak memory, one panel per input configuration."""
+    """Time per step against peak activation memory, one panel per record."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     n = len(records)
-    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.2), squeeze=False)
-    style = {"remat": ("o", "C0"), "plain": ("s", "k"), "checkpoint_sequential": ("^", "C1"),
-             "memory_budget": ("D", "C2")}
+    fig, axes = plt.subplots(1, n, figsize=(6.0 * n, 4.6), squeeze=False)
     for ax, rec in zip(axes[0], records):
-        pts = [p for p in rec["points"] if p["status"] == "ok" and p["peak"] is not None]
-        fams = {}
-        for p in pts:
-            key = p["family"] if p["family"] != "remat" else p["method"].split("@")[0]
-            fams.setdefault(key, []).append(p)
-        for key, ps in sorted(fams.items()):
-            fam = ps[0]["family"]
-            marker, color = style.get(fam, ("x", "C3"))
-            if fam == "remat" and (ps[0]["solver"] != "dp"
-                                   or ps[0]["method"].startswith("remat-compiled")):
-                color = "C4" if ps[0]["solver"] != "dp" else "C9"
-            ps.sort(key=lambda p: p["peak"])
-            ax.plot([p["peak"] / 2**20 for p in ps], [p["time"] * 1e3 for p in ps],
-                    marker=marker, color=color, linestyle="-" if fam == "remat" else "none",
-                    label=key)
-        ax.set_xlabel("peak activation memory (MiB, allocator)")
+        pts = [p for p in rec["points"] if p["status"] == "ok" and p["peak"] is not None
+               and not p["method"].startswith("remat_step")]
+        for fam in FAMILIES:
+            ps = sorted((p for p in pts if p["family"] == fam), key=lambda p: p["peak"])
+            if not ps:
+                continue
+            marker, color, ls = _STYLE[fam]
+            xs = [p["peak"] / 2**20 for p in ps]
+            ys = [p["time"] * 1e3 for p in ps]
+            err = [[(p["time"] - p["spread"][0]) * 1e3 for p in ps],
+                   [(p["spread"][1] - p["time"]) * 1e3 for p in ps]]
+            ax.errorbar(xs, ys, yerr=err, marker=marker, color=color, linestyle=ls,
+                        label=fam, markersize=4, capsize=2, linewidth=1)
+        ax.set_xlabel("peak activation memory (MiB, allocator, gradients apart)")
         ax.set_ylabel("time per training step (ms)")
-        ax.set_title(f"{rec['network']} {rec['input_shape']}", fontsize=9)
+        ax.set_title(f"{rec['network']} {rec['input_shape']} (noise "
+                     f"{rec['dominance']['tolerance']:.3f})", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     if title:
@@ -384,6 +663,5 @@ def plot(records: list, path, title: str = "") -> None:
     plt.close(fig)
 
 
-__all__ = ["Point", "prepare", "measure", "dominance", "run_frontier", "format_table", "plot",
-           "DEFAULT_STEPS", "remat_budgets", "DEFAULT_MEMORY_BUDGETS", "BASELINES"]
-
+__all__ = ["Point", "prepare", "measure", "noise", "dominance", "run_frontier", "format_table",
+           "plot", "remat_breakpoints", "FAMILIES", "BASELINES", "DEFAULT_COMPILE_BUDGETS"]

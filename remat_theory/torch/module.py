@@ -39,7 +39,19 @@ a compiled graph of the whole step would recompute what the compiler chooses, no
 schedule says.  At a budget at or above store-all, where it is plain autograd, the whole
 forward is compiled.
 
-Memory: the budget covers x_0, the activations, tapes and gradients of the stages and the
+Budgets in the user's units.  ``budget="6GiB"`` (a string with a unit: B, KB, MB, GB, KiB,
+MiB, GiB, TiB) is the whole training step's peak above the model's resident state, as the
+allocator measures it from the start of the step (parameters and buffers present, no
+parameter gradient, as after ``optimizer.zero_grad()``) to the end of ``loss.backward()``:
+activations, parameter gradients, the loss, workspaces.  With ``optimizer_state=`` (bytes, or
+an optimizer: :func:`optimizer_state_bytes`) the budget holds the optimizer's state too.  The
+module reserves what the schedule does not count (:meth:`CheckpointedSequential.step_reserve`:
+parameter gradients, optimizer state, the loss and its seed gradient, the random-generator
+state each checkpoint keeps, and 1% of the rest for the engine's buffers a recomputation
+meets) and solves for the remainder; a budget it cannot meet raises
+:class:`~remat_theory.model.errors.InfeasibleBudgetError` naming the smallest one, in bytes.
+
+Memory: an int or float budget covers x_0, the activations, tapes and gradients of the stages and the
 loss stage as profiled (``loss_fn``).  The profiled chain says which stage outputs no
 backward reads (``output_saved``: a Linear's output before a ReLU); autograd frees those as
 soon as the next stage has read them, as the chain's operation table does, so at store-all
@@ -53,6 +65,8 @@ with :class:`~remat_theory.torch.executor.ScheduleExecutor`).
 """
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -66,8 +80,8 @@ from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
-from remat_theory.torch.executor import (NotNestedError, Segment, StageRunner, nested_form,
-                                         recomputed_stages, run_nested)
+from remat_theory.torch.executor import (Checkpointed, Kept, NotNestedError, Segment,
+                                         StageRunner, nested_form, recomputed_stages, run_nested)
 from remat_theory.torch.profiler import profile
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
@@ -110,6 +124,83 @@ def shared_parameter_bytes(stages) -> int:
     return sum(shared.values())
 
 
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+RNG_STATE_BYTES = 5056
+"""What one live non-reentrant checkpoint holds on the CPU to replay random draws (the
+generator state; measured, see docs/torch.md)."""
+
+STEP_SLACK = 4096
+"""Bytes reserved in a step budget for the loss value, the gradient seeding the backward and
+the allocator's alignment of small tensors."""
+
+ENGINE_MARGIN = 0.01
+"""Fraction of a step budget's activation share held back for the engine's buffers that a
+recomputation running inside a backward node meets (measured up to 0.9% on the test
+transformer, docs/torch.md)."""
+
+
+def parse_bytes(text, name: str = "budget") -> int:
+    """``"6GiB"``, ``"512 MB"``, ``"1.5e9B"`` or ``"123"`` (bytes) as an int of bytes."""
+    if isinstance(text, bool) or not isinstance(text, (str, numbers.Integral)):
+        raise RematError(f"{name} = {text!r} must be bytes with a unit, e.g. '6GiB'")
+    if isinstance(text, numbers.Integral):
+        value = int(text)
+    else:
+        t = text.strip().lower().replace(" ", "").replace("_", "")
+        unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if t.endswith(u)), None)
+        number = t[:-len(unit)] if unit else t
+        try:
+            value = int(float(number) * _UNITS[unit or "b"])
+        except ValueError:
+            raise RematError(f"{name} = {text!r} is not bytes: write a number and a unit "
+                             f"({', '.join(['B', 'KB', 'MB', 'GB', 'KiB', 'MiB', 'GiB'])}), "
+                             f"e.g. '6GiB'") from None
+    if value <= 0:
+        raise RematError(f"{name} = {text!r} must be positive")
+    return value
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes, with the nearest binary unit beside them."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n} B ({n / size:.2f} {unit})"
+    return f"{n} B"
+
+
+def gradient_bytes(stages) -> int:
+    """Bytes of the gradients of the stages' trainable parameters (shared ones counted once)."""
+    seen, total = set(), 0
+    for stage in stages:
+        for p in stage.parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                total += p.numel() * p.element_size()
+    return total
+
+
+def optimizer_state_bytes(optimizer) -> int:
+    """Bytes of an optimizer's state: the tensors it holds now, or, before its first step,
+    what its first step will allocate for the known kinds (Adam/AdamW: two moments per
+    parameter; SGD with momentum: one buffer; plain SGD: none).  Other optimizers before their
+    first step: pass the bytes instead."""
+    held = sum(t.numel() * t.element_size() for st in optimizer.state.values()
+               for t in st.values() if isinstance(t, torch.Tensor))
+    if held:
+        return held
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+    size = sum(p.numel() * p.element_size() for p in params)
+    kind = type(optimizer).__name__
+    if kind in ("Adam", "AdamW", "NAdam", "RAdam", "Adamax"):
+        return 2 * size
+    if kind == "SGD":
+        return size if any(g.get("momentum", 0) for g in optimizer.param_groups) else 0
+    raise RematError(f"optimizer_state: cannot tell what {kind} will hold before its first "
+                     f"step; pass its bytes (an int) instead")
+
+
 def _sum_loss(out: torch.Tensor) -> torch.Tensor:
     """The loss stage profiled when no ``loss_fn`` is given: a sum (its gradient is d_L)."""
     return out.float().sum()
@@ -142,10 +233,16 @@ class CheckpointedSequential(nn.Module):
     ----------
     model : nn.Module
         An ``nn.Sequential`` (nested ones flattened) or a list of stage modules.
-    budget : int or float
-        Bytes of activation memory (int), or a fraction in (0, 1] of the store-all peak of
-        each input shape (float).  At or above the store-all peak the stages run as plain
-        autograd (no recomputation: store-all is then the fastest schedule).
+    budget : int, float or str
+        Bytes of the whole step with a unit (str, e.g. ``"6GiB"``: activations, parameter
+        gradients, loss and workspaces above the resident model, see the module docstring),
+        bytes of activation memory as the chain counts it (int), or a fraction in (0, 1] of
+        the store-all peak of each input shape (float).  At or above the store-all peak the
+        stages run as plain autograd (no recomputation: store-all is then the fastest
+        schedule).
+    optimizer_state : int or torch.optim.Optimizer, optional
+        With a str budget: the budget holds the optimizer's state too (its bytes, or an
+        optimizer, :func:`optimizer_state_bytes`).
     solver : str
         A registry name (``remat solvers``) of a solver with persistent schedules (default
         ``"dp"``).
@@ -197,17 +294,38 @@ class CheckpointedSequential(nn.Module):
 
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
-                 unit: int | None = None, reprofile: bool = True, early_stop: bool = True):
+                 unit: int | None = None, reprofile: bool = True, early_stop: bool = True,
+                 optimizer_state=None):
         super().__init__()
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
-        if isinstance(budget, bool) or not isinstance(budget, numbers.Real):
-            raise RematError(f"budget = {budget!r} must be bytes (int) or a fraction (float)")
-        if not isinstance(budget, numbers.Integral) and not 0 < budget <= 1:
+        self.step_budget = None
+        if isinstance(budget, str):
+            self.step_budget = parse_bytes(budget)
+        elif isinstance(budget, bool) or not isinstance(budget, numbers.Real):
+            raise RematError(f"budget = {budget!r} must be bytes of the step with a unit "
+                             f"(str, e.g. '6GiB'), bytes of activations (int) or a fraction "
+                             f"(float)")
+        elif not isinstance(budget, numbers.Integral) and not 0 < budget <= 1:
             raise RematError(f"budget = {budget!r}: a float budget is a fraction of the "
                              f"store-all peak and must be in (0, 1]")
-        if isinstance(budget, numbers.Integral) and budget <= 0:
+        elif isinstance(budget, numbers.Integral) and budget <= 0:
             raise RematError(f"budget = {budget!r} bytes must be positive")
+        if optimizer_state is None:
+            self.optimizer_bytes = 0
+        elif isinstance(optimizer_state, numbers.Integral) and not isinstance(optimizer_state, bool):
+            if optimizer_state < 0:
+                raise RematError(f"optimizer_state = {optimizer_state!r} bytes must be >= 0")
+            self.optimizer_bytes = int(optimizer_state)
+        elif isinstance(optimizer_state, torch.optim.Optimizer):
+            self.optimizer_bytes = optimizer_state_bytes(optimizer_state)
+        else:
+            raise RematError(f"optimizer_state = {optimizer_state!r} must be bytes (int) or a "
+                             f"torch.optim.Optimizer")
+        if self.optimizer_bytes and self.step_budget is None:
+            raise RematError("optimizer_state applies to a budget of the whole step (a str "
+                             "with a unit, e.g. budget='6GiB')")
+        self.gradient_bytes = gradient_bytes(stages)
         if not isinstance(reprofile, bool):
             raise RematError(f"reprofile = {reprofile!r} must be True or False")
         self.budget_spec = budget
@@ -276,12 +394,59 @@ class CheckpointedSequential(nn.Module):
                                  "(or pass loss_fn=None to profile the loss as a sum)"
                                  if self.loss_fn is not None else "")) from e
 
+    def step_reserve(self, chain: Chain | None = None, step_budget: int | None = None) -> int:
+        """Bytes of a step budget (str) that the schedule does not get: parameter gradients,
+        optimizer state, :data:`STEP_SLACK`, the random-generator state of one live checkpoint
+        per stage, and :data:`ENGINE_MARGIN` of what is left (see the module docstring)."""
+        chain = self.chain if chain is None else chain
+        step_budget = self.step_budget if step_budget is None else step_budget
+        fixed = (self.gradient_bytes + self.optimizer_bytes + STEP_SLACK
+                 + RNG_STATE_BYTES * chain.length)
+        if step_budget is None:
+            return fixed
+        return fixed + int(math.ceil(max(0, step_budget - fixed) * ENGINE_MARGIN
+                                     / (1 + ENGINE_MARGIN)))
+
+    def plain_step_bytes(self, chain: Chain | None = None) -> int:
+        """What a step budget needs to run the stages as plain autograd (nothing recomputed,
+        no checkpoint): store-all, parameter gradients, optimizer state, :data:`STEP_SLACK`."""
+        chain = self.chain if chain is None else chain
+        return (chain.store_all_memory() + self.gradient_bytes + self.optimizer_bytes
+                + STEP_SLACK)
+
+    def _chain_budget(self, chain: Chain) -> int:
+        spec = self.budget_spec
+        if self.step_budget is not None:
+            if self.step_budget >= self.plain_step_bytes(chain):
+                return chain.store_all_memory()
+            return self.step_budget - self.step_reserve(chain)
+        return int(spec) if isinstance(spec, numbers.Integral) else int(spec * chain.store_all_memory())
+
+    def smallest_step_budget(self, chain: Chain, chain_budget: int) -> int:
+        """The smallest step budget (bytes) whose share for the schedule is ``chain_budget``."""
+        step = self.step_reserve(chain, 0) + chain_budget
+        step += int(math.ceil(chain_budget * ENGINE_MARGIN))
+        while step - self.step_reserve(chain, step) < chain_budget:
+            step += 1
+        return min(step, self.plain_step_bytes(chain))
+
     def _add_plan(self, key: tuple, x: torch.Tensor | None, chain: Chain | None) -> Plan:
         if chain is None:
             chain = self._profile(key, x)
         store_all = chain.store_all_memory()
-        spec = self.budget_spec
-        budget = int(spec) if isinstance(spec, numbers.Integral) else int(spec * store_all)
+        budget = self._chain_budget(chain)
+        if self.step_budget is not None and budget <= 0:
+            smallest = self.smallest_step_budget(chain, self._smallest_chain_budget(chain))
+            raise InfeasibleBudgetError(
+                f"budget {format_bytes(self.step_budget)} for the whole step cannot be met on "
+                f"input {_describe(key)}: parameter gradients take "
+                f"{format_bytes(self.gradient_bytes)}"
+                + (f" and the optimizer state {format_bytes(self.optimizer_bytes)}"
+                   if self.optimizer_bytes else "")
+                + f", and what the schedule does not count "
+                  f"{format_bytes(self.step_reserve(chain) - self.gradient_bytes - self.optimizer_bytes)}"
+                + f"; the smallest feasible step budget is {format_bytes(smallest)}",
+                self.step_budget, smallest)
         if budget >= store_all:
             sol = solver_registry.solve(chain, store_all, "store-all")
         else:
@@ -289,6 +454,21 @@ class CheckpointedSequential(nn.Module):
             reserve = self.shared_gradient_reserve
             sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
                                         self.solver, **self.solver_options)
+            if sol.schedule is None and self.step_budget is not None:
+                smallest = None if sol.min_budget is None else self.smallest_step_budget(
+                    chain, sol.min_budget + reserve)
+                raise InfeasibleBudgetError(
+                    f"budget {format_bytes(self.step_budget)} for the whole step cannot be met "
+                    f"by solver {self.solver!r} on input {_describe(key)}"
+                    + (f"; the smallest feasible step budget is {format_bytes(smallest)}"
+                       if smallest is not None else "")
+                    + f" (of a step budget, {format_bytes(self.gradient_bytes)} go to parameter "
+                      f"gradients"
+                    + (f", {format_bytes(self.optimizer_bytes)} to optimizer state"
+                       if self.optimizer_bytes else "")
+                    + f"; the plain step needs about "
+                      f"{format_bytes(self.smallest_step_budget(chain, store_all))})",
+                    self.step_budget, smallest)
             if sol.schedule is None:
                 smallest = None if sol.min_budget is None else sol.min_budget + reserve
                 raise InfeasibleBudgetError(
@@ -313,6 +493,13 @@ class CheckpointedSequential(nn.Module):
         if self._first_key is None:
             self._first_key = key
         return plan
+
+    def _smallest_chain_budget(self, chain: Chain) -> int:
+        unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
+        sol = solver_registry.solve(rounded_chain(chain, unit), 1, self.solver, **self.solver_options)
+        if sol.schedule is not None:
+            return 1 + self.shared_gradient_reserve
+        return (sol.min_budget or chain.store_all_memory()) + self.shared_gradient_reserve
 
     def plan_for(self, x: torch.Tensor) -> Plan:
         """The plan for inputs like ``x`` (profiled and solved on first sight, unless
@@ -362,4 +549,36 @@ class CheckpointedSequential(nn.Module):
         # chooses, not what the schedule says.  Compiled stages (compile_stages) still run
         # compiled in here.
         return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop)
+
+
+def _traceable_segment(tree, stages, x):
+    return run_traceable(tree, x, stages)
+
+
+def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor:
+    """A nested schedule's forward in a form ``torch.compile`` traces into ONE graph: kept
+    stages inline, each checkpointed segment one non-reentrant ``torch.utils.checkpoint``
+    (nested as the schedule nests them), which the compiler turns into a recompute region of
+    the joint graph.  The compiler's partitioner, not the executor, then frees and recomputes:
+    the regions are the schedule's, the bytes are the compiler's (measure them).  Used by the
+    frontier's ``remat_compiled``::
+
+        tree = ck.plan_for(x).tree
+        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list)))
+
+    No early stop and no BatchNorm guard (the compiled graph runs a mutation once)."""
+    if tree is None:  # store-all: the plain stages
+        for s in stages:
+            x = s(x)
+        return x
+    while True:
+        if isinstance(tree, Kept):
+            x = stages[tree.s](x)
+            tree = tree.rest
+        elif isinstance(tree, Checkpointed):
+            x = torch.utils.checkpoint.checkpoint(
+                functools.partial(_traceable_segment, tree.inner, stages), x, use_reentrant=False)
+            tree = tree.rest
+        else:
+            return x
 

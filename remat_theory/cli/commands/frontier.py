@@ -11,7 +11,8 @@ from remat_theory.model.errors import RematError
 
 NAME = "frontier"
 ORDER = 62
-HELP = "time per step vs peak memory: remat against checkpoint_sequential and torch.compile's budget"
+HELP = ("time per step vs peak memory on the original model: remat against Hugging Face's "
+        "checkpointing, checkpoint_sequential and torch.compile's memory budget")
 
 
 def _floats(flag: str, text: str, low: float, high: float) -> list:
@@ -40,51 +41,119 @@ def _ints(flag: str, text: str) -> list:
     return out
 
 
+def _compile_budgets(text: str) -> list:
+    out = []
+    for part in text.replace(",", " ").split():
+        try:
+            v = float(part)
+        except ValueError:
+            raise RematError(f"--compile-budgets: {part!r} is not a number") from None
+        if not 0.0 <= v <= 1.0:
+            raise RematError(f"--compile-budgets: {part!r} must be in [0, 1] "
+                             f"(torch's activation_memory_budget)")
+        out.append(v)
+    return out
+
+
+def _optimizer_bytes(text: str, gradient_bytes: int) -> int:
+    kinds = {"none": 0, "sgd": 0, "sgd-momentum": 1, "adam": 2, "adamw": 2}
+    t = text.strip().lower()
+    if t in kinds:
+        return kinds[t] * gradient_bytes
+    from remat_theory.torch.module import parse_bytes
+    try:
+        return parse_bytes(text, "--optimizer-state")
+    except RematError:
+        raise RematError(f"--optimizer-state: {text!r} is not one of {', '.join(kinds)} nor "
+                         f"bytes with a unit (e.g. 2GiB)") from None
+
+
 def add_arguments(p) -> None:
     p.add_argument("--network", required=True,
-                   help="a built-in network (remat profile --help lists them)")
+                   help="llama, qwen2, opt, gpt-neo, gpt2, distilbert, vit, convnext, swin, "
+                        "resnet (transformers models, random weights), or a built-in network "
+                        "of remat profile")
     p.add_argument("--scale", default="small", choices=("test", "small", "large"), help="network sizes")
     p.add_argument("--batch", default=None, help="comma-separated batch sizes (default: the network's)")
     p.add_argument("--size", default=None,
                    help="comma-separated input sizes (image side or sequence length; default: the network's)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto; default cpu")
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
-    p.add_argument("--solvers", default="dp", help="comma-separated remat solvers; default dp")
+    p.add_argument("--solver", "--solvers", dest="solver", default="dp",
+                   help="remat's solver (persistent schedules); default dp")
     p.add_argument("--fractions", default=None,
-                   help="remat budgets as fractions of the store-all peak (default: a sweep "
-                        "from each solver's smallest feasible budget to store-all)")
-    p.add_argument("--memory-budgets", default="0.1,0.3,0.5,0.7,0.9", dest="memory_budgets",
+                   help="remat budgets as fractions of the store-all peak (default: every "
+                        "breakpoint of the solver's makespan, see --max-points)")
+    p.add_argument("--max-points", type=positive_int, default=16, dest="max_points",
+                   help="at most this many remat breakpoints (spread by memory); default 16")
+    p.add_argument("--compile-budgets", "--memory-budgets", default="0,0.3,0.6,1",
+                   dest="compile_budgets",
                    help="torch._functorch activation_memory_budget values under torch.compile")
+    p.add_argument("--compiled-points", type=int, default=4, dest="compiled_points",
+                   help="how many remat budgets also run as one compiled graph (0: none)")
+    p.add_argument("--backend", default="inductor",
+                   help="torch.compile backend of compile_budget and remat_compiled (inductor; "
+                        "aot_eager_decomp_partition runs the same partitioner with eager "
+                        "kernels)")
     p.add_argument("--no-compile", action="store_true", dest="no_compile",
-                   help="leave out torch.compile's memory-budget points")
-    p.add_argument("--compile-stages", action="store_true", dest="compile_stages",
-                   help="also run remat with every stage compiled by torch.compile "
-                        "(remat-compiled points, profiled compiled)")
-    p.add_argument("--repeats", type=positive_int, default=7, help="interleaved timed rounds")
+                   help="leave out both compiled families")
+    p.add_argument("--no-hf", action="store_true", dest="no_hf",
+                   help="leave out Hugging Face's activation checkpointing")
+    p.add_argument("--budget-bytes", default=None, dest="budget_bytes",
+                   help="comma-separated budgets of the whole step (e.g. 6GiB,40MiB): the "
+                        "drop-in run with each, its step peak checked against it")
+    p.add_argument("--optimizer-state", default="none", dest="optimizer_state",
+                   help="with --budget-bytes, the budget also holds the optimizer state: none, "
+                        "sgd-momentum, adam, or bytes (e.g. 1GiB)")
+    p.add_argument("--repeats", type=positive_int, default=5, help="interleaved timed rounds")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write frontier_NETWORK.json and .png there (default: print only)")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
 
 
 def run(args) -> int:
-    torch, device = torch_device(args.device, args.threads, "frontier")
-    from remat_theory.torch.frontier import format_table, plot, run_frontier
-    from remat_theory.torch.networks import build
+    import shlex
+    import sys
 
     fractions = None if args.fractions is None else _floats("--fractions", args.fractions, 0.0, 1.0)
-    budgets = _floats("--memory-budgets", args.memory_budgets, 0.0, 1.0)
-    solvers = [s for s in args.solvers.replace(",", " ").split() if s]
+    compile_budgets = [] if args.no_compile else _compile_budgets(args.compile_budgets)
     batches = [None] if args.batch is None else _ints("--batch", args.batch)
     sizes = [None] if args.size is None else _ints("--size", args.size)
+    if args.compiled_points < 0:
+        raise RematError(f"--compiled-points: {args.compiled_points} must be >= 0")
+    step_budgets = []
+    if args.budget_bytes is not None:
+        from_text = [t for t in args.budget_bytes.replace(",", " ").split() if t]
+        if not from_text:
+            raise RematError("--budget-bytes is empty")
+        step_budgets = from_text
+    torch, device = torch_device(args.device, args.threads, "frontier")
+    from remat_theory.torch.frontier import format_table, plot, run_frontier
+    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.torch.module import gradient_bytes, parse_bytes
+
+    for text in step_budgets:
+        parse_bytes(text, "--budget-bytes")
+    command = "remat " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     records = []
     for batch in batches:
         for size in sizes:
-            net = build(args.network, args.scale, batch=batch, size=size)
-            rec = run_frontier(net, device=device, repeats=args.repeats, solvers=solvers,
-                               fractions=fractions, memory_budgets=budgets,
-                               compile_budgets=not args.no_compile,
-                               compile_stages=args.compile_stages)
-            rec.update(scale=args.scale, batch=batch, size=size)
+            w = build_workload(args.network, args.scale, batch=batch, size=size)
+            budgets = None
+            if fractions is not None and w.stages is not None:
+                from remat_theory.torch.profiler import profile
+                store_all = profile(list(w.stages), w.example_input, w.loss_fn,
+                                    repeats=1).store_all_memory()
+                budgets = [max(1, int(f * store_all)) for f in fractions]
+            opt = 0 if w.stages is None else _optimizer_bytes(args.optimizer_state,
+                                                              gradient_bytes(w.stages))
+            rec = run_frontier(w, device=device, repeats=args.repeats, solver=args.solver,
+                               budgets=budgets, max_points=args.max_points,
+                               compile_budgets=compile_budgets,
+                               compiled_points=0 if args.no_compile else args.compiled_points,
+                               backend=args.backend, hf=not args.no_hf,
+                               step_budgets=step_budgets, optimizer_bytes=opt)
+            rec.update(scale=args.scale, batch=batch, size=size, command=command)
             records.append(rec)
             if not args.json:
                 print(format_table(rec), flush=True)

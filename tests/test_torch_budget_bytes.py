@@ -1,0 +1,108 @@
+"""Budgets in the user's units: ``CheckpointedSequential(model, budget="6GiB")`` bounds the
+whole step (activations, parameter gradients, loss, workspaces) above the resident model, as
+the allocator measures it; an infeasible one names the smallest feasible one, in bytes, and
+that one is feasible."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
+from remat_theory.torch import CheckpointedSequential, build  # noqa: E402
+from remat_theory.torch.module import (gradient_bytes, optimizer_state_bytes,  # noqa: E402
+                                       parse_bytes)
+from remat_theory.torch.tracker import allocator_peak  # noqa: E402
+from torch_device import DEVICE  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
+
+
+@pytest.mark.parametrize("text, want", [
+    ("6GiB", 6 * 2**30), ("512 MiB", 512 * 2**20), ("1.5GB", 1_500_000_000), ("123", 123),
+    ("4096B", 4096), ("2kib", 2048), (77, 77)])
+def test_parse_bytes(text, want):
+    assert parse_bytes(text) == want
+
+
+@pytest.mark.parametrize("text", ["six", "GiB", "-1MiB", "0", "", 1.5, True])
+def test_parse_bytes_refuses_what_is_not_bytes(text):
+    with pytest.raises(RematError, match="budget"):
+        parse_bytes(text)
+
+
+def _step_peak(model, x, loss_fn) -> int:
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+
+    def step():
+        loss_fn(model(x)).backward()
+    peak = allocator_peak(step, torch.device(DEVICE))
+    for p in params:
+        p.grad = None
+    return peak
+
+
+@pytest.mark.parametrize("network", ["mlp", "transformer", "resnet"])
+def test_a_step_budget_is_never_exceeded_and_the_smallest_one_is_exact(network):
+    net = build(network, "test").to(DEVICE)
+    x, loss_fn = net.example_input, net.loss_fn
+    plain = _step_peak(net.model, x, loss_fn)
+    ck = CheckpointedSequential(net.model, budget="1GiB", example_input=x, loss_fn=loss_fn,
+                                profile_repeats=1)
+    chain = ck.chain
+    # below the smallest feasible budget: refused, naming it; the named one is feasible
+    with pytest.raises(InfeasibleBudgetError, match="smallest feasible step budget") as e:
+        CheckpointedSequential(net.model, budget=f"{ck.gradient_bytes + 1}B", example_input=x,
+                               loss_fn=loss_fn, chain=chain)
+    smallest = e.value.smallest_feasible
+    assert smallest is not None and str(smallest) in str(e.value)
+    CheckpointedSequential(net.model, budget=f"{smallest}B", example_input=x, loss_fn=loss_fn,
+                           chain=chain)
+    with pytest.raises(InfeasibleBudgetError):
+        CheckpointedSequential(net.model, budget=f"{smallest - 1}B", example_input=x,
+                               loss_fn=loss_fn, chain=chain)
+    # every budget from the smallest to above the plain step: the allocator's step peak
+    # (gradients included) stays within it
+    top = ck.plain_step_bytes()
+    assert smallest <= top
+    budgets = sorted({b for b in (smallest, (smallest + top) // 2, top - 1, top) if b >= smallest})
+    peaks = []
+    for b in budgets:
+        m = CheckpointedSequential(net.model, budget=f"{b}B", example_input=x, loss_fn=loss_fn,
+                                   chain=chain)
+        peak = _step_peak(m, x, loss_fn)
+        assert peak <= b, (network, b, peak)
+        peaks.append(peak)
+    if network == "transformer":  # big enough for recomputation to beat the fixed reserve
+        assert peaks[0] < 0.7 * plain
+
+
+def test_gradients_alone_above_the_budget_are_named():
+    net = build("mlp", "test")
+    grads = gradient_bytes(list(net.model))
+    with pytest.raises(InfeasibleBudgetError, match="parameter gradients take") as e:
+        CheckpointedSequential(net.model, budget=f"{grads // 2}B",
+                               example_input=net.example_input, loss_fn=net.loss_fn,
+                               profile_repeats=1)
+    assert e.value.smallest_feasible > grads
+
+
+def test_optimizer_state_comes_out_of_the_budget():
+    net = build("transformer", "test")
+    ck = CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
+                                loss_fn=net.loss_fn, profile_repeats=1)
+    opt = torch.optim.Adam(net.model.parameters())
+    assert optimizer_state_bytes(opt) == 2 * gradient_bytes(list(net.model))
+    with_opt = CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
+                                      loss_fn=net.loss_fn, chain=ck.chain, optimizer_state=opt)
+    state = optimizer_state_bytes(opt)
+    assert with_opt.plain_step_bytes() == ck.plain_step_bytes() + state
+    b = 10**6
+    diff = with_opt.step_reserve(step_budget=b) - ck.step_reserve(step_budget=b)
+    assert state * 0.99 - 1 <= diff <= state  # its bytes, less the margin they no longer need
+    with pytest.raises(RematError, match="optimizer_state"):
+        CheckpointedSequential(net.model, budget=0.5, example_input=net.example_input,
+                               loss_fn=net.loss_fn, chain=ck.chain, optimizer_state=opt)
+    with pytest.raises(RematError, match="optimizer_state"):
+        CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
+                               loss_fn=net.loss_fn, chain=ck.chain, optimizer_state="adam")

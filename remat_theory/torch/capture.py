@@ -57,16 +57,16 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch import seams
+from remat_theory.torch.seams import CaptureError
 
 GRANULARITIES = ("block", "fine")
-METHODS = ("auto", "fx", "export")
+METHODS = ("auto", "modules", "fx", "export")
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 _OUTPUT_KEYS = ("logits", "last_hidden_state")
 _CTX = "_remat_ctx"
 
 
-class CaptureError(RematError):
-    """A model cannot be captured as a chain of stages (untraceable, no valid cut, bad input)."""
 
 
 # ------------------------------------------------------------------------ small helpers
@@ -692,6 +692,22 @@ class StageChain(nn.Module):
             x = s(x)
         return x
 
+    def original_forward(self, x0):
+        """The captured model itself on input ``x0`` (the other inputs: the chain's fixed
+        inputs), returning the tensor the chain outputs: the reference the chain answers to."""
+        args, kwargs, (kind, key), index = self._call
+        args, kwargs = list(args), dict(kwargs)
+        for name, t in self._fixed.items():
+            if name.startswith("input "):
+                args[int(name.split()[1])] = t
+            else:
+                kwargs[name] = t
+        if kind == "a":
+            args[key] = x0
+        else:
+            kwargs[key] = x0
+        return pytree.tree_leaves(self.original(*args, **kwargs))[index]
+
     def train(self, mode: bool = True):
         if self.method == "export" and bool(mode) != self.captured_training:
             was = "train" if self.captured_training else "eval"
@@ -713,7 +729,10 @@ class StageChain(nn.Module):
         device = _device_of(self)
         if device is not None and device != self._device:
             for s in self.stages:
-                _retarget(s, self._device, device)
+                if isinstance(s, fx.GraphModule):
+                    _retarget(s, self._device, device)
+                elif hasattr(s, "runner"):
+                    s.runner.retarget(self._device, device)
             self._device = device
         return self
 
@@ -820,6 +839,50 @@ def _fresh_x0(x0):
     return c
 
 
+def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
+    """The chain cut at the model's own layers (:mod:`.seams`), checked against the model's
+    output; None (or, when ``strict``, a CaptureError) when the model has no usable stack."""
+    slot = ("a", 0) if args else ("k", next(iter(kwargs)))
+    fixed = {}
+    for k, v in enumerate(args):
+        if isinstance(v, torch.Tensor) and v is not x0:
+            fixed[f"input {k}"] = v
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor) and v is not x0:
+            fixed[k] = v
+    why = "the stages do not reproduce the model's output"
+    for dense in (False, True):
+        a, kw = _clone_inputs(args, kwargs, x0)
+        try:
+            with _kept(model, x0.device, seed):
+                stages, runner = seams.build_stages(model, a, kw, slot, index, dense)
+        except seams.SeamError as e:
+            if strict:
+                raise CaptureError(f"cannot capture {type(model).__name__} at its layers: {e}") from None
+            return None
+        del a, kw
+        runner.args = tuple(args)
+        runner.kwargs = dict(kwargs)
+        for s in stages:
+            s.train(model.training)
+        chain = StageChain(model, stages, example_input=x0, method="modules",
+                           granularity="block", valid_cuts=len(stages) - 1, fixed=fixed)
+        runner.fixed = chain._fixed
+        try:
+            with _kept(model, x0.device, seed), torch.enable_grad():
+                got = chain(_fresh_x0(x0))
+        except Exception as e:  # noqa: BLE001 - a stand-in the forward cannot read: try dense
+            why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+            continue
+        if _reproduces(got, ref_leaves[index]):
+            chain._call = (tuple(args), dict(kwargs), slot, index)
+            return chain
+        why = "the stages do not reproduce the model's output"
+    if strict:
+        raise CaptureError(f"cannot capture {type(model).__name__} at its layers: {why}")
+    return None
+
+
 def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=None,
               method: str = "auto", seed: int = 0, check: bool = True) -> StageChain:
     """Capture ``model`` as a chain of stages that the profiler and executor accept.
@@ -868,6 +931,10 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     index = _primary_index(ref, output)
     ref_leaves = [t.detach() if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(ref)]
     del ref, a, kw
+    if method in ("auto", "modules") and granularity == "block":
+        chain = _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, method == "modules")
+        if chain is not None:
+            return chain
     tr, facts, primary = _capture(model, args, kwargs, x0, method, seed, ref_leaves, index)
     if not facts[primary].grad:
         raise CaptureError("the chosen output does not depend differentiably on the input or "
@@ -893,6 +960,7 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     chain = StageChain(model, stages, example_input=x0, method=tr.method,
                        granularity=granularity, valid_cuts=len(cuts),
                        fixed={name: tr.ph_values[n] for n, name in tr.fixed.items()})
+    chain._call = (tuple(args), dict(kwargs), ("a", 0) if args else ("k", next(iter(kwargs))), index)
     if check:
         with _kept(model, x0.device, seed), torch.enable_grad():
             got = chain(_fresh_x0(x0))

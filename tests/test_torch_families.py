@@ -119,3 +119,14 @@ def test_plain_torch_stack_with_kwargs_forward_and_dict_output():
         chain(ids[:, :4])
     with pytest.raises(CaptureError, match="at its layers"):
         to_stages(nn.Linear(4, 4), torch.randn(2, 4), method="modules")
+
+
+def test_a_tensor_made_in_forward_survives_the_graph_capture_too():
+    """GPT-Neo makes its mask value with ``torch.tensor`` inside forward; torch.export lifts
+    it as a constant, which the fine (graph) capture keeps in the stage that reads it."""
+    net = build("gpt-neo", "test", granularity="fine")
+    assert net.model.method == "export" and len(net.model) > 4
+    torch.manual_seed(0)
+    got = net.model(net.example_input)
+    torch.manual_seed(0)
+    assert torch.equal(got, net.model.original_forward(net.example_input))

@@ -538,8 +538,15 @@ class _StageBuilder:
             if n in env:
                 return env[n]
             if n.op == "get_attr":
-                root[n.target] = self._attr_object(n.target)
-                env[n] = g.get_attr(n.target)
+                try:
+                    root[n.target] = _attr(self.model, n.target)
+                    env[n] = g.get_attr(n.target)
+                except AttributeError:  # a constant torch.export lifted out of the forward
+                    # (a tensor the forward makes, as GPT-Neo's mask value): the stage keeps
+                    # it under its own name, not on the model's module
+                    name = "_remat_const_" + n.target.replace(".", "_")
+                    root[name] = _attr(self.traced.gm, n.target)
+                    env[n] = g.get_attr(name)
             elif n.op == "placeholder" and n in tr.fixed:
                 name = f"_remat_input_{tr.fixed[n]}".replace(" ", "_")
                 root[name] = tr.ph_values[n]
@@ -558,12 +565,6 @@ class _StageBuilder:
                 g.call_method("put", (ctx(), n.name, env[n]))
         g.output(env[out])
         return self._module(root, g, k, nodes)
-
-    def _attr_object(self, target: str):
-        try:
-            return _attr(self.model, target)
-        except AttributeError:
-            return _attr(self.traced.gm, target)  # a constant made by torch.export
 
     def _module(self, root: dict, g: fx.Graph, k: int, nodes) -> fx.GraphModule:
         for n in g.nodes:

@@ -1,5 +1,11 @@
 """Capture any torch model as a chain of stages, without hand-written wrappers.
 
+By default (``granularity="block"``, ``method="auto"``) a model with a repeated stack of
+layers is cut at every layer and its stages run the model's own eager code
+(:mod:`.seams`, method ``"modules"``): the chain is then the user's model, kernels, saved
+tensors and masks included.  A model without one, and ``granularity="fine"`` or an
+integer, are captured as a graph, as follows.
+
 The chain model (docs/model.md) needs a network as a sequence of stages, each mapping one
 activation x_i to the next, x_{i+1}.  A real model is a graph: residual branches, masks
 and position ids built from the input, tuples passed between submodules, ``torch.flatten``
@@ -623,7 +629,7 @@ class StageChain(nn.Module):
         names the module(s) it covers.
     original : the captured model.
     example_input : x_0 of the capture.
-    method : ``"fx"`` or ``"export"``.
+    method : ``"modules"`` (at the layers, eager), ``"fx"`` or ``"export"``.
     valid_cuts : how many distinct valid cuts the graph has (``granularity="fine"`` takes
         them all: ``valid_cuts + 1`` stages).
     fixed_inputs : dict name -> tensor, the model's other tensor inputs (see :meth:`set_inputs`).
@@ -896,12 +902,15 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
         The first one is the chain's input x_0 (a float input, or token ids); the other
         tensors are fixed inputs (:meth:`StageChain.set_inputs`), other values (``None``,
         ``use_cache=False``) are fixed at capture.
-    granularity : ``"block"`` (default: one stage per block), ``"fine"`` (every valid cut)
-        or an int n (at most n stages of balanced size).  See the module docstring.
+    granularity : ``"block"`` (default: one stage per layer of the model's repeated stack,
+        run eagerly, :mod:`.seams`; without a stack, one per block of its graph), ``"fine"``
+        (every valid cut of the graph) or an int n (at most n stages of balanced size).
+        See the module docstring.
     output : which tensor of the model's output is the chain's output: default the output
         itself if it is a tensor, else ``.logits``, else ``.last_hidden_state``, else the
         first tensor; a key (str) or a leaf index (int) of the output's pytree.
-    method : ``"auto"`` (fx, then export), ``"fx"`` or ``"export"``.
+    method : ``"auto"`` (at the layers, then fx, then export), ``"modules"`` (at the layers
+        only), ``"fx"`` or ``"export"``.
     seed : random seed of the capture's check runs (dropout draws the same masks in both).
     check : run the chain once and require the model's output bit for bit.
 

@@ -147,6 +147,7 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
                    dropin_peak=dp_peak + x0b,
                    dropin_ratio=(dp_peak + x0b) / ck.plan.predicted_peak,
                    dropin_same_schedule=same_schedule,
+                   dropin_within_budget=dp_peak + x0b <= ck.budget,
                    shared_parameter_bytes=shared_parameter_bytes(stages),
                    dropin_grads_equal=_equal(e_grads, dp_grads)[0])
     for p in params:

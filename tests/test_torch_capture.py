@@ -296,7 +296,7 @@ def test_stages_hold_the_original_parameters_and_state_dict_loads_both_ways(name
 
 
 def test_export_capture_keeps_its_shape_and_mode():
-    chain, x0, _, _ = _net("gpt2")
+    chain, x0, _, _ = _net("gpt2", "fine")  # the default cuts at its layers, without export
     assert chain.method == "export"
     with pytest.raises(CaptureError, match=r"shape \[2, 16\].*got shape \[2, 8\]"):
         chain(x0[:, :8])
@@ -309,7 +309,7 @@ def test_export_chain_moves_the_devices_written_in_its_graph():
     """torch.export writes devices into the graph (GPT-2's position ids: arange on the
     capture's device); ``.to()`` rewrites them.  The meta device stands in for a GPU."""
     pytest.importorskip("transformers")
-    net = build("gpt2", "test")
+    net = build("gpt2", "test", granularity="fine")
     written = [n.kwargs["device"] for s in net.model for n in s.graph.nodes if "device" in n.kwargs]
     assert written and all(d == torch.device("cpu") for d in written)
     net.model.to("meta")

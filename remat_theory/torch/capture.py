@@ -1,5 +1,11 @@
 """Capture any torch model as a chain of stages, without hand-written wrappers.
 
+By default (``granularity="block"``, ``method="auto"``) a model with a repeated stack of
+layers is cut at every layer and its stages run the model's own eager code
+(:mod:`.seams`, method ``"modules"``): the chain is then the user's model, kernels, saved
+tensors and masks included.  A model without one, and ``granularity="fine"`` or an
+integer, are captured as a graph, as follows.
+
 The chain model (docs/model.md) needs a network as a sequence of stages, each mapping one
 activation x_i to the next, x_{i+1}.  A real model is a graph: residual branches, masks
 and position ids built from the input, tuples passed between submodules, ``torch.flatten``
@@ -57,16 +63,16 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch import seams
+from remat_theory.torch.seams import CaptureError
 
 GRANULARITIES = ("block", "fine")
-METHODS = ("auto", "fx", "export")
+METHODS = ("auto", "modules", "fx", "export")
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 _OUTPUT_KEYS = ("logits", "last_hidden_state")
 _CTX = "_remat_ctx"
 
 
-class CaptureError(RematError):
-    """A model cannot be captured as a chain of stages (untraceable, no valid cut, bad input)."""
 
 
 # ------------------------------------------------------------------------ small helpers
@@ -538,8 +544,15 @@ class _StageBuilder:
             if n in env:
                 return env[n]
             if n.op == "get_attr":
-                root[n.target] = self._attr_object(n.target)
-                env[n] = g.get_attr(n.target)
+                try:
+                    root[n.target] = _attr(self.model, n.target)
+                    env[n] = g.get_attr(n.target)
+                except AttributeError:  # a constant torch.export lifted out of the forward
+                    # (a tensor the forward makes, as GPT-Neo's mask value): the stage keeps
+                    # it under its own name, not on the model's module
+                    name = "_remat_const_" + n.target.replace(".", "_")
+                    root[name] = _attr(self.traced.gm, n.target)
+                    env[n] = g.get_attr(name)
             elif n.op == "placeholder" and n in tr.fixed:
                 name = f"_remat_input_{tr.fixed[n]}".replace(" ", "_")
                 root[name] = tr.ph_values[n]
@@ -558,12 +571,6 @@ class _StageBuilder:
                 g.call_method("put", (ctx(), n.name, env[n]))
         g.output(env[out])
         return self._module(root, g, k, nodes)
-
-    def _attr_object(self, target: str):
-        try:
-            return _attr(self.model, target)
-        except AttributeError:
-            return _attr(self.traced.gm, target)  # a constant made by torch.export
 
     def _module(self, root: dict, g: fx.Graph, k: int, nodes) -> fx.GraphModule:
         for n in g.nodes:
@@ -622,7 +629,7 @@ class StageChain(nn.Module):
         names the module(s) it covers.
     original : the captured model.
     example_input : x_0 of the capture.
-    method : ``"fx"`` or ``"export"``.
+    method : ``"modules"`` (at the layers, eager), ``"fx"`` or ``"export"``.
     valid_cuts : how many distinct valid cuts the graph has (``granularity="fine"`` takes
         them all: ``valid_cuts + 1`` stages).
     fixed_inputs : dict name -> tensor, the model's other tensor inputs (see :meth:`set_inputs`).
@@ -692,6 +699,22 @@ class StageChain(nn.Module):
             x = s(x)
         return x
 
+    def original_forward(self, x0):
+        """The captured model itself on input ``x0`` (the other inputs: the chain's fixed
+        inputs), returning the tensor the chain outputs: the reference the chain answers to."""
+        args, kwargs, (kind, key), index = self._call
+        args, kwargs = list(args), dict(kwargs)
+        for name, t in self._fixed.items():
+            if name.startswith("input "):
+                args[int(name.split()[1])] = t
+            else:
+                kwargs[name] = t
+        if kind == "a":
+            args[key] = x0
+        else:
+            kwargs[key] = x0
+        return pytree.tree_leaves(self.original(*args, **kwargs))[index]
+
     def train(self, mode: bool = True):
         if self.method == "export" and bool(mode) != self.captured_training:
             was = "train" if self.captured_training else "eval"
@@ -713,7 +736,10 @@ class StageChain(nn.Module):
         device = _device_of(self)
         if device is not None and device != self._device:
             for s in self.stages:
-                _retarget(s, self._device, device)
+                if isinstance(s, fx.GraphModule):
+                    _retarget(s, self._device, device)
+                elif hasattr(s, "runner"):
+                    s.runner.retarget(self._device, device)
             self._device = device
         return self
 
@@ -820,6 +846,50 @@ def _fresh_x0(x0):
     return c
 
 
+def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
+    """The chain cut at the model's own layers (:mod:`.seams`), checked against the model's
+    output; None (or, when ``strict``, a CaptureError) when the model has no usable stack."""
+    slot = ("a", 0) if args else ("k", next(iter(kwargs)))
+    fixed = {}
+    for k, v in enumerate(args):
+        if isinstance(v, torch.Tensor) and v is not x0:
+            fixed[f"input {k}"] = v
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor) and v is not x0:
+            fixed[k] = v
+    why = "the stages do not reproduce the model's output"
+    for dense in (False, True):
+        a, kw = _clone_inputs(args, kwargs, x0)
+        try:
+            with _kept(model, x0.device, seed):
+                stages, runner = seams.build_stages(model, a, kw, slot, index, dense)
+        except seams.SeamError as e:
+            if strict:
+                raise CaptureError(f"cannot capture {type(model).__name__} at its layers: {e}") from None
+            return None
+        del a, kw
+        runner.args = tuple(args)
+        runner.kwargs = dict(kwargs)
+        for s in stages:
+            s.train(model.training)
+        chain = StageChain(model, stages, example_input=x0, method="modules",
+                           granularity="block", valid_cuts=len(stages) - 1, fixed=fixed)
+        runner.fixed = chain._fixed
+        try:
+            with _kept(model, x0.device, seed), torch.enable_grad():
+                got = chain(_fresh_x0(x0))
+        except Exception as e:  # noqa: BLE001 - a stand-in the forward cannot read: try dense
+            why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+            continue
+        if _reproduces(got, ref_leaves[index]):
+            chain._call = (tuple(args), dict(kwargs), slot, index)
+            return chain
+        why = "the stages do not reproduce the model's output"
+    if strict:
+        raise CaptureError(f"cannot capture {type(model).__name__} at its layers: {why}")
+    return None
+
+
 def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=None,
               method: str = "auto", seed: int = 0, check: bool = True) -> StageChain:
     """Capture ``model`` as a chain of stages that the profiler and executor accept.
@@ -832,12 +902,15 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
         The first one is the chain's input x_0 (a float input, or token ids); the other
         tensors are fixed inputs (:meth:`StageChain.set_inputs`), other values (``None``,
         ``use_cache=False``) are fixed at capture.
-    granularity : ``"block"`` (default: one stage per block), ``"fine"`` (every valid cut)
-        or an int n (at most n stages of balanced size).  See the module docstring.
+    granularity : ``"block"`` (default: one stage per layer of the model's repeated stack,
+        run eagerly, :mod:`.seams`; without a stack, one per block of its graph), ``"fine"``
+        (every valid cut of the graph) or an int n (at most n stages of balanced size).
+        See the module docstring.
     output : which tensor of the model's output is the chain's output: default the output
         itself if it is a tensor, else ``.logits``, else ``.last_hidden_state``, else the
         first tensor; a key (str) or a leaf index (int) of the output's pytree.
-    method : ``"auto"`` (fx, then export), ``"fx"`` or ``"export"``.
+    method : ``"auto"`` (at the layers, then fx, then export), ``"modules"`` (at the layers
+        only), ``"fx"`` or ``"export"``.
     seed : random seed of the capture's check runs (dropout draws the same masks in both).
     check : run the chain once and require the model's output bit for bit.
 
@@ -868,6 +941,10 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     index = _primary_index(ref, output)
     ref_leaves = [t.detach() if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(ref)]
     del ref, a, kw
+    if method in ("auto", "modules") and granularity == "block":
+        chain = _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, method == "modules")
+        if chain is not None:
+            return chain
     tr, facts, primary = _capture(model, args, kwargs, x0, method, seed, ref_leaves, index)
     if not facts[primary].grad:
         raise CaptureError("the chosen output does not depend differentiably on the input or "
@@ -893,6 +970,7 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     chain = StageChain(model, stages, example_input=x0, method=tr.method,
                        granularity=granularity, valid_cuts=len(cuts),
                        fixed={name: tr.ph_values[n] for n, name in tr.fixed.items()})
+    chain._call = (tuple(args), dict(kwargs), ("a", 0) if args else ("k", next(iter(kwargs))), index)
     if check:
         with _kept(model, x0.device, seed), torch.enable_grad():
             got = chain(_fresh_x0(x0))

@@ -256,6 +256,9 @@ class ScheduleExecutor:
         self._steps = 0
         self.loss = None
         self.saved_log = None  # list to record (storage weak ref, nbytes) of saved tensors
+        # the profiler's pass reads x_L out of the tape t_L; when x_L is unsaved it tells the
+        # executor to release it at the Loss as a run holding it plain does
+        self.release_loss_input = False
 
     # ------------------------------------------------------------------ public
     @property
@@ -449,12 +452,22 @@ class ScheduleExecutor:
         L = self.L
         src = self._values.available(L)
         slot = _Slot()
+        ptr = src.untyped_storage().data_ptr()
+        saved = []
+
+        def pack(t):
+            if t.untyped_storage().data_ptr() == ptr:
+                saved.append(True)
+            return t
+
         with torch.enable_grad():
-            z = _Source.apply(self._dummy, src.detach(), slot)
-            loss = self.loss_fn(z)
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                z = _Source.apply(self._dummy, src.detach(), slot)
+                loss = self.loss_fn(z)
             del z, src
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise RematError("loss_fn must return a tensor with one element")
+            self._free_loss_input(L, bool(saved))
             torch.autograd.backward(loss)
         # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer.
         with self._paused():  # the executor's record of the loss, not an activation
@@ -464,6 +477,28 @@ class ScheduleExecutor:
             raise RematError("the loss does not depend on the network output")
         self._grad = slot.grad
         slot.grad = None
+
+    def _free_loss_input(self, L: int, read: bool) -> None:
+        """The Loss op frees a plain x_L (operation table).  Autograd frees it as soon as
+        the loss's forward has read it, before the loss's backward, when the caller holds
+        it no longer (``loss = f(model(x)); loss.backward()``) and nothing saved it: so does
+        the executor (the profile then measures the loss's backward without x_L).  A plain
+        x_L on the storage of the tape t_L's output (an unsaved x_L) has that storage
+        released, unless the loss saved it."""
+        x = self._values.plain.get(L)
+        tape = self._values.tapes.get(L)
+        if x is None:
+            if self.release_loss_input and tape is not None and not read:
+                self._release(tape.output)
+            return
+        if tape is not None and _same_storage(x, tape.output):
+            if read:
+                return
+            self._values.plain.pop(L)
+            self._release(x)
+        else:
+            self._values.plain.pop(L)
+        del x
 
     def _backward(self, i: int) -> None:
         tape = self._values.tapes[i + 1]

@@ -351,8 +351,138 @@ def hf_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
                    TargetLoss(target, "ce"))
 
 
+# ------------------------------------------------------------------------ transformers families
+# (config class, model class, extra config fields) of the decoder LMs; every one is built at
+# "test" (tiny, the CPU test suite), "small" (remat confirm on a CPU) or "large" (one GPU)
+_LM_SIZES = {"test": (2, 16, 32, 2, 4, 100), "small": (8, 128, 128, 4, 4, 1000),
+             "large": (8, 1024, 768, 12, 12, 32000)}
+
+
+def _lm_config(tf, family: str, seq: int, d: int, layers: int, heads: int, vocab: int):
+    common = dict(vocab_size=vocab, use_cache=False, bos_token_id=0, eos_token_id=0,
+                  pad_token_id=0)
+    if family in ("llama", "mistral", "qwen2"):
+        cls = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwen2Config}[family]
+        return cls(hidden_size=d, intermediate_size=2 * d + d // 2, num_hidden_layers=layers,
+                   num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
+                   max_position_embeddings=seq, **common)
+    if family == "opt":
+        return tf.OPTConfig(hidden_size=d, ffn_dim=4 * d, num_hidden_layers=layers,
+                            num_attention_heads=heads, max_position_embeddings=seq,
+                            word_embed_proj_dim=d, **common)
+    if family == "gpt-neo":
+        return tf.GPTNeoConfig(hidden_size=d, num_layers=layers, num_heads=heads,
+                               attention_types=[[["global", "local"], max(1, layers // 2)]],
+                               max_position_embeddings=seq, window_size=max(2, seq // 2),
+                               **common)
+    if family == "gpt-neox":
+        return tf.GPTNeoXConfig(hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers,
+                                num_attention_heads=heads, max_position_embeddings=seq, **common)
+    if family == "phi":
+        return tf.PhiConfig(hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers,
+                            num_attention_heads=heads, max_position_embeddings=seq, **common)
+    raise RematError(f"unknown decoder family {family!r}")
+
+
+_LM_MODELS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+              "qwen2": "Qwen2ForCausalLM", "opt": "OPTForCausalLM",
+              "gpt-neo": "GPTNeoForCausalLM", "gpt-neox": "GPTNeoXForCausalLM",
+              "phi": "PhiForCausalLM"}
+
+
+def _decoder_lm(family: str):
+    def make(scale: str = "small", seed: int = 0, batch: int | None = None,
+             size: int | None = None, granularity="block") -> Network:
+        tf = _transformers()
+        batch_, seq, d, layers, heads, vocab = _LM_SIZES[scale]
+        batch, seq = batch or batch_, size or seq
+        torch.manual_seed(seed)
+        cfg = _lm_config(tf, family, seq, d, layers, heads, vocab)
+        model = getattr(tf, _LM_MODELS[family])(cfg).train()
+        ids = torch.randint(1, vocab, (batch, seq), generator=_gen(seed))
+        return Network(family, to_stages(model, ids, granularity=granularity), ids,
+                       TargetLoss(ids.clone(), "lm"))
+    make.__name__ = family.replace("-", "_")
+    make.__doc__ = f"transformers' {_LM_MODELS[family]} from a small config (random weights)."
+    return make
+
+
+def _encoder(family: str):
+    def make(scale: str = "small", seed: int = 0, batch: int | None = None,
+             size: int | None = None, granularity="block") -> Network:
+        tf = _transformers()
+        batch_, seq, d, layers, heads, vocab, classes = {
+            "test": (2, 16, 32, 2, 2, 100, 3), "small": (8, 128, 128, 4, 4, 1000, 3),
+            "large": (32, 512, 768, 12, 12, 30522, 3)}[scale]
+        batch, seq = batch or batch_, size or seq
+        torch.manual_seed(seed)
+        if family == "roberta":
+            cfg = tf.RobertaConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers,
+                                   num_attention_heads=heads, intermediate_size=4 * d,
+                                   max_position_embeddings=seq + 2, num_labels=classes,
+                                   pad_token_id=1)
+            model = tf.RobertaForSequenceClassification(cfg).train()
+        else:
+            cfg = tf.DistilBertConfig(vocab_size=vocab, dim=d, n_layers=layers, n_heads=heads,
+                                      hidden_dim=4 * d, max_position_embeddings=seq,
+                                      num_labels=classes, pad_token_id=0)
+            model = tf.DistilBertForSequenceClassification(cfg).train()
+        g = _gen(seed)
+        ids = torch.randint(2, vocab, (batch, seq), generator=g)
+        mask = torch.ones(batch, seq, dtype=torch.long)
+        mask[batch // 2:, seq - seq // 4:] = 0  # half the batch padded
+        target = torch.randint(0, classes, (batch,), generator=g)
+        chain = to_stages(model, {"input_ids": ids, "attention_mask": mask}, granularity=granularity)
+        return Network(family, chain, ids, TargetLoss(target, "ce"))
+    make.__name__ = family
+    return make
+
+
+def convnext(scale: str = "small", seed: int = 0, batch: int | None = None,
+             size: int | None = None, granularity="block") -> Network:
+    tf = _transformers()
+    batch_, side, hidden, depths = {
+        "test": (2, 32, [8, 16], [2, 2]), "small": (8, 64, [32, 64, 128, 256], [2, 2, 2, 2]),
+        "large": (64, 224, [96, 192, 384, 768], [3, 3, 9, 3])}[scale]
+    batch, side = batch or batch_, size or side
+    torch.manual_seed(seed)
+    cfg = tf.ConvNextConfig(num_channels=3, hidden_sizes=hidden, depths=depths,
+                            num_stages=len(depths), num_labels=10, drop_path_rate=0.0)
+    model = tf.ConvNextForImageClassification(cfg).train()
+    g = _gen(seed)
+    x = torch.randn(batch, 3, side, side, generator=g)
+    target = torch.randint(0, 10, (batch,), generator=g)
+    return Network("convnext", to_stages(model, x, granularity=granularity), x,
+                   TargetLoss(target, "ce"))
+
+
+def swin(scale: str = "small", seed: int = 0, batch: int | None = None,
+         size: int | None = None, granularity="block") -> Network:
+    tf = _transformers()
+    batch_, side, emb, depths, heads, window = {
+        "test": (2, 32, 16, [2, 2], [2, 4], 4), "small": (16, 64, 32, [2, 2, 2], [2, 4, 8], 4),
+        "large": (64, 224, 96, [2, 2, 6, 2], [3, 6, 12, 24], 7)}[scale]
+    batch, side = batch or batch_, size or side
+    torch.manual_seed(seed)
+    cfg = tf.SwinConfig(image_size=side, patch_size=4, num_channels=3, embed_dim=emb,
+                        depths=depths, num_heads=heads, window_size=window, num_labels=10,
+                        drop_path_rate=0.0)
+    model = tf.SwinForImageClassification(cfg).train()
+    g = _gen(seed)
+    x = torch.randn(batch, 3, side, side, generator=g)
+    target = torch.randint(0, 10, (batch,), generator=g)
+    return Network("swin", to_stages(model, x, granularity=granularity), x,
+                   TargetLoss(target, "ce"))
+
+
 CAPTURED_NETWORKS = {"tv-resnet": tv_resnet, "gpt2": gpt2, "bert": bert, "vit": vit,
-                     "hf-resnet": hf_resnet}
+                     "hf-resnet": hf_resnet,
+                     **{f: _decoder_lm(f) for f in _LM_MODELS},
+                     "roberta": _encoder("roberta"), "distilbert": _encoder("distilbert"),
+                     "convnext": convnext, "swin": swin}
+# the families of transformers models (and the torchvision-style ResNet) built by name
+FAMILIES = ("llama", "mistral", "qwen2", "opt", "gpt-neo", "gpt-neox", "phi", "gpt2", "bert",
+            "roberta", "distilbert", "vit", "convnext", "swin", "hf-resnet", "tv-resnet")
 
 
 def build(name: str, scale: str = "small", seed: int = 0, *, batch: int | None = None,

@@ -57,6 +57,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._pytree import tree_leaves as pytree_leaves
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
@@ -306,9 +307,10 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
                 ex.step(Op.parse(f"Fall{i}"))
             out = ex._values.tapes[i + 1].output
             ptrs = {}
+            carried = {t.untyped_storage().data_ptr() for t in carried_tensors(stages)}
             for t in ex.saved_log + [out]:
                 st = t.untyped_storage()
-                if st.data_ptr() and st.data_ptr() not in resident:
+                if st.data_ptr() and st.data_ptr() not in resident | carried:
                     ptrs[st.data_ptr()] = st.nbytes()
             ex.saved_log.clear()  # the pack hook holds this list until the graph dies
             ex.saved_log = None
@@ -316,6 +318,10 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
             hook_tape.append(sum(ptrs.values()))
         for i in range(1, L + 1):
             ex.step(Op.parse(f"Dropx{i}"))
+        # x_L unsaved (no backward of the chain reads it): autograd frees it after the loss's
+        # forward, before the loss's backward, and so does the executor (the Loss op is
+        # measured as it will run)
+        ex.release_loss_input = not ex.saves[L - 1].output
         with meter.op("Loss"):
             ex.step(Op.parse("Loss"))
         for i in range(L - 1, -1, -1):
@@ -342,6 +348,16 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
             "fall_overhead": [over(f"Fall{i}", tape_size[i]) for i in range(L)],
             "bwd_overhead": [over(f"B{i}", x_size[i]) for i in range(L)] + [over("Loss", x_size[L])],
             "param_grad_bytes": meter.persistent_bytes, "ops": [vars(r) for r in meter.results()]}
+
+
+def carried_tensors(stages) -> list:
+    """Tensors a captured chain hands from its first stage to the others (attention masks,
+    rotary tables: :mod:`.seams`), held from one run of that stage to the next like the
+    parameters; a stage saving one for its backward adds nothing to its tape."""
+    runner = getattr(stages[0], "runner", None) if stages else None
+    if runner is None:
+        return []
+    return [t for t in pytree_leaves(runner.ctx) if isinstance(t, torch.Tensor)]
 
 
 def output_saved(saves) -> list:

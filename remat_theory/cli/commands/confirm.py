@@ -45,7 +45,7 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto (cuda when available); default cpu")
     p.add_argument("--models", default=None,
                    help="comma-separated networks (mlp, resnet, transformer, rnn; captured: "
-                        "tv-resnet, gpt2, bert, vit, hf-resnet); default the first four")
+                        "the families of remat profile --model); default the first four")
     p.add_argument("--budgets", default="0.3,0.5,0.8",
                    help="fractions (or percentages) of the store-all peak; default 0.3,0.5,0.8")
     p.add_argument("--solvers", default=None,

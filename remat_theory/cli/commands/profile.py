@@ -37,12 +37,15 @@ def granularity_arg(text: str):
 
 def add_arguments(p) -> None:
     p.add_argument("--model", required=True,
-                   help="mlp, resnet, transformer, rnn, tv-resnet, gpt2, bert, vit, hf-resnet, "
+                   help="mlp, resnet, transformer, rnn; captured at their layers: llama, "
+                        "mistral, qwen2, opt, gpt-neo, gpt-neox, phi, gpt2, bert, roberta, "
+                        "distilbert, vit, convnext, swin, hf-resnet, tv-resnet; "
                         "or module:function returning (model, example_inputs, loss_fn)")
     p.add_argument("--scale", default="small", choices=("test", "small", "large"), help="network sizes")
     p.add_argument("--granularity", type=granularity_arg, default="block",
-                   help="cuts of a captured model: block (default), fine (every valid cut) "
-                        "or N (at most N balanced stages)")
+                   help="cuts of a captured model: block (default: at every layer of its "
+                        "repeated stack), fine (every valid cut of its graph) or N (at most N "
+                        "balanced stages)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--repeats", type=positive_int, default=5, help="timed repetitions per stage")
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")

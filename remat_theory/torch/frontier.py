@@ -21,7 +21,10 @@ one way to run a training step (forward, loss, backward) on the same parameters:
   baseline point falls between two remat points for want of a budget.
 - ``remat_compiled:B``: ``torch.compile`` over the drop-in's schedule as ONE graph
   (:func:`~remat_theory.torch.module.run_traceable`: its non-reentrant checkpoints become the
-  compiler's recompute regions), at some of the same budgets.
+  compiler's recompute regions), over the model captured by ``torch.export``
+  (:meth:`~remat_theory.torch.frontier_networks.Workload.graph_stages`, profiled on its own:
+  the capture at the model's layers runs the model's Python between seams, which dynamo does
+  not trace as one graph), at some of that chain's breakpoints.
 - ``remat_step:S`` (``step_budgets``): the drop-in with a budget of the whole step in bytes
   (``budget="6GiB"``); its point says whether the allocator's step peak stayed within it.
 
@@ -324,6 +327,30 @@ def _remat_compiled(w: Workload, ck: CheckpointedSequential, pt: Point, backend:
     return _Method(pt, step)
 
 
+def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: int,
+                    profile_repeats: int) -> list:
+    """``remat_compiled`` points: the schedule over the graph-captured stages
+    (:meth:`Workload.graph_stages`, profiled on their own), at ``points`` of their breakpoints
+    spread from the lowest to store-all, each compiled as one graph."""
+    try:
+        stages = w.graph_stages()
+        chain = profile(stages, w.example_input, w.loss_fn, repeats=profile_repeats)
+    except Exception as e:  # noqa: BLE001 - a capture failure is a result
+        return [_error(Point("remat_compiled", "remat_compiled"), e)]
+    budgets = remat_breakpoints(chain, stages, solver, max_points=max_points)
+    n = len(budgets)
+    pick = sorted({round(i * (n - 1) / max(1, points - 1)) for i in range(min(n, points))})
+    store_all = chain.store_all_memory()
+    gw = Workload(w.name, w.model, w.call, w.loss_fn, w.example_input, stages)
+    out = []
+    for j, i in enumerate(pick):
+        b = budgets[i]
+        pt = Point(f"remat_compiled:{b / store_all:.4f}", "remat_compiled", int(b))
+        ck = _drop_in(gw, int(b), solver, chain, pt)
+        out.append(_Method(pt) if ck is None else _remat_compiled(gw, ck, pt, backend, j))
+    return out
+
+
 def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 16,
             compile_budgets=DEFAULT_COMPILE_BUDGETS, compiled_points: int = 4,
             backend: str = "inductor", step_budgets=(), optimizer_bytes: int = 0,
@@ -333,8 +360,8 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
 
     ``budgets``: remat budgets in bytes of the chain (default: :func:`remat_breakpoints`).
     ``compile_budgets``: ``activation_memory_budget`` values (empty: no compiler points).
-    ``compiled_points``: how many of the remat budgets also run compiled as one graph
-    (spread over them, the lowest and store-all included; 0: none).  ``backend``: the
+    ``compiled_points``: how many ``remat_compiled`` points (spread over the breakpoints of
+    the graph-captured chain, the lowest and store-all included; 0: none).  ``backend``: the
     ``torch.compile`` backend of both compiled families.  ``step_budgets``: budgets of the
     whole step (``"6GiB"``), run by the drop-in; ``optimizer_bytes``: the optimizer state
     those budgets also hold (the measured step runs no optimizer, so a point is within its
@@ -352,29 +379,19 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         if budgets is None:
             budgets = remat_breakpoints(chain, w.stages, solver, max_points=max_points)
         store_all = chain.store_all_memory()
-        drop_ins = []
         for b in budgets:
             pt = Point(f"remat:{b / store_all:.4f}", "remat", int(b))
             ck = _drop_in(w, int(b), solver, chain, pt)
             methods.append(_Method(pt, None if ck is None else _remat(w, ck)))
-            if ck is not None:
-                drop_ins.append((b, ck))
         for text in step_budgets:
             total = parse_bytes(text, "step budget")
             pt = Point(f"remat_step:{text}", "remat", text)
             ck = _drop_in(w, str(text), solver, chain, pt, optimizer_bytes)
             pt.budget = total - optimizer_bytes
             methods.append(_Method(pt, None if ck is None else _remat(w, ck)))
-        if compiled_points and drop_ins:
-            n = len(drop_ins)
-            pick = sorted({round(i * (n - 1) / max(1, compiled_points - 1))
-                           for i in range(min(n, compiled_points))})
-            for j, i in enumerate(pick):
-                b, ck = drop_ins[i]
-                pt = Point(f"remat_compiled:{b / store_all:.4f}", "remat_compiled", int(b),
-                           budget=int(b), predicted_peak=ck.plan.predicted_peak,
-                           predicted_time=ck.solution.makespan)
-                methods.append(_remat_compiled(w, ck, pt, backend, j))
+        if compiled_points:
+            methods += _compiled_sweep(w, solver, compiled_points, backend, max_points,
+                                       profile_repeats)
         seq = nn.Sequential(*w.stages)
         L = len(w.stages)
         for k in (segments if segments is not None else range(2, L + 1)):

@@ -41,6 +41,16 @@ class Workload:
     stages: list | None = None
     capture_error: str = ""
     config: dict = field(default_factory=dict)
+    inputs: object = None  # what the model was captured with (None: stages given by hand)
+
+    def graph_stages(self) -> list:
+        """Stages that ``torch.compile`` traces into one graph with the schedule: the model
+        captured by ``torch.export`` (the default capture at the model's layers runs the
+        model's own Python between seams, which dynamo does not trace whole), or the
+        hand-split stages themselves."""
+        if self.inputs is None:
+            return list(self.stages)
+        return split_stages(to_stages(self.model, self.inputs, method="export"))
 
     @property
     def hf(self) -> bool:
@@ -90,7 +100,7 @@ def _make(name, model, inputs, loss_fn, granularity, config) -> Workload:
         stages = split_stages(to_stages(model, inputs, granularity=granularity))
     except Exception as e:  # noqa: BLE001 - a capture failure is a result of the frontier
         error = f"{type(e).__name__}: {e}"[:400]
-    return Workload(name, model, call, loss_fn, x0, stages, error, config)
+    return Workload(name, model, call, loss_fn, x0, stages, error, config, inputs)
 
 
 def from_network(net) -> Workload:

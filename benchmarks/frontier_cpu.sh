@@ -10,13 +10,13 @@
 # Usage: bash benchmarks/frontier_cpu.sh [NETWORK ...]    (default: all ten)
 # REPEATS (5), BACKEND (aot_eager_decomp_partition: the same min-cut partitioner and memory
 # budget as inductor, eager kernels; inductor's C++ compilation took 170-270 s per graph on
-# the 2-core machine of this sweep), MAX_POINTS (10 remat breakpoints), SCALE (small).
+# the 2-core machine of this sweep), MAX_POINTS (16 remat breakpoints), SCALE (small).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-benchmarks/results}
 REPEATS=${REPEATS:-5}
 BACKEND=${BACKEND:-aot_eager_decomp_partition}
-MAX_POINTS=${MAX_POINTS:-10}
+MAX_POINTS=${MAX_POINTS:-16}
 SCALE=${SCALE:-small}
 PY=${PYTHON:-python}
 nets=("$@")

@@ -11,6 +11,7 @@
 #   DEVICE=cpu bash benchmarks/gpu_confirm.sh --models rnn --budgets 0.5   # extra args go to remat confirm
 #   TESTS=1 bash benchmarks/gpu_confirm.sh         # first the profiler's tests on that device
 #   FRONTIER=1 bash benchmarks/gpu_confirm.sh      # then remat frontier on the same device
+#   FRONTIER=1 FRONTIER_ONLY=1 NETWORKS=llama bash benchmarks/gpu_confirm.sh   # the frontier only
 #
 # Writes benchmarks/results/confirm_<device>.json and .png, and the table to
 # benchmarks/results/confirm_<device>.txt.  On one GPU ("large" networks) it took about 5 minutes
@@ -38,20 +39,27 @@ if [ "${TESTS:-0}" = 1 ]; then
 fi
 mkdir -p benchmarks/results
 start=$(date +%s)
-{
+[ "${FRONTIER_ONLY:-0}" = 1 ] || {
   echo "# remat confirm --device $DEVICE --scale $SCALE --repeats 2 --deterministic --profile-repeats 3 --ilp-time-limit 5 --threads ${THREADS:-1} $*"
   "$PY" -m remat_theory.cli confirm --device "$DEVICE" --scale "$SCALE" --repeats 2 --deterministic \
     --profile-repeats 3 --ilp-time-limit 5 --threads "${THREADS:-1}" \
     --out-dir benchmarks/results "$@"
 } | tee "benchmarks/results/confirm_${DEVICE}.txt"
-echo "done in $(( $(date +%s) - start )) s: benchmarks/results/confirm_${DEVICE}.{json,png,txt}"
-# FRONTIER=1: then the frontier on the same device (remat's drop-in against
-# checkpoint_sequential and torch.compile's memory budget, interleaved), one network at a
-# time, into benchmarks/results/frontier_<device>_<network>/ (NETWORKS to choose them).
+[ "${FRONTIER_ONLY:-0}" = 1 ] || \
+  echo "done in $(( $(date +%s) - start )) s: benchmarks/results/confirm_${DEVICE}.{json,png,txt}"
+# FRONTIER=1: then the frontier the user sees on the same device (the original model: plain,
+# Hugging Face's checkpointing every K layers, checkpoint_sequential, torch.compile with
+# activation_memory_budget under inductor, remat eager at the DP's breakpoints and compiled as
+# one graph), one network at a time, into benchmarks/results/frontier_<device>/ (NETWORKS to
+# choose them, FSCALE for their size: large on a GPU, small on the CPU; FRONTIER_ONLY=1 skips
+# remat confirm).  Not yet run on a GPU: no GPU was lent when it was written.
 if [ "${FRONTIER:-0}" = 1 ]; then
-  for n in ${NETWORKS:-gpt2 bert vit hf-resnet mlp}; do
-    "$PY" -m remat_theory.cli frontier --network "$n" --device "$DEVICE" --scale small \
-      --solvers dp --memory-budgets 0.5 --repeats "${REPEATS:-7}" \
-      --out "benchmarks/results/frontier_${DEVICE}_${n}"
+  if [ "$DEVICE" = cuda ]; then FSCALE="${FSCALE:-large}"; else FSCALE="${FSCALE:-small}"; fi
+  for n in ${NETWORKS:-llama qwen2 opt gpt-neo gpt2 distilbert vit convnext swin resnet}; do
+    echo "== remat frontier --network $n --device $DEVICE --scale $FSCALE"
+    "$PY" -m remat_theory.cli frontier --network "$n" --device "$DEVICE" --scale "$FSCALE" \
+      --threads "${THREADS:-1}" --repeats "${REPEATS:-7}" --backend "${BACKEND:-inductor}" \
+      --compile-budgets 0,0.3,0.6,1 --compiled-points 4 --max-points "${MAX_POINTS:-16}" \
+      --out "benchmarks/results/frontier_${DEVICE}"
   done
 fi

@@ -60,6 +60,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 import solvers as solver_registry
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
+from remat_theory.torch.executor import Checkpointed
 from remat_theory.torch.frontier_networks import Workload, from_network
 from remat_theory.torch.module import (CheckpointedSequential, format_bytes, parse_bytes,
                                        run_traceable, shared_parameter_bytes)
@@ -337,7 +338,15 @@ def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: 
         chain = profile(stages, w.example_input, w.loss_fn, repeats=profile_repeats)
     except Exception as e:  # noqa: BLE001 - a capture failure is a result
         return [_error(Point("remat_compiled", "remat_compiled"), e)]
-    budgets = remat_breakpoints(chain, stages, solver, max_points=max_points)
+    budgets = remat_breakpoints(chain, stages, solver, max_points=10**6)
+    flat = []
+    for b in budgets:
+        ck = _drop_in(Workload(w.name, w.model, w.call, w.loss_fn, w.example_input, stages),
+                      int(b), solver, chain, Point("probe", "remat_compiled"))
+        if ck is not None and not _nested(ck.plan.tree):
+            flat.append(b)
+    skipped = len(budgets) - len(flat)
+    budgets = flat
     n = len(budgets)
     pick = sorted({round(i * (n - 1) / max(1, points - 1)) for i in range(min(n, points))})
     store_all = chain.store_all_memory()
@@ -348,7 +357,27 @@ def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: 
         pt = Point(f"remat_compiled:{b / store_all:.4f}", "remat_compiled", int(b))
         ck = _drop_in(gw, int(b), solver, chain, pt)
         out.append(_Method(pt) if ck is None else _remat_compiled(gw, ck, pt, backend, j))
+        if skipped and j == 0 and pt.status == "ok":
+            pt.detail = (f"{skipped} lower or other breakpoints have nested checkpoints, which "
+                         f"torch.compile 2.13 does not trace (an internal error on the lifted "
+                         f"parameters); the lowest flat schedule is this one")
     return out
+
+
+def _nested(tree) -> bool:
+    """Whether a checkpointed segment of the nested form holds another checkpoint."""
+    def holds(node):
+        while node is not None and not hasattr(node, "t"):
+            if isinstance(node, Checkpointed):
+                return True
+            node = node.rest
+        return False
+    node = tree
+    while node is not None and not hasattr(node, "t"):
+        if isinstance(node, Checkpointed) and holds(node.inner):
+            return True
+        node = node.rest
+    return False
 
 
 def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 16,

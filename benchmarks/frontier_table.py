@@ -8,7 +8,9 @@ tolerance, the goals of the frontier (remat's lowest memory below every baseline
 checkpoint_sequential point better in both beyond noise; no compile_budget point better in
 both beyond noise) with the worst time ratio where a goal fails, and whether every eager
 method's gradients equal the plain model's bit for bit.
-Usage: python benchmarks/frontier_table.py [--readme] [NETWORK ...]"""
+``--reanalyse`` first recomputes each file's analysis (``dominance``) from its points with
+the installed :mod:`remat_theory.torch.frontier` (needs torch), keeping every measurement.
+Usage: python benchmarks/frontier_table.py [--readme] [--reanalyse] [NETWORK ...]"""
 from __future__ import annotations
 
 import json
@@ -118,6 +120,14 @@ def main(argv) -> int:
     names = [a for a in argv if not a.startswith("--")]
     have = {p.stem.removeprefix("frontier_") for p in RESULTS.glob("frontier_*.json")}
     nets = names or [n for n in ORDER if n in have]
+    if "--reanalyse" in argv:
+        from remat_theory.torch.frontier import dominance
+        for n in nets:
+            path = RESULTS / f"frontier_{n}.json"
+            recs = json.loads(path.read_text())
+            for rec in recs:
+                rec["dominance"] = dominance(rec["points"])
+            path.write_text(json.dumps(recs, indent=1) + "\n")
     print("\n".join(readme(nets) if as_readme else table(nets)))
     return 0
 

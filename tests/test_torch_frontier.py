@@ -146,3 +146,12 @@ def test_every_method_on_a_tiny_transformers_network():
     assert low["hf_checkpointing"]["peak"] < low["plain"]["peak"]
     step = next(p for p in rec["points"] if p["method"] == "remat_step:1MiB")
     assert step["within_budget"] is True
+
+
+def test_the_round_to_round_spread_of_a_same_kernels_pair_is_noise():
+    pts = [_p("plain", "plain", 100, [1.0] * 5, param=1),
+           _p("plain:2", "plain", 100, [0.8, 1.2, 1.0, 0.9, 1.1], param=2)]
+    nz = noise([vars(p) for p in pts])
+    assert nz["plain_repeat"] == pytest.approx(1.0)
+    assert nz["plain_repeat_half_iqr"] == pytest.approx(0.15)  # quartiles 0.85 and 1.15
+    assert nz["tolerance"] == pytest.approx(0.15)

@@ -530,20 +530,36 @@ def _paired(a: dict, b: dict) -> float:
     return statistics.median(x / y for x, y in zip(a["times"], b["times"]))
 
 
+def _half_iqr(a: dict, b: dict) -> float:
+    r = [x / y for x, y in zip(a["times"], b["times"])]
+    if len(r) < 2:
+        return 0.0
+    q = statistics.quantiles(r, n=4)
+    return (q[2] - q[0]) / 2
+
+
 def noise(points: list) -> dict:
-    """The noise floor: repeated plain, and remat at store-all (same kernels as plain)."""
+    """The noise floor, from two pairs that run the same kernels: repeated plain, and remat
+    at store-all against plain.  The tolerance is the largest of 2%, each pair's median
+    per-round ratio's distance from 1, and half the interquartile range of each pair's
+    per-round ratios (the spread of one comparison from round to round)."""
     ok = {p["method"]: p for p in points if p["status"] == "ok" and p["times"]}
-    out = {}
+    out, spreads = {}, []
     if "plain" in ok and "plain:2" in ok:
         out["plain_repeat"] = _paired(ok["plain:2"], ok["plain"])
+        out["plain_repeat_half_iqr"] = _half_iqr(ok["plain:2"], ok["plain"])
+        spreads.append(out["plain_repeat_half_iqr"])
     full = [p for p in points if p["family"] == "remat" and p["status"] == "ok" and p["times"]
             and p["predicted_peak"] is not None and p["method"].startswith("remat:")]
     if full and "plain" in ok:
         top = max(full, key=lambda p: p["param"])
         out["remat_store_all"] = _paired(top, ok["plain"])
+        out["remat_store_all_half_iqr"] = _half_iqr(top, ok["plain"])
         out["remat_store_all_peak_ratio"] = top["peak"] / max(1, ok["plain"]["peak"])
-    out["tolerance"] = max([MIN_TOLERANCE] + [abs(v - 1) for k, v in out.items()
-                                               if k in ("plain_repeat", "remat_store_all")])
+        spreads.append(out["remat_store_all_half_iqr"])
+    out["tolerance"] = max([MIN_TOLERANCE] + spreads
+                           + [abs(v - 1) for k, v in out.items()
+                              if k in ("plain_repeat", "remat_store_all")])
     return out
 
 

@@ -1,0 +1,73 @@
+"""A longer A/B at one point of the frontier: Hugging Face's every-layer checkpointing against
+remat's drop-in at the DP's schedule with no more memory, many interleaved rounds.
+
+The frontier (``bash benchmarks/frontier_cpu.sh``) runs 30-40 methods for 5 rounds on a
+shared machine; where it finds remat slower than HF at HF's memory, this asks whether that
+is the noise: plain, plain again, HF (every layer) and remat at every DP breakpoint whose
+measured peak is at most HF's, ``--rounds`` interleaved rounds, per-round ratios to HF
+(median and quartiles).  Usage:
+    python benchmarks/frontier_ab.py --network gpt2 [--rounds 21] [--threads 1]
+Writes benchmarks/results/frontier_ab_<network>.json."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from remat_theory.torch.frontier import _hf_methods, _drop_in, _Method, _plain, _remat, Point
+from remat_theory.torch.frontier import measure, remat_breakpoints
+from remat_theory.torch.frontier_networks import build_workload
+from remat_theory.torch.profiler import profile
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main(argv) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--network", required=True)
+    ap.add_argument("--scale", default="small")
+    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    w = build_workload(args.network, args.scale)
+    chain = profile(w.stages, w.example_input, w.loss_fn, repeats=3)
+    hf = _hf_methods(w)[0]
+    methods = [_Method(Point("plain", "plain", 1), _plain(w)),
+               _Method(Point("plain:2", "plain", 2), _plain(w)), hf]
+    for b in remat_breakpoints(chain, w.stages, max_points=10**6):
+        pt = Point(f"remat:{b / chain.store_all_memory():.4f}", "remat", int(b))
+        ck = _drop_in(w, int(b), "dp", chain, pt)
+        if ck is not None:
+            methods.append(_Method(pt, _remat(w, ck)))
+    params = [p for p in w.model.parameters() if p.requires_grad]
+    # peaks first (one step each), then keep the remat points at no more than HF's memory
+    measure(methods, params, torch.device("cpu"), repeats=1)
+    hf_peak = hf.point.peak
+    keep = methods[:3] + [m for m in methods[3:] if m.point.peak <= hf_peak]
+    for m in keep:
+        m.point.times = []
+    measure(keep, params, torch.device("cpu"), repeats=args.rounds, seed=1)
+    ref = hf.point.times
+    rows = []
+    for m in keep:
+        r = [a / b for a, b in zip(m.point.times, ref)]
+        q = statistics.quantiles(r, n=4)
+        rows.append({"method": m.point.method, "peak": m.point.peak, "ratio_to_hf": statistics.median(r),
+                     "q25": q[0], "q75": q[2], "grads_equal": m.point.grads_equal})
+        print(f"{m.point.method:24s} {m.point.peak / 2**20:8.2f} MiB  time / HF every layer: "
+              f"{statistics.median(r):.3f} [{q[0]:.3f}, {q[2]:.3f}]  grads equal {m.point.grads_equal}")
+    out = {"network": args.network, "scale": args.scale, "rounds": args.rounds,
+           "threads": args.threads, "torch": torch.__version__, "rows": rows,
+           "command": "python benchmarks/frontier_ab.py " + " ".join(argv)}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"frontier_ab_{args.network}.json").write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """``auto``: the best exact answer the chain's size allows within a time budget.
 
-``remat solve`` uses it when no ``--solver`` is named.  It picks one exact solver from the
+``remat solve`` uses it when no solver is named.  It picks one exact solver from the
 chain's length L and its memory resolution M (the budget, capped at store-all's peak, in
 units of the sizes' gcd), using the solvers' stated complexities and speeds measured on
 this project's benchmark chains (``remat bench solvers``), and returns that solver's answer
@@ -30,7 +30,8 @@ import math
 import time
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError, SolverError
+from remat_theory.model.errors import (AT_LEAST, RematError, Remedy, SolverError, SolverLimitError,
+                                       SolverOptionError)
 from remat_theory.model.solution import CLASS_ALL, FEASIBLE, INFEASIBLE, Solution
 
 from solvers import registry
@@ -148,7 +149,7 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
         time_limit = DEFAULT_TIME_LIMIT
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) \
             or not math.isfinite(time_limit) or time_limit <= 0:
-        raise SolverError(f"solver 'auto': option time_limit = {time_limit!r} must be a "
+        raise SolverOptionError(f"solver 'auto': option time_limit = {time_limit!r} must be a "
                           f"positive number of seconds")
     t0 = time.perf_counter()
     tried: list = []
@@ -201,9 +202,11 @@ def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float) -
         if first is not None:  # a baseline's own smallest budget is no claim about others
             return _answer(first[0].replace(min_budget=None), first[1], "no exact solver fits the time limit, and no fast baseline "
                                    "finds a schedule", tried, time_limit)
-        raise SolverError(f"solver 'auto': no solver answered at budget {budget} on "
-                          f"{chain.length} stages ({'; '.join(tried) or 'none fits'}); "
-                          f"name one with --solver, or raise the time limit")
+        raise SolverLimitError(f"solver 'auto': no solver answered at budget {budget} on "
+                               f"{chain.length} stages ({'; '.join(tried) or 'none fits'}); "
+                               f"name a solver explicitly", solver="auto",
+                               remedies=(Remedy(options=(("time_limit", AT_LEAST,
+                                                          2 * time_limit),)),))
     sol, name = best
     return _answer(sol.replace(status=FEASIBLE, min_budget=None), name,
                    f"no exact solver fits {chain.length} stages in the time limit (the slot "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,6 +31,8 @@ from remat_theory.cli.main import main
 MIN_DISTINCT = 300
 CI_EXAMPLES = 800
 SLOW_EXAMPLES = int(os.environ.get("REMAT_FUZZ_EXAMPLES", 3000))
+# A user error's one line: "remat: error: ..." or, for a usage error, "remat verify: error: ...".
+ERROR_LINE = re.compile(r"remat( [a-z]+)*: error: ")
 HANG_GUARD_S = 60.0  # seconds; every call here needs well under one
 
 FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead")
@@ -289,7 +292,7 @@ def check_contract(argv, code, out, err, wall):
     assert code in (0, 2), (argv, code, err[-2000:])
     if code == 2:
         lines = err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("remat: error:"), (argv, err[-2000:])
+        assert len(lines) == 1 and ERROR_LINE.match(lines[0]), (argv, err[-2000:])
         assert "internal error" not in err, (argv, err)
     if code == 0 and "--json" in argv and argv[0] in ("solve", "simulate", "compare", "solvers"):
         json.loads(out)

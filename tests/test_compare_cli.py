@@ -173,7 +173,7 @@ def test_bad_arguments_exit_2_naming_the_value(small, capsys, argv, message):
     _, path = small
     assert main(["compare", path] + argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("remat: error:") and message in err
+    assert err.startswith("remat compare: error:") and message in err
 
 
 def test_unknown_solver_is_named(small, capsys):

@@ -13,8 +13,6 @@ import time
 from remat_theory.analysis.progress import Progress
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
-from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_GUARD
-from solvers.feasibility import EXACT, smallest_feasible_budget
 
 
 def _number(text: str, convert, noun: str, ok, requirement: str):
@@ -64,32 +62,6 @@ def _default(o):
     if hasattr(o, "tolist"):
         return o.tolist()
     raise TypeError(f"cannot serialize {type(o).__name__}")
-
-
-#: Above this many stages an infeasible budget is reported with the memory lower bound
-#: only: the persistent DP's exact minimum is O(L^3) (about 100 s on 2,000 stages).
-SMALLEST_BUDGET_MAX_STAGES = 200
-
-
-def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
-    """Raise when the budget is below what every schedule needs, naming the smallest
-    feasible budget (exact within exhaustive search's size guard; beyond, the lower bound
-    and the weak DP's minimum, which is feasible: :mod:`solvers.feasibility`)."""
-    lb = chain.memory_lower_bound()
-    if budget >= lb and chain.length > EXHAUSTIVE_GUARD:
-        return  # the solver decides (and reports its own smallest budget)
-    if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
-        raise RematError(f"budget {budget} is below what any schedule needs: every schedule "
-                         f"needs at least {lb} bytes (Chain.memory_lower_bound)")
-    smallest, source = smallest_feasible_budget(chain)
-    if budget >= smallest:
-        return
-    if source == EXACT:
-        what = f"the smallest feasible budget is {smallest}"
-    else:
-        what = (f"every schedule needs at least {lb} bytes, and the smallest feasible budget "
-                f"found ({source}, over its own class) is {smallest}")
-    raise RematError(f"budget {budget} is below what any schedule needs: {what}")
 
 
 @contextlib.contextmanager

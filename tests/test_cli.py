@@ -370,9 +370,14 @@ def test_confirm_writes_to_a_new_folder_by_default(tmp_path, monkeypatch):
     args = build_parser().parse_args(["confirm"])
     assert args.out_dir is None
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
     a, b = confirm._out_dir(None, "cpu"), confirm._out_dir(None, "cpu")
     assert a != b and a.is_dir() and b.is_dir() and a.name.startswith("remat-confirm-cpu-")
-    assert not (tmp_path / "benchmarks").exists()
+    assert a.parent == b.parent == tmp_path / "tmp"  # the system's temporary folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]  # nothing in the cwd
     assert confirm._out_dir(str(tmp_path / "given"), "cpu") == tmp_path / "given"
 
 

@@ -12,7 +12,9 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.hard_search import (OBJECTIVES, Found, SearchConfig, certificate,
                                               search)
-from remat_theory.cli.commands._common import positive_float, positive_int, print_json
+from remat_theory.analysis.parallel import check_scheduler
+from remat_theory.cli.commands._common import (Ticker, check_output_dir, plain_float, positive_float,
+                                               positive_int, print_json, seed_arg)
 
 NAME = "hard"
 # OPT is exhaustive search up to its registered reference range, the ILP beyond.
@@ -38,7 +40,7 @@ def add_arguments(p) -> None:
     p.add_argument("--time", type=positive_float, default=60.0,
                    help="total wall-clock seconds, about (search, then shrinking; a solve in "
                         "progress finishes); default 60")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core)")
     p.add_argument("--scheduler", default=None,
@@ -62,10 +64,12 @@ def add_arguments(p) -> None:
                         "fall_overhead)")
     p.add_argument("--unsaved-outputs", action="store_true", dest="unsaved_outputs",
                    help="draw and flip output_saved entries (outputs no backward reads)")
-    p.add_argument("--keep", type=float, default=None,
+    p.add_argument("--keep", type=lambda t: plain_float(t, "--keep"), default=None,
                    help="the shrinker keeps score >= KEEP (default: the best score found; "
                         "ilp-time: half of it)")
-    p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="print no progress (default: a bar on a terminal, else a line every "
+                        "few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
 
 
@@ -95,14 +99,19 @@ def run(args) -> int:
         raise RematError("--solver is not used by --objective ilp-time (it times the ilp solver)")
     if args.keep is not None and not math.isfinite(args.keep):
         raise RematError(f"--keep = {args.keep} must be a finite number")
+    if args.out is not None:
+        check_output_dir(args.out, "--out")
+    check_scheduler(args.scheduler)
     cfg = SearchConfig(objective=args.objective, solver=args.solver,
                        min_stages=args.min_stages, max_stages=args.max_stages,
                        max_time=args.max_time, max_size=args.max_size,
                        overheads=args.overheads, fall_costs=args.fall_costs,
                        unsaved_outputs=args.unsaved_outputs)
-    res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
-                 scheduler=args.scheduler, progress=not args.no_progress and not args.json,
-                 keep=args.keep)
+    # progress: the time spent against --time (search, then shrinking), on stderr
+    with Ticker(f"remat hard {cfg.objective}", limit=args.time, enabled=not args.no_progress,
+                lines=True):
+        res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
+                     scheduler=args.scheduler, progress=False, keep=args.keep)
     written = []
     out = Path(args.out) if args.out else None
     if out is not None:

@@ -87,7 +87,7 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
 
 def usage_line(parser: argparse.ArgumentParser) -> str:
     """``remat`` run with no command: the usage and the commands, on one line."""
-    names = [a for a in parser._subparsers._group_actions[0].choices]  # noqa: SLF001
+    names = list(parser.commands)
     return (f"remat: error: no command given; usage: remat [-h] [--version] COMMAND [ARGS] "
             f"with COMMAND one of {', '.join(names)}; remat COMMAND -h describes one")
 

@@ -22,6 +22,7 @@ from functools import reduce
 
 import numpy as np
 
+from remat_theory.model import fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.schedule import Schedule
@@ -273,14 +274,15 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
 
 
 def all_sizes(chain: Chain) -> list:
-    """Every size of the chain (bytes) that slot rounding touches (``fall_overhead`` only
-    when the chain gives its own: otherwise it repeats ``fwd_overhead``, and listing it
-    twice would only loosen :func:`slot_info`'s bound; the held size of a tape only where
-    it differs from ``tape_size``, an unsaved output's stage)."""
-    sizes = (list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead)
-             + list(chain.bwd_overhead))
-    if chain.has_fall_costs:
-        sizes += list(chain.fall_overhead)
+    """Every size of the chain (bytes) that slot rounding touches: the size fields of the
+    field table (:mod:`remat_theory.model.fields`), an optional one only when the chain uses
+    its variation (``fall_overhead`` otherwise repeats ``fwd_overhead``, and listing it
+    twice would only loosen :func:`slot_info`'s bound); then the held size of a tape where
+    it differs from ``tape_size``, an unsaved output's stage."""
+    sizes = []
+    for f in fields.of_kind("size"):
+        if not f.optional or chain.uses(f.variation):
+            sizes += list(getattr(chain, f.name))
     sizes += [h for h, keep in zip(chain.tape_held, chain.output_saved) if not keep]
     return sizes
 

@@ -292,6 +292,8 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
         else registry.resolve(label)[2]
     if cap is not None and chain.length > cap:
         return None
+    if not info.external and registry.unsupported(name, chain):
+        return None  # a field it does not model (its registered supports): refused, skipped
     options = dict(opts)
     guard = info.defaults.get("max_stages")
     if guard is not None and chain.length > guard:  # a cap raised past a size guard: lift it

@@ -236,3 +236,23 @@ def test_search_draws_unsaved_outputs_and_fall_costs():
     drawn = [random_instance(rng, cfg)[0] for _ in range(20)]
     assert any(ch.has_unsaved_outputs for ch in drawn)
     assert all(ch.has_fall_costs for ch in drawn)
+
+
+def _classic_store_all(chain, budget):
+    from solvers.store_all import solve_store_all
+    return solve_store_all(chain, budget)
+
+
+def test_variations_are_checked_and_every_scored_solver_must_model_them():
+    from solvers import registry
+
+    with pytest.raises(RematError, match="unknown variation 'nope'"):
+        SearchConfig("dp-gap", variations="fall-costs,nope")
+    assert SearchConfig("dp-gap", variations=["unsaved-outputs", "fall-costs"]).variations == (
+        "fall-costs", "unsaved-outputs")  # table order: the same set draws the same chains
+    with registry.registered("_classic", _classic_store_all, optimal_for="none"):
+        SearchConfig("baseline-gap", solver="_classic").check_solvers()
+        cfg = SearchConfig("baseline-gap", solver="_classic", variations="unsaved-outputs")
+        with pytest.raises(RematError, match="'_classic' does not model the variation "
+                                             "unsaved-outputs"):
+            cfg.check_solvers()

@@ -144,6 +144,13 @@ class SearchConfig:
         for name in need:
             if name not in known:
                 raise RematError(f"solver {name!r} is not available (known: {', '.join(known)})")
+        for label in [self.target] + need:  # every solver scored must model the fields drawn
+            info = registry.get(label)
+            for v in self.variations:
+                if not info.external and not registry.models(label, v):
+                    raise RematError(f"solver {label!r} does not model the variation {v} "
+                                     f"({', '.join(chain_fields.variation(v).fields)}; it "
+                                     f"models: {', '.join(info.supports) or 'none'})")
 
 
 @dataclass

@@ -195,7 +195,7 @@ class VerifyConfig:
     # Optional chain fields to draw (:func:`variation_modes`): "fall-costs,unsaved-outputs"
     # draws the k-th variation listed (table order) on the trials whose bit k is set, so the
     # variations meet in every combination; "NAME=all" draws it on every chain.
-    variations: object = ()
+    variations: str | tuple = ()
 
     def check(self) -> None:
         for name in ("min_stages", "max_stages", "trials", "budgets_per_chain"):

@@ -30,8 +30,9 @@ import numpy as np
 from remat_theory.model.errors import ChainError
 from remat_theory.model.validation import check_flag_entry, check_size_entry, check_time_entry
 
-__all__ = ["Field", "Variation", "FIELDS", "VARIATIONS", "KINDS", "field", "variation",
-           "names", "optional_names", "of_kind", "variation_names", "parse_variations"]
+__all__ = ["Field", "Variation", "FIELDS", "BASE", "OPTIONAL", "VARIATIONS", "KINDS", "field",
+           "variation", "names", "optional_names", "of_kind", "variation_names",
+           "parse_variations"]
 
 #: kind -> the check of one entry ``check(field_name, index, value)`` (ChainError naming both).
 KINDS: dict[str, Callable[[str, int, Any], Any]] = {
@@ -246,18 +247,21 @@ def parse_variations(spec) -> tuple[str, ...]:
 
 
 def _check_table() -> None:
-    """The table's own consistency (run at import: a bad entry fails loudly)."""
+    """The table's own consistency, checked at import: a bad entry fails loudly."""
     seen = set()
     for f in FIELDS:
-        assert f.kind in KINDS, f"{f.name}: unknown kind {f.kind!r}"
-        assert f.length in ("L", "L+1"), f"{f.name}: length {f.length!r}"
-        assert f.default_from is None or f.default_from in seen, \
-            f"{f.name}: default_from {f.default_from!r} must be an earlier field"
-        assert not f.optional or f.variation in VARIATIONS, \
-            f"{f.name}: an optional field needs a variation"
+        problem = (f.kind not in KINDS and f"unknown kind {f.kind!r}"
+                   or f.length not in ("L", "L+1") and f"length {f.length!r}"
+                   or f.default_from is not None and f.default_from not in seen
+                   and f"default_from {f.default_from!r} must be an earlier field"
+                   or f.optional and f.variation not in VARIATIONS
+                   and "an optional field needs a variation of VARIATIONS")
+        if problem:
+            raise TypeError(f"chain field {f.name}: {problem}")
         seen.add(f.name)
     for v in VARIATIONS.values():
-        assert all(_BY_NAME[n].variation == v.name for n in v.fields), v.name
+        if any(_BY_NAME[n].variation != v.name for n in v.fields):
+            raise TypeError(f"variation {v.name}: each of its fields must name it")
 
 
 _check_table()

@@ -10,7 +10,9 @@ optimal for, whether it is exact, the longest chain it is practical for in a swe
 (``max_stages``) and as the exact reference of a comparison (``reference_max_stages``), its
 named variants (a label standing for fixed options, e.g. ``exhaustive-monotone``), whether
 its schedules may use Drop (``may_drop``), the classes it can be asked to be optimal for,
-and a note for the command line before a solve that may run long.  Every layer above
+the optional chain fields it models (``supports``), its options' schema (``options``:
+type, range, doc; checked here before it runs), and a note for the command line before a
+solve that may run long.  Every layer above
 (verify, compare, solve, hard search, benchmarks, plots, the torch confirmation) reads them
 from here, so adding a solver is adding one module to :mod:`solvers`.
 

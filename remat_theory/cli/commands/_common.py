@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from remat_theory.analysis.progress import Progress
+from remat_theory.model import fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import ChainError, RematError
 from remat_theory.cli.render import printable
 
 
@@ -165,6 +166,20 @@ def default_output_dir(command: str) -> Path:
     """A new folder for a command's files when no ``--out`` is given: under the system's
     temporary folder, never in the repository or the current folder (its path is printed)."""
     return Path(tempfile.mkdtemp(prefix=f"remat-{command}-{time.strftime('%Y%m%d-%H%M%S')}-"))
+
+
+def variation_list(text: str) -> tuple:
+    """argparse type for ``--variations a,b``: names of the chain-field variations
+    (:data:`remat_theory.model.fields.VARIATIONS`), checked."""
+    try:
+        return fields.parse_variations(text)
+    except ChainError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def variations_help() -> str:
+    """The variations, one clause each, for a ``--variations`` help text."""
+    return "; ".join(f"{v.name}: {v.doc}" for v in fields.VARIATIONS.values())
 
 
 def load_chain(path: str) -> Chain:

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from remat_theory.model.errors import RematError

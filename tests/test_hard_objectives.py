@@ -98,8 +98,8 @@ def test_draws_and_moves_keep_the_constraints(kw):
 
 
 def test_config_errors_name_the_field():
-    with pytest.raises(RematError, match="max_stages = 7"):
-        H.GapConfig(max_stages=7)
+    with pytest.raises(RematError, match="max_stages = 11"):
+        H.GapConfig(max_stages=11)
     with pytest.raises(RematError, match="min_time"):
         H.GapConfig(min_time=-1)
     with pytest.raises(RematError, match="solver = 'ilp'"):
@@ -147,7 +147,7 @@ def test_cli_budget_gap_certificate(tmp_path, capsys):
     (["--objective", "baseline-gap", "--solver", "periodic", "--min-time", "1"],
      "constrain the gap objectives"),
     (["--objective", "budget-gap", "--solver", "periodic"], "compares dp or dp-weak"),
-    (["--objective", "dp-weak-gap", "--max-stages", "8"], "max_stages = 8"),
+    (["--objective", "dp-weak-gap", "--max-stages", "11"], "max_stages = 11"),
 ])
 def test_cli_gap_errors(argv, message, capsys):
     assert main(["hard", "--time", "1", *argv]) == 2

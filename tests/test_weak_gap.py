@@ -102,3 +102,13 @@ def test_referee_and_search_figures():
     assert (ref.makespan("opt"), ref.makespan("dp"), ref.makespan("dp-weak")) == (95, 193, 176)
     hard = load(CERT_DIR / "hard_weak_gap_L5.json")
     assert hard.facts["ratio"] >= 1.86
+
+
+@pytest.mark.parametrize("L", [4, 5, 6])
+def test_without_recording_costs_the_gap_is_gone(L):
+    """With fwd_overhead[0] = fall_overhead[0] = 0 the class keeps a plain x_1 and is optimal."""
+    chain, M = W.fall_only_gap_chain(L)
+    classic = chain.replace(fwd_overhead=[0] * L)
+    assert not classic.has_fall_costs
+    assert (solvers.solve(classic, M, "dp-weak").makespan
+            == solvers.solve(classic, M, "exhaustive").makespan)

@@ -9,8 +9,9 @@ Three objectives score a *chain* (not a chain and one budget):
   by the smallest budget of any schedule.
 
 OPT is exhaustive search (A* over simulator states: every valid schedule of the canonical
-model), so chains have at most :data:`MAX_STAGES` stages.  A ratio is never scored at a
-budget below the class's smallest one (that is what ``budget-gap`` measures).
+model), so chains have at most :data:`OPT_MAX_STAGES` stages (default
+:data:`MAX_STAGES`).  A ratio is never scored at a budget below the class's smallest one
+(that is what ``budget-gap`` measures).
 
 **Which budgets.**  A class DP's makespan is a step function of the budget, and OPT does
 not increase with it; so on each step of the class's profile the ratio is largest at the
@@ -63,7 +64,8 @@ from remat_theory.model.validation import check_int
 
 OBJECTIVES = ("dp-gap", "dp-weak-gap", "budget-gap")
 CLASS_SOLVERS = ("dp", "dp-weak")
-MAX_STAGES = 6  # OPT is exhaustive search: seconds at most per budget up to here
+MAX_STAGES = 6  # the default longest chain: exhaustive search takes under a second a budget
+OPT_MAX_STAGES = 10  # the longest allowed: exhaustive search's registered reference range
 _TIMES = ("fwd_time", "bwd_time", "fall_time")
 _SIZES = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead", "fall_overhead")
 
@@ -75,7 +77,8 @@ class GapConfig:
     objective : one of :data:`OBJECTIVES`.
     solver : ``budget-gap`` only: the class whose smallest budget is compared (``dp-weak``,
         the default, or ``dp``).
-    min_stages, max_stages : L of the chains (at most :data:`MAX_STAGES`).
+    min_stages, max_stages : L of the chains (default 2 to :data:`MAX_STAGES`, at most
+        :data:`OPT_MAX_STAGES`).
     max_time, max_size : the range of fresh values (moves may go up to 4 times further).
     min_time : every time (``fwd_time``, ``bwd_time``, ``fall_time``) at least this.
     fall_at_least_fwd : ``fall_time[i] >= fwd_time[i]``.
@@ -109,9 +112,10 @@ class GapConfig:
                                 else "fixes its solver (dp-gap: dp, dp-weak-gap: dp-weak)"))
         for name in ("min_stages", "max_stages", "max_time", "max_size"):
             check_int(getattr(self, name), name, minimum=1)
-        if self.max_stages > MAX_STAGES:
+        if self.max_stages > OPT_MAX_STAGES:
             raise RematError(f"max_stages = {self.max_stages}: objective {self.objective} "
-                             f"takes OPT from exhaustive search, at most {MAX_STAGES} stages")
+                             f"takes OPT from exhaustive search, at most {OPT_MAX_STAGES} "
+                             f"stages")
         if self.max_stages < self.min_stages:
             raise RematError(f"max_stages = {self.max_stages} is below min_stages = "
                              f"{self.min_stages}")
@@ -210,14 +214,14 @@ def class_min_budget(chain: Chain, solver: str) -> int:
 
 def global_min_budget(chain: Chain) -> int:
     """The smallest budget of any valid schedule (exhaustive bottleneck search)."""
-    return _ex.min_feasible_budget(chain, max_stages=MAX_STAGES)
+    return _ex.min_feasible_budget(chain, max_stages=OPT_MAX_STAGES)
 
 
 def opt_at(chain: Chain, budget: int, cfg: GapConfig):
     """OPT at ``budget``: the exhaustive solution, or None when not proven optimal."""
     try:
         sol = solvers.solve(chain, budget, "exhaustive", time_limit=cfg.opt_time_limit,
-                            max_stages=MAX_STAGES)
+                            max_stages=OPT_MAX_STAGES)
     except RematError:
         return None
     if sol.status != OPTIMAL or sol.optimal_for != CLASS_ALL:
@@ -503,10 +507,10 @@ def certificate(hit: Hit, cfg: GapConfig, description: str = "",
     the class and global smallest budgets) and the constraints the chain meets."""
     chain = hit.chain_obj()
     budget = hit.budget
-    opt = solvers.solve(chain, budget, "exhaustive", max_stages=MAX_STAGES)
+    opt = solvers.solve(chain, budget, "exhaustive", max_stages=OPT_MAX_STAGES)
     target = cfg.target
     cls = solvers.solve(chain, budget, target)
-    sols = {"opt": solution_entry(opt, {"max_stages": MAX_STAGES}),
+    sols = {"opt": solution_entry(opt, {"max_stages": OPT_MAX_STAGES}),
             target: solution_entry(cls, {})}
     facts = {"objective": cfg.objective, "solver": target, "stages": chain.length,
              "constraints": {"min_time": cfg.min_time,

@@ -82,7 +82,8 @@ GAP_CERTS = sorted(p for p in CERT_DIR.glob("*.json")
 
 def test_there_are_gap_certificates():
     names = {p.name for p in GAP_CERTS}
-    assert {"referee_weak_gap_L6.json", "hard_weak_gap_L5.json"} <= names
+    assert {"referee_weak_gap_L6.json", "hard_weak_gap_L5.json", "hard_budget_gap_L3.json",
+            "classic_weak_gap_L3.json"} <= names
 
 
 @pytest.mark.parametrize("path", GAP_CERTS, ids=[p.stem for p in GAP_CERTS])
@@ -90,7 +91,8 @@ def test_gap_certificate_values(path):
     """The recorded ratio is the class DP's makespan over exhaustive search's, both run
     again, and the chain meets the constraints the certificate names."""
     cert = load(path)
-    cfg = H.GapConfig(cert.facts["objective"], **cert.facts["constraints"])
+    solver = cert.facts["solver"] if cert.facts["objective"] == "budget-gap" else None
+    cfg = H.GapConfig(cert.facts["objective"], solver=solver, **cert.facts["constraints"])
     assert H.satisfies(cert.chain, cfg)
     assert H.ratio_at(cert.chain, cert.budget, cfg) == pytest.approx(cert.facts["ratio"])
 
@@ -102,6 +104,8 @@ def test_referee_and_search_figures():
     assert (ref.makespan("opt"), ref.makespan("dp"), ref.makespan("dp-weak")) == (95, 193, 176)
     hard = load(CERT_DIR / "hard_weak_gap_L5.json")
     assert hard.facts["ratio"] >= 1.86
+    budget = load(CERT_DIR / "hard_budget_gap_L3.json")  # the referee's largest: 42 / 33
+    assert budget.facts["ratio"] > 42 / 33
 
 
 @pytest.mark.parametrize("L", [4, 5, 6])

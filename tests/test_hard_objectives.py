@@ -152,3 +152,14 @@ def test_cli_budget_gap_certificate(tmp_path, capsys):
 def test_cli_gap_errors(argv, message, capsys):
     assert main(["hard", "--time", "1", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_class_dp_below_opt_is_an_anomaly(monkeypatch):
+    """A class value below exhaustive search's is recorded as an anomaly, never scored."""
+    real = H.class_profile
+    monkeypatch.setattr(H, "class_profile",
+                        lambda c, s: [(b, v / 4) for b, v in real(c, s)])
+    with pytest.raises(H.Anomaly, match="beats the exact optimum"):
+        H.score_chain(REFEREE, H.GapConfig("dp-weak-gap"))
+    out = H.run_restart((H.GapConfig("dp-weak-gap", max_stages=3), 1, 2.0))
+    assert out.anomalies and "beats the exact optimum" in out.anomalies[0][0]

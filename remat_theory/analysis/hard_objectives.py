@@ -229,6 +229,14 @@ def opt_at(chain: Chain, budget: int, cfg: GapConfig):
     return sol
 
 
+class Anomaly(RematError):
+    """A class DP below the exact optimum: a bug in one of the two, recorded, never scored."""
+
+    def __init__(self, message: str, chain: dict, budget: int):
+        super().__init__(message)
+        self.chain, self.budget = chain, budget
+
+
 @dataclass
 class Score:
     """A chain's score, the budget where it is reached, and the values behind it."""
@@ -264,6 +272,9 @@ def score_chain(chain: Chain, cfg: GapConfig, floor: float = 0.0) -> Score | Non
         if sol is None or sol.makespan is None or sol.makespan <= 0:
             continue
         opt_below[b] = sol.makespan
+        if v < sol.makespan - 1e-9 * max(1.0, sol.makespan):
+            raise Anomaly(f"{cfg.target} ({v}) beats the exact optimum ({sol.makespan}) at "
+                          f"budget {b}", chain.to_dict(), b)
         r = v / sol.makespan
         if best is None or r > best.score:
             best = Score(r, b, {"class": v, "opt": sol.makespan})
@@ -403,7 +414,7 @@ class Hit:
 class RestartOutcome:
     best: Hit | None
     evaluations: int  # chains scored
-    opt_solves: int  # exhaustive searches run
+    anomalies: list  # (message, chain dict, budget)
 
 
 def run_restart(task: tuple) -> RestartOutcome:
@@ -415,6 +426,7 @@ def run_restart(task: tuple) -> RestartOutcome:
     evals = 0
     cur = best = None
     stale = 0
+    anomalies = []
     while time.perf_counter() < deadline:
         fresh = cur is None or stale > 60 or (cur[0] <= 1.0 + 1e-12 and rng.random() < 0.3)
         chain = random_chain(rng, cfg) if fresh else mutate(rng, cur[1], cfg)
@@ -422,6 +434,9 @@ def run_restart(task: tuple) -> RestartOutcome:
         evals += 1
         try:
             s = score_chain(chain, cfg, floor)
+        except Anomaly as e:
+            anomalies.append((str(e), e.chain, e.budget))
+            s = None
         except RematError:
             s = None
         if s is None or s.budget is None:
@@ -438,7 +453,7 @@ def run_restart(task: tuple) -> RestartOutcome:
         if best is None or cur[0] > best[0] + 1e-12:
             best = cur
     hit = None if best is None else Hit(best[0], best[1].to_dict(), int(best[2]), seed, best[3])
-    return RestartOutcome(hit, evals, 0)
+    return RestartOutcome(hit, evals, anomalies[:5])
 
 
 @dataclass
@@ -448,19 +463,20 @@ class GapResult:
     shrunk: Hit | None
     evaluations: int
     wall_time: float
+    anomalies: list = field(default_factory=list)
 
 
-def search(cfg: GapConfig, *, seconds: float = 60.0, seed: int = 0, workers: int | None = 1,
+def search(cfg: GapConfig, *, seconds: float = 60.0, seed: int = 0, workers: int | None = None,
            scheduler=None, progress: bool = True, shrink_fraction: float = 0.2,
            restart_seconds: float = 30.0, keep: float | None = None) -> GapResult:
     """Restarts of :func:`run_restart` for about ``(1 - shrink_fraction) * seconds``, then
     shrink the best chain at its budget, keeping its score (or ``keep``)."""
-    from remat_theory.analysis.parallel import parallel_map
+    from remat_theory.analysis.parallel import default_workers, parallel_map
 
     if not (isinstance(seconds, (int, float)) and seconds > 0 and math.isfinite(seconds)):
         raise RematError(f"seconds = {seconds!r} must be a positive number")
     t0 = time.perf_counter()
-    n_workers = workers or 1
+    n_workers = workers or default_workers()
     search_s = seconds * (1 - shrink_fraction)
     per = max(1.0, min(restart_seconds, search_s))
     n = max(n_workers, int(round(search_s * n_workers / per)))
@@ -482,7 +498,8 @@ def search(cfg: GapConfig, *, seconds: float = 60.0, seed: int = 0, workers: int
         r = ratio_at(chain, budget, cfg)
         if r is not None and r >= target - 1e-12:
             shrunk = Hit(r, chain.to_dict(), int(budget), best.seed)
-    return GapResult(cfg, found, shrunk, evals, time.perf_counter() - t0)
+    anomalies = [a for r in results for a in r.anomalies]
+    return GapResult(cfg, found, shrunk, evals, time.perf_counter() - t0, anomalies)
 
 
 def _keeps(chain: Chain, budget: int, cfg: GapConfig, target: float) -> bool:
@@ -533,4 +550,4 @@ def certificate(hit: Hit, cfg: GapConfig, description: str = "",
 
 __all__ = ["OBJECTIVES", "GapConfig", "satisfies", "constrain", "class_profile",
            "class_min_budget", "global_min_budget", "score_chain", "ratio_at", "random_chain",
-           "mutate", "run_restart", "search", "GapResult", "Hit", "certificate"]
+           "mutate", "run_restart", "search", "GapResult", "Hit", "Anomaly", "certificate"]

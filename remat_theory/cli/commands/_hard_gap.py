@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 from remat_theory.analysis.hard_objectives import GapConfig, Hit, certificate, search
@@ -44,7 +45,7 @@ def config(args) -> GapConfig:
 
 def run(args) -> int:
     cfg = config(args)
-    res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers or 1,
+    res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
                  scheduler=args.scheduler, progress=not args.no_progress and not args.json,
                  keep=args.keep)
     written = []
@@ -71,11 +72,12 @@ def run(args) -> int:
         "shrunk_score": None if res.shrunk is None else _fmt(res.shrunk.score),
         "shrunk": None if res.shrunk is None else {"chain": res.shrunk.chain,
                                                      "budget": res.shrunk.budget},
-        "anomalies": [], "files": written, "wall_time": round(res.wall_time, 2),
+        "anomalies": [m for m, _, _ in res.anomalies], "files": written,
+        "wall_time": round(res.wall_time, 2),
     }
     if args.json:
         print_json(summary)
-        return 0
+        return _anomalies(res)
     print(f"remat hard {cfg.objective} ({cfg.target} vs OPT): {res.evaluations} chains scored "
           f"in {res.wall_time:.1f} s")
     if best is None:
@@ -97,4 +99,12 @@ def run(args) -> int:
                 print(f"  {f:13s} {d[f]}")
     for path in written:
         print(f"wrote {path}")
-    return 0
+    return _anomalies(res)
+
+
+def _anomalies(res) -> int:
+    if not res.anomalies:
+        return 0
+    print(f"remat: {len(res.anomalies)} anomalies (a class DP beat the exact optimum); first: "
+          f"{res.anomalies[0][0]}", file=sys.stderr)
+    return 1

@@ -297,8 +297,8 @@ def ratio_at(chain: Chain, budget: int, cfg: GapConfig) -> float | None:
         return None
     if sol.status != OPTIMAL or sol.makespan is None:
         return None
-    if sol.makespan / max(chain.ideal_makespan(), 1e-300) <= 0:
-        return None
+    if chain.ideal_makespan() <= 0:
+        return None  # a zero optimum, as in score_chain
     opt = opt_at(chain, budget, cfg)
     if opt is None or not opt.makespan:
         return None

@@ -20,7 +20,8 @@ NAME = "hard"
 # OPT is exhaustive search up to its registered reference range, the ILP beyond.
 _OPT_STAGES = solvers.get("exhaustive").reference_max_stages
 ORDER = 60
-HELP = "search for hard instances (DP/OPT gap, baseline/OPT gap, slow ILP proofs)"
+HELP = ("search for hard instances (class DP/OPT gaps, class-budget gaps, baseline/OPT gap, "
+        "slow ILP proofs)")
 DESCRIPTION = (
     "Random restarts plus local search over stage values, in parallel over processes, then "
     "shrinking the best instance to a minimal one that keeps its score. OPT is exhaustive "

@@ -31,10 +31,12 @@ moved or shrunk is projected onto them (:func:`constrain`), so a result satisfie
 
 **The search** (:func:`run_restart`, :func:`search`): restarts from random chains and from
 *structured* seeds (one or two early stages with large forward times, small times
-elsewhere, large overheads: the shape of the gaps found so far), each a local search that
-changes one entry at a time (a small step, a fresh value, a scaling by 2 or 1/2, a time
-set to the largest or smallest allowed, an output flipped, a stage repeated or removed)
-and keeps a move when the score does not drop.  The best chain is then shrunk with
+elsewhere, large overheads; with recording costs, one or two stages whose no-grad
+transient is large and recording transient small: the shapes of the gaps found so far),
+each a local search that changes one entry at a time (a small step, a fresh value, a
+scaling by 2 or 1/2, a time set to the largest or smallest allowed, an output flipped, a
+stage repeated or removed, a stage's transients split as in the seeds) and keeps a move
+when the score does not drop.  The best chain is then shrunk with
 :func:`remat_theory.analysis.hard_search.shrink` at its budget (fewest stages first),
 keeping its ratio, and every record is a certificate (:func:`certificate`): the chain, the
 budget, OPT's schedule, the class DP's schedule (or, for ``budget-gap``, its infeasible
@@ -336,6 +338,9 @@ def random_chain(rng: np.random.Generator, cfg: GapConfig) -> Chain:
     if cfg.fall_costs and rng.random() < 0.5:
         fall = [float(max(t, t + int(rng.integers(-2, 3)))) for t in fwd]
         fao = [int(v) for v in rng.integers(0, S // 2 + 1, L)]
+    if cfg.fall_costs and cfg.overheads and rng.random() < 0.4:
+        for i in rng.choice(L, size=int(rng.integers(1, min(2, L) + 1)), replace=False):
+            fo[i], fao[i] = _split_transient(rng, S)
     saved = [bool(v) for v in rng.random(L) < 0.6]
     vals = {"fwd_time": fwd, "bwd_time": bwd, "x_size": x, "tape_size": tape,
             "fwd_overhead": fo, "bwd_overhead": bo, "fall_time": fall, "fall_overhead": fao,
@@ -346,10 +351,21 @@ def random_chain(rng: np.random.Generator, cfg: GapConfig) -> Chain:
     return c
 
 
+def _split_transient(rng: np.random.Generator, S: int) -> tuple[int, int]:
+    """(no-grad overhead, recording overhead) of a stage whose recording forward keeps its
+    intermediates in the tape: a large transient without grad, a small one with it (the
+    mechanism of proofs/weak_gap.md)."""
+    return int(rng.integers(S, 4 * S + 1)), int(rng.integers(0, 2))
+
+
 def mutate(rng: np.random.Generator, chain: Chain, cfg: GapConfig) -> Chain:
     """One local move (module docstring); the result satisfies the constraints."""
     vals = _values(chain)
     L = chain.length
+    if cfg.fall_costs and cfg.overheads and rng.random() < 0.04:
+        i = int(rng.integers(L))
+        vals["fwd_overhead"][i], vals["fall_overhead"][i] = _split_transient(rng, cfg.max_size)
+        return _make(vals, cfg) or chain
     u = rng.random()
     if u < 0.05 and L < cfg.max_stages:
         c = _repeat_stage(chain, int(rng.integers(L)))

@@ -105,9 +105,9 @@ def test_referee_and_search_figures():
     assert (ref.makespan("opt"), ref.makespan("dp"), ref.makespan("dp-weak")) == (95, 193, 176)
     hard = load(CERT_DIR / "hard_weak_gap_L5.json")
     assert hard.facts["ratio"] >= 1.86
-    budget = load(CERT_DIR / "hard_budget_gap_L3.json")  # the referee's largest: 42 / 33
+    budget = load(CERT_DIR / "hard_budget_gap_L5.json")  # the referee's largest: 42 / 33
     assert budget.facts["ratio"] > 42 / 33
-    dp = load(CERT_DIR / "hard_dp_gap_L4.json")  # the referee's dp/OPT: 2.03
+    dp = load(CERT_DIR / "hard_dp_gap_L6.json")  # the referee's dp/OPT: 2.03
     assert dp.makespan("dp") / dp.makespan("opt") > 2.03
 
 

@@ -143,7 +143,8 @@ def test_cli_budget_gap_certificate(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--objective", "dp-weak-gap", "--overheads"], "draws every optional field"),
+    (["--objective", "dp-weak-gap", "--overheads"], "draws overheads already"),
+    (["--objective", "dp-weak-gap", "--variations", "nope"], "nope"),
     (["--objective", "baseline-gap", "--solver", "periodic", "--min-time", "1"],
      "constrain the gap objectives"),
     (["--objective", "budget-gap", "--solver", "periodic"], "compares dp or dp-weak"),

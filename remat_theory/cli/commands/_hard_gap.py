@@ -8,6 +8,7 @@ from pathlib import Path
 
 from remat_theory.analysis.hard_objectives import GapConfig, Hit, certificate, search
 from remat_theory.cli.commands._common import print_json
+from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 
@@ -27,20 +28,21 @@ def _name(kind: str, cfg: GapConfig, k: int, h: Hit) -> str:
 
 
 def config(args) -> GapConfig:
-    for flag, on in (("--overheads", args.overheads), ("--fall-costs", args.fall_costs),
-                     ("--unsaved-outputs", args.unsaved_outputs)):
-        if on:
-            raise RematError(f"{flag}: objective {args.objective} draws every optional field "
-                             f"already; restrict it with --no-overheads, --no-fall-costs, "
-                             f"--all-saved")
+    if args.overheads:
+        raise RematError(f"--overheads: objective {args.objective} draws overheads already "
+                         f"(--no-overheads turns them off)")
     if args.keep is not None and not math.isfinite(args.keep):
         raise RematError(f"--keep = {args.keep} must be a finite number")
+    # the variations drawn: those named by --variations, else every one of the field table
+    drawn = args.variations or chain_fields.variation_names()
     return GapConfig(objective=args.objective, solver=args.solver,
                      min_stages=args.min_stages if args.min_stages_given else 2,
                      max_stages=args.max_stages, max_time=args.max_time,
                      max_size=args.max_size, min_time=args.min_time,
-                     fall_at_least_fwd=args.fall_at_least_fwd, all_saved=args.all_saved,
-                     fall_costs=not args.no_fall_costs, overheads=not args.no_overheads)
+                     fall_at_least_fwd=args.fall_at_least_fwd,
+                     all_saved=args.all_saved or "unsaved-outputs" not in drawn,
+                     fall_costs=not args.no_fall_costs and "fall-costs" in drawn,
+                     overheads=not args.no_overheads)
 
 
 def run(args) -> int:

@@ -2,13 +2,13 @@
 
 * :class:`UnitChain`: a chain's sizes in integer memory units (exact: divided by their gcd;
   ``slots``: rounded to slots of budget/S bytes), with the forward-pass peak table ``fp``;
-* option checks (``slots``, ``time_limit``) with the messages a CLI user reads;
 * the clock both tables check once per row (:class:`solvers._deadline.Deadline`, shared
   with ``ilp``), so that a ``time_limit`` bounds the whole run, table building included;
 * the up-front size check: a table that would need more memory than
   :data:`MAX_TABLE_BYTES`, or clearly more time than the limit allows, is refused before
-  any work with a one-line error that names the estimate and the way out
-  (``--slots S`` / ``-o slots=S``);
+  any work with a :class:`~remat_theory.model.errors.SolverLimitError` that carries the
+  estimate and the ways out as facts (a ``slots`` value that fits, a time limit, a
+  heuristic solver);
 * :func:`slot_info` (the guarantee of ``slots`` mode) and :func:`peak` (replay).
 
 Memory convention, subproblems and proofs: ``proofs/persistent_dp.md`` and
@@ -17,21 +17,21 @@ Memory convention, subproblems and proofs: ``proofs/persistent_dp.md`` and
 from __future__ import annotations
 
 import math
-import numbers
 from functools import reduce
 
 import numpy as np
 
+from remat_theory.model import fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.errors import AT_LEAST, AT_MOST, Remedy, SolverLimitError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 
 from solvers._deadline import Deadline, DeadlineExpired
 
-__all__ = ["Deadline", "DeadlineExpired", "NEVER", "UnitChain", "all_sizes", "check_bool",
-           "check_slots", "check_time_limit", "peak", "refuse_if_too_big", "shift", "slot_info"]
+__all__ = ["Deadline", "DeadlineExpired", "NEVER", "UnitChain", "all_sizes", "peak",
+           "refuse_if_too_big", "shift", "slot_info"]
 
 INF = math.inf
 
@@ -46,35 +46,11 @@ REFUSE_MIN_SECONDS = 10.0
 
 #: The smallest slot count a refusal suggests (fewer slots make the DP's answer coarse).
 MIN_USEFUL_SLOTS = 10
+#: The solver named as the way out when no slot count makes a DP fit (a heuristic, O(L) memory).
+HEURISTIC_FALLBACK = "revolve"
 
 
 NEVER = Deadline(None)
-
-
-def check_slots(slots, solver: str):
-    """``slots`` must be None or an integer >= 1; returns it as int (or None)."""
-    if slots is None:
-        return None
-    if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 1:
-        raise SolverOptionError(f"solver {solver!r}: option slots = {slots!r} must be an integer >= 1")
-    return int(slots)
-
-
-def check_time_limit(time_limit, solver: str):
-    """``time_limit`` must be None or a positive finite number of seconds."""
-    if time_limit is None:
-        return None
-    if isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real) \
-            or not math.isfinite(time_limit) or time_limit <= 0:
-        raise SolverOptionError(f"solver {solver!r}: option time_limit = {time_limit!r} must be a "
-                          f"positive number of seconds")
-    return float(time_limit)
-
-
-def check_bool(value, name: str, solver: str) -> bool:
-    if not isinstance(value, bool):
-        raise SolverOptionError(f"solver {solver!r}: option {name} = {value!r} must be True or False")
-    return value
 
 
 class UnitChain:
@@ -273,14 +249,15 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
 
 
 def all_sizes(chain: Chain) -> list:
-    """Every size of the chain (bytes) that slot rounding touches (``fall_overhead`` only
-    when the chain gives its own: otherwise it repeats ``fwd_overhead``, and listing it
-    twice would only loosen :func:`slot_info`'s bound; the held size of a tape only where
-    it differs from ``tape_size``, an unsaved output's stage)."""
-    sizes = (list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead)
-             + list(chain.bwd_overhead))
-    if chain.has_fall_costs:
-        sizes += list(chain.fall_overhead)
+    """Every size of the chain (bytes) that slot rounding touches: the size fields of the
+    field table (:mod:`remat_theory.model.fields`), an optional one only when the chain uses
+    its variation (``fall_overhead`` otherwise repeats ``fwd_overhead``, and listing it
+    twice would only loosen :func:`slot_info`'s bound); then the held size of a tape where
+    it differs from ``tape_size``, an unsaved output's stage."""
+    sizes = []
+    for f in fields.of_kind("size"):
+        if not f.optional or chain.uses(f.variation):
+            sizes += list(getattr(chain, f.name))
     sizes += [h for h, keep in zip(chain.tape_held, chain.output_saved) if not keep]
     return sizes
 
@@ -293,7 +270,7 @@ def peak(chain: Chain, schedule: Schedule) -> int:
 def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float,
                       time_limit: float | None, stages: int, units: int, slots: int | None,
                       fit_slots) -> None:
-    """Raise :class:`SolverOptionError` before any work when the table would exceed
+    """Raise :class:`SolverLimitError` before any work when the table would exceed
     :data:`MAX_TABLE_BYTES`, or when a ``time_limit`` is set and the estimated time
     ``steps / rate`` exceeds :data:`REFUSE_FACTOR` times it (and
     :data:`REFUSE_MIN_SECONDS`).
@@ -301,7 +278,7 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
     Both estimates are upper bounds (every split at every memory value), so a refusal means
     the run is at least that far past the limit at the assumed ``rate``.
     ``fit_slots(max_bytes, max_steps)`` returns the largest number of slots that fits both
-    (or 0 when none does); it is named in the message as the way out.
+    (or 0 when none does); it is the first way out (:attr:`SolverLimitError.remedies`).
     """
     est_s = steps / rate
     too_big = table_bytes > MAX_TABLE_BYTES
@@ -317,19 +294,20 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
     mode = f"{slots} slots" if slots is not None else f"exact memory ({units} units)"
     ways = []
     if s_fit >= MIN_USEFUL_SLOTS and (slots is None or s_fit < slots):
-        ways.append(f"use --slots S (-o slots=S) with S at most {s_fit}")
+        ways.append(Remedy(options=(("slots", AT_MOST, s_fit),)))
     elif time_limit is not None and s_mem >= MIN_USEFUL_SLOTS and (slots is None or s_mem < slots):
         need = math.ceil(est_s * s_mem / max(1, units))
-        ways.append(f"use --slots S (-o slots=S) with S at most {s_mem} and a --time-limit of "
-                    f"{need} or more")
+        ways.append(Remedy(options=(("slots", AT_MOST, s_mem), ("time_limit", AT_LEAST, need))))
     if too_slow and not too_big:
-        ways.append(f"a --time-limit of {math.ceil(est_s)} or more")
+        ways.append(Remedy(options=(("time_limit", AT_LEAST, math.ceil(est_s)),)))
+    problem = (f"solver {solver!r}: {stages} stages at {mode} would need {what}, estimated "
+               f"{steps:.2g} min-plus steps")
     if not ways:
-        ways.append(f"it is too long for this solver (fewer than {MIN_USEFUL_SLOTS} slots would "
-                    f"fit); use a heuristic solver (e.g. --solver revolve)")
-    way = ", or ".join(ways)
-    raise SolverOptionError(f"solver {solver!r}: {stages} stages at {mode} would need {what}, "
-                      f"estimated {steps:.2g} min-plus steps; {way}")
+        problem += (f"; it is too long for this solver (fewer than {MIN_USEFUL_SLOTS} slots "
+                    f"would fit)")
+        ways.append(Remedy(solver=HEURISTIC_FALLBACK, note="a heuristic, not optimal"))
+    raise SolverLimitError(problem, solver=solver, estimate_s=est_s, estimate_bytes=table_bytes,
+                           remedies=ways)
 
 
 def time_up(solver: str, schedule_class: str, chain: Chain, budget: int, deadline: Deadline,
@@ -342,4 +320,4 @@ def time_up(solver: str, schedule_class: str, chain: Chain, budget: int, deadlin
         solver, budget, bound=bound, optimal_for=schedule_class, info=info,
         message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
                 f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
-                f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
+                f"a larger time limit, or fewer slots, may let it finish")

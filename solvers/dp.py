@@ -54,7 +54,8 @@ value actually used by each segment on the optimal path.  Time O(L^3 M), memory 
 Limits: ``time_limit`` (seconds) bounds the whole run; the clock is read once per table row,
 and when it runs out the solver returns status ``time_limit`` with the ideal makespan as
 its lower bound.  A table over 8 GiB, or (with a time limit) an estimate over ten times
-the limit, is refused before any work, naming the ``--slots`` value that fits.
+the limit, is refused before any work, naming a ``slots`` value that fits
+(:class:`~remat_theory.model.errors.SolverLimitError`).
 
 Memory modes: exact integers (every size and the budget divided by the chain's size gcd) or
 ``slots=S`` (sizes rounded *up* to multiples of budget/S: every schedule found fits in the
@@ -70,14 +71,13 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError, SolverOptionError
+from remat_theory.model.errors import EQ, InternalError, Remedy, SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
 
-from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_bool, check_slots,
-                                check_time_limit, peak, refuse_if_too_big, slot_info,
-                                all_sizes, time_up)
-from solvers.registry import register
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, peak,
+                                refuse_if_too_big, slot_info, all_sizes, time_up)
+from solvers.registry import Option, register
 
 __all__ = ["PersistentTable", "UnitChain", "min_feasible_budget", "min_memory_table",
            "slot_info", "solve_dp", "solve_units", "table_dtype"]
@@ -229,7 +229,7 @@ class PersistentTable:
     def __init__(self, uc: UnitChain, M: int, dtype=np.float64, mm_skewed: np.ndarray | None = None,
                  deadline: Deadline = NEVER):
         if M < 0:
-            raise ValueError("M must be >= 0")
+            raise InternalError(f"PersistentTable: M = {M} must be >= 0")
         self.uc, self.M = uc, M
         L = uc.L
         self.fps = fps = uc.fps
@@ -464,7 +464,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     table = PersistentTable(ucd, M, dtype, mms, deadline)
     value = table.value(0, L, M)
     if value == INF:  # pragma: no cover - mm says it is feasible
-        raise SolverError("solver 'dp': internal error, the table disagrees with min-memory")
+        raise InternalError("solver 'dp': the table disagrees with min-memory")
     return value, table.schedule(M), least
 
 
@@ -474,7 +474,15 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
 
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,
           description="Rotor persistent dynamic program, exact integer memory or slots.",
-          variants={"dp-slots": {"slots": 64}})
+          variants={"dp-slots": {"slots": 64}},
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"slots": Option("int", "round sizes up to budget/slots (valid, optimal for "
+                                   "the rounded sizes only; status feasible)", minimum=1,
+                                   none=True),
+                   "slot_bound": Option("bool", "with slots, also solve at the guaranteed "
+                                        "budget to bound the rounding loss"),
+                   "time_limit": Option("seconds", "for the whole run, table building "
+                                        "included (status time_limit past it)", none=True)})
 def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
              slot_bound: bool = False, time_limit: float | None = None) -> Solution:
     """Optimal persistent schedule (Beaumont et al., Rotor, section 4), exact in memory.
@@ -491,14 +499,13 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     time_limit : seconds for the whole run (tables and rebuild), or None.  When it runs out
         the status is ``time_limit``, with no schedule and the ideal makespan as bound.
         With a limit, a run estimated at more than ten times it is refused up front
-        (:class:`SolverError` naming the estimate and a ``--slots`` value that fits), as is
+        (:class:`SolverLimitError` with the estimate and a ``slots`` value that fits), as is
         any table over 8 GiB.
     """
-    deadline = Deadline(check_time_limit(time_limit, "dp"))
-    slots = check_slots(slots, "dp")
-    check_bool(slot_bound, "slot_bound", "dp")
+    deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
     if slot_bound and slots is None:
-        raise SolverOptionError("solver 'dp': option slot_bound needs slots=S (--slots S)")
+        raise SolverOptionError("solver 'dp': option slot_bound needs slots",
+                                remedies=(Remedy(options=(("slots", EQ, None),)),))
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}

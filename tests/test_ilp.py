@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import solvers
 from remat_theory import Chain, simulate
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverError, SolverLimitError
 from remat_theory.analysis.families import make
 from remat_theory.model.persistence import is_monotone
 from remat_theory.model.schedule import B, FCK, FN, LOSS, Schedule
@@ -762,8 +762,9 @@ def test_a_chain_too_long_for_any_ilp_model_is_refused_up_front(L, budget):
 
     chain = _homogeneous(L)
     t0 = time.perf_counter()
-    with pytest.raises(SolverError, match=f"{L} stages is too large.*--solver dp"):
+    with pytest.raises(SolverLimitError, match=f"{L} stages is too large.*use solver 'dp'") as e:
         solvers.solve(chain, budget, "ilp", time_limit=5)
+    assert [r.solver for r in e.value.remedies[:2]] == ["dp", "dp-weak"]
     with pytest.raises(SolverError, match="max_binaries"):
         solvers.solve(chain, budget, "ilp", passes=1, pairs=True, time_limit=5)
     assert time.perf_counter() - t0 < 5 + 10
@@ -790,8 +791,9 @@ def test_model_building_stops_at_the_deadline():
 
 
 def test_options_are_validated_in_one_place():
-    """IlpOptions checks every option (naming it and the value) and resolves certify's
-    default: on for the proven model, off for a K-pass class."""
+    """The registry checks every option against the registration's schema before the
+    solver runs (naming it and the value); IlpOptions resolves certify's default (on for
+    the proven model, off for a K-pass class) and makes numbers plain."""
     import numpy as np
 
     from solvers.ilp.options import IlpOptions
@@ -799,10 +801,11 @@ def test_options_are_validated_in_one_place():
     assert IlpOptions().certify is True and IlpOptions(passes=1).certify is False
     opts = IlpOptions(passes=np.int64(2), time_limit=np.float64(1.5))
     assert opts.passes == 2 and type(opts.passes) is int and type(opts.time_limit) is float
+    chain = Chain.homogeneous(2)
     for option, value in (("max_binaries", 0), ("threads", True), ("certify", "yes"),
-                          ("time_limit", math.inf), ("mip_solver", "glpk")):
+                          ("time_limit", math.inf), ("mip_solver", "glpk"), ("passes", 0)):
         with pytest.raises(SolverError, match=f"{option} = {value!r}"):
-            IlpOptions(**{option: value})
+            solvers.solve(chain, chain.store_all_memory(), "ilp", **{option: value})
 
 
 def test_a_deadline_shares_what_is_left():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from remat_theory.cli.commands._common import positive_int, print_json, torch_device
+from remat_theory.cli.commands._common import (Ticker, check_output_dir, positive_int, print_json,
+                                               torch_device)
 from remat_theory.model.errors import RematError
 
 NAME = "frontier"
@@ -108,12 +109,18 @@ def add_arguments(p) -> None:
     p.add_argument("--repeats", type=positive_int, default=5, help="interleaved timed rounds")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write frontier_NETWORK.json and .png there (default: print only)")
+    p.add_argument("--no-progress", action="store_true", dest="no_progress",
+                   help="print no progress (default: elapsed time on a terminal, else a line "
+                        "every few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
 
 
 def run(args) -> int:
     import shlex
     import sys
+
+    if args.out:
+        check_output_dir(args.out, "--out")
 
     fractions = None if args.fractions is None else _floats("--fractions", args.fractions, 0.0, 1.0)
     compile_budgets = [] if args.no_compile else _compile_budgets(args.compile_budgets)
@@ -136,28 +143,30 @@ def run(args) -> int:
         parse_bytes(text, "--budget-bytes")
     command = "remat " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     records = []
-    for batch in batches:
-        for size in sizes:
-            w = build_workload(args.network, args.scale, batch=batch, size=size)
-            budgets = None
-            if fractions is not None and w.stages is not None:
-                from remat_theory.torch.profiler import profile
-                store_all = profile(list(w.stages), w.example_input, w.loss_fn,
-                                    repeats=1).store_all_memory()
-                budgets = [max(1, int(f * store_all)) for f in fractions]
-            opt = 0 if w.stages is None else _optimizer_bytes(args.optimizer_state,
-                                                              gradient_bytes(w.stages))
+    configs = [(b, s) for b in batches for s in sizes]
+    for k, (batch, size) in enumerate(configs):
+        w = build_workload(args.network, args.scale, batch=batch, size=size)
+        budgets = None
+        if fractions is not None and w.stages is not None:
+            from remat_theory.torch.profiler import profile
+            store_all = profile(list(w.stages), w.example_input, w.loss_fn,
+                                repeats=1).store_all_memory()
+            budgets = [max(1, int(f * store_all)) for f in fractions]
+        opt = 0 if w.stages is None else _optimizer_bytes(args.optimizer_state,
+                                                          gradient_bytes(w.stages))
+        with Ticker(f"remat frontier: {args.network} ({k + 1}/{len(configs)})",
+                    enabled=not args.no_progress, lines=True):
             rec = run_frontier(w, device=device, repeats=args.repeats, solver=args.solver,
                                budgets=budgets, max_points=args.max_points,
                                compile_budgets=compile_budgets,
                                compiled_points=0 if args.no_compile else args.compiled_points,
                                backend=args.backend, hf=not args.no_hf,
                                step_budgets=step_budgets, optimizer_bytes=opt)
-            rec.update(scale=args.scale, batch=batch, size=size, command=command)
-            records.append(rec)
-            if not args.json:
-                print(format_table(rec), flush=True)
-                print()
+        rec.update(scale=args.scale, batch=batch, size=size, command=command)
+        records.append(rec)
+        if not args.json:
+            print(format_table(rec), flush=True)
+            print()
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

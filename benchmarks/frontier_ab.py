@@ -5,9 +5,9 @@ The frontier (``bash benchmarks/frontier_cpu.sh``) runs 30-40 methods for 5 roun
 shared machine; where it finds remat slower than HF at HF's memory, this asks whether that
 is the noise: plain, plain again, HF (every layer) and remat at every DP breakpoint whose
 measured peak is at most HF's, ``--rounds`` interleaved rounds, per-round ratios to HF
-(median and quartiles).  Usage:
+(median and quartiles).  ``--baseline checkpoint_sequential:K`` compares with that instead.  Usage:
     python benchmarks/frontier_ab.py --network gpt2 [--rounds 21] [--threads 1]
-Writes benchmarks/results/frontier_ab_<network>.json."""
+Writes benchmarks/results/frontier_ab_<network>[_<baseline>].json."""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from remat_theory.torch.frontier import _hf_methods, _drop_in, _Method, _plain, _remat, Point
+from remat_theory.torch.frontier import (_ckpt_seq, _drop_in, _hf_methods, _Method, _plain,
+                                         _remat, Point)
 from remat_theory.torch.frontier import measure, remat_breakpoints
 from remat_theory.torch.frontier_networks import build_workload
 from remat_theory.torch.profiler import profile
@@ -32,11 +33,18 @@ def main(argv) -> int:
     ap.add_argument("--scale", default="small")
     ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--baseline", default="hf",
+                    help="hf (every layer) or checkpoint_sequential:K")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     w = build_workload(args.network, args.scale)
     chain = profile(w.stages, w.example_input, w.loss_fn, repeats=3)
-    hf = _hf_methods(w)[0]
+    if args.baseline == "hf":
+        hf = _hf_methods(w)[0]
+    else:
+        k = int(args.baseline.split(":")[1])
+        hf = _Method(Point(args.baseline, "checkpoint_sequential", k),
+                     _ckpt_seq(w, torch.nn.Sequential(*w.stages), k))
     methods = [_Method(Point("plain", "plain", 1), _plain(w)),
                _Method(Point("plain:2", "plain", 2), _plain(w)), hf]
     for b in remat_breakpoints(chain, w.stages, max_points=10**6):
@@ -57,15 +65,17 @@ def main(argv) -> int:
     for m in keep:
         r = [a / b for a, b in zip(m.point.times, ref)]
         q = statistics.quantiles(r, n=4)
-        rows.append({"method": m.point.method, "peak": m.point.peak, "ratio_to_hf": statistics.median(r),
+        rows.append({"method": m.point.method, "peak": m.point.peak, "ratio_to_baseline": statistics.median(r),
                      "q25": q[0], "q75": q[2], "grads_equal": m.point.grads_equal})
-        print(f"{m.point.method:24s} {m.point.peak / 2**20:8.2f} MiB  time / HF every layer: "
+        print(f"{m.point.method:24s} {m.point.peak / 2**20:8.2f} MiB  time / {args.baseline}: "
               f"{statistics.median(r):.3f} [{q[0]:.3f}, {q[2]:.3f}]  grads equal {m.point.grads_equal}")
     out = {"network": args.network, "scale": args.scale, "rounds": args.rounds,
+           "baseline": args.baseline,
            "threads": args.threads, "torch": torch.__version__, "rows": rows,
            "command": "python benchmarks/frontier_ab.py " + " ".join(argv)}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"frontier_ab_{args.network}.json").write_text(json.dumps(out, indent=1) + "\n")
+    tag = "" if args.baseline == "hf" else "_" + args.baseline.replace(":", "")
+    (RESULTS / f"frontier_ab_{args.network}{tag}.json").write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 

@@ -8,7 +8,7 @@ tolerance, the goals of the frontier (remat's lowest memory below every baseline
 checkpoint_sequential point better in both beyond noise; no compile_budget point better in
 both beyond noise) with the worst time ratio where a goal fails, and whether every eager
 method's gradients equal the plain model's bit for bit.
-``--reanalyse`` first recomputes each file's analysis (``dominance``) from its points with
+``--reanalyse`` first recomputes each file's analysis (``dominance``) and plot from its points with
 the installed :mod:`remat_theory.torch.frontier` (needs torch), keeping every measurement.
 Usage: python benchmarks/frontier_table.py [--readme] [--reanalyse] [NETWORK ...]"""
 from __future__ import annotations
@@ -128,6 +128,8 @@ def main(argv) -> int:
             for rec in recs:
                 rec["dominance"] = dominance(rec["points"])
             path.write_text(json.dumps(recs, indent=1) + "\n")
+            from remat_theory.torch.frontier import plot
+            plot(recs, RESULTS / f"frontier_{n}.png", title=f"{n}: time per step vs peak memory")
     print("\n".join(readme(nets) if as_readme else table(nets)))
     return 0
 

@@ -26,7 +26,7 @@ from remat_theory.model.errors import ChainError
 FORMAT = "remat-chain/1"
 
 _FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead",
-           "fall_time", "fall_overhead", "output_saved")
+           "fall_time", "fall_overhead", "output_saved", "bandwidth")
 
 #: Largest allowed ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)`` (seconds, or the
 #: chain's time unit).
@@ -110,6 +110,25 @@ def _check_flag(field_name: str, index: int, value: Any) -> bool:
     raise ChainError(f"{field_name}[{index}] = {text} is not a boolean (true or false)")
 
 
+def _check_bandwidth(value: Any) -> float:
+    """The optional ``bandwidth`` (bytes per second): a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        text = repr(value)
+        raise ChainError(f"bandwidth = {text[:37] + '...' if len(text) > 40 else text} is not "
+                         f"a number (bytes per second)")
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ChainError(f"bandwidth = {format_number(value)} is not finite") from None
+    if math.isnan(v):
+        raise ChainError("bandwidth is NaN")
+    if math.isinf(v):
+        raise ChainError(f"bandwidth = {v} is not finite (leave it out for no copy channel)")
+    if v < 0:
+        raise ChainError(f"bandwidth = {format_number(value)} is negative")
+    return v
+
+
 def _check_array(field_name: str, values: Any, length: int, checker) -> tuple:
     what = "booleans" if checker is _check_flag else "numbers"
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
@@ -187,6 +206,11 @@ class Chain:
         inside t_{i+1}; the tape held is ``tape_size[i] - x_size[i+1]`` bytes
         (:attr:`tape_held`); Fall_{i+1} frees x_{i+1} after reading it, and B_{i+1} does not
         need it (docs/model.md, the operation table).
+    bandwidth : a number, bytes per second, optional (default None: no copy channel).
+        The speed of the channel that copies values between device and host, each way
+        (the two-stream model of docs/model.md, "Offloading"; remat_theory.model.offload).
+        None is the model without offloading, every answer unchanged; 0 is a channel on
+        which no copy ever ends.
     name : free text.
 
     ``fall_time`` and ``fall_overhead`` are always populated after construction; a chain
@@ -205,6 +229,7 @@ class Chain:
     fall_time: tuple = None  # type: ignore[assignment]
     fall_overhead: tuple = None  # type: ignore[assignment]
     output_saved: tuple = None  # type: ignore[assignment]
+    bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         fwd = self.fwd_time
@@ -228,6 +253,8 @@ class Chain:
         set_(self, "fall_overhead", _check_array("fall_overhead", fao, L, _check_size))
         saved = self.output_saved if self.output_saved is not None else (True,) * L
         set_(self, "output_saved", _check_array("output_saved", saved, L, _check_flag))
+        if self.bandwidth is not None:
+            set_(self, "bandwidth", _check_bandwidth(self.bandwidth))
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
         for i in range(L):
@@ -265,6 +292,12 @@ class Chain:
         false entry); False means the classic operation table, unchanged."""
         return not all(self.output_saved)
 
+    @property
+    def has_bandwidth(self) -> bool:
+        """True when the chain has a copy channel (``bandwidth`` given): offloads and
+        prefetches are then operations of its schedules (docs/model.md, "Offloading")."""
+        return self.bandwidth is not None
+
     def saved(self, i: int) -> bool:
         """Whether x_i is read by a backward (x_0 always: it is never freed anyway)."""
         return i == 0 or self.output_saved[i - 1]
@@ -275,7 +308,7 @@ class Chain:
                       tape_size=self.tape_size, fwd_overhead=self.fwd_overhead,
                       bwd_overhead=self.bwd_overhead, name=self.name,
                       fall_time=self.fall_time, fall_overhead=self.fall_overhead,
-                      output_saved=self.output_saved)
+                      output_saved=self.output_saved, bandwidth=self.bandwidth)
         fields.update(changes)
         return Chain(**fields)
 
@@ -388,6 +421,8 @@ class Chain:
             d["fall_overhead"] = list(self.fall_overhead)
         if self.has_unsaved_outputs:
             d["output_saved"] = list(self.output_saved)
+        if self.bandwidth is not None:
+            d["bandwidth"] = self.bandwidth
         return d
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -418,7 +453,7 @@ class Chain:
             tape_size=data["tape_size"], fwd_overhead=data.get("fwd_overhead"),
             bwd_overhead=data.get("bwd_overhead"), name=name,
             fall_time=data.get("fall_time"), fall_overhead=data.get("fall_overhead"),
-            output_saved=data.get("output_saved"),
+            output_saved=data.get("output_saved"), bandwidth=data.get("bandwidth"),
         )
 
     @classmethod

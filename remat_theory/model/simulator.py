@@ -294,6 +294,11 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
     initial x_0) and the profile.  Raises :class:`InvalidScheduleError` (or its subclass
     :class:`BudgetExceededError`) naming the first invalid step, and also when the schedule
     ends without computing d_0.
+
+    A schedule with transfers (``Offx{i}``, ``Offt{i}``, ``Prex{i}``, ``Pret{i}``) is
+    replayed in the two-stream model by :func:`remat_theory.model.offload.simulate_offload`
+    (makespan: the end of the last op; peak: the largest device memory over time); any
+    other schedule here, exactly as always, whether or not the chain has a ``bandwidth``.
     """
     if not isinstance(chain, Chain):
         raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
@@ -301,6 +306,9 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
         schedule = Schedule.parse(schedule)
     elif not isinstance(schedule, Schedule):
         schedule = Schedule(schedule)
+    if any(op.is_transfer for op in schedule):  # the two-stream model (docs/model.md)
+        from remat_theory.model.offload import simulate_offload
+        return simulate_offload(chain, schedule, budget, allow_drop)
     budget = check_budget(budget)
     state = State.initial(chain)
     memory = chain.x_size[0]

@@ -1,12 +1,11 @@
 """The two-stream model (docs/model.md, "Offloading"; remat_theory/model/offload.py).
 
 The referee is checked against a second interpreter written here from the text of the
-model, with named values in dicts and the memory timeline rebuilt from intervals (no
-bitmasks, no incremental finalization, no shared code with the engine), on random
-schedules: valid single-stream schedules with offload/prefetch pairs inserted at random
-places, many of them invalid.  Both must agree on validity and the failing step, on every
-op's stream, start and end, on the makespan and on the peak; and a budget one byte below
-the peak must be refused, the peak itself accepted.
+model, with named values in dicts (no bitmasks, no shared code with the engine), on random
+schedules: valid single-stream schedules with offloads and prefetches woven in, and
+random transfer tokens, valid or not.  Both must agree on validity and the failing step,
+on every op's stream, start, end and memory, on the makespan and on the peak; and a budget
+one byte below the peak must be refused, the peak itself accepted.
 """
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from hypothesis import strategies as st
 
 from remat_theory import BudgetExceededError, Chain, ChainError, simulate
 from remat_theory.model.errors import InvalidScheduleError
-from remat_theory.model.offload import OffloadState, finish, simulate_offload, step
+from remat_theory.model.offload import OffloadState, simulate_offload, step
 from remat_theory.model.schedule import Op, Schedule
 from remat_theory.strategies import chains, valid_schedules
 
@@ -33,11 +32,12 @@ class TwoStreamReference:
         self.c = chain
         self.dev = {"x0": chain.x_size[0]}  # name -> bytes on the device
         self.host = set()
+        self.leaving = []  # bytes of the offloaded device copies not yet released
         self.bwd_next = chain.length
         self.C = self.S = self.H = self.O = 0.0
         self.ready = {}  # name -> time its device copy is complete
         self.lastread = {}  # name -> end of the last compute op that read the device copy
-        self.ops = []  # (stream, start, end, alloc at start, release at end)
+        self.ops = []  # (stream, start, end, memory before, peak, memory after)
 
     def saved(self, i):
         return i == 0 or self.c.output_saved[i - 1]
@@ -55,7 +55,7 @@ class TwoStreamReference:
         return self.c.x_size[i] if name[0] == "x" else self.c.tape_held[i - 1]
 
     def mem(self):
-        return sum(self.dev.values())
+        return sum(self.dev.values()) + sum(self.leaving)
 
     def apply(self, token):
         """Issue one op; False when it is invalid (the state is then unchanged)."""
@@ -71,81 +71,40 @@ class TwoStreamReference:
             dur = 0.0 if size == 0 else (INF if c.bandwidth == 0 else size / c.bandwidth)
             if dur == INF:
                 return False
+            mem = self.mem()
             if token.startswith("Off"):
                 if name == "x0" or name not in self.dev:
                     return False
-                start = max(self.H, self.S, self.ready.get(name, 0.0))
+                start = max(self.H, self.ready.get(name, 0.0))
                 end = start + dur
                 done = max(end, self.lastread.get(name, 0.0))
-                del self.dev[name]
+                self.leaving.append(self.dev.pop(name))
                 self.host.add(name)
                 self.H, self.O = end, max(self.O, done)
-                self.ops.append(("channel", start, done, 0, size))
+                self.ops.append(("channel", start, done, mem, mem, mem))
                 return True
             if name not in self.host:
                 return False
-            start = max(self.H, self.S)
+            start = max(self.H, self.C)  # after the compute op issued before it
             end = start + dur
             self.host.discard(name)
             self.dev[name] = size
             self.ready[name], self.lastread[name] = end, 0.0
             self.H = end
-            self.ops.append(("channel", start, end, size, 0))
+            self.ops.append(("channel", start, end, mem, mem + size, mem + size))
             return True
         kind = token.rstrip("0123456789")
         i = int(token[len(kind):]) if kind != "Loss" else L
         x = c.x_size
         before = set(self.dev)
+        saved_leaving = list(self.leaving)
+        self.leaving = []  # a compute op waits for the copies and releases them
         mem = self.mem()
-        if kind in ("Fn", "Fck", "Fall"):
-            src = self.source(i) if i < L else None
-            if i >= L or self.bwd_next < i or src is None:
-                return False
-            reads = [src]
-            if kind == "Fall":
-                if f"t{i + 1}" in self.dev:
-                    return False
-                peak = mem + c.tape_size[i] + c.fall_overhead[i]
-                self.dev[f"t{i + 1}"] = c.tape_held[i]
-                if not c.output_saved[i] and self.bwd_next >= i + 1:
-                    self.dev.setdefault(f"x{i + 1}", x[i + 1])
-                if i >= 1 and not self.saved(i):
-                    del self.dev[f"x{i}"]
-                dur = c.fall_time[i]
-            else:
-                if f"x{i + 1}" in self.dev:
-                    return False
-                peak = mem + x[i + 1] + c.fwd_overhead[i]
-                self.dev[f"x{i + 1}"] = x[i + 1]
-                if kind == "Fn" and i >= 1:
-                    del self.dev[src]
-                dur = c.fwd_time[i]
-        elif kind == "Loss":
-            src = self.source(L)
-            if self.bwd_next != L or src is None:
-                return False
-            reads = [src]
-            peak = mem + x[L] + c.bwd_overhead[L]
-            self.dev[f"d{L}"] = x[L]
-            self.dev.pop(f"x{L}", None)
-            self.bwd_next = L - 1
-            dur = c.bwd_time[L]
-        else:  # B_i
-            if i >= L or self.bwd_next != i or f"t{i + 1}" not in self.dev:
-                return False
-            reads = [f"t{i + 1}"]
-            if self.saved(i):
-                src = self.source(i)
-                if src is None:
-                    return False
-                reads.append(src)
-            peak = mem + x[i] + c.bwd_overhead[i]
-            self.dev[f"d{i}"] = x[i]
-            del self.dev[f"d{i + 1}"], self.dev[f"t{i + 1}"]
-            if i >= 1:
-                self.dev.pop(f"x{i}", None)
-            self.bwd_next = i - 1
-            dur = c.bwd_time[i]
+        ok = self._compute(kind, i, mem)
+        if not ok:
+            self.leaving = saved_leaving
+            return False
+        reads, peak, dur = ok
         start = max([self.C, self.O] + [self.ready.get(v, 0.0) for v in reads])
         end = start + dur
         for v in reads:
@@ -158,23 +117,69 @@ class TwoStreamReference:
             j = int(v[1:])
             if v[0] == "x" and j > self.bwd_next or v[0] == "t" and j > self.bwd_next + 1:
                 self.host.discard(v)
-        self.C, self.S = end, start
-        self.ops.append(("compute", start, end, peak - mem, peak - self.mem()))
+        self.C, self.O = end, 0.0
+        self.ops.append(("compute", start, end, mem, peak, self.mem()))
         return True
 
-    def timeline(self):
-        """(makespan, peak): events ordered as the model says, levels summed from x0."""
-        events = []
-        for k, (_, s, e, alloc, release) in enumerate(self.ops):
-            events.append(((s, 1, k, 0), alloc, k))
-            events.append((((e, 0, k, 0) if e > s else (e, 1, k, 1)), -release, k))
-        events.sort()
-        level = peak = self.c.x_size[0]
-        for key, delta, k in events:
-            level += delta
-            peak = max(peak, level)
-        makespan = max([0.0] + [e for _, _, e, _, _ in self.ops] + [self.H])
-        return makespan, peak
+    def _compute(self, kind, i, mem):
+        """The operation table on named values: (reads, peak, time), or None."""
+        c, L = self.c, self.c.length
+        x = c.x_size
+        if kind in ("Fn", "Fck", "Fall"):
+            src = self.source(i) if i < L else None
+            if i >= L or self.bwd_next < i or src is None:
+                return None
+            reads = [src]
+            if kind == "Fall":
+                if f"t{i + 1}" in self.dev:
+                    return None
+                peak = mem + c.tape_size[i] + c.fall_overhead[i]
+                self.dev[f"t{i + 1}"] = c.tape_held[i]
+                if not c.output_saved[i] and self.bwd_next >= i + 1:
+                    self.dev.setdefault(f"x{i + 1}", x[i + 1])
+                if i >= 1 and not self.saved(i):
+                    del self.dev[f"x{i}"]
+                dur = c.fall_time[i]
+            else:
+                if f"x{i + 1}" in self.dev:
+                    return None
+                peak = mem + x[i + 1] + c.fwd_overhead[i]
+                self.dev[f"x{i + 1}"] = x[i + 1]
+                if kind == "Fn" and i >= 1:
+                    del self.dev[src]
+                dur = c.fwd_time[i]
+        elif kind == "Loss":
+            src = self.source(L)
+            if self.bwd_next != L or src is None:
+                return None
+            reads = [src]
+            peak = mem + x[L] + c.bwd_overhead[L]
+            self.dev[f"d{L}"] = x[L]
+            self.dev.pop(f"x{L}", None)
+            self.bwd_next = L - 1
+            dur = c.bwd_time[L]
+        else:  # B_i
+            if i >= L or self.bwd_next != i or f"t{i + 1}" not in self.dev:
+                return None
+            reads = [f"t{i + 1}"]
+            if self.saved(i):
+                src = self.source(i)
+                if src is None:
+                    return None
+                reads.append(src)
+            peak = mem + x[i] + c.bwd_overhead[i]
+            self.dev[f"d{i}"] = x[i]
+            del self.dev[f"d{i + 1}"], self.dev[f"t{i + 1}"]
+            if i >= 1:
+                self.dev.pop(f"x{i}", None)
+            self.bwd_next = i - 1
+            dur = c.bwd_time[i]
+        return reads, peak, dur
+
+    def result(self):
+        """(makespan, peak)."""
+        makespan = max([0.0, self.H] + [e for _, _, e, _, _, _ in self.ops])
+        return makespan, max([self.c.x_size[0]] + [p for _, _, _, _, p, _ in self.ops])
 
 
 def _engine_prefix(chain, tokens):
@@ -186,7 +191,7 @@ def _engine_prefix(chain, tokens):
             return k, st_, timings
         st_, tm = r
         timings.append(tm)
-    return None, finish(chain, st_), timings
+    return None, st_, timings
 
 
 def _insert_transfers(draw, chain, tokens):
@@ -258,10 +263,11 @@ def test_engine_agrees_with_the_reference(data, chain, bandwidth):
         assert e.value.step == bad
         return
     # every op: stream, start, end
-    assert [(tm.stream, tm.start, tm.end) for tm in timings] == \
-        [(s, pytest.approx(a), pytest.approx(b)) for s, a, b, _, _ in ref.ops]
-    makespan, peak = ref.timeline()
-    assert st_.peak == peak
+    assert [(tm.stream, tm.start, tm.end, tm.memory_before, tm.peak, tm.memory_after)
+            for tm in timings] == \
+        [(s, pytest.approx(a), pytest.approx(b), m0, p, m1) for s, a, b, m0, p, m1 in ref.ops]
+    makespan, peak = ref.result()
+    assert max([chain.x_size[0]] + [tm.peak for tm in timings]) == peak
     assert st_.makespan == pytest.approx(makespan)
     if ref.bwd_next == -1:
         r = simulate(chain, " ".join(tokens))
@@ -292,23 +298,30 @@ def _chain(bandwidth=4.0):
 
 def test_offload_all_by_hand():
     """Three stages, f = b = 1, x = 4, tapes 6, loss 0, bandwidth 4 (a tape copies in 1.5).
-    Fall0 [0,1] Fall1 [1,2]; Offt1 starts at 1 (t1 ready at 1, Fall1 started at 1), ends at
-    2.5; Fall2 waits for it: [2.5,3.5]; Offt2 [2.5,4] (Fall1 read x2? no: Fall2 reads x2 in
-    t2, ends 3.5 <= 4); the loss waits for Offt2: [4,4]; Pret2 [4,5.5]; B2 reads x2 in t2:
-    [5.5,6.5]; Pret1 [5.5,7]; B1 [7,8]; B0 [8,9]."""
-    r = simulate(_chain(), "Fall0 Fall1 Offt1 Fall2 Offt2 Loss Pret2 B2 Pret1 B1 B0")
-    times = [(s.op, s.stream, s.start, s.start + s.time) for s in r.profile]
-    assert times == [("Fall0", "compute", 0, 1), ("Fall1", "compute", 1, 2),
-                     ("Offt1", "channel", 1, 2.5), ("Fall2", "compute", 2.5, 3.5),
-                     ("Offt2", "channel", 2.5, 4), ("Loss", "compute", 4, 4),
-                     ("Pret2", "channel", 4, 5.5), ("B2", "compute", 5.5, 6.5),
-                     ("Pret1", "channel", 5.5, 7), ("B1", "compute", 7, 8),
-                     ("B0", "compute", 8, 9)]
-    assert r.makespan == 9
-    # peak: at 5.5, x0 4 + t3 6 + d3 4 + t2 6 back, then B2 takes d2 4 and Pret1 takes t1 6
-    assert r.peak_memory == 30
+    Fall0 [0,1], Fall1 [1,2] (reads x1 in t1); Offt1 copies [1,2.5]; Fall2 waits for it:
+    [2.5,3.5]; Offt2 copies [2.5,4] (Fall2 read x2 in t2 until 3.5); the loss waits: [4,4];
+    Pret2 [4,5.5] after the loss; B2 reads x2 in t2: [5.5,6.5]; Pret1 waits for B2's end:
+    [6.5,8]; B1 [8,9]; B0 [9,10].  Memory in issue order: Fall2 first releases t1, the loss
+    t2; the peak is B2's (x0 4, t3 6, d3 4, t2 6 back, d2 4: 24), below store-all's 30."""
+    c = _chain()
+    r = simulate(c, "Fall0 Fall1 Offt1 Fall2 Offt2 Loss Pret2 B2 Pret1 B1 B0")
+    rows = [(s.op, s.stream, s.start, s.start + s.time, s.memory_before, s.peak,
+             s.memory_after) for s in r.profile]
+    assert rows == [("Fall0", "compute", 0, 1, 4, 10, 10), ("Fall1", "compute", 1, 2, 10, 16, 16),
+                    ("Offt1", "channel", 1, 2.5, 16, 16, 16),
+                    ("Fall2", "compute", 2.5, 3.5, 10, 16, 16),
+                    ("Offt2", "channel", 2.5, 4, 16, 16, 16),
+                    ("Loss", "compute", 4, 4, 10, 14, 14),
+                    ("Pret2", "channel", 4, 5.5, 14, 20, 20),
+                    ("B2", "compute", 5.5, 6.5, 20, 24, 14),
+                    ("Pret1", "channel", 6.5, 8, 14, 20, 20),
+                    ("B1", "compute", 8, 9, 20, 24, 14), ("B0", "compute", 9, 10, 14, 18, 8)]
+    assert r.makespan == 10 and r.peak_memory == 24 < c.store_all_memory() == 30
     assert len(r.compute_steps) == 7 and len(r.channel_steps) == 4
-    assert json.dumps(r.to_dict())  # events and steps serialize
+    assert json.dumps(r.to_dict())
+    # prefetching t1 one op earlier overlaps it with B2: one unit faster, 6 bytes more
+    r2 = simulate(c, "Fall0 Fall1 Offt1 Fall2 Offt2 Loss Pret2 Pret1 B2 B1 B0")
+    assert r2.makespan == 9 and r2.peak_memory == 30
 
 
 @pytest.mark.parametrize("text, step, match", [
@@ -343,9 +356,9 @@ def test_host_copy_is_discarded_once_its_backward_ran():
 def test_budget_error_names_the_op_and_time():
     c = _chain()
     text = "Fall0 Fall1 Offt1 Fall2 Offt2 Loss Pret2 B2 Pret1 B1 B0"
-    with pytest.raises(BudgetExceededError, match="above the budget 29") as e:
-        simulate(c, text, budget=29)
-    assert e.value.op in text.split() and e.value.peak == 30
+    with pytest.raises(BudgetExceededError, match="exceeds the budget 23") as e:
+        simulate(c, text, budget=23)
+    assert e.value.step == 7 and e.value.op == "B2" and e.value.peak == 24
 
 
 def test_bandwidth_field_round_trips_and_is_validated():

@@ -20,14 +20,14 @@ within the budget is an edge.  Three facts make it exact (proofs/offload.md, O.3
   device nor on the host); the channel is busy until ``H``.  At a final state ``f`` is the
   makespan, so the first final state popped is optimal.
 
-A cycle of ops (offload a value, recompute it, offload it again) comes back to the same
-placement with times no earlier, which is dominated: the search ends, with the optimum or
-with a proof that no schedule fits.  An incumbent prunes it further: the best schedule with
+A budget below :func:`min_feasible_budget` (the smallest budget at which a schedule exists:
+a bottleneck search over placements alone, finite and exact because memory does not depend
+on times) is answered infeasible at once; at any other budget a schedule exists and the
+search ends at the optimum (or at ``max_states`` / ``time_limit``, status ``time_limit``:
+not proven).  An incumbent prunes it further: the best schedule with
 no transfer (canonical exhaustive search's optimum; store-all without recomputation), valid
 here with the same makespan; no state whose bound reaches its makespan is kept, and when
-none is left below it, it is the optimum.  :func:`min_feasible_budget` is the smallest
-budget at which a schedule exists: a bottleneck search over placements alone (memory does
-not depend on times).
+none is left below it, it is the optimum.
 
 ``recompute=False`` searches the schedules with no recomputation (each stage's forward
 once, a ``Fall``; offloading only: the class ``no-remat+offload``), the baseline "offload
@@ -42,7 +42,7 @@ import time
 
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.errors import SolverError, SolverOptionError
 from remat_theory.model.offload import OffloadState, dominates, step
 from remat_theory.model.schedule import (LOSS_OP, Bwd, Fall, Fck, Fn, OffT, OffX, PreT, PreX,
                                          Schedule)
@@ -239,11 +239,16 @@ def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = Tru
         time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
                                     owner=_OPTION, unit="seconds")
     cls = classes.OFFLOAD if recompute else classes.NO_REMAT
+    info = {"recompute": recompute, "bandwidth": chain.bandwidth}
+    mfb = min_feasible_budget(chain, recompute)
+    if budget < mfb:  # exact and finite (memory does not depend on times)
+        return Solution.infeasible(NAME, budget, optimal_for=cls, min_budget=mfb, info=info,
+                                   message=f"no schedule of {cls.key} fits in {budget}; the "
+                                           f"smallest feasible budget is {mfb}")
     incumbent = _incumbent(chain, budget, recompute)
     schedule, makespan, peak, bound, stopped = search(
         chain, budget, recompute=recompute, max_states=max_states, time_limit=time_limit,
         incumbent=incumbent)
-    info = {"recompute": recompute, "bandwidth": chain.bandwidth}
     if schedule is not None:
         return Solution.optimal(NAME, budget, schedule, makespan, peak, optimal_for=cls,
                                 info=info)
@@ -257,7 +262,6 @@ def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = Tru
                                    schedule=schedule, makespan=makespan, peak_memory=peak,
                                    message=f"{why}: not proven optimal nor infeasible; "
                                            f"lower bound {bound}")
-    mfb = min_feasible_budget(chain, recompute)
-    return Solution.infeasible(NAME, budget, optimal_for=cls, min_budget=mfb, info=info,
-                               message=f"no schedule of {cls.key} fits in {budget}; the "
-                                       f"smallest feasible budget is {mfb}")
+    raise SolverError(  # pragma: no cover - a schedule exists at budget >= mfb
+        f"exhaustive-offload: no schedule found at budget {budget} >= the smallest feasible "
+        f"budget {mfb}")

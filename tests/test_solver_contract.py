@@ -43,6 +43,10 @@ CHAINS = {
     "random-3-unsaved": families.with_unsaved_outputs(families.make("random", 3, 2), 1),
     "resnet-3-unsaved": families.with_unsaved_outputs(families.make("resnet", 3, 1), 4),
 }
+# a copy channel (docs/model.md, "Offloading"): a mean tape copies in a mean forward's time
+_R = families.make("random", 3, 3)
+CHAINS["random-3-bandwidth"] = _R.replace(
+    bandwidth=sum(_R.tape_size) / max(sum(_R.fwd_time), 1e-9))
 RTOL = 1e-9
 
 
@@ -59,6 +63,11 @@ INSTANCES = [(name, b) for name, chain in CHAINS.items() for b in _budgets(chain
 def oracle(chain_name: str, budget: int, class_key: str):
     """Exhaustive search restricted to the class ``class_key``."""
     cls = classes.schedule_class(class_key)
+    if cls in (classes.OFFLOAD, classes.NO_REMAT):  # the two-stream model's own search
+        sol = solvers.solve(CHAINS[chain_name], budget, "exhaustive-offload",
+                            recompute=cls is classes.OFFLOAD)
+        assert sol.status in (OPTIMAL, INFEASIBLE)
+        return sol
     opts = {"allow_drop": True} if cls.allows_drop else {"schedule_class": cls.rule}
     sol = solvers.solve(CHAINS[chain_name], budget, "exhaustive", **opts)
     assert sol.status in (OPTIMAL, INFEASIBLE)  # tiny chains: always proven

@@ -53,6 +53,7 @@ from remat_theory.model.simulator import simulate
 
 from solvers import registry
 from solvers.registry import register
+from solvers.exhaustive import min_feasible_budget as canonical_min_budget
 from solvers.store_all import store_all_schedule
 
 NAME = "exhaustive-offload"
@@ -185,10 +186,24 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
     return None, None, None, bound, "exhausted"
 
 
+def _feasible_without_transfers(chain: Chain, recompute: bool) -> int:
+    """The smallest budget of the schedules with no transfer (canonical exhaustive search's;
+    store-all's peak without recomputation): an upper bound on :func:`min_feasible_budget`
+    (O.1)."""
+    if not recompute:
+        return chain.store_all_memory()
+    return canonical_min_budget(chain.replace(bandwidth=None))
+
+
 def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
     """The smallest budget at which a schedule of the two-stream model exists (with
     ``recompute=False``, one without recomputation): a bottleneck (minimax) search over
-    placements of the values, exact because memory does not depend on times."""
+    placements of the values, exact because memory does not depend on times; it keeps
+    only the placements reached below the smallest budget without transfers, which it
+    returns when nothing is found below."""
+    upper = _feasible_without_transfers(chain, recompute)
+    if chain.bandwidth is None:
+        return upper
     st0 = OffloadState.initial(chain)
     counter = itertools.count()
     heap = [(st0.memory, next(counter), st0, 0)]
@@ -204,12 +219,14 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
             if isinstance(r, str):
                 continue
             nb = max(b, r[1].peak)
+            if nb >= upper:
+                continue
             nf = falls + (op.kind == "Fall") if not recompute else 0
             key = (r[0].logical(), nf)
             if nb < best.get(key, _INF):
                 best[key] = nb
                 heapq.heappush(heap, (nb, next(counter), r[0], nf))
-    raise SolverOptionError("no schedule exists at any budget")  # pragma: no cover
+    return upper
 
 
 @register(NAME, optimal_for=classes.OFFLOAD.key, exact=True,
@@ -240,8 +257,10 @@ def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = Tru
                                     owner=_OPTION, unit="seconds")
     cls = classes.OFFLOAD if recompute else classes.NO_REMAT
     info = {"recompute": recompute, "bandwidth": chain.bandwidth}
-    mfb = min_feasible_budget(chain, recompute)
-    if budget < mfb:  # exact and finite (memory does not depend on times)
+    mfb = None
+    if budget < _feasible_without_transfers(chain, recompute):
+        mfb = min_feasible_budget(chain, recompute)
+    if mfb is not None and budget < mfb:  # exact and finite (memory does not depend on times)
         return Solution.infeasible(NAME, budget, optimal_for=cls, min_budget=mfb, info=info,
                                    message=f"no schedule of {cls.key} fits in {budget}; the "
                                            f"smallest feasible budget is {mfb}")
@@ -264,4 +283,4 @@ def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = Tru
                                            f"lower bound {bound}")
     raise SolverError(  # pragma: no cover - a schedule exists at budget >= mfb
         f"exhaustive-offload: no schedule found at budget {budget} >= the smallest feasible "
-        f"budget {mfb}")
+        f"budget {mfb or budget}")

@@ -57,7 +57,8 @@ from typing import Iterable, NamedTuple
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError, RematError
 from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, OFF, PRE, Op, Schedule
-from remat_theory.model.simulator import SimulationResult, State, check_budget, transition
+from remat_theory.model.simulator import (SimulationResult, State, check_budget,
+                                          register_two_stream, transition)
 
 COMPUTE, CHANNEL = "compute", "channel"
 
@@ -382,3 +383,6 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
 def has_transfers(schedule: Iterable) -> bool:
     """True when a schedule holds an offload or a prefetch."""
     return any(op.kind in (OFF, PRE) for op in schedule)
+
+
+register_two_stream(simulate_offload)

@@ -286,6 +286,17 @@ def check_budget(budget) -> int | None:
     return budget
 
 
+# The replay of schedules with transfers: remat_theory.model.offload registers it when
+# imported (the package's __init__ imports it), so that this module imports nothing above.
+_TWO_STREAM = None
+
+
+def register_two_stream(replay) -> None:
+    """Set the function that replays schedules with transfers (the two-stream model)."""
+    global _TWO_STREAM
+    _TWO_STREAM = replay
+
+
 def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | None = None,
              allow_drop: bool = False) -> SimulationResult:
     """Replay ``schedule`` on ``chain`` and check it against ``budget`` (bytes; None: no limit).
@@ -307,8 +318,10 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
     elif not isinstance(schedule, Schedule):
         schedule = Schedule(schedule)
     if any(op.is_transfer for op in schedule):  # the two-stream model (docs/model.md)
-        from remat_theory.model.offload import simulate_offload
-        return simulate_offload(chain, schedule, budget, allow_drop)
+        if _TWO_STREAM is None:  # pragma: no cover - remat_theory/__init__ registers it
+            raise RematError("the two-stream simulator is not loaded (import "
+                             "remat_theory.model.offload)")
+        return _TWO_STREAM(chain, schedule, budget, allow_drop)
     budget = check_budget(budget)
     state = State.initial(chain)
     memory = chain.x_size[0]

@@ -10,9 +10,10 @@ the smallest feasible one (with offloading) to store-all's peak, the optimal mak
 
 The channel's speed is given as the ratio of the time to copy a mean tape to the mean
 forward time (4: slow, 1: even, 0.25: fast).  Makespans are divided by the chain's ideal
-makespan (store-all's time).  Run (minutes on one core):
+makespan (store-all's time).  The file in benchmarks/results (about 15 minutes on one core):
 
-    python benchmarks/offload_frontier.py --out benchmarks/results/offload_frontier.json
+    python benchmarks/offload_frontier.py --families transformer,resnet --stages 4 \
+        --points 4 --time-limit 20 --out benchmarks/results/offload_frontier.json
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from remat_theory.analysis import families
 from solvers import registry
 from solvers.offload_exhaustive import min_feasible_budget
 
-COMMAND = "python benchmarks/offload_frontier.py --out benchmarks/results/offload_frontier.json"
 METHODS = (("remat only", "exhaustive", {}),
            ("offload only", "exhaustive-offload-only", {}),
            ("save-on-cpu", "save-on-cpu", {}),
@@ -81,7 +81,8 @@ def main(argv=None):
     a = p.parse_args(argv)
     rows = run(a.families.split(","), a.stages, [float(r) for r in a.ratios.split(",")],
                a.points, a.time_limit)
-    out = {"command": COMMAND, "methods": [m[0] for m in METHODS],
+    out = {"command": "python benchmarks/offload_frontier.py " + " ".join(
+               argv if argv is not None else sys.argv[1:]), "methods": [m[0] for m in METHODS],
            "note": "makespan relative to the ideal (store-all) makespan; status 'optimal' "
                    "is proven; 'time_limit' is not", "rows": rows}
     text = json.dumps(out, indent=1)

@@ -61,14 +61,17 @@ def _solve(name: str, chain: Chain, budget: int, lookahead: int) -> Solution:
                              info={"offloaded": sum(op.is_transfer for op in schedule) // 2})
 
 
-@register("save-on-cpu", optimal_for=CLASS_NONE,
+_SUPPORTS = ("fall_time", "fall_overhead", "output_saved")
+
+
+@register("save-on-cpu", optimal_for=CLASS_NONE, supports=_SUPPORTS,
           description="Store-all with every tape but the last offloaded after use and "
                       "prefetched just before its backward (torch's save_on_cpu).")
 def solve_save_on_cpu(chain: Chain, budget: int) -> Solution:
     return _solve("save-on-cpu", chain, budget, 0)
 
 
-@register("offload-all", optimal_for=CLASS_NONE,
+@register("offload-all", optimal_for=CLASS_NONE, supports=_SUPPORTS,
           description="Store-all with every tape but the last two offloaded after use and "
                       "prefetched one backward ahead (save_on_cpu, overlapped).")
 def solve_offload_all(chain: Chain, budget: int) -> Solution:

@@ -52,6 +52,7 @@ from remat_theory.model.validation import check_bool, check_int, check_positive,
 from remat_theory.model.simulator import simulate
 
 from solvers import registry
+from solvers._options import Option
 from solvers.registry import register
 from solvers.exhaustive import min_feasible_budget as canonical_min_budget
 from solvers.store_all import store_all_schedule
@@ -235,7 +236,16 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
                       f"L <= {DEFAULT_MAX_STAGES} unless max_stages is raised).",
           max_stages=SWEEP_MAX_STAGES, reference_max_stages=SWEEP_MAX_STAGES,
           classes=(classes.OFFLOAD.key, classes.NO_REMAT.key),
-          variants={"exhaustive-offload-only": {"recompute": False}})
+          variants={"exhaustive-offload-only": {"recompute": False}},
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"recompute": Option("bool", "allow recomputation (false: offloading "
+                                       "only, class no-remat+offload)"),
+                   "time_limit": Option("seconds", "stop the search and answer time_limit "
+                                        "with the best proven lower bound", none=True),
+                   "max_stages": Option("int", "the longest chain searched (a guard)",
+                                        minimum=1),
+                   "max_states": Option("int", "the most states kept; past it, answer "
+                                        "time_limit", minimum=1)})
 def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = True,
                              time_limit: float | None = None,
                              max_stages: int = DEFAULT_MAX_STAGES,

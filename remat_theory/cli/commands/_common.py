@@ -91,8 +91,10 @@ def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
     feasible budget (exact within exhaustive search's size guard; beyond, the lower bound
     and the weak DP's minimum, which is feasible: :mod:`solvers.feasibility`)."""
     lb = chain.memory_lower_bound()
-    if budget >= lb and chain.length > EXHAUSTIVE_GUARD:
-        return  # the solver decides (and reports its own smallest budget)
+    if budget >= lb and (chain.length > EXHAUSTIVE_GUARD or chain.has_bandwidth):
+        # the solver decides (and reports its own smallest budget); with a copy channel,
+        # offloading can fit below the single-stream minimum (proofs/offload.md O.1)
+        return
     if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
         raise RematError(f"budget {budget} is below what any schedule needs: every schedule "
                          f"needs at least {lb} bytes (Chain.memory_lower_bound)")

@@ -12,7 +12,7 @@ The channel's speed is given as the ratio of the time to copy a mean tape to the
 forward time (4: slow, 1: even, 0.25: fast).  Makespans are divided by the chain's ideal
 makespan (store-all's time).  The file in benchmarks/results (about 15 minutes on one core):
 
-    python benchmarks/offload_frontier.py --families transformer,resnet --stages 4 \
+    python benchmarks/offload_frontier.py --families transformer --stages 4 \
         --points 4 --time-limit 20 --out benchmarks/results/offload_frontier.json
 """
 from __future__ import annotations

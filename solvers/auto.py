@@ -1,6 +1,6 @@
 """``auto``: the best exact answer the chain's size allows within a time budget.
 
-``remat solve`` uses it when no ``--solver`` is named.  It picks one exact solver from the
+``remat solve`` uses it when no solver is named.  It picks one exact solver from the
 chain's length L and its memory resolution M (the budget, capped at store-all's peak, in
 units of the sizes' gcd), using the solvers' stated complexities and speeds measured on
 this project's benchmark chains (``remat bench solvers``), and returns that solver's answer
@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError, SolverError
+from remat_theory.model.errors import AT_LEAST, RematError, Remedy, SolverError, SolverLimitError
 from remat_theory.model.solution import CLASS_ALL, FEASIBLE, INFEASIBLE, Solution
 
 from solvers import registry
@@ -200,9 +200,11 @@ def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float) -
         if first is not None:  # a baseline's own smallest budget is no claim about others
             return _answer(first[0].replace(min_budget=None), first[1], "no exact solver fits the time limit, and no fast baseline "
                                    "finds a schedule", tried, time_limit)
-        raise SolverError(f"solver 'auto': no solver answered at budget {budget} on "
-                          f"{chain.length} stages ({'; '.join(tried) or 'none fits'}); "
-                          f"name one with --solver, or raise the time limit")
+        raise SolverLimitError(f"solver 'auto': no solver answered at budget {budget} on "
+                               f"{chain.length} stages ({'; '.join(tried) or 'none fits'}); "
+                               f"name a solver explicitly", solver="auto",
+                               remedies=(Remedy(options=(("time_limit", AT_LEAST,
+                                                          2 * time_limit),)),))
     sol, name = best
     return _answer(sol.replace(status=FEASIBLE, min_budget=None), name,
                    f"no exact solver fits {chain.length} stages in the time limit (the slot "

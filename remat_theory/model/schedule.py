@@ -1,10 +1,11 @@
 """Operations and schedules, with their token form (docs/model.md).
 
-Tokens: ``Fn{i}``, ``Fck{i}``, ``Fall{i}``, ``Loss``, ``B{i}``; only in the optional
+Tokens: ``Fn{i}``, ``Fck{i}``, ``Fall{i}``, ``Loss``, ``B{i}``; and, only in the optional
 explicit-deletion extension, ``Dropx{i}`` / ``Dropt{i}`` (free a held plain x_i / tape t_i
 at zero cost); and, only on a chain with a ``bandwidth`` (the two-stream model of
 docs/model.md, "Offloading"), the transfers ``Offx{i}`` / ``Offt{i}`` (copy x_i / t_i to
-the host) and ``Prex{i}`` / ``Pret{i}`` (copy it back).  A schedule's text is its tokens separated by spaces (commas also accepted).
+the host) and ``Prex{i}`` / ``Pret{i}`` (copy it back).  A schedule's text is its tokens
+separated by spaces (commas also accepted).
 """
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ TRANSFER_KINDS = (OFF, PRE)
 TARGET_KINDS = (DROP, OFF, PRE)  # ops that name a value x_i or t_i
 KINDS = (FN, FCK, FALL, LOSS, B, DROP, OFF, PRE)
 
-_TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(\d+)$|^(Loss)$|^(Drop|Off|Pre)([xt])(\d+)$")
+# Stage indices in ASCII digits, without leading zeros (``Fall٠`` and ``Fall00`` are no
+# tokens: ``\d`` would match every script's digits).
+_TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(0|[1-9][0-9]*)$|^(Loss)$"
+                    r"|^(Drop|Off|Pre)([xt])(0|[1-9][0-9]*)$")
+# a token with a badly written index
+_LOOSE = re.compile(r"^(Fn|Fck|Fall|B|Drop[xt]|Off[xt]|Pre[xt])(\d+)$")
+_SEPARATORS = re.compile(r"[ \t\r\n]+")  # between tokens: ASCII whitespace only
 
 
 @dataclass(frozen=True, order=True)
@@ -72,6 +79,18 @@ class Op:
     @classmethod
     def parse(cls, token: str) -> "Op":
         m = _TOKEN.match(token)
+        if not m and isinstance(token, str):
+            loose = _LOOSE.match(token)
+            if loose:
+                digits = loose.group(2)
+                why = ("has a leading zero" if digits.isascii()
+                       else "must be written in ASCII digits 0-9")
+                raise ScheduleParseError(f"op token {token[:30]!r}: stage index {digits[:20]!r} "
+                                         f"{why}")
+            sep = next((c for c in token if c in ",;|" or c.isspace()), None)
+            if sep is not None and len(token) > 1:
+                raise ScheduleParseError(f"op token {token[:30]!r}: tokens are separated by "
+                                         f"spaces, and {sep!r} is no part of a token")
         if not m:
             raise ScheduleParseError(
                 f"unknown op token {token!r} (expected Fn<i>, Fck<i>, Fall<i>, Loss, B<i>, "
@@ -153,7 +172,7 @@ class Schedule(Sequence):
         """Parse the token form, e.g. ``"Fck0 Fn1 Fall2 Loss B2 ..."``."""
         if not isinstance(text, str):
             raise ScheduleParseError(f"schedule text must be a string, got {type(text).__name__}")
-        return cls(t for t in re.split(r"[\s,]+", text.strip()) if t)
+        return cls(t for t in _SEPARATORS.split(text) if t)
 
     def tokens(self) -> list[str]:
         return [o.token for o in self._ops]

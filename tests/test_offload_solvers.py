@@ -223,3 +223,18 @@ def test_infeasible_budget_says_the_smallest_feasible_one():
     assert sol.status == "infeasible" and sol.min_budget == mfb
     assert str(mfb) in sol.message
     assert registry.solve(c, mfb, "exhaustive-offload").status == "optimal"
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 6, max_size=6, overheads=None, unsaved_outputs=None),
+       st.floats(0.1, 10), st.floats(1.0, 10.0), st.sampled_from([0, 1]))
+def test_a_faster_channel_never_lengthens_a_schedule(chain, bandwidth, factor, lookahead):
+    """O.9: the same schedule on a faster channel: same memory, no op later."""
+    slow = chain.replace(bandwidth=bandwidth)
+    fast = chain.replace(bandwidth=bandwidth * factor)
+    sched = offload_all_schedule(slow, lookahead)
+    a, b = simulate(slow, sched), simulate(fast, sched)
+    assert b.peak_memory == a.peak_memory
+    for sa, sb in zip(a.profile, b.profile):
+        assert sb.start <= sa.start + 1e-9 and sb.start + sb.time <= sa.start + sa.time + 1e-9
+    assert b.makespan <= a.makespan + 1e-9

@@ -130,3 +130,19 @@ def test_a_tensor_made_in_forward_survives_the_graph_capture_too():
     got = net.model(net.example_input)
     torch.manual_seed(0)
     assert torch.equal(got, net.model.original_forward(net.example_input))
+
+
+def test_fixed_inputs_of_a_chain_at_its_layers_can_be_replaced():
+    """The prefix reads the chain's fixed inputs at every run: a new attention mask reaches
+    every layer (the eager model with that mask is the oracle)."""
+    net = build("bert", "test")
+    chain = net.model
+    mask = chain.fixed_inputs["attention_mask"].clone()
+    mask[:, -3:] = 0
+    chain.set_inputs(attention_mask=mask)
+    chain.eval()
+    chain.original.eval()
+    with torch.no_grad():
+        want = chain.original(net.example_input, attention_mask=mask).logits
+        assert torch.equal(chain(net.example_input), want)
+        assert torch.equal(chain.original_forward(net.example_input), want)

@@ -60,24 +60,12 @@ def test_each_family_is_captured_at_its_layers_and_holds_what_the_model_holds(na
         assert r["within_budget"], r
         # the drop-in on the DP's schedule trains exactly like the eager model
         assert r["dropin_grads_equal"], r
-        if name != "swin":  # see test_swin_no_grad_forward_differs_in_the_last_bits
+        # the executor too, except on Swin, whose masked window attention computes other
+        # bits without grad (the executor's Fn/Fck) than with it (docs/torch_measurement.md)
+        if name == "swin":
+            assert r["executor_grads_max_abs_diff"] <= 1e-5 * r["grads_scale"], r
+        else:
             assert r["executor_grads_equal"], r
-
-
-def test_swin_no_grad_forward_differs_in_the_last_bits():
-    """Why the executor's gradients on Swin are not bit-equal when it recomputes: Swin's
-    masked window attention computes other bits without grad than with it (another
-    kernel), and the executor's ``Fn``/``Fck`` run without grad, while the drop-in's
-    checkpoints (and the eager model) run their forwards with grad."""
-    net = build("swin", "test")
-    layer = net.model.original.swin.encoder.layers[0].blocks[1]
-    torch.manual_seed(0)
-    x = torch.randn(2, 64, 16)
-    with torch.no_grad():
-        a = layer(x, (8, 8))[0]
-    b = layer(x, (8, 8))[0].detach()
-    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
-    assert not torch.equal(a, b)
 
 
 class _Stack(nn.Module):

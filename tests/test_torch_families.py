@@ -134,3 +134,41 @@ def test_fixed_inputs_of_a_chain_at_its_layers_can_be_replaced():
         want = chain.original(net.example_input, attention_mask=mask).logits
         assert torch.equal(chain(net.example_input), want)
         assert torch.equal(chain.original_forward(net.example_input), want)
+
+
+class _Straight(nn.Module):
+    """A float input straight into the stack, a scale computed in forward and passed to
+    every layer, the last layer's output returned as it is."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(_Block() for _ in range(4))
+
+    def forward(self, x):
+        mask = torch.full_like(x[:1, :1], 0.5)  # held by the chain from run to run
+        for b in self.blocks:
+            x = b(x, mask=mask)
+        return x
+
+
+def test_a_stack_the_input_goes_straight_into():
+    torch.manual_seed(0)
+    m = _Straight()
+    x = torch.randn(256, 8)
+    chain = to_stages(m, x)
+    assert chain.method == "modules"
+    assert chain.labels == ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    m(xa).square().sum().backward()
+    want = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad(set_to_none=True)
+    chain(xb).square().sum().backward()
+    assert all(torch.equal(p.grad, g) for p, g in zip(m.parameters(), want))
+    assert torch.equal(xa.grad, xb.grad)
+    # profiled and run under schedules: predictions exact, gradients the model's
+    from remat_theory.torch.networks import Network, TargetLoss
+    net = Network("straight", chain, x, TargetLoss(torch.randn(256, 8), "mse"))
+    rec = check_network("straight", net=net)
+    assert rec["grads_equal"] and 0.99 <= rec["dropin_over_eager"] <= 1.01, rec
+    for r in rec["runs"]:
+        assert 0.97 <= r["ratio"] <= 1.01 and r["executor_grads_equal"] and r["dropin_grads_equal"], r

@@ -143,6 +143,15 @@ def _hidden_of(c: _Call):
     return None if slot is None else (c.args[0] if slot[0] == "a" else c.kwargs[slot[1]])
 
 
+def _in_place(c: _Call) -> bool:
+    """The call returns (a view of) its input's storage: an in-place ReLU, a flatten; such a
+    module is no layer of its own (its output is no new activation)."""
+    h = _hidden_of(c)
+    ptr = h.untyped_storage().data_ptr()
+    return any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr
+               for t in pytree.tree_leaves(c.output))
+
+
 def _inside(a: _Call, b: _Call) -> bool:
     """Call a happens inside call b."""
     return b.enter < a.enter and a.exit < b.exit
@@ -167,7 +176,8 @@ def find_seams(model: nn.Module, calls: list) -> list:
     for c in calls:
         count[id(c.module)] = count.get(id(c.module), 0) + 1
     cand = [c for c in calls if count[id(c.module)] == 1 and c.exit >= 0
-            and _hidden_slot(c) is not None and not isinstance(c.module, _CONTAINERS)]
+            and _hidden_slot(c) is not None and not isinstance(c.module, _CONTAINERS)
+            and not _in_place(c)]
     gc = [c for c in cand if _is_gc_layer(c.module)]
     if gc:
         seams = [c for c in gc if not any(_inside(o, c) for o in gc if o is not c)]

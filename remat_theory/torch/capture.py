@@ -590,27 +590,35 @@ class _StageBuilder:
         for name in list(gm._buffers):
             if name.startswith("_remat_"):
                 gm._non_persistent_buffers_set.add(name)
-        gm.label = _label(self.model, nodes, self.facts)
+        gm.label = _label(self.model, nodes, self.facts, self.plan.order)
         gm.index = k
         return gm
 
 
-def _label(model, nodes, facts) -> str:
-    """The module a stage covers: the innermost one holding all its activations, or the
-    first..last children of a container."""
-    stacks = [_stack(n) for n in nodes if facts[n].grad and _stack(n)]
-    if not stacks:
-        return "(top level)"
-    common = []
-    for level in zip(*stacks):
-        if any(p != level[0] for p in level):
-            break
-        common.append(level[0])
-    inner = [st[len(common)] for st in stacks if len(st) > len(common)]
-    if common and (not inner or not isinstance(_submodule(model, common[-1]), _CONTAINERS)):
-        return common[-1]
-    first, last = inner[0], inner[-1]
-    return first if first == last else f"{first}..{last}"
+def _label(model, nodes, facts, order) -> str:
+    """The modules a stage runs, by their paths in the model: for each of its activations,
+    the outermost module on its stack whose nodes are all in this stage (a whole layer:
+    ``transformer.h.3``), else the innermost one (part of a layer: ``transformer.h.3.attn``),
+    each named once, in order, a module left out when some of its submodules are named."""
+    every, mine = {}, {}
+    for n in order:
+        for p in _stack(n):
+            every[p] = every.get(p, 0) + 1
+    for n in nodes:
+        for p in _stack(n):
+            mine[p] = mine.get(p, 0) + 1
+    out = []
+    for n in nodes:
+        st = _stack(n)
+        if not st or not facts[n].grad:
+            continue
+        name = next((p for p in st if mine.get(p) == every.get(p)), st[-1])
+        if name not in out:
+            out.append(name)
+    # a module whose submodules are named says no more than they do (a layer's own code:
+    # its residual additions)
+    out = [p for p in out if not any(q.startswith(p + ".") for q in out)]
+    return ", ".join(out) if out else "(top level)"
 
 
 # ------------------------------------------------------------------------ the chain

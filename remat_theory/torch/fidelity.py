@@ -144,6 +144,11 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
                    ratio=run["peak"] / sim.peak_memory, within_budget=run["peak"] <= budget,
                    recomputed=sol.schedule.forward_count() - chain.length,
                    executor_grads_equal=_equal(e_grads, ex_grads)[0],
+                   executor_grads_max_abs_diff=max(
+                       ((a.double() - b.double()).abs().max().item() for a, b in
+                        zip(e_grads, ex_grads) if a is not None and b is not None), default=0.0),
+                   grads_scale=max((g.abs().max().item() for g in e_grads if g is not None),
+                                   default=0.0),
                    dropin_peak=dp_peak + x0b,
                    dropin_ratio=(dp_peak + x0b) / ck.plan.predicted_peak,
                    dropin_same_schedule=same_schedule,

@@ -20,7 +20,8 @@ what the model does (the same kernels, the same masks, the same saved tensors).
 3. **Stages.**  ``n`` seams give ``n + 2`` stages:
 
    * the *prefix* runs the model's forward up to the first seam and returns its hidden
-     state; on the way it records the arguments the parent passes to every seam (the
+     state (where the input goes straight into the first layer, the prefix and that layer
+     are one stage); on the way it records the arguments the parent passes to every seam (the
      other seams are not run: they return stand-ins, and the forward is stopped at the
      last seam);
    * seam ``k`` calls the layer itself, ``layer(x, *args, **kwargs)`` with the arguments
@@ -142,6 +143,15 @@ def _hidden_of(c: _Call):
     return None if slot is None else (c.args[0] if slot[0] == "a" else c.kwargs[slot[1]])
 
 
+def _in_place(c: _Call) -> bool:
+    """The call returns (a view of) its input's storage: an in-place ReLU, a flatten; such a
+    module is no layer of its own (its output is no new activation)."""
+    h = _hidden_of(c)
+    ptr = h.untyped_storage().data_ptr()
+    return any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr
+               for t in pytree.tree_leaves(c.output))
+
+
 def _inside(a: _Call, b: _Call) -> bool:
     """Call a happens inside call b."""
     return b.enter < a.enter and a.exit < b.exit
@@ -166,7 +176,8 @@ def find_seams(model: nn.Module, calls: list) -> list:
     for c in calls:
         count[id(c.module)] = count.get(id(c.module), 0) + 1
     cand = [c for c in calls if count[id(c.module)] == 1 and c.exit >= 0
-            and _hidden_slot(c) is not None and not isinstance(c.module, _CONTAINERS)]
+            and _hidden_slot(c) is not None and not isinstance(c.module, _CONTAINERS)
+            and not _in_place(c)]
     gc = [c for c in cand if _is_gc_layer(c.module)]
     if gc:
         seams = [c for c in gc if not any(_inside(o, c) for o in gc if o is not c)]
@@ -446,8 +457,9 @@ class _Runner:
 
 class SeamStage(nn.Module):
     """One stage of a chain captured at the model's seams (see the module docstring):
-    ``kind`` is ``prefix``, ``layer`` (the layer called directly), ``replay`` or
-    ``suffix``; ``label`` names the modules it runs.  Its submodules are those modules
+    ``kind`` is ``prefix``, ``layer`` (the layer called directly), ``first`` (the prefix
+    run to record the layers' arguments, then the first layer, for a model whose input goes
+    straight into its first layer), ``replay`` or ``suffix``; ``label`` names the modules it runs.  Its submodules are those modules
     (shared with the model), so ``parameters()`` are the ones it trains."""
 
     def __init__(self, runner: _Runner, kind: str, k: int, label: str, modules: list, index: int):
@@ -465,6 +477,8 @@ class SeamStage(nn.Module):
             return r.prefix(x)
         if self.kind == "layer":
             return r.call_seam(self.k, x)
+        if self.kind == "first":  # the input goes straight into the first layer
+            return r.call_seam(0, r.prefix(x))
         return r.replay(self.k, x)
 
     def extra_repr(self) -> str:
@@ -493,8 +507,7 @@ def plan(model, args, kwargs, x0_slot, out_index):
     if not seams:
         raise SeamError("no repeated stack of layers found")
     x0 = args[x0_slot[1]] if x0_slot[0] == "a" else kwargs[x0_slot[1]]
-    if _hidden_of(seams[0]) is x0:
-        raise SeamError(f"the input goes straight into the first layer {seams[0].path}")
+    straight = _hidden_of(seams[0]) is x0  # no prefix: the first stage is the first layer
     for a, b in zip(seams, seams[1:]):
         if _inside(a, b) or _inside(b, a) or a.exit > b.enter:
             raise SeamError(f"layers {a.path} and {b.path} overlap")
@@ -538,9 +551,14 @@ def plan(model, args, kwargs, x0_slot, out_index):
     # what each stage runs, for its label and its parameters
     first, last = seams[0], seams[-1]
     pre = [c for c in _maximal(calls, -1, first.enter, ()) if c not in _ancestors(calls, first)]
-    specs = [("prefix", 0, pre)]
+    if straight and (pre or not made[0].direct):
+        raise SeamError(f"the input goes straight into the first layer {first.path}, and "
+                        f"other code runs before it")
+    specs = [] if straight else [("prefix", 0, pre)]
     for k, s in enumerate(seams):
-        if made[k].direct:
+        if straight and k == 0:
+            specs.append(("first", 0, [s]))
+        elif made[k].direct:
             specs.append(("layer", k, [s]))
         else:
             nxt = seams[k + 1]
@@ -576,7 +594,7 @@ def build_stages(model, args, kwargs, x0_slot, out_index, dense=False):
         for c in calls:
             mods.append(c.module)
             covered.update(id(p) for p in c.module.parameters())
-        label = (seams[k].path if kind == "layer" else _label(calls[:1]) + " + " + _label(calls[1:])
+        label = (seams[k].path if kind in ("layer", "first") else _label(calls[:1]) + " + " + _label(calls[1:])
                  if kind == "replay" and len(calls) > 1 else _label(calls))
         stages.append(SeamStage(runner, kind, k, label, mods, idx))
     rest = [p for p in model.parameters() if id(p) not in covered]

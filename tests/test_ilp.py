@@ -859,3 +859,4 @@ def test_a_failing_back_end_is_retried_by_another(monkeypatch):
     monkeypatch.setattr(backends, "_run_cbc", broken)
     with pytest.raises(backends.IlpError, match="every MIP back end failed"):
         solvers.solve(chain, budget, "ilp", passes=2, pairs=True)
+

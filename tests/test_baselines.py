@@ -26,7 +26,7 @@ from remat_theory.strategies import chains, chains_and_budgets
 from solvers._schedules import segments_cost, segments_schedule
 from solvers.chen import greedy_plan, sqrt_checkpoints
 from solvers.gruslys import VARIANTS, gruslys_table, min_units, units
-from solvers.periodic import periodic_checkpoints
+from solvers.periodic import periodic_checkpoints, periodic_costs
 from solvers.recompute_all import recompute_all_schedule
 from solvers.revolve import (beta, revolve_advances, revolve_schedule, revolve_split,
                              slot_budget)
@@ -141,6 +141,32 @@ def test_periodic_picks_the_fastest_k_that_fits(chain):
     assert below.status == INFEASIBLE and below.min_budget == smallest
     fixed = solvers.solve(chain, costs[L][1], "periodic", segments=L)
     assert fixed.status == FEASIBLE and fixed.peak_memory == costs[L][1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains(1, 40, max_size=12, overheads=None, fall_costs=None, unsaved_outputs=None))
+def test_every_k_at_once_equals_the_closed_form_of_each(chain):
+    """periodic_costs (prefix sums and block maxima shared by every k of one segment size)
+    against segments_cost, k by k (itself checked against the simulator)."""
+    L = chain.length
+    ks, makespans, peaks = periodic_costs(chain)
+    assert list(ks) == list(range(1, L + 1))
+    for k, m, p in zip(ks, makespans, peaks):
+        ref_m, ref_p = segments_cost(chain, periodic_checkpoints(L, int(k)))
+        assert int(p) == ref_p, k
+        assert m == pytest.approx(ref_m, rel=1e-12, abs=1e-12), k
+
+
+def test_a_time_limit_stops_the_sweep_over_k_with_what_it_evaluated():
+    """Deadline-aware: an expired deadline still evaluates k = 1 (an answer), and says so."""
+    from solvers._deadline import Deadline
+
+    chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
+    ks, _, _ = periodic_costs(chain, Deadline(1e-9))
+    assert list(ks) == [1]
+    sol = solvers.solve(chain, chain.store_all_memory() // 2, "periodic", time_limit=1e-9)
+    assert sol.info["ks_evaluated"] >= 1 and "time limit" in sol.message
+    assert sol.min_budget is None  # not every k was evaluated: no claim
 
 
 # --------------------------------------------------------------------------- Chen et al.

@@ -139,6 +139,8 @@ def test_tasks_are_deterministic_and_do_not_depend_on_the_worker_count():
 
 @pytest.mark.parametrize("argv, field", [
     (["--stages", "5:3"], "stage range"),
+    # issue #29: refused before any chain is built (it worked 62 s before an error)
+    (["--stages", "2:1000000"], "max_stages = 1,000,000"),
     (["--solvers", "no-such-solver"], "no-such-solver"),
     (["--families", "lstm"], "lstm"),
 ])

@@ -152,6 +152,11 @@ class ChainTask:
                 + (", unsaved_outputs=True)" if self.unsaved_outputs else ")"))
 
 
+#: Longest chain of a sweep: past it the class DPs alone (O(L^3) and O(L^4) tables) are
+#: refused or run for hours, and generating the chains takes longer than the sweep's point.
+MAX_STAGES = 2_000
+
+
 @dataclass
 class VerifyConfig:
     """Parameters of a sweep (the options of ``remat verify``)."""
@@ -182,6 +187,11 @@ class VerifyConfig:
         if self.min_stages > self.max_stages:
             raise RematError(f"stage range {self.min_stages}:{self.max_stages} is empty "
                              "(min above max)")
+        if self.max_stages > MAX_STAGES:  # before any chain is built (seconds per 100,000)
+            raise RematError(f"max_stages = {self.max_stages:,} is above {MAX_STAGES:,}: a sweep "
+                             f"solves every chain with every solver and its exact reference; "
+                             f"time one long chain with remat solve --time-limit, or sweep "
+                             f"MIN:MAX up to {MAX_STAGES:,}")
         check_int(self.seed, "seed", minimum=0)
         if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             raise RematError(f"time_limit = {self.time_limit!r} must be a positive number of seconds")

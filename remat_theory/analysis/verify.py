@@ -233,11 +233,6 @@ def resolve_solvers(requested) -> tuple:
     return tuple(out)
 
 
-def solve_with_options(chain: Chain, budget: int, name: str, options: dict):
-    """:func:`solvers.solve` with the options as a dict (kept for callers of this name)."""
-    return solvers.solve(chain, budget, name, **options)
-
-
 def schedule_class_of(chain: Chain, schedule) -> str:
     """The key of the smallest class of :data:`CLASS_RANK` that ``schedule`` belongs to,
     decided by the rules (:func:`remat_theory.model.classes.classify`), not by what a
@@ -294,7 +289,7 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
            "wall_time": 0.0, "error": None, "schedule_class": None, "message": ""}
     t0 = time.perf_counter()
     try:
-        sol = solve_with_options(chain, budget, name, options)
+        sol = solvers.solve(chain, budget, name, **options)
     except InfeasibleBudgetError as e:  # a solver saying "infeasible" by raising
         rec.update(status=INFEASIBLE, min_budget=e.smallest_feasible,
                    optimal_for=info.optimal_for if info.exact else CLASS_NONE,

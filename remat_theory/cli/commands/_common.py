@@ -58,6 +58,14 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def name_list(text: str) -> tuple:
+    """argparse type for a list of names separated by commas or spaces (solvers, families)."""
+    items = tuple(t for t in (s.strip() for s in text.replace(" ", ",").split(",")) if t)
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing")
+    return items
+
+
 def _default(o):
     if hasattr(o, "to_dict"):
         return o.to_dict()

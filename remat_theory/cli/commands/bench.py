@@ -12,7 +12,7 @@ from remat_theory.analysis import benchmark as bm
 from remat_theory.model.errors import RematError
 from remat_theory.cli.commands._common import positive_float, positive_int
 from remat_theory.cli.commands._common import stdout_to_stderr
-from remat_theory.cli.commands.verify import name_list
+from remat_theory.cli.commands._common import name_list
 
 NAME = "bench"
 ORDER = 60

@@ -8,7 +8,7 @@ from remat_theory.analysis import families
 from remat_theory.model.errors import RematError
 from remat_theory.cli.commands._common import budget_arg, load_chain, positive_float, positive_int, print_json
 from remat_theory.cli.commands._common import stdout_to_stderr
-from remat_theory.cli.commands.verify import name_list
+from remat_theory.cli.commands._common import name_list
 
 NAME = "plot"
 ORDER = 70

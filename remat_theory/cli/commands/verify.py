@@ -14,7 +14,8 @@ import solvers
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.verify import (DEFAULT_FAMILIES, VerifyConfig, default_max_stages_for,
                                           format_table, run_verify)
-from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr
+from remat_theory.cli.commands._common import (name_list, positive_float, positive_int, print_json,
+                                              stdout_to_stderr)
 
 NAME = "verify"
 ORDER = 40
@@ -42,13 +43,6 @@ def stage_range(text: str) -> tuple:
     if lo < 1 or hi < lo:
         raise argparse.ArgumentTypeError(f"stage range {text!r} needs 1 <= MIN <= MAX")
     return lo, hi
-
-
-def name_list(text: str) -> tuple:
-    items = tuple(t for t in (s.strip() for s in text.replace(" ", ",").split(",")) if t)
-    if not items:
-        raise argparse.ArgumentTypeError(f"{text!r} names nothing")
-    return items
 
 
 def stage_caps(text: str) -> tuple:

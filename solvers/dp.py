@@ -71,12 +71,13 @@ from numpy.lib.stride_tricks import as_strided
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverError, SolverOptionError
-from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_bool, check_slots,
                                 check_time_limit, peak, refuse_if_too_big, slot_info,
                                 all_sizes, time_up)
+from solvers._schedules import unfold
 from solvers.registry import register
 
 __all__ = ["PersistentTable", "UnitChain", "min_feasible_budget", "min_memory_table",
@@ -371,34 +372,22 @@ class PersistentTable:
         return arg
 
     def schedule(self, m: int) -> Schedule:
-        """Rebuild the optimal schedule of W(0, L, m) (iterative: no recursion limit)."""
+        """Rebuild the optimal schedule of W(0, L, m) (:func:`solvers._schedules.unfold`)."""
         uc = self.uc
-        ops: list[Op] = []
-        stack: list = [("seg", 0, uc.L, m)]
-        while stack:
-            item = stack.pop()
-            if item[0] == "op":
-                ops.append(item[1])
-                continue
+
+        def expand(item):
             _, s, t, mm = item
-            self.deadline.check("rebuilding the schedule")
             c = self.choice(s, t, mm)
             if c is None:
-                if s == uc.L:
-                    ops.append(LOSS_OP)
-                else:
-                    ops += [Fall(s), Bwd(s)]
-            elif c == "A":
-                ops.append(Fall(s))
-                stack.append(("op", Bwd(s)))
-                stack.append(("seg", s + 1, t, mm - int(uc.dA[s])))
-            else:
-                k = c
-                ops.append(Fck(s))
-                ops += [Fn(j) for j in range(s + 1, k)]
-                stack.append(("seg", s, k - 1, mm))
-                stack.append(("seg", k, t, mm - int(uc.x[k])))
-        return Schedule(ops)
+                return ([LOSS_OP] if s == uc.L else [Fall(s), Bwd(s)]), ()
+            if c == "A":
+                return [Fall(s)], (("seg", s + 1, t, mm - int(uc.dA[s])), Bwd(s))
+            k = c
+            return ([Fck(s)] + [Fn(j) for j in range(s + 1, k)],
+                    (("seg", k, t, mm - int(uc.x[k])), ("seg", s, k - 1, mm)))
+
+        return unfold(("seg", 0, uc.L, m), expand,
+                      lambda: self.deadline.check("rebuilding the schedule"))
 
 
 def table_dtype(uc: UnitChain):

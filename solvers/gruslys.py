@@ -47,7 +47,7 @@ from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
 from remat_theory.model.validation import check_choice, option_owner
 
-from solvers._schedules import advance, replay, stored_segment
+from solvers._schedules import advance, replay, stored_segment, unfold
 from solvers.registry import register
 
 VARIANTS = ("hidden", "internal", "mixed")
@@ -123,40 +123,28 @@ def gruslys_table(length: int, m: int, alpha: int, variant: str):
 
 
 def gruslys_schedule(chain: Chain, m: int, alpha: int, kind, arg) -> Schedule:
-    """Follow the table's choices from (0, L, m) into a schedule."""
+    """Follow the table's choices from (0, L, m) into a schedule
+    (:func:`solvers._schedules.unfold`)."""
     L = chain.length
-    ops = []
-    stack = [("rev", 0, L, m)]
-    while stack:
-        item = stack.pop()
-        if item[0] == "op":
-            ops.append(item[1])
-            continue
+
+    def expand(item):
         _, a, b, u = item
         l = b - a
         if l == 0:
-            if b == L:
-                ops.append(LOSS_OP)  # the tape just recorded holds x_L
-            continue
+            return ([LOSS_OP] if b == L else []), ()  # the tape just recorded holds x_L
         if l == 1:
-            ops.extend(stored_segment(chain, a, b))
-            continue
+            return stored_segment(chain, a, b), ()
         k, off = int(kind[l, u]), int(arg[l, u])
         if k == _HIDDEN:
-            ops.extend(advance(a, a + off))
-            stack.append(("rev", a, a + off, u))
-            stack.append(("rev", a + off, b, u - 1))
-        elif k == _INTERNAL:
+            return advance(a, a + off), (("rev", a + off, b, u - 1), ("rev", a, a + off, u))
+        if k == _INTERNAL:
             y = a + off
-            if off:
-                ops.extend(advance(a, y))
-            ops.append(Fall(y))
-            stack.append(("rev", a, y, u))
-            stack.append(("op", Bwd(y)))
-            stack.append(("rev", y + 1, b, u - alpha - (1 if off else 0)))
-        else:  # pragma: no cover - l >= 2 entries with a finite cost always have a choice
-            raise SolverContractError(f"gruslys: no choice recorded for {l} stages and {u} units")
-    return Schedule(ops)
+            return ((advance(a, y) if off else []) + [Fall(y)],
+                    (("rev", y + 1, b, u - alpha - (1 if off else 0)), Bwd(y), ("rev", a, y, u)))
+        # pragma: no cover - l >= 2 entries with a finite cost always have a choice
+        raise SolverContractError(f"gruslys: no choice recorded for {l} stages and {u} units")
+
+    return unfold(("rev", 0, L, m), expand)
 
 
 @register("gruslys", optimal_for="none",

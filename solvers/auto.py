@@ -71,8 +71,17 @@ DP_CELL_S, DP_UNIT_S = 2e-7, 1e-8
 #: Largest table (bytes) auto lets a DP build: a fraction of a small machine's memory.
 MAX_TABLE_BYTES = 2 * 2 ** 30
 #: Fast baselines for chains too long for any exact solver in the time budget (all run
-#: in about a second on 2,000 stages), in the canonical model (no Drop).
-FALLBACK = ("chen-greedy", "periodic", "revolve", "chen-sqrt")
+#: in about a second on 2,000 stages), in the canonical model (no Drop), cheapest first,
+#: with their time relative to the first (10,000 stages: chen-sqrt 3.3 s, chen-greedy 3.8,
+#: periodic 4.3, revolve 16.6; mostly the registry's replay of their schedules).
+FALLBACK = ("chen-sqrt", "chen-greedy", "periodic", "revolve")
+FALLBACK_COST = {"chen-sqrt": 1.0, "chen-greedy": 1.2, "periodic": 1.3, "revolve": 5.0}
+#: Seconds per stage of the cheapest baseline, its replay included (3.3e-4 measured at 10,000
+#: stages on a loaded 2-core machine): below the time left it is not started, and auto
+#: refuses up front rather than answer past its time limit.
+FALLBACK_SECONDS_PER_STAGE = 3e-4
+#: What a time limit may be overrun by (the checks of issue #29: T + 10% + 2 s).
+OVERRUN_S = 2.0
 
 
 def memory_units(chain: Chain, budget: int) -> int:
@@ -294,18 +303,39 @@ def _undecided(chain: Chain, budget: int, class_min: int | None, info: dict,
 
 def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float, proofs: list,
               deadline: Deadline) -> Solution:
-    """Best fast baseline: no exact solver answered within the time limit."""
+    """Best fast baseline: no exact solver answered within the time limit.  Each runs only
+    when its estimate (the first one's measured time, scaled by :data:`FALLBACK_COST`) fits
+    the time left; when not even the first fits, auto refuses, naming a limit that would."""
     best = None
+    first = FALLBACK_SECONDS_PER_STAGE * chain.length
+    if last is None and first > deadline.remaining() + OVERRUN_S:
+        need = math.ceil(first * 1.5 + (time_limit - deadline.remaining()))
+        raise SolverError(f"solver 'auto': {chain.length:,} stages: no solver answers within "
+                          f"the time limit of {time_limit:g} s (no exact solver fits, and the "
+                          f"fastest baseline, {FALLBACK[0]}, needs about {first:.0f} s with the "
+                          f"replay of its schedule); raise the time limit to about {need} s, "
+                          f"or name a solver")
+    per_unit = None  # measured seconds of one unit of FALLBACK_COST
     for name in FALLBACK:
         if name not in registry.names():
             continue
-        if best is not None and deadline.expired():
-            break
+        cost = FALLBACK_COST.get(name, 1.0)
+        guess = (per_unit if per_unit is not None else FALLBACK_SECONDS_PER_STAGE
+                 * chain.length) * cost
+        if best is not None and guess > deadline.remaining() + OVERRUN_S / 2:
+            tried.append(f"{name}: not run (about {guess:.1f} s, past the time limit)")
+            continue
+        opts = {}
+        if "time_limit" in registry.get(name).options:
+            opts["time_limit"] = deadline.remaining(0.05)
+        t0 = time.perf_counter()
         try:
-            sol = registry.solve(chain, budget, name)
+            sol = registry.solve(chain, budget, name, **opts)
         except RematError as e:
             tried.append(f"{name}: {e}")
             continue
+        if per_unit is None:
+            per_unit = (time.perf_counter() - t0) / cost
         tried.append(f"{name}: {sol.status}")
         if sol.schedule is not None and (best is None or sol.makespan < best[0].makespan):
             best = (sol, name)

@@ -75,13 +75,19 @@ _INF = float("inf")
 _OPTION = option_owner(NAME)
 
 
+def _states_bound(L: int) -> str:
+    """4^L (L+2), the states of a chain of L stages, written out while it is short enough to
+    read (a 10,000-stage chain's has 6,000 digits: Python refuses to print it)."""
+    return f"{4 ** L * (L + 2):,}" if L <= 40 else f"4^{L} x {L + 2:,}"
+
+
 def _check_size(chain: Chain, max_stages: int) -> None:
     max_stages = check_int(max_stages, "max_stages", minimum=1, error=SolverOptionError,
                            owner=_OPTION)
     if chain.length > max_stages:
         raise SolverOptionError(
             f"exhaustive search on {chain.length} stages would explore up to "
-            f"{4 ** chain.length * (chain.length + 2):,} states; max_stages = {max_stages} "
+            f"{_states_bound(chain.length)} states; max_stages = {max_stages} "
             f"(raise max_stages to force it)")
 
 

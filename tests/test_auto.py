@@ -61,7 +61,12 @@ def test_a_short_time_limit_discretizes_or_falls_back():
     plan = auto.plan(chain, budget, 1.0)
     assert [n for n, _, _ in plan] == ["dp"] and "slots" in plan[0][1]
     sol = solvers.solve(chain, budget, "auto", time_limit=1.0)
-    assert sol.info["answered_by"] == "dp" and sol.info["slots"] == plan[0][1]["slots"]
+    assert sol.info["auto_tried"][0].startswith("dp: ")
+    if sol.info["answered_by"] == "dp":
+        assert sol.info["slots"] == plan[0][1]["slots"]
+    else:  # a loaded machine: the slot DP reached the limit, a baseline answered
+        assert sol.info["auto_tried"][0] == "dp: time_limit"
+        assert sol.info["answered_by"] in auto.FALLBACK
     assert simulate(chain, sol.schedule, budget).makespan == pytest.approx(sol.makespan)
     assert sol.info["auto_time_limit"] == 1.0
 
@@ -70,7 +75,9 @@ def test_a_short_time_limit_discretizes_or_falls_back():
     assert auto.plan(long, budget, 0.1) == []
     sol = solvers.solve(long, budget, "auto", time_limit=0.1)
     assert sol.status == FEASIBLE and sol.info["answered_by"] in auto.FALLBACK
-    best = min(solvers.solve(long, budget, n).makespan for n in auto.FALLBACK)
+    ran = [t.split(":")[0] for t in sol.info["auto_tried"] if "not run" not in t]
+    assert ran[0] == auto.FALLBACK[0]  # the cheapest always runs
+    best = min(solvers.solve(long, budget, n).makespan for n in ran)  # of those that fit
     assert sol.makespan == best and "not proven optimal" in sol.message
 
 
@@ -167,3 +174,12 @@ def test_auto_agrees_with_exhaustive_on_feasibility(cb):
         assert sol.makespan == pytest.approx(exact.makespan, rel=1e-9)
     if sol.schedule is not None:
         assert sol.makespan >= exact.makespan * (1 - 1e-9)
+
+
+def test_a_chain_too_long_for_the_time_limit_is_refused_up_front(monkeypatch):
+    """Issue #29: a time limit holds at any size.  When not even the fastest baseline (its
+    replay included) fits, auto refuses before any work, naming a limit that would do."""
+    chain = Chain.homogeneous(2000, x_size=1, tape_size=1)
+    monkeypatch.setattr(auto, "FALLBACK_SECONDS_PER_STAGE", 1.0)  # as if 2,000 s were needed
+    with pytest.raises(SolverError, match=r"raise the time limit to about \d+ s"):
+        solvers.solve(chain, chain.store_all_memory() // 2, "auto", time_limit=1.0)

@@ -45,12 +45,14 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverContractError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_choice, option_owner
+from remat_theory.model.validation import check_choice, check_positive, option_owner
 
+from solvers._deadline import Deadline, DeadlineExpired
 from solvers._schedules import advance, replay, stored_segment, unfold
 from solvers.registry import register
 
 VARIANTS = ("hidden", "internal", "mixed")
+NEVER = Deadline(None)
 _LEAF, _HIDDEN, _INTERNAL = 0, 1, 2
 
 
@@ -81,9 +83,14 @@ def min_units(length: int, alpha: int, variant: str) -> int:
     return alpha if length == 2 else alpha + 1
 
 
-def gruslys_table(length: int, m: int, alpha: int, variant: str):
+#: Largest table (bytes: C, kind and arg, 13 per entry) built; above it the solver refuses.
+MAX_TABLE_BYTES = 2 * 2 ** 30
+
+
+def gruslys_table(length: int, m: int, alpha: int, variant: str, deadline: Deadline = NEVER):
     """C[l, u] (forwards to reverse l stages with u units, inf if impossible) for l <= length,
-    u <= m, and the choice (kind, offset) at each entry."""
+    u <= m, and the choice (kind, offset) at each entry; ``deadline`` is checked once per
+    row (:class:`DeadlineExpired`)."""
     L, M = length, m
     INF = math.inf
     C = np.full((L + 1, M + 1), INF)
@@ -95,6 +102,7 @@ def gruslys_table(length: int, m: int, alpha: int, variant: str):
     hidden = variant in ("hidden", "mixed")
     internal = variant in ("internal", "mixed")
     for l in range(2, L + 1):
+        deadline.check(f"building the table (row {l} of {L})")
         best = np.full(M + 1, INF)
         bkind = np.zeros(M + 1, dtype=np.int8)
         barg = np.zeros(M + 1, dtype=np.int32)
@@ -149,9 +157,17 @@ def gruslys_schedule(chain: Chain, m: int, alpha: int, kind, arg) -> Schedule:
 
 @register("gruslys", optimal_for="none",
           description="Gruslys et al. 2016 BPTT dynamic programs (hidden / internal / mixed states), unit slots.")
-def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solution:
+def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed",
+                  time_limit: float | None = None) -> Solution:
+    """The DP of the variant (module docstring); ``time_limit`` (seconds) stops the O(L^2 m)
+    table (status ``time_limit``, no schedule), and a table over :data:`MAX_TABLE_BYTES` is
+    refused up front."""
     check_choice(variant, "variant", VARIANTS, error=SolverOptionError,
                  owner=option_owner("gruslys"))
+    if time_limit is not None:
+        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
+                                    owner=option_owner("gruslys"), unit="seconds")
+    deadline = Deadline(time_limit)
     L = chain.length
     X, alpha, R = units(chain)
     m = memory_units(chain, budget)
@@ -166,7 +182,17 @@ def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solut
     # Beyond this many units every option is available everywhere: more cannot help.
     cap = (L - 1) * (alpha + 1) + 1
     mm = min(m, cap)
-    C, kind, arg = gruslys_table(L, mm, alpha, variant)
+    table = 13 * (L + 1) * (mm + 1)
+    if table > MAX_TABLE_BYTES:
+        raise SolverOptionError(
+            f"solver 'gruslys': {L:,} stages with {mm:,} units of {X} bytes would need a table "
+            f"of {table / 2 ** 30:.1f} GiB (limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB); use "
+            f"revolve or chen-sqrt, or a smaller budget")
+    try:
+        C, kind, arg = gruslys_table(L, mm, alpha, variant, deadline)
+    except DeadlineExpired as e:
+        return Solution.time_limit("gruslys", budget, info=info,
+                                   message=f"{e}: no schedule (not proven optimal)")
     forwards = C[L, mm]
     if not math.isfinite(forwards):  # pragma: no cover - min_units guarantees a finite entry
         raise SolverContractError(f"gruslys: no finite cost with {mm} units although {need} suffice")

@@ -399,3 +399,20 @@ def test_baselines_are_never_better_than_the_persistent_dp_on_family_chains(fami
                 continue
             assert dp.status == OPTIMAL, (name, budget)
             assert sol.makespan >= dp.makespan - 1e-9 * dp.makespan, (name, budget)
+
+
+def test_gruslys_stops_at_its_time_limit_and_refuses_a_table_too_large(monkeypatch):
+    """Issue #29 (limits at any size): the O(L^2 m) table ran past any limit (10,000
+    stages: killed after 120 s)."""
+    from remat_theory.model.errors import SolverOptionError
+    from remat_theory.model.solution import TIME_LIMIT
+
+    chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
+    sol = solvers.solve(chain, 100, "gruslys", time_limit=1e-9)
+    assert sol.status == TIME_LIMIT and sol.schedule is None
+    assert "not proven optimal" in sol.message
+    import solvers.gruslys as gruslys
+
+    monkeypatch.setattr(gruslys, "MAX_TABLE_BYTES", 13 * 3001 * 100)  # 100 units
+    with pytest.raises(SolverOptionError, match="GiB"):
+        solvers.solve(chain, chain.store_all_memory(), "gruslys", time_limit=5)

@@ -416,3 +416,13 @@ def test_gruslys_stops_at_its_time_limit_and_refuses_a_table_too_large(monkeypat
     monkeypatch.setattr(gruslys, "MAX_TABLE_BYTES", 13 * 3001 * 100)  # 100 units
     with pytest.raises(SolverOptionError, match="GiB"):
         solvers.solve(chain, chain.store_all_memory(), "gruslys", time_limit=5)
+
+
+def test_dtr_stops_at_its_time_limit():
+    """Issue #29: DTR's eviction scan is O(L) per eviction (10,000 stages: past 120 s)."""
+    from remat_theory.model.solution import TIME_LIMIT
+
+    chain = Chain.homogeneous(2000, x_size=1, tape_size=1)
+    sol = solvers.solve(chain, 50, "dtr", time_limit=1e-9)
+    assert sol.status == TIME_LIMIT and sol.schedule is None
+    assert "not proven optimal" in sol.message

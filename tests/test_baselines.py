@@ -426,3 +426,15 @@ def test_dtr_stops_at_its_time_limit():
     sol = solvers.solve(chain, 50, "dtr", time_limit=1e-9)
     assert sol.status == TIME_LIMIT and sol.schedule is None
     assert "not proven optimal" in sol.message
+
+
+def test_recompute_all_refuses_a_quadratic_schedule_past_its_limits():
+    """Issue #29: 10,000 stages make 50 million operations (killed after 120 s)."""
+    from remat_theory.model.errors import SolverOptionError
+
+    chain = Chain.homogeneous(7000, x_size=1, tape_size=1)
+    with pytest.raises(SolverOptionError, match=f"{7000 * 7001 // 2 + 2 * 7000:,} operations"):
+        solvers.solve(chain, chain.store_all_memory(), "recompute-all")
+    small = Chain.homogeneous(300, x_size=1, tape_size=1)
+    with pytest.raises(SolverOptionError, match="past the time limit of 0.01 s"):
+        solvers.solve(small, small.store_all_memory(), "recompute-all", time_limit=0.01)

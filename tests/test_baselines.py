@@ -438,3 +438,19 @@ def test_recompute_all_refuses_a_quadratic_schedule_past_its_limits():
     small = Chain.homogeneous(300, x_size=1, tape_size=1)
     with pytest.raises(SolverOptionError, match="past the time limit of 0.01 s"):
         solvers.solve(small, small.store_all_memory(), "recompute-all", time_limit=0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 12, max_size=9, overheads=None), st.integers(0, 400))
+def test_revolve_takes_the_most_slots_whose_budget_fits(chain, budget):
+    """The slot count in closed form (M(s) is linear in s) against the search it replaced."""
+    from solvers.revolve import slot_budget
+
+    sol = solvers.solve(chain, budget, "revolve")
+    if slot_budget(chain, 1) > budget:
+        assert sol.status == INFEASIBLE
+        return
+    s = 1
+    while s < chain.length and slot_budget(chain, s + 1) <= budget:
+        s += 1
+    assert sol.info["slots"] == s

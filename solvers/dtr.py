@@ -28,14 +28,13 @@ form).  It always terminates: every recomputation chain is at most L forwards lo
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverContractError, SolverOptionError
+from remat_theory.model.errors import SolverContractError
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Fck, Op, Schedule
 from remat_theory.model.simulator import State, transition
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_positive, option_owner
 
 from solvers._deadline import Deadline, DeadlineExpired
-from solvers.registry import register
+from solvers.registry import Option, register
 
 
 class _Stuck(Exception):
@@ -144,15 +143,14 @@ class _DTR:
                 self.last_use[i] = self.clock
 
 
-@register("dtr", optimal_for="none", may_drop=True,
+@register("dtr", optimal_for="none", may_drop=True, supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": Option("seconds", "stops the run (status time_limit, no "
+                                        "schedule)", none=True)},
           description="DTR-style online eviction (smallest cost/(size*staleness) first), recompute on demand; uses Drop.")
 def solve_dtr(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
     """DTR's run of the program (module docstring); ``time_limit`` (seconds, checked before
     every operation: its eviction scan is O(L) per eviction) stops it with status
     ``time_limit`` and no schedule."""
-    if time_limit is not None:
-        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
-                                    owner=option_owner("dtr"), unit="seconds")
     if chain.x_size[0] > budget:
         return Solution.infeasible("dtr", budget, allows_drop=True,
                                    message=f"the input x0 alone ({chain.x_size[0]}) exceeds the "

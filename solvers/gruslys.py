@@ -45,11 +45,10 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverContractError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_choice, check_positive, option_owner
 
 from solvers._deadline import Deadline, DeadlineExpired
 from solvers._schedules import advance, replay, stored_segment, unfold
-from solvers.registry import register
+from solvers.registry import Option, register
 
 VARIANTS = ("hidden", "internal", "mixed")
 NEVER = Deadline(None)
@@ -155,18 +154,17 @@ def gruslys_schedule(chain: Chain, m: int, alpha: int, kind, arg) -> Schedule:
     return unfold(("rev", 0, L, m), expand)
 
 
-@register("gruslys", optimal_for="none",
+@register("gruslys", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"variant": Option("choice", "which of the paper's dynamic programs",
+                                     choices=VARIANTS),
+                   "time_limit": Option("seconds", "stops the O(L^2 m) table (status "
+                                        "time_limit, no schedule)", none=True)},
           description="Gruslys et al. 2016 BPTT dynamic programs (hidden / internal / mixed states), unit slots.")
 def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed",
                   time_limit: float | None = None) -> Solution:
     """The DP of the variant (module docstring); ``time_limit`` (seconds) stops the O(L^2 m)
     table (status ``time_limit``, no schedule), and a table over :data:`MAX_TABLE_BYTES` is
     refused up front."""
-    check_choice(variant, "variant", VARIANTS, error=SolverOptionError,
-                 owner=option_owner("gruslys"))
-    if time_limit is not None:
-        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
-                                    owner=option_owner("gruslys"), unit="seconds")
     deadline = Deadline(time_limit)
     L = chain.length
     X, alpha, R = units(chain)

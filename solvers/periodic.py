@@ -30,13 +30,11 @@ from __future__ import annotations
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_positive, option_owner
 
 from solvers._deadline import Deadline
-from solvers._schedules import check_int_option, chain_arrays, segments_cost, segments_schedule
-from solvers.registry import register
+from solvers._schedules import chain_arrays, segments_cost, segments_schedule
+from solvers.registry import Option, register
 
 
 def periodic_checkpoints(length: int, segments: int) -> list[int]:
@@ -123,21 +121,19 @@ def periodic_costs(chain: Chain, deadline: Deadline | None = None,
     return np.asarray(out_k), np.asarray(out_m), np.asarray(out_p, dtype=np.int64)
 
 
-@register("periodic", optimal_for="none",
+@register("periodic", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"segments": Option("int", "use exactly this many segments instead of the "
+                                      "best that fits", minimum=1, maximum="L", none=True),
+                   "time_limit": Option("seconds", "stops the sweep over k (the best of the "
+                                        "ks evaluated answers)", none=True)},
           description="torch checkpoint_sequential: k-1 equal checkpointed segments, the rest stored; best k that fits.")
 def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None,
                    time_limit: float | None = None) -> Solution:
     """The fastest k that fits (module docstring); ``time_limit`` (seconds) stops the sweep
     over k, which then answers with the best of the ks evaluated (``info["ks_evaluated"]``)."""
     L = chain.length
-    if time_limit is not None:
-        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
-                                    owner=option_owner("periodic"), unit="seconds")
     deadline = Deadline(time_limit)
-    if segments is not None:
-        ks = [check_int_option("periodic", "segments", segments, 1, L)]
-    else:
-        ks = None
+    ks = [segments] if segments is not None else None
     evaluated, makespans, peaks = periodic_costs(chain, deadline, ks)
     smallest = int(peaks.min())
     fits = np.flatnonzero(peaks <= budget)

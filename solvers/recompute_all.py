@@ -16,10 +16,9 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_positive, option_owner
 
 from solvers._schedules import advance, fixed_schedule_solution
-from solvers.registry import register
+from solvers.registry import Option, register
 
 
 def recompute_all_schedule(chain: Chain) -> Schedule:
@@ -44,7 +43,9 @@ MAX_OPS = 20_000_000
 SECONDS_PER_OP = 3e-5
 
 
-@register("recompute-all", optimal_for="none",
+@register("recompute-all", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": Option("seconds", "refuses up front a schedule whose build "
+                                        "and replay are estimated past it", none=True)},
           description="Keep only x_0; recompute from it before every backward (L(L+1)/2 forwards).")
 def solve_recompute_all(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
     """Its one schedule (module docstring); refused up front when it has more than
@@ -52,9 +53,6 @@ def solve_recompute_all(chain: Chain, budget: int, *, time_limit: float | None =
     replaying it is estimated past the limit."""
     L = chain.length
     ops = L * (L + 1) // 2 + 2 * L
-    if time_limit is not None:
-        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
-                                    owner=option_owner("recompute-all"), unit="seconds")
     seconds = ops * SECONDS_PER_OP
     if ops > MAX_OPS or (time_limit is not None and seconds > time_limit):
         raise SolverOptionError(

@@ -44,12 +44,12 @@ is attempted.
 """
 from __future__ import annotations
 
+import math
 import time
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError, SolverError
-from remat_theory.model.solution import (CLASS_ALL, CLASS_NONE, FEASIBLE, INFEASIBLE, OPTIMAL,
-                                         TIME_LIMIT, Solution)
+from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, FEASIBLE, INFEASIBLE, Solution
 
 from solvers import registry
 from solvers._deadline import Deadline

@@ -107,7 +107,7 @@ def _anti_diagonal(S: np.ndarray, n: int, N: int) -> np.ndarray:
                       writeable=False)
 
 
-def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
+def skewed_min_memory(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     """S[s, n] = mm[s, s + n] (:func:`min_memory_table`), all segments of one length at once."""
     L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
     gvec = np.concatenate([x[1:], [0]]).astype(np.int64)  # g(t), t = 0..L
@@ -149,12 +149,12 @@ def min_memory_table(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     operations in between; the minimum over options is exact.  O(L^3) element operations,
     O(L) numpy calls (all segments of one length together).
     """
-    return _unskew(_mm_skewed(uc, deadline))
+    return _unskew(skewed_min_memory(uc, deadline))
 
 
 def min_units(uc: UnitChain) -> int:
     """Smallest budget (units) at which a persistent schedule exists."""
-    return int(uc.x[0] + _mm_skewed(uc)[0, uc.L])
+    return int(uc.x[0] + skewed_min_memory(uc)[0, uc.L])
 
 
 def min_feasible_budget(chain: Chain) -> int:
@@ -172,7 +172,7 @@ def min_feasible_budget(chain: Chain) -> int:
 
 
 # ---------------------------------------------------------------------- the table
-def _saturation_skewed(uc: UnitChain) -> np.ndarray:
+def skewed_saturation(uc: UnitChain) -> np.ndarray:
     """sat[s, n]: peak (memory units, segment convention) of the store-all schedule of
     segment (s, s + n): Fall_s .. Fall_t (the loss when t = L), B_t .. B_s.  Above it
     W(s, t, m) is the segment's ideal time, the least any schedule of it can take."""
@@ -233,8 +233,8 @@ class PersistentTable:
         self.uc, self.M = uc, M
         L = uc.L
         self.fps = fps = uc.fps
-        mms = _mm_skewed(uc, deadline) if mm_skewed is None else mm_skewed
-        sat = _saturation_skewed(uc)
+        mms = skewed_min_memory(uc, deadline) if mm_skewed is None else mm_skewed
+        sat = skewed_saturation(uc)
         W = M + 1
         x = [int(v) for v in uc.x]
         tape = [int(v) for v in uc.tape]
@@ -445,7 +445,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     table_bytes, steps = work_estimate(L, max(M, 0), itemsize)
     refuse_if_too_big("dp", table_bytes, steps, ASSUMED_RATE, time_limit, L, M + 1, slots,
                       _fit_slots(L, itemsize))
-    mms = _mm_skewed(ucd, deadline)
+    mms = skewed_min_memory(ucd, deadline)
     least = g * (int(ucd.x[0]) + int(mms[0, L]))
     if M < int(mms[0, L]):
         return INF, None, least

@@ -10,5 +10,13 @@ simulator) rather than calling a solver function directly; it also takes a varia
 from solvers.registry import (Variant, get, names, register, registered, resolve, solve,
                               variant, variants, verify_solution)
 
-__all__ = ["Variant", "get", "names", "register", "registered", "resolve", "solve", "variant",
-           "variants", "verify_solution"]
+__all__ = ["Variant", "check_feasible", "get", "names", "register", "registered", "resolve",
+           "solve", "variant", "variants", "verify_solution"]
+
+
+def check_feasible(chain, budget: int) -> None:
+    """Raise :class:`~remat_theory.model.errors.InfeasibleBudgetError` when no schedule at
+    all fits ``budget`` (:func:`solvers.feasibility.check_feasible`)."""
+    from solvers.feasibility import check_feasible as check
+
+    check(chain, budget)

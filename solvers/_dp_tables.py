@@ -6,8 +6,9 @@
   with ``ilp``), so that a ``time_limit`` bounds the whole run, table building included;
 * the up-front size check: a table that would need more memory than
   :data:`MAX_TABLE_BYTES`, or clearly more time than the limit allows, is refused before
-  any work with a one-line error that names the estimate and the way out
-  (``--slots S`` / ``-o slots=S``);
+  any work with a :class:`~remat_theory.model.errors.SolverLimitError` that carries the
+  estimate and the ways out as facts (a ``slots`` value that fits, a time limit, a
+  heuristic solver);
 * :func:`slot_info` (the guarantee of ``slots`` mode) and :func:`peak` (replay).
 
 Memory convention, subproblems and proofs: ``proofs/persistent_dp.md`` and
@@ -22,7 +23,7 @@ import numpy as np
 
 from remat_theory.model import fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.errors import AT_LEAST, AT_MOST, Remedy, SolverLimitError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
@@ -45,6 +46,8 @@ REFUSE_MIN_SECONDS = 10.0
 
 #: The smallest slot count a refusal suggests (fewer slots make the DP's answer coarse).
 MIN_USEFUL_SLOTS = 10
+#: The solver named as the way out when no slot count makes a DP fit (a heuristic, O(L) memory).
+HEURISTIC_FALLBACK = "revolve"
 
 
 NEVER = Deadline(None)
@@ -267,7 +270,7 @@ def peak(chain: Chain, schedule: Schedule) -> int:
 def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float,
                       time_limit: float | None, stages: int, units: int, slots: int | None,
                       fit_slots) -> None:
-    """Raise :class:`SolverOptionError` before any work when the table would exceed
+    """Raise :class:`SolverLimitError` before any work when the table would exceed
     :data:`MAX_TABLE_BYTES`, or when a ``time_limit`` is set and the estimated time
     ``steps / rate`` exceeds :data:`REFUSE_FACTOR` times it (and
     :data:`REFUSE_MIN_SECONDS`).
@@ -275,7 +278,7 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
     Both estimates are upper bounds (every split at every memory value), so a refusal means
     the run is at least that far past the limit at the assumed ``rate``.
     ``fit_slots(max_bytes, max_steps)`` returns the largest number of slots that fits both
-    (or 0 when none does); it is named in the message as the way out.
+    (or 0 when none does); it is the first way out (:attr:`SolverLimitError.remedies`).
     """
     est_s = steps / rate
     too_big = table_bytes > MAX_TABLE_BYTES
@@ -291,19 +294,20 @@ def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float
     mode = f"{slots} slots" if slots is not None else f"exact memory ({units} units)"
     ways = []
     if s_fit >= MIN_USEFUL_SLOTS and (slots is None or s_fit < slots):
-        ways.append(f"use --slots S (-o slots=S) with S at most {s_fit}")
+        ways.append(Remedy(options=(("slots", AT_MOST, s_fit),)))
     elif time_limit is not None and s_mem >= MIN_USEFUL_SLOTS and (slots is None or s_mem < slots):
         need = math.ceil(est_s * s_mem / max(1, units))
-        ways.append(f"use --slots S (-o slots=S) with S at most {s_mem} and a --time-limit of "
-                    f"{need} or more")
+        ways.append(Remedy(options=(("slots", AT_MOST, s_mem), ("time_limit", AT_LEAST, need))))
     if too_slow and not too_big:
-        ways.append(f"a --time-limit of {math.ceil(est_s)} or more")
+        ways.append(Remedy(options=(("time_limit", AT_LEAST, math.ceil(est_s)),)))
+    problem = (f"solver {solver!r}: {stages} stages at {mode} would need {what}, estimated "
+               f"{steps:.2g} min-plus steps")
     if not ways:
-        ways.append(f"it is too long for this solver (fewer than {MIN_USEFUL_SLOTS} slots would "
-                    f"fit); use a heuristic solver (e.g. --solver revolve)")
-    way = ", or ".join(ways)
-    raise SolverOptionError(f"solver {solver!r}: {stages} stages at {mode} would need {what}, "
-                      f"estimated {steps:.2g} min-plus steps; {way}")
+        problem += (f"; it is too long for this solver (fewer than {MIN_USEFUL_SLOTS} slots "
+                    f"would fit)")
+        ways.append(Remedy(solver=HEURISTIC_FALLBACK, note="a heuristic, not optimal"))
+    raise SolverLimitError(problem, solver=solver, estimate_s=est_s, estimate_bytes=table_bytes,
+                           remedies=ways)
 
 
 def time_up(solver: str, schedule_class: str, chain: Chain, budget: int, deadline: Deadline,
@@ -316,4 +320,4 @@ def time_up(solver: str, schedule_class: str, chain: Chain, budget: int, deadlin
         solver, budget, bound=bound, optimal_for=schedule_class, info=info,
         message=f"time limit of {deadline.limit:g} s reached while {where}: no schedule, "
                 f"not proven optimal; lower bound {bound:g} (the ideal makespan); "
-                f"a larger --time-limit, or a smaller --slots S (-o slots=S), may let it finish")
+                f"a larger time limit, or fewer slots, may let it finish")

@@ -26,7 +26,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverContractError
+from remat_theory.model.errors import InternalError, RematError, SolverContractError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.simulator import State, transition
 from remat_theory.model.solution import Solution
@@ -40,7 +40,7 @@ def _fn(k: int) -> Op:
 def advance(a: int, c: int) -> list[Op]:
     """Ops taking a held x_a to a held x_c (c > a), keeping x_a and nothing in between."""
     if c <= a:
-        raise ValueError(f"advance from {a} to {c}: the target must be after the source")
+        raise InternalError(f"advance from {a} to {c}: the target must be after the source")
     return [Fck(a)] + [_fn(k) for k in range(a + 1, c)]
 
 
@@ -92,7 +92,7 @@ def normalize_checkpoints(chain: Chain, checkpoints: Iterable[int]) -> list[int]
     cps = sorted(set(int(c) for c in checkpoints))
     for c in cps:
         if not 1 <= c <= chain.length - 1:
-            raise ValueError(f"checkpoint {c} is outside 1..{chain.length - 1}")
+            raise RematError(f"checkpoint {c} is outside 1..{chain.length - 1}")
     return cps
 
 

@@ -1,6 +1,6 @@
 """``auto``: the best exact answer the chain's size allows within a time budget.
 
-``remat solve`` uses it when no ``--solver`` is named.  It picks one exact solver from the
+``remat solve`` uses it when no solver is named.  It picks one exact solver from the
 chain's length L and its memory resolution M (the budget, capped at store-all's peak, in
 units of the sizes' gcd), using the solvers' stated complexities and speeds measured on
 this project's benchmark chains (``remat bench solvers``), and returns that solver's answer
@@ -48,7 +48,7 @@ import math
 import time
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError, SolverError
+from remat_theory.model.errors import AT_LEAST, RematError, Remedy, SolverError, SolverLimitError
 from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, FEASIBLE, INFEASIBLE, Solution
 
 from solvers import registry
@@ -309,11 +309,12 @@ def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float, p
     first = FALLBACK_SECONDS_PER_STAGE * chain.length
     if last is None and first > deadline.remaining() + OVERRUN_S:
         need = math.ceil(first * 1.5 + (time_limit - deadline.remaining()))
-        raise SolverError(f"solver 'auto': {chain.length:,} stages: no solver answers within "
-                          f"the time limit of {time_limit:g} s (no exact solver fits, and the "
-                          f"fastest baseline, {FALLBACK[0]}, needs about {first:.0f} s with the "
-                          f"replay of its schedule); raise the time limit to about {need} s, "
-                          f"or name a solver")
+        raise SolverLimitError(
+            f"solver 'auto': {chain.length:,} stages: no solver answers within the time limit "
+            f"of {time_limit:g} s (no exact solver fits, and the fastest baseline, "
+            f"{FALLBACK[0]}, needs about {first:.0f} s with the replay of its schedule); raise "
+            f"the time limit to about {need} s, or name a solver", solver="auto",
+            estimate_s=first, remedies=(Remedy(options=(("time_limit", AT_LEAST, need),)),))
     per_unit = None  # measured seconds of one unit of FALLBACK_COST
     for name in FALLBACK:
         if name not in registry.names():

@@ -54,7 +54,8 @@ value actually used by each segment on the optimal path.  Time O(L^3 M), memory 
 Limits: ``time_limit`` (seconds) bounds the whole run; the clock is read once per table row,
 and when it runs out the solver returns status ``time_limit`` with the ideal makespan as
 its lower bound.  A table over 8 GiB, or (with a time limit) an estimate over ten times
-the limit, is refused before any work, naming the ``--slots`` value that fits.
+the limit, is refused before any work, naming a ``slots`` value that fits
+(:class:`~remat_theory.model.errors.SolverLimitError`).
 
 Memory modes: exact integers (every size and the budget divided by the chain's size gcd) or
 ``slots=S`` (sizes rounded *up* to multiples of budget/S: every schedule found fits in the
@@ -70,7 +71,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError, SolverOptionError
+from remat_theory.model.errors import EQ, InternalError, Remedy, SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
 
@@ -229,7 +230,7 @@ class PersistentTable:
     def __init__(self, uc: UnitChain, M: int, dtype=np.float64, mm_skewed: np.ndarray | None = None,
                  deadline: Deadline = NEVER):
         if M < 0:
-            raise ValueError("M must be >= 0")
+            raise InternalError(f"PersistentTable: M = {M} must be >= 0")
         self.uc, self.M = uc, M
         L = uc.L
         self.fps = fps = uc.fps
@@ -452,7 +453,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     table = PersistentTable(ucd, M, dtype, mms, deadline)
     value = table.value(0, L, M)
     if value == INF:  # pragma: no cover - mm says it is feasible
-        raise SolverError("solver 'dp': internal error, the table disagrees with min-memory")
+        raise InternalError("solver 'dp': the table disagrees with min-memory")
     return value, table.schedule(M), least
 
 
@@ -487,12 +488,13 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     time_limit : seconds for the whole run (tables and rebuild), or None.  When it runs out
         the status is ``time_limit``, with no schedule and the ideal makespan as bound.
         With a limit, a run estimated at more than ten times it is refused up front
-        (:class:`SolverError` naming the estimate and a ``--slots`` value that fits), as is
+        (:class:`SolverLimitError` with the estimate and a ``slots`` value that fits), as is
         any table over 8 GiB.
     """
     deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
     if slot_bound and slots is None:
-        raise SolverOptionError("solver 'dp': option slot_bound needs slots=S (--slots S)")
+        raise SolverOptionError("solver 'dp': option slot_bound needs slots",
+                                remedies=(Remedy(options=(("slots", EQ, None),)),))
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}

@@ -59,7 +59,7 @@ import math
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import InternalError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
 
@@ -303,7 +303,7 @@ class WeakTable:
                 opts = self._r_options(*item[1:])
             val, action, subs = min(opts, key=lambda o: o[0])
             if val == INF:  # pragma: no cover - the table said this subproblem is feasible
-                raise SolverError(f"dp-weak: internal error rebuilding {item}")
+                raise InternalError(f"dp-weak: the table disagrees with itself rebuilding {item}")
             if action == "base":
                 return ([LOSS_OP] if s == uc.L else [Fall(s), Bwd(s)]), ()
             if action == "B":  # K(s, s): the backward that closes Fall_s
@@ -397,7 +397,7 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
     for the rounded sizes only, status ``feasible``).  ``time_limit`` (seconds) bounds the
     whole run as for ``dp``: status ``time_limit``, no schedule, the ideal makespan as bound;
     tables over 8 GiB, or runs estimated at more than ten times the limit, are refused up
-    front naming a ``--slots`` value that fits."""
+    front naming a ``slots`` value that fits (:class:`SolverLimitError`)."""
     deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:

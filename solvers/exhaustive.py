@@ -52,7 +52,8 @@ import time
 
 from remat_theory.model import classes, persistence
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError, SolverError, SolverOptionError
+from remat_theory.model.errors import (AT_LEAST, EQ, InternalError, Note, RematError, Remedy,
+                                       SolverLimitError, SolverOptionError)
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
 from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import Solution
@@ -75,20 +76,22 @@ _INF = float("inf")
 _OPTION = option_owner(NAME)
 
 
-def _states_bound(L: int) -> str:
-    """4^L (L+2), the states of a chain of L stages, written out while it is short enough to
-    read (a 10,000-stage chain's has 6,000 digits: Python refuses to print it)."""
-    return f"{4 ** L * (L + 2):,}" if L <= 40 else f"4^{L} x {L + 2:,}"
-
-
 def _check_size(chain: Chain, max_stages: int) -> None:
     max_stages = check_int(max_stages, "max_stages", minimum=1, error=SolverOptionError,
                            owner=_OPTION)
     if chain.length > max_stages:
-        raise SolverOptionError(
+        raise SolverLimitError(
             f"exhaustive search on {chain.length} stages would explore up to "
-            f"{_states_bound(chain.length)} states; max_stages = {max_stages} "
-            f"(raise max_stages to force it)")
+            f"{_states_text(chain.length)} states; max_stages = {max_stages}",
+            solver=NAME, remedies=(Remedy(options=(("max_stages", AT_LEAST, chain.length),),
+                                          note="to force it"),))
+
+
+def _states_text(L: int) -> str:
+    """``4^L (L + 2)``, the states the search may explore, in digits up to 18 of them and
+    as ``4^L * (L + 2)`` beyond (a 5,000-stage chain's count has 3,000 digits)."""
+    n = 4 ** L * (L + 2) if L <= 30 else None
+    return f"{n:,}" if n is not None else f"4^{L} * {L + 2}"
 
 
 class _Moves:
@@ -401,7 +404,7 @@ def min_feasible_budget(chain: Chain, allow_drop: bool = False,
             if ns not in closed and nb < best.get(ns, float("inf")):
                 best[ns] = nb
                 heapq.heappush(heap, (nb, next(counter), ns, r.memory_after))
-    raise SolverError("no schedule exists at any budget")  # unreachable: store-all always exists
+    raise InternalError("min_feasible_budget: no schedule at any budget (store-all always is one)")
 
 
 def _check_class(schedule_class, allow_drop) -> classes.ScheduleClass:
@@ -438,15 +441,18 @@ def weak_incumbent(chain: Chain, budget: int, schedule_class: str,
     return weak.schedule
 
 
-def _tractable_note(chain: Chain, budget: int, options) -> str | None:
+def _tractable_note(chain: Chain, budget: int, options) -> Note | None:
     """Say so before a search the guard lets through (max_stages raised) beyond the chains
     measured to take seconds."""
     if chain.length <= REFERENCE_MAX_STAGES or "time_limit" in options:
         return None
-    return (f"remat: note: exhaustive search explores up to 4^L states; on {chain.length} "
-            f"stages it can take minutes to hours and much memory (random chains of up to "
-            f"about 12 stages take seconds); --time-limit SECONDS and -o max_states=N stop it "
-            f"with a lower bound")
+    return Note(f"exhaustive search explores up to 4^L states; on {chain.length} stages it can "
+                f"take minutes to hours and much memory (random chains of up to about 12 "
+                f"stages take seconds)",
+                remedies=(Remedy(options=(("time_limit", EQ, None),),
+                                 note="stops it with a lower bound"),
+                          Remedy(options=(("max_states", EQ, None),),
+                                 note="stops it with a lower bound")))
 
 
 @register(NAME, optimal_for=classes.ALL.key, exact=True,

@@ -8,11 +8,15 @@
   overheads, unsaved outputs: docs/solvers.md);
 - ``memory lower bound``: :meth:`Chain.memory_lower_bound`, a bound no schedule beats, when
   neither DP is registered.
+
+:func:`check_feasible` is the check before a solve: it raises
+:class:`~remat_theory.model.errors.InfeasibleBudgetError` (with the smallest feasible
+budget and its source as attributes) when no schedule at all fits the budget.
 """
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import InfeasibleBudgetError, RematError
 
 from solvers import registry
 from solvers.exhaustive import DEFAULT_MAX_STAGES, min_feasible_budget
@@ -45,3 +49,45 @@ def smallest_feasible_budget(chain: Chain, max_exhaustive_stages: int | None = N
         if sol.min_budget is not None:
             return sol.min_budget, name
     return lb, LOWER_BOUND
+
+
+#: Above this many stages :func:`check_feasible` reports an infeasible budget with the memory
+#: lower bound only: the persistent DP's exact minimum is O(L^3) (about 100 s on 2,000 stages).
+SMALLEST_BUDGET_MAX_STAGES = 200
+
+
+def check_feasible(chain: Chain, budget: int) -> None:
+    """Raise :class:`InfeasibleBudgetError` when ``budget`` is below what every schedule
+    needs; return None otherwise (or when only a solver can tell, see below).
+
+    The error's ``smallest_feasible`` is the smallest feasible budget with its ``source``
+    (exact within exhaustive search's size guard; beyond, the weak DP's minimum, a budget
+    at which a schedule exists) and ``lower_bound`` the memory lower bound.  Above
+    :data:`SMALLEST_BUDGET_MAX_STAGES` stages only budgets below the lower bound are
+    refused (``smallest_feasible`` None); a budget at or above the lower bound on a chain
+    longer than exhaustive search's guard is left to the solver.
+
+    >>> from remat_theory import Chain
+    >>> check_feasible(Chain.homogeneous(3), 1)
+    Traceback (most recent call last):
+    ...
+    remat_theory.model.errors.InfeasibleBudgetError: budget 1 is below what any schedule needs: the smallest feasible budget is 5
+    """
+    lb = chain.memory_lower_bound()
+    if budget >= lb and chain.length > DEFAULT_MAX_STAGES:
+        return  # the solver decides (and reports its own smallest budget)
+    if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
+        raise InfeasibleBudgetError(
+            f"budget {budget} is below what any schedule needs: every schedule needs at least "
+            f"{lb} bytes (Chain.memory_lower_bound)", budget, None, source=LOWER_BOUND,
+            lower_bound=lb)
+    smallest, source = smallest_feasible_budget(chain)
+    if budget >= smallest:
+        return
+    if source == EXACT:
+        what = f"the smallest feasible budget is {smallest}"
+    else:
+        what = (f"every schedule needs at least {lb} bytes, and the smallest feasible budget "
+                f"found ({source}, over its own class) is {smallest}")
+    raise InfeasibleBudgetError(f"budget {budget} is below what any schedule needs: {what}",
+                                budget, smallest, source=source, lower_bound=lb)

@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverContractError, SolverOptionError
+from remat_theory.model.errors import SolverContractError, SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
 
@@ -182,10 +182,11 @@ def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed",
     mm = min(m, cap)
     table = 13 * (L + 1) * (mm + 1)
     if table > MAX_TABLE_BYTES:
-        raise SolverOptionError(
+        raise SolverLimitError(
             f"solver 'gruslys': {L:,} stages with {mm:,} units of {X} bytes would need a table "
             f"of {table / 2 ** 30:.1f} GiB (limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB); use "
-            f"revolve or chen-sqrt, or a smaller budget")
+            f"revolve or chen-sqrt, or a smaller budget", solver="gruslys",
+            estimate_bytes=table)
     try:
         C, kind, arg = gruslys_table(L, mm, alpha, variant, deadline)
     except DeadlineExpired as e:

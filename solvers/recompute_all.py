@@ -13,7 +13,7 @@ feasible exactly when its simulated peak fits (``min_budget`` is that peak).
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.errors import SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
 
@@ -55,11 +55,12 @@ def solve_recompute_all(chain: Chain, budget: int, *, time_limit: float | None =
     ops = L * (L + 1) // 2 + 2 * L
     seconds = ops * SECONDS_PER_OP
     if ops > MAX_OPS or (time_limit is not None and seconds > time_limit):
-        raise SolverOptionError(
+        raise SolverLimitError(
             f"solver 'recompute-all': {L:,} stages make a schedule of {ops:,} operations "
             f"(quadratic), about {seconds:,.0f} s to build and replay"
             + (f", past the time limit of {time_limit:g} s" if ops <= MAX_OPS else
-               f", above {MAX_OPS:,}") + "; use chen-sqrt or periodic")
+               f", above {MAX_OPS:,}") + "; use chen-sqrt or periodic",
+            solver="recompute-all", estimate_s=seconds)
     return fixed_schedule_solution(
         "recompute-all", chain, budget, recompute_all_schedule(chain),
         message=f"{L * (L + 1) // 2} forward operations (store-all: {L})",

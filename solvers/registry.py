@@ -53,8 +53,9 @@ from typing import Callable, Mapping
 from remat_theory.model import classes as schedule_classes
 from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import (InvalidScheduleError, RematError, ScheduleParseError,
-                                       SolverContractError, SolverError)
+from remat_theory.model.errors import (EQ, InvalidScheduleError, Note, PluginError, RematError,
+                                       Remedy, ScheduleParseError, SolverContractError,
+                                       SolverError, SolverOptionError)
 from remat_theory.model.schedule import DROP, Schedule
 from remat_theory.model.simulator import check_budget, simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
@@ -77,7 +78,7 @@ class Variant:
     """A label standing for a registered solver with fixed options (``ilp-fast`` is ``ilp``
     with ``passes=1, pairs=True``).
 
-    label : the name it is asked for by (in ``--solver``, ``--solvers``, ``solvers.solve``).
+    label : the name it is asked for by (in :func:`solve` and on the command line).
     solver : the registered solver it runs.
     options : the fixed options.
     max_stages : longest chain it is practical for in a sweep; None: the solver's.
@@ -229,8 +230,8 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
         stand for this solver with fixed options, accepted wherever a solver name is.
     may_drop : its schedules may use Drop operations (the explicit-deletion extension).
     classes : keys of every class an option can make it optimal for (default: optimal_for).
-    note : ``note(chain, budget, options)`` -> a one-line note for stderr before a solve
-        that may run long (or None); the command line prints it.
+    note : ``note(chain, budget, options)`` -> a :class:`~remat_theory.model.errors.Note`
+        before a solve that may run long (or None); the command line prints it.
     supports : the optional chain fields it models (names of
         :func:`remat_theory.model.fields.optional_names`: ``fall_time``, ``fall_overhead``,
         ``output_saved``).  A chain that gives any other optional field a value of its own
@@ -407,24 +408,29 @@ def resolve(label: str) -> tuple[SolverInfo, dict, int | None]:
 
 
 def note(chain: Chain, budget: int | None, label: str, options: Mapping | None = None
-         ) -> str | None:
-    """The solver's own note for stderr before solving (None when it has nothing to say),
-    followed by the other exact solvers of the same class that serve as the reference on
-    this chain (``reference_max_stages``) and may be faster."""
+         ) -> Note | None:
+    """The solver's own :class:`~remat_theory.model.errors.Note` before a solve that may run
+    long (None when it has nothing to say), its remedies followed by the other exact solvers
+    of the same class that serve as the reference on this chain (``reference_max_stages``)
+    and may be faster."""
     info, fixed, _ = resolve(label)
     if info.note is None:
         return None
-    text = info.note(chain, budget, {**fixed, **dict(options or {})})
-    if not text:
+    found = info.note(chain, budget, {**fixed, **dict(options or {})})
+    if not found:
         return None
+    if isinstance(found, str):  # a plug-in's note in words
+        found = Note(found)
+    remedies = list(found.remedies)
     for other in (get(n) for n in names()):
         if other.name != info.name and other.exact and other.optimal_for == info.optimal_for \
                 and other.reference_for(chain):
-            guard = f" -o max_stages={chain.length}" if "max_stages" in other.options else ""
-            text += (f"; --solver {other.name}{guard} is also exact over "
-                     f"{info.optimal_for} schedules and often much faster up to about "
-                     f"{other.reference_max_stages} stages")
-    return text
+            guard = ((("max_stages", EQ, chain.length),) if "max_stages" in other.options
+                     else ())
+            remedies.append(Remedy(solver=other.name, options=guard, note=(
+                f"also exact over {info.optimal_for} schedules and often much faster up to "
+                f"about {other.reference_max_stages} stages")))
+    return Note(found.text, tuple(remedies))
 
 
 def check_options(label: str, options: Mapping) -> SolverInfo:
@@ -516,6 +522,27 @@ def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -
                              allows_drop=uses_drop)
 
 
+def _call_plugin(info: SolverInfo, label: str, chain: Chain, budget: int, options: dict):
+    """Call a plug-in solver: its own exceptions (besides remat's, which say what they
+    are) and a signature that does not take ``(chain, budget, **options)`` are the
+    plug-in's, reported as a :class:`PluginError` naming it."""
+    try:
+        inspect.signature(info.func).bind(chain, budget, **options)
+    except TypeError as e:
+        raise PluginError(f"plug-in solver {label!r} cannot be called as solve(chain, budget"
+                          f"{''.join(f', {k}=...' for k in options)}): {e}",
+                          plugin=label) from None
+    except ValueError:  # no signature to read (a builtin): just call it
+        pass
+    try:
+        return info.func(chain, budget, **options)
+    except (RematError, MemoryError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the plug-in's own bug, named as its
+        raise PluginError(f"plug-in solver {label!r} raised {type(e).__name__}: {e}",
+                          plugin=label) from e
+
+
 def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> Solution:
     """Solve ``chain`` under ``budget`` (bytes) with the named solver, then verify.
 
@@ -528,7 +555,7 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
         A registered name, a variant label (its fixed options apply; explicit options
         override them) or a ``package.module:function`` path.
     **options
-        The solver's keyword options (``remat solvers --json`` lists them).
+        The solver's keyword options (:attr:`SolverInfo.options` lists them).
 
     Returns
     -------
@@ -565,7 +592,10 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
     if missing and not info.external:
         raise _refuse_fields(solver, missing)
     t0 = time.perf_counter()
-    out = info.func(chain, budget, **options)
+    if info.external:
+        out = _call_plugin(info, solver, chain, budget, options)
+    else:
+        out = info.func(chain, budget, **options)
     elapsed = time.perf_counter() - t0
     sol = _as_solution(chain, budget, solver, info, out)
     if not sol.wall_time:

@@ -42,6 +42,7 @@ from __future__ import annotations
 from math import comb
 
 from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.solution import Solution
 
@@ -67,7 +68,7 @@ def repetition_rank(l: int, c: int) -> int:
 def revolve_advances(l: int, c: int) -> int:
     """Griewank-Walther closed form t(l, c) = r l - beta(c + 1, r - 1)."""
     if l < 1 or c < 1:
-        raise ValueError(f"t(l, c) needs l >= 1 and c >= 1, got l = {l}, c = {c}")
+        raise RematError(f"t(l, c) needs l >= 1 and c >= 1, got l = {l}, c = {c}")
     r = repetition_rank(l, c)
     return r * l - beta(c + 1, r - 1)
 

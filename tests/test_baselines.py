@@ -404,7 +404,7 @@ def test_baselines_are_never_better_than_the_persistent_dp_on_family_chains(fami
 def test_gruslys_stops_at_its_time_limit_and_refuses_a_table_too_large(monkeypatch):
     """Issue #29 (limits at any size): the O(L^2 m) table ran past any limit (10,000
     stages: killed after 120 s)."""
-    from remat_theory.model.errors import SolverOptionError
+    from remat_theory.model.errors import SolverLimitError
     from remat_theory.model.solution import TIME_LIMIT
 
     chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
@@ -414,7 +414,7 @@ def test_gruslys_stops_at_its_time_limit_and_refuses_a_table_too_large(monkeypat
     import solvers.gruslys as gruslys
 
     monkeypatch.setattr(gruslys, "MAX_TABLE_BYTES", 13 * 3001 * 100)  # 100 units
-    with pytest.raises(SolverOptionError, match="GiB"):
+    with pytest.raises(SolverLimitError, match="GiB"):
         solvers.solve(chain, chain.store_all_memory(), "gruslys", time_limit=5)
 
 
@@ -430,13 +430,13 @@ def test_dtr_stops_at_its_time_limit():
 
 def test_recompute_all_refuses_a_quadratic_schedule_past_its_limits():
     """Issue #29: 10,000 stages make 50 million operations (killed after 120 s)."""
-    from remat_theory.model.errors import SolverOptionError
+    from remat_theory.model.errors import SolverLimitError
 
     chain = Chain.homogeneous(7000, x_size=1, tape_size=1)
-    with pytest.raises(SolverOptionError, match=f"{7000 * 7001 // 2 + 2 * 7000:,} operations"):
+    with pytest.raises(SolverLimitError, match=f"{7000 * 7001 // 2 + 2 * 7000:,} operations"):
         solvers.solve(chain, chain.store_all_memory(), "recompute-all")
     small = Chain.homogeneous(300, x_size=1, tape_size=1)
-    with pytest.raises(SolverOptionError, match="past the time limit of 0.01 s"):
+    with pytest.raises(SolverLimitError, match="past the time limit of 0.01 s"):
         solvers.solve(small, small.store_all_memory(), "recompute-all", time_limit=0.01)
 
 

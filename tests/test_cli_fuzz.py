@@ -5,9 +5,10 @@ The contract checked on every input (``remat_theory.cli.main``'s docstring): the
 0 or 2, or 1 for a failed check of ``compare`` (a solver raised) or ``verify`` (a violated
 relation), never an internal error (a bug, reported as a failure here); a user error is
 exactly one line ``remat: error: ...`` on stderr, no traceback is ever printed, ``--json``
-output parses, and no call hangs (a generous wall-clock guard per command, far above what
-any of these cheap invocations needs: it catches a solver that ignores its input's size,
-not a slow machine).
+output parses, and no call hangs (a generous guard per command on the CPU seconds it
+spends, far above what any of these cheap invocations needs: it catches a solver that
+ignores its input's size, not a slow or shared machine; a looser wall-clock guard catches
+a call that waits forever).
 
 The CI sample is fixed (``derandomize=True``) and exercises at least
 :data:`MIN_DISTINCT` distinct inputs (printed); ``-m slow`` runs a larger sample.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,7 +32,13 @@ from remat_theory.cli.main import main
 MIN_DISTINCT = 300
 CI_EXAMPLES = 800
 SLOW_EXAMPLES = int(os.environ.get("REMAT_FUZZ_EXAMPLES", 3000))
-HANG_GUARD_S = 60.0  # seconds; every call here needs well under one
+# A user error's one line: "remat: error: ..." or, for a usage error, "remat verify: error: ...".
+ERROR_LINE = re.compile(r"remat( [a-z]+)*: error: ")
+HANG_GUARD_S = 60.0  # CPU seconds of one call
+WALL_GUARD_S = 300.0  # wall-clock seconds of one call (a shared machine can be 5x slower)
+# Raw control characters a chain's name could smuggle onto a terminal (tab and newline are
+# the output's own).
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # seconds; every call here needs well under one
 
 FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead")
 
@@ -41,10 +49,16 @@ VALUES = ("0", "1", "2", "0.5", "-1", "-0.0", "1e-300", "5e-324", "1e15", "1e17"
           "9" * 5000, "true", "false", "null", '"1"', '""', "[]", "{}", "[1]", '{"a": 1}')
 TYPES = ('"12"', "{}", "null", "true", "[[1, 2]]", "1", '"abc"', "[]", "[null]")
 BUDGETS = ("0", "1", "17", "20", "100", "1000000", "-1", "-0", "1.5", "1e3", "abc", "", " 7",
-           "0x10", "9" * 30, "1" + "0" * 400, "nan", "inf", "٣")
+           "0x10", "9" * 30, "1" + "0" * 400, "nan", "inf", "٣",
+           # other scripts' digits, separators, signs and notations (none is a budget)
+           "1_4", "\u0661\u0664", "\uff11\uff14", "\u0967\u096a", "1,000", "1 000", "+14", "14.0",
+           "2e1", "1.7E1", "1e-3", "1e99999", "0b101", "14\u00a0")
 SCHEDULE_TOKENS = ("Fall0", "Fall1", "Fck0", "Fn1", "Loss", "B0", "B1", "Dropx1", "Dropt1",
                    "Fall99999999999999999999", "B-1", "F", "", "fall0", "Fall0.5", "Lossy",
-                   "Fall" + "9" * 5000, "\u00e9", "B0 B0")
+                   "Fall" + "9" * 5000, "\u00e9", "B0 B0",
+                   # other scripts' digits, leading zeros, separators between tokens
+                   "Fall\u0660", "Fall\uff11", "B\u0967", "Fall00", "B01", "Fall0,Loss", "B1,",
+                   "Fall0;Loss", "B1|B0", "Fall0\u00a0Loss", "Fall0\u3000Loss", "Fall0\tLoss")
 OPTIONS = ("passes=1", "passes=abc", "time_limit=-1", "time_limit=0", "time_limit=1e308",
            "max_stages=1e9", "max_stages=100000", "slots=0", "slots=-3", "slots=1.5",
            "slots=99999999999999", "schedule_class=[1]", "schedule_class=weird",
@@ -129,7 +143,9 @@ def chain_files(draw):
         d["bwd_overhead"] = [draw(st.sampled_from((0, 3)))] * (L + draw(st.sampled_from((0, 1))))
         text = dumps(d)
     elif kind == "name":
-        d["name"] = draw(st.sampled_from(("", "é" * 10, "a\nb", "x" * 5000, "\u202e", "\x00")))
+        d["name"] = draw(st.sampled_from(("", "é" * 10, "a\nb", "x" * 5000, "\u202e", "\x00",
+                                          "a\x1b[31mred\x1b[0m", "\x1b[2J\r\n", "\x9b1m",
+                                          "\u2066x\u2069")))
         text = dumps(d)
     raw = text.encode("utf-8")
     if kind == "bytes":
@@ -150,10 +166,14 @@ def chain_files(draw):
             raw = raw.replace(b",", b",\r\n")
     elif kind == "encoding":
         enc = draw(st.sampled_from(("utf-8-sig", "utf-16", "utf-32", "utf-16-le", "utf-16-be",
-                                    "latin-1", "cp1252", "utf-32-be")))
-        if enc in ("latin-1", "cp1252"):
-            d["name"] = "r\u00e9seau"
-            text = dumps(d)
+                                    "latin-1", "cp1252", "utf-32-be", "mac_roman", "cp437",
+                                    "shift_jis", "utf-32-le")))
+        if enc in ("latin-1", "cp1252", "mac_roman", "cp437"):
+            d["name"] = "r\u00e9seau \u00e7a"
+            text = json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+        elif enc == "shift_jis":
+            d["name"] = "\u30cd\u30c3\u30c8"
+            text = json.dumps(d, ensure_ascii=False, separators=(",", ":"))
         raw = text.encode(enc)
         valid = valid or (enc in ("utf-8-sig", "utf-16", "utf-32") and L > 0)
     return raw, L, valid
@@ -220,6 +240,10 @@ def cases(draw):
             ["verify", "--time-limit", "nan"], ["verify", "--budgets-per-chain", "-1"],
             ["verify", "--stages", "2:2", "--trials", "1", "--families", "random",
              "--solvers", "store-all,dp", "--workers", "1", "--no-progress"],
+            ["verify", "--seed", "-1"], ["verify", "--scheduler", "bogus://x"],
+            ["verify", "--scheduler", "tcp://host"], ["verify", "--scheduler", "host:port"],
+            ["verify", "--bogus"], ["verify", "--stages", "1_3"], ["verify", "--stages", "\u0662"],
+            ["verify", "--json", "{dir}"], ["verify", "--json", "{dir}/nodir/r.json"],
         ))), None
     if cmd == "hard":
         return draw(st.sampled_from((
@@ -228,6 +252,9 @@ def cases(draw):
             ["hard", "--objective", "ilp-time", "--solver", "dp"], ["hard", "--keep", "nan"],
             ["hard", "--keep", "inf"], ["hard", "--objective", "baseline-gap", "--solver", "nosuch"],
             ["hard", "--max-stages", "99"], ["hard", "--help"],
+            ["hard", "--seed", "-1"], ["hard", "--seed", "1_0"], ["hard", "--seed", "\u0661"],
+            ["hard", "--scheduler", "bogus://x"], ["hard", "--out", "{dir}/f.txt"],
+            ["hard", "--out", "{dir}/f.txt/sub"], ["hard", "--keep", "1_0"],
         ))), None
     if cmd == "plot":
         base = draw(st.sampled_from((["plot"], ["plot", "{file}", "--family", "random"],
@@ -239,7 +266,9 @@ def cases(draw):
                                       "2", "--no-profile"])))
         if "{file}" in base and L > 6 and "--no-profile" in base:
             base = ["plot", "{file}", "--solvers", "nosuch"]
-        return base + ["--out", "{dir}/p.png"], raw
+        out = draw(st.sampled_from(("{dir}/p.png", "{dir}/p.svg", "{dir}", "{dir}/nodir/p.png",
+                                    "{dir}/p.xyz", "{dir}/p", "{dir}/f.txt/p.png", "")))
+        return base + ["--out", out], raw
     if cmd == "bench":
         return draw(st.sampled_from((
             ["bench"], ["bench", "nosuch"], ["bench", "solvers", "--only", "nosuch", "--no-write"],
@@ -247,6 +276,12 @@ def cases(draw):
             ["bench", "quality", "--stages", "0"], ["bench", "quality", "--budgets", "-3"],
             ["bench", "solvers", "--budget-frac", "2"], ["bench", "quality", "--solvers", "nosuch",
                                                          "--no-write", "--stages", "2"],
+            ["bench", "solvers", "--dp-solver", "nosuch", "--no-write"],
+            ["bench", "solvers", "--dp-solver", "store-all", "--no-write"],
+            ["bench", "quality", "--scheduler", "bogus://x", "--no-write"],
+            ["bench", "quality", "--out", "{dir}/nodir/x/../y", "--solvers", "nosuch"],
+            ["bench", "solvers", "--out", "{dir}/f.txt/sub", "--only", "nosuch"],
+            ["bench", "quality", "--seed", "-2"],
         ))), None
     if cmd == "frontier":
         return draw(st.sampled_from((
@@ -256,6 +291,8 @@ def cases(draw):
             ["frontier", "--network", "mlp", "--batch", "x"],
             ["frontier", "--network", "mlp", "--memory-budgets", "2"],
             ["frontier", "--network", "mlp", "--device", "tpu"],
+            ["frontier", "--network", "mlp", "--out", "{dir}/f.txt"],
+            ["frontier", "--network", "mlp", "--out", "{dir}/f.txt/sub"],
         ))), None
     if cmd == "profile":
         return draw(st.sampled_from((
@@ -265,6 +302,9 @@ def cases(draw):
             ["profile"], ["profile", "--model", "vgg"], ["profile", "--model", "mlp", "--device", "tpu"],
             ["profile", "--model", "mlp", "--repeats", "0"], ["profile", "--model", "mlp",
                                                               "--scale", "huge"],
+            ["profile", "--model", "mlp", "--out", "{dir}"],
+            ["profile", "--model", "mlp", "--out", "{dir}/nodir/c.json"],
+            ["profile", "--model", "mlp", "--out", "{dir}/f.txt/c.json"],
         ))), None
     if cmd == "confirm":
         return draw(st.sampled_from((
@@ -276,7 +316,8 @@ def cases(draw):
     if cmd == "solvers":
         return draw(st.sampled_from((["solvers"], ["solvers", "--json"], ["solvers", "--bogus"]))), None
     return draw(st.sampled_from(([], ["nosuch"], ["--version"], ["-h"], ["solve"],
-                                 ["solve", "--budget"], ["simulate", "x.json"]))), None
+                                 ["solve", "--budget"], ["simulate", "x.json"], ["--json"],
+                                 ["solve", "--json"], ["--bogus"], ["solvers", "--bogus"]))), None
 
 
 def check_contract(argv, code, out, err, wall):
@@ -289,14 +330,19 @@ def check_contract(argv, code, out, err, wall):
     assert code in (0, 2), (argv, code, err[-2000:])
     if code == 2:
         lines = err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("remat: error:"), (argv, err[-2000:])
+        assert len(lines) == 1 and ERROR_LINE.match(lines[0]), (argv, err[-2000:])
         assert "internal error" not in err, (argv, err)
-    if code == 0 and "--json" in argv and argv[0] in ("solve", "simulate", "compare", "solvers"):
-        json.loads(out)
-    assert wall < HANG_GUARD_S, (argv, wall)
+    if "--json" in argv and argv[0] in ("solve", "simulate", "compare", "solvers"):
+        obj = json.loads(out)  # one JSON object, also on an error
+        if code == 2 and isinstance(obj, dict) and obj.get("status") == "error":
+            assert obj["message"] and obj["exit_code"] == 2, (argv, obj)
+    assert not CONTROL.search(err) and not CONTROL.search(out), (argv, (out + err)[-2000:])
+    cpu, elapsed = wall if isinstance(wall, tuple) else (wall, wall)
+    assert cpu < HANG_GUARD_S and elapsed < WALL_GUARD_S, (argv, cpu, elapsed)
 
 
 def _materialize(argv, raw, tmp):
+    (tmp / "f.txt").write_text("a file, where some cases want a folder")
     path = None
     if raw is not None:
         digest = hashlib.sha1(raw).hexdigest()[:16]
@@ -324,12 +370,13 @@ def _fuzz(n_examples: int, capsys, tmp_path, monkeypatch) -> int:
         real = _materialize(argv, raw, tmp_path)
         seen.add((tuple(argv), None if raw is None else hashlib.sha1(raw).hexdigest()))
         capsys.readouterr()
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         code = main(real)
         wall = time.monotonic() - t0
+        cpu = time.process_time() - c0
         walls.append((wall, real))
         out, err = capsys.readouterr()
-        check_contract(real, code, out, err, wall)
+        check_contract(real, code, out, err, (cpu, wall))
 
     one()
     with capsys.disabled():

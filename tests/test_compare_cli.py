@@ -16,6 +16,7 @@ import pytest
 import solvers
 from remat_theory.analysis import families
 from remat_theory.cli import main
+from solvers.exhaustive import min_feasible_budget
 from remat_theory.model.errors import RematError
 from remat_theory.model.solution import INFEASIBLE, OPTIMAL
 from solvers.registry import registered
@@ -87,7 +88,11 @@ def test_sweep_reports_each_budget_and_infeasibility(small, capsys):
     below, at_top = data["comparisons"]
     assert all(r["status"] == INFEASIBLE for r in below["results"])
     assert below["reference"]["makespan"] is None
-    assert "no exact value" in below["reference"]["description"]
+    # what the exact solver proved, and the smallest budget that fits (the oracle: the
+    # bottleneck search over all schedules)
+    assert below["reference"]["proven_infeasible"]
+    assert below["reference"]["smallest_feasible"] == min_feasible_budget(chain)
+    assert "proven over all schedules by exhaustive" in below["reference"]["description"]
     top_rows = {r["solver"]: r for r in at_top["results"]}
     assert top_rows["store-all"]["ratio"] == pytest.approx(1.0)
     assert at_top["reference"]["makespan"] == pytest.approx(chain.ideal_makespan())
@@ -173,7 +178,7 @@ def test_bad_arguments_exit_2_naming_the_value(small, capsys, argv, message):
     _, path = small
     assert main(["compare", path] + argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("remat: error:") and message in err
+    assert err.startswith("remat compare: error:") and message in err
 
 
 def test_unknown_solver_is_named(small, capsys):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import solvers
 from remat_theory import Chain, simulate
 from remat_theory.analysis import families
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverError, SolverLimitError, SolverOptionError
 from remat_theory.model.persistence import is_persistent
 from remat_theory.strategies import chains, chains_and_budgets
 from solvers import exhaustive
@@ -334,18 +334,25 @@ def test_generous_time_limit_changes_nothing():
 
 
 def test_far_past_the_time_limit_is_refused_up_front():
-    """2000 stages at 1000 slots in 10 s: refused before any work, naming --slots."""
+    """2000 stages at 1000 slots in 10 s: refused before any work (a limit, not misuse),
+    with the estimate and, as a fact, a slot count that fits."""
     c = families.make("homogeneous", 2000, 0)
     budget = c.store_all_memory() // 2
-    with pytest.raises(SolverError, match=r"--slots S \(-o slots=S\) with S at most \d+"):
+    with pytest.raises(SolverLimitError, match=r"pass slots=\d+ or less") as e:
         solvers.solve(c, budget, "dp", slots=1000, time_limit=10)
+    assert not isinstance(e.value, SolverOptionError)
+    assert e.value.solver == "dp" and e.value.estimate_s > 10 * 10
+    (name, relation, fit), = e.value.remedies[0].options
+    assert (name, relation) == ("slots", "<=") and 10 <= fit < 1000
+    assert "--" not in str(e.value)  # no command-line syntax in the library's message
 
 
 def test_too_big_a_table_is_refused_up_front():
     c = families.make("homogeneous", 3000, 0)
     budget = c.store_all_memory() // 2
-    with pytest.raises(SolverError, match="GiB of table"):
+    with pytest.raises(SolverLimitError, match="GiB of table") as e:
         solvers.solve(c, budget, "dp", slots=5000)
+    assert e.value.estimate_bytes > 8 * 2 ** 30
 
 
 # ---------------------------------------------------------------------- fall costs

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import solvers
 from remat_theory import Chain, simulate
 from remat_theory.analysis import families
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverError, SolverLimitError
 from remat_theory.model.persistence import is_persistent, is_weakly_persistent
 from remat_theory.strategies import chains, chains_and_budgets
 from solvers import dp, dp_weak, exhaustive
@@ -184,8 +184,10 @@ def test_time_limit_stops_with_a_bound_and_no_claim(slots):
 
 def test_too_big_is_refused_up_front_naming_slots():
     c = families.make("homogeneous", 400, 0)
-    with pytest.raises(SolverError, match=r"--slots S \(-o slots=S\) with S at most \d+"):
+    with pytest.raises(SolverLimitError, match=r"pass slots=\d+ or less") as e:
         solvers.solve(c, c.store_all_memory() // 2, "dp-weak", slots=2000)
+    (name, relation, fit), = e.value.remedies[0].options
+    assert (name, relation) == ("slots", "<=") and 10 <= fit < 2000
 
 
 @settings(max_examples=20, deadline=None)

@@ -349,8 +349,8 @@ def test_an_optimal_incumbent_is_proven_and_returned():
 def test_a_long_chain_is_refused_with_a_message_not_a_crash():
     """Issue #29 (limits at any size): the size guard's message wrote 4^L (L+2) out in full;
     past 4,300 digits Python refuses to print an integer (ValueError, "internal error")."""
-    from remat_theory.model.errors import SolverOptionError
+    from remat_theory.model.errors import SolverLimitError
 
     chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
-    with pytest.raises(SolverOptionError, match=r"4\^3000 x 3,002 states; max_stages = 8"):
+    with pytest.raises(SolverLimitError, match=r"4\^3000 \* 3002 states; max_stages = 8"):
         solvers.solve(chain, chain.store_all_memory() // 2, "exhaustive", time_limit=5)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import solvers
 from remat_theory import Chain, simulate
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import SolverError, SolverLimitError
 from remat_theory.analysis.families import make
 from remat_theory.model.persistence import is_monotone
 from remat_theory.model.schedule import B, FCK, FN, LOSS, Schedule
@@ -762,8 +762,9 @@ def test_a_chain_too_long_for_any_ilp_model_is_refused_up_front(L, budget):
 
     chain = _homogeneous(L)
     t0 = time.perf_counter()
-    with pytest.raises(SolverError, match=f"{L} stages is too large.*--solver dp"):
+    with pytest.raises(SolverLimitError, match=f"{L} stages is too large.*use solver 'dp'") as e:
         solvers.solve(chain, budget, "ilp", time_limit=5)
+    assert [r.solver for r in e.value.remedies[:2]] == ["dp", "dp-weak"]
     with pytest.raises(SolverError, match="max_binaries"):
         solvers.solve(chain, budget, "ilp", passes=1, pairs=True, time_limit=5)
     assert time.perf_counter() - t0 < 5 + 10

@@ -180,7 +180,7 @@ def test_solver_facts_are_read_from_the_registry(capsys):
     ex = solvers.get("exhaustive")
     assert ex.max_stages < ex.defaults["max_stages"] < ex.reference_max_stages and ex.may_drop
     long = Chain.homogeneous(ex.reference_max_stages + 1)
-    assert "4^L" in registry.note(long, None, "exhaustive", {"max_stages": long.length})
+    assert "4^L" in registry.note(long, None, "exhaustive", {"max_stages": long.length}).text
     assert registry.note(long, None, "exhaustive", {"time_limit": 5}) is None
     assert registry.note(C2, None, "exhaustive") is None
     assert main(["solvers", "--json"]) == 0

@@ -212,8 +212,10 @@ def test_bad_budget_values():
 # ----------------------------------------------------------------- tokens
 
 def test_token_parse_and_print():
-    s = Schedule.parse(" Fck0 Fn1,Fall2  Loss B2 Dropx3 Dropt1 ")
+    s = Schedule.parse(" Fck0 Fn1\tFall2  Loss\nB2 Dropx3 Dropt1 ")
     assert s.tokens() == ["Fck0", "Fn1", "Fall2", "Loss", "B2", "Dropx3", "Dropt1"]
+    with pytest.raises(ScheduleParseError, match="separated by spaces"):  # no commas
+        Schedule.parse("Fck0 Fn1,Fall2")
     assert Schedule.parse(str(s)) == s and len(s) == 7 and s[1] == Op("Fn", 1)
 
 

@@ -146,7 +146,29 @@ def _process_map(func, items: Sequence, n_workers: int, enabled, desc) -> list:
     return results
 
 
+#: Address schemes of Dask's communication layer.
+DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+
+
+def check_scheduler(scheduler) -> None:
+    """Raise :class:`RematError` unless ``scheduler`` is None, ``'local'``, a Dask address
+    (``tcp://host:port``, ``tls://...``, or ``host:port``), a Client or a cluster: checked
+    before any work, so that a typo does not surface after the sweep was set up."""
+    if scheduler is None or scheduler == "local" or not isinstance(scheduler, str):
+        return
+    scheme, sep, rest = scheduler.partition("://")
+    if not sep:
+        scheme, rest = "tcp", scheduler
+    host, colon, port = rest.rpartition(":")
+    if scheme not in DASK_SCHEMES or (scheme != "inproc" and (
+            not colon or not host or not port.isascii() or not port.isdigit())):
+        raise RematError(f"scheduler = {scheduler!r} is not 'local' nor a Dask scheduler "
+                         f"address (SCHEME://HOST:PORT with SCHEME one of "
+                         f"{', '.join(DASK_SCHEMES)}, e.g. tcp://127.0.0.1:8786)")
+
+
 def _dask_map(func, items: Sequence, scheduler, workers, enabled, desc) -> list:
+    check_scheduler(scheduler)
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:

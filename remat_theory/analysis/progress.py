@@ -1,9 +1,12 @@
 """A small progress bar on stderr, with no dependency.
 
 Long sweeps (``remat verify``, ``remat hard``, ``remat bench``) show how far they are and
-how long is left.  The bar draws only when its stream is a terminal (so logs, pipes and
-test captures stay clean) and never when ``enabled=False``; it redraws at most ten times
-a second so that a sweep of many tiny tasks does not spend its time printing.
+how long is left: on a terminal a bar redrawn in place (at most ten times a second, so that
+a sweep of many tiny tasks does not spend its time printing); elsewhere (a log, a pipe, a
+CI job) one plain line every :attr:`Progress.line_interval` seconds, written by a
+background thread so that a line comes even while one long step runs, and nothing at all
+for a run shorter than that.  ``enabled=False`` prints nothing.  Progress goes to stderr
+only: a command's stdout (``--json``) stays clean.
 
 Usage::
 
@@ -15,6 +18,7 @@ Usage::
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -38,12 +42,14 @@ class Progress:
     ----------
     total : number of steps (>= 0).
     desc : a short label printed before the bar.
-    enabled : force the bar on or off; ``None`` (default) draws only when ``stream`` is a TTY.
+    enabled : ``None`` (default): a bar when ``stream`` is a terminal, else a line every
+        :attr:`line_interval` seconds; ``True``: the bar; ``False``: nothing.
     stream : where to draw (default ``sys.stderr``).
     width : width of the bar itself, in characters.
     """
 
     min_interval = 0.1  # seconds between two redraws
+    line_interval = 5.0  # seconds between two lines when the stream is not a terminal
 
     def __init__(self, total: int, desc: str = "", *, enabled: bool | None = None,
                  stream: TextIO | None = None, width: int = 30) -> None:
@@ -52,12 +58,14 @@ class Progress:
         self.total = total
         self.desc = desc
         self.stream = stream if stream is not None else sys.stderr
+        self.lines = False  # plain lines from a background thread instead of the bar
         if enabled is None:
             isatty = getattr(self.stream, "isatty", None)
             try:
                 enabled = bool(isatty and isatty())
             except (ValueError, OSError):  # closed stream
                 enabled = False
+            self.lines = not enabled
         self.enabled = enabled
         self.width = width
         self.done = 0
@@ -65,6 +73,19 @@ class Progress:
         self._last_draw = 0.0
         self._drawn = False
         self._closed = False
+        self._stop = threading.Event()
+        self._thread = None
+        if self.lines:
+            self._thread = threading.Thread(target=self._line_loop, daemon=True)
+            self._thread.start()
+
+    def _line_loop(self) -> None:
+        while not self._stop.wait(self.line_interval):
+            try:
+                self.stream.write(self.line() + "\n")
+                self.stream.flush()
+            except (ValueError, OSError):  # stream closed under us
+                return
 
     def line(self) -> str:
         """The text of the bar as it would be drawn now (without the carriage return)."""
@@ -101,6 +122,9 @@ class Progress:
         """Draw the final state and end the line (only if anything was drawn)."""
         if self._closed:
             return
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
         if self.enabled:
             self._draw()
             if self._drawn:

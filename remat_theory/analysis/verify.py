@@ -29,7 +29,8 @@ schedule of C fits" (status ``infeasible``).  Then:
 1. every schedule is valid under the budget and its claimed makespan and peak are the
    simulated ones (the registry raises :class:`SolverContractError` otherwise; any other
    exception a solver raises on valid input counts too, except misuse,
-   :class:`SolverOptionError`, which stops the sweep as bad input);
+   :class:`SolverOptionError`, which stops the sweep as bad input, and a limit,
+   :class:`SolverLimitError`, recorded as status ``refused``: no claim);
 2. no schedule of a class C' ⊆ C is shorter than an optimum or a bound claimed for C
    (relative tolerance 1e-9).  This contains: exact solvers of the same class agree,
    ``exhaustive <= ilp`` (equal when both are proven), ``ilp <= dp-weak <= dp``, the fast
@@ -72,13 +73,15 @@ from remat_theory.analysis.parallel import TaskFailedError, parallel_map
 from remat_theory.model import classes, fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (InfeasibleBudgetError, RematError, SolverError,
-                                       SolverOptionError)
+                                       SolverLimitError, SolverOptionError)
 from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.model.validation import check_int
 
 __all__ = ["VerifyConfig", "ChainTask", "make_tasks", "verify_chain", "run_verify",
            "summarize", "format_table", "CLASS_RANK", "class_subset", "default_max_stages_for"]
 
+#: The status of a solve a solver refused before any work (a limit of the solver: SolverLimitError).
+REFUSED = "refused"
 RTOL = 1e-9  # relative tolerance between makespans: sums of the same floats, nothing more
 
 # Inclusion order of the classes a schedule is classified into (Solution.optimal_for keys),
@@ -318,6 +321,9 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
         return rec
     except SolverOptionError:
         raise  # misuse (a bad option of a variant or plug-in): bad input, not a finding
+    except SolverLimitError as e:  # refused before any work: neither bad input nor a finding
+        rec.update(status=REFUSED, message=str(e), wall_time=time.perf_counter() - t0)
+        return rec
     except SolverError as e:  # SolverContractError: a false answer
         rec.update(status="error", error=f"{e}", wall_time=time.perf_counter() - t0)
         return rec

@@ -5,25 +5,34 @@ a module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -
 
 Errors never show a traceback:
 
-* bad input of any kind (a package error, a numeric overflow, input nested too deeply, a
-  problem too large for memory) prints one line ``remat: error: ...`` naming the field,
-  index, step or option, in the command line's own syntax (``-o allow_drop=true``, not
-  ``allow_drop=True``), and exits with code 2;
-* any other exception is a bug of remat: one line ``remat: internal error (this is a bug):
-  ...`` naming the exception and where it was raised, exit code 1.  Set ``REMAT_TRACEBACK=1``
-  to see the full traceback instead.
+* a usage error prints one line ``remat COMMAND: error: ...`` and exits with code 2;
+* bad input of any kind (a package error, a plug-in's own failure, a numeric overflow,
+  input nested too deeply, a problem too large for memory) prints one line ``remat: error:
+  ...`` naming the field, index, step or option and exits with code 2; its ways out (the
+  error's :class:`~remat_theory.model.errors.Remedy` facts) are spelt in the command's own
+  syntax by :mod:`remat_theory.cli.render` (``--slots 40 or less``, ``-o pairs=true``);
+* any other exception (:class:`~remat_theory.model.errors.InternalError`, or anything that
+  is not a :class:`~remat_theory.model.errors.RematError`) is a bug of remat: one line
+  ``remat: internal error (this is a bug): ...`` naming the exception and where it was
+  raised, exit code 1.  Set ``REMAT_TRACEBACK=1`` to see the full traceback instead.
+
+With ``--json`` every outcome is one JSON object on stdout, errors included: ``{"status":
+"error", "error": CLASS, "message": ..., "exit_code": N}`` (the one line still goes to
+stderr).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import pkgutil
-import re
 import sys
 import traceback
 
-from remat_theory.model.errors import RematError
+from remat_theory import __version__
+from remat_theory.cli.render import error_text, one_line
+from remat_theory.model.errors import PluginError, RematError
 
 USER_ERROR, BUG = 2, 1
 
@@ -40,64 +49,47 @@ def _commands():
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``remat: error: ...``, exit code 2)."""
+    """argparse with one-line errors naming the command (``remat verify: error: ...``, exit
+    code 2)."""
 
     def error(self, message):  # noqa: D401 - argparse hook
-        self.exit(2, f"{self.prog.split()[0]}: error: {self.prog}: {one_line(message)}\n")
+        raise UsageError(f"{self.prog}: error: {one_line(message)}")
+
+
+class UsageError(Exception):
+    """A usage error argparse found: its one line, ready to print."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="remat",
         description="Find, prove and confirm optimal activation re-materialization schedules.")
+    parser.add_argument("--version", action="version", version=f"remat {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
+    parser.commands = {}
     for mod in sorted(_commands(), key=lambda m: getattr(m, "ORDER", 50)):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+        parser.commands[mod.NAME] = p
     return parser
 
 
-# Python spellings of options in solver messages, and what a command-line user types.
-_FLAGS = {"slots": "--slots {v}", "time_limit": "--time-limit {v}"}
-_SIMULATE_FLAGS = {"allow_drop": "--allow-drop"}
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, with arguments the command does not know reported by
+    that command's parser (``remat verify: error: unrecognized arguments: ...``)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = parser.commands.get(getattr(args, "command", None), parser)
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
-def _option(key: str, value: str, command: str | None) -> str:
-    if command == "simulate" and key in _SIMULATE_FLAGS:
-        return _SIMULATE_FLAGS[key]
-    if command == "solve" and key in _FLAGS:
-        return _FLAGS[key].format(v=value)
-    return f"-o {key}={ {'True': 'true', 'False': 'false', 'None': 'null'}.get(value, value)}"
-
-
-def _compact_int(m: re.Match) -> str:
-    digits = m.group(0).replace(",", "")
-    mantissa = f"{digits[0]}.{digits[1:4]}".rstrip("0").rstrip(".")
-    return f"{mantissa}e+{len(digits) - 1}"
-
-
-def one_line(message: str) -> str:
-    """A message on one line, at most about 600 characters."""
-    text = " ".join(str(message).split())
-    return text if len(text) <= 600 else text[:597] + "..."
-
-
-def cli_message(message: str, command: str | None = None) -> str:
-    """A solver's or the model's error message as a command-line user should read it: option
-    hints in CLI syntax (``pass slots=S`` -> ``use --slots S``; ``passes=1, pairs=True`` ->
-    ``-o passes=1 -o pairs=true``), integers of more than 18 digits in compact form, one line."""
-    text = re.sub(r"\bpass (\w+)=([^\s,;)]+)",
-                  lambda m: "use " + _option(m.group(1), m.group(2), command), message)
-    text = re.sub(r"\boption (\w+) needs (\w+)=([^\s,;)]+)",
-                  lambda m: f"{_option(m.group(1), 'true', command)} needs "
-                            f"{_option(m.group(2), m.group(3), command)}", text)
-    text = re.sub(r"\((passes)=(\d+), (pairs)=True\b",
-                  lambda m: f"(-o passes={m.group(2)} -o pairs=true", text)
-    text = re.sub(r"\braise (max_\w+)\b", r"raise it with -o \1=N", text)
-    text = re.sub(r"\b\d{1,3}(?:,\d{3}){6,}\b|\b\d{19,}\b", _compact_int, text)
-    return one_line(text)
+def usage_line(parser: argparse.ArgumentParser) -> str:
+    """``remat`` run with no command: the usage and the commands, on one line."""
+    names = list(parser.commands)
+    return (f"remat: error: no command given; usage: remat [-h] [--version] COMMAND [ARGS] "
+            f"with COMMAND one of {', '.join(names)}; remat COMMAND -h describes one")
 
 
 def _where(exc: BaseException) -> str:
@@ -115,46 +107,68 @@ def _where(exc: BaseException) -> str:
     return f" (in {f.name}, {path}:{f.lineno})"
 
 
-def report(exc: BaseException, command: str | None) -> int:
-    """Print the one line for ``exc`` on stderr and return the exit code (see the module
-    docstring)."""
+def report(exc: BaseException, command: str | None) -> tuple[int, str]:
+    """The exit code and the one line for ``exc`` (see the module docstring)."""
     if isinstance(exc, RematError):
-        print(f"remat: error: {cli_message(str(exc), command)}", file=sys.stderr)
-        return USER_ERROR
+        return USER_ERROR, f"remat: error: {error_text(exc, command)}"
     if isinstance(exc, MemoryError):
-        print(f"remat: error: {command or 'remat'}: out of memory: the problem is too large for "
-              f"this machine (use smaller inputs, --slots, or a solver with a time limit)",
-              file=sys.stderr)
-        return USER_ERROR
+        return USER_ERROR, (f"remat: error: {command or 'remat'}: out of memory: the problem is "
+                            f"too large for this machine (use smaller inputs, fewer slots, or a "
+                            f"solver with a time limit)")
     if isinstance(exc, RecursionError):
-        print(f"remat: error: {command or 'remat'}: the input is nested or chained too deeply "
-              f"for Python's recursion limit{_where(exc)}", file=sys.stderr)
-        return USER_ERROR
+        return USER_ERROR, (f"remat: error: {command or 'remat'}: the input is nested or chained "
+                            f"too deeply for Python's recursion limit{_where(exc)}")
     if isinstance(exc, OverflowError):
-        print(f"remat: error: {command or 'remat'}: numeric overflow ({one_line(exc)}): a value "
-              f"of the input is too large{_where(exc)}", file=sys.stderr)
-        return USER_ERROR
-    print(f"remat: internal error (this is a bug): {type(exc).__name__}: "
-          f"{cli_message(str(exc), command)}{_where(exc)}; set REMAT_TRACEBACK=1 for the "
-          f"traceback", file=sys.stderr)
-    return BUG
+        return USER_ERROR, (f"remat: error: {command or 'remat'}: numeric overflow "
+                            f"({one_line(exc)}): a value of the input is too large{_where(exc)}")
+    return BUG, (f"remat: internal error (this is a bug): {type(exc).__name__}: "
+                 f"{one_line(exc)}{_where(exc)}; set REMAT_TRACEBACK=1 for the traceback")
+
+
+def _wants_json(argv, args) -> bool:
+    """Whether the command's output is a JSON document on stdout (``--json``; ``remat
+    verify --json FILE`` writes it to FILE instead)."""
+    if args is not None:
+        value = getattr(args, "json", None)
+        return value is True or value == "-"
+    return "--json" in (argv if argv is not None else sys.argv[1:])
+
+
+def _fail(code: int, line: str, exc: BaseException | None, json_out: bool) -> int:
+    """Print the one line on stderr and, under ``--json``, the error object on stdout."""
+    print(line, file=sys.stderr)
+    if json_out:
+        message = line.split(": error: ", 1)[-1] if ": error: " in line else line
+        obj = {"status": "error", "error": type(exc).__name__ if exc is not None else "UsageError",
+               "message": message, "exit_code": code}
+        if isinstance(exc, PluginError):
+            obj["plugin"] = exc.plugin
+        try:
+            sys.stdout.write(json.dumps(obj) + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+    return code
 
 
 def main(argv=None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code:
     0 success, 1 a failed check (e.g. ``verify``) or a bug of remat, 2 bad input."""
-    command = None
+    command = args = None
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = parse(parser, argv)
         command = args.command
+        if command is None:
+            return _fail(USER_ERROR, usage_line(parser), None, _wants_json(argv, None))
         return int(args._run(args) or 0)
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2, one line printed)
+    except UsageError as e:
+        return _fail(USER_ERROR, str(e), None, _wants_json(argv, None))
+    except SystemExit as e:  # argparse: --help or --version (0)
         code = e.code
         if code is None or isinstance(code, int):
             return int(code or 0)
-        print(f"remat: error: {one_line(code)}", file=sys.stderr)
-        return USER_ERROR
+        return _fail(USER_ERROR, f"remat: error: {one_line(code)}", None, _wants_json(argv, args))
     except KeyboardInterrupt:
         print("remat: interrupted", file=sys.stderr)
         return 130
@@ -163,7 +177,8 @@ def main(argv=None) -> int:
     except Exception as e:  # noqa: BLE001 - the one place every error becomes one line
         if os.environ.get("REMAT_TRACEBACK"):
             raise
-        return report(e, command)
+        code, line = report(e, command)
+        return _fail(code, line, e, _wants_json(argv, args))
 
 
 def entry() -> None:  # console script

@@ -77,7 +77,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import InvalidScheduleError
+from remat_theory.model.errors import InvalidScheduleError, RematError
 from remat_theory.model.schedule import FALL, FCK, FN, FORWARD_KINDS, DROP, Op, Schedule
 from remat_theory.model.simulator import State, transition
 
@@ -213,7 +213,7 @@ def check_class(chain: Chain, schedule: Schedule | str | Iterable, schedule_clas
     ``"monotone"``, ``"weak-runs<=K"``, or a :class:`~remat_theory.model.classes.ScheduleClass`)."""
     schedule_class = rule_name(schedule_class)
     if not is_class(schedule_class):
-        raise ValueError(f"schedule_class = {schedule_class!r} is not one of {CLASSES} or "
+        raise RematError(f"schedule_class = {schedule_class!r} is not one of {CLASSES} or "
                          f"'{RUNS_PREFIX}K'")
     if isinstance(schedule, str):
         schedule = Schedule.parse(schedule)

@@ -16,7 +16,11 @@ FN, FCK, FALL, LOSS, B, DROP = "Fn", "Fck", "Fall", "Loss", "B", "Drop"
 FORWARD_KINDS = (FN, FCK, FALL)
 KINDS = (FN, FCK, FALL, LOSS, B, DROP)
 
-_TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(\d+)$|^(Loss)$|^Drop([xt])(\d+)$")
+# Stage indices in ASCII digits, without leading zeros (``Fall٠`` and ``Fall00`` are no
+# tokens: ``\d`` would match every script's digits).
+_TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(0|[1-9][0-9]*)$|^(Loss)$|^Drop([xt])(0|[1-9][0-9]*)$")
+_LOOSE = re.compile(r"^(Fn|Fck|Fall|B|Drop[xt])(\d+)$")  # a token with a badly written index
+_SEPARATORS = re.compile(r"[ \t\r\n]+")  # between tokens: ASCII whitespace only
 
 
 @dataclass(frozen=True, order=True)
@@ -60,6 +64,18 @@ class Op:
     @classmethod
     def parse(cls, token: str) -> "Op":
         m = _TOKEN.match(token)
+        if not m and isinstance(token, str):
+            loose = _LOOSE.match(token)
+            if loose:
+                digits = loose.group(2)
+                why = ("has a leading zero" if digits.isascii()
+                       else "must be written in ASCII digits 0-9")
+                raise ScheduleParseError(f"op token {token[:30]!r}: stage index {digits[:20]!r} "
+                                         f"{why}")
+            sep = next((c for c in token if c in ",;|" or c.isspace()), None)
+            if sep is not None and len(token) > 1:
+                raise ScheduleParseError(f"op token {token[:30]!r}: tokens are separated by "
+                                         f"spaces, and {sep!r} is no part of a token")
         if not m:
             raise ScheduleParseError(
                 f"unknown op token {token!r} (expected Fn<i>, Fck<i>, Fall<i>, Loss, B<i>, "
@@ -125,7 +141,7 @@ class Schedule(Sequence):
         """Parse the token form, e.g. ``"Fck0 Fn1 Fall2 Loss B2 ..."``."""
         if not isinstance(text, str):
             raise ScheduleParseError(f"schedule text must be a string, got {type(text).__name__}")
-        return cls(t for t in re.split(r"[\s,]+", text.strip()) if t)
+        return cls(t for t in _SEPARATORS.split(text) if t)
 
     def tokens(self) -> list[str]:
         return [o.token for o in self._ops]

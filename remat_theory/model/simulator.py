@@ -21,8 +21,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError, RematError
+from remat_theory.model.errors import (EQ, BudgetExceededError, InvalidScheduleError, RematError,
+                                       Remedy)
 from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, Op, Schedule
+
+DROP_NOT_ALLOWED = ("Drop operations are not allowed (the canonical model has no deletions; "
+                    "explicit deletions are an extension of it)")
 
 
 class State(NamedTuple):
@@ -94,7 +98,7 @@ def transition(chain: Chain, state: State, memory: int, op: Op,
         return _backward(chain, state, memory, op.index)
     if kind == DROP:
         if not allow_drop:
-            return "Drop operations are not allowed (the canonical model has no deletions; pass allow_drop=True)"
+            return DROP_NOT_ALLOWED
         return _drop(chain, state, memory, op.target, op.index)
     return f"unknown operation {op!r}"  # pragma: no cover - Op validates its kind
 
@@ -313,7 +317,9 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
     for k, op in enumerate(schedule):
         r = transition(chain, state, memory, op, allow_drop)
         if isinstance(r, str):
-            raise InvalidScheduleError(r, k, op.token)
+            remedies = (Remedy(options=(("allow_drop", EQ, True),)),) \
+                if r is DROP_NOT_ALLOWED else ()
+            raise InvalidScheduleError(r, k, op.token, remedies=remedies)
         if budget is not None and r.peak > budget:
             raise BudgetExceededError(
                 f"peak memory {r.peak} exceeds the budget {budget} (held {memory} before it, "

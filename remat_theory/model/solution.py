@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from remat_theory.model import classes
+from remat_theory.model.errors import RematError
 from remat_theory.model.classes import ScheduleClass
 from remat_theory.model.schedule import Schedule
 
@@ -72,7 +73,7 @@ class Solution:
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
-            raise ValueError(f"status = {self.status!r} is not one of {STATUSES}")
+            raise RematError(f"status = {self.status!r} is not one of {STATUSES}")
         if isinstance(self.optimal_for, ScheduleClass):
             object.__setattr__(self, "optimal_for", self.optimal_for.key)
         if not self.allows_drop and self.info.get("allow_drop") is True:

@@ -134,8 +134,8 @@ _BANNER_DONE = False
 
 def silence_highs_banner() -> None:
     """HiGHS prints a two-line banner on the C stdout the first time a solver object is made
-    in a process, before any option can turn output off; it would corrupt the JSON that
-    ``remat solve --json`` prints.  Make that first object with file descriptor 1 pointed at
+    in a process, before any option can turn output off; it would corrupt
+    a JSON document printed on stdout.  Make that first object with file descriptor 1 pointed at
     /dev/null."""
     global _BANNER_DONE
     if _BANNER_DONE:

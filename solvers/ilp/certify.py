@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import AT_LEAST, Remedy, SolverLimitError
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import (CLASS_ALL, FEASIBLE, INFEASIBLE, OPTIMAL, TIME_LIMIT,
                                          Solution)
@@ -122,9 +122,12 @@ def certified(chain: Chain, budget: int, opts: IlpOptions, deadline: Deadline,
         merged["certificate"] = "proven model" if sol.status in (OPTIMAL, INFEASIBLE) else None
         return sol.replace(info=merged, wall_time=deadline.elapsed())
     if best[0] is None:
-        raise SolverError(f"{too_big}; the moment relaxation does not prove the budget "
-                          f"infeasible and neither the weak DP nor the fast mode found a schedule: "
-                          f"raise max_binaries to search all schedules")
+        raise SolverLimitError(f"{too_big}; the moment relaxation does not prove the budget "
+                               f"infeasible and neither the weak DP nor the fast mode found a "
+                               f"schedule", solver="ilp",
+                               remedies=(Remedy(options=(("max_binaries", AT_LEAST, binaries_bound(
+                                   chain, opts.passes, opts.pairs)),),
+                                                note="to search all schedules"),))
     if deadline.expired():
         return _unproven(chain, budget, best, lower, info, deadline,
                          "solving the moment relaxation", True)

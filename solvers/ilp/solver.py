@@ -3,7 +3,7 @@ choice between the certified mode and a K-pass model alone."""
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError
+from remat_theory.model.errors import AT_LEAST, EQ, Note, Remedy, SolverLimitError
 from remat_theory.model.solution import CLASS_ALL, OPTIMAL, Solution
 
 from solvers._deadline import Deadline
@@ -35,12 +35,15 @@ def _refuse_certified(chain: Chain, opts: IlpOptions, proven_size: int) -> None:
     store_all = chain.store_all_memory()
     dp = seeds.dp_seconds(chain, store_all, "dp")
     weak = seeds.dp_seconds(chain, store_all, "dp-weak")
-    raise SolverError(
+    raise SolverLimitError(
         f"ilp: {L} stages is too large for this solver: the moment relaxation that certifies "
         f"its answers has {n:,} binaries and the proven model up to {proven_size:,}, above "
-        f"max_binaries = {opts.helper_cap:,}; use --solver dp (optimal among persistent "
-        f"schedules, roughly {_duration(dp)} here) or --solver dp-weak (weakly persistent, "
-        f"roughly {_duration(weak)}), or raise max_binaries")
+        f"max_binaries = {opts.helper_cap:,}", solver="ilp", estimate_s=None,
+        remedies=(Remedy(solver="dp", note=f"optimal among persistent schedules, roughly "
+                                           f"{_duration(dp)} here"),
+                  Remedy(solver="dp-weak", note=f"weakly persistent, roughly "
+                                                f"{_duration(weak)}"),
+                  Remedy(options=(("max_binaries", AT_LEAST, n),))))
 
 
 def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:
@@ -53,10 +56,11 @@ def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:
         too_big = (f"ilp: {mode} for {chain.length} stages has up to {size:,} operation "
                    f"binaries, above max_binaries = {opts.max_binaries:,}")
         if not (opts.certify and opts.proven):
-            raise SolverError(
-                f"{too_big}; use the fast mode (passes=1, pairs=True: optimal among schedules "
-                f"with one weakly increasing forward run per phase, "
-                f"{binaries_bound(chain, 1, True):,} binaries) or raise max_binaries")
+            raise SolverLimitError(too_big, solver="ilp", remedies=(
+                Remedy(options=(("passes", EQ, 1), ("pairs", EQ, True)),
+                       note=f"the fast mode: optimal among schedules with one weakly increasing "
+                            f"forward run per phase, {binaries_bound(chain, 1, True):,} binaries"),
+                Remedy(options=(("max_binaries", AT_LEAST, size),))))
         _refuse_certified(chain, opts, size)
     if opts.certify and opts.proven:
         return certify.certified(chain, budget, opts, deadline, too_big)
@@ -71,7 +75,7 @@ def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:
 PROVEN_QUICK_STAGES = 5  # the proven model: seconds up to here, minutes to hours above
 
 
-def _long_solve_note(chain: Chain, options) -> str | None:
+def _long_solve_note(chain: Chain, options) -> Note | None:
     """A note before a solve that may run very long: the default mode on more than
     :data:`PROVEN_QUICK_STAGES` stages with no time limit, which falls back to the proven
     model (O(L^4) binaries, proofs/ilp.md section 8) whenever the moment relaxation leaves a
@@ -80,14 +84,16 @@ def _long_solve_note(chain: Chain, options) -> str | None:
         return None
     if chain.length <= PROVEN_QUICK_STAGES:
         return None
-    return (f"remat: note: ilp first tries to prove the weak DP's or the fast mode's schedule "
-            f"optimal with the moment relaxation (seconds on random chains of 20-30 stages); "
-            f"where that leaves a gap it solves the proven model, which on {chain.length} stages "
-            f"can take minutes to hours (about {PROVEN_QUICK_STAGES} stages take seconds), "
-            f"or, from 20 stages, answers 'feasible' with a bound; --time-limit SECONDS "
-            f"returns the best schedule and bound found by then, and --solver ilp-fast "
-            f"(-o passes=1 -o pairs=true) is the fast mode (optimal among schedules with one "
-            f"weakly increasing run per phase)")
+    return Note(f"ilp first tries to prove the weak DP's or the fast mode's schedule optimal "
+                f"with the moment relaxation (seconds on random chains of 20-30 stages); where "
+                f"that leaves a gap it solves the proven model, which on {chain.length} stages "
+                f"can take minutes to hours (about {PROVEN_QUICK_STAGES} stages take seconds), "
+                f"or, from 20 stages, answers 'feasible' with a bound",
+                remedies=(Remedy(options=(("time_limit", EQ, None),),
+                                 note="returns the best schedule and bound found by then"),
+                          Remedy(solver="ilp-fast", note="the fast mode, passes=1 and "
+                                 "pairs=True: optimal among schedules with one weakly "
+                                 "increasing run per phase")))
 
 
 @register(NAME, optimal_for=CLASS_ALL, exact=True,
@@ -148,7 +154,7 @@ def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
         two weakly increasing runs per phase and starts from that optimum when it is better
         (``info["staged"]``).
     threads : MIP solver threads.
-    max_binaries : refuse (SolverError) to build a model with more operation binaries than
+    max_binaries : refuse (SolverLimitError) to build a model with more operation binaries than
         this (:func:`.model.binaries_bound`), rather than exhaust memory: the proven model
         passes it up to 19 stages; the certified mode needs the moment relaxation
         (about 2.5 L^2 binaries) to pass it, about 200 stages, and is refused beyond with

@@ -3,51 +3,169 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import decimal
 import json
 import math
 import os
+import re
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from remat_theory.analysis.progress import Progress
 from remat_theory.model import fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import ChainError, RematError
-from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_GUARD
-from solvers.feasibility import EXACT, smallest_feasible_budget
+from remat_theory.cli.render import printable
 
 
-def _number(text: str, convert, noun: str, ok, requirement: str):
-    """argparse type helper: ``convert(text)``, which must satisfy ``ok``; errors name the
-    text and what was expected."""
-    try:
-        v = convert(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-    if not ok(v):
-        raise argparse.ArgumentTypeError(f"{text!r} {requirement}")
+_DIGITS = re.compile(r"[0-9]+\Z")
+_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_MAX_EXPONENT = 4000  # digits of an integer written in scientific form (int() stops at 4,300)
+
+
+def plain_int(text: str, what: str, minimum: int | None = None) -> int:
+    """An integer written in ASCII digits only: no sign but a leading ``-`` (refused when
+    below ``minimum``), no ``_`` separators, no spaces, no other script's digits (Python's
+    ``int`` takes all four).  Errors name ``what`` and the text."""
+    body = text[1:] if text.startswith("-") else text
+    if not _DIGITS.match(body):
+        raise argparse.ArgumentTypeError(f"{what} {printable(text)!r} is not an integer "
+                                         f"(ASCII digits 0-9 only)")
+    if len(body) > _MAX_EXPONENT:
+        raise argparse.ArgumentTypeError(f"{what} has {len(body)} digits: too large")
+    v = int(text)
+    if minimum is not None and v < minimum:
+        raise argparse.ArgumentTypeError(f"{what} {v} must be an integer >= {minimum}")
+    return v
+
+
+def plain_float(text: str, what: str) -> float:
+    """A number in plain decimal or scientific notation (``0.5``, ``2``, ``1e-3``): no
+    ``_``, no spaces, no ``nan``/``inf``, ASCII digits only."""
+    if not _DECIMAL.match(text):
+        raise argparse.ArgumentTypeError(f"{what} {printable(text)!r} is not a number (plain "
+                                         f"decimal or scientific notation, e.g. 0.5 or 1e-3)")
+    v = float(text)
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{what} {printable(text)!r} is too large")
     return v
 
 
 def budget_arg(text: str) -> int:
-    """argparse type for a budget in bytes: a plain non-negative integer."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"budget {text!r} is not an integer number of bytes") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"budget {v} is negative")
-    return v
+    """argparse type for a budget in bytes: a non-negative integer in plain decimal
+    (``4000000``) or scientific notation with an integer value (``4e6``, ``1.5e9``); no
+    ``_``, spaces, signs or other scripts' digits."""
+    if text.startswith("-") and _DECIMAL.match(text):
+        raise argparse.ArgumentTypeError(f"budget {text} is negative")
+    if _DIGITS.match(text):
+        if len(text) > _MAX_EXPONENT:
+            raise argparse.ArgumentTypeError(f"budget has {len(text)} digits: too large")
+        return int(text)
+    if _DECIMAL.match(text) and not text.startswith("+"):
+        try:
+            d = decimal.Decimal(text)
+        except decimal.InvalidOperation:  # pragma: no cover - the pattern is a decimal
+            d = None
+        if d is not None and d.adjusted() <= _MAX_EXPONENT and d == d.to_integral_value():
+            return int(d)
+    raise argparse.ArgumentTypeError(f"budget {printable(text)!r} is not an integer number of "
+                                     f"bytes (plain digits 0-9, or scientific notation with an "
+                                     f"integer value such as 4e9)")
 
 
 def positive_float(text: str) -> float:
-    return _number(text, float, "a number", lambda v: math.isfinite(v) and v > 0,
-                   "must be a positive number")
+    v = plain_float(text, "value")
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return v
 
 
 def positive_int(text: str) -> int:
-    return _number(text, int, "an integer", lambda v: v >= 1, "must be an integer >= 1")
+    return plain_int(text, "value", minimum=1)
+
+
+def seed_arg(text: str) -> int:
+    """argparse type for a random seed: an integer >= 0 (numpy's generators take no
+    negative seed)."""
+    return plain_int(text, "seed", minimum=0)
+
+
+def name_list(text: str) -> tuple:
+    """argparse type for names separated by commas (or spaces)."""
+    items = tuple(t for t in (s.strip() for s in text.replace(" ", ",").split(",")) if t)
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing")
+    return items
+
+
+#: Image formats ``remat plot`` and the torch plots can write (matplotlib's raster and
+#: vector back ends that need nothing else installed).
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff",
+                  ".webp")
+
+
+def _first_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_output_file(path: str, flag: str, suffixes: tuple | None = None) -> Path:
+    """Check before any work that ``path`` can be written as a file: not a folder, in a
+    folder that exists and is writable (not under a file), with one of ``suffixes`` when
+    given.  Raises :class:`RematError` naming ``flag``, the path and the problem."""
+    p = Path(path)
+    shown = printable(str(path))
+    if not str(path):
+        raise RematError(f"{flag}: the path is empty")
+    if p.is_dir():
+        raise RematError(f"{flag} {shown!r} is a folder; give a file name")
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        raise RematError(f"{flag} {shown!r}: unknown file type {p.suffix or '(no suffix)'!r}; "
+                         f"use one of {', '.join(suffixes)}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.exists():
+        found = _first_existing(parent)
+        if found.exists() and not found.is_dir():
+            raise RematError(f"{flag} {shown!r} is under {printable(str(found))!r}, which is a "
+                             f"file, not a folder")
+        raise RematError(f"{flag} {shown!r}: the folder {printable(str(parent))!r} does not "
+                         f"exist")
+    if not parent.is_dir():
+        raise RematError(f"{flag} {shown!r} is under {printable(str(parent))!r}, which is a "
+                         f"file, not a folder")
+    if not os.access(parent, os.W_OK):
+        raise RematError(f"{flag} {shown!r}: the folder {printable(str(parent))!r} is not "
+                         f"writable")
+    return p
+
+
+def check_output_dir(path: str, flag: str) -> Path:
+    """Check before any work that ``path`` is, or can be created as, a writable folder (a
+    missing folder is created at the end, with its parents): not a file, not under a file."""
+    p = Path(path)
+    shown = printable(str(path))
+    if not str(path):
+        raise RematError(f"{flag}: the path is empty")
+    if p.exists() and not p.is_dir():
+        raise RematError(f"{flag} {shown!r} is a file, not a folder")
+    found = _first_existing(p)
+    if not found.is_dir():
+        raise RematError(f"{flag} {shown!r} is under {printable(str(found))!r}, which is a file, "
+                         f"not a folder")
+    if not os.access(found, os.W_OK):
+        raise RematError(f"{flag} {shown!r}: {printable(str(found))!r} is not writable")
+    return p
+
+
+def default_output_dir(command: str) -> Path:
+    """A new folder for a command's files when no ``--out`` is given: under the system's
+    temporary folder, never in the repository or the current folder (its path is printed)."""
+    return Path(tempfile.mkdtemp(prefix=f"remat-{command}-{time.strftime('%Y%m%d-%H%M%S')}-"))
 
 
 def variation_list(text: str) -> tuple:
@@ -73,46 +191,12 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
-def name_list(text: str) -> tuple:
-    """argparse type for a list of names separated by commas or spaces (solvers, families)."""
-    items = tuple(t for t in (s.strip() for s in text.replace(" ", ",").split(",")) if t)
-    if not items:
-        raise argparse.ArgumentTypeError(f"{text!r} names nothing")
-    return items
-
-
 def _default(o):
     if hasattr(o, "to_dict"):
         return o.to_dict()
     if hasattr(o, "tolist"):
         return o.tolist()
     raise TypeError(f"cannot serialize {type(o).__name__}")
-
-
-#: Above this many stages an infeasible budget is reported with the memory lower bound
-#: only: the persistent DP's exact minimum is O(L^3) (about 100 s on 2,000 stages).
-SMALLEST_BUDGET_MAX_STAGES = 200
-
-
-def check_budget_feasible_at_all(chain: Chain, budget: int) -> None:
-    """Raise when the budget is below what every schedule needs, naming the smallest
-    feasible budget (exact within exhaustive search's size guard; beyond, the lower bound
-    and the weak DP's minimum, which is feasible: :mod:`solvers.feasibility`)."""
-    lb = chain.memory_lower_bound()
-    if budget >= lb and chain.length > EXHAUSTIVE_GUARD:
-        return  # the solver decides (and reports its own smallest budget)
-    if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
-        raise RematError(f"budget {budget} is below what any schedule needs: every schedule "
-                         f"needs at least {lb} bytes (Chain.memory_lower_bound)")
-    smallest, source = smallest_feasible_budget(chain)
-    if budget >= smallest:
-        return
-    if source == EXACT:
-        what = f"the smallest feasible budget is {smallest}"
-    else:
-        what = (f"every schedule needs at least {lb} bytes, and the smallest feasible budget "
-                f"found ({source}, over its own class) is {smallest}")
-    raise RematError(f"budget {budget} is below what any schedule needs: {what}")
 
 
 @contextlib.contextmanager
@@ -151,8 +235,8 @@ def torch_device(device: str, threads: int | None, command: str):
 
 
 def progress_wanted(json_output: bool) -> bool:
-    """Whether a command may draw progress on stderr: not under ``--json``, and only when
-    stdout and stderr are both terminals (a redirected or captured run stays quiet)."""
+    """Whether a command may draw a progress *bar* on stderr: not under ``--json``, and only
+    when stdout and stderr are both terminals (a redirected or captured run stays quiet)."""
     if json_output:
         return False
     try:
@@ -169,17 +253,17 @@ class Ticker:
     on a terminal, or by :meth:`print_notes` once the command knows it succeeded; never
     before an error, so that a user error stays one line.
 
-    Quiet unless ``enabled`` and stderr is a terminal (so ``--json``, pipes, logs and test
-    captures stay clean); draws nothing for the first :attr:`delay` seconds, so quick calls
-    print nothing.  A daemon thread redraws the line twice a second; the line is erased at
-    the end.
+    Quiet unless ``enabled`` and stderr is a terminal, or ``lines`` (then, off a terminal,
+    one plain line every :attr:`Progress.line_interval` seconds, for logs and CI); draws
+    nothing for the first :attr:`delay` seconds, so quick calls print nothing.  A daemon
+    thread redraws the line twice a second; the line is erased at the end.
     """
 
     delay = 2.0
     interval = 0.5
 
     def __init__(self, desc: str, limit: float | None = None, enabled: bool = True,
-                 stream=None, notes=()) -> None:
+                 stream=None, notes=(), lines: bool = False) -> None:
         self.desc, self.limit = desc, limit
         self.notes = list(notes)  # printed once the call has run a while, or has succeeded
         self.stream = stream if stream is not None else sys.stderr
@@ -187,7 +271,8 @@ class Ticker:
             tty = bool(self.stream.isatty())
         except (AttributeError, ValueError, OSError):
             tty = False
-        self.enabled = enabled and tty
+        self.tty = tty
+        self.enabled = enabled and (tty or lines)
         self._stop = None
         self._thread = None
         self._drawn = False
@@ -202,6 +287,13 @@ class Ticker:
 
     def _run(self) -> None:
         t0 = time.monotonic()
+        if not self.tty:  # a log: a plain line now and then, nothing to erase
+            while not self._stop.wait(Progress.line_interval):
+                try:
+                    print(self._line(time.monotonic() - t0), file=self.stream, flush=True)
+                except (ValueError, OSError):
+                    return
+            return
         if self._stop.wait(self.delay):
             return
         self._print_notes()

@@ -1,5 +1,7 @@
 """``remat bench solvers`` (speed and peak memory) and ``remat bench quality`` (makespan ratio
-to the optimum); each prints a table and writes JSON under benchmarks/results/."""
+to the optimum); each prints a table and writes JSON into ``--out DIR`` (by default a new
+folder under the system's temporary folder, whose path is printed: never over a committed
+result unless ``--out benchmarks/results`` says so)."""
 from __future__ import annotations
 
 import argparse
@@ -10,9 +12,10 @@ from pathlib import Path
 
 from remat_theory.analysis import benchmark as bm
 from remat_theory.model.errors import RematError
-from remat_theory.cli.commands._common import positive_float, positive_int
-from remat_theory.cli.commands._common import stdout_to_stderr
-from remat_theory.cli.commands._common import name_list
+from remat_theory.analysis.parallel import check_scheduler
+from remat_theory.cli.commands._common import (check_output_dir, default_output_dir, name_list,
+                                               plain_float, plain_int, positive_float,
+                                               positive_int, seed_arg, stdout_to_stderr)
 
 NAME = "bench"
 ORDER = 60
@@ -21,8 +24,8 @@ HELP = "benchmark solver speed and peak memory, or solution quality against the 
 
 def int_list(text: str) -> tuple:
     try:
-        vals = tuple(int(t) for t in text.replace(" ", ",").split(",") if t)
-    except ValueError:
+        vals = tuple(plain_int(t, "value") for t in text.replace(" ", ",").split(",") if t)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
     if not vals or min(vals) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must list integers >= 1")
@@ -30,10 +33,7 @@ def int_list(text: str) -> tuple:
 
 
 def fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    v = plain_float(text, "fraction")
     if not 0.0 <= v <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
     return v
@@ -113,7 +113,7 @@ def add_arguments(p) -> None:
                                    "size, '*' when not proven).")
     q.add_argument("--families", type=name_list, default=bm.QUALITY_FAMILIES)
     q.add_argument("--stages", type=positive_int, default=7, help="chain length (default 7)")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=seed_arg, default=0)
     q.add_argument("--seeds", type=positive_int, default=1,
                    help="chains per family (seeds SEED..SEED+N-1); with more than one the "
                         "table gives mean/max ratios per budget fraction (default 1)")
@@ -131,16 +131,22 @@ def add_arguments(p) -> None:
 
 
 def _out_args(p) -> None:
-    p.add_argument("--out-dir", default="benchmarks/results", dest="out_dir",
-                   help="where the JSON goes (default benchmarks/results)")
+    p.add_argument("--out", "--out-dir", default=None, dest="out_dir", metavar="DIR",
+                   help="where the JSON goes (default: a new folder under the system's "
+                        "temporary folder, printed; benchmarks/results to update the "
+                        "committed results)")
     p.add_argument("--tag", default=None, help="suffix of the file names")
     p.add_argument("--no-write", action="store_true", dest="no_write", help="write no file")
-    p.add_argument("--no-progress", action="store_true", dest="no_progress")
+    p.add_argument("--no-progress", action="store_true", dest="no_progress",
+                   help="print no progress (default: a bar on a terminal, else a line every "
+                        "few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print the JSON instead of tables")
 
 
 def _path(args, stem: str) -> Path:
     tag = args.tag if args.tag is not None else ("quick" if getattr(args, "quick", False) else "")
+    if args.out_dir is None:
+        args.out_dir = str(default_output_dir("bench"))
     return Path(args.out_dir) / (f"{stem}_{tag}.json" if tag else f"{stem}.json")
 
 
@@ -162,7 +168,30 @@ def _emit(args, stem: str, payload: dict, table: str) -> None:
         print(f"wrote {path}", file=sys.stderr)
 
 
+def _check_before_work(args) -> None:
+    """Every argument the run reads, checked before the first benchmark starts."""
+    import solvers
+
+    if not args.no_write and args.out_dir is not None:
+        check_output_dir(args.out_dir, "--out")
+    if args.what == "solvers":
+        unknown = [w for w in args.only if w not in ("dp", "ilp", "exhaustive", "prove")]
+        if unknown:
+            raise RematError(f"--only {unknown[0]!r} is not one of dp, ilp, exhaustive, prove")
+        for what in args.only:
+            name = args.dp_solver if what == "dp" else what
+            solvers.get(name)  # raises naming an unknown solver (e.g. --dp-solver nosuch)
+            if what == "dp" and "slots" not in solvers.get(name).options:
+                raise RematError(f"--dp-solver {name!r} takes no slots: the dp benchmark times "
+                                 f"a slot DP (dp, dp-weak)")
+    else:
+        check_scheduler(args.scheduler)
+        for name in args.solvers or ():
+            solvers.get(name)
+
+
 def run(args) -> int:
+    _check_before_work(args)
     if args.json:  # only the JSON on stdout: native solver banners go to stderr
         real_stdout = os.dup(1)
         with stdout_to_stderr():
@@ -178,16 +207,10 @@ def _run_solvers(args) -> int:
     import solvers
 
     quick = bm.QUICK if args.quick else {}
-    progress = not args.no_progress and not args.json
-    unknown = [w for w in args.only if w not in ("dp", "ilp", "exhaustive", "prove")]
-    if unknown:
-        raise RematError(f"--only {unknown[0]!r} is not one of dp, ilp, exhaustive, prove")
+    progress = not args.no_progress  # on stderr: the JSON on stdout stays clean
     command = "remat " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("remat") else None
     for what in args.only:
         name = args.dp_solver if what == "dp" else what
-        if name not in solvers.names():
-            print(f"remat bench: solver {name!r} is not registered; skipping", file=sys.stderr)
-            continue
         meta = {"machine": bm.machine_info(), "command": command}
         if what == "dp":
             rows = bm.bench_dp(args.dp_stages or quick.get("dp_stages", bm.DP_STAGES),
@@ -227,7 +250,7 @@ def _run_quality(args) -> int:
     names = tuple(args.solvers) if args.solvers else tuple(solvers.names())
     rows = bm.bench_quality(args.families, args.stages, args.seed, args.budgets, names,
                             args.time_limit, args.max_exhaustive_stages, args.workers,
-                            args.scheduler, not args.no_progress and not args.json,
+                            args.scheduler, not args.no_progress,
                             seeds=args.seeds)
     summary = bm.quality_summary(rows, names)
     main_table = (bm.table_quality(rows, names) if args.seeds == 1

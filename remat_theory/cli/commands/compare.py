@@ -28,7 +28,8 @@ import solvers
 
 from remat_theory.analysis.progress import Progress
 from remat_theory.model.errors import RematError
-from remat_theory.model.solution import CLASS_ALL, OPTIMAL
+from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
+from remat_theory.cli.render import printable
 from remat_theory.cli.commands._common import (budget_arg, load_chain, positive_float, print_json,
                                                progress_wanted, stdout_to_stderr)
 
@@ -106,6 +107,16 @@ def reference(rows: list[dict]) -> dict:
                                 f"{r['optimal_for']} schedules only; no optimum over all schedules "
                                 f"was proven (within the time limit), so ratios are relative to an "
                                 f"upper bound")}
+    proofs = [r for r in rows if r["exact"] and r["status"] == INFEASIBLE
+              and r["optimal_for"] == CLASS_ALL]
+    if proofs:
+        by = [r["solver"] for r in proofs]
+        mins = sorted({r["min_budget"] for r in proofs if r["min_budget"] is not None})
+        smallest = f"; the smallest feasible budget is {mins[0]}" if mins else ""
+        return {"makespan": None, "source": by[0], "proven_optimal": False,
+                "proven_infeasible": True, "smallest_feasible": mins[0] if mins else None,
+                "description": f"no schedule fits this budget: proven over all schedules by "
+                               f"{', '.join(by)}{smallest}"}
     return {"makespan": None, "source": None, "proven_optimal": False,
             "description": "no exact value available: ratios are not computed"}
 
@@ -161,7 +172,7 @@ def _fmt(v, spec: str) -> str:
 
 def print_table(chain, res: dict) -> None:
     budget, ref = res["budget"], res["reference"]
-    print(f"budget {budget} (chain {chain.name}: {chain.length} stages, store-all needs "
+    print(f"budget {budget} (chain {printable(chain.name)}: {chain.length} stages, store-all needs "
           f"{chain.store_all_memory()}, lower bound {chain.memory_lower_bound()})")
     rows = sorted(res["results"], key=lambda r: (r["makespan"] is None, r["makespan"] or 0, r["solver"]))
     w = max([len(r["solver"]) for r in rows] + [6])
@@ -174,7 +185,7 @@ def print_table(chain, res: dict) -> None:
             note = f"needs >= {r['min_budget']}; " + note
         print(f"  {r['solver']:<{w}}  {r['status']:<10} {_fmt(r['makespan'], '12.6g')} "
               f"{_fmt(r['ratio'], '7.4f')} {_fmt(r['peak_memory'], '10d')} "
-              f"{_fmt(r['wall_time'], '8.3f')}  {note}")
+              f"{_fmt(r['wall_time'], '8.3f')}  {printable(note)}")
     if ref["makespan"] is not None:
         print(f"  reference {ref['makespan']:.6g}: {ref['description']}")
     else:
@@ -201,4 +212,10 @@ def run(args) -> int:
         print(f"remat: error: solver(s) {', '.join(errors)} raised an error (see the table)",
               file=sys.stderr)
         return 1
+    if all(res["reference"].get("proven_infeasible") for res in results):
+        ref = results[0]["reference"]
+        which = "every budget" if len(results) > 1 else f"budget {results[0]['budget']}"
+        print(f"remat: error: {which} is below what any schedule needs: "
+              f"{ref['description'].split(': ', 1)[1]}", file=sys.stderr)
+        return 2
     return 0

@@ -10,11 +10,12 @@ import contextlib
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from remat_theory.model.errors import RematError
-from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr, torch_device
+from remat_theory.cli.commands._common import (check_output_dir, default_output_dir, positive_float,
+                                               positive_int, print_json, stdout_to_stderr,
+                                               torch_device)
 import solvers
 
 NAME = "confirm"
@@ -69,10 +70,11 @@ def add_arguments(p) -> None:
                         "process when torch uses one thread on the CPU, else wall")
     p.add_argument("--tolerance", type=positive_float, default=0.10,
                    help="memory tolerance |measured/predicted - 1| flagged in the table (default 0.10)")
-    p.add_argument("--out-dir", default=None, dest="out_dir",
+    p.add_argument("--out", "--out-dir", default=None, dest="out_dir", metavar="DIR",
                    help="where confirm_<device>.json and .png are written (default: a new "
-                        "folder remat-confirm-<device>-<date>-<time> here, named in the output, "
-                        "so that no earlier result is overwritten; '' to write nothing; "
+                        "folder remat-confirm-<device>-<date>-<time>-... under the system's "
+                        "temporary folder, named in the output, so that nothing is written "
+                        "into the repository or the current folder; '' to write nothing; "
                         "benchmarks/results to update the committed results)")
     p.add_argument("--deterministic", action="store_true",
                    help="use deterministic kernels only (torch.use_deterministic_algorithms), so that "
@@ -149,29 +151,20 @@ def deterministic_kernels(torch, on: bool):
 
 def _out_dir(given: str | None, device: str) -> Path:
     """The folder for the results: ``given`` (created if missing), or a new folder
-    ``remat-confirm-<device>-<date>-<time>[-k]`` in the current directory."""
+    ``remat-confirm-<device>-<date>-<time>-...`` under the system's temporary folder."""
     if given is not None:
         out = Path(given)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise RematError(f"--out-dir {given!r}: cannot create it: {e.strerror or e}") from None
+            raise RematError(f"--out {given!r}: cannot create it: {e.strerror or e}") from None
         return out
-    stem = f"remat-confirm-{device}-{time.strftime('%Y%m%d-%H%M%S')}"
-    for k in range(1000):
-        out = Path(stem if k == 0 else f"{stem}-{k}")
-        try:
-            out.mkdir()
-            return out
-        except FileExistsError:
-            continue
-        except OSError as e:
-            raise RematError(f"cannot create the output folder {str(out)!r}: "
-                             f"{e.strerror or e} (use --out-dir)") from None
-    raise RematError(f"cannot create a new output folder {stem}-k (use --out-dir)")
+    return default_output_dir(f"confirm-{device}")
 
 
 def run(args) -> int:
+    if args.out_dir:
+        check_output_dir(args.out_dir, "--out")
     torch, device = torch_device(args.device, args.threads, "confirm")
     from remat_theory.torch import confirm as C
 
@@ -195,7 +188,7 @@ def run(args) -> int:
         try:
             (out / f"confirm_{device}.json").write_text(json.dumps(records, indent=1) + "\n")
         except OSError as e:
-            raise RematError(f"--out-dir {str(out)!r}: cannot write: {e.strerror or e}") from None
+            raise RematError(f"--out {str(out)!r}: cannot write: {e.strerror or e}") from None
         C.plot(records, out / f"confirm_{device}.png",
                title=f"remat confirm --device {device} (scale {args.scale})")
         print(f"remat confirm: wrote confirm_{device}.json and confirm_{device}.png in {out}",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from remat_theory.cli.commands._common import positive_int, print_json, torch_device
+from remat_theory.cli.commands._common import (Ticker, check_output_dir, positive_int, print_json,
+                                               torch_device)
 from remat_theory.model.errors import RematError
 
 NAME = "frontier"
@@ -63,10 +64,15 @@ def add_arguments(p) -> None:
     p.add_argument("--repeats", type=positive_int, default=7, help="interleaved timed rounds")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write frontier_NETWORK.json and .png there (default: print only)")
+    p.add_argument("--no-progress", action="store_true", dest="no_progress",
+                   help="print no progress (default: elapsed time on a terminal, else a line "
+                        "every few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
 
 
 def run(args) -> int:
+    if args.out:
+        check_output_dir(args.out, "--out")
     torch, device = torch_device(args.device, args.threads, "frontier")
     from remat_theory.torch.frontier import format_table, plot, run_frontier
     from remat_theory.torch.networks import build
@@ -77,18 +83,20 @@ def run(args) -> int:
     batches = [None] if args.batch is None else _ints("--batch", args.batch)
     sizes = [None] if args.size is None else _ints("--size", args.size)
     records = []
-    for batch in batches:
-        for size in sizes:
-            net = build(args.network, args.scale, batch=batch, size=size)
+    configs = [(b, s) for b in batches for s in sizes]
+    for k, (batch, size) in enumerate(configs):
+        net = build(args.network, args.scale, batch=batch, size=size)
+        with Ticker(f"remat frontier: {args.network} ({k + 1}/{len(configs)})",
+                    enabled=not args.no_progress, lines=True):
             rec = run_frontier(net, device=device, repeats=args.repeats, solvers=solvers,
                                fractions=fractions, memory_budgets=budgets,
                                compile_budgets=not args.no_compile,
                                compile_stages=args.compile_stages)
-            rec.update(scale=args.scale, batch=batch, size=size)
-            records.append(rec)
-            if not args.json:
-                print(format_table(rec), flush=True)
-                print()
+        rec.update(scale=args.scale, batch=batch, size=size)
+        records.append(rec)
+        if not args.json:
+            print(format_table(rec), flush=True)
+            print()
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

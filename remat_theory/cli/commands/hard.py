@@ -14,9 +14,11 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.hard_search import (OBJECTIVES, Found, SearchConfig, certificate,
                                               search)
+from remat_theory.analysis.parallel import check_scheduler
 from remat_theory.cli.commands import _hard_gap
-from remat_theory.cli.commands._common import (positive_float, positive_int, print_json,
-                                              variation_list, variations_help)
+from remat_theory.cli.commands._common import (Ticker, check_output_dir, plain_float,
+                                               positive_float, positive_int, print_json,
+                                               seed_arg, variation_list, variations_help)
 
 NAME = "hard"
 # OPT is exhaustive search up to its registered reference range, the ILP beyond.
@@ -47,7 +49,7 @@ def add_arguments(p) -> None:
     p.add_argument("--time", type=positive_float, default=60.0,
                    help="total wall-clock seconds, about (search, then shrinking; a solve in "
                         "progress finishes); default 60")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core)")
     p.add_argument("--scheduler", default=None,
@@ -69,7 +71,8 @@ def add_arguments(p) -> None:
     p.add_argument("--variations", type=variation_list, default=(), metavar="NAMES",
                    help="comma-separated optional chain fields to draw and move: "
                         f"{variations_help()} (gap objectives: default every one)")
-    p.add_argument("--min-time", type=float, default=0.0, dest="min_time",
+    p.add_argument("--min-time", type=lambda t: plain_float(t, "--min-time"), default=0.0,
+                   dest="min_time",
                    help="gap objectives: every time at least this (default 0)")
     p.add_argument("--fall-at-least-fwd", action="store_true", dest="fall_at_least_fwd",
                    help="gap objectives: fall_time >= fwd_time at every stage")
@@ -79,10 +82,12 @@ def add_arguments(p) -> None:
                    help="gap objectives: recording forwards cost what no-grad ones do")
     p.add_argument("--no-overheads", action="store_true", dest="no_overheads",
                    help="gap objectives: no transient overheads")
-    p.add_argument("--keep", type=float, default=None,
+    p.add_argument("--keep", type=lambda t: plain_float(t, "--keep"), default=None,
                    help="the shrinker keeps score >= KEEP (default: the best score found; "
                         "ilp-time: half of it)")
-    p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="print no progress (default: a bar on a terminal, else a line every "
+                        "few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
 
 
@@ -111,6 +116,9 @@ def run(args) -> int:
     args.min_stages_given = args.min_stages is not None
     if args.min_stages is None:
         args.min_stages = 3
+    if args.out is not None:  # checked before any work, whichever search runs
+        check_output_dir(args.out, "--out")
+    check_scheduler(args.scheduler)
     if _hard_gap.uses_gap_search(args):
         return _hard_gap.run(args)
     if (args.min_time or args.fall_at_least_fwd or args.all_saved or args.no_fall_costs
@@ -126,9 +134,11 @@ def run(args) -> int:
                        min_stages=args.min_stages, max_stages=args.max_stages,
                        max_time=args.max_time, max_size=args.max_size,
                        overheads=args.overheads, variations=args.variations)
-    res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
-                 scheduler=args.scheduler, progress=not args.no_progress and not args.json,
-                 keep=args.keep)
+    # progress: the time spent against --time (search, then shrinking), on stderr
+    with Ticker(f"remat hard {cfg.objective}", limit=args.time, enabled=not args.no_progress,
+                lines=True):
+        res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
+                     scheduler=args.scheduler, progress=False, keep=args.keep)
     written = []
     out = Path(args.out) if args.out else None
     if out is not None:

@@ -2,13 +2,15 @@
 and the memory profile over time of one schedule, as a PNG (needs matplotlib)."""
 from __future__ import annotations
 
+import re
 import sys
 
 from remat_theory.analysis import families
 from remat_theory.model.errors import RematError
-from remat_theory.cli.commands._common import budget_arg, load_chain, positive_float, positive_int, print_json
-from remat_theory.cli.commands._common import stdout_to_stderr
-from remat_theory.cli.commands._common import name_list
+from remat_theory.cli.commands._common import (IMAGE_SUFFIXES, budget_arg, check_output_file,
+                                               default_output_dir, load_chain, name_list,
+                                               positive_float, positive_int, print_json,
+                                               seed_arg, stdout_to_stderr)
 
 NAME = "plot"
 ORDER = 70
@@ -21,9 +23,11 @@ def add_arguments(p) -> None:
     p.add_argument("--family", default=None,
                    help=f"instead of a file: a generated chain ({', '.join(families.FAMILIES)})")
     p.add_argument("--stages", type=positive_int, default=7, help="length for --family (default 7)")
-    p.add_argument("--seed", type=int, default=0, help="seed for --family (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed for --family (default 0)")
     p.add_argument("--out", default=None, metavar="FILE.png",
-                   help="output file (default: <chain name>_pareto.png)")
+                   help=f"output image ({', '.join(IMAGE_SUFFIXES)}; default: "
+                        f"<chain name>_pareto.png in a new folder under the system's temporary "
+                        f"folder, whose path is printed)")
     p.add_argument("--solvers", type=name_list, default=None,
                    help="solvers to plot (default: every registered one; a size-guarded one "
                         "such as exhaustive only up to its max_stages, `remat solvers --json`)")
@@ -50,6 +54,8 @@ def run(args) -> int:
 
     if (args.chain is None) == (args.family is None):
         raise RematError("give either CHAIN.json or --family NAME (not both, not neither)")
+    if args.out is not None:
+        check_output_file(args.out, "--out", IMAGE_SUFFIXES)
     chain = load_chain(args.chain) if args.chain else families.make(args.family, args.stages, args.seed)
     plotting._pyplot()  # fail early, before the solves, when matplotlib is missing
     names = list(args.solvers) if args.solvers else plotting.default_solvers(chain)
@@ -85,7 +91,11 @@ def run(args) -> int:
         profile["budget"] = budget
         title = (f"{name} at budget {budget}: makespan {sol.makespan:.6g} "
                  f"({sol.status}), peak {sol.peak_memory}")
-    out = args.out or f"{chain.name}_pareto.png"
+    if args.out is not None:
+        out = args.out
+    else:
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", chain.name or "chain").strip("._") or "chain"
+        out = default_output_dir("plot") / f"{stem[:80]}_pareto.png"
     path = plotting.plot(chain, pareto, out, profile=profile, profile_title=title)
     if args.json:
         print_json({"chain": chain.to_dict(), "budgets": budgets, "series": pareto["series"],

@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from remat_theory.cli.commands._common import positive_int, print_json, torch_device
-from remat_theory.model.errors import RematError
+from remat_theory.cli.commands._common import (Ticker, check_output_file, positive_int, print_json,
+                                               torch_device)
+from remat_theory.model.errors import PluginError, RematError
+from remat_theory.cli.render import printable
 
 NAME = "profile"
 ORDER = 55
@@ -49,6 +51,9 @@ def add_arguments(p) -> None:
     p.add_argument("--clock", default="wall", choices=("wall", "process"),
                    help="CPU timing clock (process: CPU time, immune to other load)")
     p.add_argument("--out", default=None, metavar="CHAIN.json", help="write the chain there")
+    p.add_argument("--no-progress", action="store_true", dest="no_progress",
+                   help="print no progress (default: elapsed time on a terminal, else a line "
+                        "every few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print the chain as JSON")
 
 
@@ -67,7 +72,13 @@ def _from_factory(spec: str, granularity):
     factory = getattr(module, func_name, None)
     if not callable(factory):
         raise RematError(f"--model {spec!r}: {module_name} has no function {func_name!r}")
-    made = factory()
+    try:
+        made = factory()
+    except RematError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the factory's own failure, named as its
+        raise PluginError(f"--model {spec!r}: the factory {func_name}() raised "
+                          f"{type(e).__name__}: {e}", plugin=spec) from e
     if isinstance(made, Network):
         return made.model, made.example_input, made.loss_fn
     if not (isinstance(made, tuple) and len(made) == 3 and (is_module(made[0]) or isinstance(made[0], list))):
@@ -81,6 +92,8 @@ def _from_factory(spec: str, granularity):
 
 
 def run(args) -> int:
+    if args.out:
+        check_output_file(args.out, "--out")
     torch, device = torch_device(args.device, args.threads, "profile")
     from remat_theory.torch import build, profile_details
 
@@ -91,15 +104,16 @@ def run(args) -> int:
         net = build(args.model, args.scale, granularity=args.granularity)
         model, x0, loss_fn = net.model, net.example_input, net.loss_fn
         name = f"{args.model}-{args.scale}-{device}"
-    res = profile_details(model, x0, loss_fn, device, repeats=args.repeats, clock=args.clock,
-                          name=name)
+    with Ticker(f"remat profile: {args.model}", enabled=not args.no_progress, lines=True):
+        res = profile_details(model, x0, loss_fn, device, repeats=args.repeats,
+                              clock=args.clock, name=name)
     chain = res.chain
     if args.out:
         chain.save(args.out)
     if args.json:
         print_json(chain.to_dict())
         return 0
-    print(f"{chain.name}: {chain.length} stages on {device}; sizes in bytes, times in ms")
+    print(f"{printable(chain.name)}: {chain.length} stages on {device}; sizes in bytes, times in ms")
     print(f"{'i':>3} {'stage':<24}{'fwd ms':>9}{'bwd ms':>9}{'x_size':>11}{'tape':>11}{'fwd ovh':>10}{'bwd ovh':>10}")
     for i, st in enumerate(res.stages):
         label = getattr(st, "label", None) or type(st).__name__

@@ -4,6 +4,7 @@ from __future__ import annotations
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.cli.commands._common import budget_arg, load_chain, print_json
+from remat_theory.cli.render import printable
 
 NAME = "simulate"
 ORDER = 10
@@ -66,7 +67,7 @@ def run(args) -> int:
         d.update(solver="simulate", status="valid", schedule=schedule.tokens())
         print_json(d)
         return 0
-    print(f"chain {chain.name}: {chain.length} stages")
+    print(f"chain {printable(chain.name)}: {chain.length} stages")
     print(f"{'step':>4}  {'op':<8}{'start':>10}{'time':>9}{'before':>10}{'peak':>10}{'after':>10}  held after")
     for s in result.profile:
         print(f"{s.step:>4}  {s.op:<8}{s.start:>10.4g}{s.time:>9.4g}{s.memory_before:>10}"

@@ -10,9 +10,9 @@ from solvers.auto import DEFAULT_TIME_LIMIT as AUTO_TIME_LIMIT
 
 from remat_theory.model.errors import RematError
 from remat_theory.model.solution import INFEASIBLE
-from remat_theory.cli.commands._common import (Ticker, budget_arg, check_budget_feasible_at_all,
-                                               load_chain, positive_float, positive_int,
-                                               print_json, progress_wanted)
+from remat_theory.cli.commands._common import (Ticker, budget_arg, load_chain, positive_float,
+                                               positive_int, print_json, progress_wanted)
+from remat_theory.cli.render import note_text, printable
 
 NAME = "solve"
 ORDER = 20
@@ -61,15 +61,38 @@ def option_arg(text: str) -> tuple:
 
 def long_solve_note(chain, solver: str, options: dict, budget: int | None = None) -> str | None:
     """The note the solver registered for a solve that may run very long (e.g. the default
-    ``ilp`` on a chain beyond its quick range with no time limit), or None."""
-    return solvers.registry.note(chain, budget, solver, options)
+    ``ilp`` on a chain beyond its quick range with no time limit), as a ``remat: note:``
+    line in this command's syntax, or None."""
+    note = solvers.registry.note(chain, budget, solver, options)
+    return None if note is None else note_text(note, NAME)
+
+
+def infeasible_line(sol, budget: int, slots: int | None) -> str:
+    """The error line of an infeasible answer: the smallest feasible budget, and, when the
+    solver counted memory in slots and the budget is feasible in exact memory, that the
+    rounding to slots is the cause."""
+    line = f"remat: error: budget {budget} is infeasible for solver {sol.solver}"
+    exact_min = sol.min_budget
+    if slots is not None and sol.info.get("memory") == "slots":
+        unit = sol.info.get("slot_size")
+        rounding = (f"at --slots {slots} every size is rounded up to whole slots"
+                    + (f" of {unit:.6g} bytes" if unit else f" of budget/{slots} bytes"))
+        if exact_min is not None and budget >= exact_min:
+            return (f"{line} only because {rounding} (in exact memory the smallest feasible "
+                    f"budget is {exact_min}, which this budget meets); use more slots, or leave "
+                    f"out --slots")
+        return f"{line} ({rounding})" + (
+            f"; the smallest feasible budget in exact memory is {exact_min}"
+            if exact_min is not None else "")
+    if exact_min is not None:
+        line += f"; the smallest feasible budget for it is {exact_min}"
+    return line
 
 
 def run(args) -> int:
     import sys
 
     chain = load_chain(args.chain)
-    check_budget_feasible_at_all(chain, args.budget)
     options = dict(args.options)
     info = solvers.get(args.solver)
     if args.slots is not None:
@@ -78,6 +101,7 @@ def run(args) -> int:
             raise RematError(f"solver {args.solver!r} does not take option 'slots' (--slots); "
                              f"solvers that do: {', '.join(takes)}")
         options["slots"] = args.slots
+    solvers.check_feasible(chain, args.budget)
     notes = []
     if args.time_limit is not None:
         if "time_limit" in info.options:
@@ -97,7 +121,8 @@ def run(args) -> int:
     if args.json:
         print_json(sol.to_dict())
     else:
-        print(f"solver {sol.solver}: {sol.status}" + (f" ({sol.message})" if sol.message else ""))
+        print(f"solver {sol.solver}: {sol.status}"
+              + (f" ({printable(sol.message)})" if sol.message else ""))
         if sol.schedule is not None:
             print(f"makespan {sol.makespan:.6g}, peak memory {sol.peak_memory} (budget {sol.budget})")
             if sol.bound is not None:
@@ -105,9 +130,6 @@ def run(args) -> int:
             print(f"schedule: {sol.schedule}")
         print(f"solve time {sol.wall_time:.3g} s")
     if sol.status == INFEASIBLE:
-        if not args.json:
-            smallest = f"; the smallest feasible budget for it is {sol.min_budget}" if sol.min_budget is not None else ""
-            print(f"remat: error: budget {args.budget} is infeasible for solver {sol.solver}{smallest}",
-                  file=sys.stderr)
+        print(infeasible_line(sol, args.budget, args.slots), file=sys.stderr)
         return 2
     return 0

@@ -14,8 +14,10 @@ import solvers
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.verify import (DEFAULT_FAMILIES, VerifyConfig, default_max_stages_for,
                                           format_table, run_verify, variation_modes)
-from remat_theory.cli.commands._common import (name_list, positive_float, positive_int,
-                                              print_json, stdout_to_stderr, variations_help)
+from remat_theory.analysis.parallel import check_scheduler
+from remat_theory.cli.commands._common import (check_output_file, name_list, plain_int,
+                                               positive_float, positive_int, print_json,
+                                               seed_arg, stdout_to_stderr, variations_help)
 
 NAME = "verify"
 ORDER = 40
@@ -37,9 +39,10 @@ def stage_range(text: str) -> tuple:
     if len(parts) != 2:
         raise argparse.ArgumentTypeError(f"stage range {text!r} is not MIN:MAX")
     try:
-        lo, hi = int(parts[0]), int(parts[1])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"stage range {text!r} is not MIN:MAX with integers") from None
+        lo, hi = (plain_int(p, "stage count") for p in parts)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"stage range {text!r} is not MIN:MAX with integers "
+                                         f"({e})") from None
     if lo < 1 or hi < lo:
         raise argparse.ArgumentTypeError(f"stage range {text!r} needs 1 <= MIN <= MAX")
     return lo, hi
@@ -51,8 +54,8 @@ def stage_caps(text: str) -> tuple:
     for part in name_list(text):
         name, sep, num = part.partition("=")
         try:
-            n = int(num)
-        except ValueError:
+            n = plain_int(num, "stage count")
+        except argparse.ArgumentTypeError:
             n = 0
         if not sep or not name or n < 1:
             raise argparse.ArgumentTypeError(f"{part!r} is not SOLVER=N with N >= 1")
@@ -61,7 +64,7 @@ def stage_caps(text: str) -> tuple:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="master seed (default 0)")
     p.add_argument("--stages", type=stage_range, default=(2, 7), metavar="MIN:MAX",
                    help="range of chain lengths (default 2:7)")
     p.add_argument("--trials", type=positive_int, default=6,
@@ -93,7 +96,8 @@ def add_arguments(p) -> None:
                    help="run on a Dask distributed scheduler (tcp://host:port, or 'local' for "
                         "an in-process cluster); needs the dask extra")
     p.add_argument("--no-progress", action="store_true", dest="no_progress",
-                   help="never draw the progress bar")
+                   help="print no progress (default: a bar on a terminal, else a line every "
+                        "few seconds, on stderr)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the full report as JSON to FILE (or to stdout with no FILE, "
                         "instead of the table)")
@@ -119,6 +123,9 @@ def _check_names(args) -> None:
 
 def run(args) -> int:
     _check_names(args)
+    check_scheduler(args.scheduler)
+    if args.json not in (None, "-"):
+        check_output_file(args.json, "--json")
     cfg = VerifyConfig(seed=args.seed, min_stages=args.stages[0], max_stages=args.stages[1],
                        trials=args.trials, families=tuple(args.families),
                        solvers=None if args.solvers is None else tuple(args.solvers),
@@ -126,7 +133,7 @@ def run(args) -> int:
                        max_stages_for=tuple(args.max_stages_for),
                        workers=args.workers,
                        scheduler=args.scheduler, variations=args.variations,
-                       progress=not args.no_progress and args.json is None)
+                       progress=not args.no_progress)  # on stderr: stdout stays clean
     with stdout_to_stderr(args.json == "-"):
         report = run_verify(cfg)
     if args.json == "-":

@@ -18,6 +18,7 @@ from remat_theory.model.errors import (BudgetExceededError, ChainError, Infeasib
                      SolverError, SolverOptionError)
 from remat_theory.model.schedule import Op, Schedule
 from remat_theory.model.simulator import SimulationResult, State, simulate, transition
+from remat_theory.model import offload as _offload  # noqa: F401  (registers the two-stream replay)
 from remat_theory.model.classes import ScheduleClass
 from remat_theory.model.solution import Solution
 

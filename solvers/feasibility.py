@@ -74,8 +74,10 @@ def check_feasible(chain: Chain, budget: int) -> None:
     remat_theory.model.errors.InfeasibleBudgetError: budget 1 is below what any schedule needs: the smallest feasible budget is 5
     """
     lb = chain.memory_lower_bound()
-    if budget >= lb and chain.length > DEFAULT_MAX_STAGES:
-        return  # the solver decides (and reports its own smallest budget)
+    if budget >= lb and (chain.length > DEFAULT_MAX_STAGES or chain.has_bandwidth):
+        # the solver decides (and reports its own smallest budget); with a copy channel,
+        # offloading can fit below the single-stream minimum (proofs/offload.md O.1)
+        return
     if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
         raise InfeasibleBudgetError(
             f"budget {budget} is below what any schedule needs: every schedule needs at least "

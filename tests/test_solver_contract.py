@@ -52,6 +52,11 @@ BY_VARIATION = {None: {
     "coprime-3": Chain([2, 1, 3], [1, 3, 2, 1], [7919, 6007, 7411, 5003],
                        [8009, 7417, 5011]),
 }}
+# a copy channel (docs/model.md, "Offloading"; one number, outside the field table): a mean
+# tape copies in a mean forward's time
+_R = families.make("random", 3, 3)
+BY_VARIATION[None]["random-3-bandwidth"] = _R.replace(
+    bandwidth=sum(_R.tape_size) / max(sum(_R.fwd_time), 1e-9))
 # ... and, for every variation of the field table (docs/fields.md), two chains drawn by it:
 # each solver keeps its contract on every variation its registration claims (supports).
 for _v in VARIATIONS.values():
@@ -79,6 +84,11 @@ INSTANCES = {v: [(name, b) for name, chain in chains.items() for b in _budgets(c
 def oracle(chain_name: str, budget: int, class_key: str):
     """Exhaustive search restricted to the class ``class_key``."""
     cls = classes.schedule_class(class_key)
+    if cls in (classes.OFFLOAD, classes.NO_REMAT):  # the two-stream model's own search
+        sol = solvers.solve(CHAINS[chain_name], budget, "exhaustive-offload",
+                            recompute=cls is classes.OFFLOAD)
+        assert sol.status in (OPTIMAL, INFEASIBLE)
+        return sol
     opts = {"allow_drop": True} if cls.allows_drop else {"schedule_class": cls.rule}
     sol = solvers.solve(CHAINS[chain_name], budget, "exhaustive", **opts)
     assert sol.status in (OPTIMAL, INFEASIBLE)  # tiny chains: always proven

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from functools import reduce
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from remat_theory.model import fields as _fields
 from remat_theory.model.errors import ChainError
@@ -90,6 +90,25 @@ def _check_totals(chain: "Chain") -> None:
                     f"({MAX_TOTAL_SIZE:.4g})")
 
 
+def _check_bandwidth(value: Any) -> float:
+    """The optional ``bandwidth`` (bytes per second): a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        text = repr(value)
+        raise ChainError(f"bandwidth = {text[:37] + '...' if len(text) > 40 else text} is not "
+                         f"a number (bytes per second)")
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ChainError(f"bandwidth = {format_number(value)} is not finite") from None
+    if math.isnan(v):
+        raise ChainError("bandwidth is NaN")
+    if math.isinf(v):
+        raise ChainError(f"bandwidth = {v} is not finite (leave it out for no copy channel)")
+    if v < 0:
+        raise ChainError(f"bandwidth = {format_number(value)} is negative")
+    return v
+
+
 def _table_fields(cls):
     """Declare the dataclass fields of :class:`Chain` from the table: the required and
     base fields, then ``name``, then the optional ones (so ``Chain(fwd, bwd, x, tape, fo,
@@ -105,6 +124,9 @@ def _table_fields(cls):
     for f in _fields.OPTIONAL:
         annotations[f.name] = "tuple"
         setattr(cls, f.name, None)
+    # one number, not a per-stage array: outside the table (docs/model.md, "Offloading")
+    annotations["bandwidth"] = "float | None"
+    cls.bandwidth = None
     cls.__annotations__ = annotations
     return dataclass(frozen=True)(cls)
 
@@ -135,6 +157,11 @@ class Chain:
         inside t_{i+1}; the tape held is ``tape_size[i] - x_size[i+1]`` bytes
         (:attr:`tape_held`); Fall_{i+1} frees x_{i+1} after reading it, and B_{i+1} does not
         need it (docs/model.md, the operation table).
+    bandwidth : a number, bytes per second, optional (default None: no copy channel).
+        The speed of the channel that copies values between device and host, each way
+        (the two-stream model of docs/model.md, "Offloading"; remat_theory.model.offload).
+        None is the model without offloading, every answer unchanged; 0 is a channel on
+        which no copy ever ends.
     name : free text.
 
     ``fall_time`` and ``fall_overhead`` are always populated after construction; a chain
@@ -160,6 +187,8 @@ class Chain:
                 raw = f.default_for(values, L)
             values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
             set_(self, f.name, values[f.name])
+        if self.bandwidth is not None:
+            set_(self, "bandwidth", _check_bandwidth(self.bandwidth))
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
         for i in range(L):
@@ -207,6 +236,12 @@ class Chain:
         ``"unsaved-outputs"``) a value of its own."""
         return _fields.variation(variation).used_by(self)
 
+    @property
+    def has_bandwidth(self) -> bool:
+        """True when the chain has a copy channel (``bandwidth`` given): offloads and
+        prefetches are then operations of its schedules (docs/model.md, "Offloading")."""
+        return self.bandwidth is not None
+
     def saved(self, i: int) -> bool:
         """Whether x_i is read by a backward (x_0 always: it is never freed anyway)."""
         return i == 0 or self.output_saved[i - 1]
@@ -215,6 +250,7 @@ class Chain:
         """A copy with some fields changed (validated like any chain)."""
         values = {f.name: getattr(self, f.name) for f in FIELDS}
         values["name"] = self.name
+        values["bandwidth"] = self.bandwidth
         values.update(changes)
         return Chain(**values)
 
@@ -316,6 +352,8 @@ class Chain:
         for f in FIELDS:
             if not f.optional or not f.is_default(self):
                 d[f.name] = list(getattr(self, f.name))
+        if self.bandwidth is not None:
+            d["bandwidth"] = self.bandwidth
         return d
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -331,7 +369,7 @@ class Chain:
         fmt = data.get("format")
         if fmt != FORMAT:
             raise ChainError(f"format = {fmt!r} is unknown (expected {FORMAT!r})")
-        known = set(_fields.names()) | {"format", "name"}
+        known = set(_fields.names()) | {"format", "name", "bandwidth"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ChainError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -341,7 +379,8 @@ class Chain:
         name = data.get("name", "chain")
         if name is None:
             name = "chain"
-        return cls(name=name, **{f.name: data.get(f.name) for f in FIELDS})
+        return cls(name=name, bandwidth=data.get("bandwidth"),
+                   **{f.name: data.get(f.name) for f in FIELDS})
 
     @classmethod
     def from_json(cls, text: str) -> "Chain":

@@ -32,7 +32,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.validation import check_int
 
 __all__ = ["ScheduleClass", "PERSISTENT", "WEAK", "MONOTONE", "RUNS2", "ALL", "ALL_DROP",
-           "RUN_FALLS", "NONE", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
+           "RUN_FALLS", "NONE", "OFFLOAD", "NO_REMAT", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
            "is_class_name"]
 
 # Rank of ``all``: above every weak-runs<=K class (K is at most a chain's length in practice).
@@ -67,6 +67,8 @@ class ScheduleClass:
         other = schedule_class(other)
         if self == other:
             return True
+        if other.key == OFFLOAD_KEY:  # the two-stream model contains every canonical schedule
+            return self.key == NO_REMAT_KEY or self.rank is not None and self.rank <= _ALL_RANK
         return self.rank is not None and other.rank is not None and self.rank <= other.rank
 
     def contains(self, chain, schedule) -> bool:
@@ -76,6 +78,17 @@ class ScheduleClass:
             return False
         if not isinstance(schedule, Schedule):
             schedule = Schedule.parse(schedule) if isinstance(schedule, str) else Schedule(schedule)
+        transfers = any(op.is_transfer for op in schedule)
+        if self.key in (OFFLOAD_KEY, NO_REMAT_KEY):
+            try:
+                simulate(chain, schedule)
+            except InvalidScheduleError:
+                return False
+            return self.key == OFFLOAD_KEY or all(op.kind not in ("Fn", "Fck", "Drop")
+                                                  for op in schedule) and \
+                schedule.count("Fall") == chain.length
+        if transfers:
+            return False
         if self.rule == persistence.ALL:
             if not self.allows_drop and any(op.kind == DROP for op in schedule):
                 return False
@@ -98,6 +111,15 @@ ALL = ScheduleClass("all", persistence.ALL, "every valid schedule of the canonic
 ALL_DROP = ScheduleClass("all+drop", persistence.ALL,
                          "every valid schedule, explicit deletions (Drop) allowed",
                          _ALL_RANK + 1, allows_drop=True)
+OFFLOAD_KEY, NO_REMAT_KEY = "all+offload", "no-remat+offload"
+# The two-stream model (docs/model.md, "Offloading"): every valid schedule with transfers
+# allowed; and its schedules without recomputation (each stage's forward once, a Fall).
+# Outside the rank chain (all+drop and all+offload are incomparable); subset_of knows that
+# every canonical class is inside all+offload.
+OFFLOAD = ScheduleClass(OFFLOAD_KEY, persistence.ALL,
+                        "every valid schedule of the two-stream model (offload, prefetch)", None)
+NO_REMAT = ScheduleClass(NO_REMAT_KEY, persistence.ALL,
+                         "two-stream schedules without recomputation (offloading only)", None)
 RUN_FALLS = ScheduleClass(persistence.RUN_FALLS, persistence.RUN_FALLS,
                           "one weakly increasing run per phase, then only Fall", None)
 NONE = ScheduleClass("none", None, "no claim (a heuristic)", None)
@@ -116,7 +138,7 @@ def weak_runs(k: int) -> ScheduleClass:
 RUNS2 = weak_runs(2)
 # The classes a schedule is classified into, smallest first (``classify``).
 RANKED = (PERSISTENT, WEAK, MONOTONE, RUNS2, ALL, ALL_DROP)
-_BY_NAME = {c.key: c for c in RANKED + (RUN_FALLS, NONE)}
+_BY_NAME = {c.key: c for c in RANKED + (RUN_FALLS, NONE, OFFLOAD, NO_REMAT)}
 _BY_NAME.update({c.rule: c for c in RANKED + (RUN_FALLS,) if c.rule != persistence.ALL})
 
 
@@ -157,6 +179,8 @@ def subset(a: "str | ScheduleClass", b: "str | ScheduleClass") -> bool:
 def classify(chain, schedule) -> ScheduleClass:
     """The smallest class of :data:`RANKED` that ``schedule`` belongs to (``all+drop`` when
     it uses Drop operations), decided by the rules of :mod:`remat_theory.model.persistence`."""
+    if any(op.is_transfer for op in schedule):
+        return OFFLOAD
     if any(op.kind == DROP for op in schedule):
         return ALL_DROP
     for cls in RANKED[:4]:

@@ -2,7 +2,10 @@
 
 Tokens: ``Fn{i}``, ``Fck{i}``, ``Fall{i}``, ``Loss``, ``B{i}``; and, only in the optional
 explicit-deletion extension, ``Dropx{i}`` / ``Dropt{i}`` (free a held plain x_i / tape t_i
-at zero cost).  A schedule's text is its tokens separated by spaces (commas also accepted).
+at zero cost); and, only on a chain with a ``bandwidth`` (the two-stream model of
+docs/model.md, "Offloading"), the transfers ``Offx{i}`` / ``Offt{i}`` (copy x_i / t_i to
+the host) and ``Prex{i}`` / ``Pret{i}`` (copy it back).  A schedule's text is its tokens
+separated by spaces (commas also accepted).
 """
 from __future__ import annotations
 
@@ -13,20 +16,26 @@ from typing import Iterable, Iterator, Sequence
 from remat_theory.model.errors import ScheduleParseError
 
 FN, FCK, FALL, LOSS, B, DROP = "Fn", "Fck", "Fall", "Loss", "B", "Drop"
+OFF, PRE = "Off", "Pre"  # transfers of the two-stream model (remat_theory.model.offload)
 FORWARD_KINDS = (FN, FCK, FALL)
-KINDS = (FN, FCK, FALL, LOSS, B, DROP)
+TRANSFER_KINDS = (OFF, PRE)
+TARGET_KINDS = (DROP, OFF, PRE)  # ops that name a value x_i or t_i
+KINDS = (FN, FCK, FALL, LOSS, B, DROP, OFF, PRE)
 
 # Stage indices in ASCII digits, without leading zeros (``Fall٠`` and ``Fall00`` are no
 # tokens: ``\d`` would match every script's digits).
-_TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(0|[1-9][0-9]*)$|^(Loss)$|^Drop([xt])(0|[1-9][0-9]*)$")
-_LOOSE = re.compile(r"^(Fn|Fck|Fall|B|Drop[xt])(\d+)$")  # a token with a badly written index
+_TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(0|[1-9][0-9]*)$|^(Loss)$"
+                    r"|^(Drop|Off|Pre)([xt])(0|[1-9][0-9]*)$")
+# a token with a badly written index
+_LOOSE = re.compile(r"^(Fn|Fck|Fall|B|Drop[xt]|Off[xt]|Pre[xt])(\d+)$")
 _SEPARATORS = re.compile(r"[ \t\r\n]+")  # between tokens: ASCII whitespace only
 
 
 @dataclass(frozen=True, order=True)
 class Op:
     """One operation.  ``index`` is the stage i (None for Loss); ``target`` is ``"x"`` or
-    ``"t"`` for a Drop (the value x_i or t_i it frees), None otherwise."""
+    ``"t"`` for a Drop, an offload or a prefetch (the value x_i or t_i it frees or moves),
+    None otherwise."""
 
     kind: str
     index: int | None = None
@@ -40,9 +49,10 @@ class Op:
                 raise ScheduleParseError("Loss takes no stage index")
         elif isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
             raise ScheduleParseError(f"{self.kind} needs a stage index >= 0, got {self.index!r}")
-        if self.kind == DROP:
+        if self.kind in TARGET_KINDS:
             if self.target not in ("x", "t"):
-                raise ScheduleParseError(f"Drop target must be 'x' or 't', got {self.target!r}")
+                raise ScheduleParseError(f"{self.kind} target must be 'x' or 't', got "
+                                         f"{self.target!r}")
         elif self.target is not None:
             raise ScheduleParseError(f"{self.kind} takes no target")
 
@@ -50,8 +60,8 @@ class Op:
     def token(self) -> str:
         if self.kind == LOSS:
             return LOSS
-        if self.kind == DROP:
-            return f"Drop{self.target}{self.index}"
+        if self.kind in TARGET_KINDS:
+            return f"{self.kind}{self.target}{self.index}"
         return f"{self.kind}{self.index}"
 
     def __str__(self) -> str:
@@ -60,6 +70,11 @@ class Op:
     @property
     def is_forward(self) -> bool:
         return self.kind in FORWARD_KINDS
+
+    @property
+    def is_transfer(self) -> bool:
+        """An offload or a prefetch: it runs on the copy channel, not the compute stream."""
+        return self.kind in TRANSFER_KINDS
 
     @classmethod
     def parse(cls, token: str) -> "Op":
@@ -79,8 +94,8 @@ class Op:
         if not m:
             raise ScheduleParseError(
                 f"unknown op token {token!r} (expected Fn<i>, Fck<i>, Fall<i>, Loss, B<i>, "
-                f"Dropx<i> or Dropt<i>)")
-        digits = m.group(2) or m.group(5) or ""
+                f"Dropx<i>, Dropt<i>, Offx<i>, Offt<i>, Prex<i> or Pret<i>)")
+        digits = m.group(2) or m.group(6) or ""
         if len(digits) > 18:  # int() refuses above 4,300 digits; no chain is that long
             raise ScheduleParseError(f"op token {token[:30]!r}...: stage index of "
                                      f"{len(digits)} digits is out of range")
@@ -88,7 +103,7 @@ class Op:
             return cls(m.group(1), int(m.group(2)))
         if m.group(3):
             return cls(LOSS)
-        return cls(DROP, int(m.group(5)), m.group(4))
+        return cls(m.group(4), int(m.group(6)), m.group(5))
 
 
 def Fn(i: int) -> Op:
@@ -113,6 +128,22 @@ def DropX(i: int) -> Op:
 
 def DropT(i: int) -> Op:
     return Op(DROP, i, "t")
+
+
+def OffX(i: int) -> Op:
+    return Op(OFF, i, "x")
+
+
+def OffT(i: int) -> Op:
+    return Op(OFF, i, "t")
+
+
+def PreX(i: int) -> Op:
+    return Op(PRE, i, "x")
+
+
+def PreT(i: int) -> Op:
+    return Op(PRE, i, "t")
 
 
 LOSS_OP = Op(LOSS)

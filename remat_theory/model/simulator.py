@@ -290,6 +290,17 @@ def check_budget(budget) -> int | None:
     return budget
 
 
+# The replay of schedules with transfers: remat_theory.model.offload registers it when
+# imported (the package's __init__ imports it), so that this module imports nothing above.
+_TWO_STREAM = None
+
+
+def register_two_stream(replay) -> None:
+    """Set the function that replays schedules with transfers (the two-stream model)."""
+    global _TWO_STREAM
+    _TWO_STREAM = replay
+
+
 def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | None = None,
              allow_drop: bool = False) -> SimulationResult:
     """Replay ``schedule`` on ``chain`` and check it against ``budget`` (bytes; None: no limit).
@@ -298,6 +309,11 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
     initial x_0) and the profile.  Raises :class:`InvalidScheduleError` (or its subclass
     :class:`BudgetExceededError`) naming the first invalid step, and also when the schedule
     ends without computing d_0.
+
+    A schedule with transfers (``Offx{i}``, ``Offt{i}``, ``Prex{i}``, ``Pret{i}``) is
+    replayed in the two-stream model by :func:`remat_theory.model.offload.simulate_offload`
+    (makespan: the end of the last op; peak: the largest device memory over time); any
+    other schedule here, exactly as always, whether or not the chain has a ``bandwidth``.
     """
     if not isinstance(chain, Chain):
         raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
@@ -305,6 +321,11 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
         schedule = Schedule.parse(schedule)
     elif not isinstance(schedule, Schedule):
         schedule = Schedule(schedule)
+    if any(op.is_transfer for op in schedule):  # the two-stream model (docs/model.md)
+        if _TWO_STREAM is None:  # pragma: no cover - remat_theory/__init__ registers it
+            raise RematError("the two-stream simulator is not loaded (import "
+                             "remat_theory.model.offload)")
+        return _TWO_STREAM(chain, schedule, budget, allow_drop)
     budget = check_budget(budget)
     state = State.initial(chain)
     memory = chain.x_size[0]

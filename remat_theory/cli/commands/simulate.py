@@ -45,6 +45,8 @@ def _set_bits(n: int, first: int, last: int) -> tuple[list, list, int]:
 def held_text(step, limit: int = HELD_SHOWN) -> str:
     """The values held after ``step``, as ``{x0, t2, d3}``; beyond ``limit`` values, the
     first and last few and how many there are."""
+    if not hasattr(step, "state"):  # a two-stream step: device, host and leaving values
+        return step.held
     st, L = step.state, step.length
     grad = [f"d{st.bwd_next + 1}"] if st.bwd_next < L else []
     xs_lo, xs_hi, nx = _set_bits(st.plain, limit, limit)

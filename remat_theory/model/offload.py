@@ -1,0 +1,388 @@
+"""The two-stream model: rematerialization and offloading (docs/model.md, "Offloading";
+proofs/offload.md).
+
+A chain with a ``bandwidth`` has a copy channel beside the compute stream.  A schedule is
+still one token sequence, in issue order; compute ops (``Fn``, ``Fck``, ``Fall``, ``Loss``,
+``B``, and ``Drop`` in the extension) run in that order on the compute stream, transfers
+(``Offx{i}``, ``Offt{i}``, ``Prex{i}``, ``Pret{i}``) in that order on the channel, and the
+two streams overlap.  This module is the referee of that model: :func:`simulate_offload`
+replays such a schedule exactly (every op's stream, start and end; device memory at every
+step) and rejects an invalid one naming the step and the reason.
+
+Where values are (changed in issue order, op by op)
+    Every value x_i (i >= 1) and t_i is absent, on the device, leaving it, or on the host.
+    ``Off`` moves a device value to the host: from its issue the value cannot be read on the
+    device, and its device copy is *pending* until the next compute op is issued, which
+    waits for the copy and releases it.  ``Pre`` moves a host value back to the device.
+    Compute ops read and free device values exactly as in the operation table (the device
+    part of the state is a :class:`~remat_theory.model.simulator.State`, and the same
+    :func:`~remat_theory.model.simulator.transition` decides validity).  Computing a value
+    that has a host copy discards that copy, and so does the backward after which nothing
+    reads it (B_i for x_i, the loss for x_L).  x_0 and the gradients are never offloaded.
+    Host memory is unbounded.
+
+Device memory (in issue order, as the executor's allocator sees it)
+    The device memory held is that of the values on the device, the pending ones and the
+    live gradient.  A compute op first releases the pending values (it has waited for their
+    copies), then takes and frees exactly as in the operation table (its peak: held +
+    output + transient).  A prefetch takes its value's size when it is issued.  An offload
+    takes and frees nothing when issued.  The peak is the largest of these steps' peaks
+    (at least x_0); it depends on the token sequence only, never on the times.  With no
+    transfer it is exactly the single-stream simulator's peak.
+
+When ops run (times)
+    C: end of the last compute op issued (the compute stream is free); H: the channel is
+    free; O: latest completion of an offload issued since the last compute op.
+
+    - a compute op starts at ``max(C, O, ready(v) for each value v it reads)``;
+    - an offload of v starts at ``max(H, ready(v))`` and copies for ``size / bandwidth``;
+      it completes at ``max(copy end, end of the last compute op that read v)``;
+    - a prefetch of v starts at ``max(H, C)``: after the compute op issued before it has
+      ended, so that the memory that op frees may hold the copy; v is ready at its end.
+
+    ``ready(v)`` is the end of the op that put v on the device (a forward or a prefetch).
+    The makespan is the end of the last op, ``max(C, H, O)``.  With no transfer the compute
+    ops run back to back: the makespan is the sum of their times, as always.
+
+Every start is a maximum of state times plus durations, so an op never starts later from
+a state whose times are all earlier: :func:`dominates` is the exact dominance that exact
+search (:mod:`solvers.offload_exhaustive`) uses, over the engine's own :func:`step`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError, RematError
+from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, OFF, PRE, Op, Schedule
+from remat_theory.model.simulator import (SimulationResult, State, check_budget,
+                                          register_two_stream, transition)
+
+COMPUTE, CHANNEL = "compute", "channel"
+
+
+class OffloadState(NamedTuple):
+    """The engine's state after a prefix of a schedule (module docstring).  ``ready`` and
+    ``lastread`` are indexed by value id (:func:`value_id`)."""
+
+    dev: State  # device values and the backward next, as in the single-stream simulator
+    host_plain: int  # bit i: x_i on the host
+    host_tapes: int  # bit i: t_i on the host
+    pend_plain: int  # bit i: a device copy of x_i offloaded, released by the next compute op
+    pend_tapes: int
+    memory: int  # device memory held (values on the device, pending copies, gradient)
+    C: float
+    H: float
+    O: float
+    ready: tuple
+    lastread: tuple
+
+    @classmethod
+    def initial(cls, chain: Chain) -> "OffloadState":
+        n = 2 * chain.length + 2
+        return cls(State.initial(chain), 0, 0, 0, 0, chain.x_size[0], 0.0, 0.0, 0.0,
+                   (0.0,) * n, (0.0,) * n)
+
+    def is_final(self) -> bool:
+        return self.dev.is_final()
+
+    @property
+    def makespan(self) -> float:
+        """End of the last op issued so far."""
+        return max(self.C, self.H, self.O)
+
+    def logical(self) -> tuple:
+        """Where every value is (its memory is a function of it)."""
+        return (self.dev, self.host_plain, self.host_tapes, self.pend_plain, self.pend_tapes)
+
+    def times(self) -> tuple:
+        """The times that decide every continuation's times, with those that can no longer
+        matter set to 0 (a ready time or last read no later than both streams' free times;
+        an offload completion no later than C)."""
+        low = min(self.C, self.H)
+        return ((self.C, self.H, self.O if self.O > self.C else 0.0)
+                + tuple(t if t > low else 0.0 for t in self.ready)
+                + tuple(t if t > self.H else 0.0 for t in self.lastread))
+
+
+def dominates(a: tuple, b: tuple) -> bool:
+    """``a`` (a :meth:`OffloadState.times`) is no later than ``b`` everywhere: from the same
+    logical state, every continuation of ``a`` ends no later (proofs/offload.md, O.4)."""
+    return all(x <= y for x, y in zip(a, b))
+
+
+def value_id(chain: Chain, target: str, i: int) -> int:
+    """Index of x_i (``i``) or t_i (``L + 1 + i``) in ``ready`` / ``lastread``."""
+    return i if target == "x" else chain.length + 1 + i
+
+
+def value_size(chain: Chain, target: str, i: int) -> int:
+    """Bytes of x_i, or held by t_i (``tape_held``), on the device."""
+    return chain.x_size[i] if target == "x" else chain.tape_held[i - 1]
+
+
+def transfer_time(chain: Chain, size: int) -> float:
+    """Seconds to copy ``size`` bytes one way (infinite on a channel of bandwidth 0)."""
+    if size == 0:
+        return 0.0
+    if not chain.bandwidth:
+        return math.inf
+    return size / chain.bandwidth
+
+
+class Timing(NamedTuple):
+    """What :func:`step` reports about the op it issued: its stream, start and end (for an
+    offload, its completion), the device memory before it (after the pending releases, for
+    a compute op), its peak and the memory after it."""
+
+    stream: str
+    start: float
+    end: float
+    memory_before: int
+    peak: int
+    memory_after: int
+
+
+def _describe(chain: Chain, st: OffloadState) -> str:
+    text = st.dev.describe(chain)
+    L = chain.length
+    host = [f"x{i}" for i in range(L + 1) if st.host_plain >> i & 1]
+    host += [f"t{i}" for i in range(1, L + 1) if st.host_tapes >> i & 1]
+    pend = [f"x{i}" for i in range(L + 1) if st.pend_plain >> i & 1]
+    pend += [f"t{i}" for i in range(1, L + 1) if st.pend_tapes >> i & 1]
+    out = f"device {text}, host {{{', '.join(host)}}}"
+    return out + (f", leaving {{{', '.join(pend)}}}" if pend else "")
+
+
+def _reads(chain: Chain, dev: State, op: Op) -> list:
+    """The value ids a valid compute op reads on the device."""
+    L = chain.length
+    kind, i = op.kind, op.index
+    out = []
+
+    def source(j):
+        if dev.plain >> j & 1:
+            out.append(j)
+        elif j >= 1 and dev.tapes >> j & 1:
+            out.append(L + 1 + j)
+
+    if kind in (FN, FCK, FALL):
+        source(i)
+    elif kind == LOSS:
+        source(L)
+    elif kind == B:
+        out.append(L + 1 + i + 1)
+        if chain.saved(i):
+            source(i)
+    elif kind == DROP:
+        out.append(value_id(chain, op.target, i))
+    return out
+
+
+def _pending_bytes(chain: Chain, st: OffloadState) -> int:
+    L = chain.length
+    total = 0
+    for i in range(1, L + 1):
+        if st.pend_plain >> i & 1:
+            total += chain.x_size[i]
+        if st.pend_tapes >> i & 1:
+            total += chain.tape_held[i - 1]
+    return total
+
+
+def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
+         ) -> "tuple[OffloadState, Timing] | str":
+    """Issue ``op`` after the prefix summarized by ``st``: the new state and the op's
+    :class:`Timing`, or a string saying why the op is invalid (the budget is the caller's
+    to check against the timing's peak)."""
+    L = chain.length
+    dev = st.dev
+    if op.kind in (OFF, PRE):
+        if chain.bandwidth is None:
+            return (f"{op.token} is a transfer, and the chain has no bandwidth (the copy "
+                    f"channel's bytes per second: the chain field 'bandwidth')")
+        i, target = op.index, op.target
+        name = f"{target}{i}"
+        if target == "x" and i > L or target == "t" and not 1 <= i <= L:
+            return f"value index {i} is out of range {'0' if target == 'x' else '1'}..{L}"
+        vid = value_id(chain, target, i)
+        size = value_size(chain, target, i)
+        bit = 1 << i
+        on_dev = (dev.plain if target == "x" else dev.tapes) & bit
+        on_host = (st.host_plain if target == "x" else st.host_tapes) & bit
+        mem = st.memory
+        if op.kind == OFF:
+            if target == "x" and i == 0:
+                return "x0 is never offloaded (it is held from start to end)"
+            if not on_dev:
+                return f"{name} is not on the device" + (" (it is on the host)" if on_host else "")
+            if size and not chain.bandwidth:
+                return f"{op.token}: the bandwidth is 0, so the copy of {name} never ends"
+            start = max(st.H, st.ready[vid])
+            copy_end = start + transfer_time(chain, size)
+            done = max(copy_end, st.lastread[vid])
+            if target == "x":
+                dev = State(dev.plain & ~bit, dev.tapes, dev.bwd_next)
+                new = st._replace(dev=dev, host_plain=st.host_plain | bit,
+                                  pend_plain=st.pend_plain | bit)
+            else:
+                dev = State(dev.plain, dev.tapes & ~bit, dev.bwd_next)
+                new = st._replace(dev=dev, host_tapes=st.host_tapes | bit,
+                                  pend_tapes=st.pend_tapes | bit)
+            new = new._replace(H=copy_end, O=max(st.O, done))
+            return new, Timing(CHANNEL, start, done, mem, mem, mem)
+        if not on_host:
+            return f"{name} is not on the host" + (" (it is on the device)" if on_dev else
+                                                   " (offload it first)")
+        if size and not chain.bandwidth:
+            return f"{op.token}: the bandwidth is 0, so the copy of {name} never ends"
+        start = max(st.H, st.C)
+        end = start + transfer_time(chain, size)
+        ready = list(st.ready)
+        ready[vid] = end
+        lastread = list(st.lastread)
+        lastread[vid] = 0.0
+        if target == "x":
+            new = st._replace(dev=State(dev.plain | bit, dev.tapes, dev.bwd_next),
+                              host_plain=st.host_plain & ~bit)
+        else:
+            new = st._replace(dev=State(dev.plain, dev.tapes | bit, dev.bwd_next),
+                              host_tapes=st.host_tapes & ~bit)
+        new = new._replace(memory=mem + size, H=end, ready=tuple(ready),
+                           lastread=tuple(lastread))
+        return new, Timing(CHANNEL, start, end, mem, mem + size, mem + size)
+
+    # a compute op: it waits for the pending copies and releases them, then the
+    # single-stream rules decide validity, peak and memory after
+    r = transition(chain, dev, 0, op, allow_drop)
+    if isinstance(r, str):
+        return _with_host_hint(chain, st, op, r)
+    mem = st.memory - _pending_bytes(chain, st)
+    peak = mem + r.peak
+    after = mem + r.memory_after
+    reads = _reads(chain, dev, op)
+    start = max(st.C, st.O, max((st.ready[v] for v in reads), default=0.0))
+    end = start + r.time
+    ready = list(st.ready)
+    lastread = list(st.lastread)
+    for v in reads:
+        if lastread[v] < end:
+            lastread[v] = end
+    new_dev = r.state
+    made_plain = new_dev.plain & ~dev.plain
+    made_tapes = new_dev.tapes & ~dev.tapes
+    for i in range(L + 1):
+        if made_plain >> i & 1:
+            ready[i], lastread[i] = end, 0.0
+        if made_tapes >> i & 1:
+            ready[L + 1 + i], lastread[L + 1 + i] = end, 0.0
+    # host copies nothing reads any more: recomputed ones, and those whose backward ran
+    keep = (1 << (new_dev.bwd_next + 1)) - 1 if new_dev.bwd_next >= 0 else 0
+    hp = st.host_plain & ~made_plain & keep
+    ht = st.host_tapes & ~made_tapes & (keep << 1 | 1)
+    new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, tuple(ready),
+                       tuple(lastread))
+    return new, Timing(COMPUTE, start, end, mem, peak, after)
+
+
+def _with_host_hint(chain: Chain, st: OffloadState, op: Op, why: str) -> str:
+    """The single-stream reason, plus where the value it lacks is when it is on the host."""
+    i = chain.length if op.kind == LOSS else op.index
+    hints = []
+    for j in ([i, i + 1] if op.kind == B else [i]):
+        if st.host_plain >> j & 1:
+            hints.append(f"x{j}")
+        if st.host_tapes >> j & 1:
+            hints.append(f"t{j}")
+    if hints:
+        return f"{why}; {' and '.join(hints)} on the host: prefetch first"
+    return why
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadStep:
+    """One op of a two-stream schedule: its stream, start and duration (for an offload,
+    until its completion), and the device memory before it, while it runs and after it
+    (:class:`Timing`); ``held`` says where the values are after it."""
+
+    step: int
+    op: str
+    stream: str
+    start: float
+    time: float
+    memory_before: int
+    peak: int
+    memory_after: int
+    held: str = field(default="")
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "op": self.op, "stream": self.stream, "start": self.start,
+                "time": self.time, "memory_before": self.memory_before, "peak": self.peak,
+                "memory_after": self.memory_after, "held": self.held}
+
+
+@dataclass(frozen=True)
+class OffloadSimulationResult(SimulationResult):
+    """A :class:`SimulationResult` of the two-stream model: ``profile`` holds one
+    :class:`OffloadStep` per op (its stream, start, duration and device memory)."""
+
+    @property
+    def compute_steps(self) -> tuple:
+        return tuple(s for s in self.profile if s.stream == COMPUTE)
+
+    @property
+    def channel_steps(self) -> tuple:
+        return tuple(s for s in self.profile if s.stream == CHANNEL)
+
+
+def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
+                     budget: int | None = None, allow_drop: bool = False
+                     ) -> OffloadSimulationResult:
+    """Replay a two-stream schedule (module docstring); raise :class:`InvalidScheduleError`
+    (or :class:`BudgetExceededError`) naming the first invalid step."""
+    if not isinstance(chain, Chain):
+        raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
+    if isinstance(schedule, str):
+        schedule = Schedule.parse(schedule)
+    elif not isinstance(schedule, Schedule):
+        schedule = Schedule(schedule)
+    budget = check_budget(budget)
+    x0 = chain.x_size[0]
+    if budget is not None and x0 > budget:
+        raise InvalidScheduleError(
+            f"budget {budget} is below the size of the input x0 ({x0}), which is always held")
+    st = OffloadState.initial(chain)
+    profile = []
+    peak = x0
+    for k, op in enumerate(schedule):
+        r = step(chain, st, op, allow_drop)
+        if isinstance(r, str):
+            raise InvalidScheduleError(r, k, op.token)
+        new, tm = r
+        if budget is not None and tm.peak > budget:
+            raise BudgetExceededError(
+                f"peak memory {tm.peak} exceeds the budget {budget} (held {tm.memory_before} "
+                f"before it; {_describe(chain, st)})", k, op.token, tm.peak, budget)
+        profile.append(OffloadStep(k, op.token, tm.stream, tm.start, tm.end - tm.start,
+                                   tm.memory_before, tm.peak, tm.memory_after,
+                                   _describe(chain, new)))
+        peak = max(peak, tm.peak)
+        st = new
+    if not st.is_final():
+        if st.dev.bwd_next == chain.length:
+            why = "the loss never ran"
+        else:
+            why = f"the last gradient computed is d{st.dev.bwd_next + 1}"
+        raise InvalidScheduleError(f"the schedule ends without computing d0 ({why})")
+    return OffloadSimulationResult(makespan=st.makespan, peak_memory=peak,
+                                   profile=tuple(profile), budget=budget)
+
+
+def has_transfers(schedule: Iterable) -> bool:
+    """True when a schedule holds an offload or a prefetch."""
+    return any(op.kind in (OFF, PRE) for op in schedule)
+
+
+register_two_stream(simulate_offload)

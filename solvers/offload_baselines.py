@@ -1,0 +1,78 @@
+"""Offload everything: the baselines of ``torch.autograd.graph.save_on_cpu``, in the
+two-stream model (docs/model.md, "Offloading").
+
+Both are store-all (each stage's recording forward once, no recomputation) with tapes sent
+to the host as soon as the next forward has read ``x_i`` in ``t_i``:
+
+- ``save-on-cpu``: every tape ``t_1..t_{L-1}`` is offloaded, and prefetched just before the
+  backward that first needs it (``Pret_i`` issued right before ``B_i``, which reads ``x_i``
+  in it): the least device memory without recomputation (proofs/offload.md, O.6), and the
+  compute stream waits for every prefetch, as ``save_on_cpu`` does;
+- ``offload-all``: the overlapped version: ``t_1..t_{L-2}`` are offloaded and prefetched one
+  backward ahead (issued before ``B_{i+1}``, the copy of ``t_i`` runs while ``B_{i+1}``
+  does); ``t_{L-1}`` and ``t_L`` stay, as the loss and ``B_{L-1}`` need them right after
+  the forward.
+
+In both, a forward waits for the copy issued before it (the copy of ``t_i`` runs beside
+``Fall_i``), so a slow channel shows in the makespan.  Heuristics (no optimality claim): the
+exact solvers of the model are ``exhaustive-offload`` and, without recomputation,
+``exhaustive-offload-only``.  On a chain without ``bandwidth`` both are store-all.
+"""
+from __future__ import annotations
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, OffT, PreT, Schedule
+from remat_theory.model.simulator import simulate
+from remat_theory.model.solution import CLASS_NONE, Solution
+
+from solvers.registry import register
+
+def offload_all_schedule(chain: Chain, lookahead: int = 1) -> Schedule:
+    """Store-all with tapes offloaded after use and prefetched ``lookahead`` backwards
+    ahead (0: ``save-on-cpu``, every tape but t_L; 1: ``offload-all``, every tape but the
+    last two); store-all on a chain without bandwidth."""
+    L = chain.length
+    last = L - 1 if lookahead == 0 else L - 2
+    moved = set(range(1, last + 1)) if chain.bandwidth is not None else set()
+    ops = [Fall(0)]
+    for i in range(1, L):
+        ops.append(Fall(i))
+        if i in moved:
+            ops.append(OffT(i))
+    ops.append(LOSS_OP)
+    for i in range(L - 1, -1, -1):
+        if lookahead == 0 and i in moved:
+            ops.append(PreT(i))
+        elif lookahead == 1 and i - 1 in moved:
+            ops.append(PreT(i - 1))
+        ops.append(Bwd(i))
+    return Schedule(ops)
+
+
+def _solve(name: str, chain: Chain, budget: int, lookahead: int) -> Solution:
+    schedule = offload_all_schedule(chain, lookahead)
+    sim = simulate(chain, schedule)
+    if sim.peak_memory > budget:
+        return Solution.infeasible(name, budget, min_budget=sim.peak_memory,
+                                   message=f"{name} needs a budget of at least "
+                                           f"{sim.peak_memory}; got {budget}")
+    return Solution.feasible(name, budget, schedule, sim.makespan, sim.peak_memory,
+                             min_budget=sim.peak_memory,
+                             info={"offloaded": sum(op.is_transfer for op in schedule) // 2})
+
+
+_SUPPORTS = ("fall_time", "fall_overhead", "output_saved")
+
+
+@register("save-on-cpu", optimal_for=CLASS_NONE, supports=_SUPPORTS,
+          description="Store-all with every tape but the last offloaded after use and "
+                      "prefetched just before its backward (torch's save_on_cpu).")
+def solve_save_on_cpu(chain: Chain, budget: int) -> Solution:
+    return _solve("save-on-cpu", chain, budget, 0)
+
+
+@register("offload-all", optimal_for=CLASS_NONE, supports=_SUPPORTS,
+          description="Store-all with every tape but the last two offloaded after use and "
+                      "prefetched one backward ahead (save_on_cpu, overlapped).")
+def solve_offload_all(chain: Chain, budget: int) -> Solution:
+    return _solve("offload-all", chain, budget, 1)

@@ -1,0 +1,296 @@
+"""Exhaustive search in the two-stream model: the exact optimum with rematerialization and
+offloading (docs/model.md, "Offloading"; proofs/offload.md).
+
+Best-first search over the states of the referee's own engine
+(:class:`remat_theory.model.offload.OffloadState`, advanced by
+:func:`remat_theory.model.offload.step`): a state is where every value is (device, host,
+leaving the device) and the times that decide when later ops run (both streams' free times,
+the pending offloads' completions, the values' ready times).  Every op the engine accepts
+within the budget is an edge.  Three facts make it exact (proofs/offload.md, O.3-O.5):
+
+- device memory is a function of where the values are, never of the times, so the budget
+  prunes edges exactly as in the single-stream search;
+- every start time is a maximum of state times plus durations, so of two states with the
+  same values in the same places, one whose times are all no later
+  (:func:`~remat_theory.model.offload.dominates`) ends every continuation no later: only
+  the states no other dominates are kept (a Pareto set per placement of the values);
+- the priority ``f`` of a state is a lower bound on the makespan of every completion: the
+  compute stream cannot start before ``max(C, O)`` and still has to run every backward not
+  yet run and a recording forward for every backward whose tape is nowhere (neither on the
+  device nor on the host); the channel is busy until ``H``.  At a final state ``f`` is the
+  makespan, so the first final state popped is optimal.
+
+A budget below :func:`min_feasible_budget` (the smallest budget at which a schedule exists:
+a bottleneck search over placements alone, finite and exact because memory does not depend
+on times) is answered infeasible at once; at any other budget a schedule exists and the
+search ends at the optimum (or at ``max_states`` / ``time_limit``, status ``time_limit``:
+not proven).  An incumbent prunes it further: the best schedule with
+no transfer (canonical exhaustive search's optimum; store-all without recomputation), valid
+here with the same makespan; no state whose bound reaches its makespan is kept, and when
+none is left below it, it is the optimum.
+
+``recompute=False`` searches the schedules with no recomputation (each stage's forward
+once, a ``Fall``; offloading only: the class ``no-remat+offload``), the baseline "offload
+only".  On a chain without ``bandwidth`` there is no transfer, and the search is over the
+canonical schedules (its optimum is ``exhaustive``'s).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+
+from remat_theory.model import classes
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverError, SolverOptionError
+from remat_theory.model.offload import OffloadState, dominates, step
+from remat_theory.model.schedule import (LOSS_OP, Bwd, Fall, Fck, Fn, OffT, OffX, PreT, PreX,
+                                         Schedule)
+from remat_theory.model.solution import Solution
+from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
+
+from remat_theory.model.simulator import simulate
+
+from solvers import registry
+from solvers._options import Option
+from solvers.registry import register
+from solvers.exhaustive import min_feasible_budget as canonical_min_budget
+from solvers.store_all import store_all_schedule
+
+NAME = "exhaustive-offload"
+DEFAULT_MAX_STAGES = 4
+SWEEP_MAX_STAGES = 3
+DEFAULT_MAX_STATES = 1_000_000
+EXHAUSTIVE_MAX = 8  # the canonical search used as the incumbent (seconds up to there)
+_OPTION = option_owner(NAME)
+_INF = float("inf")
+
+
+def _moves(chain: Chain, st: OffloadState, recompute: bool, falls: int):
+    L = chain.length
+    dev = st.dev
+    nxt = dev.bwd_next
+    if nxt == L:
+        yield LOSS_OP
+    elif nxt >= 0:
+        yield Bwd(nxt)
+    for i in range(min(nxt, L - 1) + 1):
+        if recompute:
+            yield Fn(i)
+            yield Fck(i)
+            yield Fall(i)
+        elif i == falls:
+            yield Fall(i)
+    if chain.bandwidth is None:
+        return
+    for i in range(1, L + 1):
+        if dev.plain >> i & 1:
+            yield OffX(i)
+        if dev.tapes >> i & 1:
+            yield OffT(i)
+        if st.host_plain >> i & 1:
+            yield PreX(i)
+        if st.host_tapes >> i & 1:
+            yield PreT(i)
+
+
+def lower_bound(chain: Chain, st: OffloadState) -> float:
+    """A lower bound on the makespan of every completion of ``st`` (module docstring)."""
+    L = chain.length
+    nxt = st.dev.bwd_next
+    rem = chain.bwd_time[L] if nxt == L else 0.0
+    somewhere = st.dev.tapes | st.host_tapes
+    for j in range(min(nxt, L - 1), -1, -1):
+        rem += chain.bwd_time[j]
+        if not somewhere >> (j + 1) & 1:
+            rem += chain.fall_time[j]
+    return max(max(st.C, st.O) + rem, st.H)
+
+
+def _incumbent(chain: Chain, budget: int, recompute: bool):
+    """A schedule with no transfer, optimal among those (an upper bound on the optimum):
+    canonical exhaustive search's; store-all without recomputation.  (schedule, makespan,
+    peak) or None."""
+    if not recompute:
+        if chain.store_all_memory() > budget:
+            return None
+        s = store_all_schedule(chain)
+        sim = simulate(chain, s)
+        return s, sim.makespan, sim.peak_memory
+    if chain.length > EXHAUSTIVE_MAX:
+        return None
+    sol = registry.solve(chain.replace(bandwidth=None), budget, "exhaustive",
+                         max_stages=EXHAUSTIVE_MAX)
+    if sol.status != "optimal":
+        return None
+    return sol.schedule, sol.makespan, sol.peak_memory
+
+
+def search(chain: Chain, budget: int, *, recompute: bool = True,
+           max_states: int = DEFAULT_MAX_STATES, time_limit: float | None = None,
+           incumbent=None):
+    """Returns ``(schedule, makespan, peak, bound, stopped_by)``: the optimal schedule, or
+    None with the lower bound reached and why the search stopped (``"exhausted"``: no
+    schedule fits; ``"max_states"`` / ``"time_limit"``: not proven).
+
+    ``incumbent`` ``(schedule, makespan, peak)``, a valid schedule: states whose bound
+    reaches its makespan are not kept, and when none is left below it, it is returned."""
+    start_clock = time.perf_counter()
+    st0 = OffloadState.initial(chain)
+    if st0.memory > budget:
+        return None, None, None, _INF, "exhausted"
+    cap = incumbent[1] if incumbent is not None else _INF
+    nodes = [(None, None, st0.memory)]  # (parent index, op, peak so far)
+    counter = itertools.count()
+    f0 = lower_bound(chain, st0)
+    heap = [(f0, 0.0, next(counter), 0, st0, 0)] if f0 < cap else []
+    front: dict = {(st0.logical(), 0): [st0.times()]}  # placement -> non-dominated times
+    bound = f0
+    while heap:
+        f, _, _, idx, st, falls = heapq.heappop(heap)
+        bound = f
+        times = st.times()
+        if any(t != times and dominates(t, times) for t in front[(st.logical(), falls)]):
+            continue
+        if st.is_final():
+            ops = []
+            k = idx
+            while nodes[k][0] is not None:
+                ops.append(nodes[k][1])
+                k = nodes[k][0]
+            return Schedule(reversed(ops)), st.makespan, nodes[idx][2], f, None
+        if len(nodes) > max_states:
+            return None, None, None, bound, "max_states"
+        if time_limit is not None and time.perf_counter() - start_clock > time_limit:
+            return None, None, None, bound, "time_limit"
+        for op in _moves(chain, st, recompute, falls):
+            r = step(chain, st, op)
+            if isinstance(r, str) or r[1].peak > budget:
+                continue
+            new = r[0]
+            nf = falls + (op.kind == "Fall") if not recompute else 0
+            g = max(f, lower_bound(chain, new))
+            if g >= cap:
+                continue
+            key = (new.logical(), nf)
+            t = new.times()
+            known = front.setdefault(key, [])
+            if any(dominates(o, t) for o in known):
+                continue
+            known[:] = [o for o in known if not dominates(t, o)]
+            known.append(t)
+            nodes.append((idx, op, max(nodes[idx][2], r[1].peak)))
+            # ties: the state whose compute stream is further along first
+            heapq.heappush(heap, (g, -new.C, next(counter), len(nodes) - 1, new, nf))
+    if incumbent is not None:
+        return incumbent[0], incumbent[1], incumbent[2], incumbent[1], None
+    return None, None, None, bound, "exhausted"
+
+
+def _feasible_without_transfers(chain: Chain, recompute: bool) -> int:
+    """The smallest budget of the schedules with no transfer (canonical exhaustive search's;
+    store-all's peak without recomputation): an upper bound on :func:`min_feasible_budget`
+    (O.1)."""
+    if not recompute:
+        return chain.store_all_memory()
+    return canonical_min_budget(chain.replace(bandwidth=None))
+
+
+def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
+    """The smallest budget at which a schedule of the two-stream model exists (with
+    ``recompute=False``, one without recomputation): a bottleneck (minimax) search over
+    placements of the values, exact because memory does not depend on times; it keeps
+    only the placements reached below the smallest budget without transfers, which it
+    returns when nothing is found below."""
+    upper = _feasible_without_transfers(chain, recompute)
+    if chain.bandwidth is None:
+        return upper
+    st0 = OffloadState.initial(chain)
+    counter = itertools.count()
+    heap = [(st0.memory, next(counter), st0, 0)]
+    best = {(st0.logical(), 0): st0.memory}
+    while heap:
+        b, _, st, falls = heapq.heappop(heap)
+        if best.get((st.logical(), falls), _INF) < b:
+            continue
+        if st.is_final():
+            return b
+        for op in _moves(chain, st, recompute, falls):
+            r = step(chain, st, op)
+            if isinstance(r, str):
+                continue
+            nb = max(b, r[1].peak)
+            if nb >= upper:
+                continue
+            nf = falls + (op.kind == "Fall") if not recompute else 0
+            key = (r[0].logical(), nf)
+            if nb < best.get(key, _INF):
+                best[key] = nb
+                heapq.heappush(heap, (nb, next(counter), r[0], nf))
+    return upper
+
+
+@register(NAME, optimal_for=classes.OFFLOAD.key, exact=True,
+          description="Best-first search over the two-stream referee's states: the exact "
+                      "optimum with recomputation and offloading (a chain with bandwidth; "
+                      f"L <= {DEFAULT_MAX_STAGES} unless max_stages is raised).",
+          max_stages=SWEEP_MAX_STAGES, reference_max_stages=SWEEP_MAX_STAGES,
+          classes=(classes.OFFLOAD.key, classes.NO_REMAT.key),
+          variants={"exhaustive-offload-only": {"recompute": False}},
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"recompute": Option("bool", "allow recomputation (false: offloading "
+                                       "only, class no-remat+offload)"),
+                   "time_limit": Option("seconds", "stop the search and answer time_limit "
+                                        "with the best proven lower bound", none=True),
+                   "max_stages": Option("int", "the longest chain searched (a guard)",
+                                        minimum=1),
+                   "max_states": Option("int", "the most states kept; past it, answer "
+                                        "time_limit", minimum=1)})
+def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = True,
+                             time_limit: float | None = None,
+                             max_stages: int = DEFAULT_MAX_STAGES,
+                             max_states: int = DEFAULT_MAX_STATES) -> Solution:
+    """Exact optimum over every schedule of the two-stream model (with ``recompute=False``,
+    over those without recomputation: offloading only).  ``time_limit`` (seconds) and
+    ``max_states`` stop the search with status ``time_limit`` and a lower bound."""
+    max_stages = check_int(max_stages, "max_stages", minimum=1, error=SolverOptionError,
+                           owner=_OPTION)
+    if chain.length > max_stages:
+        raise SolverOptionError(
+            f"exhaustive-offload on {chain.length} stages may explore billions of states; "
+            f"max_stages = {max_stages} (raise max_stages to force it)")
+    recompute = check_bool(recompute, "recompute", error=SolverOptionError, owner=_OPTION)
+    max_states = check_int(max_states, "max_states", minimum=1, error=SolverOptionError,
+                           owner=_OPTION)
+    if time_limit is not None:
+        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
+                                    owner=_OPTION, unit="seconds")
+    cls = classes.OFFLOAD if recompute else classes.NO_REMAT
+    info = {"recompute": recompute, "bandwidth": chain.bandwidth}
+    mfb = None
+    if budget < _feasible_without_transfers(chain, recompute):
+        mfb = min_feasible_budget(chain, recompute)
+    if mfb is not None and budget < mfb:  # exact and finite (memory does not depend on times)
+        return Solution.infeasible(NAME, budget, optimal_for=cls, min_budget=mfb, info=info,
+                                   message=f"no schedule of {cls.key} fits in {budget}; the "
+                                           f"smallest feasible budget is {mfb}")
+    incumbent = _incumbent(chain, budget, recompute)
+    schedule, makespan, peak, bound, stopped = search(
+        chain, budget, recompute=recompute, max_states=max_states, time_limit=time_limit,
+        incumbent=incumbent)
+    if schedule is not None:
+        return Solution.optimal(NAME, budget, schedule, makespan, peak, optimal_for=cls,
+                                info=info)
+    if stopped != "exhausted":
+        info["stopped_by"] = stopped
+        why = ("time limit reached" if stopped == "time_limit" else
+               f"state limit reached (max_states = {max_states:,})")
+        if incumbent is not None:
+            schedule, makespan, peak = incumbent
+        return Solution.time_limit(NAME, budget, bound=bound, optimal_for=cls, info=info,
+                                   schedule=schedule, makespan=makespan, peak_memory=peak,
+                                   message=f"{why}: not proven optimal nor infeasible; "
+                                           f"lower bound {bound}")
+    raise SolverError(  # pragma: no cover - a schedule exists at budget >= mfb
+        f"exhaustive-offload: no schedule found at budget {budget} >= the smallest feasible "
+        f"budget {mfb or budget}")

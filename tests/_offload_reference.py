@@ -1,0 +1,174 @@
+"""A second interpreter of the two-stream model (docs/model.md, "Offloading"), written from
+the text of the model with named values in dicts, sharing no code with
+remat_theory/model/offload.py: the oracle of tests/test_offload_model.py and of the
+brute-force search in tests/test_offload_solvers.py."""
+from __future__ import annotations
+
+import math
+
+from remat_theory import Chain
+
+INF = math.inf
+
+
+class TwoStreamReference:
+    """The model's text, executed: logical state in issue order, then times."""
+
+    def __init__(self, chain: Chain):
+        self.c = chain
+        self.dev = {"x0": chain.x_size[0]}  # name -> bytes on the device
+        self.host = set()
+        self.leaving = []  # bytes of the offloaded device copies not yet released
+        self.bwd_next = chain.length
+        self.C = self.S = self.H = self.O = 0.0
+        self.ready = {}  # name -> time its device copy is complete
+        self.lastread = {}  # name -> end of the last compute op that read the device copy
+        self.ops = []  # (stream, start, end, memory before, peak, memory after)
+
+    def copy(self):
+        new = TwoStreamReference(self.c)
+        new.__dict__.update({k: (v.copy() if isinstance(v, (dict, set, list)) else v)
+                             for k, v in self.__dict__.items()})
+        return new
+
+    def saved(self, i):
+        return i == 0 or self.c.output_saved[i - 1]
+
+    def source(self, i):
+        """The device value x_i is read from, or None."""
+        if f"x{i}" in self.dev:
+            return f"x{i}"
+        if i >= 1 and self.saved(i) and f"t{i}" in self.dev:
+            return f"t{i}"
+        return None
+
+    def size(self, name):
+        i = int(name[1:])
+        return self.c.x_size[i] if name[0] == "x" else self.c.tape_held[i - 1]
+
+    def mem(self):
+        return sum(self.dev.values()) + sum(self.leaving)
+
+    def apply(self, token):
+        """Issue one op; False when it is invalid (the state is then unchanged)."""
+        c, L = self.c, self.c.length
+        if token[:3] in ("Off", "Pre"):
+            if c.bandwidth is None:
+                return False
+            name = token[3:]
+            i = int(name[1:])
+            if name[0] == "x" and i > L or name[0] == "t" and not 1 <= i <= L:
+                return False
+            size = self.size(name)
+            dur = 0.0 if size == 0 else (INF if c.bandwidth == 0 else size / c.bandwidth)
+            if dur == INF:
+                return False
+            mem = self.mem()
+            if token.startswith("Off"):
+                if name == "x0" or name not in self.dev:
+                    return False
+                start = max(self.H, self.ready.get(name, 0.0))
+                end = start + dur
+                done = max(end, self.lastread.get(name, 0.0))
+                self.leaving.append(self.dev.pop(name))
+                self.host.add(name)
+                self.H, self.O = end, max(self.O, done)
+                self.ops.append(("channel", start, done, mem, mem, mem))
+                return True
+            if name not in self.host:
+                return False
+            start = max(self.H, self.C)  # after the compute op issued before it
+            end = start + dur
+            self.host.discard(name)
+            self.dev[name] = size
+            self.ready[name], self.lastread[name] = end, 0.0
+            self.H = end
+            self.ops.append(("channel", start, end, mem, mem + size, mem + size))
+            return True
+        kind = token.rstrip("0123456789")
+        i = int(token[len(kind):]) if kind != "Loss" else L
+        x = c.x_size
+        before = set(self.dev)
+        saved_leaving = list(self.leaving)
+        self.leaving = []  # a compute op waits for the copies and releases them
+        mem = self.mem()
+        ok = self._compute(kind, i, mem)
+        if not ok:
+            self.leaving = saved_leaving
+            return False
+        reads, peak, dur = ok
+        start = max([self.C, self.O] + [self.ready.get(v, 0.0) for v in reads])
+        end = start + dur
+        for v in reads:
+            self.lastread[v] = max(self.lastread.get(v, 0.0), end)
+        for v in set(self.dev) - before:
+            self.ready[v], self.lastread[v] = end, 0.0
+            self.host.discard(v)
+        # host copies nothing reads any more
+        for v in list(self.host):
+            j = int(v[1:])
+            if v[0] == "x" and j > self.bwd_next or v[0] == "t" and j > self.bwd_next + 1:
+                self.host.discard(v)
+        self.C, self.O = end, 0.0
+        self.ops.append(("compute", start, end, mem, peak, self.mem()))
+        return True
+
+    def _compute(self, kind, i, mem):
+        """The operation table on named values: (reads, peak, time), or None."""
+        c, L = self.c, self.c.length
+        x = c.x_size
+        if kind in ("Fn", "Fck", "Fall"):
+            src = self.source(i) if i < L else None
+            if i >= L or self.bwd_next < i or src is None:
+                return None
+            reads = [src]
+            if kind == "Fall":
+                if f"t{i + 1}" in self.dev:
+                    return None
+                peak = mem + c.tape_size[i] + c.fall_overhead[i]
+                self.dev[f"t{i + 1}"] = c.tape_held[i]
+                if not c.output_saved[i] and self.bwd_next >= i + 1:
+                    self.dev.setdefault(f"x{i + 1}", x[i + 1])
+                if i >= 1 and not self.saved(i):
+                    del self.dev[f"x{i}"]
+                dur = c.fall_time[i]
+            else:
+                if f"x{i + 1}" in self.dev:
+                    return None
+                peak = mem + x[i + 1] + c.fwd_overhead[i]
+                self.dev[f"x{i + 1}"] = x[i + 1]
+                if kind == "Fn" and i >= 1:
+                    del self.dev[src]
+                dur = c.fwd_time[i]
+        elif kind == "Loss":
+            src = self.source(L)
+            if self.bwd_next != L or src is None:
+                return None
+            reads = [src]
+            peak = mem + x[L] + c.bwd_overhead[L]
+            self.dev[f"d{L}"] = x[L]
+            self.dev.pop(f"x{L}", None)
+            self.bwd_next = L - 1
+            dur = c.bwd_time[L]
+        else:  # B_i
+            if i >= L or self.bwd_next != i or f"t{i + 1}" not in self.dev:
+                return None
+            reads = [f"t{i + 1}"]
+            if self.saved(i):
+                src = self.source(i)
+                if src is None:
+                    return None
+                reads.append(src)
+            peak = mem + x[i] + c.bwd_overhead[i]
+            self.dev[f"d{i}"] = x[i]
+            del self.dev[f"d{i + 1}"], self.dev[f"t{i + 1}"]
+            if i >= 1:
+                self.dev.pop(f"x{i}", None)
+            self.bwd_next = i - 1
+            dur = c.bwd_time[i]
+        return reads, peak, dur
+
+    def result(self):
+        """(makespan, peak)."""
+        makespan = max([0.0, self.H] + [e for _, _, e, _, _, _ in self.ops])
+        return makespan, max([self.c.x_size[0]] + [p for _, _, _, _, p, _ in self.ops])

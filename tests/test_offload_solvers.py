@@ -1,0 +1,240 @@
+"""Solvers of the two-stream model and the claims of proofs/offload.md, each checked.
+
+The exact search (``exhaustive-offload``) is checked against a brute force written here:
+every token sequence up to a length, replayed by the independent interpreter of
+tests/_offload_reference.py.  Then the theory: offloading never hurts (O.1), no bandwidth
+or a zero one is today's optimum (O.2), the dominance the search relies on (O.4), the
+smallest budget without recomputation is save-on-cpu's peak (O.6), and with an unbounded
+bandwidth that budget reaches the ideal makespan (O.7).
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from remat_theory import Chain, simulate
+from remat_theory.model import classes
+from remat_theory.model.offload import OffloadState, dominates, step
+from remat_theory.model.schedule import Op, Schedule
+from remat_theory.strategies import chains, valid_schedules
+from solvers import registry
+from solvers.exhaustive import min_feasible_budget as canonical_min_budget
+from solvers.offload_baselines import offload_all_schedule
+from solvers.offload_exhaustive import min_feasible_budget
+
+from _offload_reference import TwoStreamReference
+
+
+def _with_bandwidth(chain: Chain, ratio: float) -> Chain:
+    """The chain with a bandwidth at which its mean tape copies in ``ratio`` times its mean
+    forward (at least 1 byte/s)."""
+    L = chain.length
+    fwd = max(sum(chain.fwd_time) / L, 1.0)
+    return chain.replace(bandwidth=max(sum(chain.tape_size) / L / (ratio * fwd), 1.0))
+
+
+def _tokens(L):
+    out = [f"{k}{i}" for k in ("Fn", "Fck", "Fall", "B") for i in range(L)] + ["Loss"]
+    out += [f"{k}{v}{i}" for k in ("Off", "Pre") for v in "xt" for i in range(1, L + 1)]
+    return out
+
+
+def _brute_force(chain: Chain, budget: int, depth: int, cap: float):
+    """The least makespan below ``cap`` over every sequence of at most ``depth`` tokens the
+    reference interpreter accepts within ``budget`` (depth-first; the makespan of a prefix
+    never decreases, so prefixes at ``cap`` or above are cut)."""
+    tokens = _tokens(chain.length)
+    best = [cap]
+
+    def dfs(ref, n):
+        makespan, peak = ref.result()
+        if peak > budget or makespan >= best[0]:
+            return
+        if ref.bwd_next == -1:
+            best[0] = makespan
+            return
+        if n == depth:
+            return
+        for t in tokens:
+            child = ref.copy()
+            if child.apply(t):
+                dfs(child, n + 1)
+
+    dfs(TwoStreamReference(chain), 0)
+    return best[0]
+
+
+def _check_brute_force(chain, ratio, slack, extra):
+    chain = _with_bandwidth(chain, ratio)
+    budget = min_feasible_budget(chain) + slack
+    sol = registry.solve(chain, budget, "exhaustive-offload")
+    assert sol.status == "optimal"
+    found = _brute_force(chain, budget, len(sol.schedule) + extra, sol.makespan + 1e-9)
+    assert found == pytest.approx(sol.makespan)
+
+
+@settings(max_examples=6, deadline=None)
+@given(chains(1, 2, max_size=6, max_time=4, overheads=None), st.sampled_from([0.3, 1.0, 3.0]),
+       st.integers(0, 3))
+def test_exhaustive_offload_matches_brute_force(chain, ratio, slack):
+    """No sequence of up to len(optimum) + 1 tokens beats exhaustive-offload's optimum."""
+    _check_brute_force(chain, ratio, slack, 1)
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None)
+@given(chains(1, 2, max_size=6, max_time=4, overheads=None, unsaved_outputs=None),
+       st.sampled_from([0.3, 1.0, 3.0]), st.integers(0, 3))
+def test_exhaustive_offload_matches_brute_force_longer(chain, ratio, slack):
+    """The same, up to len(optimum) + 2 tokens, unsaved outputs included (minutes)."""
+    _check_brute_force(chain, ratio, slack, 2)
+
+
+@settings(max_examples=10, deadline=None)
+@given(chains(1, 3, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
+       st.sampled_from([0.25, 1.0, 4.0]), st.floats(0, 1))
+def test_offloading_never_hurts_and_the_solvers_agree(chain, ratio, where):
+    """O.1: OPT with offloading <= remat only (exhaustive) and <= offload only; offload-only
+    <= save-on-cpu and offload-all where they fit; every schedule replays."""
+    chain = _with_bandwidth(chain, ratio)
+    lo, hi = min_feasible_budget(chain), chain.store_all_memory()
+    budget = lo + int(where * (hi - lo))
+    both = registry.solve(chain, budget, "exhaustive-offload")
+    assert both.status == "optimal" and both.optimal_for == classes.OFFLOAD.key
+    remat = registry.solve(chain.replace(bandwidth=None), budget, "exhaustive")
+    if remat.status == "optimal":
+        assert both.makespan <= remat.makespan + 1e-9
+    only = registry.solve(chain, budget, "exhaustive-offload-only")
+    if only.status == "optimal":
+        assert both.makespan <= only.makespan + 1e-9
+        assert classes.NO_REMAT.contains(chain, only.schedule)
+        for name in ("save-on-cpu", "offload-all"):
+            sol = registry.solve(chain, budget, name)
+            if sol.schedule is not None:
+                assert only.makespan <= sol.makespan + 1e-9
+    else:
+        assert only.status == "infeasible" and only.min_budget > budget
+    assert classes.OFFLOAD.contains(chain, both.schedule)
+    assert simulate(chain, both.schedule, budget).makespan == pytest.approx(both.makespan)
+
+
+@settings(max_examples=25, deadline=None)
+@given(chains(1, 3, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
+       st.floats(0, 1))
+def test_no_bandwidth_or_zero_is_todays_optimum(chain, where):
+    """O.2: without a bandwidth, with bandwidth 0, or with one so low that a copy outlasts
+    the whole canonical optimum, exhaustive-offload's optimum is exhaustive's."""
+    lo, hi = canonical_min_budget(chain), chain.store_all_memory()
+    budget = lo + int(where * (hi - lo))
+    ref = registry.solve(chain, budget, "exhaustive")
+    assert min_feasible_budget(chain.replace(bandwidth=0)) == lo
+    smallest = min(v for v in chain.x_size[1:] + chain.tape_held if v)
+    slow = smallest / (2 * ref.makespan + 1)  # every copy takes longer than the optimum
+    for c in (chain, chain.replace(bandwidth=0), chain.replace(bandwidth=slow)):
+        sol = registry.solve(c, budget, "exhaustive-offload")
+        assert sol.status == "optimal"
+        assert sol.makespan == pytest.approx(ref.makespan)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data(), chains(1, 3, overheads=None, unsaved_outputs=None),
+       st.sampled_from([0.5, 2.0]))
+def test_dominance_no_op_starts_later_from_earlier_times(data, chain, bandwidth):
+    """O.4: from the same placement of values, a state whose times are all no later gives
+    every op of any continuation a start and end no later, and the same memory."""
+    chain = chain.replace(bandwidth=bandwidth)
+    sched = data.draw(valid_schedules(chain, max_random_steps=6)).tokens()
+    cut = data.draw(st.integers(0, len(sched)))
+    a = OffloadState.initial(chain)
+    for t in sched[:cut]:
+        a = step(chain, a, Op.parse(t))[0]
+    n = 3 + 2 * len(a.ready)
+    bumps = data.draw(st.lists(st.sampled_from([0.0, 0.5, 3.0]), min_size=n, max_size=n))
+    C, H, O = a.C + bumps[0], a.H + bumps[1], a.O + bumps[2]
+    k = len(a.ready)
+    b = a._replace(C=C, H=H, O=O, ready=tuple(t + d for t, d in zip(a.ready, bumps[3:3 + k])),
+                   lastread=tuple(t + d for t, d in zip(a.lastread, bumps[3 + k:])))
+    assume(dominates(a.times(), b.times()))  # what the search compares (most draws)
+    for t in sched[cut:]:
+        assert b.logical() == a.logical()
+        ra, rb = step(chain, a, Op.parse(t)), step(chain, b, Op.parse(t))
+        (a, ta), (b, tb) = ra, rb
+        assert ta.start <= tb.start and ta.end <= tb.end
+        assert (ta.memory_before, ta.peak, ta.memory_after) == \
+               (tb.memory_before, tb.peak, tb.memory_after)
+    assert a.makespan <= b.makespan
+
+
+@settings(max_examples=25, deadline=None)
+@given(chains(1, 4, max_size=6, overheads=None), st.sampled_from([0.5, 2.0]))
+def test_smallest_budget_without_recomputation_is_save_on_cpu(chain, bandwidth):
+    """O.6: without recomputation, the smallest feasible budget is save-on-cpu's peak, and
+    offload-all's is no smaller."""
+    chain = chain.replace(bandwidth=bandwidth)
+    soc = simulate(chain, offload_all_schedule(chain, 0))
+    assert min_feasible_budget(chain, recompute=False) == soc.peak_memory
+    assert simulate(chain, offload_all_schedule(chain, 1)).peak_memory >= soc.peak_memory
+    if chain.length <= 3:
+        sol = registry.solve(chain, soc.peak_memory - 1, "exhaustive-offload-only")
+        assert sol.status == "infeasible" and sol.min_budget == soc.peak_memory
+
+
+@settings(max_examples=25, deadline=None)
+@given(chains(1, 6, max_size=6, overheads=None))
+def test_unbounded_bandwidth_reaches_the_ideal_makespan(chain):
+    """O.7: at N, save-on-cpu's peak (every op's own needs, no recomputation), the makespan
+    of save-on-cpu exceeds the ideal one by at most the time of its copies, so it tends to
+    the ideal as the bandwidth grows; remat alone stays above the ideal at N whenever N is
+    below store-all's peak and forward times are positive."""
+    for bw in (1.0, 1e3, 1e9):
+        c = chain.replace(bandwidth=bw)
+        sched = offload_all_schedule(c, 0)
+        r = simulate(c, sched)
+        copies = sum(simulate(c, sched).profile[k].time for k, op in enumerate(sched)
+                     if op.is_transfer and op.kind == "Pre")
+        copies += sum(c.tape_held[op.index - 1] / bw for op in sched if op.kind == "Off")
+        assert c.ideal_makespan() - 1e-9 <= r.makespan <= c.ideal_makespan() + copies + 1e-9
+    N = r.peak_memory
+    assert r.makespan == pytest.approx(chain.ideal_makespan(), abs=1e-6)
+    if chain.length <= 3 and N < chain.store_all_memory() and min(chain.fwd_time) > 0:
+        remat = registry.solve(chain, N, "exhaustive")
+        assert remat.schedule is None or remat.makespan > chain.ideal_makespan()
+
+
+def test_offload_solvers_are_registered_with_their_classes():
+    info = registry.get("exhaustive-offload")
+    assert info.exact and info.optimal_for == "all+offload"
+    assert registry.resolve("exhaustive-offload-only")[1] == {"recompute": False}
+    assert classes.subset("all", "all+offload") and classes.subset("no-remat+offload",
+                                                                  "all+offload")
+    assert not classes.subset("all+offload", "all") and not classes.subset("all+drop",
+                                                                           "all+offload")
+    c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
+    s = Schedule.parse("Fall0 Fall1 Offt1 Fall2 Loss B2 Pret1 B1 B0")
+    assert classes.classify(c, s) == classes.OFFLOAD
+    assert not classes.ALL.contains(c, s) and classes.OFFLOAD.contains(c, s)
+
+
+def test_infeasible_budget_says_the_smallest_feasible_one():
+    c = Chain.homogeneous(2, x_size=4, tape_size=6).replace(bandwidth=4.0)
+    mfb = min_feasible_budget(c)
+    sol = registry.solve(c, mfb - 1, "exhaustive-offload")
+    assert sol.status == "infeasible" and sol.min_budget == mfb
+    assert str(mfb) in sol.message
+    assert registry.solve(c, mfb, "exhaustive-offload").status == "optimal"
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 6, max_size=6, overheads=None, unsaved_outputs=None),
+       st.floats(0.1, 10), st.floats(1.0, 10.0), st.sampled_from([0, 1]))
+def test_a_faster_channel_never_lengthens_a_schedule(chain, bandwidth, factor, lookahead):
+    """O.9: the same schedule on a faster channel: same memory, no op later."""
+    slow = chain.replace(bandwidth=bandwidth)
+    fast = chain.replace(bandwidth=bandwidth * factor)
+    sched = offload_all_schedule(slow, lookahead)
+    a, b = simulate(slow, sched), simulate(fast, sched)
+    assert b.peak_memory == a.peak_memory
+    for sa, sb in zip(a.profile, b.profile):
+        assert sb.start <= sa.start + 1e-9 and sb.start + sb.time <= sa.start + sa.time + 1e-9
+    assert b.makespan <= a.makespan + 1e-9

@@ -58,11 +58,15 @@ def test_a_tiny_frontier_runs_every_family_and_reports_each_point():
     assert "checkpoint_sequential:2" in text and "plain" in text
 
 
+@pytest.mark.slow
 def test_compiled_remat_points_give_plain_autograd_gradients():
     """``compile_stages=True`` adds remat over compiled stages; where the compiler runs, a
     step computes the gradients plain autograd computes (compiled kernels may round
     differently: compared to 1e-5; the MLP's dropout draws eager's random numbers under
-    ``fallback_random``, seeded alike); where it does not, one ``error`` point says why."""
+    ``fallback_random``, seeded alike); where it does not, one ``error`` point says why.
+    Slow (inductor compiles C++ kernels: about a tenth of the suite's CPU time), as is
+    tests/test_torch_module.py::test_compiled_stages_with_inductor; the wrapper under
+    ``torch.compile`` is checked in CI with the eager backend (test_torch_module.py)."""
     import torch._inductor.config as iconfig
 
     from remat_theory.torch.frontier import prepare

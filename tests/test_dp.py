@@ -81,13 +81,13 @@ def _runs(answers: dict) -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------------- the class optimum
 def _check_every_budget(chain: Chain, label: str) -> None:
-    """``label`` == exhaustive search restricted to its class at every budget from just
-    below the smallest feasible one (of any schedule) to store-all; every schedule valid,
-    in the class, at the claimed makespan; exhaustive(all) <= dp-weak <= dp; the same
-    answers through ``solvers.solve`` (status, claims, smallest budget)."""
+    """``label`` == exhaustive search restricted to its class at every budget from the
+    memory lower bound (below which nothing fits) to store-all; every schedule valid, in
+    the class, at the claimed makespan; exhaustive(all) <= dp-weak <= dp; the same answers
+    through ``solvers.solve`` (status, claims, smallest budget)."""
     info = DPS[label]
     top = chain.store_all_memory()
-    budgets = range(max(0, exhaustive.min_feasible_budget(chain) - 1), top + 1)
+    budgets = range(max(0, chain.memory_lower_bound() - 1), top + 1)
     answers = sweep(chain, budgets, label)
     feasible = [b for b in budgets if answers[b][1] is not None]
     assert feasible and feasible == list(range(feasible[0], top + 1))  # feasible from least on

@@ -21,8 +21,10 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from remat_theory.model import fields
 from remat_theory.model.chain import Chain
-from remat_theory.analysis.families import FAMILIES, with_fall_costs, with_unsaved_outputs
+from remat_theory.model.errors import ChainError
+from remat_theory.analysis.families import FAMILIES
 
 
 def _check_int(name: str, value, minimum: int) -> None:
@@ -32,7 +34,7 @@ def _check_int(name: str, value, minimum: int) -> None:
 
 @st.composite
 def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, integer_times,
-                  fall_costs=False, unsaved_outputs=False):
+                  variations=()):
     L = draw(st.integers(min_stages, max_stages))
     if integer_times:
         times = st.integers(0, max_time).map(float)
@@ -49,22 +51,45 @@ def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, i
         bo = draw(st.lists(st.integers(0, max_size), min_size=L + 1, max_size=L + 1))
     else:
         fo, bo = [0] * L, [0] * (L + 1)
-    use_fall = draw(st.booleans()) if fall_costs is None else fall_costs
-    fall_time = fall_overhead = None
-    if use_fall:
-        fall_time = draw(st.lists(times, min_size=L, max_size=L))
-        fall_overhead = draw(st.lists(st.integers(0, max_size), min_size=L, max_size=L))
-    use_unsaved = draw(st.booleans()) if unsaved_outputs is None else unsaved_outputs
-    saved = None
-    if use_unsaved:
-        saved = draw(st.lists(st.booleans(), min_size=L, max_size=L))
-    return Chain(fwd, bwd, x, tape, fo, bo, name=f"hypothesis-{L}", fall_time=fall_time,
-                 fall_overhead=fall_overhead, output_saved=saved)
+    by_kind = {"time": times, "size": st.integers(0, max_size), "flag": st.booleans()}
+    optional = {}
+    for name, state in variations:  # each variation's fields drawn by their kind
+        if draw(st.booleans()) if state is None else state:
+            for f in fields.variation(name).fields:
+                n = fields.field(f).size(L)
+                optional[f] = draw(st.lists(by_kind[fields.field(f).kind], min_size=n, max_size=n))
+    return Chain(fwd, bwd, x, tape, fo, bo, name=f"hypothesis-{L}", **optional)
+
+
+def _variation_states(variations, fall_costs, unsaved_outputs) -> tuple:
+    """``((name, True | None), ...)`` in table order: the variations to draw (True: on every
+    chain; None: on some).  ``fall_costs`` / ``unsaved_outputs`` are aliases of the
+    ``fall-costs`` / ``unsaved-outputs`` entries."""
+    states = {}
+    for alias, name, value in (("fall_costs", "fall-costs", fall_costs),
+                               ("unsaved_outputs", "unsaved-outputs", unsaved_outputs)):
+        if value is not None and not isinstance(value, bool):
+            raise InvalidArgument(f"{alias} = {value!r} must be True, False or None")
+        states[name] = value
+    if isinstance(variations, str) or not hasattr(variations, "__iter__"):
+        raise InvalidArgument(f"variations = {variations!r} must be a list of names or a dict "
+                              f"name -> True/False/None")
+    items = variations.items() if hasattr(variations, "items") else ((v, True) for v in variations)
+    for name, value in items:
+        try:
+            fields.variation(name)
+        except ChainError as e:
+            raise InvalidArgument(f"variations: {e}") from None
+        if value is not None and not isinstance(value, bool):
+            raise InvalidArgument(f"variations[{name!r}] = {value!r} must be True, False or None")
+        states[name] = value
+    return tuple((n, states[n]) for n in fields.VARIATIONS if states.get(n, False) is not False)
 
 
 def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_size: int = 10,
            overheads: bool | None = None, family: str | None = None,
            integer_times: bool = True,
+           variations=(),
            fall_costs: bool | None = False,
            unsaved_outputs: bool | None = False) -> st.SearchStrategy[Chain]:
     """Random heterogeneous chains.
@@ -79,14 +104,15 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
     family : None for independent uniform values, or a family name of
         :mod:`remat_theory.analysis.families` (``random``, ``resnet``, ``transformer``, ``rnn``,
         ``homogeneous``): the chain is that family's, with a drawn seed.
-    fall_costs : True gives every chain its own recording-forward costs (``fall_time``,
-        ``fall_overhead``, drawn like the forward ones, or for a family by
-        :func:`~remat_theory.analysis.families.with_fall_costs`); False (the default) none,
-        so a recording forward costs what a no-grad one does; None draws both.
-    unsaved_outputs : True draws ``output_saved`` (some stage outputs read by no backward:
-        each entry drawn, or for a family by
-        :func:`~remat_theory.analysis.families.with_unsaved_outputs`); False (the default)
-        every output saved, the classic table; None draws both.
+    variations : the optional fields to draw, by variation
+        (:data:`remat_theory.model.fields.VARIATIONS`: ``fall-costs``, ``unsaved-outputs``):
+        a list of names (each on every chain) or a dict name -> True (every chain), None
+        (some chains) or False (none).  A variation's fields are drawn by their kind
+        (times like the forward ones, sizes in [0, max_size], flags either way), or for a
+        family by the variation's own draw (:meth:`~remat_theory.model.fields.Variation.apply`).
+        Absent, a field keeps its default (the classic model).
+    fall_costs, unsaved_outputs : aliases of ``variations={"fall-costs": ...}`` and
+        ``{"unsaved-outputs": ...}``.
     """
     _check_int("min_stages", min_stages, 1)
     _check_int("max_stages", max_stages, 1)
@@ -96,10 +122,7 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
     _check_int("max_size", max_size, 1)
     if overheads not in (None, True, False):
         raise InvalidArgument(f"overheads = {overheads!r} must be True, False or None")
-    if fall_costs not in (None, True, False):
-        raise InvalidArgument(f"fall_costs = {fall_costs!r} must be True, False or None")
-    if unsaved_outputs not in (None, True, False):
-        raise InvalidArgument(f"unsaved_outputs = {unsaved_outputs!r} must be True, False or None")
+    states = _variation_states(variations, fall_costs, unsaved_outputs)
     if family is not None:
         if family not in FAMILIES:
             raise InvalidArgument(f"family = {family!r} is unknown (known: {', '.join(FAMILIES)})")
@@ -113,15 +136,13 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
 
         ov = st.booleans() if overheads is None else st.just(overheads)
         drawn = st.tuples(st.integers(min_stages, max_stages), st.integers(0, 2**32 - 1), ov).map(build)
-        for option, variant in ((fall_costs, with_fall_costs),
-                                (unsaved_outputs, with_unsaved_outputs)):
-            if option is not False:
-                use = st.booleans() if option is None else st.just(True)
-                drawn = st.tuples(drawn, use, st.integers(0, 2**32 - 1)).map(
-                    lambda a, variant=variant: variant(a[0], a[2]) if a[1] else a[0])
+        for name, state in states:
+            use = st.booleans() if state is None else st.just(True)
+            drawn = st.tuples(drawn, use, st.integers(0, 2**32 - 1)).map(
+                lambda a, v=fields.variation(name): v.apply(a[0], a[2]) if a[1] else a[0])
         return drawn
     return _random_chain(min_stages, max_stages, max_time, max_size, overheads, integer_times,
-                         fall_costs, unsaved_outputs)
+                         states)
 
 
 def budgets(chain: Chain, *, feasible_only: bool = False, low: int | None = None,

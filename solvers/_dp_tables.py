@@ -2,7 +2,6 @@
 
 * :class:`UnitChain`: a chain's sizes in integer memory units (exact: divided by their gcd;
   ``slots``: rounded to slots of budget/S bytes), with the forward-pass peak table ``fp``;
-* option checks (``slots``, ``time_limit``) with the messages a CLI user reads;
 * the clock both tables check once per row (:class:`solvers._deadline.Deadline`, shared
   with ``ilp``), so that a ``time_limit`` bounds the whole run, table building included;
 * the up-front size check: a table that would need more memory than
@@ -17,11 +16,11 @@ Memory convention, subproblems and proofs: ``proofs/persistent_dp.md`` and
 from __future__ import annotations
 
 import math
-import numbers
 from functools import reduce
 
 import numpy as np
 
+from remat_theory.model import fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.schedule import Schedule
@@ -30,8 +29,8 @@ from remat_theory.model.solution import Solution
 
 from solvers._deadline import Deadline, DeadlineExpired
 
-__all__ = ["Deadline", "DeadlineExpired", "NEVER", "UnitChain", "all_sizes", "check_bool",
-           "check_slots", "check_time_limit", "peak", "refuse_if_too_big", "shift", "slot_info"]
+__all__ = ["Deadline", "DeadlineExpired", "NEVER", "UnitChain", "all_sizes", "peak",
+           "refuse_if_too_big", "shift", "slot_info"]
 
 INF = math.inf
 
@@ -49,32 +48,6 @@ MIN_USEFUL_SLOTS = 10
 
 
 NEVER = Deadline(None)
-
-
-def check_slots(slots, solver: str):
-    """``slots`` must be None or an integer >= 1; returns it as int (or None)."""
-    if slots is None:
-        return None
-    if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 1:
-        raise SolverOptionError(f"solver {solver!r}: option slots = {slots!r} must be an integer >= 1")
-    return int(slots)
-
-
-def check_time_limit(time_limit, solver: str):
-    """``time_limit`` must be None or a positive finite number of seconds."""
-    if time_limit is None:
-        return None
-    if isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real) \
-            or not math.isfinite(time_limit) or time_limit <= 0:
-        raise SolverOptionError(f"solver {solver!r}: option time_limit = {time_limit!r} must be a "
-                          f"positive number of seconds")
-    return float(time_limit)
-
-
-def check_bool(value, name: str, solver: str) -> bool:
-    if not isinstance(value, bool):
-        raise SolverOptionError(f"solver {solver!r}: option {name} = {value!r} must be True or False")
-    return value
 
 
 class UnitChain:
@@ -273,14 +246,15 @@ def slot_info(chain: Chain, budget: int, slots: int) -> dict:
 
 
 def all_sizes(chain: Chain) -> list:
-    """Every size of the chain (bytes) that slot rounding touches (``fall_overhead`` only
-    when the chain gives its own: otherwise it repeats ``fwd_overhead``, and listing it
-    twice would only loosen :func:`slot_info`'s bound; the held size of a tape only where
-    it differs from ``tape_size``, an unsaved output's stage)."""
-    sizes = (list(chain.x_size) + list(chain.tape_size) + list(chain.fwd_overhead)
-             + list(chain.bwd_overhead))
-    if chain.has_fall_costs:
-        sizes += list(chain.fall_overhead)
+    """Every size of the chain (bytes) that slot rounding touches: the size fields of the
+    field table (:mod:`remat_theory.model.fields`), an optional one only when the chain uses
+    its variation (``fall_overhead`` otherwise repeats ``fwd_overhead``, and listing it
+    twice would only loosen :func:`slot_info`'s bound); then the held size of a tape where
+    it differs from ``tape_size``, an unsaved output's stage."""
+    sizes = []
+    for f in fields.of_kind("size"):
+        if not f.optional or chain.uses(f.variation):
+            sizes += list(getattr(chain, f.name))
     sizes += [h for h, keep in zip(chain.tape_held, chain.output_saved) if not keep]
     return sizes
 

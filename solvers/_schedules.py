@@ -26,18 +26,10 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverContractError, SolverOptionError
+from remat_theory.model.errors import SolverContractError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.simulator import State, transition
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_int, option_owner
-
-
-def check_int_option(solver: str, name: str, value, minimum: int,
-                     maximum: int | None = None) -> int:
-    """Validate an integer option; raise :class:`SolverOptionError` naming it."""
-    return check_int(value, name, minimum=minimum, maximum=maximum, error=SolverOptionError,
-                     owner=option_owner(solver))
 
 
 @functools.lru_cache(maxsize=None)

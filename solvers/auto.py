@@ -26,7 +26,6 @@ solver that takes one, and the estimates below decide what is attempted.
 """
 from __future__ import annotations
 
-import math
 import time
 
 from remat_theory.model.chain import Chain
@@ -34,7 +33,7 @@ from remat_theory.model.errors import RematError, SolverError
 from remat_theory.model.solution import CLASS_ALL, FEASIBLE, INFEASIBLE, Solution
 
 from solvers import registry
-from solvers.registry import register
+from solvers.registry import Option, register
 
 DEFAULT_TIME_LIMIT = 60.0
 #: The certified ILP is tried up to this many stages (proofs in seconds on 20-30 stages).
@@ -126,7 +125,11 @@ def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float) 
           # In a sweep, the ILP's own limit: auto runs the certified ILP on short chains.
           max_stages=4,
           # It answers with the class of the solver that answered.
-          classes=(CLASS_ALL, "weakly-persistent", "persistent"))
+          classes=(CLASS_ALL, "weakly-persistent", "persistent"),
+          # every solver it may call models them (they are checked again on each call)
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": Option("seconds", "for the whole call, passed on to every "
+                                        "solver that takes one (default 60 s)", none=True)})
 def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
     """The best exact answer the chain's size allows within ``time_limit`` seconds (default
     :data:`DEFAULT_TIME_LIMIT`); see the module docstring for the order tried.
@@ -146,10 +149,6 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
     """
     if time_limit is None:
         time_limit = DEFAULT_TIME_LIMIT
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) \
-            or not math.isfinite(time_limit) or time_limit <= 0:
-        raise SolverError(f"solver 'auto': option time_limit = {time_limit!r} must be a "
-                          f"positive number of seconds")
     t0 = time.perf_counter()
     tried: list = []
     if chain.store_all_memory() <= budget:

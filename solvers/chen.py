@@ -32,13 +32,11 @@ import math
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_real, option_owner
 
-from solvers._schedules import (chain_arrays, check_int_option, fixed_schedule_solution,
-                         segments_cost, segments_schedule)
-from solvers.registry import register
+from solvers._schedules import (chain_arrays, fixed_schedule_solution, segments_cost,
+                                segments_schedule)
+from solvers.registry import Option, register
 
 
 def sqrt_checkpoints(length: int) -> list[int]:
@@ -47,7 +45,7 @@ def sqrt_checkpoints(length: int) -> list[int]:
     return [(j * length) // k for j in range(1, k)]
 
 
-@register("chen-sqrt", optimal_for="none",
+@register("chen-sqrt", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
           description="Chen et al. 2016: about sqrt(L) equal segments, one extra forward pass.")
 def solve_chen_sqrt(chain: Chain, budget: int) -> Solution:
     cps = sqrt_checkpoints(chain.length)
@@ -88,17 +86,19 @@ def _grid(chain: Chain, points: int) -> list[float]:
 
 
 @register("chen-greedy", optimal_for="none",
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"b": Option("real", "fix the segment threshold (bytes) instead of searching "
+                               "over it", minimum=0, none=True),
+                   "grid": Option("int", "thresholds tried besides 0 (a geometric grid up to "
+                                  "the total tape size)", minimum=1)},
           description="Chen et al. 2016 Algorithm 3: greedy segments by a size threshold b, searched over b.")
 def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
                       grid: int = 128) -> Solution:
     if b is not None:
-        b = check_real(b, "b", minimum=0, error=SolverOptionError,
-                       owner=option_owner("chen-greedy"))
         cps, _, _ = greedy_plan(chain, b)
         return fixed_schedule_solution("chen-greedy", chain, budget, segments_schedule(chain, cps),
                                        message=f"b = {b}: {len(cps) + 1} segments",
                                        info={"b": b, "checkpoints": cps})
-    grid = check_int_option("chen-greedy", "grid", grid, 1)
     arrays = chain_arrays(chain)
     seen = {}
     for bb in _grid(chain, grid):

@@ -74,10 +74,9 @@ from remat_theory.model.errors import SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
 
-from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_bool, check_slots,
-                                check_time_limit, peak, refuse_if_too_big, slot_info,
-                                all_sizes, time_up)
-from solvers.registry import register
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, peak,
+                                refuse_if_too_big, slot_info, all_sizes, time_up)
+from solvers.registry import Option, register
 
 __all__ = ["PersistentTable", "UnitChain", "min_feasible_budget", "min_memory_table",
            "slot_info", "solve_dp", "solve_units", "table_dtype"]
@@ -474,7 +473,15 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
 
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,
           description="Rotor persistent dynamic program, exact integer memory or slots.",
-          variants={"dp-slots": {"slots": 64}})
+          variants={"dp-slots": {"slots": 64}},
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"slots": Option("int", "round sizes up to budget/slots (valid, optimal for "
+                                   "the rounded sizes only; status feasible)", minimum=1,
+                                   none=True),
+                   "slot_bound": Option("bool", "with slots, also solve at the guaranteed "
+                                        "budget to bound the rounding loss"),
+                   "time_limit": Option("seconds", "for the whole run, table building "
+                                        "included (status time_limit past it)", none=True)})
 def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
              slot_bound: bool = False, time_limit: float | None = None) -> Solution:
     """Optimal persistent schedule (Beaumont et al., Rotor, section 4), exact in memory.
@@ -494,9 +501,7 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
         (:class:`SolverError` naming the estimate and a ``--slots`` value that fits), as is
         any table over 8 GiB.
     """
-    deadline = Deadline(check_time_limit(time_limit, "dp"))
-    slots = check_slots(slots, "dp")
-    check_bool(slot_bound, "slot_bound", "dp")
+    deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
     if slot_bound and slots is None:
         raise SolverOptionError("solver 'dp': option slot_bound needs slots=S (--slots S)")
     uc_exact, gcd = UnitChain.exact(chain)

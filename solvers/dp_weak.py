@@ -63,9 +63,9 @@ from remat_theory.model.errors import SolverError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
 
-from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, check_slots, check_time_limit,
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain,
                                 peak, refuse_if_too_big, shift, slot_info, all_sizes, time_up)
-from solvers.registry import register
+from solvers.registry import Option, register
 
 INF = math.inf
 
@@ -401,7 +401,13 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
 
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,
           description="DP over weakly persistent schedules (checkpoints may be released early).",
-          variants={"dp-weak-slots": {"slots": 64}})
+          variants={"dp-weak-slots": {"slots": 64}},
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"slots": Option("int", "round sizes up to budget/slots (valid, optimal for "
+                                   "the rounded sizes only; status feasible)", minimum=1,
+                                   none=True),
+                   "time_limit": Option("seconds", "for the whole run, table building "
+                                        "included (status time_limit past it)", none=True)})
 def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
                   time_limit: float | None = None) -> Solution:
     """Optimal weakly persistent schedule (module docstring), exact in memory, or with
@@ -410,8 +416,7 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
     whole run as for ``dp``: status ``time_limit``, no schedule, the ideal makespan as bound;
     tables over 8 GiB, or runs estimated at more than ten times the limit, are refused up
     front naming a ``--slots`` value that fits."""
-    deadline = Deadline(check_time_limit(time_limit, "dp-weak"))
-    slots = check_slots(slots, "dp-weak")
+    deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}

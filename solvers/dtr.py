@@ -140,7 +140,7 @@ class _DTR:
                 self.last_use[i] = self.clock
 
 
-@register("dtr", optimal_for="none", may_drop=True,
+@register("dtr", optimal_for="none", may_drop=True, supports=("fall_time", "fall_overhead", "output_saved"),
           description="DTR-style online eviction (smallest cost/(size*staleness) first), recompute on demand; uses Drop.")
 def solve_dtr(chain: Chain, budget: int) -> Solution:
     if chain.x_size[0] > budget:

@@ -56,10 +56,10 @@ from remat_theory.model.errors import RematError, SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
 from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
+from remat_theory.model.validation import check_bool, check_int, option_owner
 
 from solvers import registry
-from solvers.registry import register, variant
+from solvers.registry import Option, register, variant
 
 NAME = "exhaustive"
 # The size guard: longer chains are refused unless max_stages is raised (4^L states).
@@ -672,7 +672,17 @@ def _tractable_note(chain: Chain, budget: int, options) -> str | None:
                                                    in_verify=True),
                     "exhaustive-weak-runs2": {"schedule_class": "weak-runs<=2"},
                     "exhaustive-drop": {"allow_drop": True}},
-          note=_tractable_note)
+          note=_tractable_note, supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"allow_drop": Option("bool", "search schedules with explicit deletions "
+                                        "too (class all+drop; schedule_class all only)"),
+                   "time_limit": Option("seconds", "stop the search and answer time_limit "
+                                        "with the best proven lower bound", none=True),
+                   "max_stages": Option("int", "the longest chain searched (a guard: the "
+                                        "search explores up to 4^L states)", minimum=1),
+                   "max_states": Option("int", "the most states held (about 400 bytes "
+                                        "each); past it, answer time_limit", minimum=1),
+                   "schedule_class": Option("str", "restrict the search to a class: all, "
+                                            "persistent, weak, monotone or weak-runs<=K")})
 def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
                      time_limit: float | None = None,
                      max_stages: int = DEFAULT_MAX_STAGES,
@@ -685,12 +695,7 @@ def solve_exhaustive(chain: Chain, budget: int, *, allow_drop: bool = False,
     (``"all"``, ``"persistent"``, ``"weak"``, ``"monotone"``) restricts the search to exactly that class of
     :mod:`remat_theory.model.persistence`; the value is then optimal for that class."""
     _check_size(chain, max_stages)
-    cls = _check_class(schedule_class, allow_drop)
-    max_states = check_int(max_states, "max_states", minimum=1, error=SolverOptionError,
-                           owner=_OPTION)
-    if time_limit is not None:
-        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
-                                    owner=_OPTION, unit="seconds")
+    cls = _check_class(schedule_class, allow_drop)  # the class with allow_drop: one check
     start = time.perf_counter()
     incumbent = _weak_incumbent(chain, budget, schedule_class, time_limit)
     if time_limit is not None:

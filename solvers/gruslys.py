@@ -42,13 +42,12 @@ import math
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverContractError, SolverOptionError
+from remat_theory.model.errors import SolverContractError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
-from remat_theory.model.validation import check_choice, option_owner
 
 from solvers._schedules import advance, replay, stored_segment
-from solvers.registry import register
+from solvers.registry import Option, register
 
 VARIANTS = ("hidden", "internal", "mixed")
 _LEAF, _HIDDEN, _INTERNAL = 0, 1, 2
@@ -159,11 +158,11 @@ def gruslys_schedule(chain: Chain, m: int, alpha: int, kind, arg) -> Schedule:
     return Schedule(ops)
 
 
-@register("gruslys", optimal_for="none",
+@register("gruslys", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"variant": Option("choice", "which of the paper's dynamic programs",
+                                     choices=VARIANTS)},
           description="Gruslys et al. 2016 BPTT dynamic programs (hidden / internal / mixed states), unit slots.")
 def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solution:
-    check_choice(variant, "variant", VARIANTS, error=SolverOptionError,
-                 owner=option_owner("gruslys"))
     L = chain.length
     X, alpha, R = units(chain)
     m = memory_units(chain, budget)

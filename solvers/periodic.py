@@ -21,8 +21,8 @@ from __future__ import annotations
 from remat_theory.model.chain import Chain
 from remat_theory.model.solution import Solution
 
-from solvers._schedules import check_int_option, chain_arrays, segments_cost, segments_schedule
-from solvers.registry import register
+from solvers._schedules import chain_arrays, segments_cost, segments_schedule
+from solvers.registry import Option, register
 
 
 def periodic_checkpoints(length: int, segments: int) -> list[int]:
@@ -31,13 +31,15 @@ def periodic_checkpoints(length: int, segments: int) -> list[int]:
     return [j * size for j in range(1, segments)]
 
 
-@register("periodic", optimal_for="none",
+@register("periodic", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"segments": Option("int", "use exactly this many segments instead of the "
+                                      "best that fits", minimum=1, maximum="L", none=True)},
           description="torch checkpoint_sequential: k-1 equal checkpointed segments, the rest stored; best k that fits.")
 def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None) -> Solution:
     L = chain.length
     arrays = chain_arrays(chain)
     if segments is not None:
-        ks = [check_int_option("periodic", "segments", segments, 1, L)]
+        ks = [segments]
     else:
         ks = range(1, L + 1)
     best = None  # (makespan, peak, k)

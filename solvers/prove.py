@@ -33,11 +33,11 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_ALL, Solution
-from remat_theory.model.validation import check_bool, check_int, check_positive, option_owner
+from remat_theory.model.validation import option_owner
 
 from solvers import exhaustive
 from solvers._deadline import Deadline, DeadlineExpired
-from solvers.registry import register
+from solvers.registry import Option, register
 
 NAME = "prove"
 _OWNER = option_owner(NAME)
@@ -131,7 +131,18 @@ def _tolerance(chain: Chain) -> float:
           description="Exact over all schedules: the weak DP's schedule, proven optimal by the "
                       "moment relaxation or by A* over simulator states cut off at its makespan "
                       "(or the faster schedule that search finds).",
-          max_stages=6, reference_max_stages=10)
+          max_stages=6, reference_max_stages=10,
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": Option("seconds", "for the whole run; past it, the weak DP's "
+                                        "schedule with the best bound (time_limit)", none=True),
+                   "max_states": Option("int", "the most states the bounded search stores "
+                                        "(about 400 bytes each)", minimum=1),
+                   "relaxation": Option("bool", "try the moment relaxation first (PuLP and "
+                                        "HiGHS)"),
+                   "relaxation_share": Option("fraction", "the share of time_limit the "
+                                              "relaxation may use"),
+                   "cuts": Option("str", "comma-separated extra relaxation rows: reach, "
+                                  "fwd_peak (refused on unsaved outputs)")})
 def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
                 relaxation_share: float = DEFAULT_RELAXATION_SHARE, cuts: str = "") -> Solution:
@@ -150,16 +161,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
         docs/results.md).
     """
-    relaxation = check_bool(relaxation, "relaxation", error=SolverOptionError, owner=_OWNER)
-    max_states = check_int(max_states, "max_states", minimum=1, error=SolverOptionError,
-                           owner=_OWNER)
-    if time_limit is not None:
-        time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
-                                    owner=_OWNER, unit="seconds")
-    if not (isinstance(relaxation_share, (int, float)) and not isinstance(relaxation_share, bool)
-            and 0 < relaxation_share <= 1):
-        raise SolverOptionError(f"solver {NAME!r}: option relaxation_share = "
-                                f"{relaxation_share!r} must be a number in (0, 1]")
+    # the options' types and ranges are checked by the registry (the schema above)
     families = _cut_families(cuts)
     if families:
         from solvers.ilp.cuts import check_chain

@@ -34,7 +34,7 @@ def recompute_all_schedule(chain: Chain) -> Schedule:
     return Schedule(ops)
 
 
-@register("recompute-all", optimal_for="none",
+@register("recompute-all", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
           description="Keep only x_0; recompute from it before every backward (L(L+1)/2 forwards).")
 def solve_recompute_all(chain: Chain, budget: int) -> Solution:
     L = chain.length

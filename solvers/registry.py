@@ -10,7 +10,9 @@ optimal for, whether it is exact, the longest chain it is practical for in a swe
 (``max_stages``) and as the exact reference of a comparison (``reference_max_stages``), its
 named variants (a label standing for fixed options, e.g. ``exhaustive-monotone``), whether
 its schedules may use Drop (``may_drop``), the classes it can be asked to be optimal for,
-and a note for the command line before a solve that may run long.  Every layer above
+the optional chain fields it models (``supports``), its options' schema (``options``:
+type, range, doc; checked here before it runs), and a note for the command line before a
+solve that may run long.  Every layer above
 (verify, compare, solve, hard search, benchmarks, plots, the torch confirmation) reads them
 from here, so adding a solver is adding one module to :mod:`solvers`.
 
@@ -49,13 +51,18 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from remat_theory.model import classes as schedule_classes
+from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (InvalidScheduleError, RematError, ScheduleParseError,
-                                       SolverContractError, SolverError, SolverOptionError)
+                                       SolverContractError, SolverError)
 from remat_theory.model.schedule import DROP, Schedule
 from remat_theory.model.simulator import check_budget, simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
 from remat_theory.model.validation import check_int
+
+# Option is re-exported for the registrations: ``from solvers.registry import Option, register``
+from solvers._options import (Option, as_heuristic, check_all, option_error,  # noqa: F401
+                              schema_of, supports_of)
 
 # Relative tolerance between a solver's claimed makespan and the simulated one: the two
 # are sums of the same floats in possibly different orders, nothing more.
@@ -114,6 +121,20 @@ class SolverInfo:
     external: bool = False  # a plug-in (module:function or an entry point)
     defaults: Mapping = field(default_factory=dict, compare=False)  # option -> default value
     any_options: bool = False  # it takes **options: every option name is passed through
+    supports: tuple = ()  # the optional chain fields it models (remat_theory.model.fields)
+    schema: Mapping = field(default_factory=dict, compare=False)  # option -> Option
+
+    def option_help(self) -> list[str]:
+        """One line per option: its type and range, its default and what it does."""
+        out = []
+        for name in self.options:
+            spec = self.schema.get(name)
+            has, default = name in self.defaults, self.defaults.get(name)
+            if spec is None:
+                out.append(f"{name}: (no schema)" + (f" (default {default!r})" if has else ""))
+            else:
+                out.append(spec.help(name, default, has))
+        return out
 
     def practical_for(self, chain: Chain) -> bool:
         """True when ``chain`` is within :attr:`max_stages` (or there is no limit)."""
@@ -188,7 +209,8 @@ def _variants_of(name: str, variants: Mapping | None, opts: tuple) -> tuple:
 def register(name: str, *, optimal_for: str, exact: bool = False, description: str = "",
              max_stages: int | None = None, reference_max_stages: int | None = None,
              variants: Mapping | None = None, may_drop: bool = False,
-             classes: tuple = (), note: NoteHook | None = None):
+             classes: tuple = (), note: NoteHook | None = None, supports: tuple = (),
+             options: Mapping | None = None):
     """Decorator: register ``func(chain, budget, **options)`` under ``name``.
 
     Parameters
@@ -209,6 +231,13 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
     classes : keys of every class an option can make it optimal for (default: optimal_for).
     note : ``note(chain, budget, options)`` -> a one-line note for stderr before a solve
         that may run long (or None); the command line prints it.
+    supports : the optional chain fields it models (names of
+        :func:`remat_theory.model.fields.optional_names`: ``fall_time``, ``fall_overhead``,
+        ``output_saved``).  A chain that gives any other optional field a value of its own
+        is refused (:func:`unsupported`); default none, so a new field is never assumed.
+    options : ``{option: Option(...)}`` (:class:`solvers._options.Option`): each keyword
+        option's type, range and one-line doc, checked by :func:`solve` before the solver
+        runs (the default is the signature's).
     """
 
     def deco(func):
@@ -217,6 +246,12 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
         opts = _options_of(func, name)
         doc = description or (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
         vs = _variants_of(name, variants, opts)
+        schema = schema_of(name, options, opts)
+        for v in vs:  # a variant's fixed options obey the schema too
+            try:
+                check_all(schema, v.option_dict, name)
+            except RematError as e:
+                raise SolverError(f"variant {v.label!r}: {e}") from None
         for v in vs:
             if v.label in _REGISTRY or (v.label in _VARIANTS and _VARIANTS[v.label].solver != name):
                 raise SolverError(f"variant label {v.label!r} of {name!r} is already taken")
@@ -229,7 +264,8 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
             _stage_limit(max_stages, "max_stages", name),
             _stage_limit(reference_max_stages, "reference_max_stages", name),
             vs, bool(may_drop), keys, note, defaults=_defaults_of(func, opts),
-            any_options=_takes_any_option(func))
+            any_options=_takes_any_option(func), supports=supports_of(name, supports),
+            schema=schema)
         for v in vs:
             _VARIANTS[v.label] = v
         return func
@@ -268,12 +304,12 @@ def load_entry_points(force: bool = False) -> list[str]:
         try:
             obj = ep.load()
         except Exception as e:  # noqa: BLE001 - any import failure is the plug-in's, named
-            raise SolverOptionError(f"entry point {ep.name} = {ep.value} (group "
+            raise option_error(f"entry point {ep.name} = {ep.value} (group "
                                     f"{ENTRY_POINT_GROUP}) cannot be loaded: "
                                     f"{type(e).__name__}: {e}") from None
         if ep.name not in _REGISTRY:  # a module that registered itself needs nothing more
             if not callable(obj) or inspect.ismodule(obj):
-                raise SolverOptionError(f"entry point {ep.name} = {ep.value} (group "
+                raise option_error(f"entry point {ep.name} = {ep.value} (group "
                                         f"{ENTRY_POINT_GROUP}) is neither a solver function nor "
                                         f"a module registering {ep.name!r}")
             _REGISTRY[ep.name] = _external_info(ep.name, obj)
@@ -306,19 +342,19 @@ def load_path(path: str) -> SolverInfo:
     module, _, attr = path.partition(":")
     if not module or not attr or not all(p.isidentifier() for p in module.split(".")) \
             or not all(p.isidentifier() for p in attr.split(".")):
-        raise SolverOptionError(f"solver {path!r} is not a name nor a 'package.module:function' "
+        raise option_error(f"solver {path!r} is not a name nor a 'package.module:function' "
                                 f"path")
     try:
         obj = importlib.import_module(module)
     except ImportError as e:
-        raise SolverOptionError(f"solver {path!r}: cannot import module {module!r} ({e})") from None
+        raise option_error(f"solver {path!r}: cannot import module {module!r} ({e})") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise SolverOptionError(f"solver {path!r}: module {module!r} has no attribute "
+            raise option_error(f"solver {path!r}: module {module!r} has no attribute "
                                     f"{attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise SolverOptionError(f"solver {path!r}: {attr!r} is a {type(obj).__name__}, not a "
+        raise option_error(f"solver {path!r}: {attr!r} is a {type(obj).__name__}, not a "
                                 f"function solve(chain, budget, **options)")
     info = _REGISTRY.get(path) or next((i for i in _REGISTRY.values() if i.func is obj), None)
     if info is None:
@@ -356,7 +392,7 @@ def get(name: str) -> SolverInfo:
     if is_path(name):
         return load_path(name)
     known = sorted(_REGISTRY) + sorted(_VARIANTS)
-    raise SolverOptionError(f"unknown solver {name!r} (known: {', '.join(known)}; or a "
+    raise option_error(f"unknown solver {name!r} (known: {', '.join(known)}; or a "
                             f"'package.module:function' path)")
 
 
@@ -400,9 +436,30 @@ def check_options(label: str, options: Mapping) -> SolverInfo:
     bad = [k for k in options if k not in info.options]
     if bad:
         accepted = ", ".join(info.options) or "none"
-        raise SolverOptionError(f"solver {label!r} does not take option {bad[0]!r} (it takes: "
+        raise option_error(f"solver {label!r} does not take option {bad[0]!r} (it takes: "
                                 f"{accepted})")
     return info
+
+
+def unsupported(label: str, chain: Chain) -> tuple:
+    """The optional fields ``chain`` uses (values of its own) that ``label``'s solver does
+    not model (its registered ``supports``); empty when it models them all."""
+    info = get(label)
+    return tuple(f for f in chain.fields_used() if f not in info.supports)
+
+
+def models(label: str, variation: str) -> bool:
+    """True when ``label``'s solver models every field of ``variation``."""
+    info = get(label)
+    return all(f in info.supports for f in chain_fields.variation(variation).fields)
+
+
+def _refuse_fields(label: str, missing: tuple) -> Exception:
+    others = [n for n in names() if all(f in _REGISTRY[n].supports for f in missing)]
+    return option_error(
+        f"solver {label!r} does not model the chain field {missing[0]} (the chain gives it "
+        f"values of its own; {label} models: {', '.join(get(label).supports) or 'none'}); "
+        f"solvers that model {', '.join(missing)}: {', '.join(others) or 'none'}")
 
 
 def verify_solution(chain: Chain, sol: Solution, budget: int | None) -> None:
@@ -482,7 +539,9 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
     Raises
     ------
     SolverOptionError
-        Unknown solver, path or option, or a bad option value.
+        Unknown solver, path or option, a bad option value (checked against the
+        solver's option schema before it runs), or a chain field the solver does not
+        model (a plug-in without a registration answers there as a heuristic).
     SolverContractError
         The solver returned an invalid schedule or a claim the simulator refutes.
 
@@ -501,6 +560,10 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
     info, fixed, _ = resolve(solver)
     options = {**fixed, **options}
     check_options(solver, options)
+    options = check_all(info.schema, options, info.name, chain)
+    missing = unsupported(solver, chain)
+    if missing and not info.external:
+        raise _refuse_fields(solver, missing)
     t0 = time.perf_counter()
     out = info.func(chain, budget, **options)
     elapsed = time.perf_counter() - t0
@@ -508,7 +571,7 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
     if not sol.wall_time:
         sol = sol.replace(wall_time=elapsed)
     verify_solution(chain, sol, budget)
-    return sol
+    return as_heuristic(sol, missing) if missing else sol
 
 
 @contextlib.contextmanager

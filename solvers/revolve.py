@@ -45,8 +45,8 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.solution import Solution
 
-from solvers._schedules import advance, check_int_option, replay, stored_segment
-from solvers.registry import register
+from solvers._schedules import advance, replay, stored_segment
+from solvers.registry import Option, register
 
 
 def beta(c: int, r: int) -> int:
@@ -109,12 +109,14 @@ def slot_budget(chain: Chain, slots: int) -> int:
     return chain.x_size[0] + slots * X + max(3 * X + FO, X + T + FAO, 2 * X + T + BO)
 
 
-@register("revolve", optimal_for="none",
+@register("revolve", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"slots": Option("int", "checkpoint slots to use (default: as many as the "
+                                   "budget holds)", minimum=1, none=True)},
           description="Griewank-Walther binomial checkpointing (Algorithm 799), slots sized for the largest activation.")
 def solve_revolve(chain: Chain, budget: int, *, slots: int | None = None) -> Solution:
     L = chain.length
     if slots is not None:
-        s = check_int_option("revolve", "slots", slots, 1)
+        s = slots
         schedule = revolve_schedule(chain, s)
         makespan, peak = replay(chain, schedule)
         adv = revolve_advances(L, s)

@@ -20,7 +20,7 @@ def store_all_schedule(chain: Chain) -> Schedule:
     return Schedule([Fall(i) for i in range(L)] + [LOSS_OP] + [Bwd(i) for i in range(L - 1, -1, -1)])
 
 
-@register("store-all", optimal_for=CLASS_NONE, classes=(CLASS_ALL,),
+@register("store-all", optimal_for=CLASS_NONE, classes=(CLASS_ALL,), supports=("fall_time", "fall_overhead", "output_saved"),
           description="No checkpointing: keep every tape (plain backpropagation).")
 def solve_store_all(chain: Chain, budget: int) -> Solution:
     peak = chain.store_all_memory()

@@ -56,6 +56,32 @@ def test_solve_exhaustive_and_solvers_list(chain_file, capsys):
     assert code == 0 and "store-all" in out and "exhaustive" in out
 
 
+def test_solvers_name_prints_each_option_and_the_fields_it_models(capsys):
+    import solvers
+
+    code, out, err = run(capsys, "solvers", "dp-slots")
+    info = solvers.get("dp")
+    assert code == 0 and "dp-slots is dp with slots=64" in out
+    assert "models the optional chain fields: " + ", ".join(info.supports) in out
+    for line in info.option_help():
+        assert f"  {line}" in out
+    assert "slots: an integer >= 1, or None (default None)." in out
+    code, out, err = run(capsys, "solvers", "ilp", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["option_help"]["threads"] == {
+        "type": "an integer >= 1", "default": 1, "doc": "MIP solver threads"}
+    assert d["supports"] == list(solvers.get("ilp").supports)
+    code, out, err = run(capsys, "solvers", "nope")
+    one_line_error(code, err, "unknown solver 'nope'")
+
+
+def test_verify_and_hard_take_variations(capsys):
+    code, out, err = run(capsys, "verify", "--variations", "fall-costs,nope")
+    assert code == 2 and "unknown variation 'nope'" in err and "fall-costs" in err
+    code, out, err = run(capsys, "hard", "--variations", "unsaved-outputs=all")
+    assert code == 2 and "unknown variation 'unsaved-outputs=all'" in err
+
+
 def one_line_error(code, err, *fragments):
     lines = err.strip().splitlines()
     assert code == 2, err

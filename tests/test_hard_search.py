@@ -211,7 +211,7 @@ def test_moves_and_shrinks_carry_the_optional_fields():
         assert longer.output_saved[i] == longer.output_saved[i + 1] == c.output_saved[i]
         assert longer.fall_time[i + 1] == c.fall_time[i]
         assert _delete_stage(longer, i + 1, keep_output=True) == c
-    cfg = SearchConfig("dp-gap", fall_costs=True, unsaved_outputs=True, max_stages=6)
+    cfg = SearchConfig("dp-gap", variations=("fall-costs", "unsaved-outputs"), max_stages=6)
     rng = np.random.default_rng(0)
     seen_flip = False
     for _ in range(200):
@@ -231,8 +231,28 @@ def test_search_draws_unsaved_outputs_and_fall_costs():
     from remat_theory.analysis.hard_search import random_instance
     import numpy as np
 
-    cfg = SearchConfig("dp-gap", fall_costs=True, unsaved_outputs=True)
+    cfg = SearchConfig("dp-gap", variations="fall-costs,unsaved-outputs")
     rng = np.random.default_rng(3)
     drawn = [random_instance(rng, cfg)[0] for _ in range(20)]
     assert any(ch.has_unsaved_outputs for ch in drawn)
     assert all(ch.has_fall_costs for ch in drawn)
+
+
+def _classic_store_all(chain, budget):
+    from solvers.store_all import solve_store_all
+    return solve_store_all(chain, budget)
+
+
+def test_variations_are_checked_and_every_scored_solver_must_model_them():
+    from solvers import registry
+
+    with pytest.raises(RematError, match="unknown variation 'nope'"):
+        SearchConfig("dp-gap", variations="fall-costs,nope")
+    assert SearchConfig("dp-gap", variations=["unsaved-outputs", "fall-costs"]).variations == (
+        "fall-costs", "unsaved-outputs")  # table order: the same set draws the same chains
+    with registry.registered("_classic", _classic_store_all, optimal_for="none"):
+        SearchConfig("baseline-gap", solver="_classic").check_solvers()
+        cfg = SearchConfig("baseline-gap", solver="_classic", variations="unsaved-outputs")
+        with pytest.raises(RematError, match="'_classic' does not model the variation "
+                                             "unsaved-outputs"):
+            cfg.check_solvers()

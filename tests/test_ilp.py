@@ -777,8 +777,9 @@ def test_model_building_stops_at_the_deadline():
 
 
 def test_options_are_validated_in_one_place():
-    """IlpOptions checks every option (naming it and the value) and resolves certify's
-    default: on for the proven model, off for a K-pass class."""
+    """The registry checks every option against the registration's schema before the
+    solver runs (naming it and the value); IlpOptions resolves certify's default (on for
+    the proven model, off for a K-pass class) and makes numbers plain."""
     import numpy as np
 
     from solvers.ilp.options import IlpOptions
@@ -786,10 +787,11 @@ def test_options_are_validated_in_one_place():
     assert IlpOptions().certify is True and IlpOptions(passes=1).certify is False
     opts = IlpOptions(passes=np.int64(2), time_limit=np.float64(1.5))
     assert opts.passes == 2 and type(opts.passes) is int and type(opts.time_limit) is float
+    chain = Chain.homogeneous(2)
     for option, value in (("max_binaries", 0), ("threads", True), ("certify", "yes"),
-                          ("time_limit", math.inf), ("mip_solver", "glpk")):
+                          ("time_limit", math.inf), ("mip_solver", "glpk"), ("passes", 0)):
         with pytest.raises(SolverError, match=f"{option} = {value!r}"):
-            IlpOptions(**{option: value})
+            solvers.solve(chain, chain.store_all_memory(), "ilp", **{option: value})
 
 
 def test_a_deadline_shares_what_is_left():

@@ -66,6 +66,15 @@ PLUGIN = textwrap.dedent('''
         return tokens(chain, budget) if options.get("fits", True) else None
 
 
+    def optimal(chain, budget):
+        """Store-all claiming to be optimal over all schedules (true where it fits)."""
+        if chain.store_all_memory() > budget:
+            return None
+        return Solution.optimal("mine", budget, " ".join(_store_all_tokens(chain)),
+                                chain.ideal_makespan(), chain.store_all_memory(),
+                                optimal_for="all")
+
+
     NOT_A_FUNCTION = 3
 ''')
 
@@ -111,6 +120,20 @@ def test_a_plugin_returning_a_solution_is_checked(plugin):
     assert solvers.solve(CHAIN, top - 1, "remat_test_plugin:solution").min_budget == top
     with pytest.raises(SolverContractError, match="claims makespan"):
         solvers.solve(CHAIN, top, "remat_test_plugin:liar")
+
+
+def test_a_plugin_on_fields_it_declares_nothing_about_answers_as_a_heuristic(plugin):
+    """A plug-in has no registration, so no ``supports``: on a chain that uses an optional
+    field its schedule is still replayed (valid), but its claim is dropped (status
+    feasible, no class, no bound), never optimal; on a plain chain the claim stands."""
+    plain = solvers.solve(CHAIN, CHAIN.store_all_memory(), "remat_test_plugin:optimal")
+    assert plain.status == "optimal" and plain.optimal_for == "all"
+    for name in ("fall-costs", "unsaved-outputs"):
+        chain = families.with_variations(CHAIN, [name], 5)
+        sol = solvers.solve(chain, chain.store_all_memory(), "remat_test_plugin:optimal")
+        assert sol.status == FEASIBLE and sol.optimal_for == "none" and sol.bound is None
+        assert sol.schedule == store_all_schedule(chain)
+        assert "declares no model of" in sol.message and chain.fields_used()[0] in sol.message
 
 
 @pytest.mark.parametrize("path, message", [

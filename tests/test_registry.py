@@ -188,3 +188,80 @@ def test_solver_facts_are_read_from_the_registry(capsys):
     assert listed["exhaustive"]["reference_max_stages"] == ex.reference_max_stages
     assert listed["exhaustive"]["variants"]["exhaustive-weak"] == {"schedule_class": "weak"}
     assert listed["dtr"]["may_drop"] and not listed["dp"]["may_drop"]
+
+
+def _store_all_plain(chain, budget):
+    from solvers.store_all import solve_store_all
+    return solve_store_all(chain, budget)
+
+
+@pytest.mark.parametrize("name", ["fall-costs", "unsaved-outputs"])
+def test_a_solver_is_refused_on_a_field_it_does_not_model(name):
+    """``supports`` says which optional fields a solver models; a chain using another is
+    refused before the solver runs, naming the field and the solvers that model it."""
+    from remat_theory.analysis import families
+
+    chain = families.with_variations(families.make("random", 3, 1), [name], 2)
+    field = chain.fields_used()[0]
+    with registry.registered("_classic", _store_all_plain, optimal_for="none"):
+        assert solvers.solve(C2, 20, "_classic").success  # a plain chain: it runs
+        with pytest.raises(SolverOptionError, match=f"does not model the chain field {field}"
+                           r".*solvers that model .*\bdp\b"):
+            solvers.solve(chain, chain.store_all_memory(), "_classic")
+        assert registry.unsupported("_classic", chain) == chain.fields_used()
+        assert not registry.models("_classic", name)
+    others = [f for f in chain.fields_used()]
+    with registry.registered("_some", _store_all_plain, optimal_for="none", supports=others):
+        assert solvers.solve(chain, chain.store_all_memory(), "_some").success
+        assert registry.models("_some", name)
+
+
+def test_supports_and_the_option_schema_are_checked_at_registration():
+    from solvers.registry import Option
+
+    def f(chain, budget, *, k: int = 1):
+        return None
+
+    with pytest.raises(SolverError, match="'bandwidth', which is not an optional chain field"):
+        register("_bad", optimal_for="none", supports=("bandwidth",))(f)
+    with pytest.raises(SolverError, match="the option schema names 'j'"):
+        register("_bad", optimal_for="none", options={"j": Option("int", "j")})(f)
+    with pytest.raises(SolverError, match="variant '_bad-0'.*k = 0 must be >= 1"):
+        register("_bad", optimal_for="none", options={"k": Option("int", "k", minimum=1)},
+                 variants={"_bad-0": {"k": 0}})(f)
+    assert "_bad" not in _REGISTRY
+
+
+@pytest.mark.parametrize("label, options, message", [
+    ("dp", {"slots": 0}, "solver 'dp': option slots = 0 must be >= 1"),
+    ("dp", {"slots": 2.5}, "slots = 2.5 is not an integer"),
+    ("dp", {"time_limit": -1}, "time_limit = -1 must be a positive number of seconds"),
+    ("dp-weak", {"time_limit": True}, "time_limit = True must be a positive number"),
+    ("dp", {"slot_bound": 1}, "slot_bound = 1 must be True or False"),
+    ("exhaustive", {"max_states": 0}, "max_states = 0 must be >= 1"),
+    ("exhaustive", {"time_limit": float("nan")}, "time_limit = nan must be a positive"),
+    ("prove", {"relaxation_share": 1.5}, r"relaxation_share = 1.5 must be a number in \(0, 1\]"),
+    ("auto", {"time_limit": 0}, "solver 'auto': option time_limit = 0 must be a positive"),
+    ("gruslys", {"variant": "both"}, "variant = 'both' is not one of hidden, internal, mixed"),
+    ("periodic", {"segments": 9}, "segments = 9 must be <= 2"),
+    ("revolve", {"slots": 0}, "slots = 0 must be >= 1"),
+    ("chen-greedy", {"b": -1}, "b = -1 must be a finite number >= 0"),
+    ("chen-greedy", {"grid": None}, "grid = None is not allowed: it must be an integer >= 1"),
+    ("dp-slots", {"slots": 0}, "slots = 0 must be >= 1"),  # a variant's solver's schema
+])
+def test_options_are_checked_by_the_schema_before_the_solver_runs(label, options, message):
+    with pytest.raises(SolverOptionError, match=message):
+        solvers.solve(C2, 20, label, **options)
+
+
+def test_every_option_of_a_built_in_solver_has_a_schema():
+    import numpy as np
+
+    for name in solvers.names():
+        info = solvers.get(name)
+        assert set(info.schema) == set(info.options), name
+        for line, option in zip(info.option_help(), info.options):
+            assert line.startswith(f"{option}: ") and "(default " in line, line
+    # values are normalised: numpy numbers become plain Python ones
+    sol = solvers.solve(C2, 20, "dp", slots=np.int64(40), time_limit=np.float64(9))
+    assert sol.schedule is not None and type(sol.info["slots"]) is int

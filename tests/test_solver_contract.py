@@ -14,7 +14,10 @@ budgets (below the smallest feasible one, at it, and in the middle):
   reported ``min_budget`` is exhaustive search's smallest feasible budget of C;
 - a claim is about a class the solver registered (``classes``);
 - a schedule uses Drop only if its solver declares ``may_drop``;
-- an unknown option is rejected by name (:class:`SolverOptionError`).
+- an unknown option is rejected by name (:class:`SolverOptionError`);
+- all of this on the classic chains and on chains of every variation of the field table
+  (:data:`remat_theory.model.fields.VARIATIONS`) that the solver's ``supports`` claims; a
+  chain of a variation it does not claim is refused, naming the field.
 
 The oracle is exhaustive search (A* over the simulator's own states, restricted to a class
 by the rules of :mod:`remat_theory.model.persistence`), never another solver's answer.
@@ -31,18 +34,27 @@ from remat_theory.analysis import families
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
+from remat_theory.model.fields import VARIATIONS, optional_names
 from remat_theory.model.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from solvers.exhaustive import min_feasible_budget
 
 LABELS = solvers.names() + list(registry.variants())
-CHAINS = {
+# The classic chains (every optional field at its default) ...
+BY_VARIATION = {None: {
     "random-3": families.make("random", 3, 0),
     "resnet-3": families.make("resnet", 3, 1),
     "homogeneous-4": families.make("homogeneous", 4, 0),
-    # outputs no backward reads (docs/model.md): every solver keeps its contract there too
-    "random-3-unsaved": families.with_unsaved_outputs(families.make("random", 3, 2), 1),
-    "resnet-3-unsaved": families.with_unsaved_outputs(families.make("resnet", 3, 1), 4),
-}
+}}
+# ... and, for every variation of the field table (docs/fields.md), two chains drawn by it:
+# each solver keeps its contract on every variation its registration claims (supports).
+for _v in VARIATIONS.values():
+    BY_VARIATION[_v.name] = {
+        f"random-3-{_v.suffix}": _v.apply(families.make("random", 3, 2), 1),
+        f"resnet-3-{_v.suffix}": _v.apply(families.make("resnet", 3, 1), 4),
+    }
+CHAINS = {name: chain for chains in BY_VARIATION.values() for name, chain in chains.items()}
+CASES = [pytest.param(label, v, id=f"{label}-{v or 'classic'}") for label in LABELS
+         for v in BY_VARIATION if v is None or registry.models(label, v)]
 RTOL = 1e-9
 
 
@@ -52,7 +64,8 @@ def _budgets(chain: Chain) -> list[int]:
                    (m + chain.store_all_memory()) // 2})
 
 
-INSTANCES = [(name, b) for name, chain in CHAINS.items() for b in _budgets(chain)]
+INSTANCES = {v: [(name, b) for name, chain in chains.items() for b in _budgets(chain)]
+             for v, chains in BY_VARIATION.items()}
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,9 +82,9 @@ def _le(a: float, b: float) -> bool:
     return a <= b + RTOL * max(1.0, abs(a), abs(b))
 
 
-@pytest.mark.parametrize("label", LABELS)
-def test_every_answer_replays_and_its_claims_hold(label):
-    for chain_name, budget in INSTANCES:
+@pytest.mark.parametrize("label, variation", CASES)
+def test_every_answer_replays_and_its_claims_hold(label, variation):
+    for chain_name, budget in INSTANCES[variation]:
         chain = CHAINS[chain_name]
         sol = solvers.solve(chain, budget, label)  # replayed: SolverContractError if false
         where = f"{label} on {chain_name} at budget {budget}"
@@ -109,6 +122,19 @@ def test_an_unknown_option_is_rejected_by_name(label):
     chain = CHAINS["random-3"]
     with pytest.raises(SolverOptionError, match="no_such_option"):
         solvers.solve(chain, chain.store_all_memory(), label, no_such_option=1)
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_a_variation_not_claimed_is_refused_naming_its_field(label):
+    """Where a solver's registration does not claim a variation, a chain drawn by it is
+    refused before the solver runs (never answered with costs it does not model)."""
+    for v, chains in BY_VARIATION.items():
+        if v is None or registry.models(label, v):
+            continue
+        chain = next(iter(chains.values()))
+        with pytest.raises(SolverOptionError, match="does not model the chain field"):
+            solvers.solve(chain, chain.store_all_memory(), label)
+    assert all(f in optional_names() for f in registry.get(label).supports)
 
 
 def test_every_registered_fact_is_well_formed():

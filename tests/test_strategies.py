@@ -5,12 +5,15 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from remat_theory import Chain, simulate
+from remat_theory.model.fields import VARIATIONS
 from remat_theory.strategies import budgets, chains, chains_and_budgets, valid_schedules
 
 
 @pytest.mark.parametrize("kwargs, name", [
     (dict(min_stages=0), "min_stages"), (dict(min_stages=3, max_stages=2), "max_stages"),
     (dict(max_size=0), "max_size"), (dict(family="vgg"), "family"), (dict(overheads="yes"), "overheads"),
+    (dict(variations=("no-such",)), "no-such"), (dict(variations={"fall-costs": 1}), "fall-costs"),
+    (dict(variations="fall-costs"), "variations"), (dict(fall_costs="yes"), "fall_costs"),
 ])
 def test_bad_arguments_are_named(kwargs, name):
     with pytest.raises(InvalidArgument, match=name):
@@ -52,3 +55,33 @@ def test_chains_and_budgets(cb):
 def test_valid_schedules_are_valid(data, chain):
     s = data.draw(valid_schedules(chain, max_random_steps=50))
     assert simulate(chain, s).makespan >= chain.ideal_makespan() - 1e-9
+
+
+@pytest.mark.parametrize("family", [None, "transformer"])
+@pytest.mark.parametrize("name", list(VARIATIONS))
+def test_each_variation_draws_its_fields_and_only_them(name, family):
+    """``variations=[name]``: every chain uses that variation (a family chain by the
+    variation's own draw, an independent one by kind), and no other."""
+    seen = []
+
+    @settings(max_examples=25, database=None)
+    @given(chains(1, 4, family=family, variations=[name]))
+    def check(chain):
+        assert set(chain.fields_used()) <= set(VARIATIONS[name].fields)
+        seen.append(chain.uses(name))
+
+    check()
+    # an independent chain may draw the defaults by chance, never all the time
+    assert all(seen) if family else any(seen)
+
+
+def test_variation_none_draws_chains_with_and_without():
+    seen = set()
+
+    @settings(max_examples=60, database=None)
+    @given(chains(1, 4, variations={"unsaved-outputs": None}))
+    def check(chain):
+        seen.add(chain.uses("unsaved-outputs"))
+
+    check()
+    assert seen == {True, False}

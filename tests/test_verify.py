@@ -245,14 +245,17 @@ def test_chains_with_recording_costs_every_exact_solver_agrees():
 
     cfg = replace(_tiny(("dp", "dp-weak", "exhaustive", "exhaustive-persistent",
                          "exhaustive-weak", "ilp-fast", "store-all", "periodic")),
-                  fall_costs="all", max_stages=4, trials=2)
+                  variations="fall-costs=all", max_stages=4, trials=2)
     tasks = make_tasks(cfg)
-    assert tasks and all(t.fall_costs and t.chain().has_fall_costs for t in tasks)
+    assert tasks and all(t.variations == ("fall-costs",) and t.chain().has_fall_costs
+                         for t in tasks)
     report = run_verify(cfg)
     assert report["ok"], report["violations"]
     assert report["instances"] > 0
-    with pytest.raises(RematError, match="fall_costs"):
-        make_tasks(replace(cfg, fall_costs="some"))
+    with pytest.raises(RematError, match="fall-costs=some"):
+        make_tasks(replace(cfg, variations="fall-costs=some"))
+    with pytest.raises(RematError, match="no-such.*known: fall-costs"):
+        make_tasks(replace(cfg, variations="no-such"))
 
 
 def test_chains_with_unsaved_outputs_every_exact_solver_agrees():
@@ -267,12 +270,29 @@ def test_chains_with_unsaved_outputs_every_exact_solver_agrees():
     cfg = replace(_tiny(("dp", "dp-weak", "exhaustive", "exhaustive-persistent",
                          "exhaustive-weak", "ilp-fast", "store-all", "periodic",
                          "chen-greedy", "revolve", "gruslys", "dtr")),
-                  unsaved_outputs="all", fall_costs="half", max_stages=4, trials=4)
+                  variations="unsaved-outputs=all,fall-costs", max_stages=4, trials=4)
     tasks = make_tasks(cfg)
-    assert tasks and all(t.unsaved_outputs and t.chain().has_unsaved_outputs for t in tasks)
+    assert tasks and all(t.chain().has_unsaved_outputs for t in tasks)
     assert any(t.chain().has_fall_costs for t in tasks)
+    assert not all(t.chain().has_fall_costs for t in tasks)
     report = run_verify(cfg)
     assert report["ok"], report["violations"]
     assert report["instances"] > 0
-    with pytest.raises(RematError, match="unsaved_outputs"):
-        make_tasks(replace(cfg, unsaved_outputs="some"))
+
+
+def test_variations_listed_meet_in_every_combination():
+    """Without ``=all``, the k-th variation (table order) is drawn on the trials whose bit k is set:
+    four trials of two variations give each family all four combinations."""
+    from dataclasses import replace
+
+    from remat_theory.analysis.verify import make_tasks
+
+    cfg = replace(_tiny(("store-all",)), variations="unsaved-outputs,fall-costs", trials=4,
+                  families=("random", "resnet"))
+    tasks = make_tasks(cfg)
+    for fam in ("random", "resnet"):
+        combos = [(t.chain().has_fall_costs, t.chain().has_unsaved_outputs)
+                  for t in tasks if t.family == fam]
+        assert sorted(combos) == [(False, False), (False, True), (True, False), (True, True)]
+        assert [t.variations for t in tasks if t.family == fam] == [
+            (), ("fall-costs",), ("unsaved-outputs",), ("fall-costs", "unsaved-outputs")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from remat_theory.model import fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import ChainError
 
@@ -132,34 +133,23 @@ def make(name: str, length: int, seed=0, **kwargs) -> Chain:
 
 
 def with_fall_costs(chain: Chain, seed: int = 0) -> Chain:
-    """``chain`` with recording-forward costs of its own, as a profiled network has them.
-
-    A recording forward (Fall) keeps in its tape what a no-grad forward frees as it goes, so
-    its transient is smaller, and recording costs some time: here ``fall_time[i]`` is
-    ``fwd_time[i]`` times a factor in [1, 1.5] and ``fall_overhead[i]`` a random part of
-    ``fwd_overhead[i]`` (sometimes all of it, sometimes none).  Seeded, deterministic.
-    """
-    rng = np.random.default_rng(seed)
-    L = chain.length
-    factor = 1.0 + 0.5 * rng.random(L)
-    fall_time = [float(round(t * f, 3)) for t, f in zip(chain.fwd_time, factor)]
-    keep = rng.choice([0.0, 0.25, 0.5, 1.0], size=L)
-    fall_overhead = [int(o * k) for o, k in zip(chain.fwd_overhead, keep)]
-    return chain.replace(fall_time=fall_time, fall_overhead=fall_overhead,
-                         name=f"{chain.name}-fall")
+    """``chain`` with recording-forward costs of its own, as a profiled network has them:
+    the ``fall-costs`` variation (:data:`remat_theory.model.fields.VARIATIONS`).  Seeded,
+    deterministic."""
+    return fields.variation("fall-costs").apply(chain, seed)
 
 
 def with_unsaved_outputs(chain: Chain, seed: int = 0, fraction: float = 0.5) -> Chain:
     """``chain`` with some stage outputs read by no backward (``output_saved`` false), as a
-    profiled MLP has them (a Linear saves its input, the ReLU after it its own output).
+    profiled MLP has them: the ``unsaved-outputs`` variation, each output unsaved with
+    probability ``fraction`` (at least one).  Seeded, deterministic."""
+    return fields.variation("unsaved-outputs").apply(chain, seed, fraction=fraction)
 
-    Each stage's output is unsaved with probability ``fraction``, at least one when the
-    chain has any stage; sizes are unchanged (``tape_size`` is what Fall adds in all).
-    Seeded, deterministic.
-    """
-    rng = np.random.default_rng(seed)
-    L = chain.length
-    saved = [bool(v) for v in rng.random(L) >= fraction]
-    if all(saved):
-        saved[int(rng.integers(L))] = False
-    return chain.replace(output_saved=saved, name=f"{chain.name}-unsaved")
+
+def with_variations(chain: Chain, names, seed: int = 0) -> Chain:
+    """``chain`` with each named variation applied in table order, each seeded by ``seed``
+    (``with_variations(c, ("fall-costs", "unsaved-outputs"), s)`` is
+    ``with_unsaved_outputs(with_fall_costs(c, s), s)``)."""
+    for name in fields.parse_variations(names):
+        chain = fields.variation(name).apply(chain, seed)
+    return chain

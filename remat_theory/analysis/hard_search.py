@@ -41,6 +41,7 @@ import solvers
 from solvers import registry
 
 from remat_theory.analysis.certificates import Certificate, solution_entry
+from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
@@ -56,11 +57,13 @@ def _reference_limit(name: str) -> int:
     if name not in registry.names():
         return 0
     return registry.get(name).reference_max_stages or 0
-_SIZE_FIELDS = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead")
-# optional per-stage fields (length L), carried through every move and shrink pass
-_FALL_FIELDS = ("fall_time", "fall_overhead")
-_STAGE_FIELDS = ("fwd_time", "tape_size", "fwd_overhead") + _FALL_FIELDS + ("output_saved",)
-_TIME_FIELDS = ("fwd_time", "bwd_time")
+# The fields come from the table (remat_theory.model.fields): every one is carried through
+# each move and shrink pass; the base ones always move, an optional one when its variation is
+# searched, a flag by flipping entries.
+_BASE_TIME = tuple(f.name for f in chain_fields.BASE if f.kind == "time")
+_BASE_SIZE = tuple(f.name for f in chain_fields.BASE if f.kind == "size")
+# a field that defaults to another (fall_time to fwd_time) follows it while equal
+_MIRROR = {f.default_from: f.name for f in chain_fields.FIELDS if f.default_from is not None}
 
 
 @dataclass(frozen=True)
@@ -74,10 +77,9 @@ class SearchConfig:
     max_time : stage times are integers in [1, max_time] when drawn (0 allowed by moves).
     max_size : activations in [1, max_size]; tapes exceed their output by [0, max_size].
     overheads : draw transient overheads (else all zero).
-    fall_costs : draw the recording forward's own costs (``fall_time``, ``fall_overhead``),
-        and let moves change them (else a recording forward costs what a no-grad one does).
-    unsaved_outputs : draw ``output_saved`` (outputs no backward reads), and let moves flip
-        entries (else every output is saved, the classic table).
+    variations : names of :data:`remat_theory.model.fields.VARIATIONS` (``fall-costs``,
+        ``unsaved-outputs``, or ``"a,b"``): draw their optional fields by kind, and let moves
+        change them (a flag by flipping an entry); else they keep their defaults.
     ilp_time_limit : seconds for the solver of OPT (exhaustive search or ``ilp``), and for
         ``ilp`` when it is the measured solver.
     """
@@ -90,10 +92,10 @@ class SearchConfig:
     max_size: int = 10
     overheads: bool = False
     ilp_time_limit: float = 30.0
-    fall_costs: bool = False
-    unsaved_outputs: bool = False
+    variations: tuple = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "variations", chain_fields.parse_variations(self.variations))
         if self.objective not in OBJECTIVES:
             raise RematError(f"objective = {self.objective!r} is unknown (known: "
                              f"{', '.join(OBJECTIVES)})")
@@ -142,6 +144,13 @@ class SearchConfig:
         for name in need:
             if name not in known:
                 raise RematError(f"solver {name!r} is not available (known: {', '.join(known)})")
+        for label in [self.target] + need:  # every solver scored must model the fields drawn
+            info = registry.get(label)
+            for v in self.variations:
+                if not info.external and not registry.models(label, v):
+                    raise RematError(f"solver {label!r} does not model the variation {v} "
+                                     f"({', '.join(chain_fields.variation(v).fields)}; it "
+                                     f"models: {', '.join(info.supports) or 'none'})")
 
 
 @dataclass
@@ -200,21 +209,19 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
 # ---------------------------------------------------------------------- instances as lists
 
 def _values(chain: Chain) -> dict:
-    """Every field as a list: times, sizes (ints), the recording costs and ``output_saved``."""
-    vals = {f: [int(v) if f in _SIZE_FIELDS else v for v in getattr(chain, f)]
-            for f in _TIME_FIELDS + _SIZE_FIELDS}
-    vals["fall_time"] = list(chain.fall_time)
-    vals["fall_overhead"] = [int(v) for v in chain.fall_overhead]
-    vals["output_saved"] = list(chain.output_saved)
-    return vals
+    """Every field as a list: times, sizes (ints), flags."""
+    return {f.name: [int(v) if f.kind == "size" else v for v in getattr(chain, f.name)]
+            for f in chain_fields.FIELDS}
 
 
-_MIRROR = {"fwd_time": "fall_time", "fwd_overhead": "fall_overhead"}
+def _searched(cfg: SearchConfig) -> tuple:
+    """The optional fields ``cfg`` draws and moves (those of its variations), table order."""
+    return tuple(f for f in chain_fields.OPTIONAL if f.variation in cfg.variations)
 
 
 def _set(vals: dict, f: str, i: int, new) -> None:
-    """``vals[f][i] = new``; a recording cost equal to the no-grad one follows it (a chain
-    without recording costs of its own keeps none)."""
+    """``vals[f][i] = new``; a field defaulting to ``f`` (``fall_time`` to ``fwd_time``)
+    follows it where equal (a chain without recording costs of its own keeps none)."""
     g = _MIRROR.get(f)
     if g is not None and vals[g][i] == vals[f][i]:
         vals[g][i] = new
@@ -223,12 +230,20 @@ def _set(vals: dict, f: str, i: int, new) -> None:
 
 def _build(vals: dict, name: str = "hard") -> Chain | None:
     try:
-        return Chain(vals["fwd_time"], vals["bwd_time"], vals["x_size"], vals["tape_size"],
-                     vals["fwd_overhead"], vals["bwd_overhead"], name=name,
-                     fall_time=vals.get("fall_time"), fall_overhead=vals.get("fall_overhead"),
-                     output_saved=vals.get("output_saved"))
+        return Chain(name=name, **{f.name: vals.get(f.name) for f in chain_fields.FIELDS})
     except RematError:
         return None
+
+
+def _draw(rng: np.random.Generator, f, L: int, cfg: SearchConfig) -> list:
+    """Fresh entries of an optional field, by its kind: times in [1, max_time], sizes in
+    [0, max_size], flags true or false with even odds."""
+    n = f.size(L)
+    if f.kind == "time":
+        return [float(v) for v in rng.integers(1, cfg.max_time + 1, n)]
+    if f.kind == "size":
+        return [int(v) for v in rng.integers(0, cfg.max_size + 1, n)]
+    return [bool(v) for v in rng.random(n) < 0.5]
 
 
 def random_instance(rng: np.random.Generator, cfg: SearchConfig) -> tuple[Chain, int]:
@@ -243,14 +258,8 @@ def random_instance(rng: np.random.Generator, cfg: SearchConfig) -> tuple[Chain,
         bo = [int(v) for v in rng.integers(0, cfg.max_size + 1, L + 1)]
     else:
         fo, bo = [0] * L, [0] * (L + 1)
-    fall_time = fall_overhead = saved = None
-    if cfg.fall_costs:
-        fall_time = t(L)
-        fall_overhead = [int(v) for v in rng.integers(0, cfg.max_size + 1, L)]
-    if cfg.unsaved_outputs:
-        saved = [bool(v) for v in rng.random(L) < 0.5]
-    chain = Chain(t(L), t(L + 1), x, tape, fo, bo, name="hard", fall_time=fall_time,
-                  fall_overhead=fall_overhead, output_saved=saved)
+    optional = {f.name: _draw(rng, f, L, cfg) for f in _searched(cfg)}
+    chain = Chain(t(L), t(L + 1), x, tape, fo, bo, name="hard", **optional)
     lb, top = chain.memory_lower_bound(), chain.store_all_memory()
     budget = int(lb + rng.random() * 0.6 * max(0, top - lb))
     return chain, budget
@@ -261,18 +270,18 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
     often) repeat a stage or remove one, keeping the budget: repeating the middle of a
     hard pattern is how gaps that grow with L are found (proofs/persistence_gap.md)."""
     vals = _values(chain)
-    fields = list(_TIME_FIELDS) + ["x_size", "tape_size"]
-    if cfg.overheads:
-        fields += ["fwd_overhead", "bwd_overhead"]
-    if cfg.fall_costs:
-        fields += list(_FALL_FIELDS)
-    if cfg.unsaved_outputs and rng.random() < 0.1:  # flip whether a backward reads an output
-        i = int(rng.integers(chain.length))
-        vals["output_saved"][i] = not vals["output_saved"][i]
-        c = _build(vals)
-        if c is None:
-            return chain, budget
-        return c, max(0, budget + c.memory_lower_bound() - chain.memory_lower_bound())
+    searched = _searched(cfg)
+    fields = [f.name for f in chain_fields.BASE if f.kind != "flag"
+              and (cfg.overheads or not f.transient)]
+    fields += [f.name for f in searched if f.kind != "flag"]
+    for flag in (f for f in searched if f.kind == "flag"):
+        if rng.random() < 0.1:  # flip one entry (whether a backward reads an output)
+            i = int(rng.integers(len(vals[flag.name])))
+            vals[flag.name][i] = not vals[flag.name][i]
+            c = _build(vals)
+            if c is None:
+                return chain, budget
+            return c, max(0, budget + c.memory_lower_bound() - chain.memory_lower_bound())
     u = rng.random()
     if u < 0.08 and chain.length < cfg.max_stages:
         i = int(rng.integers(1, chain.length + 1)) if chain.length > 1 else 1
@@ -286,7 +295,7 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
         return chain, max(0, budget + step)
     f = fields[int(rng.integers(len(fields)))]
     i = int(rng.integers(len(vals[f])))
-    is_time = f in _TIME_FIELDS or f == "fall_time"
+    is_time = chain_fields.field(f).kind == "time"
     hi = cfg.max_time if is_time else 2 * cfg.max_size
     if rng.random() < 0.3:
         new = int(rng.integers(0 if is_time else 1, hi + 1))
@@ -390,21 +399,28 @@ def run_restart(task: tuple) -> RestartResult:
 # ---------------------------------------------------------------------- shrinking
 
 def _complexity(chain: Chain, budget: int) -> tuple:
-    """Shrink order: fewer stages, then fewer unsaved outputs, then smaller sum of values
-    (recording costs count where they differ from the no-grad ones), then smaller budget."""
+    """Shrink order: fewer stages, then fewer flag entries off their default (unsaved
+    outputs), then smaller sum of values (an optional field counts its distance from its
+    default: recording costs where they differ from the no-grad ones), then smaller budget."""
     vals = _values(chain)
-    total = sum(sum(vals[f]) for f in _TIME_FIELDS + _SIZE_FIELDS)
-    total += sum(abs(a - b) for f, g in zip(_FALL_FIELDS, ("fwd_time", "fwd_overhead"))
-                 for a, b in zip(vals[f], vals[g]))
-    return (chain.length, vals["output_saved"].count(False), total, budget)
+    flags = 0
+    total = sum(sum(vals[n]) for n in _BASE_TIME + _BASE_SIZE)
+    for f in chain_fields.OPTIONAL:
+        default = (vals[f.default_from] if f.default_from is not None
+                   else [f.default] * len(vals[f.name]))
+        if f.kind == "flag":
+            flags += sum(1 for a, b in zip(vals[f.name], default) if a != b)
+        else:
+            total += sum(abs(a - b) for a, b in zip(vals[f.name], default))
+    return (chain.length, flags, total, budget)
 
 
 def _repeat_stage(chain: Chain, i: int) -> Chain | None:
     """The chain with forward stage i repeated: F_i, then a copy of it whose input is x_{i+1}
     (activation x_{i+1} appears twice)."""
     v = _values(chain)
-    new = {f: v[f][:i + 1] + v[f][i:] for f in _STAGE_FIELDS + ("bwd_time", "bwd_overhead")}
-    new["x_size"] = v["x_size"][:i + 2] + v["x_size"][i + 1:]
+    new = {f.name: (v[f.name][:i + 2] + v[f.name][i + 1:] if f.per == "activation"
+                    else v[f.name][:i + 1] + v[f.name][i:]) for f in chain_fields.FIELDS}
     return _build(new, chain.name)
 
 
@@ -417,8 +433,8 @@ def _delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
     drop_x = i if keep_output else i + 1
     if drop_x == L + 1 or (drop_x == 0 and not keep_output):
         return None
-    new = {f: v[f][:i] + v[f][i + 1:] for f in _STAGE_FIELDS + ("bwd_time", "bwd_overhead")}
-    new["x_size"] = v["x_size"][:drop_x] + v["x_size"][drop_x + 1:]
+    new = {f.name: (v[f.name][:drop_x] + v[f.name][drop_x + 1:] if f.per == "activation"
+                    else v[f.name][:i] + v[f.name][i + 1:]) for f in chain_fields.FIELDS}
     for j in range(L - 1):  # restore tape >= next activation
         new["tape_size"][j] = max(new["tape_size"][j], new["x_size"][j + 1])
     return _build(new, chain.name)
@@ -437,22 +453,29 @@ def _candidates(chain: Chain, budget: int):
                 if b >= 0:
                     yield c, b
     vals = _values(chain)
-    for i, keep in enumerate(vals["output_saved"]):  # back to the classic table, one at a time
-        if not keep:
+    for fd in chain_fields.OPTIONAL:  # flags back to the classic table, one entry at a time
+        if fd.kind != "flag":
+            continue
+        for i, v in enumerate(vals[fd.name]):
+            if v != fd.default:
+                w = {k: list(x) for k, x in vals.items()}
+                w[fd.name][i] = fd.default
+                c = _build(w, chain.name)
+                if c is not None:
+                    yield c, budget
+                    yield c, budget + c.memory_lower_bound() - chain.memory_lower_bound()
+    for fd in chain_fields.OPTIONAL:  # other optional fields back to their default, whole
+        if fd.kind == "flag":
+            continue
+        default = (vals[fd.default_from] if fd.default_from is not None
+                   else [fd.default] * len(vals[fd.name]))
+        if vals[fd.name] != default:
             w = {k: list(x) for k, x in vals.items()}
-            w["output_saved"][i] = True
+            w[fd.name] = list(default)
             c = _build(w, chain.name)
             if c is not None:
                 yield c, budget
-                yield c, budget + c.memory_lower_bound() - chain.memory_lower_bound()
-    for f, g in zip(_FALL_FIELDS, ("fwd_time", "fwd_overhead")):  # recording costs dropped
-        if vals[f] != vals[g]:
-            w = {k: list(x) for k, x in vals.items()}
-            w[f] = list(vals[g])
-            c = _build(w, chain.name)
-            if c is not None:
-                yield c, budget
-    for f in _TIME_FIELDS + _SIZE_FIELDS:
+    for f in _BASE_TIME + _BASE_SIZE:
         for i, v in enumerate(vals[f]):
             v = int(v)
             floor = vals["x_size"][i + 1] if f == "tape_size" else 0
@@ -460,20 +483,21 @@ def _candidates(chain: Chain, budget: int):
                 if new < floor or new >= v:
                     continue
                 w = {k: list(x) for k, x in vals.items()}
-                _set(w, f, i, float(new) if f in _TIME_FIELDS else new)
+                _set(w, f, i, float(new) if f in _BASE_TIME else new)
                 if f == "x_size" and i >= 1:
                     w["tape_size"][i - 1] = max(w["tape_size"][i - 1], new)
                 c = _build(w, chain.name)
                 if c is None:
                     continue
-                if f in _SIZE_FIELDS:
+                if f in _BASE_SIZE:
                     yield c, budget - (v - new)
                 yield c, budget
-    times = [int(t) for f in _TIME_FIELDS + ("fall_time",) for t in vals[f]]
+    time_fields = tuple(f.name for f in chain_fields.of_kind("time"))
+    times = [int(t) for f in time_fields for t in vals[f]]
     g = math.gcd(*times) if any(times) else 0
     if g > 1:
         w = {k: list(x) for k, x in vals.items()}
-        for f in _TIME_FIELDS + ("fall_time",):
+        for f in time_fields:
             w[f] = [float(int(t) // g) for t in w[f]]
         c = _build(w, chain.name)
         if c is not None:

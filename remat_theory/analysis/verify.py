@@ -69,7 +69,7 @@ from solvers import registry
 
 from remat_theory.analysis import families
 from remat_theory.analysis.parallel import TaskFailedError, parallel_map
-from remat_theory.model import classes
+from remat_theory.model import classes, fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (InfeasibleBudgetError, RematError, SolverError,
                                        SolverOptionError)
@@ -114,7 +114,34 @@ def _lt(a: float, b: float) -> bool:
 
 
 # --------------------------------------------------------------------------- tasks
-FALL_COSTS = ("none", "half", "all")
+VARIATION_MODES = ("half", "all")
+
+
+def variation_modes(spec) -> tuple:
+    """``((name, mode), ...)`` in table order from ``"fall-costs,unsaved-outputs=all"`` (or
+    an iterable of such items): each a variation of :data:`remat_theory.model.fields.VARIATIONS`,
+    ``=half`` (the default: on the trials whose bit says so, so that the variations listed
+    meet in every combination, none included) or ``=all`` (every chain)."""
+    if spec is None:
+        return ()
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    modes = {}
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2:
+            name, mode = item
+        elif isinstance(item, str):
+            name, _, mode = item.strip().partition("=")
+            mode = mode or "half"
+        else:
+            raise RematError(f"variations: {item!r} is not NAME or NAME=half|all")
+        if not name:
+            continue
+        fields.variation(name)  # ChainError naming the known ones
+        if mode not in VARIATION_MODES:
+            raise RematError(f"variations: {name}={mode} is not one of "
+                             f"{', '.join(f'{name}={m}' for m in VARIATION_MODES)}")
+        modes[name] = mode
+    return tuple((n, modes[n]) for n in fields.VARIATIONS if n in modes)
 
 
 @dataclass(frozen=True)
@@ -131,8 +158,7 @@ class ChainTask:
     max_stages_for: tuple = ()  # overrides of the registered limits: ((label, stages), ...)
     overheads: bool = True
     integer_times: bool = True
-    fall_costs: bool = False  # the recording forward gets its own costs (families.with_fall_costs)
-    unsaved_outputs: bool = False  # some outputs read by no backward (families.with_unsaved_outputs)
+    variations: tuple = ()  # names of the variations drawn on this chain (fields.VARIATIONS)
 
     def chain(self) -> Chain:
         kwargs = {}
@@ -141,15 +167,12 @@ class ChainTask:
         elif self.family in ("resnet", "transformer", "rnn"):
             kwargs = {"overheads": self.overheads}
         chain = families.make(self.family, self.length, self.seed, **kwargs)
-        if self.fall_costs:
-            chain = families.with_fall_costs(chain, self.seed)
-        return families.with_unsaved_outputs(chain, self.seed) if self.unsaved_outputs else chain
+        return families.with_variations(chain, self.variations, self.seed)
 
     def __repr__(self) -> str:
         return (f"ChainTask({self.family}, L={self.length}, seed={self.seed}, "
                 f"overheads={self.overheads}, integer_times={self.integer_times}"
-                + (", fall_costs=True" if self.fall_costs else "")
-                + (", unsaved_outputs=True)" if self.unsaved_outputs else ")"))
+                + (f", variations={','.join(self.variations)})" if self.variations else ")"))
 
 
 @dataclass
@@ -169,12 +192,10 @@ class VerifyConfig:
     workers: int | None = None
     scheduler: object = None
     progress: bool = True
-    # "none": a recording forward costs what a no-grad one does (the canonical chains);
-    # "half": every other trial's chain gets its own recording costs; "all": every chain.
-    fall_costs: str = "none"
-    # the same choice for ``output_saved`` (families.with_unsaved_outputs): "half" draws
-    # them on every other pair of trials, so both options meet in every combination
-    unsaved_outputs: str = "none"
+    # Optional chain fields to draw (:func:`variation_modes`): "fall-costs,unsaved-outputs"
+    # draws the k-th variation listed (table order) on the trials whose bit k is set, so the
+    # variations meet in every combination; "NAME=all" draws it on every chain.
+    variations: str | tuple = ()
 
     def check(self) -> None:
         for name in ("min_stages", "max_stages", "trials", "budgets_per_chain"):
@@ -185,11 +206,7 @@ class VerifyConfig:
         check_int(self.seed, "seed", minimum=0)
         if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             raise RematError(f"time_limit = {self.time_limit!r} must be a positive number of seconds")
-        if self.fall_costs not in FALL_COSTS:
-            raise RematError(f"fall_costs = {self.fall_costs!r} must be one of {', '.join(FALL_COSTS)}")
-        if self.unsaved_outputs not in FALL_COSTS:
-            raise RematError(f"unsaved_outputs = {self.unsaved_outputs!r} must be one of "
-                             f"{', '.join(FALL_COSTS)}")
+        variation_modes(self.variations)  # raises naming a bad one
         if not self.families:
             raise RematError("families is empty")
         for f in self.families:
@@ -240,6 +257,9 @@ def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
     the family and the trial number only (never from the worker that runs it)."""
     cfg.check()
     names = resolve_solvers(cfg.solvers)
+    modes = variation_modes(cfg.variations)
+    every = tuple(n for n, mode in modes if mode == "all")
+    bits = tuple(n for n, mode in modes if mode == "half")  # the k-th: on where trial bit k is
     tasks = []
     span = cfg.max_stages - cfg.min_stages + 1
     for fi, fam in enumerate(cfg.families):
@@ -256,9 +276,8 @@ def make_tasks(cfg: VerifyConfig) -> list[ChainTask]:
                 budgets_per_chain=cfg.budgets_per_chain, time_limit=cfg.time_limit,
                 max_stages_for=tuple(cfg.max_stages_for),
                 overheads=trial % 2 == 0, integer_times=trial % 4 != 3,
-                fall_costs=cfg.fall_costs == "all" or (cfg.fall_costs == "half" and trial % 2 == 1),
-                unsaved_outputs=cfg.unsaved_outputs == "all"
-                or (cfg.unsaved_outputs == "half" and trial // 2 % 2 == 1)))
+                variations=tuple(n for n, _ in modes
+                                 if n in every or trial >> bits.index(n) & 1)))
     return tasks
 
 
@@ -273,6 +292,8 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
         else registry.resolve(label)[2]
     if cap is not None and chain.length > cap:
         return None
+    if not info.external and registry.unsupported(name, chain):
+        return None  # a field it does not model (its registered supports): refused, skipped
     options = dict(opts)
     guard = info.defaults.get("max_stages")
     if guard is not None and chain.length > guard:  # a cap raised past a size guard: lift it

@@ -16,17 +16,21 @@ import codecs
 import json
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from functools import reduce
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping
 
+from remat_theory.model import fields as _fields
 from remat_theory.model.errors import ChainError
+from remat_theory.model.fields import FIELDS, KINDS
+from remat_theory.model.validation import check_array, format_number
+
+__all__ = ["Chain", "FORMAT", "MAX_TOTAL_TIME", "MAX_TOTAL_SIZE", "format_number",
+           "decode_text"]
 
 FORMAT = "remat-chain/1"
-
-_FIELDS = ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead",
-           "fall_time", "fall_overhead", "output_saved")
 
 #: Largest allowed ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)`` (seconds, or the
 #: chain's time unit).
@@ -41,127 +45,71 @@ MAX_TOTAL_TIME = 1e18
 MAX_TOTAL_SIZE = 2 ** 53
 
 
-def format_number(v) -> str:
-    """A number as an error message shows it: as written when short (``-2.0``, ``7``),
-    else compactly (``1e+308``, ``1.235e+20``), never a 309-digit integer."""
-    text = repr(v)
-    if len(text) <= 12:
-        return text
-    try:
-        return f"{float(v):.4g}"
-    except OverflowError:  # an integer beyond the float range: mantissa and exponent by hand
-        digits = str(abs(int(v)))
-        mantissa = f"{digits[0]}.{digits[1:4]}".rstrip("0").rstrip(".")
-        return f"{'-' if v < 0 else ''}{mantissa}e+{len(digits) - 1}"
-    except (TypeError, ValueError):
-        return text[:37] + "..."
-
-
-def _not_a_number(field_name: str, index: int, value: Any) -> ChainError:
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return ChainError(f"{field_name}[{index}] = {text} is not a number")
-
-
-def _check_time(field_name: str, index: int, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _not_a_number(field_name, index, value)
-    try:
-        v = float(value)
-    except OverflowError:  # an integer beyond the float range
-        raise ChainError(f"{field_name}[{index}] = {format_number(value)} is not finite") from None
-    if math.isnan(v):
-        raise ChainError(f"{field_name}[{index}] is NaN")
-    if math.isinf(v):
-        raise ChainError(f"{field_name}[{index}] = {v} is not finite")
-    if v < 0:
-        raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
-    return v
-
-
-def _check_size(field_name: str, index: int, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _not_a_number(field_name, index, value)
-    if isinstance(value, numbers.Integral):
-        v = int(value)
-    else:
-        f = float(value)
-        if math.isnan(f):
-            raise ChainError(f"{field_name}[{index}] is NaN")
-        if math.isinf(f):
-            raise ChainError(f"{field_name}[{index}] = {f} is not finite")
-        if not f.is_integer():
-            raise ChainError(f"{field_name}[{index}] = {format_number(value)} is not an integer "
-                             f"(sizes are bytes)")
-        v = int(f)
-    if v < 0:
-        raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
-    return v
-
-
-def _check_flag(field_name: str, index: int, value: Any) -> bool:
-    """A boolean entry (JSON ``true`` / ``false``; numpy booleans too), never a number."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        return bool(value)
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    raise ChainError(f"{field_name}[{index}] = {text} is not a boolean (true or false)")
-
-
-def _check_array(field_name: str, values: Any, length: int, checker) -> tuple:
-    what = "booleans" if checker is _check_flag else "numbers"
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
-        raise ChainError(f"{field_name} must be a list of {what}, got {type(values).__name__}")
-    try:
-        values = list(values)
-    except TypeError:
-        raise ChainError(f"{field_name} must be a list of {what}, got "
-                         f"{type(values).__name__}") from None
-    if len(values) != length:
-        raise ChainError(f"{field_name} has length {len(values)}, expected {length}")
-    return tuple(checker(field_name, i, v) for i, v in enumerate(values))
-
-
 def _check_totals(chain: "Chain") -> None:
     """Reject magnitudes whose sums would overflow or lose meaning in a solver, naming the
     field and index at which the running total first passes the cap (:data:`MAX_TOTAL_TIME`,
     :data:`MAX_TOTAL_SIZE`); every value on its own is already finite.
 
-    Time: ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)``, as recompute-all runs
-    O(L^2) forwards; a ``fall_time`` equal to the default ``fwd_time`` is counted through
-    ``fwd_time`` (so the error names a field of the file).  Size: every size and overhead.
+    Time: every time field weighted by its ``time_weight`` (:mod:`remat_theory.model.fields`):
+    ``(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time)``, as recompute-all runs O(L^2)
+    forwards; a field equal to the field it defaults to is counted through that one (so the
+    error names a field of the file).  Size: every size field (a defaulted one likewise).
     """
     L = chain.length
-    own_fall = chain.fall_time != chain.fwd_time
-    times = [("fwd_time", L if own_fall else 2 * L), ("bwd_time", 1)]
-    if own_fall:
-        times.insert(1, ("fall_time", L))
+    weight: dict[str, int] = {}
+    for f in _fields.of_kind("time"):
+        w = L if f.time_weight == "L" else int(f.time_weight)
+        if f.default_from is not None and f.is_default(chain):
+            weight[f.default_from] += w
+        else:
+            weight[f.name] = w
+    order = sorted(weight, key=lambda n: _fields.field(n).time_weight != "L")  # stable
+    formula = (" + ".join(f"sum({f.name})" for f in _fields.of_kind("time")
+                          if f.time_weight == "L"))
+    formula = f"({formula}) * L + " + " + ".join(
+        f"sum({f.name})" for f in _fields.of_kind("time") if f.time_weight != "L")
     total = 0.0
-    for f, weight in times:
+    for f in order:
         for i, v in enumerate(getattr(chain, f)):
-            total += v * weight
+            total += v * weight[f]
             if not total <= MAX_TOTAL_TIME:  # also catches an overflow to inf
                 raise ChainError(
                     f"{f}[{i}] = {format_number(v)} makes the chain's total time too large: "
-                    f"(sum(fwd_time) + sum(fall_time)) * L + sum(bwd_time) (recompute-all "
+                    f"{formula} (recompute-all "
                     f"runs O(L^2) forwards) must be at most {MAX_TOTAL_TIME:g}")
-    sizes = ["x_size", "tape_size", "fwd_overhead", "bwd_overhead"]
-    if chain.fall_overhead != chain.fwd_overhead:
-        sizes.append("fall_overhead")
     size = 0
-    for f in sizes:
-        for i, v in enumerate(getattr(chain, f)):
+    for fd in _fields.of_kind("size"):
+        if fd.default_from is not None and fd.is_default(chain):
+            continue
+        for i, v in enumerate(getattr(chain, fd.name)):
             size += v
             if size > MAX_TOTAL_SIZE:
                 raise ChainError(
-                    f"{f}[{i}] = {format_number(v)} makes the chain's total size too large: "
-                    f"the sum of every size and overhead must be at most 2**53 bytes "
+                    f"{fd.name}[{i}] = {format_number(v)} makes the chain's total size too "
+                    f"large: the sum of every size and overhead must be at most 2**53 bytes "
                     f"({MAX_TOTAL_SIZE:.4g})")
 
 
-@dataclass(frozen=True)
+def _table_fields(cls):
+    """Declare the dataclass fields of :class:`Chain` from the table: the required and
+    base fields, then ``name``, then the optional ones (so ``Chain(fwd, bwd, x, tape, fo,
+    bo, name=...)`` keeps its positional order, and a new optional field needs no line
+    here)."""
+    annotations = {}
+    for f in _fields.BASE:
+        annotations[f.name] = "tuple"
+        if not f.required:
+            setattr(cls, f.name, None)
+    annotations["name"] = "str"
+    cls.name = dataclass_field(default="chain", compare=False)
+    for f in _fields.OPTIONAL:
+        annotations[f.name] = "tuple"
+        setattr(cls, f.name, None)
+    cls.__annotations__ = annotations
+    return dataclass(frozen=True)(cls)
+
+
+@_table_fields
 class Chain:
     """An immutable, validated chain.
 
@@ -195,16 +143,7 @@ class Chain:
     (:attr:`has_unsaved_outputs` is False).
     """
 
-    fwd_time: tuple
-    bwd_time: tuple
-    x_size: tuple
-    tape_size: tuple
-    fwd_overhead: tuple = None  # type: ignore[assignment]
-    bwd_overhead: tuple = None  # type: ignore[assignment]
-    name: str = field(default="chain", compare=False)
-    fall_time: tuple = None  # type: ignore[assignment]
-    fall_overhead: tuple = None  # type: ignore[assignment]
-    output_saved: tuple = None  # type: ignore[assignment]
+    # The fields are declared from remat_theory.model.fields.FIELDS by @_table_fields.
 
     def __post_init__(self) -> None:
         fwd = self.fwd_time
@@ -214,20 +153,13 @@ class Chain:
         if L < 1:
             raise ChainError("fwd_time is empty: a chain needs at least one stage")
         set_ = object.__setattr__
-        set_(self, "fwd_time", _check_array("fwd_time", fwd, L, _check_time))
-        set_(self, "bwd_time", _check_array("bwd_time", self.bwd_time, L + 1, _check_time))
-        set_(self, "x_size", _check_array("x_size", self.x_size, L + 1, _check_size))
-        set_(self, "tape_size", _check_array("tape_size", self.tape_size, L, _check_size))
-        fo = self.fwd_overhead if self.fwd_overhead is not None else [0] * L
-        bo = self.bwd_overhead if self.bwd_overhead is not None else [0] * (L + 1)
-        set_(self, "fwd_overhead", _check_array("fwd_overhead", fo, L, _check_size))
-        set_(self, "bwd_overhead", _check_array("bwd_overhead", bo, L + 1, _check_size))
-        ft = self.fall_time if self.fall_time is not None else self.fwd_time
-        fao = self.fall_overhead if self.fall_overhead is not None else self.fwd_overhead
-        set_(self, "fall_time", _check_array("fall_time", ft, L, _check_time))
-        set_(self, "fall_overhead", _check_array("fall_overhead", fao, L, _check_size))
-        saved = self.output_saved if self.output_saved is not None else (True,) * L
-        set_(self, "output_saved", _check_array("output_saved", saved, L, _check_flag))
+        values: dict = {}
+        for f in FIELDS:
+            raw = getattr(self, f.name)
+            if raw is None:
+                raw = f.default_for(values, L)
+            values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
+            set_(self, f.name, values[f.name])
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
         for i in range(L):
@@ -257,13 +189,23 @@ class Chain:
     def has_fall_costs(self) -> bool:
         """True when the recording forward's time or overhead differs from the no-grad one's
         at some stage (the chain uses the optional ``fall_time`` / ``fall_overhead``)."""
-        return self.fall_time != self.fwd_time or self.fall_overhead != self.fwd_overhead
+        return self.uses("fall-costs")
 
     @property
     def has_unsaved_outputs(self) -> bool:
         """True when some stage's output is read by no backward (``output_saved`` has a
         false entry); False means the classic operation table, unchanged."""
-        return not all(self.output_saved)
+        return self.uses("unsaved-outputs")
+
+    def fields_used(self) -> tuple:
+        """The optional fields (:mod:`remat_theory.model.fields`) whose value here differs
+        from their default: what a solver must model to answer on this chain."""
+        return tuple(f.name for f in _fields.OPTIONAL if not f.is_default(self))
+
+    def uses(self, variation: str) -> bool:
+        """True when the chain gives a field of ``variation`` (``"fall-costs"``,
+        ``"unsaved-outputs"``) a value of its own."""
+        return _fields.variation(variation).used_by(self)
 
     def saved(self, i: int) -> bool:
         """Whether x_i is read by a backward (x_0 always: it is never freed anyway)."""
@@ -271,13 +213,10 @@ class Chain:
 
     def replace(self, **changes) -> "Chain":
         """A copy with some fields changed (validated like any chain)."""
-        fields = dict(fwd_time=self.fwd_time, bwd_time=self.bwd_time, x_size=self.x_size,
-                      tape_size=self.tape_size, fwd_overhead=self.fwd_overhead,
-                      bwd_overhead=self.bwd_overhead, name=self.name,
-                      fall_time=self.fall_time, fall_overhead=self.fall_overhead,
-                      output_saved=self.output_saved)
-        fields.update(changes)
-        return Chain(**fields)
+        values = {f.name: getattr(self, f.name) for f in FIELDS}
+        values["name"] = self.name
+        values.update(changes)
+        return Chain(**values)
 
     @classmethod
     def homogeneous(cls, length: int, fwd_time: float = 1.0, bwd_time: float = 1.0,
@@ -300,7 +239,7 @@ class Chain:
 
     def scaled_sizes(self, divisor: int) -> "Chain":
         """The chain with every size divided by ``divisor`` (which must divide them all)."""
-        sizes = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead", "fall_overhead")
+        sizes = tuple(f.name for f in _fields.of_kind("size"))
         for f in sizes:
             for i, v in enumerate(getattr(self, f)):
                 if v % divisor:
@@ -309,8 +248,8 @@ class Chain:
 
     def size_gcd(self) -> int:
         """Greatest common divisor of all sizes and overheads (1 if all are zero)."""
-        g = reduce(math.gcd, self.x_size + self.tape_size + self.fwd_overhead + self.bwd_overhead
-                   + self.fall_overhead, 0)
+        g = reduce(math.gcd, (v for f in _fields.of_kind("size") for v in getattr(self, f.name)),
+                   0)
         return g or 1
 
     # ------------------------------------------------------------------ memory helpers
@@ -370,24 +309,13 @@ class Chain:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
-        """The JSON form; ``fall_time`` / ``fall_overhead`` only where they differ from the
-        no-grad forward's, so a chain without them writes what it always wrote."""
-        d = {
-            "format": FORMAT,
-            "name": self.name,
-            "fwd_time": list(self.fwd_time),
-            "bwd_time": list(self.bwd_time),
-            "x_size": list(self.x_size),
-            "tape_size": list(self.tape_size),
-            "fwd_overhead": list(self.fwd_overhead),
-            "bwd_overhead": list(self.bwd_overhead),
-        }
-        if self.fall_time != self.fwd_time:
-            d["fall_time"] = list(self.fall_time)
-        if self.fall_overhead != self.fwd_overhead:
-            d["fall_overhead"] = list(self.fall_overhead)
-        if self.has_unsaved_outputs:
-            d["output_saved"] = list(self.output_saved)
+        """The JSON form; an optional field only where it differs from its default (``fall_time``
+        where it differs from ``fwd_time``), so a chain without them writes what it always
+        wrote."""
+        d = {"format": FORMAT, "name": self.name}
+        for f in FIELDS:
+            if not f.optional or not f.is_default(self):
+                d[f.name] = list(getattr(self, f.name))
         return d
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -403,23 +331,17 @@ class Chain:
         fmt = data.get("format")
         if fmt != FORMAT:
             raise ChainError(f"format = {fmt!r} is unknown (expected {FORMAT!r})")
-        known = set(_FIELDS) | {"format", "name"}
+        known = set(_fields.names()) | {"format", "name"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ChainError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
-        for f in ("fwd_time", "bwd_time", "x_size", "tape_size"):
-            if f not in data:
-                raise ChainError(f"missing field {f!r}")
+        for f in FIELDS:
+            if f.required and f.name not in data:
+                raise ChainError(f"missing field {f.name!r}")
         name = data.get("name", "chain")
         if name is None:
             name = "chain"
-        return cls(
-            fwd_time=data["fwd_time"], bwd_time=data["bwd_time"], x_size=data["x_size"],
-            tape_size=data["tape_size"], fwd_overhead=data.get("fwd_overhead"),
-            bwd_overhead=data.get("bwd_overhead"), name=name,
-            fall_time=data.get("fall_time"), fall_overhead=data.get("fall_overhead"),
-            output_saved=data.get("output_saved"),
-        )
+        return cls(name=name, **{f.name: data.get(f.name) for f in FIELDS})
 
     @classmethod
     def from_json(cls, text: str) -> "Chain":

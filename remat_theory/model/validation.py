@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterable
+from typing import Any, Iterable, Sequence
 
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import ChainError, RematError
 
 __all__ = ["check_int", "check_bool", "check_real", "check_positive", "check_choice",
-           "option_owner"]
+           "option_owner", "format_number", "check_time_entry", "check_size_entry",
+           "check_flag_entry", "check_array"]
 
 
 def option_owner(solver: str) -> str:
@@ -79,3 +80,90 @@ def check_choice(value, name: str, choices: Iterable, *, error: type = RematErro
         raise error(f"{_field(name, owner)} = {value!r} is not one of "
                     f"{', '.join(map(str, choices))}")
     return value
+
+
+# ----------------------------------------------------------------- chain entries
+# One entry of a chain field (remat_theory.model.fields.KINDS): ChainError naming the field
+# and the index.
+
+def format_number(v) -> str:
+    """A number as an error message shows it: as written when short (``-2.0``, ``7``),
+    else compactly (``1e+308``, ``1.235e+20``), never a 309-digit integer."""
+    text = repr(v)
+    if len(text) <= 12:
+        return text
+    try:
+        return f"{float(v):.4g}"
+    except OverflowError:  # an integer beyond the float range: mantissa and exponent by hand
+        digits = str(abs(int(v)))
+        mantissa = f"{digits[0]}.{digits[1:4]}".rstrip("0").rstrip(".")
+        return f"{'-' if v < 0 else ''}{mantissa}e+{len(digits) - 1}"
+    except (TypeError, ValueError):
+        return text[:37] + "..."
+
+
+def _not_a_number(field_name: str, index: int, value: Any) -> ChainError:
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return ChainError(f"{field_name}[{index}] = {text} is not a number")
+
+
+def check_time_entry(field_name: str, index: int, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _not_a_number(field_name, index, value)
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond the float range
+        raise ChainError(f"{field_name}[{index}] = {format_number(value)} is not finite") from None
+    if math.isnan(v):
+        raise ChainError(f"{field_name}[{index}] is NaN")
+    if math.isinf(v):
+        raise ChainError(f"{field_name}[{index}] = {v} is not finite")
+    if v < 0:
+        raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
+    return v
+
+
+def check_size_entry(field_name: str, index: int, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _not_a_number(field_name, index, value)
+    if isinstance(value, numbers.Integral):
+        v = int(value)
+    else:
+        f = float(value)
+        if math.isnan(f):
+            raise ChainError(f"{field_name}[{index}] is NaN")
+        if math.isinf(f):
+            raise ChainError(f"{field_name}[{index}] = {f} is not finite")
+        if not f.is_integer():
+            raise ChainError(f"{field_name}[{index}] = {format_number(value)} is not an integer "
+                             f"(sizes are bytes)")
+        v = int(f)
+    if v < 0:
+        raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
+    return v
+
+
+def check_flag_entry(field_name: str, index: int, value: Any) -> bool:
+    """A boolean entry (JSON ``true`` / ``false``; numpy booleans too), never a number."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    raise ChainError(f"{field_name}[{index}] = {text} is not a boolean (true or false)")
+
+
+def check_array(field_name: str, values: Any, length: int, checker) -> tuple:
+    what = "booleans" if checker is check_flag_entry else "numbers"
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
+        raise ChainError(f"{field_name} must be a list of {what}, got {type(values).__name__}")
+    try:
+        values = list(values)
+    except TypeError:
+        raise ChainError(f"{field_name} must be a list of {what}, got "
+                         f"{type(values).__name__}") from None
+    if len(values) != length:
+        raise ChainError(f"{field_name} has length {len(values)}, expected {length}")
+    return tuple(checker(field_name, i, v) for i, v in enumerate(values))

@@ -1,25 +1,16 @@
-"""The options of the ``ilp`` solver, validated in one place.
+"""The options of the ``ilp`` solver, in one record.
 
-:class:`IlpOptions` holds what :func:`solvers.ilp.solve_ilp` takes as keyword options; its
-constructor checks every one and raises :class:`~remat_theory.model.errors.SolverOptionError`
-naming the option and the value, before any model is built.
+:class:`IlpOptions` holds what :func:`solvers.ilp.solve_ilp` takes as keyword options; the
+registry checks each against the option schema of the solver's registration (raising
+:class:`~remat_theory.model.errors.SolverOptionError` naming the option and the value)
+before any model is built.
 """
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
-
-from remat_theory.model.errors import SolverOptionError
-
-from solvers.ilp.backends import SOLVERS
 
 DEFAULT_PASSES = None  # the number proven sufficient (proofs/ilp.md, Theorem 1)
 DEFAULT_MAX_BINARIES = 100_000
-
-
-def _is_int(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
 
 
 @dataclass(frozen=True)
@@ -39,31 +30,13 @@ class IlpOptions:
     certify: bool | None = None
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_binaries) or self.max_binaries < 1:
-            raise SolverOptionError(f"ilp: max_binaries = {self.max_binaries!r} must be an integer >= 1")
-        if self.mip_solver not in SOLVERS:
-            raise SolverOptionError(f"ilp: mip_solver = {self.mip_solver!r} is unknown "
-                              f"(known: {', '.join(SOLVERS)})")
-        tl = self.time_limit
-        if tl is not None and (isinstance(tl, bool) or not isinstance(tl, numbers.Real)
-                               or not math.isfinite(tl) or tl <= 0):
-            raise SolverOptionError(f"ilp: time_limit = {tl!r} must be a positive number of seconds")
-        if self.passes is not None and (not _is_int(self.passes) or self.passes < 1):
-            raise SolverOptionError(f"ilp: passes = {self.passes!r} must be an integer >= 1 (or None)")
-        if not isinstance(self.warm_start, bool):
-            raise SolverOptionError(f"ilp: warm_start = {self.warm_start!r} must be True or False")
-        if not _is_int(self.threads) or self.threads < 1:
-            raise SolverOptionError(f"ilp: threads = {self.threads!r} must be an integer >= 1")
-        if not isinstance(self.pairs, bool):
-            raise SolverOptionError(f"ilp: pairs = {self.pairs!r} must be True or False")
-        if self.certify is not None and not isinstance(self.certify, bool):
-            raise SolverOptionError(f"ilp: certify = {self.certify!r} must be True, False or None "
-                              f"(default)")
+        # Types and ranges are checked by the registry before the solver runs (the option
+        # schema of solvers/ilp/solver.py's registration); here only certify's default is
+        # resolved and numbers made plain Python ones (numpy integers are accepted there).
         if self.certify is None:
             object.__setattr__(self, "certify", self.passes is None)
-        # plain Python numbers from here on (numpy integers are accepted above)
-        if tl is not None:
-            object.__setattr__(self, "time_limit", float(tl))
+        if self.time_limit is not None:
+            object.__setattr__(self, "time_limit", float(self.time_limit))
         for name in ("passes", "threads", "max_binaries"):
             value = getattr(self, name)
             if value is not None:

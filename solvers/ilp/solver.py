@@ -11,7 +11,7 @@ from solvers.ilp import backends, certify, relaxation, seeds
 from solvers.ilp.model import binaries_bound
 from solvers.ilp.options import DEFAULT_MAX_BINARIES, DEFAULT_PASSES, IlpOptions
 from solvers.ilp.passes import solve_passes
-from solvers.registry import register
+from solvers.registry import Option, register
 
 NAME = "ilp"
 
@@ -106,7 +106,25 @@ def _long_solve_note(chain: Chain, options) -> str | None:
                     "ilp-proven": {"options": {"certify": False}, "max_stages": 4,
                                    "in_verify": True},
                     "ilp-weak-runs2": {"options": {"passes": 2, "pairs": True}, "max_stages": 8}},
-          note=lambda chain, budget, options: _long_solve_note(chain, options))
+          note=lambda chain, budget, options: _long_solve_note(chain, options),
+          # the cuts of the relaxation refuse unsaved outputs themselves (solvers/ilp/cuts.py)
+          supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": Option("seconds", "for the whole run; past it, the best "
+                                        "schedule and bound (time_limit)", none=True),
+                   "mip_solver": Option("choice", "the MILP backend (in-process HiGHS, or "
+                                        "CBC)", choices=backends.SOLVERS),
+                   "passes": Option("int", "the model's class: at most this many increasing "
+                                    "runs per phase (None: all schedules)", minimum=1,
+                                    none=True),
+                   "pairs": Option("bool", "weakly increasing runs (passes=1, pairs=true: "
+                                   "the fast mode)"),
+                   "warm_start": Option("bool", "seed the MIP with the DP's schedule"),
+                   "threads": Option("int", "MIP solver threads", minimum=1),
+                   "max_binaries": Option("int", "refuse a model with more operation "
+                                          "binaries than this", minimum=1),
+                   "certify": Option("bool", "prove optimality over all schedules with the "
+                                     "moment relaxation (default: on when passes is None)",
+                                     none=True)})
 def solve_ilp(chain: Chain, budget: int, *, time_limit: float | None = None,
               mip_solver: str = "highs", passes: int | None = DEFAULT_PASSES,
               pairs: bool = False, warm_start: bool = True, threads: int = 1,

@@ -11,8 +11,9 @@ import threading
 import time
 
 from remat_theory.analysis.progress import Progress
+from remat_theory.model import fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import ChainError, RematError
 from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_GUARD
 from solvers.feasibility import EXACT, smallest_feasible_budget
 
@@ -47,6 +48,20 @@ def positive_float(text: str) -> float:
 
 def positive_int(text: str) -> int:
     return _number(text, int, "an integer", lambda v: v >= 1, "must be an integer >= 1")
+
+
+def variation_list(text: str) -> tuple:
+    """argparse type for ``--variations a,b``: names of the chain-field variations
+    (:data:`remat_theory.model.fields.VARIATIONS`), checked."""
+    try:
+        return fields.parse_variations(text)
+    except ChainError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def variations_help() -> str:
+    """The variations, one clause each, for a ``--variations`` help text."""
+    return "; ".join(f"{v.name}: {v.doc}" for v in fields.VARIATIONS.values())
 
 
 def load_chain(path: str) -> Chain:

@@ -8,11 +8,13 @@ from pathlib import Path
 import solvers
 
 from remat_theory.analysis.certificates import Certificate
+from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.hard_search import (OBJECTIVES, Found, SearchConfig, certificate,
                                               search)
-from remat_theory.cli.commands._common import positive_float, positive_int, print_json
+from remat_theory.cli.commands._common import (positive_float, positive_int, print_json,
+                                              variation_list, variations_help)
 
 NAME = "hard"
 # OPT is exhaustive search up to its registered reference range, the ILP beyond.
@@ -57,11 +59,9 @@ def add_arguments(p) -> None:
     p.add_argument("--max-size", type=positive_int, default=10, dest="max_size",
                    help="largest activation size drawn (bytes)")
     p.add_argument("--overheads", action="store_true", help="draw transient overheads too")
-    p.add_argument("--fall-costs", action="store_true", dest="fall_costs",
-                   help="draw and move the recording forward's own costs (fall_time, "
-                        "fall_overhead)")
-    p.add_argument("--unsaved-outputs", action="store_true", dest="unsaved_outputs",
-                   help="draw and flip output_saved entries (outputs no backward reads)")
+    p.add_argument("--variations", type=variation_list, default=(), metavar="NAMES",
+                   help="comma-separated optional chain fields to draw and move: "
+                        f"{variations_help()}")
     p.add_argument("--keep", type=float, default=None,
                    help="the shrinker keeps score >= KEEP (default: the best score found; "
                         "ilp-time: half of it)")
@@ -98,8 +98,7 @@ def run(args) -> int:
     cfg = SearchConfig(objective=args.objective, solver=args.solver,
                        min_stages=args.min_stages, max_stages=args.max_stages,
                        max_time=args.max_time, max_size=args.max_size,
-                       overheads=args.overheads, fall_costs=args.fall_costs,
-                       unsaved_outputs=args.unsaved_outputs)
+                       overheads=args.overheads, variations=args.variations)
     res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
                  scheduler=args.scheduler, progress=not args.no_progress and not args.json,
                  keep=args.keep)
@@ -150,10 +149,8 @@ def run(args) -> int:
             c = Chain.from_dict(res.shrunk.chain)
             print(f"shrunk to L={c.length}, budget {res.shrunk.budget}, score "
                   f"{_fmt(res.shrunk.score)}:")
-            shown = ["fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead",
-                     "bwd_overhead"]
-            shown += [f for f in ("fall_time", "fall_overhead", "output_saved")
-                      if f in c.to_dict()]  # the optional fields the chain uses
+            # the base fields, and the optional fields the chain uses
+            shown = [f.name for f in chain_fields.BASE] + list(c.fields_used())
             for f in shown:
                 print(f"  {f:13s} {list(getattr(c, f))}")
         for path in written:

@@ -13,8 +13,9 @@ import solvers
 
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.verify import (DEFAULT_FAMILIES, VerifyConfig, default_max_stages_for,
-                                          format_table, run_verify)
-from remat_theory.cli.commands._common import positive_float, positive_int, print_json, stdout_to_stderr
+                                          format_table, run_verify, variation_modes)
+from remat_theory.cli.commands._common import (positive_float, positive_int, print_json,
+                                              stdout_to_stderr, variations_help)
 
 NAME = "verify"
 ORDER = 40
@@ -89,14 +90,10 @@ def add_arguments(p) -> None:
                    metavar="SOLVER=N,...",
                    help=f"run a solver only on chains of at most N stages (default {defaults}; "
                         "given values replace those defaults, e.g. ilp=7)")
-    p.add_argument("--fall-costs", default="none", choices=("none", "half", "all"),
-                   dest="fall_costs",
-                   help="give chains their own recording-forward costs (fall_time, "
-                        "fall_overhead): none (default), every other trial, or all")
-    p.add_argument("--unsaved-outputs", default="none", choices=("none", "half", "all"),
-                   dest="unsaved_outputs",
-                   help="give chains outputs that no backward reads (output_saved false "
-                        "entries): none (default), every other pair of trials, or all")
+    p.add_argument("--variations", type=_variations, default=(), metavar="NAME[=all],...",
+                   help="draw optional chain fields: NAME on the trials whose bit says so (the "
+                        "variations listed meet in every combination, none included), "
+                        f"NAME=all on every chain. {variations_help()}")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core; 1 runs in this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -107,6 +104,13 @@ def add_arguments(p) -> None:
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the full report as JSON to FILE (or to stdout with no FILE, "
                         "instead of the table)")
+
+
+def _variations(text: str) -> tuple:
+    try:
+        return variation_modes(text)
+    except RematError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _check_names(args) -> None:
@@ -128,8 +132,7 @@ def run(args) -> int:
                        budgets_per_chain=args.budgets_per_chain, time_limit=args.time_limit,
                        max_stages_for=tuple(args.max_stages_for),
                        workers=args.workers,
-                       scheduler=args.scheduler, fall_costs=args.fall_costs,
-                       unsaved_outputs=args.unsaved_outputs,
+                       scheduler=args.scheduler, variations=args.variations,
                        progress=not args.no_progress and args.json is None)
     with stdout_to_stderr(args.json == "-"):
         report = run_verify(cfg)

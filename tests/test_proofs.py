@@ -31,10 +31,12 @@ REPROVE_MAX_STAGES = 8
 
 
 def _witnesses() -> dict:
-    from remat_theory.analysis import hardness
+    from remat_theory.analysis import hardness, weak_gap
 
     return {"unbounded_gap_witness": hardness.unbounded_gap_witness,
-            "persistence_gap_witness": hardness.persistence_gap_witness}
+            "persistence_gap_witness": hardness.persistence_gap_witness,
+            "fall_only_gap_witness": weak_gap.fall_only_gap_witness,
+            "fall_only_budget_witness": weak_gap.fall_only_budget_witness}
 
 
 WITNESSES = _witnesses()

@@ -1,4 +1,5 @@
-"""``remat hard --objective dp-gap|baseline-gap|ilp-time [--solver NAME] [--time S] [--out DIR]``"""
+"""``remat hard --objective dp-gap|dp-weak-gap|budget-gap|baseline-gap|ilp-time [--solver NAME]
+[--time S] [--out DIR]``"""
 from __future__ import annotations
 
 import math
@@ -13,6 +14,7 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.hard_search import (OBJECTIVES, Found, SearchConfig, certificate,
                                               search)
+from remat_theory.cli.commands import _hard_gap
 from remat_theory.cli.commands._common import (positive_float, positive_int, print_json,
                                               variation_list, variations_help)
 
@@ -20,7 +22,8 @@ NAME = "hard"
 # OPT is exhaustive search up to its registered reference range, the ILP beyond.
 _OPT_STAGES = solvers.get("exhaustive").reference_max_stages
 ORDER = 60
-HELP = "search for hard instances (DP/OPT gap, baseline/OPT gap, slow ILP proofs)"
+HELP = ("search for hard instances (class DP/OPT gaps, class-budget gaps, baseline/OPT gap, "
+        "slow ILP proofs)")
 DESCRIPTION = (
     "Random restarts plus local search over stage values, in parallel over processes, then "
     "shrinking the best instance to a minimal one that keeps its score. OPT is exhaustive "
@@ -30,9 +33,13 @@ DESCRIPTION = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--objective", choices=OBJECTIVES, default="dp-gap",
-                   help="dp-gap: DP / OPT; baseline-gap: SOLVER / OPT; ilp-time: seconds to "
-                        "prove the ILP optimum")
+    p.add_argument("--objective", choices=OBJECTIVES + _hard_gap.GAP_OBJECTIVES,
+                   default="dp-gap",
+                   help="dp-gap: dp / OPT (largest over every budget of a chain; with --solver: "
+                        "that solver / OPT at one budget); dp-weak-gap: dp-weak / OPT; "
+                        "budget-gap: smallest class budget / smallest budget (--solver dp or "
+                        "dp-weak, default dp-weak); baseline-gap: SOLVER / OPT; ilp-time: "
+                        "seconds to prove the ILP optimum")
     p.add_argument("--solver", default=None,
                    help="solver compared with OPT (dp-gap: default dp, e.g. dp-weak, or "
                         "exhaustive-monotone, the optimum of the fast ILP's normal form, or a "
@@ -50,8 +57,8 @@ def add_arguments(p) -> None:
     p.add_argument("--top", type=positive_int, default=5,
                    help="how many of the best instances found to write besides the shrunk "
                         "one (default 5)")
-    p.add_argument("--min-stages", type=positive_int, default=3, dest="min_stages",
-                   help="smallest L drawn (default 3)")
+    p.add_argument("--min-stages", type=positive_int, default=None, dest="min_stages",
+                   help="smallest L drawn (default 3; gap objectives: 2)")
     p.add_argument("--max-stages", type=positive_int, default=6, dest="max_stages",
                    help=f"largest L drawn (default 6; above {_OPT_STAGES} OPT is the ILP)")
     p.add_argument("--max-time", type=positive_int, default=10, dest="max_time",
@@ -61,7 +68,17 @@ def add_arguments(p) -> None:
     p.add_argument("--overheads", action="store_true", help="draw transient overheads too")
     p.add_argument("--variations", type=variation_list, default=(), metavar="NAMES",
                    help="comma-separated optional chain fields to draw and move: "
-                        f"{variations_help()}")
+                        f"{variations_help()} (gap objectives: default every one)")
+    p.add_argument("--min-time", type=float, default=0.0, dest="min_time",
+                   help="gap objectives: every time at least this (default 0)")
+    p.add_argument("--fall-at-least-fwd", action="store_true", dest="fall_at_least_fwd",
+                   help="gap objectives: fall_time >= fwd_time at every stage")
+    p.add_argument("--all-saved", action="store_true", dest="all_saved",
+                   help="gap objectives: every output saved (no unsaved outputs)")
+    p.add_argument("--no-fall-costs", action="store_true", dest="no_fall_costs",
+                   help="gap objectives: recording forwards cost what no-grad ones do")
+    p.add_argument("--no-overheads", action="store_true", dest="no_overheads",
+                   help="gap objectives: no transient overheads")
     p.add_argument("--keep", type=float, default=None,
                    help="the shrinker keeps score >= KEEP (default: the best score found; "
                         "ilp-time: half of it)")
@@ -91,6 +108,16 @@ def _target(args, cfg, res) -> float:
 
 
 def run(args) -> int:
+    args.min_stages_given = args.min_stages is not None
+    if args.min_stages is None:
+        args.min_stages = 3
+    if _hard_gap.uses_gap_search(args):
+        return _hard_gap.run(args)
+    if (args.min_time or args.fall_at_least_fwd or args.all_saved or args.no_fall_costs
+            or args.no_overheads):
+        raise RematError(f"--min-time, --fall-at-least-fwd, --all-saved, --no-fall-costs and "
+                         f"--no-overheads constrain the gap objectives (dp-gap without "
+                         f"--solver, dp-weak-gap, budget-gap), not {args.objective}")
     if args.objective == "ilp-time" and args.solver:
         raise RematError("--solver is not used by --objective ilp-time (it times the ilp solver)")
     if args.keep is not None and not math.isfinite(args.keep):

@@ -354,3 +354,25 @@ def test_a_long_chain_is_refused_with_a_message_not_a_crash():
     chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
     with pytest.raises(SolverLimitError, match=r"4\^3000 \* 3002 states; max_stages = 8"):
         solvers.solve(chain, chain.store_all_memory() // 2, "exhaustive", time_limit=5)
+
+# ---------------------------------------------------------------------- class restriction
+@pytest.mark.parametrize("cls", ["persistent", "weak"])
+@settings(max_examples=40, deadline=None)
+@given(st.data(), chains(1, 4, max_size=8, fall_costs=None, unsaved_outputs=None))
+def test_class_restricted_search_equals_plain_dijkstra_of_the_class(cls, data, chain):
+    """``schedule_class`` restricts the search to exactly the class: its optimum at a drawn
+    budget, and its smallest feasible budget, are those of a plain Dijkstra search that
+    applies the class rules of :mod:`remat_theory.model.persistence` edge by edge
+    (tests/_class_search.py), on chains with and without each optional field.  (The DPs are
+    checked against this search: tests/test_dp.py.)"""
+    from _class_search import class_search
+
+    least, _ = class_search(chain, cls, None)
+    assert min_feasible_budget(chain, schedule_class=cls) == least
+    budget = data.draw(st.integers(max(0, least - 1), chain.store_all_memory()))
+    want, witness = class_search(chain, cls, budget)
+    sol = solvers.solve(chain, budget, "exhaustive", schedule_class=cls)
+    if want == math.inf:
+        assert sol.status == INFEASIBLE and sol.min_budget == least
+    else:
+        assert sol.status == OPTIMAL and sol.makespan == pytest.approx(want, rel=1e-12), witness

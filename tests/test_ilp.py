@@ -16,6 +16,7 @@ from remat_theory.model.persistence import is_monotone
 from remat_theory.model.schedule import B, FCK, FN, LOSS, Schedule
 from remat_theory.model.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.strategies import chains, chains_and_budgets, valid_schedules
+from _breakpoints import breakpoints
 from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp import (binaries_bound, build_model, decode, encode, phase_op_bound,
                          phase_pass_bound)
@@ -35,20 +36,6 @@ def _models_decide():
 
 HIGHS_PROVEN = "Optimal"  # highspy's modelStatusToString(kOptimal)
 FAST = {"passes": 1, "pairs": True}  # the fast mode of proofs/ilp.md section 5
-
-
-def breakpoints(chain):
-    """Budgets where the exhaustive optimum changes, one below each, and the optima there."""
-    lo = min_feasible_budget(chain)
-    out = {lo - 1: None}
-    prev = None
-    for b in range(lo, chain.store_all_memory() + 1):
-        _, ms, _, _, _ = search(chain, b)
-        if ms != prev:
-            out[b - 1] = prev if b > lo else None
-            out[b] = ms
-            prev = ms
-    return out
 
 
 def phases(schedule):

@@ -169,7 +169,14 @@ class Schedule(Sequence):
 
     @classmethod
     def parse(cls, text: str) -> "Schedule":
-        """Parse the token form, e.g. ``"Fck0 Fn1 Fall2 Loss B2 ..."``."""
+        """Parse the token form, e.g. ``"Fck0 Fn1 Fall2 Loss B2 ..."`` (spaces or commas).
+
+        >>> s = Schedule.parse("Fck0 Fn1,Fall2 Loss B2")
+        >>> s.tokens(), len(s)
+        (['Fck0', 'Fn1', 'Fall2', 'Loss', 'B2'], 5)
+        >>> Schedule.parse(str(s)) == s
+        True
+        """
         if not isinstance(text, str):
             raise ScheduleParseError(f"schedule text must be a string, got {type(text).__name__}")
         return cls(t for t in _SEPARATORS.split(text) if t)

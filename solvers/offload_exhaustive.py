@@ -42,7 +42,8 @@ import time
 
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverError, SolverOptionError
+from remat_theory.model.errors import (AT_LEAST, Remedy, SolverError, SolverLimitError,
+                                       SolverOptionError)
 from remat_theory.model.offload import OffloadState, dominates, step
 from remat_theory.model.schedule import (LOSS_OP, Bwd, Fall, Fck, Fn, OffT, OffX, PreT, PreX,
                                          Schedule)
@@ -256,9 +257,11 @@ def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = Tru
     max_stages = check_int(max_stages, "max_stages", minimum=1, error=SolverOptionError,
                            owner=_OPTION)
     if chain.length > max_stages:
-        raise SolverOptionError(
+        raise SolverLimitError(
             f"exhaustive-offload on {chain.length} stages may explore billions of states; "
-            f"max_stages = {max_stages} (raise max_stages to force it)")
+            f"max_stages = {max_stages}", solver="exhaustive-offload",
+            remedies=(Remedy(options=(("max_stages", AT_LEAST, chain.length),),
+                             note="to force it"),))
     recompute = check_bool(recompute, "recompute", error=SolverOptionError, owner=_OPTION)
     max_states = check_int(max_states, "max_states", minimum=1, error=SolverOptionError,
                            owner=_OPTION)

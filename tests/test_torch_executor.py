@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import solvers  # noqa: E402
-from remat_theory.model.errors import InvalidScheduleError  # noqa: E402
+from remat_theory.model.errors import InvalidScheduleError, SolverLimitError  # noqa: E402
 from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402
@@ -108,8 +108,17 @@ def _feasible(chain, name):
     return _SOLUTIONS[key]
 
 
+# Exact searches of the two-stream model refuse these chains by their stage guard (a limit,
+# not a finding); they replay their own schedules in tests/test_offload_solvers.py.
+REFUSED_BY_SIZE = {"exhaustive-offload"}
+
+
 def _solve_feasible(chain, name):
     info = solvers.get(name)
+    if name in REFUSED_BY_SIZE:
+        with pytest.raises(SolverLimitError, match="max_stages"):
+            solvers.solve(chain, chain.store_all_memory(), name)
+        return None
     opts = {"time_limit": 20.0} if "time_limit" in info.options else {}
     lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
     hi = chain.store_all_memory()
@@ -127,6 +136,8 @@ def test_every_solver_schedule_gives_plain_backprop_gradients(network):
     recomputing = 0
     for name in solvers.names():
         sol = _feasible(chain, name)
+        if sol is None:
+            continue
         _run_and_check(net, chain, sol.schedule, state, ref, bool(sol.info.get("allow_drop")))
         recomputing += sol.schedule.forward_count() > chain.length
     assert recomputing >= 2, "the budgets chosen made (almost) no solver recompute anything"
@@ -307,6 +318,8 @@ def test_nested_form_of_every_solver_runs_as_autograd_like_plain_backprop(networ
     nested = 0
     for name in solvers.names():
         sol = _feasible(chain, name)
+        if sol is None:
+            continue
         try:
             tree = nested_form(sol.schedule, chain.length)
         except NotNestedError:

@@ -69,6 +69,11 @@ class Field:
     time_weight : for a time field, how often it counts in the total-time cap: ``"L"`` for a
         forward (recompute-all runs O(L^2) of them), 1 for a backward.
     transient : an overhead (memory held only while an operation runs).
+    extends : absent, the field leaves a sub-model: every schedule of the chain without it is
+        a schedule of the chain with it, at the same time and memory (``bandwidth``: a
+        schedule without transfers never uses the channel).  ``remat verify`` then runs a
+        solver that does not model it on the chain without it, and checks the solvers that
+        do against that answer (proofs/offload.md, O.1: offloading never hurts).
     """
 
     name: str
@@ -83,6 +88,7 @@ class Field:
     per: str = "stage"
     time_weight: Any = 1
     transient: bool = False
+    extends: bool = False
 
     @property
     def scalar(self) -> bool:
@@ -135,7 +141,8 @@ FIELDS: tuple[Field, ...] = (
     Field("output_saved", "flag", "L", "false where no backward reads the output x_{i+1}",
           default=True, optional=True, variation="unsaved-outputs"),
     Field("bandwidth", "rate", "1", "bytes per second of the copy channel, each way (absent: "
-          "no channel; docs/model.md, Offloading)", optional=True, variation="offload"),
+          "no channel; docs/model.md, Offloading)", optional=True, variation="offload",
+          extends=True),
 )
 
 #: Fields declared before ``name`` in ``Chain(...)``'s positional order.
@@ -287,6 +294,7 @@ def _check_table() -> None:
                    and "a field of one number has a default, not default_from"
                    or f.default_from is not None and f.default_from not in seen
                    and f"default_from {f.default_from!r} must be an earlier field"
+                   or f.extends and not f.optional and "only an optional field extends"
                    or f.optional and f.variation not in VARIATIONS
                    and "an optional field needs a variation of VARIATIONS")
         if problem:

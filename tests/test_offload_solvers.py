@@ -212,8 +212,11 @@ def test_offload_solvers_are_registered_with_their_classes():
                                                                            "all+offload")
     c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
     s = Schedule.parse("Fall0 Fall1 Offt1 Fall2 Loss B2 Pret1 B1 B0")
-    assert classes.classify(c, s) == classes.OFFLOAD
+    # transfers without recomputation: the smaller class (the claim of exhaustive-offload-only)
+    assert classes.classify(c, s) == classes.NO_REMAT
     assert not classes.ALL.contains(c, s) and classes.OFFLOAD.contains(c, s)
+    r = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # recomputes F0
+    assert classes.classify(c, r) == classes.OFFLOAD and not classes.NO_REMAT.contains(c, r)
 
 
 def test_infeasible_budget_says_the_smallest_feasible_one():

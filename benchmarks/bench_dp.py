@@ -184,8 +184,8 @@ def dp_steps(chain, budget: int, slots) -> int:
     its window [mm, sat) (module docstring of solvers/dp.py), one step per split k."""
     import numpy as np
 
-    from solvers._dp_tables import UnitChain
-    from solvers.dp import _mm_skewed, _saturation_skewed
+    from solvers.dp import UnitChain
+    from solvers.dp import skewed_min_memory, skewed_saturation
 
     if slots is None:
         uc, g = UnitChain.exact(chain)
@@ -196,7 +196,7 @@ def dp_steps(chain, budget: int, slots) -> int:
     ucd = uc.divided(g)
     M = min((units - int(uc.x[0])) // g, max(0, ucd.store_all_units() - int(ucd.x[0])))
     W = M + 1
-    mm, sat = _mm_skewed(ucd), _saturation_skewed(ucd)
+    mm, sat = skewed_min_memory(ucd), skewed_saturation(ucd)
     L = ucd.L
     total = 0
     n = np.arange(L + 1)

@@ -53,18 +53,18 @@ def run(chain, budget: int, mode: str, time_limit: float) -> dict:
     stats: dict = {}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     wall, cpu = time.perf_counter(), time.process_time()
-    incumbent = (ex._weak_incumbent(chain, budget, "all", time_limit) if with_incumbent
+    incumbent = (ex.weak_incumbent(chain, budget, "all", time_limit) if with_incumbent
                  else None)
     left = max(time_limit - (time.perf_counter() - wall), 1e-9)
-    bound_options = ex._Heuristic.exact_steps, ex._Heuristic.pairs
+    bound_options = ex.Heuristic.exact_steps, ex.Heuristic.pairs
     if mode == "original":
-        ex._Heuristic.exact_steps, ex._Heuristic.pairs = -1, False
+        ex.Heuristic.exact_steps, ex.Heuristic.pairs = -1, False
     try:
-        _, makespan, _, bound, proven, stopped = ex._search(
+        _, makespan, _, bound, proven, stopped = ex.run_search(
             chain, budget, False, left, "all", ex.DEFAULT_MAX_STATES, incumbent, stats,
             dominance)
     finally:
-        ex._Heuristic.exact_steps, ex._Heuristic.pairs = bound_options
+        ex.Heuristic.exact_steps, ex.Heuristic.pairs = bound_options
     return {"mode": mode, "proven": bool(proven and makespan is not None),
             "makespan": makespan, "bound": bound, "stopped_by": stopped,
             "expanded": stats.get("expanded", 0), "kept": stats.get("kept", 0),

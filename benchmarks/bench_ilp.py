@@ -88,6 +88,7 @@ import numpy as np
 
 import solvers
 import solvers.exhaustive as ex
+from solvers import exhaustive_bounds
 from remat_theory.model.chain import Chain
 from remat_theory.analysis.families import make, with_unsaved_outputs
 from remat_theory.model.simulator import State, state_memory
@@ -813,24 +814,24 @@ def exhaustive_bound(args) -> dict:
     runs = []
     for L, seed, chain, b, kind in random_instances(args.lengths, args.seeds, args.budgets):
         pushed = [0]
-        full = ex._Heuristic
+        full = ex.Heuristic
 
         def counted(chain, budget, _full=full):
-            inner = ((lambda s: ex._heuristic_simple(chain, s)) if args.simple_bound
+            inner = ((lambda s: exhaustive_bounds.heuristic_simple(chain, s)) if args.simple_bound
                      else _full(chain, budget))
 
             def h(state):
                 pushed[0] += 1
                 return inner(state)
             return h
-        ex._Heuristic = counted
+        ex.Heuristic = counted
         try:
             t0 = time.perf_counter()
-            _, makespan, _, bound, proven, stopped = ex._search(
+            _, makespan, _, bound, proven, stopped = ex.run_search(
                 chain, b[kind], False, args.time_limit, "all", ex.DEFAULT_MAX_STATES)
             dt = time.perf_counter() - t0
         finally:
-            ex._Heuristic = full
+            ex.Heuristic = full
         row = {"L": L, "seed": seed, "budget_kind": kind, "budget": b[kind],
                "bound_kind": "simple" if args.simple_bound else "memory",
                "proven": makespan is not None, "makespan": makespan, "bound": bound,

@@ -54,7 +54,7 @@ import torch.utils.checkpoint
 import solvers
 from remat_theory.model.schedule import Schedule
 from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, profile, split_stages
-from remat_theory.torch.executor import StageRunner, nested_form, recomputed_stages, run_nested
+from remat_theory.torch.nested import StageRunner, nested_form, recomputed_stages, run_nested
 from remat_theory.torch.module import shared_parameter_bytes
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 

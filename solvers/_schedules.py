@@ -63,6 +63,30 @@ def stored_segment(chain: Chain, a: int, b: int) -> list[Op]:
     return ops
 
 
+def unfold(root, expand, check=None) -> Schedule:
+    """The schedule a dynamic program's table stands for, rebuilt from its choices: the one
+    rebuild loop of ``dp``, ``dp-weak`` and ``gruslys`` (iterative: no recursion limit on
+    long chains).
+
+    ``root``: the subproblem of the whole chain.  ``expand(item)`` returns ``(now, later)``:
+    the operations the subproblem ``item`` runs first, then what follows them in order,
+    each a subproblem (expanded in turn) or an :class:`Op` (emitted as it is).  ``check()``
+    is called once per subproblem (a deadline's check)."""
+    ops: list[Op] = []
+    stack: list = [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Op):
+            ops.append(item)
+            continue
+        if check is not None:
+            check()
+        now, later = expand(item)
+        ops.extend(now)
+        stack.extend(reversed(later))
+    return Schedule(ops)
+
+
 def normalize_checkpoints(chain: Chain, checkpoints: Iterable[int]) -> list[int]:
     """Sorted, distinct checkpoint positions in 1..L-1 (0 is x_0, always kept)."""
     cps = sorted(set(int(c) for c in checkpoints))

@@ -18,21 +18,42 @@ unchanged except for ``info["answered_by"]`` and a message saying who answered a
 5. else, when not even the slot DP fits (thousands of stages), the best of the fast
    baselines (status ``feasible``, no optimality claim), and the message says so.
 
+Sizes with no common factor make M large (millions of units for sizes in bytes): the DPs'
+tables grow with M, exhaustive search's work does not.  On chains within exhaustive
+search's stage guard whose weak DP does not fit, exhaustive search is tried first.
+
 ``status``, ``bound`` and ``optimal_for`` are those of the solver that answered: what it
 proved, for its class.  When the ILP stops at the time limit without a schedule, the DPs
-are tried with the time left.  ``time_limit`` (seconds, default
-:data:`DEFAULT_TIME_LIMIT`) is the budget for the whole call; it is passed on to every
-solver that takes one, and the estimates below decide what is attempted.
+are tried with the time left.
+
+Never a false "infeasible".  A DP that finds no schedule proves only that none of *its
+class* fits, and a class's smallest budget can exceed the global one (docs/solvers.md).
+So an answer ``infeasible`` for a class is passed on only after a solver whose answer
+covers all schedules decided the budget (:func:`decide_all`): the memory lower bound
+(:meth:`Chain.memory_lower_bound`: below it nothing fits), exhaustive search within its
+stage guard, then the ILP (its smallest-budget MILP at an infeasible budget).  When none
+decides in the time left, the answer is ``time_limit`` with no schedule ("not decided"),
+never ``infeasible``; ``info["class_min_budget"]`` keeps the class's smallest budget, a
+budget at which a schedule exists.
+
+What each solver proved is in ``info["proofs"]`` (one entry per solver that ran: its name,
+status, class and smallest budget), and the message names the solver that answered.
+``time_limit`` (seconds, default :data:`DEFAULT_TIME_LIMIT`) is the budget for the whole
+call; it is passed on to every solver that takes one, and the estimates below decide what
+is attempted.
 """
 from __future__ import annotations
 
+import math
 import time
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import AT_LEAST, RematError, Remedy, SolverError, SolverLimitError
-from remat_theory.model.solution import CLASS_ALL, FEASIBLE, INFEASIBLE, Solution
+from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, FEASIBLE, INFEASIBLE, Solution
 
 from solvers import registry
+from solvers._deadline import Deadline
+from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_MAX_STAGES
 from solvers.registry import Option, register
 
 DEFAULT_TIME_LIMIT = 60.0
@@ -49,8 +70,17 @@ DP_CELL_S, DP_UNIT_S = 2e-7, 1e-8
 #: Largest table (bytes) auto lets a DP build: a fraction of a small machine's memory.
 MAX_TABLE_BYTES = 2 * 2 ** 30
 #: Fast baselines for chains too long for any exact solver in the time budget (all run
-#: in about a second on 2,000 stages), in the canonical model (no Drop).
-FALLBACK = ("chen-greedy", "periodic", "revolve", "chen-sqrt")
+#: in about a second on 2,000 stages), in the canonical model (no Drop), cheapest first,
+#: with their time relative to the first (10,000 stages: chen-sqrt 3.3 s, chen-greedy 3.8,
+#: periodic 4.3, revolve 16.6; mostly the registry's replay of their schedules).
+FALLBACK = ("chen-sqrt", "chen-greedy", "periodic", "revolve")
+FALLBACK_COST = {"chen-sqrt": 1.0, "chen-greedy": 1.2, "periodic": 1.3, "revolve": 5.0}
+#: Seconds per stage of the cheapest baseline, its replay included (3.3e-4 measured at 10,000
+#: stages on a loaded 2-core machine): below the time left it is not started, and auto
+#: refuses up front rather than answer past its time limit.
+FALLBACK_SECONDS_PER_STAGE = 3e-4
+#: What a time limit may be overrun by (the checks of issue #29: T + 10% + 2 s).
+OVERRUN_S = 2.0
 
 
 def memory_units(chain: Chain, budget: int) -> int:
@@ -93,6 +123,12 @@ def plan(chain: Chain, budget: int, time_limit: float) -> list[tuple[str, dict, 
             and weak_b <= MAX_TABLE_BYTES:
         steps.append(("ilp", {}, f"{L} stages <= {ILP_MAX_STAGES}: the certified ILP, "
                                  f"optimal over all schedules when it proves it"))
+    elif "exhaustive" in known and L <= EXHAUSTIVE_MAX_STAGES:
+        steps.append(("exhaustive", {},
+                      f"{L} stages <= {EXHAUSTIVE_MAX_STAGES} and the DPs' tables "
+                      f"({M + 1} memory units: sizes with little common factor) are large: "
+                      f"exhaustive search, whose work does not grow with the sizes, optimal "
+                      f"over all schedules"))
     if "dp-weak" in known and weak_s <= time_limit / 2 and weak_b <= MAX_TABLE_BYTES:
         steps.append(("dp-weak", {}, f"the weak DP's table ({L} stages x {M + 1} memory units) "
                                      f"fits the time limit"))
@@ -110,10 +146,15 @@ def plan(chain: Chain, budget: int, time_limit: float) -> list[tuple[str, dict, 
     return steps
 
 
-def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float) -> Solution:
+def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float,
+            proofs: list | None = None, keep_message: bool = False) -> Solution:
     info = dict(sol.info)
-    info.update(answered_by=name, auto_tried=tried, auto_time_limit=time_limit)
-    message = f"answered by {name}: {why}" + (f"; {sol.message}" if sol.message else "")
+    info.update(answered_by=name, auto_tried=tried, auto_time_limit=time_limit,
+                proofs=list(proofs or ()))
+    if keep_message:  # the message is auto's own (its status is not the solver's)
+        message = f"{sol.message} (answered by {name}: {why})"
+    else:
+        message = f"answered by {name}: {why}" + (f"; {sol.message}" if sol.message else "")
     return sol.replace(solver="auto", info=info, message=message, wall_time=0.0)
 
 
@@ -149,8 +190,9 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
     """
     if time_limit is None:
         time_limit = DEFAULT_TIME_LIMIT
-    t0 = time.perf_counter()
+    deadline = Deadline(time_limit)
     tried: list = []
+    proofs: list = []
     if chain.store_all_memory() <= budget:
         sol = registry.solve(chain, budget, "store-all")
         # optimal over all schedules; its min_budget (store-all's own) is not the smallest
@@ -158,55 +200,161 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
         sol = sol.replace(optimal_for=CLASS_ALL, bound=sol.makespan, min_budget=None)
         return _answer(sol, "store-all",
                        "the budget holds every tape, so nothing is recomputed: optimal over "
-                       "all schedules", tried, time_limit)
-    last = None
+                       "all schedules", tried, time_limit, proofs)
+    last = class_only = None
     for name, opts, why in plan(chain, budget, time_limit):
-        left = time_limit - (time.perf_counter() - t0)
-        if left <= 0.05 and last is not None:
+        if deadline.remaining() <= 0.05 and last is not None:
             break
-        opts = dict(opts)
-        if "time_limit" in registry.get(name).options:
-            opts["time_limit"] = max(0.05, left)
-        try:
-            sol = registry.solve(chain, budget, name, **opts)
-        except SolverError as e:  # e.g. a table larger than the solver allows: next one
-            tried.append(f"{name}: {e}")
+        sol = _run(chain, budget, name, opts, deadline, tried, proofs)
+        if sol is None:
             continue
-        tried.append(f"{name}: {sol.status}")
         last = (sol, name, why)
-        if sol.schedule is not None or sol.status == INFEASIBLE:
-            return _answer(sol, name, why, tried, time_limit)
-    return _fallback(chain, budget, tried, last, time_limit)
+        if sol.schedule is not None:
+            return _answer(sol, name, why, tried, time_limit, proofs)
+        if sol.status == INFEASIBLE:
+            if sol.optimal_for == CLASS_ALL:
+                return _answer(sol, name, why, tried, time_limit, proofs)
+            class_only = last  # proves only that no schedule of its class fits
+            break
+    if class_only is not None:
+        return decide_all(chain, budget, class_only, deadline, tried, proofs, time_limit)
+    return _fallback(chain, budget, tried, last, time_limit, proofs, deadline)
 
 
-def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float) -> Solution:
-    """Best fast baseline: no exact solver answered within the time limit."""
-    best = first = None
+def _run(chain: Chain, budget: int, name: str, opts: dict, deadline: Deadline, tried: list,
+         proofs: list) -> Solution | None:
+    """``name`` with ``opts`` and the time left; None when it refuses (e.g. a table larger
+    than it allows).  Every answer is recorded in ``tried`` and ``proofs``."""
+    opts = dict(opts)
+    if "time_limit" in registry.get(name).options:
+        opts["time_limit"] = deadline.remaining(0.05)
+    try:
+        sol = registry.solve(chain, budget, name, **opts)
+    except SolverError as e:
+        tried.append(f"{name}: {e}")
+        return None
+    tried.append(f"{name}: {sol.status}")
+    proofs.append({"solver": name, "status": sol.status, "optimal_for": sol.optimal_for,
+                   "min_budget": sol.min_budget, "makespan": sol.makespan,
+                   "bound": sol.bound})
+    return sol
+
+
+def _class_words(sol: Solution) -> str:
+    cls = sol.schedule_class
+    return "schedule" if cls.key == CLASS_ALL else f"{cls.key} schedule"
+
+
+def decide_all(chain: Chain, budget: int, class_only: tuple, deadline: Deadline, tried: list,
+               proofs: list, time_limit: float) -> Solution:
+    """A class solver found no schedule of its class: decide the budget over all schedules
+    (module docstring), or say it is not decided."""
+    sol, name, why = class_only
+    found = (f"{name} found no {_class_words(sol)} in {budget}"
+             + (f" (the smallest budget of that class is {sol.min_budget})"
+                if sol.min_budget is not None else ""))
+    lb = chain.memory_lower_bound()
+    if budget < lb:
+        proofs.append({"solver": "memory lower bound", "status": INFEASIBLE,
+                       "optimal_for": CLASS_ALL, "min_budget": None, "makespan": None,
+                       "bound": None})
+        exact = None
+        if chain.length <= EXHAUSTIVE_MAX_STAGES and "exhaustive" in registry.names():
+            from solvers.exhaustive import min_feasible_budget
+            exact = min_feasible_budget(chain)
+        between = (f"the smallest feasible budget is {exact}" if exact is not None else
+                   f"the smallest feasible budget is between {lb} and "
+                   f"{sol.min_budget if sol.min_budget is not None else chain.store_all_memory()}")
+        answer = Solution.infeasible("auto", budget, optimal_for=CLASS_ALL, min_budget=exact,
+                                     info=dict(sol.info, class_min_budget=sol.min_budget),
+                                     message=f"no schedule fits in {budget}: every schedule "
+                                             f"needs at least {lb} bytes; {between}")
+        return _answer(answer, "memory lower bound", f"{found}; the chain's memory lower "
+                       f"bound {lb} proves that no schedule fits", tried, time_limit, proofs,
+                       keep_message=True)
+    for other in ("exhaustive", "ilp"):
+        if other not in registry.names() or deadline.remaining(1.0) <= 0.05:
+            continue
+        limit = EXHAUSTIVE_MAX_STAGES if other == "exhaustive" else ILP_MAX_STAGES
+        if chain.length > limit or any(p["solver"] == other for p in proofs):
+            continue
+        got = _run(chain, budget, other, {}, deadline, tried, proofs)
+        if got is None or got.optimal_for != CLASS_ALL:
+            continue
+        if got.schedule is not None or got.status == INFEASIBLE:
+            return _answer(got, other, f"{found}, so {other} decided the budget over all "
+                                       f"schedules", tried, time_limit, proofs)
+    return _answer(_undecided(chain, budget, sol.min_budget, sol.info, found), name, why,
+                   tried, time_limit, proofs, keep_message=True)
+
+
+def _undecided(chain: Chain, budget: int, class_min: int | None, info: dict,
+               found: str) -> Solution:
+    """No schedule found and none proven impossible: status ``time_limit``, no schedule."""
+    where = (f"exhaustive search (up to {EXHAUSTIVE_MAX_STAGES} stages) and the ILP (up to "
+             f"{ILP_MAX_STAGES}) did not decide {chain.length} stages in the time limit")
+    more = (f"; a schedule exists from {class_min}" if class_min is not None else "")
+    return Solution.time_limit(
+        "auto", budget, optimal_for=CLASS_NONE, info=dict(info, class_min_budget=class_min),
+        message=f"no schedule found, and none proven impossible (not proven optimal): "
+                f"{found}; whether another schedule fits is not decided: {where}{more}")
+
+
+def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float, proofs: list,
+              deadline: Deadline) -> Solution:
+    """Best fast baseline: no exact solver answered within the time limit.  Each runs only
+    when its estimate (the first one's measured time, scaled by :data:`FALLBACK_COST`) fits
+    the time left; when not even the first fits, auto refuses, naming a limit that would."""
+    best = None
+    first = FALLBACK_SECONDS_PER_STAGE * chain.length
+    if last is None and first > deadline.remaining() + OVERRUN_S:
+        need = math.ceil(first * 1.5 + (time_limit - deadline.remaining()))
+        raise SolverLimitError(
+            f"solver 'auto': {chain.length:,} stages: no solver answers within the time limit "
+            f"of {time_limit:g} s (no exact solver fits, and the fastest baseline, "
+            f"{FALLBACK[0]}, needs about {first:.0f} s with the replay of its schedule); raise "
+            f"the time limit to about {need} s, or name a solver", solver="auto",
+            estimate_s=first, remedies=(Remedy(options=(("time_limit", AT_LEAST, need),)),))
+    per_unit = None  # measured seconds of one unit of FALLBACK_COST
     for name in FALLBACK:
         if name not in registry.names():
             continue
+        cost = FALLBACK_COST.get(name, 1.0)
+        guess = (per_unit if per_unit is not None else FALLBACK_SECONDS_PER_STAGE
+                 * chain.length) * cost
+        if best is not None and guess > deadline.remaining() + OVERRUN_S / 2:
+            tried.append(f"{name}: not run (about {guess:.1f} s, past the time limit)")
+            continue
+        opts = {}
+        if "time_limit" in registry.get(name).options:
+            opts["time_limit"] = deadline.remaining(0.05)
+        t0 = time.perf_counter()
         try:
-            sol = registry.solve(chain, budget, name)
+            sol = registry.solve(chain, budget, name, **opts)
         except RematError as e:
             tried.append(f"{name}: {e}")
             continue
+        if per_unit is None:
+            per_unit = (time.perf_counter() - t0) / cost
         tried.append(f"{name}: {sol.status}")
-        first = first or (sol, name)
         if sol.schedule is not None and (best is None or sol.makespan < best[0].makespan):
             best = (sol, name)
     if best is None:
         if last is not None:
-            return _answer(*last, tried, time_limit)
-        if first is not None:  # a baseline's own smallest budget is no claim about others
-            return _answer(first[0].replace(min_budget=None), first[1], "no exact solver fits the time limit, and no fast baseline "
-                                   "finds a schedule", tried, time_limit)
-        raise SolverLimitError(f"solver 'auto': no solver answered at budget {budget} on "
-                               f"{chain.length} stages ({'; '.join(tried) or 'none fits'}); "
-                               f"name a solver explicitly", solver="auto",
-                               remedies=(Remedy(options=(("time_limit", AT_LEAST,
-                                                          2 * time_limit),)),))
+            return _answer(*last, tried, time_limit, proofs)
+        # a baseline that finds no schedule proves nothing about other schedules
+        lb = chain.memory_lower_bound()
+        found = "no exact solver fits the time limit, and no fast baseline finds a schedule"
+        if budget < lb:
+            sol = Solution.infeasible("auto", budget, optimal_for=CLASS_ALL,
+                                      message=f"no schedule fits in {budget}: every schedule "
+                                              f"needs at least {lb} bytes")
+            return _answer(sol, "memory lower bound", found, tried, time_limit, proofs,
+                           keep_message=True)
+        return _answer(_undecided(chain, budget, None, {}, found), "auto", found, tried,
+                       time_limit, proofs, keep_message=True)
     sol, name = best
     return _answer(sol.replace(status=FEASIBLE, min_budget=None), name,
                    f"no exact solver fits {chain.length} stages in the time limit (the slot "
                    f"DP needs about {dp_cost(chain.length, 16)[0]:.0f} s at 16 slots): the "
-                   f"best of the fast baselines, not proven optimal", tried, time_limit)
+                   f"best of the fast baselines, not proven optimal", tried, time_limit, proofs)

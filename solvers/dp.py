@@ -72,11 +72,12 @@ from numpy.lib.stride_tricks import as_strided
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import EQ, InternalError, Remedy, SolverError, SolverOptionError
-from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, peak,
                                 refuse_if_too_big, slot_info, all_sizes, time_up)
+from solvers._schedules import unfold
 from solvers.registry import Option, register
 
 __all__ = ["PersistentTable", "UnitChain", "min_feasible_budget", "min_memory_table",
@@ -107,7 +108,7 @@ def _anti_diagonal(S: np.ndarray, n: int, N: int) -> np.ndarray:
                       writeable=False)
 
 
-def _mm_skewed(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
+def skewed_min_memory(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     """S[s, n] = mm[s, s + n] (:func:`min_memory_table`), all segments of one length at once."""
     L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
     gvec = np.concatenate([x[1:], [0]]).astype(np.int64)  # g(t), t = 0..L
@@ -149,12 +150,12 @@ def min_memory_table(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     operations in between; the minimum over options is exact.  O(L^3) element operations,
     O(L) numpy calls (all segments of one length together).
     """
-    return _unskew(_mm_skewed(uc, deadline))
+    return _unskew(skewed_min_memory(uc, deadline))
 
 
 def min_units(uc: UnitChain) -> int:
     """Smallest budget (units) at which a persistent schedule exists."""
-    return int(uc.x[0] + _mm_skewed(uc)[0, uc.L])
+    return int(uc.x[0] + skewed_min_memory(uc)[0, uc.L])
 
 
 def min_feasible_budget(chain: Chain) -> int:
@@ -172,7 +173,7 @@ def min_feasible_budget(chain: Chain) -> int:
 
 
 # ---------------------------------------------------------------------- the table
-def _saturation_skewed(uc: UnitChain) -> np.ndarray:
+def skewed_saturation(uc: UnitChain) -> np.ndarray:
     """sat[s, n]: peak (memory units, segment convention) of the store-all schedule of
     segment (s, s + n): Fall_s .. Fall_t (the loss when t = L), B_t .. B_s.  Above it
     W(s, t, m) is the segment's ideal time, the least any schedule of it can take."""
@@ -233,8 +234,8 @@ class PersistentTable:
         self.uc, self.M = uc, M
         L = uc.L
         self.fps = fps = uc.fps
-        mms = _mm_skewed(uc, deadline) if mm_skewed is None else mm_skewed
-        sat = _saturation_skewed(uc)
+        mms = skewed_min_memory(uc, deadline) if mm_skewed is None else mm_skewed
+        sat = skewed_saturation(uc)
         W = M + 1
         x = [int(v) for v in uc.x]
         tape = [int(v) for v in uc.tape]
@@ -371,34 +372,22 @@ class PersistentTable:
         return arg
 
     def schedule(self, m: int) -> Schedule:
-        """Rebuild the optimal schedule of W(0, L, m) (iterative: no recursion limit)."""
+        """Rebuild the optimal schedule of W(0, L, m) (:func:`solvers._schedules.unfold`)."""
         uc = self.uc
-        ops: list[Op] = []
-        stack: list = [("seg", 0, uc.L, m)]
-        while stack:
-            item = stack.pop()
-            if item[0] == "op":
-                ops.append(item[1])
-                continue
+
+        def expand(item):
             _, s, t, mm = item
-            self.deadline.check("rebuilding the schedule")
             c = self.choice(s, t, mm)
             if c is None:
-                if s == uc.L:
-                    ops.append(LOSS_OP)
-                else:
-                    ops += [Fall(s), Bwd(s)]
-            elif c == "A":
-                ops.append(Fall(s))
-                stack.append(("op", Bwd(s)))
-                stack.append(("seg", s + 1, t, mm - int(uc.dA[s])))
-            else:
-                k = c
-                ops.append(Fck(s))
-                ops += [Fn(j) for j in range(s + 1, k)]
-                stack.append(("seg", s, k - 1, mm))
-                stack.append(("seg", k, t, mm - int(uc.x[k])))
-        return Schedule(ops)
+                return ([LOSS_OP] if s == uc.L else [Fall(s), Bwd(s)]), ()
+            if c == "A":
+                return [Fall(s)], (("seg", s + 1, t, mm - int(uc.dA[s])), Bwd(s))
+            k = c
+            return ([Fck(s)] + [Fn(j) for j in range(s + 1, k)],
+                    (("seg", k, t, mm - int(uc.x[k])), ("seg", s, k - 1, mm)))
+
+        return unfold(("seg", 0, uc.L, m), expand,
+                      lambda: self.deadline.check("rebuilding the schedule"))
 
 
 def table_dtype(uc: UnitChain):
@@ -457,7 +446,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     table_bytes, steps = work_estimate(L, max(M, 0), itemsize)
     refuse_if_too_big("dp", table_bytes, steps, ASSUMED_RATE, time_limit, L, M + 1, slots,
                       _fit_slots(L, itemsize))
-    mms = _mm_skewed(ucd, deadline)
+    mms = skewed_min_memory(ucd, deadline)
     least = g * (int(ucd.x[0]) + int(mms[0, L]))
     if M < int(mms[0, L]):
         return INF, None, least

@@ -60,11 +60,12 @@ import numpy as np
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InternalError
-from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain,
                                 peak, refuse_if_too_big, shift, slot_info, all_sizes, time_up)
+from solvers._schedules import unfold
 from solvers.registry import Option, register
 
 INF = math.inf
@@ -289,51 +290,32 @@ class WeakTable:
                        ("pass", k), (("R", k, t, jp, m - h), ("K", s, jp - 1, m)))
 
     def schedule(self, m: int) -> Schedule:
+        """Rebuild the optimal schedule of W(0, L, m) (:func:`solvers._schedules.unfold`)."""
         uc = self.uc
-        ops: list[Op] = []
-        stack: list = [("W", 0, uc.L, m)]
-        while stack:
-            item = stack.pop()
-            if item[0] == "op":
-                ops.append(item[1])
-                continue
-            self.deadline.check("rebuilding the schedule")
+
+        def expand(item):
+            s = item[1]
             if item[0] == "W":
-                _, s, t, mm = item
-                opts = self._w_options(s, t, mm)
-                start = s
+                opts = self._w_options(*item[1:])
             elif item[0] == "K":
-                _, s, t, mm = item
-                opts = self._k_options(s, t, mm)
-                start = s
+                opts = self._k_options(*item[1:])
             else:
-                _, s, t, j, mm = item
-                opts = self._r_options(s, t, j, mm)
-                start = s
+                opts = self._r_options(*item[1:])
             val, action, subs = min(opts, key=lambda o: o[0])
             if val == INF:  # pragma: no cover - the table said this subproblem is feasible
                 raise InternalError(f"dp-weak: the table disagrees with itself rebuilding {item}")
             if action == "base":
-                if s == uc.L:
-                    ops.append(LOSS_OP)
-                else:
-                    ops += [Fall(s), Bwd(s)]
-                continue
+                return ([LOSS_OP] if s == uc.L else [Fall(s), Bwd(s)]), ()
             if action == "B":  # K(s, s): the backward that closes Fall_s
-                ops.append(Bwd(s))
-                continue
+                return [Bwd(s)], ()
             if action in ("A", "Arel"):
-                ops.append(Fall(s))
-                if action == "A":
-                    stack.append(("op", Bwd(s)))
-            elif action[0] == "pass":
-                ops.append(Fck(start))
-                ops += [Fn(q) for q in range(start + 1, action[1])]
-            else:  # release: Fn_i .. Fn_{l-1}
-                ops += [Fn(q) for q in range(start, action[1])]
-            for sub in reversed(subs):
-                stack.append(sub)
-        return Schedule(ops)
+                return [Fall(s)], tuple(subs) + ((Bwd(s),) if action == "A" else ())
+            if action[0] == "pass":
+                return [Fck(s)] + [Fn(q) for q in range(s + 1, action[1])], tuple(subs)
+            return [Fn(q) for q in range(s, action[1])], tuple(subs)  # release: Fn_s .. Fn_{l-1}
+
+        return unfold(("W", 0, uc.L, m), expand,
+                      lambda: self.deadline.check("rebuilding the schedule"))
 
 
 def work_estimate(L: int, M: int) -> tuple[float, float]:

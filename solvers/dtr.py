@@ -33,7 +33,8 @@ from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, Fall, Fck, Op, Sche
 from remat_theory.model.simulator import State, transition
 from remat_theory.model.solution import Solution
 
-from solvers.registry import register
+from solvers._deadline import Deadline, DeadlineExpired
+from solvers.registry import Option, register
 
 
 class _Stuck(Exception):
@@ -41,7 +42,8 @@ class _Stuck(Exception):
 
 
 class _DTR:
-    def __init__(self, chain: Chain, budget: int):
+    def __init__(self, chain: Chain, budget: int, deadline: Deadline | None = None):
+        self.deadline = deadline or Deadline(None)
         self.chain = chain
         self.budget = budget
         self.state = State.initial(chain)
@@ -87,6 +89,7 @@ class _DTR:
         return best
 
     def run(self, op: Op, pinned: set) -> None:
+        self.deadline.check(f"running the program (operation {len(self.ops)})")
         while True:
             r = transition(self.chain, self.state, self.memory, op, allow_drop=True)
             if isinstance(r, str):  # pragma: no cover - would be a bug of this module
@@ -141,15 +144,23 @@ class _DTR:
 
 
 @register("dtr", optimal_for="none", may_drop=True, supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": Option("seconds", "stops the run (status time_limit, no "
+                                        "schedule)", none=True)},
           description="DTR-style online eviction (smallest cost/(size*staleness) first), recompute on demand; uses Drop.")
-def solve_dtr(chain: Chain, budget: int) -> Solution:
+def solve_dtr(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
+    """DTR's run of the program (module docstring); ``time_limit`` (seconds, checked before
+    every operation: its eviction scan is O(L) per eviction) stops it with status
+    ``time_limit`` and no schedule."""
     if chain.x_size[0] > budget:
         return Solution.infeasible("dtr", budget, allows_drop=True,
                                    message=f"the input x0 alone ({chain.x_size[0]}) exceeds the "
                                            f"budget", info={"allow_drop": True})
-    sim = _DTR(chain, budget)
+    sim = _DTR(chain, budget, Deadline(time_limit))
     try:
         sim.schedule()
+    except DeadlineExpired as e:
+        return Solution.time_limit("dtr", budget, allows_drop=True, info={"allow_drop": True},
+                                   message=f"{e}: no schedule (not proven optimal)")
     except _Stuck as e:
         return Solution.infeasible("dtr", budget, allows_drop=True,
                                    message=f"DTR got stuck after {len(sim.ops)} ops: {e}",

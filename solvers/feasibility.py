@@ -4,8 +4,8 @@
   search's size guard (its registered default ``max_stages``, or ``max_exhaustive_stages``);
 - ``dp-weak`` / ``dp``: the smallest budget of the weakly persistent (else persistent)
   schedules, reported by that DP at an infeasible budget, beyond.  It is a budget at which a
-  schedule exists, so an upper bound on the true minimum; equality with the global minimum
-  is conjectured with evidence (proofs/persistent_dp.md);
+  schedule exists, so an upper bound on the true minimum, and can exceed it (forward
+  overheads, unsaved outputs: docs/solvers.md);
 - ``memory lower bound``: :meth:`Chain.memory_lower_bound`, a bound no schedule beats, when
   neither DP is registered.
 

@@ -42,14 +42,16 @@ import math
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverContractError
+from remat_theory.model.errors import SolverContractError, SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
 
-from solvers._schedules import advance, replay, stored_segment
+from solvers._deadline import Deadline, DeadlineExpired
+from solvers._schedules import advance, replay, stored_segment, unfold
 from solvers.registry import Option, register
 
 VARIANTS = ("hidden", "internal", "mixed")
+NEVER = Deadline(None)
 _LEAF, _HIDDEN, _INTERNAL = 0, 1, 2
 
 
@@ -80,9 +82,14 @@ def min_units(length: int, alpha: int, variant: str) -> int:
     return alpha if length == 2 else alpha + 1
 
 
-def gruslys_table(length: int, m: int, alpha: int, variant: str):
+#: Largest table (bytes: C, kind and arg, 13 per entry) built; above it the solver refuses.
+MAX_TABLE_BYTES = 2 * 2 ** 30
+
+
+def gruslys_table(length: int, m: int, alpha: int, variant: str, deadline: Deadline = NEVER):
     """C[l, u] (forwards to reverse l stages with u units, inf if impossible) for l <= length,
-    u <= m, and the choice (kind, offset) at each entry."""
+    u <= m, and the choice (kind, offset) at each entry; ``deadline`` is checked once per
+    row (:class:`DeadlineExpired`)."""
     L, M = length, m
     INF = math.inf
     C = np.full((L + 1, M + 1), INF)
@@ -94,6 +101,7 @@ def gruslys_table(length: int, m: int, alpha: int, variant: str):
     hidden = variant in ("hidden", "mixed")
     internal = variant in ("internal", "mixed")
     for l in range(2, L + 1):
+        deadline.check(f"building the table (row {l} of {L})")
         best = np.full(M + 1, INF)
         bkind = np.zeros(M + 1, dtype=np.int8)
         barg = np.zeros(M + 1, dtype=np.int32)
@@ -122,47 +130,42 @@ def gruslys_table(length: int, m: int, alpha: int, variant: str):
 
 
 def gruslys_schedule(chain: Chain, m: int, alpha: int, kind, arg) -> Schedule:
-    """Follow the table's choices from (0, L, m) into a schedule."""
+    """Follow the table's choices from (0, L, m) into a schedule
+    (:func:`solvers._schedules.unfold`)."""
     L = chain.length
-    ops = []
-    stack = [("rev", 0, L, m)]
-    while stack:
-        item = stack.pop()
-        if item[0] == "op":
-            ops.append(item[1])
-            continue
+
+    def expand(item):
         _, a, b, u = item
         l = b - a
         if l == 0:
-            if b == L:
-                ops.append(LOSS_OP)  # the tape just recorded holds x_L
-            continue
+            return ([LOSS_OP] if b == L else []), ()  # the tape just recorded holds x_L
         if l == 1:
-            ops.extend(stored_segment(chain, a, b))
-            continue
+            return stored_segment(chain, a, b), ()
         k, off = int(kind[l, u]), int(arg[l, u])
         if k == _HIDDEN:
-            ops.extend(advance(a, a + off))
-            stack.append(("rev", a, a + off, u))
-            stack.append(("rev", a + off, b, u - 1))
-        elif k == _INTERNAL:
+            return advance(a, a + off), (("rev", a + off, b, u - 1), ("rev", a, a + off, u))
+        if k == _INTERNAL:
             y = a + off
-            if off:
-                ops.extend(advance(a, y))
-            ops.append(Fall(y))
-            stack.append(("rev", a, y, u))
-            stack.append(("op", Bwd(y)))
-            stack.append(("rev", y + 1, b, u - alpha - (1 if off else 0)))
-        else:  # pragma: no cover - l >= 2 entries with a finite cost always have a choice
-            raise SolverContractError(f"gruslys: no choice recorded for {l} stages and {u} units")
-    return Schedule(ops)
+            return ((advance(a, y) if off else []) + [Fall(y)],
+                    (("rev", y + 1, b, u - alpha - (1 if off else 0)), Bwd(y), ("rev", a, y, u)))
+        # pragma: no cover - l >= 2 entries with a finite cost always have a choice
+        raise SolverContractError(f"gruslys: no choice recorded for {l} stages and {u} units")
+
+    return unfold(("rev", 0, L, m), expand)
 
 
 @register("gruslys", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
           options={"variant": Option("choice", "which of the paper's dynamic programs",
-                                     choices=VARIANTS)},
+                                     choices=VARIANTS),
+                   "time_limit": Option("seconds", "stops the O(L^2 m) table (status "
+                                        "time_limit, no schedule)", none=True)},
           description="Gruslys et al. 2016 BPTT dynamic programs (hidden / internal / mixed states), unit slots.")
-def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solution:
+def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed",
+                  time_limit: float | None = None) -> Solution:
+    """The DP of the variant (module docstring); ``time_limit`` (seconds) stops the O(L^2 m)
+    table (status ``time_limit``, no schedule), and a table over :data:`MAX_TABLE_BYTES` is
+    refused up front."""
+    deadline = Deadline(time_limit)
     L = chain.length
     X, alpha, R = units(chain)
     m = memory_units(chain, budget)
@@ -177,7 +180,18 @@ def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed") -> Solut
     # Beyond this many units every option is available everywhere: more cannot help.
     cap = (L - 1) * (alpha + 1) + 1
     mm = min(m, cap)
-    C, kind, arg = gruslys_table(L, mm, alpha, variant)
+    table = 13 * (L + 1) * (mm + 1)
+    if table > MAX_TABLE_BYTES:
+        raise SolverLimitError(
+            f"solver 'gruslys': {L:,} stages with {mm:,} units of {X} bytes would need a table "
+            f"of {table / 2 ** 30:.1f} GiB (limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB); use "
+            f"revolve or chen-sqrt, or a smaller budget", solver="gruslys",
+            estimate_bytes=table)
+    try:
+        C, kind, arg = gruslys_table(L, mm, alpha, variant, deadline)
+    except DeadlineExpired as e:
+        return Solution.time_limit("gruslys", budget, info=info,
+                                   message=f"{e}: no schedule (not proven optimal)")
     forwards = C[L, mm]
     if not math.isfinite(forwards):  # pragma: no cover - min_units guarantees a finite entry
         raise SolverContractError(f"gruslys: no finite cost with {mm} units although {need} suffice")

@@ -35,7 +35,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_ALL, Solution
 from remat_theory.model.validation import option_owner
 
-from solvers import exhaustive
+from solvers import exhaustive, exhaustive_bounds
 from solvers._deadline import Deadline, DeadlineExpired
 from solvers.registry import Option, register
 
@@ -43,18 +43,23 @@ NAME = "prove"
 _OWNER = option_owner(NAME)
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB, as exhaustive search's own default
 DEFAULT_RELAXATION_SHARE = 0.25  # of the time limit, for the moment relaxation
+#: The A* bound's first evaluation (exhaustive_bounds.Heuristic, its knapsack per backward)
+#: takes about this many seconds times L^2 on long chains (0.9 s at 800 stages, one core of
+#: a loaded 2-core machine; minutes at 10,000) and checks no clock: under a time limit the
+#: bounded search is not started when it does not fit.
+FIRST_BOUND_SECONDS = 2e-6
 
 
 def heuristic_for(chain: Chain, budget: int, kind: str = "memory"):
     """The A* lower bound on the time still to spend from a state: ``"memory"``, exhaustive
-    search's (:class:`solvers.exhaustive._Heuristic`: the backwards, the missing tapes and
+    search's (:class:`solvers.exhaustive_bounds.Heuristic`: the backwards, the missing tapes and
     what the memory at a later backward forces; proofs/exhaustive.md, for every chain,
     unsaved outputs included); ``"simple"``, without the memory term; ``"none"``, zero
     (Dijkstra, the oracle of the tests)."""
     if kind == "memory":
-        return exhaustive._Heuristic(chain, budget)
+        return exhaustive_bounds.Heuristic(chain, budget)
     if kind in ("memory", "simple"):
-        return lambda state: exhaustive._heuristic_simple(chain, state)
+        return lambda state: exhaustive_bounds.heuristic_simple(chain, state)
     if kind == "none":
         return lambda state: 0.0
     raise SolverOptionError(f"{_OWNER} heuristic = {kind!r} must be memory, simple or none")
@@ -64,7 +69,7 @@ def bounded_search(chain: Chain, budget: int, cutoff: float, *,
                    time_limit: float | None = None, max_states: int | None = None,
                    heuristic: str = "memory", precheck: bool = True):
     """A* over simulator states that stores no state of f-value ``>= cutoff``: exhaustive
-    search's own loop (:func:`solvers.exhaustive._search`, its moves and its dominance
+    search's own loop (:func:`solvers.exhaustive.run_search`, its moves and its dominance
     rule) with the cutoff as its ceiling (``heuristic``: :func:`heuristic_for`; ``"none"``
     also turns dominance off, a plain Dijkstra, the oracle of the tests; ``precheck``
     is kept for callers: exhaustive search never proposes a forward over the budget).
@@ -80,7 +85,7 @@ def bounded_search(chain: Chain, budget: int, cutoff: float, *,
     if chain.x_size[0] > budget:
         return None, None, cutoff, None, 0
     stats: dict = {}
-    found, value, _, bound, _, stopped = exhaustive._search(
+    found, value, _, bound, _, stopped = exhaustive.run_search(
         chain, budget, False, time_limit, "all", max_states, stats=stats,
         dominance=heuristic != "none", cutoff=cutoff,
         heuristic=heuristic_for(chain, budget, heuristic))
@@ -183,6 +188,12 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                                     "the moment relaxation reaches its makespan")
                 lower = max(lower, lb.value)
     cutoff = makespan - _tolerance(chain) if schedule is not None else math.inf
+    first = FIRST_BOUND_SECONDS * chain.length ** 2
+    if not deadline.fits(first):  # the first bound alone is not interruptible
+        info["bounded_search"] = {"skipped": f"its first bound is estimated at {first:.3g} s, "
+                                             f"past the time left"}
+        return _stopped(chain, budget, schedule, lower, "time_limit", max_states, info,
+                        deadline)
     t0 = deadline.elapsed()
     found, value, bound, stopped, pops = bounded_search(
         chain, budget, cutoff, time_limit=deadline.remaining(0.01), max_states=max_states)

@@ -13,11 +13,12 @@ feasible exactly when its simulated peak fits (``min_budget`` is that peak).
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
+from remat_theory.model.errors import SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
 
 from solvers._schedules import advance, fixed_schedule_solution
-from solvers.registry import register
+from solvers.registry import Option, register
 
 
 def recompute_all_schedule(chain: Chain) -> Schedule:
@@ -34,10 +35,32 @@ def recompute_all_schedule(chain: Chain) -> Schedule:
     return Schedule(ops)
 
 
+#: Its schedule has L(L+1)/2 + 2L operations: past this many (about 6,300 stages) it is
+#: refused up front (its list alone takes hundreds of MB, its replay hours).
+MAX_OPS = 20_000_000
+#: Seconds per operation of building and replaying a schedule (3e-5 to 1e-4 measured on a
+#: 2-core machine): under a time limit a schedule estimated past it is refused up front.
+SECONDS_PER_OP = 3e-5
+
+
 @register("recompute-all", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": Option("seconds", "refuses up front a schedule whose build "
+                                        "and replay are estimated past it", none=True)},
           description="Keep only x_0; recompute from it before every backward (L(L+1)/2 forwards).")
-def solve_recompute_all(chain: Chain, budget: int) -> Solution:
+def solve_recompute_all(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
+    """Its one schedule (module docstring); refused up front when it has more than
+    :data:`MAX_OPS` operations or, under ``time_limit`` (seconds), when building and
+    replaying it is estimated past the limit."""
     L = chain.length
+    ops = L * (L + 1) // 2 + 2 * L
+    seconds = ops * SECONDS_PER_OP
+    if ops > MAX_OPS or (time_limit is not None and seconds > time_limit):
+        raise SolverLimitError(
+            f"solver 'recompute-all': {L:,} stages make a schedule of {ops:,} operations "
+            f"(quadratic), about {seconds:,.0f} s to build and replay"
+            + (f", past the time limit of {time_limit:g} s" if ops <= MAX_OPS else
+               f", above {MAX_OPS:,}") + "; use chen-sqrt or periodic",
+            solver="recompute-all", estimate_s=seconds)
     return fixed_schedule_solution(
         "recompute-all", chain, budget, recompute_all_schedule(chain),
         message=f"{L * (L + 1) // 2} forward operations (store-all: {L})",

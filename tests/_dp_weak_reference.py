@@ -1,6 +1,6 @@
 """The first implementation of the weak-persistence tables (one numpy call per candidate
 row), kept as the reference the vectorized ``solvers.dp_weak.WeakTable`` is compared with
-(tests/test_dp_weak.py).  Not part of the package."""
+(tests/test_dp.py).  Not part of the package."""
 from __future__ import annotations
 
 import math

@@ -26,7 +26,7 @@ from remat_theory.strategies import chains, chains_and_budgets
 from solvers._schedules import segments_cost, segments_schedule
 from solvers.chen import greedy_plan, sqrt_checkpoints
 from solvers.gruslys import VARIANTS, gruslys_table, min_units, units
-from solvers.periodic import periodic_checkpoints
+from solvers.periodic import periodic_checkpoints, periodic_costs
 from solvers.recompute_all import recompute_all_schedule
 from solvers.revolve import (beta, revolve_advances, revolve_schedule, revolve_split,
                              slot_budget)
@@ -141,6 +141,32 @@ def test_periodic_picks_the_fastest_k_that_fits(chain):
     assert below.status == INFEASIBLE and below.min_budget == smallest
     fixed = solvers.solve(chain, costs[L][1], "periodic", segments=L)
     assert fixed.status == FEASIBLE and fixed.peak_memory == costs[L][1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains(1, 40, max_size=12, overheads=None, fall_costs=None, unsaved_outputs=None))
+def test_every_k_at_once_equals_the_closed_form_of_each(chain):
+    """periodic_costs (prefix sums and block maxima shared by every k of one segment size)
+    against segments_cost, k by k (itself checked against the simulator)."""
+    L = chain.length
+    ks, makespans, peaks = periodic_costs(chain)
+    assert list(ks) == list(range(1, L + 1))
+    for k, m, p in zip(ks, makespans, peaks):
+        ref_m, ref_p = segments_cost(chain, periodic_checkpoints(L, int(k)))
+        assert int(p) == ref_p, k
+        assert m == pytest.approx(ref_m, rel=1e-12, abs=1e-12), k
+
+
+def test_a_time_limit_stops_the_sweep_over_k_with_what_it_evaluated():
+    """Deadline-aware: an expired deadline still evaluates k = 1 (an answer), and says so."""
+    from solvers._deadline import Deadline
+
+    chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
+    ks, _, _ = periodic_costs(chain, Deadline(1e-9))
+    assert list(ks) == [1]
+    sol = solvers.solve(chain, chain.store_all_memory() // 2, "periodic", time_limit=1e-9)
+    assert sol.info["ks_evaluated"] >= 1 and "time limit" in sol.message
+    assert sol.min_budget is None  # not every k was evaluated: no claim
 
 
 # --------------------------------------------------------------------------- Chen et al.
@@ -363,13 +389,72 @@ def test_baselines_are_never_better_than_the_persistent_dp_on_family_chains(fami
     """On 10-stage family chains (too long for exhaustive search), every baseline but DTR
     builds persistent schedules in canonical form, so the persistent DP's optimum bounds
     them; DTR (explicit deletions) may beat it and is only checked for validity."""
+    from solvers.dp_sweep import sweep
+
     chain = families.make(family, 10, 5)
     lo, hi = chain.memory_lower_bound(), chain.store_all_memory()
-    for budget in sorted({lo, (lo + hi) // 2, (lo + 3 * hi) // 4, hi}):
-        dp = solvers.solve(chain, budget, "dp")
+    budgets = sorted({lo, (lo + hi) // 2, (lo + 3 * hi) // 4, hi})
+    optimum = sweep(chain, budgets, "dp")  # one table for the four budgets
+    for budget in budgets:
+        dp = optimum[budget][0]
         for name in BASELINES:
             sol = solvers.solve(chain, budget, name)
             if sol.schedule is None or name == "dtr":
                 continue
-            assert dp.status == OPTIMAL, (name, budget)
-            assert sol.makespan >= dp.makespan - 1e-9 * dp.makespan, (name, budget)
+            assert dp < math.inf, (name, budget)
+            assert sol.makespan >= dp - 1e-9 * dp, (name, budget)
+
+
+def test_gruslys_stops_at_its_time_limit_and_refuses_a_table_too_large(monkeypatch):
+    """Issue #29 (limits at any size): the O(L^2 m) table ran past any limit (10,000
+    stages: killed after 120 s)."""
+    from remat_theory.model.errors import SolverLimitError
+    from remat_theory.model.solution import TIME_LIMIT
+
+    chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
+    sol = solvers.solve(chain, 100, "gruslys", time_limit=1e-9)
+    assert sol.status == TIME_LIMIT and sol.schedule is None
+    assert "not proven optimal" in sol.message
+    import solvers.gruslys as gruslys
+
+    monkeypatch.setattr(gruslys, "MAX_TABLE_BYTES", 13 * 3001 * 100)  # 100 units
+    with pytest.raises(SolverLimitError, match="GiB"):
+        solvers.solve(chain, chain.store_all_memory(), "gruslys", time_limit=5)
+
+
+def test_dtr_stops_at_its_time_limit():
+    """Issue #29: DTR's eviction scan is O(L) per eviction (10,000 stages: past 120 s)."""
+    from remat_theory.model.solution import TIME_LIMIT
+
+    chain = Chain.homogeneous(2000, x_size=1, tape_size=1)
+    sol = solvers.solve(chain, 50, "dtr", time_limit=1e-9)
+    assert sol.status == TIME_LIMIT and sol.schedule is None
+    assert "not proven optimal" in sol.message
+
+
+def test_recompute_all_refuses_a_quadratic_schedule_past_its_limits():
+    """Issue #29: 10,000 stages make 50 million operations (killed after 120 s)."""
+    from remat_theory.model.errors import SolverLimitError
+
+    chain = Chain.homogeneous(7000, x_size=1, tape_size=1)
+    with pytest.raises(SolverLimitError, match=f"{7000 * 7001 // 2 + 2 * 7000:,} operations"):
+        solvers.solve(chain, chain.store_all_memory(), "recompute-all")
+    small = Chain.homogeneous(300, x_size=1, tape_size=1)
+    with pytest.raises(SolverLimitError, match="past the time limit of 0.01 s"):
+        solvers.solve(small, small.store_all_memory(), "recompute-all", time_limit=0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(1, 12, max_size=9, overheads=None), st.integers(0, 400))
+def test_revolve_takes_the_most_slots_whose_budget_fits(chain, budget):
+    """The slot count in closed form (M(s) is linear in s) against the search it replaced."""
+    from solvers.revolve import slot_budget
+
+    sol = solvers.solve(chain, budget, "revolve")
+    if slot_budget(chain, 1) > budget:
+        assert sol.status == INFEASIBLE
+        return
+    s = 1
+    while s < chain.length and slot_budget(chain, s + 1) <= budget:
+        s += 1
+    assert sol.info["slots"] == s

@@ -134,7 +134,7 @@ def test_homogeneous_three_stage_optimum_by_hand():
     assert simulate(c, "Fn0 Fn1 Fall2 Loss B2 Fall0 Fall1 B1 B0", 5).makespan == 8
 
 
-# ------------------------------------------- the A* bound (solvers/exhaustive._Heuristic)
+# ------------------------------------------- the A* bound (solvers/exhaustive_bounds.Heuristic)
 def _ops(chain, allow_drop):
     from remat_theory.model.schedule import DropT, DropX
 
@@ -181,7 +181,7 @@ def _without_fall_costs(chain):
 def _bound(chain, budget, exact_up_to, pairs=True):
     """The A* bound with the 0/1 knapsack for the terms of at most ``exact_up_to`` stages
     only (the LP for the others) and with or without the two-window terms."""
-    from solvers.exhaustive import _Heuristic
+    from solvers.exhaustive_bounds import Heuristic as _Heuristic
 
     old = _Heuristic.exact_up_to, _Heuristic.exact_steps, _Heuristic.pairs
     _Heuristic.exact_up_to, _Heuristic.exact_steps, _Heuristic.pairs = exact_up_to, -1, pairs
@@ -200,7 +200,7 @@ def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fa
     bound, h(final) = 0: consistent, hence admissible (proofs/exhaustive.md); with the 0/1
     knapsack, its fractional relaxation, and both (by term); with and without the
     two-window terms and unsaved outputs."""
-    from solvers.exhaustive import _heuristic_simple
+    from solvers.exhaustive_bounds import heuristic_simple as _heuristic_simple
 
     chain = chain if fall else _without_fall_costs(chain)
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
@@ -227,19 +227,19 @@ def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fa
 def _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to):
     """The search (with its bound, dominance, and an incumbent drawn among none, the weak
     DP's schedule and store-all's) against plain Dijkstra at a drawn budget."""
-    from solvers import exhaustive
+    from solvers import exhaustive, exhaustive_bounds
 
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory() + 1))
     want = _plain_dijkstra(chain, budget, allow_drop)
     source = data.draw(st.sampled_from([None, "dp-weak", "store-all"]))
     incumbent = solvers.solve(chain, budget, source).schedule if source else None
     dominance = data.draw(st.booleans())
-    H = exhaustive._Heuristic
+    H = exhaustive_bounds.Heuristic
     old = H.exact_up_to, H.exact_steps, H.pairs
     H.exact_up_to, H.exact_steps = exact_up_to, -1  # terms above exact_up_to: the LP
     H.pairs = data.draw(st.booleans())
     try:
-        schedule, makespan, _, _, proven, _ = exhaustive._search(
+        schedule, makespan, _, _, proven, _ = exhaustive.run_search(
             chain, budget, allow_drop, None, "all", None, incumbent, dominance=dominance)
     finally:
         H.exact_up_to, H.exact_steps, H.pairs = old
@@ -280,10 +280,10 @@ def test_a_lean_state_dominates_its_state(data, chain):
     plain value (a plain x_i beside the t_i that contains it, or a plain x_j above the next
     backward), the same state without them finishes no later (plain Dijkstra from both)."""
     from remat_theory.model.simulator import state_memory
-    from solvers.exhaustive import _Lean
+    from solvers.exhaustive import Lean
 
     budget = data.draw(st.integers(chain.memory_lower_bound(), chain.store_all_memory()))
-    lean = _Lean(chain)
+    lean = Lean(chain)
     ops = _ops(chain, False)
     seen, todo, pairs = set(), [(State.initial(chain), chain.x_size[0])], []
     while todo:
@@ -310,7 +310,7 @@ def test_the_bound_sees_recomputation_the_simple_bound_does_not():
     """At a tight budget the memory at the next backward forces recomputation: among the
     states reachable within the budget, the bound is strictly above the simple one on some
     (and never above the true cost to go, by the tests above)."""
-    from solvers.exhaustive import _Heuristic, _heuristic_simple
+    from solvers.exhaustive_bounds import Heuristic as _Heuristic, heuristic_simple as _heuristic_simple
 
     chain = make("random", 6, 0)
     b = solvers.solve(chain, 0, "dp-weak").min_budget
@@ -344,3 +344,35 @@ def test_an_optimal_incumbent_is_proven_and_returned():
         assert got[4] and got[1] == makespan == got[3] and got[2] == peak
         assert str(got[0]) == str(schedule)
     assert search(c, b, incumbent="Loss")[1] == makespan  # invalid: a plain search
+
+
+def test_a_long_chain_is_refused_with_a_message_not_a_crash():
+    """Issue #29 (limits at any size): the size guard's message wrote 4^L (L+2) out in full;
+    past 4,300 digits Python refuses to print an integer (ValueError, "internal error")."""
+    from remat_theory.model.errors import SolverLimitError
+
+    chain = Chain.homogeneous(3000, x_size=1, tape_size=1)
+    with pytest.raises(SolverLimitError, match=r"4\^3000 \* 3002 states; max_stages = 8"):
+        solvers.solve(chain, chain.store_all_memory() // 2, "exhaustive", time_limit=5)
+
+# ---------------------------------------------------------------------- class restriction
+@pytest.mark.parametrize("cls", ["persistent", "weak"])
+@settings(max_examples=40, deadline=None)
+@given(st.data(), chains(1, 4, max_size=8, fall_costs=None, unsaved_outputs=None))
+def test_class_restricted_search_equals_plain_dijkstra_of_the_class(cls, data, chain):
+    """``schedule_class`` restricts the search to exactly the class: its optimum at a drawn
+    budget, and its smallest feasible budget, are those of a plain Dijkstra search that
+    applies the class rules of :mod:`remat_theory.model.persistence` edge by edge
+    (tests/_class_search.py), on chains with and without each optional field.  (The DPs are
+    checked against this search: tests/test_dp.py.)"""
+    from _class_search import class_search
+
+    least, _ = class_search(chain, cls, None)
+    assert min_feasible_budget(chain, schedule_class=cls) == least
+    budget = data.draw(st.integers(max(0, least - 1), chain.store_all_memory()))
+    want, witness = class_search(chain, cls, budget)
+    sol = solvers.solve(chain, budget, "exhaustive", schedule_class=cls)
+    if want == math.inf:
+        assert sol.status == INFEASIBLE and sol.min_budget == least
+    else:
+        assert sol.status == OPTIMAL and sol.makespan == pytest.approx(want, rel=1e-12), witness

@@ -1,12 +1,13 @@
 """The optional recording-forward costs ``fall_time`` / ``fall_overhead`` (docs/model.md):
 absent, every answer is what it was; present, only Fall_i uses them.  Oracles: the
-simulator replaying hand-built schedules, exhaustive search for the smallest budget."""
+simulator replaying hand-built schedules, exhaustive search for the smallest budget.
+(Exhaustive search on such chains, where recording may be cheaper than a no-grad forward,
+is checked against plain Dijkstra in tests/test_exhaustive.py.)"""
 import json
 import math
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from remat_theory import Chain, ChainError, simulate
 from remat_theory.analysis.families import FAMILIES, make, with_fall_costs
@@ -86,55 +87,3 @@ def test_scaling_and_renaming_keep_the_fall_costs():
     assert c.fall_overhead == (0, 20) and c.with_name("x").fall_time == (1.5, 2.5)
     d = Chain([1.0], [1.0, 1.0], [2, 2], [4], [2], [0, 0], fall_overhead=[4]).scaled_sizes(2)
     assert d.fall_overhead == (2,) and d.size_gcd() == 1
-
-
-# ------------------------------------------------------- solvers built on the op table
-
-def _uniform_cost_optimum(chain, budget):
-    """Dijkstra over simulator states with no heuristic: the plainest oracle there is."""
-    import heapq
-
-    from remat_theory import State, transition
-    from remat_theory.model.schedule import Bwd, Fall, Fck, Fn, Op
-
-    L = chain.length
-    ops = [f(i) for i in range(L) for f in (Fn, Fck, Fall)] + [Op.parse("Loss")]
-    ops += [Bwd(i) for i in range(L)]
-    start = State.initial(chain)
-    best = {(start, chain.x_size[0]): 0.0}
-    heap = [(0.0, 0, start, chain.x_size[0])]
-    tie = 1
-    while heap:
-        t, _, state, mem = heapq.heappop(heap)
-        if state.is_final():
-            return t
-        if best.get((state, mem), math.inf) < t:
-            continue
-        for op in ops:
-            r = transition(chain, state, mem, op)
-            if isinstance(r, str) or r.peak > budget:
-                continue
-            key = (r.state, r.memory_after)
-            if t + r.time < best.get(key, math.inf):
-                best[key] = t + r.time
-                heapq.heappush(heap, (t + r.time, tie, r.state, r.memory_after))
-                tie += 1
-    return None
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.data(), chains(1, 3, fall_costs=True, max_size=4))
-def test_exhaustive_search_is_exact_when_recording_is_cheaper(data, chain):
-    # The search's A* heuristic counts a Fall for every tape still to make: with fall_time
-    # below fwd_time somewhere, counting fwd_time would overestimate and lose optima.
-    from solvers.exhaustive import search
-
-    lb, top = chain.memory_lower_bound(), chain.store_all_memory()
-    budget = data.draw(st.integers(lb, top + 1))
-    want = _uniform_cost_optimum(chain, budget)
-    schedule, makespan = search(chain, budget)[:2]
-    if want is None:
-        assert schedule is None
-    else:
-        assert math.isclose(makespan, want, rel_tol=1e-9, abs_tol=1e-12)
-        assert math.isclose(simulate(chain, schedule, budget).makespan, want, rel_tol=1e-9)

@@ -16,6 +16,7 @@ from remat_theory.model.persistence import is_monotone
 from remat_theory.model.schedule import B, FCK, FN, LOSS, Schedule
 from remat_theory.model.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.strategies import chains, chains_and_budgets, valid_schedules
+from _breakpoints import breakpoints
 from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp import (binaries_bound, build_model, decode, encode, phase_op_bound,
                          phase_pass_bound)
@@ -35,20 +36,6 @@ def _models_decide():
 
 HIGHS_PROVEN = "Optimal"  # highspy's modelStatusToString(kOptimal)
 FAST = {"passes": 1, "pairs": True}  # the fast mode of proofs/ilp.md section 5
-
-
-def breakpoints(chain):
-    """Budgets where the exhaustive optimum changes, one below each, and the optima there."""
-    lo = min_feasible_budget(chain)
-    out = {lo - 1: None}
-    prev = None
-    for b in range(lo, chain.store_all_memory() + 1):
-        _, ms, _, _, _ = search(chain, b)
-        if ms != prev:
-            out[b - 1] = prev if b > lo else None
-            out[b] = ms
-            prev = ms
-    return out
 
 
 def phases(schedule):
@@ -822,3 +809,44 @@ def test_a_deadline_shares_what_is_left():
     assert gone.expired() and gone.remaining(0.01) == 0.01
     with pytest.raises(DeadlineExpired, match="time limit of 1e-09 s reached while solving"):
         gone.check("solving")
+
+
+ZERO_TIMES = Chain([0, 0], [0, 0, 0], [3, 5, 5], [6, 6])
+
+
+def test_a_zero_objective_infeasible_model_is_answered_not_crashed():
+    """Issue #29: every time 0 makes the objective empty; HiGHS 1.16's presolve reduced the
+    infeasible two-pass model at budget 23 to an empty one, called it optimal, and ended in
+    "Solve error".  The answer is exhaustive search's: infeasible, smallest budget 24."""
+    e = solvers.solve(ZERO_TIMES, 23, "exhaustive", schedule_class="weak-runs<=2")
+    assert e.status == INFEASIBLE
+    for opts in ({"passes": 2, "pairs": True}, {"passes": 1, "pairs": True}, {},
+                 {"certify": False}, {"mip_solver": "cbc"}):
+        sol = solvers.solve(ZERO_TIMES, 23, "ilp", **opts)
+        assert sol.status == INFEASIBLE, opts
+        assert sol.min_budget in (None, e.min_budget), opts
+    ok = solvers.solve(ZERO_TIMES, 24, "ilp", passes=2, pairs=True)
+    assert ok.status == OPTIMAL and ok.makespan == 0.0
+
+
+def test_a_failing_back_end_is_retried_by_another(monkeypatch):
+    """A MIP back end that fails is not the answer: run_model asks the next one
+    (backends.ATTEMPTS) and the solution says which answered; only when all fail is
+    IlpError raised."""
+    import solvers.ilp.backends as backends
+
+    chain = Chain([1.0, 2.0], [1.0, 1.0, 2.0], [2, 3, 2], [4, 3])
+    budget = min_feasible_budget(chain)
+    exact = solvers.solve(chain, budget, "exhaustive", schedule_class="weak-runs<=2")
+
+    def broken(*a, **k):
+        raise backends.IlpError("ilp: HiGHS failed (Solve error)")
+
+    monkeypatch.setattr(backends, "_run_highs", broken)
+    sol = solvers.solve(chain, budget, "ilp", passes=2, pairs=True)
+    assert sol.status == OPTIMAL and sol.makespan == pytest.approx(exact.makespan)
+    assert sol.info["mip_backend"] == "cbc" and len(sol.info["mip_retries"]) == 2
+    monkeypatch.setattr(backends, "_run_cbc", broken)
+    with pytest.raises(backends.IlpError, match="every MIP back end failed"):
+        solvers.solve(chain, budget, "ilp", passes=2, pairs=True)
+

@@ -11,6 +11,7 @@ from remat_theory import Chain, simulate
 from remat_theory.model.schedule import Schedule
 from remat_theory.analysis.families import make
 from remat_theory.strategies import chains, valid_schedules
+from _breakpoints import breakpoints
 from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp.relaxation import (build_relaxation, lower_bound, min_budget_bound, objective_of,
                                relaxation_point, violated_rows)
@@ -48,20 +49,6 @@ def test_the_point_of_a_schedule_names_what_it_holds():
     assert point["z_0_1"] == point["z_1_1"] == 1 and point["c_0_1"] == point["c_1_1"] == 0
     assert point["h_0_1"] == point["h_1_1"] == 1 and point["g_1_1"] == 0
     assert objective_of(chain, point) == simulate(chain, sched).makespan
-
-
-def breakpoints(chain):
-    """Budgets where the exhaustive optimum changes, one below each, with the optima."""
-    lo = min_feasible_budget(chain)
-    out = {lo - 1: None}
-    prev = None
-    for b in range(lo, chain.store_all_memory() + 1):
-        ms = search(chain, b)[1]
-        if ms != prev:
-            out[b - 1] = prev if b > lo else None
-            out[b] = ms
-            prev = ms
-    return out
 
 
 @settings(max_examples=25, deadline=None)

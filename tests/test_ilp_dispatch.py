@@ -11,6 +11,8 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.simulator import simulate
 from solvers import exhaustive
 from solvers.ilp.relaxation import lower_bound
+from remat_theory.model.solution import INFEASIBLE
+from solvers.exhaustive import min_feasible_budget
 
 # the chain of tests/test_ilp_bound.py where the relaxation stops at 20 below the optimum 25
 GAP_CHAIN = Chain(fwd_time=[1.0, 5.0, 4.0], bwd_time=[1.0, 5.0, 2.0, 2.0], x_size=[3, 1, 2, 1],
@@ -60,3 +62,21 @@ def test_default_ilp_equals_exhaustive_on_random_short_chains(seed):
         assert sol.status == "optimal" and sol.optimal_for == "all"
         assert sol.makespan == pytest.approx(oracle.makespan)
         assert sol.info["certificate"] in ("moment relaxation", "exhaustive search")
+
+
+C39 = Chain(fwd_time=[5, 0.584, 7, 7, 4], bwd_time=[7, 5, 7, 8.485, 9, 7.071],
+            x_size=[726376, 637804, 783132, 1048576, 687167, 65536],
+            tape_size=[637804, 783132, 1048582, 687171, 65540],
+            output_saved=[True, True, False, True, False], name="c39")
+
+
+def test_an_infeasible_budget_on_large_coprime_sizes_gets_its_exact_smallest_budget():
+    """Issue #29: sizes in bytes with no common factor (c39, 5 stages), one byte below the
+    smallest feasible budget: the min-budget MILP ran the whole time limit and answered
+    "between"; exhaustive search's bottleneck search (its work independent of the sizes)
+    answers exactly on chains within its stage guard."""
+    low = min_feasible_budget(C39)
+    sol = solvers.solve(C39, low - 1, "ilp", time_limit=30)
+    assert sol.status == INFEASIBLE and sol.optimal_for == "all"
+    assert sol.min_budget == low
+    assert sol.info["min_budget_by"] == "exhaustive search (bottleneck)"

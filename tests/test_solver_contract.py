@@ -44,6 +44,13 @@ BY_VARIATION = {None: {
     "random-3": families.make("random", 3, 0),
     "resnet-3": families.make("resnet", 3, 1),
     "homogeneous-4": families.make("homogeneous", 4, 0),
+    # degenerate chains (issue #29): every time 0 (a zero objective: HiGHS's presolve called
+    # the infeasible ILP at budget 23 "optimal", then failed), and sizes of 0 bytes
+    "zero-times-2": Chain([0, 0], [0, 0, 0], [3, 5, 5], [6, 6]),
+    "zero-sizes-3": Chain([1, 2, 0], [2, 0, 1, 3], [0, 4, 0, 2], [5, 0, 3]),
+    # sizes with no common factor (issue #29: auto estimated millions of memory units)
+    "coprime-3": Chain([2, 1, 3], [1, 3, 2, 1], [7919, 6007, 7411, 5003],
+                       [8009, 7417, 5011]),
 }}
 # ... and, for every variation of the field table (docs/fields.md), two chains drawn by it:
 # each solver keeps its contract on every variation its registration claims (supports).
@@ -60,7 +67,7 @@ RTOL = 1e-9
 
 def _budgets(chain: Chain) -> list[int]:
     m = min_feasible_budget(chain)
-    return sorted({max(0, chain.memory_lower_bound() - 1), m,
+    return sorted({max(0, chain.memory_lower_bound() - 1), max(0, m - 1), m,
                    (m + chain.store_all_memory()) // 2})
 
 

@@ -21,8 +21,8 @@ from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402
                                 profile, split_stages)
-from remat_theory.torch.executor import (NotNestedError, StageRunner, nested_form,  # noqa: E402
-                                          nested_schedule, run_nested)
+from remat_theory.torch.nested import (NotNestedError, StageRunner, nested_form,  # noqa: E402
+                                        nested_schedule, run_nested)
 from remat_theory.torch.profiler import prime_forward  # noqa: E402
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes  # noqa: E402

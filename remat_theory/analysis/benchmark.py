@@ -49,7 +49,7 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.analysis.parallel import parallel_map
 from remat_theory.analysis.progress import Progress
-from remat_theory.analysis.verify import solve_with_options
+import solvers
 from solvers import registry
 from solvers.feasibility import smallest_feasible_budget
 
@@ -112,7 +112,7 @@ def _child_main() -> None:
     rc0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
-        sol = solve_with_options(chain, spec["budget"], spec["solver"], spec.get("options", {}))
+        sol = solvers.solve(chain, spec["budget"], spec["solver"], **spec.get("options", {}))
         out.update(status=sol.status, makespan=sol.makespan, bound=sol.bound,
                    optimal_for=sol.optimal_for,
                    min_budget=sol.min_budget, solve_time=sol.wall_time, gap=sol.gap,

@@ -111,12 +111,42 @@ def homogeneous(length: int, seed=0, *, fwd_time: float = 1.0, bwd_time: float =
     return Chain.homogeneous(length, fwd_time, bwd_time, x_size, tape_size)
 
 
+def coprime_sizes(length: int, seed=0, *, low: int = 1000, high: int = 20000,
+                  overheads: bool = True) -> Chain:
+    """Random chains whose sizes have no common factor (a gcd of 1, as sizes in bytes
+    usually have): activations in [low, high], tapes up to ``high`` above their output,
+    times in [0, 10] with two decimals.  The DPs count memory in units of the gcd, so
+    their tables have about ``high * L`` units here; exhaustive search does not care
+    (issue #29: ``auto`` once said "infeasible" on such a chain)."""
+    L = _check_length(length)
+    rng = _rng(seed)
+    x = [int(v) for v in rng.integers(low, high + 1, L + 1)]
+    tape = [x[i + 1] + int(rng.integers(0, high + 1)) for i in range(L)]
+    fo = _overheads(rng, x[1:], overheads, 0.25)
+    if np.gcd.reduce(x + tape + fo) > 1:  # g divides x_0, so g and x_0 + 1 share no factor
+        x[0] += 1
+    times = lambda n: [round(float(v), 2) for v in rng.uniform(0.0, 10.0, n)]  # noqa: E731
+    return Chain(times(L), times(L + 1), x, tape, fo, [0] * (L + 1),
+                 name=f"coprime-{L}-s{seed}")
+
+
+def zero_times(length: int, seed=0, *, max_size: int = 10, overheads: bool = True) -> Chain:
+    """Random sizes and every time 0: every schedule has makespan 0, so an exact solver's
+    objective is empty (issue #29: HiGHS's presolve failed on such an infeasible model)."""
+    base = uniform_random(length, seed, max_size=max_size, overheads=overheads)
+    L = base.length
+    return base.replace(fwd_time=[0.0] * L, bwd_time=[0.0] * (L + 1), fall_time=[0.0] * L,
+                        name=f"zero-time-{L}-s{seed}")
+
+
 FAMILIES = {
     "random": uniform_random,
     "resnet": resnet_like,
     "transformer": transformer_like,
     "rnn": rnn_like,
     "homogeneous": homogeneous,
+    "coprime": coprime_sizes,
+    "zero-time": zero_times,
 }
 
 

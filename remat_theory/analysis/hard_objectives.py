@@ -54,7 +54,7 @@ import solvers
 from solvers import dp as _dp
 from solvers import dp_weak as _dpw
 from solvers import exhaustive as _ex
-from solvers._dp_tables import UnitChain
+from solvers.dp import UnitChain
 
 from remat_theory.analysis.certificates import Certificate, solution_entry
 from remat_theory.analysis.hard_search import (_build, _delete_stage, _repeat_stage, _values,
@@ -195,7 +195,7 @@ def class_profile(chain: Chain, solver: str) -> list[tuple[int, float]]:
         g = uc.size_gcd()
         ucd = uc.divided(g)
         M = max(0, ucd.store_all_units() - int(ucd.x[0]))
-        table = _dp.PersistentTable(ucd, M, _dp.table_dtype(ucd), _dp._mm_skewed(ucd))
+        table = _dp.PersistentTable(ucd, M, _dp.table_dtype(ucd), _dp.skewed_min_memory(ucd))
         value = lambda m: table.value(0, ucd.L, m)  # noqa: E731
     else:
         raise RematError(f"solver = {solver!r}: a class profile exists for "

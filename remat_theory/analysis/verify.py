@@ -178,6 +178,11 @@ class ChainTask:
                 + (f", variations={','.join(self.variations)})" if self.variations else ")"))
 
 
+#: Longest chain of a sweep: past it the class DPs alone (O(L^3) and O(L^4) tables) are
+#: refused or run for hours, and generating the chains takes longer than the sweep's point.
+MAX_STAGES = 2_000
+
+
 @dataclass
 class VerifyConfig:
     """Parameters of a sweep (the options of ``remat verify``)."""
@@ -206,6 +211,11 @@ class VerifyConfig:
         if self.min_stages > self.max_stages:
             raise RematError(f"stage range {self.min_stages}:{self.max_stages} is empty "
                              "(min above max)")
+        if self.max_stages > MAX_STAGES:  # before any chain is built (seconds per 100,000)
+            raise RematError(f"max_stages = {self.max_stages:,} is above {MAX_STAGES:,}: a sweep "
+                             f"solves every chain with every solver and its exact reference; "
+                             f"time one long chain with remat solve --time-limit, or sweep "
+                             f"MIN:MAX up to {MAX_STAGES:,}")
         check_int(self.seed, "seed", minimum=0)
         if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             raise RematError(f"time_limit = {self.time_limit!r} must be a positive number of seconds")
@@ -241,11 +251,6 @@ def resolve_solvers(requested) -> tuple:
         name, opts = (v.solver, v.options) if v is not None else (label, ())
         out.append((label, name, tuple(opts)))
     return tuple(out)
-
-
-def solve_with_options(chain: Chain, budget: int, name: str, options: dict):
-    """:func:`solvers.solve` with the options as a dict (kept for callers of this name)."""
-    return solvers.solve(chain, budget, name, **options)
 
 
 def schedule_class_of(chain: Chain, schedule) -> str:
@@ -315,7 +320,7 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
            "wall_time": 0.0, "error": None, "schedule_class": None, "message": ""}
     t0 = time.perf_counter()
     try:
-        sol = solve_with_options(on, budget, name, options)
+        sol = solvers.solve(on, budget, name, **options)
     except InfeasibleBudgetError as e:  # a solver saying "infeasible" by raising
         rec.update(status=INFEASIBLE, min_budget=e.smallest_feasible,
                    optimal_for=info.optimal_for if info.exact else CLASS_NONE,

@@ -169,7 +169,19 @@ class Schedule(Sequence):
 
     @classmethod
     def parse(cls, text: str) -> "Schedule":
-        """Parse the token form, e.g. ``"Fck0 Fn1 Fall2 Loss B2 ..."``."""
+        """Parse the token form, e.g. ``"Fck0 Fn1 Fall2 Loss B2 ..."`` (ASCII whitespace
+        between tokens; a comma is refused, as are non-ASCII digits and leading zeros).
+
+        >>> s = Schedule.parse("Fck0 Fn1  Fall2\tLoss B2")
+        >>> s.tokens(), len(s)
+        (['Fck0', 'Fn1', 'Fall2', 'Loss', 'B2'], 5)
+        >>> Schedule.parse(str(s)) == s
+        True
+        >>> Schedule.parse("Fck0,Fn1")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        remat_theory.model.errors.ScheduleParseError: token 0: ...
+        """
         if not isinstance(text, str):
             raise ScheduleParseError(f"schedule text must be a string, got {type(text).__name__}")
         return cls(t for t in _SEPARATORS.split(text) if t)

@@ -314,6 +314,19 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
     replayed in the two-stream model by :func:`remat_theory.model.offload.simulate_offload`
     (makespan: the end of the last op; peak: the largest device memory over time); any
     other schedule here, exactly as always, whether or not the chain has a ``bandwidth``.
+
+    Example (two stages; the peak is the loss's: x_0, t_1, t_2, d_2 and its overhead):
+
+    >>> from remat_theory import Chain
+    >>> chain = Chain(fwd_time=[1, 2], bwd_time=[3, 4, 0.5], x_size=[4, 2, 3],
+    ...               tape_size=[5, 6], fwd_overhead=[1, 2], bwd_overhead=[1, 0, 2])
+    >>> r = simulate(chain, "Fall0 Fall1 Loss B1 B0", budget=20)
+    >>> r.makespan, r.peak_memory
+    (10.5, 20)
+    >>> simulate(chain, "Fall0 Fall1 Loss B1 B0", budget=19)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    remat_theory.model.errors.BudgetExceededError: step 2 (Loss): peak memory 20 exceeds ...
     """
     if not isinstance(chain, Chain):
         raise RematError(f"chain must be a Chain, got {type(chain).__name__}")

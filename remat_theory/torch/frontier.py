@@ -60,7 +60,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 import solvers as solver_registry
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.torch.executor import Checkpointed
+from remat_theory.torch.nested import Checkpointed
 from remat_theory.torch.frontier_networks import Workload, from_network
 from remat_theory.torch.module import (CheckpointedSequential, format_bytes, parse_bytes,
                                        run_traceable, shared_parameter_bytes)

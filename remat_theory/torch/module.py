@@ -11,12 +11,12 @@
     optimizer.step()
 
 How it runs.  The solver's schedule is put in its nested form
-(:func:`~remat_theory.torch.executor.nested_form`): each stage is either *kept* (``Fall``:
+(:func:`~remat_theory.torch.nested.nested_form`): each stage is either *kept* (``Fall``:
 it runs as ordinary autograd and its tape lives until its backward) or starts a
 *checkpointed segment* (``Fck Fn ..``: only the segment's input is kept, and the segment is
 recomputed, in its own nested form, when the backward reaches it).  The forward is then
 ordinary autograd with one non-reentrant ``torch.utils.checkpoint`` call per checkpointed
-segment (:func:`~remat_theory.torch.executor.run_nested`), and ``backward()`` is autograd's
+segment (:func:`~remat_theory.torch.nested.run_nested`), and ``backward()`` is autograd's
 own engine.  Hence, as with the plain module: ``backward(retain_graph=True)`` then a second
 backward, ``torch.autograd.grad(loss, params)``, autocast with the backward outside the
 block, and the output gradient freed as soon as autograd has used it.  Dropout draws the
@@ -80,8 +80,8 @@ from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
-from remat_theory.torch.executor import (Checkpointed, Kept, NotNestedError, Segment,
-                                         StageRunner, nested_form, recomputed_stages, run_nested)
+from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
+                                       nested_form, recomputed_stages, run_nested)
 from remat_theory.torch.profiler import profile
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
@@ -268,7 +268,7 @@ class CheckpointedSequential(nn.Module):
         default) or raise :class:`RematError` (False).
     early_stop : bool
         Stop each recomputation once it has produced what the backward needs (default;
-        skips forwards whose results nothing saves, see :func:`.executor.run_nested`);
+        skips forwards whose results nothing saves, see :func:`.nested.run_nested`);
         False recomputes every forward of the schedule.
 
     Raises

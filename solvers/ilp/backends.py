@@ -84,6 +84,9 @@ class RunResult:
     objective: float | None
     bound: float | None
     status_text: str
+    #: which back end answered, and the failed attempts before it (``run_model`` retries)
+    backend: str = ""
+    retries: tuple = ()
 
 
 class _WarmHighs(pulp.HiGHS):
@@ -106,6 +109,24 @@ class _WarmHighs(pulp.HiGHS):
             # a fresh one (otherwise run() fails with an option error)
             highspy.Highs.resetGlobalScheduler(True)
         self.run_status = h.run()
+
+
+def _objective_at_point(prob) -> float | None:
+    """The objective at the solver's point.  ``pulp.value`` answers None when a variable has
+    no value, which is the case of PuLP's ``__dummy`` variable in an empty objective (a chain
+    whose times are all 0): such a variable has coefficient 0 and counts as 0.  None only when
+    a variable that matters has no value."""
+    expr = prob.objective
+    if expr is None:
+        return 0.0
+    total = float(expr.constant)
+    for var, coef in expr.items():
+        if var.varValue is None:
+            if coef != 0:
+                return None
+            continue
+        total += coef * var.varValue
+    return total
 
 
 _BANNER_DONE = False
@@ -156,7 +177,7 @@ def _run_highs(model, time_limit, start, threads, scale, presolve: str = "on") -
         # equal dual bound) that the returned point does not have: presolve's objective
         # offset lost.  The point is what the objective is read from; if the reported value
         # differs, nothing the run says is trusted, and it is solved again without presolve.
-        at_point = pulp.value(model.prob.objective)
+        at_point = _objective_at_point(model.prob)
         if at_point is None or abs(at_point - info.objective_function_value) > 1e-9 * scale:
             left = None if time_limit is None else \
                 max(0.01, time_limit - (time.perf_counter() - t0))
@@ -214,7 +235,10 @@ def _run_cbc_once(model, time_limit, start, threads, scale) -> RunResult:
     proven_opt = sol_status == pulp.LpSolutionOptimal
     infeasible = sol_status == pulp.LpSolutionInfeasible and "infeasible" in text.lower()
     has = sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
-    obj = pulp.value(model.prob.objective) + model.constant if has else None
+    at_point = _objective_at_point(model.prob) if has else None
+    if has and at_point is None:
+        raise IlpError("ilp: CBC reported a solution without values for its variables")
+    obj = at_point + model.constant if has else None
     bound = None
     m = _CBC_BOUND.findall(text) or _CBC_BOUND2.findall(text)
     if m:
@@ -225,12 +249,41 @@ def _run_cbc_once(model, time_limit, start, threads, scale) -> RunResult:
                      objective=obj, bound=bound, status_text=pulp.LpSolution[sol_status])
 
 
+#: What :func:`run_model` tries, in order, for each requested solver: a back end that
+#: fails (HiGHS's ``Solve error``, CBC dying without a solution file) is not an answer, so
+#: the next one is asked.  HiGHS 1.16's presolve reduces some infeasible models with a zero
+#: objective (a chain whose times are all 0) to an empty model it calls optimal, then
+#: postsolve finds a violated row and the run ends in ``Solve error``; without presolve the
+#: same model is proven infeasible.  CBC is a different code base altogether.
+ATTEMPTS = {"highs": (("highs", "on"), ("highs", "off"), ("cbc", None)),
+            "cbc": (("cbc", None), ("highs", "on"), ("highs", "off"))}
+
+
 def run_model(model, solver: str, time_limit: float | None, start: dict | None, threads: int,
               scale: float) -> RunResult:
     """Solve ``model`` (anything with ``prob`` and ``constant``) with ``solver`` ("highs" or
     "cbc") in at most ``time_limit`` seconds, from the MIP start ``start`` (variable name ->
     value) if given.  ``scale``: the objective's magnitude, for the absolute gap (1e-9 of
-    it, the registry's float tolerance)."""
-    if solver == "highs":
-        return _run_highs(model, time_limit, start, threads, scale)
-    return _run_cbc(model, time_limit, start, threads, scale)
+    it, the registry's float tolerance).
+
+    A back end that fails is retried as :data:`ATTEMPTS` says (within the same time limit);
+    :class:`IlpError` is raised only when every attempt fails.  ``RunResult.backend`` names
+    the one that answered and ``RunResult.retries`` the failures before it."""
+    t0 = time.perf_counter()
+    failures: list[str] = []
+    for backend, presolve in ATTEMPTS[solver]:
+        left = None if time_limit is None else \
+            max(0.01, time_limit - (time.perf_counter() - t0))
+        try:
+            if backend == "highs":
+                res = _run_highs(model, left, start, threads, scale, presolve=presolve)
+            else:
+                res = _run_cbc(model, left, start, threads, scale)
+        except (IlpError, pulp.PulpSolverError) as e:
+            failures.append(f"{backend}{'' if presolve in (None, 'on') else ' without presolve'}"
+                            f": {e}")
+            continue
+        res.backend = backend if presolve in (None, "on") else f"{backend} (presolve off)"
+        res.retries = tuple(failures)
+        return res
+    raise IlpError(f"ilp: every MIP back end failed ({'; '.join(failures)})")

@@ -103,6 +103,8 @@ def certified(chain: Chain, budget: int, opts: IlpOptions, deadline: Deadline,
             return _proven(chain, best, budget, lb, "moment relaxation", info, deadline)
         lower = lb.value
         found = _exhaustive(chain, budget, deadline, info)
+        if found is NO_SCHEDULE:
+            return _exhaustive_infeasible(chain, budget, info, deadline, "exhaustive search")
         if found is not None:
             if best[0] is not None and _same(found[1], best[1], chain):
                 found = best  # the schedule in hand was optimal: keep it (the DP's form)
@@ -141,7 +143,8 @@ def _exhaustive(chain, budget, deadline, info):
     model can take minutes (``benchmarks/bench_ilp.py small-dispatch``).  Returns the
     ``(schedule, makespan, source)`` it proves optimal, or None when the chain is longer,
     the search stops (time limit or its state limit: the next steps then run as before),
-    or it finds no schedule (the relaxation said feasible, so the proven model decides)."""
+    and :data:`NO_SCHEDULE` when it proves that no schedule fits (the relaxation is weaker
+    than the search: it may leave an infeasible budget open)."""
     if chain.length > exhaustive.DEFAULT_MAX_STAGES:
         return None
     t0 = deadline.elapsed()
@@ -152,8 +155,24 @@ def _exhaustive(chain, budget, deadline, info):
                           "wall_time": round(deadline.elapsed() - t0, 3)}
     deadline.check("exhaustive search")
     if schedule is None:
-        return None
+        return NO_SCHEDULE if proven else None
     return schedule, makespan, "exhaustive search"
+
+
+NO_SCHEDULE = "no schedule"  # _exhaustive's proof that none fits
+
+
+def _exhaustive_infeasible(chain, budget, info, deadline, how) -> Solution:
+    """No schedule fits (proven by ``how``) on a chain within exhaustive search's stage
+    guard: the smallest feasible budget by its bottleneck search (exact over all schedules,
+    its work independent of the sizes: the min-budget MILP took the whole time limit on
+    5-stage chains whose sizes have no common factor)."""
+    mb = exhaustive.min_feasible_budget(chain)
+    info = dict(info, certificate=how, min_budget_by="exhaustive search (bottleneck)")
+    return Solution(NAME, INFEASIBLE, None, None, None, budget, optimal_for=CLASS_ALL,
+                    min_budget=mb, info=info, wall_time=deadline.elapsed(),
+                    message=f"no schedule fits in {budget}; the smallest feasible budget is "
+                            f"{mb}")
 
 
 def _same(a: float, b: float, chain: Chain) -> bool:
@@ -206,6 +225,8 @@ def certified_infeasible(chain: Chain, budget: int, opts: IlpOptions, deadline: 
     proven min-budget model where it is affordable, else between the min-budget relaxation's
     bound and the weak DP's / fast mode's smallest budget."""
     how = "moment relaxation" if "relaxation" in info else "budget below x_0"
+    if chain.length <= exhaustive.DEFAULT_MAX_STAGES:
+        return _exhaustive_infeasible(chain, budget, info, deadline, how)
     if too_big is None:
         try:
             sol = infeasible_answer(chain, budget, passes_sufficient(chain), False,

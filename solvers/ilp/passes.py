@@ -124,6 +124,9 @@ def _solve_built(chain, budget, model, start, warm, lower, solver, threads, dead
     info["constraints"] = model.prob.numConstraints()
     res = backends.run_model(model, solver, deadline.remaining(0.01), start, threads, scale)
     info["solver_status"] = res.status_text
+    if res.retries:  # a back end failed and another answered (backends.ATTEMPTS)
+        info["mip_backend"] = res.backend
+        info["mip_retries"] = list(res.retries)
     if res.infeasible:
         try:
             return infeasible_answer(chain, budget, K, pairs, solver, threads, deadline, info,

@@ -38,19 +38,28 @@ def dp_seconds(chain: Chain, budget: int, name: str) -> float:
     store-all).  Measured on one core of a 2-core machine: dp 3.3 s at 300 stages (M = 60);
     dp-weak 0.24 s at 20 stages (M = 72), 2.5 s at 40 (M = 12 to 70), 9.4 s at 60 (M = 20),
     170 s at 100 (M = 30; the tables outgrow the caches); the estimate is 1.2 to 3 times
-    those."""
+    those.  With millions of units (sizes in bytes with no common factor) a unit costs more
+    (rows outgrow the caches): dp-weak 9.7 s on 5 stages at M = 3.5 million, 2.7e-8 s per
+    cell and unit, hence 5e-8 here."""
     g = chain.size_gcd() or 1
     M = max(1, min(budget, chain.store_all_memory()) // g)
     L = chain.length
     if name == "dp":
         return L ** 3 / 6 * (1.5e-6 + 2e-9 * M)
-    return L ** 4 / 6 * (1e-5 + 1e-8 * M) * max(1.0, L / 60)
+    return L ** 4 / 6 * (1e-5 + 1e-8 * M + 5e-8 * max(0, M - 100_000)) * max(1.0, L / 60)
 
 
 def _affordable(deadline: Deadline, seconds: float) -> bool:
     """A DP runs when its estimate fits in :data:`DP_SHARE` of the time left, or is below
     :data:`DP_ALWAYS` seconds (what the limit may be overrun by)."""
     return seconds <= DP_ALWAYS or deadline.fits(seconds, DP_SHARE)
+
+
+def _dp_limit(deadline: Deadline) -> float | None:
+    """The time limit a seed DP runs under: its share of what is left (never below
+    :data:`DP_ALWAYS`, what a cheap DP may overrun by); None without a limit."""
+    share = deadline.share(DP_SHARE)
+    return None if share is None else max(DP_ALWAYS, share)
 
 
 def affordable(chain: Chain, budget: int, name: str, deadline: Deadline) -> bool:
@@ -69,7 +78,8 @@ def incumbent(chain: Chain, budget: int, use_dp: bool, deadline: Deadline | None
             if nm not in names or not _affordable(deadline, dp_seconds(chain, budget, nm)):
                 continue
             try:
-                sol = registry.solve(chain, budget, nm)
+                # the estimate can be wrong: the DP gets its share of the time as a limit
+                sol = registry.solve(chain, budget, nm, time_limit=_dp_limit(deadline))
             except RematError:
                 continue
             if sol.schedule is not None:
@@ -89,7 +99,8 @@ def smallest_weak_schedule(chain: Chain, deadline: Deadline | None = None):
     if not _affordable(deadline, 2 * dp_seconds(chain, chain.store_all_memory(), "dp-weak")):
         return None
     try:
-        low = registry.solve(chain, 0, "dp-weak").min_budget
-        return registry.solve(chain, low, "dp-weak").schedule if low is not None else None
+        low = registry.solve(chain, 0, "dp-weak", time_limit=_dp_limit(deadline)).min_budget
+        return registry.solve(chain, low, "dp-weak", time_limit=_dp_limit(deadline)
+                              ).schedule if low is not None else None
     except RematError:
         return None

@@ -1,0 +1,209 @@
+"""The nested form of a persistent schedule: ordinary autograd plus nested checkpoints.
+
+A persistent schedule (every one the DP finds) is a tree (:func:`nested_form`): each stage
+is kept (``Fall .. B``) or starts a checkpointed segment (``Fck Fn ..``, replayed later).
+:func:`run_nested` runs it as ordinary autograd with one non-reentrant
+``torch.utils.checkpoint`` per checkpointed segment, so that autograd's own engine runs the
+backward: what :class:`~remat_theory.torch.module.CheckpointedSequential` runs.
+:class:`~remat_theory.torch.executor.ScheduleExecutor` runs any schedule operation by
+operation instead (the referee).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.utils.checkpoint
+
+from remat_theory.model.errors import RematError
+from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, Schedule
+from remat_theory.torch.stages import running_stat_buffers
+
+__all__ = ["Checkpointed", "End", "Kept", "NotNestedError", "Segment", "StageRunner",
+           "nested_form", "nested_schedule", "recomputed_stages", "run_nested"]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """``Fall_s`` first, ``rest`` (the segment [s+1, t)), ``B_s`` last: stage s runs with
+    autograd recording in the forward and keeps its tape until its backward."""
+
+    s: int
+    rest: "Segment"
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """``Fck_s Fn_{s+1} .. Fn_{k-1}``, then ``rest`` (segment [k, t)), then ``inner`` (the
+    segment [s, k) replayed once d_k is known): stages s..k-1 keep only x_s in the forward
+    and are recomputed, as ``inner`` says, when the backward reaches them."""
+
+    s: int
+    k: int
+    rest: "Segment"
+    inner: "Segment"
+
+
+@dataclass(frozen=True)
+class End:
+    """The end of a segment: nothing left to run (x_t is its output).  ``loss``: this is the
+    end of the chain's forward, where the schedule runs ``Loss`` (False at the end of a
+    replayed segment, even one that ends at x_L)."""
+
+    t: int
+    loss: bool = False
+
+
+Segment = Kept | Checkpointed | End
+
+
+class NotNestedError(RematError):
+    """The schedule does not have the nested (persistent) form; says at which operation."""
+
+
+def nested_form(schedule, length: int) -> Segment:
+    """The segment tree of a persistent schedule (Rotor's recursive form, Beaumont et al.
+    2019, section 4): every stage is either kept (``Fall_s``, the rest, ``B_s``) or starts
+    a checkpointed segment (``Fck_s Fn..``, the rest, the segment replayed).
+
+    Raises :class:`NotNestedError` naming the first operation that does not fit (a schedule
+    of a non-persistent solver, or with explicit deletions)."""
+    ops = list(schedule)
+    pos = 0
+
+    def fail(why: str):
+        tok = ops[pos].token if pos < len(ops) else "the end"
+        text = " ".join(o.token for o in ops)
+        text = text if len(text) <= 300 else text[:300] + " ..."
+        raise NotNestedError(f"the schedule is not nested at operation {pos} ({tok}): {why}; "
+                             f"schedule: {text}")
+
+    def take(kind, index):
+        nonlocal pos
+        if pos < len(ops) and ops[pos].kind == kind and ops[pos].index == index:
+            pos += 1
+            return True
+        return False
+
+    def segment(s: int, t: int, loss: bool) -> Segment:
+        # x_s is held; run [s, t) so that d_s is produced (after the Loss, if ``loss``).
+        if s == t:
+            if loss and not take(LOSS, None):
+                fail("expected Loss")
+            return End(t, loss)
+        if take(FALL, s):
+            rest = segment(s + 1, t, loss)
+            if not take(B, s):
+                fail(f"expected B{s}")
+            return Kept(s, rest)
+        if take(FCK, s):
+            k = s + 1
+            while k < t and take(FN, k):
+                k += 1
+            rest = segment(k, t, loss)
+            inner = segment(s, k, False)
+            return Checkpointed(s, k, rest, inner)
+        fail(f"expected Fall{s} or Fck{s}")
+
+    tree = segment(0, length, True)
+    if pos != len(ops):
+        fail("operations after B0")
+    return tree
+
+
+def recomputed_stages(tree: Segment) -> int:
+    """Number of stage forwards the nested form recomputes (as in the schedule)."""
+    if isinstance(tree, Kept):
+        return recomputed_stages(tree.rest)
+    if isinstance(tree, Checkpointed):
+        return (tree.k - tree.s) + recomputed_stages(tree.rest) + recomputed_stages(tree.inner)
+    return 0
+
+
+class StageRunner:
+    """Which stages have run their first forward in this training step.
+
+    A later forward of the same stage is a recomputation: it must leave BatchNorm-like
+    running statistics as they were (:func:`running_stat_buffers`), so that they are updated
+    once per step, as without checkpointing.  Random draws are replayed by the checkpoint
+    itself (``preserve_rng_state``)."""
+
+    __slots__ = ("stages", "seen")
+
+    def __init__(self, stages) -> None:
+        self.stages = stages
+        self.seen: set = set()
+
+    def __call__(self, i: int, x):
+        stage = self.stages[i]
+        if i not in self.seen:
+            self.seen.add(i)
+            return stage(x)
+        buffers = running_stat_buffers(stage)
+        if not buffers:
+            return stage(x)
+        with torch.no_grad():
+            saved = [b.clone() for b in buffers]
+        try:
+            return stage(x)
+        finally:  # also when the checkpoint stops a recomputation early, inside the stage
+            with torch.no_grad():
+                for b, s in zip(buffers, saved):
+                    b.copy_(s)
+
+
+def _segment_function(tree: Segment, run_stage, early_stop: bool):
+    def replay(x):
+        return run_nested(tree, x, run_stage, early_stop)
+    return replay
+
+
+def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = True) -> torch.Tensor:
+    """Run the forward of a nested schedule from x_s to the end of ``tree``.
+
+    Kept stages are plain autograd (their tapes are whatever autograd saves, freed by the
+    engine when their backward has run; an output no backward reads is freed as soon as the
+    next stage has read it, as the operation table says of an unsaved output); a checkpointed segment is one
+    ``torch.utils.checkpoint`` call (non-reentrant) whose function is the segment's own
+    nested form, so its recomputation, started by the engine when the backward first needs
+    one of its saved tensors, keeps and recomputes exactly what the schedule's replay of the
+    segment does.  The backward is autograd's own: ``backward(retain_graph=True)``,
+    ``torch.autograd.grad`` and autocast behave as with the plain model.
+
+    ``run_stage(i, x)`` runs stage i (see :class:`StageRunner`).  ``early_stop``: a
+    recomputation stops once it has produced every tensor the backward needs (the
+    checkpoint's ``early_stop``), which skips the forwards, at the end of a replayed segment,
+    whose results nothing saves; the peak memory is the same (measured on the built-in
+    networks); False runs every forward the schedule has."""
+    while True:
+        if isinstance(tree, Kept):
+            x = run_stage(tree.s, x)
+            tree = tree.rest
+        elif isinstance(tree, Checkpointed):
+            x = torch.utils.checkpoint.checkpoint(
+                _segment_function(tree.inner, run_stage, early_stop), x, use_reentrant=False,
+                early_stop=early_stop)
+            tree = tree.rest
+        else:
+            return x
+
+
+def nested_schedule(tree: Segment, length: int) -> Schedule:
+    """The schedule a nested form stands for (the inverse of :func:`nested_form`)."""
+    ops: list = []
+
+    def emit(node: Segment) -> None:
+        if isinstance(node, Kept):
+            ops.append(f"Fall{node.s}")
+            emit(node.rest)
+            ops.append(f"B{node.s}")
+        elif isinstance(node, Checkpointed):
+            ops.append(f"Fck{node.s}")
+            ops.extend(f"Fn{j}" for j in range(node.s + 1, node.k))
+            emit(node.rest)
+            emit(node.inner)
+        elif node.loss:
+            ops.append(LOSS)
+
+    emit(tree)
+    return Schedule(ops)

@@ -51,13 +51,19 @@ def _random_chain(draw, min_stages, max_stages, max_time, max_size, overheads, i
         bo = draw(st.lists(st.integers(0, max_size), min_size=L + 1, max_size=L + 1))
     else:
         fo, bo = [0] * L, [0] * (L + 1)
-    by_kind = {"time": times, "size": st.integers(0, max_size), "flag": st.booleans()}
+    # a rate (bytes per second): a copy of max_size bytes in 1/4 to 4 times max_time, or 0
+    rate = st.one_of(st.just(0.0), st.floats(max_size / max(max_time, 1) / 4,
+                                             4 * max_size / max(max_time, 1)))
+    by_kind = {"time": times, "size": st.integers(0, max_size), "flag": st.booleans(),
+               "rate": rate}
     optional = {}
     for name, state in variations:  # each variation's fields drawn by their kind
         if draw(st.booleans()) if state is None else state:
             for f in fields.variation(name).fields:
-                n = fields.field(f).size(L)
-                optional[f] = draw(st.lists(by_kind[fields.field(f).kind], min_size=n, max_size=n))
+                fd = fields.field(f)
+                n = fd.size(L)
+                optional[f] = (draw(by_kind[fd.kind]) if fd.scalar else
+                               draw(st.lists(by_kind[fd.kind], min_size=n, max_size=n)))
     return Chain(fwd, bwd, x, tape, fo, bo, name=f"hypothesis-{L}", **optional)
 
 
@@ -105,10 +111,12 @@ def chains(min_stages: int = 1, max_stages: int = 6, *, max_time: int = 10, max_
         :mod:`remat_theory.analysis.families` (``random``, ``resnet``, ``transformer``, ``rnn``,
         ``homogeneous``): the chain is that family's, with a drawn seed.
     variations : the optional fields to draw, by variation
-        (:data:`remat_theory.model.fields.VARIATIONS`: ``fall-costs``, ``unsaved-outputs``):
+        (:data:`remat_theory.model.fields.VARIATIONS`: ``fall-costs``, ``unsaved-outputs``,
+        ``offload``):
         a list of names (each on every chain) or a dict name -> True (every chain), None
         (some chains) or False (none).  A variation's fields are drawn by their kind
-        (times like the forward ones, sizes in [0, max_size], flags either way), or for a
+        (times like the forward ones, sizes in [0, max_size], flags either way, a bandwidth
+        that copies max_size bytes in a quarter to four times max_time, or 0), or for a
         family by the variation's own draw (:meth:`~remat_theory.model.fields.Variation.apply`).
         Absent, a field keeps its default (the classic model).
     fall_costs, unsaved_outputs : aliases of ``variations={"fall-costs": ...}`` and

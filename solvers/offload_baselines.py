@@ -61,7 +61,7 @@ def _solve(name: str, chain: Chain, budget: int, lookahead: int) -> Solution:
                              info={"offloaded": sum(op.is_transfer for op in schedule) // 2})
 
 
-_SUPPORTS = ("fall_time", "fall_overhead", "output_saved")
+_SUPPORTS = ("fall_time", "fall_overhead", "output_saved", "bandwidth")
 
 
 @register("save-on-cpu", optimal_for=CLASS_NONE, supports=_SUPPORTS,

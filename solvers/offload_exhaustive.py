@@ -238,7 +238,7 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
           max_stages=SWEEP_MAX_STAGES, reference_max_stages=SWEEP_MAX_STAGES,
           classes=(classes.OFFLOAD.key, classes.NO_REMAT.key),
           variants={"exhaustive-offload-only": {"recompute": False}},
-          supports=("fall_time", "fall_overhead", "output_saved"),
+          supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
           options={"recompute": Option("bool", "allow recomputation (false: offloading "
                                        "only, class no-remat+offload)"),
                    "time_limit": Option("seconds", "stop the search and answer time_limit "

@@ -256,3 +256,30 @@ def test_variations_are_checked_and_every_scored_solver_must_model_them():
         with pytest.raises(RematError, match="'_classic' does not model the variation "
                                              "unsaved-outputs"):
             cfg.check_solvers()
+
+
+def test_moves_and_shrinks_carry_a_field_of_one_number():
+    """The offload variation's bandwidth (one number, not a per-stage array) goes through
+    the table's moves: drawn, changed now and then, kept when a stage is repeated or
+    removed, dropped back to its default by a shrink; OPT does not model it, so a search
+    drawing it is refused naming the field."""
+    import numpy as np
+
+    from remat_theory.analysis.hard_search import _candidates, _mutate, random_instance
+
+    cfg = SearchConfig("dp-gap", variations="offload", min_stages=2, max_stages=5)
+    rng = np.random.default_rng(0)
+    chain, budget = random_instance(rng, cfg)
+    assert chain.bandwidth is not None and chain.bandwidth > 0
+    rates, lengths = {chain.bandwidth}, {chain.length}
+    for _ in range(400):
+        chain, budget = _mutate(rng, chain, budget, cfg)
+        assert chain.bandwidth is not None and chain.bandwidth > 0
+        rates.add(chain.bandwidth)
+        lengths.add(chain.length)
+    assert len(rates) > 1 and len(lengths) > 1
+    cands = [c for c, _ in _candidates(chain, budget)]
+    assert any(c.bandwidth is None and c.length == chain.length for c in cands)
+    assert any(c.length < chain.length and c.bandwidth == chain.bandwidth for c in cands)
+    with pytest.raises(RematError, match="does not model the variation offload .bandwidth"):
+        cfg.check_solvers()

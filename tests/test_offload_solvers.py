@@ -212,8 +212,11 @@ def test_offload_solvers_are_registered_with_their_classes():
                                                                            "all+offload")
     c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
     s = Schedule.parse("Fall0 Fall1 Offt1 Fall2 Loss B2 Pret1 B1 B0")
-    assert classes.classify(c, s) == classes.OFFLOAD
+    # transfers without recomputation: the smaller class (the claim of exhaustive-offload-only)
+    assert classes.classify(c, s) == classes.NO_REMAT
     assert not classes.ALL.contains(c, s) and classes.OFFLOAD.contains(c, s)
+    r = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # recomputes F0
+    assert classes.classify(c, r) == classes.OFFLOAD and not classes.NO_REMAT.contains(c, r)
 
 
 def test_infeasible_budget_says_the_smallest_feasible_one():
@@ -238,3 +241,31 @@ def test_a_faster_channel_never_lengthens_a_schedule(chain, bandwidth, factor, l
     for sa, sb in zip(a.profile, b.profile):
         assert sb.start <= sa.start + 1e-9 and sb.start + sb.time <= sa.start + sa.time + 1e-9
     assert b.makespan <= a.makespan + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_scaling_sizes_scales_the_bandwidth_and_keeps_every_offload_optimum(seed):
+    """bandwidth is bytes per second: ``scaled_sizes(g)`` divides it with the sizes, so the
+    chain in units of g bytes has the same copy times, and at budget / g the same optimum
+    (and smallest budget / g) as the chain itself, by an independent solve of each."""
+    from remat_theory.analysis import families
+    from remat_theory.model.fields import variation
+
+    g = 4
+    base = families.make("random", 3, seed)
+    big = base.replace(**{f: [v * g for v in getattr(base, f)] for f in
+                          ("x_size", "tape_size", "fwd_overhead", "bwd_overhead",
+                           "fall_overhead")})
+    big = variation("offload").apply(big, seed)
+    small = big.scaled_sizes(g)
+    assert small.bandwidth == pytest.approx(big.bandwidth / g, rel=1e-15)
+    lo = min_feasible_budget(big)
+    assert lo == g * min_feasible_budget(small)
+    for budget in sorted({lo, lo + g, (lo + big.store_all_memory()) // g * g}):
+        for label in ("exhaustive-offload", "exhaustive-offload-only", "save-on-cpu"):
+            a = registry.solve(big, budget, label)
+            b = registry.solve(small, budget // g, label)
+            assert a.status == b.status, (label, budget)
+            if a.makespan is not None:
+                assert a.makespan == pytest.approx(b.makespan, rel=1e-9), (label, budget)
+                assert a.peak_memory == g * b.peak_memory

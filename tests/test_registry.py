@@ -222,8 +222,8 @@ def test_supports_and_the_option_schema_are_checked_at_registration():
     def f(chain, budget, *, k: int = 1):
         return None
 
-    with pytest.raises(SolverError, match="'bandwidth', which is not an optional chain field"):
-        register("_bad", optimal_for="none", supports=("bandwidth",))(f)
+    with pytest.raises(SolverError, match="'copy_rate', which is not an optional chain field"):
+        register("_bad", optimal_for="none", supports=("copy_rate",))(f)
     with pytest.raises(SolverError, match="the option schema names 'j'"):
         register("_bad", optimal_for="none", options={"j": Option("int", "j")})(f)
     with pytest.raises(SolverError, match="variant '_bad-0'.*k = 0 must be >= 1"):

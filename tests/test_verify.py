@@ -312,3 +312,28 @@ def test_variations_listed_meet_in_every_combination():
         assert sorted(combos) == [(False, False), (False, True), (True, False), (True, True)]
         assert [t.variations for t in tasks if t.family == fam] == [
             (), ("fall-costs",), ("unsaved-outputs",), ("fall-costs", "unsaved-outputs")]
+
+
+def test_offload_chains_check_the_offload_solvers_against_the_optimum_without_transfers():
+    """``--variations offload``: a solver that does not model bandwidth (a field whose
+    absence is a sub-model) answers on the chain without the channel, and exhaustive-offload
+    is checked against it (proofs/offload.md, O.1): never above its optimum, never
+    infeasible where it fits; here recomputed from the records, not from the relations."""
+    cfg = _tiny(("exhaustive", "exhaustive-offload", "save-on-cpu"), min_stages=2,
+                max_stages=3, trials=3, variations="offload=all")
+    report = run_verify(cfg)
+    assert report["ok"], report["violations"]
+    checked = 0
+    for c in report["details"]:
+        assert c["chain_data"]["bandwidth"] > 0
+        for inst in c["instances"]:
+            by = {r["solver"]: r for r in inst["results"]}
+            assert set(by) == {"exhaustive", "exhaustive-offload", "save-on-cpu"}
+            ex, off = by["exhaustive"], by["exhaustive-offload"]
+            if ex["status"] == OPTIMAL:
+                assert off["status"] == OPTIMAL
+                assert off["makespan"] <= ex["makespan"] * (1 + 1e-9)
+                checked += 1
+            if by["save-on-cpu"]["makespan"] is not None and off["status"] == OPTIMAL:
+                assert off["makespan"] <= by["save-on-cpu"]["makespan"] * (1 + 1e-9)
+    assert checked > 0

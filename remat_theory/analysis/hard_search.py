@@ -209,8 +209,10 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
 # ---------------------------------------------------------------------- instances as lists
 
 def _values(chain: Chain) -> dict:
-    """Every field as a list: times, sizes (ints), flags."""
-    return {f.name: [int(v) if f.kind == "size" else v for v in getattr(chain, f.name)]
+    """Every field as a list: times, sizes (ints), flags; a field of one number (a rate)
+    as a list of that one value (None where absent)."""
+    return {f.name: [getattr(chain, f.name)] if f.scalar else
+            [int(v) if f.kind == "size" else v for v in getattr(chain, f.name)]
             for f in chain_fields.FIELDS}
 
 
@@ -230,15 +232,19 @@ def _set(vals: dict, f: str, i: int, new) -> None:
 
 def _build(vals: dict, name: str = "hard") -> Chain | None:
     try:
-        return Chain(name=name, **{f.name: vals.get(f.name) for f in chain_fields.FIELDS})
+        return Chain(name=name, **{f.name: vals[f.name][0] if f.scalar and f.name in vals
+                                   else vals.get(f.name) for f in chain_fields.FIELDS})
     except RematError:
         return None
 
 
 def _draw(rng: np.random.Generator, f, L: int, cfg: SearchConfig) -> list:
     """Fresh entries of an optional field, by its kind: times in [1, max_time], sizes in
-    [0, max_size], flags true or false with even odds."""
+    [0, max_size], flags true or false with even odds, a rate (one number) copying
+    max_size bytes in a quarter to four times max_time."""
     n = f.size(L)
+    if f.kind == "rate":
+        return float(cfg.max_size / cfg.max_time * 2.0 ** rng.uniform(-2.0, 2.0))
     if f.kind == "time":
         return [float(v) for v in rng.integers(1, cfg.max_time + 1, n)]
     if f.kind == "size":
@@ -258,7 +264,7 @@ def random_instance(rng: np.random.Generator, cfg: SearchConfig) -> tuple[Chain,
         bo = [int(v) for v in rng.integers(0, cfg.max_size + 1, L + 1)]
     else:
         fo, bo = [0] * L, [0] * (L + 1)
-    optional = {f.name: _draw(rng, f, L, cfg) for f in _searched(cfg)}
+    optional = {f.name: _draw(rng, f, L, cfg) for f in _searched(cfg)}  # a rate: one number
     chain = Chain(t(L), t(L + 1), x, tape, fo, bo, name="hard", **optional)
     lb, top = chain.memory_lower_bound(), chain.store_all_memory()
     budget = int(lb + rng.random() * 0.6 * max(0, top - lb))
@@ -273,7 +279,12 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
     searched = _searched(cfg)
     fields = [f.name for f in chain_fields.BASE if f.kind != "flag"
               and (cfg.overheads or not f.transient)]
-    fields += [f.name for f in searched if f.kind != "flag"]
+    fields += [f.name for f in searched if f.kind != "flag" and not f.scalar]
+    for rate in (f for f in searched if f.scalar):
+        if rng.random() < 0.1:  # a faster or slower channel
+            vals[rate.name] = [float(vals[rate.name][0] * rng.choice([0.5, 0.8, 1.25, 2.0]))]
+            c = _build(vals)
+            return (c, budget) if c is not None else (chain, budget)
     for flag in (f for f in searched if f.kind == "flag"):
         if rng.random() < 0.1:  # flip one entry (whether a backward reads an output)
             i = int(rng.integers(len(vals[flag.name])))
@@ -410,6 +421,8 @@ def _complexity(chain: Chain, budget: int) -> tuple:
                    else [f.default] * len(vals[f.name]))
         if f.kind == "flag":
             flags += sum(1 for a, b in zip(vals[f.name], default) if a != b)
+        elif f.scalar:  # one number: counts 1 where given
+            total += vals[f.name] != default
         else:
             total += sum(abs(a - b) for a, b in zip(vals[f.name], default))
     return (chain.length, flags, total, budget)
@@ -419,7 +432,8 @@ def _repeat_stage(chain: Chain, i: int) -> Chain | None:
     """The chain with forward stage i repeated: F_i, then a copy of it whose input is x_{i+1}
     (activation x_{i+1} appears twice)."""
     v = _values(chain)
-    new = {f.name: (v[f.name][:i + 2] + v[f.name][i + 1:] if f.per == "activation"
+    new = {f.name: (v[f.name] if f.scalar else
+                    v[f.name][:i + 2] + v[f.name][i + 1:] if f.per == "activation"
                     else v[f.name][:i + 1] + v[f.name][i:]) for f in chain_fields.FIELDS}
     return _build(new, chain.name)
 
@@ -433,7 +447,8 @@ def _delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
     drop_x = i if keep_output else i + 1
     if drop_x == L + 1 or (drop_x == 0 and not keep_output):
         return None
-    new = {f.name: (v[f.name][:drop_x] + v[f.name][drop_x + 1:] if f.per == "activation"
+    new = {f.name: (v[f.name] if f.scalar else
+                    v[f.name][:drop_x] + v[f.name][drop_x + 1:] if f.per == "activation"
                     else v[f.name][:i] + v[f.name][i + 1:]) for f in chain_fields.FIELDS}
     for j in range(L - 1):  # restore tape >= next activation
         new["tape_size"][j] = max(new["tape_size"][j], new["x_size"][j + 1])

@@ -90,25 +90,6 @@ def _check_totals(chain: "Chain") -> None:
                     f"({MAX_TOTAL_SIZE:.4g})")
 
 
-def _check_bandwidth(value: Any) -> float:
-    """The optional ``bandwidth`` (bytes per second): a finite number >= 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        text = repr(value)
-        raise ChainError(f"bandwidth = {text[:37] + '...' if len(text) > 40 else text} is not "
-                         f"a number (bytes per second)")
-    try:
-        v = float(value)
-    except OverflowError:
-        raise ChainError(f"bandwidth = {format_number(value)} is not finite") from None
-    if math.isnan(v):
-        raise ChainError("bandwidth is NaN")
-    if math.isinf(v):
-        raise ChainError(f"bandwidth = {v} is not finite (leave it out for no copy channel)")
-    if v < 0:
-        raise ChainError(f"bandwidth = {format_number(value)} is negative")
-    return v
-
-
 def _table_fields(cls):
     """Declare the dataclass fields of :class:`Chain` from the table: the required and
     base fields, then ``name``, then the optional ones (so ``Chain(fwd, bwd, x, tape, fo,
@@ -122,11 +103,8 @@ def _table_fields(cls):
     annotations["name"] = "str"
     cls.name = dataclass_field(default="chain", compare=False)
     for f in _fields.OPTIONAL:
-        annotations[f.name] = "tuple"
+        annotations[f.name] = "float | None" if f.scalar else "tuple"
         setattr(cls, f.name, None)
-    # one number, not a per-stage array: outside the table (docs/model.md, "Offloading")
-    annotations["bandwidth"] = "float | None"
-    cls.bandwidth = None
     cls.__annotations__ = annotations
     return dataclass(frozen=True)(cls)
 
@@ -183,12 +161,14 @@ class Chain:
         values: dict = {}
         for f in FIELDS:
             raw = getattr(self, f.name)
-            if raw is None:
-                raw = f.default_for(values, L)
-            values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
+            if f.scalar:  # one number, or its default (None: absent)
+                raw = f.default if raw is None else raw
+                values[f.name] = None if raw is None else KINDS[f.kind](f.name, None, raw)
+            else:
+                if raw is None:
+                    raw = f.default_for(values, L)
+                values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
             set_(self, f.name, values[f.name])
-        if self.bandwidth is not None:
-            set_(self, "bandwidth", _check_bandwidth(self.bandwidth))
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
         for i in range(L):
@@ -250,7 +230,6 @@ class Chain:
         """A copy with some fields changed (validated like any chain)."""
         values = {f.name: getattr(self, f.name) for f in FIELDS}
         values["name"] = self.name
-        values["bandwidth"] = self.bandwidth
         values.update(changes)
         return Chain(**values)
 
@@ -274,13 +253,18 @@ class Chain:
         return self.replace(name=name)
 
     def scaled_sizes(self, divisor: int) -> "Chain":
-        """The chain with every size divided by ``divisor`` (which must divide them all)."""
+        """The chain with every size divided by ``divisor`` (which must divide them all), and
+        every rate (bytes per second: ``bandwidth``) too, so that every copy time, and so
+        every makespan, is unchanged: the same problem in units of ``divisor`` bytes."""
         sizes = tuple(f.name for f in _fields.of_kind("size"))
         for f in sizes:
             for i, v in enumerate(getattr(self, f)):
                 if v % divisor:
                     raise ChainError(f"{f}[{i}] = {v} is not divisible by {divisor}")
-        return self.replace(**{f: [v // divisor for v in getattr(self, f)] for f in sizes})
+        rates = {f.name: getattr(self, f.name) / divisor for f in _fields.of_kind("rate")
+                 if getattr(self, f.name) is not None}
+        return self.replace(**{f: [v // divisor for v in getattr(self, f)] for f in sizes},
+                            **rates)
 
     def size_gcd(self) -> int:
         """Greatest common divisor of all sizes and overheads (1 if all are zero)."""
@@ -351,9 +335,8 @@ class Chain:
         d = {"format": FORMAT, "name": self.name}
         for f in FIELDS:
             if not f.optional or not f.is_default(self):
-                d[f.name] = list(getattr(self, f.name))
-        if self.bandwidth is not None:
-            d["bandwidth"] = self.bandwidth
+                value = getattr(self, f.name)
+                d[f.name] = value if f.scalar else list(value)
         return d
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -369,7 +352,7 @@ class Chain:
         fmt = data.get("format")
         if fmt != FORMAT:
             raise ChainError(f"format = {fmt!r} is unknown (expected {FORMAT!r})")
-        known = set(_fields.names()) | {"format", "name", "bandwidth"}
+        known = set(_fields.names()) | {"format", "name"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ChainError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -379,8 +362,7 @@ class Chain:
         name = data.get("name", "chain")
         if name is None:
             name = "chain"
-        return cls(name=name, bandwidth=data.get("bandwidth"),
-                   **{f.name: data.get(f.name) for f in FIELDS})
+        return cls(name=name, **{f.name: data.get(f.name) for f in FIELDS})
 
     @classmethod
     def from_json(cls, text: str) -> "Chain":

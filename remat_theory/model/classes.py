@@ -178,9 +178,9 @@ def subset(a: "str | ScheduleClass", b: "str | ScheduleClass") -> bool:
 
 def classify(chain, schedule) -> ScheduleClass:
     """The smallest class of :data:`RANKED` that ``schedule`` belongs to (``all+drop`` when
-    it uses Drop operations), decided by the rules of :mod:`remat_theory.model.persistence`."""
-    if any(op.is_transfer for op in schedule):
-        return OFFLOAD
+    it uses Drop operations; with transfers, ``no-remat+offload`` or else ``all+offload``), decided by the rules of :mod:`remat_theory.model.persistence`."""
+    if any(op.is_transfer for op in schedule):  # no recomputation: the smaller class
+        return NO_REMAT if NO_REMAT.contains(chain, schedule) else OFFLOAD
     if any(op.kind == DROP for op in schedule):
         return ALL_DROP
     for cls in RANKED[:4]:

@@ -5,13 +5,14 @@ Every reader of a chain's fields (validation, :meth:`Chain.replace`, ``to_dict``
 search's moves, the command line) iterates over :data:`FIELDS`; nothing else lists them.
 
 A field is a per-stage array of a ``kind`` (``time``: seconds, ``size``: bytes, ``flag``:
-booleans) and a ``length`` (``"L"`` or ``"L+1"``).  ``optional`` fields extend the model:
+booleans) and a ``length`` (``"L"`` or ``"L+1"``), or one number (``length`` ``"1"``: the
+``rate`` ``bandwidth``, bytes per second, None when absent).  ``optional`` fields extend the model:
 absent, they take their default and the chain means exactly what it meant before they
 existed, and a solver that models one says so in its registration
 (``solvers.registry.register(supports=...)``); the registry refuses a chain that uses an
 optional field its solver does not model.
 
-A :class:`Variation` (``fall-costs``, ``unsaved-outputs``) is a name for drawing some
+A :class:`Variation` (``fall-costs``, ``unsaved-outputs``, ``offload``) is a name for drawing some
 optional fields on a chain: ``remat verify --variations``, ``remat hard --variations``,
 :func:`remat_theory.strategies.chains` and the solver contract tests iterate over
 :data:`VARIATIONS`.
@@ -22,23 +23,28 @@ Adding an optional field is adding its :class:`Field` here (with ``variation=`` 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from remat_theory.model.errors import ChainError
-from remat_theory.model.validation import check_flag_entry, check_size_entry, check_time_entry
+from remat_theory.model.validation import (check_flag_entry, check_rate, check_size_entry,
+                                           check_time_entry)
 
 __all__ = ["Field", "Variation", "FIELDS", "BASE", "OPTIONAL", "VARIATIONS", "KINDS", "field",
            "variation", "names", "optional_names", "of_kind", "variation_names",
            "parse_variations"]
 
-#: kind -> the check of one entry ``check(field_name, index, value)`` (ChainError naming both).
-KINDS: dict[str, Callable[[str, int, Any], Any]] = {
+#: kind -> the check of one entry ``check(field_name, index, value)`` (ChainError naming both;
+#: index None for a field of one number).  A ``rate`` is bytes per second: it scales with
+#: the sizes (:meth:`Chain.scaled_sizes` divides it too, so every copy time is unchanged).
+KINDS: dict[str, Callable[[str, Any, Any], Any]] = {
     "time": check_time_entry,
     "size": check_size_entry,
     "flag": check_flag_entry,
+    "rate": check_rate,
 }
 
 
@@ -47,8 +53,10 @@ class Field:
     """One per-stage array of a chain.
 
     name : the attribute and JSON key.
-    kind : ``time`` (seconds), ``size`` (bytes) or ``flag`` (booleans): a key of :data:`KINDS`.
-    length : ``"L"`` or ``"L+1"``.
+    kind : ``time`` (seconds), ``size`` (bytes), ``flag`` (booleans) or ``rate`` (bytes per
+        second): a key of :data:`KINDS`.
+    length : ``"L"`` or ``"L+1"`` (a tuple of that many entries), or ``"1"``: one number
+        (:attr:`scalar`), its default (None: absent) when not given.
     doc : one line (docs/model.md has the full table).
     required : must be given (no default).
     default : the value of every entry when absent (``default_from`` None).
@@ -61,6 +69,11 @@ class Field:
     time_weight : for a time field, how often it counts in the total-time cap: ``"L"`` for a
         forward (recompute-all runs O(L^2) of them), 1 for a backward.
     transient : an overhead (memory held only while an operation runs).
+    extends : absent, the field leaves a sub-model: every schedule of the chain without it is
+        a schedule of the chain with it, at the same time and memory (``bandwidth``: a
+        schedule without transfers never uses the channel).  ``remat verify`` then runs a
+        solver that does not model it on the chain without it, and checks the solvers that
+        do against that answer (proofs/offload.md, O.1: offloading never hurts).
     """
 
     name: str
@@ -75,10 +88,16 @@ class Field:
     per: str = "stage"
     time_weight: Any = 1
     transient: bool = False
+    extends: bool = False
+
+    @property
+    def scalar(self) -> bool:
+        """One number, not a per-stage array (``length`` ``"1"``)."""
+        return self.length == "1"
 
     def size(self, L: int) -> int:
-        """The number of entries on a chain of L stages."""
-        return L + 1 if self.length == "L+1" else L
+        """The number of entries on a chain of L stages (1 for a scalar)."""
+        return 1 if self.scalar else L + 1 if self.length == "L+1" else L
 
     def default_for(self, values: dict, L: int) -> tuple | None:
         """The default entries given the fields validated so far (None: required)."""
@@ -95,6 +114,8 @@ class Field:
         value = getattr(chain, self.name)
         if self.default_from is not None:
             return value == getattr(chain, self.default_from)
+        if self.scalar:
+            return value == self.default
         return all(v == self.default for v in value)
 
 
@@ -119,6 +140,9 @@ FIELDS: tuple[Field, ...] = (
           default_from="fwd_overhead", optional=True, variation="fall-costs", transient=True),
     Field("output_saved", "flag", "L", "false where no backward reads the output x_{i+1}",
           default=True, optional=True, variation="unsaved-outputs"),
+    Field("bandwidth", "rate", "1", "bytes per second of the copy channel, each way (absent: "
+          "no channel; docs/model.md, Offloading)", optional=True, variation="offload",
+          extends=True),
 )
 
 #: Fields declared before ``name`` in ``Chain(...)``'s positional order.
@@ -177,6 +201,18 @@ def _draw_unsaved_outputs(chain, rng: np.random.Generator, fraction: float = 0.5
     return {"output_saved": saved}
 
 
+def _draw_offload(chain, rng: np.random.Generator) -> dict:
+    """A copy channel on which copies are neither free nor useless: ``bandwidth`` is the
+    chain's tape bytes per second of forward, ``sum(tape_size) / sum(fwd_time)``, divided
+    by a factor drawn log-uniformly in [0.25, 4] (the tapes copy in a quarter to four
+    times the forward's time); 1 byte per second on a chain without forward time."""
+    factor = float(2.0 ** rng.uniform(-2.0, 2.0))
+    fwd = math.fsum(chain.fwd_time)
+    if fwd <= 0:
+        return {"bandwidth": 1.0}
+    return {"bandwidth": float(sum(chain.tape_size) / fwd / factor)}
+
+
 @dataclass(frozen=True)
 class Variation:
     """A name for drawing some optional fields on a chain.
@@ -213,6 +249,8 @@ VARIATIONS: dict[str, Variation] = {v.name: v for v in (
               "the recording forward's own costs (fall_time, fall_overhead)"),
     Variation("unsaved-outputs", ("output_saved",), _draw_unsaved_outputs, "unsaved",
               "outputs no backward reads (output_saved false)"),
+    Variation("offload", ("bandwidth",), _draw_offload, "offload",
+              "a copy channel to the host (bandwidth; docs/model.md, Offloading)"),
 )}
 
 
@@ -251,9 +289,12 @@ def _check_table() -> None:
     seen = set()
     for f in FIELDS:
         problem = (f.kind not in KINDS and f"unknown kind {f.kind!r}"
-                   or f.length not in ("L", "L+1") and f"length {f.length!r}"
+                   or f.length not in ("L", "L+1", "1") and f"length {f.length!r}"
+                   or f.scalar and f.default_from is not None
+                   and "a field of one number has a default, not default_from"
                    or f.default_from is not None and f.default_from not in seen
                    and f"default_from {f.default_from!r} must be an earlier field"
+                   or f.extends and not f.optional and "only an optional field extends"
                    or f.optional and f.variation not in VARIATIONS
                    and "an optional field needs a variation of VARIATIONS")
         if problem:

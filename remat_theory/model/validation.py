@@ -17,7 +17,7 @@ from remat_theory.model.errors import ChainError, RematError
 
 __all__ = ["check_int", "check_bool", "check_real", "check_positive", "check_choice",
            "option_owner", "format_number", "check_time_entry", "check_size_entry",
-           "check_flag_entry", "check_array"]
+           "check_flag_entry", "check_rate", "check_array"]
 
 
 def option_owner(solver: str) -> str:
@@ -122,6 +122,27 @@ def check_time_entry(field_name: str, index: int, value: Any) -> float:
         raise ChainError(f"{field_name}[{index}] = {v} is not finite")
     if v < 0:
         raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
+    return v
+
+
+def check_rate(field_name: str, index: Any, value: Any) -> float:
+    """A rate (bytes per second): a finite number >= 0; ``index`` None for a field of one
+    number (``bandwidth``), named alone in the error."""
+    where = field_name if index is None else f"{field_name}[{index}]"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        text = repr(value)
+        raise ChainError(f"{where} = {text[:37] + '...' if len(text) > 40 else text} is not "
+                         f"a number (bytes per second)")
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ChainError(f"{where} = {format_number(value)} is not finite") from None
+    if math.isnan(v):
+        raise ChainError(f"{where} is NaN")
+    if math.isinf(v):
+        raise ChainError(f"{where} = {v} is not finite (leave it out for no copy channel)")
+    if v < 0:
+        raise ChainError(f"{where} = {format_number(value)} is negative")
     return v
 
 

@@ -189,7 +189,8 @@ def run(args) -> int:
             # the base fields, and the optional fields the chain uses
             shown = [f.name for f in chain_fields.BASE] + list(c.fields_used())
             for f in shown:
-                print(f"  {f:13s} {list(getattr(c, f))}")
+                v = getattr(c, f)
+                print(f"  {f:13s} {v if chain_fields.field(f).scalar else list(v)}")
         for path in written:
             print(f"wrote {path}")
     if res.anomalies:

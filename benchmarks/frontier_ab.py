@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from remat_theory.torch.frontier import (_ckpt_seq, _drop_in, _hf_methods, _Method, _plain,
-                                         _remat, Point)
-from remat_theory.torch.frontier import measure, remat_breakpoints
+from remat_theory.torch.frontier import (Method, Point, checkpoint_sequential_method, drop_in,
+                                         hf_methods, measure, plain_method, remat_breakpoints,
+                                         remat_method)
 from remat_theory.torch.frontier_networks import build_workload
 from remat_theory.torch.profiler import profile
 
@@ -40,18 +40,18 @@ def main(argv) -> int:
     w = build_workload(args.network, args.scale)
     chain = profile(w.stages, w.example_input, w.loss_fn, repeats=3)
     if args.baseline == "hf":
-        hf = _hf_methods(w)[0]
+        hf = hf_methods(w)[0]
     else:
         k = int(args.baseline.split(":")[1])
-        hf = _Method(Point(args.baseline, "checkpoint_sequential", k),
-                     _ckpt_seq(w, torch.nn.Sequential(*w.stages), k))
-    methods = [_Method(Point("plain", "plain", 1), _plain(w)),
-               _Method(Point("plain:2", "plain", 2), _plain(w)), hf]
+        hf = Method(Point(args.baseline, "checkpoint_sequential", k),
+                     checkpoint_sequential_method(w, torch.nn.Sequential(*w.stages), k))
+    methods = [Method(Point("plain", "plain", 1), plain_method(w)),
+               Method(Point("plain:2", "plain", 2), plain_method(w)), hf]
     for b in remat_breakpoints(chain, w.stages, max_points=10**6):
         pt = Point(f"remat:{b / chain.store_all_memory():.4f}", "remat", int(b))
-        ck = _drop_in(w, int(b), "dp", chain, pt)
+        ck = drop_in(w, int(b), "dp", chain, pt)
         if ck is not None:
-            methods.append(_Method(pt, _remat(w, ck)))
+            methods.append(Method(pt, remat_method(w, ck)))
     params = [p for p in w.model.parameters() if p.requires_grad]
     # peaks first (one step each), then keep the remat points at no more than HF's memory
     measure(methods, params, torch.device("cpu"), repeats=1)

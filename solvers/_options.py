@@ -14,6 +14,7 @@ The checks are those of :mod:`remat_theory.model.validation`.
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -164,3 +165,31 @@ def as_heuristic(sol: Solution, missing: tuple) -> Solution:
     return sol.replace(status=FEASIBLE if sol.status == OPTIMAL else sol.status,
                        optimal_for=CLASS_NONE, bound=None, min_budget=None,
                        message=f"{sol.message}; {note}" if sol.message else note)
+
+
+# ---------------------------------------------------------------- options read from a signature
+RESERVED = ("chain", "budget", "solver")  # the names solvers.solve takes itself
+
+
+def options_of(func, name: str) -> tuple:
+    params = inspect.signature(func).parameters
+    opts = tuple(p for p in params if p not in ("chain", "budget")
+                 and params[p].kind == inspect.Parameter.KEYWORD_ONLY)
+    clash = [o for o in opts if o in RESERVED]
+    if clash:
+        raise SolverError(f"solver {name!r}: option name {clash[0]!r} is reserved by "
+                          f"solvers.solve(chain, budget, solver, **options)")
+    return opts
+
+
+def takes_any_option(func) -> bool:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def defaults_of(func, opts: tuple) -> dict:
+    params = inspect.signature(func).parameters
+    return {o: params[o].default for o in opts if params[o].default is not inspect.Parameter.empty}

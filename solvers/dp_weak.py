@@ -336,7 +336,7 @@ def _fit_slots(L: int):
     return fit
 
 
-def _prepare(uc: UnitChain, budget_units: int, time_limit, slots):
+def prepare_table(uc: UnitChain, budget_units: int, time_limit, slots):
     """(divided chain, g, M) after the up-front size check; M < 0 when the budget is below
     x_0.  A common factor of the unit sizes is divided out (as in ``dp``)."""
     g = uc.size_gcd()
@@ -351,7 +351,7 @@ def _prepare(uc: UnitChain, budget_units: int, time_limit, slots):
 
 
 def _solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER, slots=None):
-    ucd, g, M = _prepare(uc, budget_units, deadline.limit, slots)
+    ucd, g, M = prepare_table(uc, budget_units, deadline.limit, slots)
     if M < 0:
         return INF, None, None
     table = WeakTable(ucd, M, deadline)
@@ -365,7 +365,7 @@ def min_units(uc: UnitChain, deadline: Deadline = NEVER) -> int:
     """Smallest budget (units) at which a weakly persistent schedule exists: the first
     finite entry of W(0, L, .) over the whole useful memory range (up to store-all)."""
     top = uc.store_all_units()
-    ucd, g, M = _prepare(uc, top, deadline.limit, None)
+    ucd, g, M = prepare_table(uc, top, deadline.limit, None)
     table = WeakTable(ucd, max(0, M), deadline)
     row = table.Wa[0][ucd.L]
     return int(uc.x[0] + g * np.argmax(np.isfinite(row)))

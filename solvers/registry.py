@@ -62,8 +62,9 @@ from remat_theory.model.solution import CLASS_NONE, Solution
 from remat_theory.model.validation import check_int
 
 # Option is re-exported for the registrations: ``from solvers.registry import Option, register``
-from solvers._options import (Option, as_heuristic, check_all, option_error,  # noqa: F401
-                              schema_of, supports_of)
+from solvers._options import (Option, as_heuristic, check_all, defaults_of,  # noqa: F401
+                              option_error, options_of, schema_of, supports_of,
+                              takes_any_option)
 
 # Relative tolerance between a solver's claimed makespan and the simulated one: the two
 # are sums of the same floats in possibly different orders, nothing more.
@@ -149,7 +150,6 @@ class SolverInfo:
 _REGISTRY: dict[str, SolverInfo] = {}
 _VARIANTS: dict[str, Variant] = {}
 _EXTERNAL: dict[str, SolverInfo] = {}  # module:function paths loaded so far
-_RESERVED = ("chain", "budget", "solver")
 _LOADED = False
 _PLUGINS_LOADED = False
 
@@ -158,30 +158,6 @@ def _stage_limit(value, what: str, name: str) -> int | None:
     if value is None:
         return None
     return check_int(value, what, minimum=1, error=SolverError, owner=f"solver {name!r}:")
-
-
-def _options_of(func, name: str) -> tuple:
-    params = inspect.signature(func).parameters
-    opts = tuple(p for p in params if p not in ("chain", "budget")
-                 and params[p].kind == inspect.Parameter.KEYWORD_ONLY)
-    clash = [o for o in opts if o in _RESERVED]
-    if clash:
-        raise SolverError(f"solver {name!r}: option name {clash[0]!r} is reserved by "
-                          f"solvers.solve(chain, budget, solver, **options)")
-    return opts
-
-
-def _takes_any_option(func) -> bool:
-    try:
-        params = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
-
-
-def _defaults_of(func, opts: tuple) -> dict:
-    params = inspect.signature(func).parameters
-    return {o: params[o].default for o in opts if params[o].default is not inspect.Parameter.empty}
 
 
 def _variants_of(name: str, variants: Mapping | None, opts: tuple) -> tuple:
@@ -244,7 +220,7 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
     def deco(func):
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise SolverError(f"solver name {name!r} is registered twice")
-        opts = _options_of(func, name)
+        opts = options_of(func, name)
         doc = description or (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
         vs = _variants_of(name, variants, opts)
         schema = schema_of(name, options, opts)
@@ -264,8 +240,8 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
             name, func, optimal_for, exact, doc, opts,
             _stage_limit(max_stages, "max_stages", name),
             _stage_limit(reference_max_stages, "reference_max_stages", name),
-            vs, bool(may_drop), keys, note, defaults=_defaults_of(func, opts),
-            any_options=_takes_any_option(func), supports=supports_of(name, supports),
+            vs, bool(may_drop), keys, note, defaults=defaults_of(func, opts),
+            any_options=takes_any_option(func), supports=supports_of(name, supports),
             schema=schema)
         for v in vs:
             _VARIANTS[v.label] = v
@@ -320,14 +296,14 @@ def load_entry_points(force: bool = False) -> list[str]:
 
 def _external_info(name: str, func) -> SolverInfo:
     try:
-        opts = _options_of(func, name)
+        opts = options_of(func, name)
     except (TypeError, ValueError):
         opts = ()
     doc = (inspect.getdoc(func) or "").split("\n\n")[0].replace("\n", " ")
     return SolverInfo(name, func, CLASS_NONE, False, doc or f"plug-in solver {name}", opts,
                       classes=(CLASS_NONE,), external=True,
-                      defaults=_defaults_of(func, opts) if opts else {},
-                      any_options=_takes_any_option(func))
+                      defaults=defaults_of(func, opts) if opts else {},
+                      any_options=takes_any_option(func))
 
 
 def is_path(name: str) -> bool:

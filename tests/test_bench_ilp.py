@@ -108,7 +108,12 @@ def test_the_min_budget_benchmark_agrees_with_exhaustive_search(bench, tmp_path)
     out = tmp_path / "mb.json"
     assert bench.main(["min-budget", "--lengths", "3", "--seeds", "1", "--out", str(out)]) == 0
     runs = json.loads(out.read_text())["runs"]
-    assert [r["chain"] for r in runs] == ["random L=3 seed=0", "ilp_weak_run_min_budget.json"]
+    from remat_theory.analysis.certificates import load
+
+    certified = [f.name for f in sorted(bench.CERTIFICATES.glob("ilp_*.json"))
+                 if load(f).chain.length <= 3]  # the certificates up to --lengths
+    assert "ilp_weak_run_min_budget.json" in certified
+    assert [r["chain"] for r in runs] == ["random L=3 seed=0"] + certified
     assert runs[0]["exhaustive_min"] == min_feasible_budget(make("random", 3, 0))
     for r in runs:  # one below the smallest budget, the ilp proved the smallest budget
         assert r["min_budget"] == r["exhaustive_min"] == r["budget"] + 1

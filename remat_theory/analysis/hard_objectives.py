@@ -188,7 +188,7 @@ def class_profile(chain: Chain, solver: str) -> list[tuple[int, float]]:
     uc, g0 = UnitChain.exact(chain)
     top = uc.store_all_units()
     if solver == "dp-weak":
-        ucd, g, M = _dpw._prepare(uc, top, None, None)
+        ucd, g, M = _dpw.prepare_table(uc, top, None, None)
         table = _dpw.WeakTable(ucd, max(0, M))
         value = lambda m: table.w(0, ucd.L, m)  # noqa: E731
     elif solver == "dp":

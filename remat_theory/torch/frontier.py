@@ -99,7 +99,7 @@ class Point:
     within_budget: bool | None = None
 
 
-class _Method:
+class Method:
     """A prepared way of running one training step; ``params``: its own parameters when it
     runs a copy of the model (Hugging Face's checkpointing), else None (the shared ones)."""
 
@@ -111,10 +111,10 @@ class _Method:
         self.step()
 
 
-def _error(point: Point, e: Exception, status: str = "error") -> _Method:
+def _error(point: Point, e: Exception, status: str = "error") -> Method:
     text = str(e).splitlines()[0] if str(e) else ""
     point.status, point.detail = status, f"{type(e).__name__}: {text}"[:400]
-    return _Method(point)
+    return Method(point)
 
 
 def _zero_grads(params) -> None:
@@ -135,7 +135,7 @@ def _fresh_function(fn, name: str):
 
 
 # ------------------------------------------------------------------------ methods
-def _plain(w: Workload):
+def plain_method(w: Workload):
     def step():
         w.loss_fn(w.call(w.model)).backward()
     return step
@@ -165,12 +165,12 @@ def _hf_toggle(model, k: int | None) -> None:
         raise RematError("this transformers version checkpoints every layer only")
 
 
-def _hf_methods(w: Workload) -> list:
+def hf_methods(w: Workload) -> list:
     """One point per ``every_n_layers`` K, each on its own copy of the model with Hugging
     Face's checkpointing switched on once (switching it per step would change the modules'
     attributes, which torch.compile's guards on the shared model would see)."""
     if not w.hf:
-        return [_Method(Point("hf_checkpointing", "hf_checkpointing", status="unsupported",
+        return [Method(Point("hf_checkpointing", "hf_checkpointing", status="unsupported",
                               detail=f"{type(w.model).__name__} offers no Hugging Face "
                                      f"activation checkpointing"))]
     n = _hf_layers(w.model)
@@ -186,11 +186,11 @@ def _hf_methods(w: Workload) -> list:
 
         def step(model=model):
             w.loss_fn(w.call(model)).backward()
-        out.append(_Method(pt, step, params=[p for p in model.parameters() if p.requires_grad]))
+        out.append(Method(pt, step, params=[p for p in model.parameters() if p.requires_grad]))
     return out
 
 
-def _ckpt_seq(w: Workload, seq: nn.Sequential, k: int):
+def checkpoint_sequential_method(w: Workload, seq: nn.Sequential, k: int):
     def step():
         out = checkpoint_sequential(seq, k, w.example_input, use_reentrant=False)
         loss = w.loss_fn(out)
@@ -199,7 +199,7 @@ def _ckpt_seq(w: Workload, seq: nn.Sequential, k: int):
     return step
 
 
-def _compile_budget(w: Workload, r: float, backend: str, index: int) -> _Method:
+def _compile_budget(w: Workload, r: float, backend: str, index: int) -> Method:
     import torch._functorch.config as fconfig
 
     pt = Point(f"compile_budget:{r:g}", "compile_budget", r)
@@ -216,7 +216,7 @@ def _compile_budget(w: Workload, r: float, backend: str, index: int) -> _Method:
         step()  # compile now (inside the budget), not in a timed step
     except Exception as e:  # noqa: BLE001 - a compiler failure is a result
         return _error(pt, e)
-    return _Method(pt, step)
+    return Method(pt, step)
 
 
 def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 1024,
@@ -280,7 +280,7 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
     return out
 
 
-def _remat(w: Workload, ck: CheckpointedSequential):
+def remat_method(w: Workload, ck: CheckpointedSequential):
     def step():
         out = ck(w.example_input)
         loss = w.loss_fn(out)
@@ -289,7 +289,7 @@ def _remat(w: Workload, ck: CheckpointedSequential):
     return step
 
 
-def _drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int = 0):
+def drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int = 0):
     try:
         ck = CheckpointedSequential(w.stages, budget=budget, solver=solver,
                                     example_input=w.example_input, loss_fn=w.loss_fn,
@@ -307,7 +307,7 @@ def _drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int
 
 
 def _remat_compiled(w: Workload, ck: CheckpointedSequential, pt: Point, backend: str,
-                    index: int) -> _Method:
+                    index: int) -> Method:
     tree = ck.plan.tree
     stages = ck.stages_list
 
@@ -325,7 +325,7 @@ def _remat_compiled(w: Workload, ck: CheckpointedSequential, pt: Point, backend:
             step()
     except Exception as e:  # noqa: BLE001 - a compiler failure is a result
         return _error(pt, e)
-    return _Method(pt, step)
+    return Method(pt, step)
 
 
 def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: int,
@@ -341,7 +341,7 @@ def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: 
     budgets = remat_breakpoints(chain, stages, solver, max_points=10**6)
     flat = []
     for b in budgets:
-        ck = _drop_in(Workload(w.name, w.model, w.call, w.loss_fn, w.example_input, stages),
+        ck = drop_in(Workload(w.name, w.model, w.call, w.loss_fn, w.example_input, stages),
                       int(b), solver, chain, Point("probe", "remat_compiled"))
         if ck is not None and not _nested(ck.plan.tree):
             flat.append(b)
@@ -355,8 +355,8 @@ def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: 
     for j, i in enumerate(pick):
         b = budgets[i]
         pt = Point(f"remat_compiled:{b / store_all:.4f}", "remat_compiled", int(b))
-        ck = _drop_in(gw, int(b), solver, chain, pt)
-        out.append(_Method(pt) if ck is None else _remat_compiled(gw, ck, pt, backend, j))
+        ck = drop_in(gw, int(b), solver, chain, pt)
+        out.append(Method(pt) if ck is None else _remat_compiled(gw, ck, pt, backend, j))
         if skipped and j == 0 and pt.status == "ok":
             pt.detail = (f"{skipped} lower or other breakpoints have nested checkpoints, which "
                          f"torch.compile 2.13 does not trace (an internal error on the lifted "
@@ -395,13 +395,13 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
     whole step (``"6GiB"``), run by the drop-in; ``optimizer_bytes``: the optimizer state
     those budgets also hold (the measured step runs no optimizer, so a point is within its
     budget when its step peak plus these bytes is)."""
-    methods = [_Method(Point("plain", "plain", 1), _plain(w)),
-               _Method(Point("plain:2", "plain", 2), _plain(w))]
+    methods = [Method(Point("plain", "plain", 1), plain_method(w)),
+               Method(Point("plain:2", "plain", 2), plain_method(w))]
     if hf:
-        methods += _hf_methods(w)
+        methods += hf_methods(w)
     chain = None
     if w.stages is None:
-        methods.append(_Method(Point("remat", "remat", status="error",
+        methods.append(Method(Point("remat", "remat", status="error",
                                      detail=f"capture failed: {w.capture_error}")))
     else:
         chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=profile_repeats)
@@ -410,28 +410,28 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         store_all = chain.store_all_memory()
         for b in budgets:
             pt = Point(f"remat:{b / store_all:.4f}", "remat", int(b))
-            ck = _drop_in(w, int(b), solver, chain, pt)
-            methods.append(_Method(pt, None if ck is None else _remat(w, ck)))
+            ck = drop_in(w, int(b), solver, chain, pt)
+            methods.append(Method(pt, None if ck is None else remat_method(w, ck)))
         for text in step_budgets:
             total = parse_bytes(text, "step budget")
             pt = Point(f"remat_step:{text}", "remat", text)
-            ck = _drop_in(w, str(text), solver, chain, pt, optimizer_bytes)
+            ck = drop_in(w, str(text), solver, chain, pt, optimizer_bytes)
             pt.budget = total - optimizer_bytes
-            methods.append(_Method(pt, None if ck is None else _remat(w, ck)))
+            methods.append(Method(pt, None if ck is None else remat_method(w, ck)))
         if compiled_points:
             methods += _compiled_sweep(w, solver, compiled_points, backend, max_points,
                                        profile_repeats)
         seq = nn.Sequential(*w.stages)
         L = len(w.stages)
         for k in (segments if segments is not None else range(2, L + 1)):
-            methods.append(_Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
-                                   _ckpt_seq(w, seq, k)))
+            methods.append(Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
+                                   checkpoint_sequential_method(w, seq, k)))
     for i, r in enumerate(compile_budgets):
         methods.append(_compile_budget(w, float(r), backend, i))
     return methods, chain
 
 
-def _run(m: _Method, params, device):
+def _run(m: Method, params, device):
     params = m.params or params
     if m.setup:
         m.setup()
@@ -447,7 +447,7 @@ def _run(m: _Method, params, device):
             m.teardown()
 
 
-def _measure_peaks(m: _Method, params, device):
+def _measure_peaks(m: Method, params, device):
     params = m.params or params
     if m.setup:
         m.setup()
@@ -462,7 +462,7 @@ def _measure_peaks(m: _Method, params, device):
             m.teardown()
 
 
-def _grads(m: _Method, params, seed: int) -> list:
+def _grads(m: Method, params, seed: int) -> list:
     params = m.params or params
     if m.setup:
         m.setup()
@@ -725,5 +725,6 @@ def plot(records: list, path, title: str = "") -> None:
     plt.close(fig)
 
 
-__all__ = ["Point", "prepare", "measure", "noise", "dominance", "run_frontier", "format_table",
+__all__ = ["Point", "Method", "prepare", "plain_method", "hf_methods", "checkpoint_sequential_method",
+           "drop_in", "remat_method", "measure", "noise", "dominance", "run_frontier", "format_table",
            "plot", "remat_breakpoints", "FAMILIES", "BASELINES", "DEFAULT_COMPILE_BUDGETS"]

@@ -172,3 +172,40 @@ def test_a_stack_the_input_goes_straight_into():
     assert rec["grads_equal"] and 0.99 <= rec["dropin_over_eager"] <= 1.01, rec
     for r in rec["runs"]:
         assert 0.97 <= r["ratio"] <= 1.01 and r["executor_grads_equal"] and r["dropin_grads_equal"], r
+
+
+class _Cached(nn.Module):
+    """Replaces a tensor it keeps from one call to the next (as a chain captured at the
+    model's seams keeps the arguments its layers get: GPT-Neo's float attention mask)."""
+
+    def __init__(self, n: int, keep: bool):
+        super().__init__()
+        self.n, self.keep, self.cache = n, keep, None
+
+    def forward(self, x):
+        if self.keep:
+            self.cache = None  # the old copy goes first: no transient of two copies
+            self.cache = torch.ones(self.n)
+        return x * 2
+
+
+def test_the_dropin_step_is_primed_so_replaced_state_is_not_counted_as_held():
+    """The CPU meter is not told of the free of a block made before its session; the
+    drop-in's step is primed as the profiler's are (``fidelity._step``).  Oracle: the same
+    step on stages that keep nothing; without priming the kept copy counts as held."""
+    from remat_theory.torch.fidelity import _step
+
+    n = 1 << 16  # 256 KiB: larger than anything else the step holds
+    x0 = torch.randn(32, 16)
+    peaks = {}
+    for keep in (False, True):
+        torch.manual_seed(0)
+        stages = [_Cached(n, keep), nn.Linear(16, 16)]
+        params = list(stages[1].parameters())
+
+        def step():
+            return stages[1](stages[0](x0)).square().sum()
+        step()  # the kept copy exists before the measurement, as after a profile
+        peaks[keep] = (_step(step, params, stages, x0)[0], _step(step, params)[0])
+    assert peaks[True][0] == peaks[False][0] == peaks[False][1], peaks
+    assert peaks[True][1] == peaks[False][1] + 4 * n, peaks

@@ -6,9 +6,9 @@ independent oracle (``remat_theory.torch.fidelity.check_network``; used by the t
    ``forward``, the loss, ``backward``) and one of the drop-in
    (:class:`~remat_theory.torch.module.CheckpointedSequential`) at budget 1.0, on the same
    input from the same random seed, both measured by torch's allocator
-   (:func:`~remat_theory.torch.tracker.allocator_peak`: bytes above the start, parameter
-   gradients apart): the two peaks, and whether every parameter gradient is equal bit for
-   bit.
+   (:class:`~remat_theory.torch.tracker.AllocatorMeter`: bytes above the start, parameter
+   gradients apart; the drop-in's step primed as the profiler's are, see ``_step``): the
+   two peaks, and whether every parameter gradient is equal bit for bit.
 2. **The same below store-all.**  The drop-in on the DP's schedule at each budget: its
    gradients against the eager model's, and its allocator peak.
 3. **Predict to the byte.**  The profiled chain's simulator peak for each schedule against
@@ -26,10 +26,10 @@ from remat_theory.torch.capture import StageChain
 from remat_theory.torch.confirm import measure_run
 from remat_theory.torch.module import CheckpointedSequential, shared_parameter_bytes
 from remat_theory.torch.networks import build
-from remat_theory.torch.profiler import profile_details
+from remat_theory.torch.profiler import prime_forward, profile_details
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages, stage_parameters
-from remat_theory.torch.tracker import allocator_peak, storage_bytes
+from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
 
 SEED = 1234
 # where the budgets of ``budgets=None`` sit between the smallest feasible one (0) and store-all (1)
@@ -56,14 +56,26 @@ def _equal(a: list, b: list) -> tuple:
     return same, rel
 
 
-def _step(fn, params):
+def _step(fn, params, stages=None, x0=None):
     """One training step ``fn()`` (returns the loss), from absent gradients and the fixed
-    seed: (allocator peak above the start, parameter gradients apart; the gradients)."""
+    seed: (allocator peak above the start, parameter gradients apart; the gradients).
+
+    With ``stages`` and ``x0``, a no-grad forward of the stages runs first inside the
+    measurement (:func:`~remat_theory.torch.profiler.prime_forward`, as the profiler and the
+    executor's measurement do): state the stages keep from one call to the next (the
+    arguments a chain captured at the model's seams hands its layers: GPT-Neo's 512 KiB
+    float attention mask) is then replaced inside the session, where the CPU meter sees
+    both its allocation and the free of the copy it replaces.  Without it, the free of the
+    copy made before the session is not reported and the replacement counts as held."""
     for p in params:
         p.grad = None
     torch.manual_seed(SEED)
-    peak = allocator_peak(lambda: fn().backward(), persistent=lambda: [p.grad for p in params])
-    return peak, _grads(params)
+    prime = None if stages is None else (lambda: prime_forward(stages, x0, x0.device))
+    meter = AllocatorMeter(None, persistent=lambda: [p.grad for p in params], prime=prime)
+    with meter:
+        with meter.op("step"):
+            fn().backward()
+    return meter.peak, _grads(params)
 
 
 def check_network(name: str, scale: str = "test", budgets=None, *,
@@ -100,7 +112,7 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
     e_peak, e_grads = _step(eager, params)
     restore()
     ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn, chain=chain)
-    d_peak, d_grads = _step(lambda: loss_fn(ck(x0)), params)
+    d_peak, d_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
     restore()
     same, rel = _equal(e_grads, d_grads)
     x0b = storage_bytes(x0)
@@ -137,7 +149,7 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
         # that much more, so that it runs the same schedule
         ck = CheckpointedSequential(stages, budget + 2 * shared_parameter_bytes(stages), solver,
                                     example_input=x0, loss_fn=loss_fn, chain=chain)
-        dp_peak, dp_grads = _step(lambda: loss_fn(ck(x0)), params)
+        dp_peak, dp_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
         restore()
         same_schedule = ck.schedule == sol.schedule
         row.update(predicted=sim.peak_memory, measured=run["peak"],

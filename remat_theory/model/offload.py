@@ -55,9 +55,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError, RematError
+from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError
 from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, OFF, PRE, Op, Schedule
-from remat_theory.model.simulator import (SimulationResult, State, check_budget,
+from remat_theory.model.simulator import (SimulationResult, State, check_budget, replay_arguments,
                                           register_two_stream, transition)
 
 COMPUTE, CHANNEL = "compute", "channel"
@@ -342,12 +342,7 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
                      ) -> OffloadSimulationResult:
     """Replay a two-stream schedule (module docstring); raise :class:`InvalidScheduleError`
     (or :class:`BudgetExceededError`) naming the first invalid step."""
-    if not isinstance(chain, Chain):
-        raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
-    if isinstance(schedule, str):
-        schedule = Schedule.parse(schedule)
-    elif not isinstance(schedule, Schedule):
-        schedule = Schedule(schedule)
+    schedule = replay_arguments(chain, schedule)
     budget = check_budget(budget)
     x0 = chain.x_size[0]
     if budget is not None and x0 > budget:

@@ -301,6 +301,16 @@ def register_two_stream(replay) -> None:
     _TWO_STREAM = replay
 
 
+def replay_arguments(chain: Chain, schedule) -> Schedule:
+    """The checks every replay makes first: a :class:`Chain`, and the schedule as a
+    :class:`Schedule` (parsed from its token form, or built from operations)."""
+    if not isinstance(chain, Chain):
+        raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
+    if isinstance(schedule, str):
+        return Schedule.parse(schedule)
+    return schedule if isinstance(schedule, Schedule) else Schedule(schedule)
+
+
 def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | None = None,
              allow_drop: bool = False) -> SimulationResult:
     """Replay ``schedule`` on ``chain`` and check it against ``budget`` (bytes; None: no limit).
@@ -328,12 +338,7 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
     ...
     remat_theory.model.errors.BudgetExceededError: step 2 (Loss): peak memory 20 exceeds ...
     """
-    if not isinstance(chain, Chain):
-        raise RematError(f"chain must be a Chain, got {type(chain).__name__}")
-    if isinstance(schedule, str):
-        schedule = Schedule.parse(schedule)
-    elif not isinstance(schedule, Schedule):
-        schedule = Schedule(schedule)
+    schedule = replay_arguments(chain, schedule)
     if any(op.is_transfer for op in schedule):  # the two-stream model (docs/model.md)
         if _TWO_STREAM is None:  # pragma: no cover - remat_theory/__init__ registers it
             raise RematError("the two-stream simulator is not loaded (import "

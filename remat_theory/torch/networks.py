@@ -291,12 +291,15 @@ def gpt2(scale: str = "small", seed: int = 0, batch: int | None = None,
                    TargetLoss(ids.clone(), "lm"))
 
 
+# (batch, sequence, width, layers, heads, vocabulary, classes) of the BERT-like encoders
+_ENCODER_SIZES = {"test": (2, 16, 32, 2, 2, 100, 3), "small": (8, 128, 128, 4, 4, 1000, 3),
+                  "large": (32, 512, 768, 12, 12, 30522, 3)}
+
+
 def bert(scale: str = "small", seed: int = 0, batch: int | None = None,
          size: int | None = None, granularity="block") -> Network:
     tf = _transformers()
-    batch_, seq, d, layers, heads, vocab, classes = {
-        "test": (2, 16, 32, 2, 2, 100, 3), "small": (8, 128, 128, 4, 4, 1000, 3),
-        "large": (32, 512, 768, 12, 12, 30522, 3)}[scale]
+    batch_, seq, d, layers, heads, vocab, classes = _ENCODER_SIZES[scale]
     batch, seq = batch or batch_, size or seq
     torch.manual_seed(seed)
     cfg = tf.BertConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers,
@@ -411,9 +414,7 @@ def _encoder(family: str):
     def make(scale: str = "small", seed: int = 0, batch: int | None = None,
              size: int | None = None, granularity="block") -> Network:
         tf = _transformers()
-        batch_, seq, d, layers, heads, vocab, classes = {
-            "test": (2, 16, 32, 2, 2, 100, 3), "small": (8, 128, 128, 4, 4, 1000, 3),
-            "large": (32, 512, 768, 12, 12, 30522, 3)}[scale]
+        batch_, seq, d, layers, heads, vocab, classes = _ENCODER_SIZES[scale]
         batch, seq = batch or batch_, size or seq
         torch.manual_seed(seed)
         if family == "roberta":

@@ -112,17 +112,7 @@ def _not_a_number(field_name: str, index: int, value: Any) -> ChainError:
 def check_time_entry(field_name: str, index: int, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _not_a_number(field_name, index, value)
-    try:
-        v = float(value)
-    except OverflowError:  # an integer beyond the float range
-        raise ChainError(f"{field_name}[{index}] = {format_number(value)} is not finite") from None
-    if math.isnan(v):
-        raise ChainError(f"{field_name}[{index}] is NaN")
-    if math.isinf(v):
-        raise ChainError(f"{field_name}[{index}] = {v} is not finite")
-    if v < 0:
-        raise ChainError(f"{field_name}[{index}] = {format_number(v)} is negative")
-    return v
+    return _finite_non_negative(f"{field_name}[{index}]", value, value_shown=False)
 
 
 def check_rate(field_name: str, index: Any, value: Any) -> float:
@@ -133,16 +123,23 @@ def check_rate(field_name: str, index: Any, value: Any) -> float:
         text = repr(value)
         raise ChainError(f"{where} = {text[:37] + '...' if len(text) > 40 else text} is not "
                          f"a number (bytes per second)")
+    return _finite_non_negative(where, value, value_shown=True,
+                                inf_hint=" (leave it out for no copy channel)")
+
+
+def _finite_non_negative(where: str, value: Any, *, value_shown: bool, inf_hint: str = "") -> float:
+    """``value`` (a real number) as a float, refused when it overflows, is NaN, infinite or
+    negative; a negative one is shown as given (``value_shown``) or as its float."""
     try:
         v = float(value)
-    except OverflowError:
+    except OverflowError:  # an integer beyond the float range
         raise ChainError(f"{where} = {format_number(value)} is not finite") from None
     if math.isnan(v):
         raise ChainError(f"{where} is NaN")
     if math.isinf(v):
-        raise ChainError(f"{where} = {v} is not finite (leave it out for no copy channel)")
+        raise ChainError(f"{where} = {v} is not finite{inf_hint}")
     if v < 0:
-        raise ChainError(f"{where} = {format_number(value)} is negative")
+        raise ChainError(f"{where} = {format_number(value if value_shown else v)} is negative")
     return v
 
 

@@ -200,12 +200,18 @@ FALL_TAIL_CHAIN = Chain(fwd_time=[1.0] * 4, bwd_time=[1.0] * 5, x_size=[0, 1, 3,
                         tape_size=[2, 4, 1, 5], fwd_overhead=[0, 2, 5, 4])
 
 
-def test_the_proven_mode_starts_from_the_two_run_optimum():
+def test_the_proven_mode_starts_from_the_two_run_optimum(monkeypatch):
     """The proven model is warm-started with the optimum of two weakly increasing runs per
     phase (a class it contains): on the run+falls counterexample no DP schedule fits the
-    budget, so before this the proven mode had no incumbent at all under a time limit."""
+    budget, so before this the proven mode had no incumbent at all under a time limit.
+    (The two-run step may take the whole limit here, not its usual quarter: at load 15 on
+    two cores its quarter, 3 s of wall time, ended it at an incumbent of 18 and the test
+    failed; the proven model is not closed in 12 s either way.)"""
+    import solvers.ilp.seeds as seeds
+
     chain = FALL_TAIL_CHAIN
     assert solvers.solve(chain, 9, "dp-weak").status == INFEASIBLE
+    monkeypatch.setattr(seeds, "STAGED_SHARE", 1.0)
     sol = solvers.solve(chain, 9, "ilp", time_limit=12)
     assert sol.info["warm_start"] == "ilp passes=2 pairs=True"
     assert sol.info["staged"]["makespan"] == 16.0

@@ -196,10 +196,16 @@ class OffloadExecutor(ScheduleExecutor):
 
     # ------------------------------------------------------------------ transfers
     @contextlib.contextmanager
+    def _paused(self):
+        """Bookkeeping (random generator states, running statistics saved around a
+        recomputation: CPU tensors on a GPU) is paused for every allocator meter, also when
+        the executor has no tracker (the drop-in's offload plans)."""
+        with super()._paused(), torch.profiler.record_function(AllocatorMeter.PAUSED):
+            yield
+
     def _host_allocation(self):
         """Host buffers are not device memory: paused for every allocator meter."""
-        with self._paused(), torch.profiler.record_function(AllocatorMeter.PAUSED):
-            yield
+        return self._paused()
 
     def _resident_pointers(self) -> set:
         if self._resident is None:

@@ -120,3 +120,21 @@ def test_measured_bandwidth_gives_the_chain_a_channel():
                                 loss_fn=net.loss_fn, bandwidth="measure", profile_repeats=1)
     assert ck.chain.bandwidth > 0
     assert isinstance(ck.plan.tree, OffloadRun)
+
+
+def test_frontier_offload_points_are_measured_with_plain_gradients():
+    from remat_theory.torch.frontier import run_frontier
+    from remat_theory.torch.frontier_networks import from_network
+
+    w = from_network(build("mlp", "test"))
+    rec = run_frontier(w, device=DEVICE, repeats=1, offload_solvers=("save-on-cpu", "offload-all"),
+                       bandwidth=1e9, compile_budgets=(), compiled_points=0, hf=False,
+                       segments=[], budgets=[])
+    pts = [p for p in rec["points"] if p["family"] == "remat_offload"]
+    assert {p["detail"] for p in pts} == {"save-on-cpu", "offload-all"}
+    plain = next(p for p in rec["points"] if p["method"] == "plain")
+    for p in pts:
+        assert p["status"] == "ok" and p["grads_equal"], p
+        assert p["method"].startswith("remat_offload:") and isinstance(p["param"], int)
+        # below the plain model's peak: the offloaded tapes are off the device
+        assert p["peak"] < plain["peak"]

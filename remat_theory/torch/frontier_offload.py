@@ -53,12 +53,11 @@ def available_solvers(names) -> list:
     return out
 
 
-def offload_methods(w, chain, *, solvers=DEFAULT_SOLVERS, bandwidth="measure", budgets=None,
-                    points: int = 4, device=None) -> list:
-    """The ``remat_offload`` :class:`~.frontier.Method` list for workload ``w`` and its
-    profiled ``chain`` (module docstring)."""
-    from remat_theory.torch.frontier import Method, Point, remat_method
-
+def offload_methods(w, chain, Point, Method, remat_method, *, solvers=DEFAULT_SOLVERS,
+                    bandwidth="measure", budgets=None, points: int = 4, device=None) -> list:
+    """The ``remat_offload`` methods for workload ``w`` and its profiled ``chain`` (module
+    docstring); ``Point``, ``Method`` and ``remat_method`` are :mod:`.frontier`'s (passed
+    in, so that this module does not import it back)."""
     bandwidth = check_bandwidth(bandwidth)
     if bandwidth is None:
         raise RematError("offload points need a bandwidth (bytes per second or 'measure')")

@@ -423,7 +423,8 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
             methods.append(Method(pt, None if ck is None else remat_method(w, ck)))
         if offload_solvers:
             from remat_theory.torch.frontier_offload import offload_methods
-            methods += offload_methods(w, chain, solvers=offload_solvers, bandwidth=bandwidth,
+            methods += offload_methods(w, chain, Point, Method, remat_method,
+                                       solvers=offload_solvers, bandwidth=bandwidth,
                                        budgets=offload_budgets, points=offload_points)
         if compiled_points:
             methods += _compiled_sweep(w, solver, compiled_points, backend, max_points,

@@ -355,3 +355,32 @@ def test_the_class_grammar_parser():
     assert classes.subset("persistent", "persistent+offload")
     assert classes.subset("persistent+offload", "all+offload")
     assert not classes.subset("persistent+offload", "all")
+
+
+@settings(max_examples=8, deadline=None)
+@given(chains(1, 5, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
+       st.sampled_from([0.25, 4.0]),
+       st.floats(-0.2, 1))
+def test_auto_on_a_channel_never_says_a_false_infeasible(chain, ratio, where):
+    """auto on a bandwidth chain: exhaustive-offload's answer on tiny chains; beyond, a
+    schedule no slower than the offload DP's and remat alone's, or infeasible only below
+    the memory lower bound (O.12), or time_limit; info names who answered."""
+    chain = _with_bandwidth(chain, ratio)
+    lb, hi = chain.memory_lower_bound(), chain.store_all_memory()
+    budget = max(0, lb + int(where * (hi - lb)))
+    sol = registry.solve(chain, budget, "auto", time_limit=20)
+    assert sol.info["answered_by"]
+    if chain.length <= 3:
+        ref = registry.solve(chain, budget, "exhaustive-offload")
+        assert sol.status == ref.status and sol.optimal_for in ("all+offload",)
+        if ref.makespan is not None:
+            assert sol.makespan == pytest.approx(ref.makespan)
+        return
+    if sol.status == "infeasible":
+        assert budget < lb and sol.optimal_for == "all+offload"
+        return
+    if chain.output_saved == (True,) * chain.length:
+        dpo = registry.solve(chain, budget, "dp-offload")
+        if dpo.schedule is not None:
+            assert sol.schedule is not None and sol.makespan <= dpo.makespan + 1e-9
+    assert sol.status != "time_limit" or "not proven optimal" in sol.message

@@ -34,11 +34,16 @@ Tables over memory units m (budget minus everything the segment does not own, as
 Recurrence (g = x[t+1], or 0 when t = L; c the container's units, tc = its copy time):
 
 * base cases as in ``dp`` (the loss; ``Fall_s B_s``); ``Ot``/``Op`` are infinite there;
-* ``K`` option A: ``fall[s] + Ft(s+1, t, m - th[s]) + bwd[s]``;
+* ``K`` option A: ``fall[s] + Ft(s+1, t, m - dA[s]) + bwd[s]``;
 * ``K`` option B: ``cf[k] - cf[s] + Fp(k, t, m - x[k]) + K(s, k-1, m)`` (pass under m);
-* ``O`` option A-off: ``max(fall[s], tc) + Ft(s+1, t, m + c - th[s]) + tc + bwd[s]``;
+* ``O`` option A-off: ``max(fall[s], tc) + Ft(s+1, t, m + c - dA[s]) + tc + bwd[s]``;
 * ``O`` option B-off: ``max(fwd[s], tc) + cf[k] - cf[s+1] + Fp(k, t, m + c - x[k]) + tc
   + F(s, k-1, m)`` (Fck_s under m, Fn_{s+1} .. Fn_{k-1} under m + c; F of C's own form).
+
+Outputs no backward reads (``output_saved``) as in ``dp`` (proofs/persistent_dp.md 2.10):
+``dA[s] = th[s] + ux[s+1] - ux[s]``, B_s's need ``bneed[s]``; the container of option A's
+child is then the plain unsaved x_{s+1} (``Fp`` instead of ``Ft``), and a segment whose
+input is an unsaved plain x_s has no option A-off (``Fall_s`` frees x_s).
 
 The answer is ``K(0, L, budget - x[0])``.  Memory: exact integers (sizes divided by their
 gcd) or ``slots`` (sizes rounded up to budget/S, as ``dp`` does; every schedule found fits
@@ -96,6 +101,8 @@ class OffloadTable:
         self.W = W = int(max(1, sat.max() + 1))
         x = [int(v) for v in uc.x]
         th = [int(v) for v in uc.th]
+        dA = self.dA = [int(v) for v in uc.dA]  # option A's child runs at m - dA[s]
+        un = self.un = [bool(v) for v in uc.un]  # x_i unsaved (a plain value Fall_i frees)
         fp = uc.fp
         step = [int(v) for v in uc.step]
         tx = [copy_time(chain, b) for b in chain.x_size]  # plain x_s
@@ -153,8 +160,9 @@ class OffloadTable:
                     K[s, t], CK[s, t] = kb, kc
                     continue
                 fneed = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]))
-                # option A
-                take(kb, kc, at(fresh("t", s + 1, t), -th[s]) + (fall[s] + bwd[s]), _A, fneed)
+                # option A (the child's container: t_{s+1}, or an unsaved plain x_{s+1})
+                cf_ = "p" if un[s + 1] else "t"
+                take(kb, kc, at(fresh(cf_, s + 1, t), -dA[s]) + (fall[s] + bwd[s]), _A, fneed)
                 # option B
                 for k in range(s + 1, t + 1):
                     cand = at(fresh("p", k, t), -x[k]) + K[s, k - 1] + (cf[k] - cf[s])
@@ -168,9 +176,10 @@ class OffloadTable:
                         continue
                     ob = np.full(W, INF)
                     oc = np.zeros(W, dtype=np.int16)
-                    cand = at(fresh("t", s + 1, t), c - th[s]) + (
-                        max(fall[s], tc) + tc + bwd[s])
-                    take(ob, oc, cand, _A, fneed)
+                    if not (form == "p" and un[s]):  # Fall_s frees an unsaved x_s
+                        cand = at(fresh(cf_, s + 1, t), c - dA[s]) + (
+                            max(fall[s], tc) + tc + bwd[s])
+                        take(ob, oc, cand, _A, fneed)
                     run = 0  # largest Fn_j step of the pass so far (j = s+1 .. k-1)
                     for k in range(s + 1, t + 1):
                         if k > s + 1:
@@ -192,7 +201,7 @@ class OffloadTable:
     def schedule(self, m: int):
         """The optimal schedule of ``K(0, L, m)``, rebuilt from the stored choices."""
         uc, L, W = self.uc, self.L, self.W
-        x, th = [int(v) for v in uc.x], [int(v) for v in uc.th]
+        x, dA, un = [int(v) for v in uc.x], self.dA, self.un
 
         def off(form, s):
             return OffX(s) if form == "p" else OffT(s)
@@ -214,14 +223,15 @@ class OffloadTable:
                 if s == t:
                     return ([LOSS_OP] if s == L else [Fall(s), Bwd(s)]), ()
                 if c == _A:
-                    return [Fall(s)], (("seg", "F", "t", s + 1, t, m - th[s]), Bwd(s))
+                    return [Fall(s)], (("seg", "F", "p" if un[s + 1] else "t", s + 1, t,
+                                        m - dA[s]), Bwd(s))
                 return ([Fck(s)] + [Fn(j) for j in range(s + 1, c)],
                         (("seg", "F", "p", c, t, m - x[c]), ("seg", "K", form, s, c - 1, m)))
             cu = self.cu[form][s]
             c = int(self.CO[form][s, t][m])
             if c == _A:
-                return [Fall(s), off(form, s)], (("seg", "F", "t", s + 1, t, m + cu - th[s]),
-                                                 pre(form, s), Bwd(s))
+                return [Fall(s), off(form, s)], (("seg", "F", "p" if un[s + 1] else "t", s + 1,
+                                                  t, m + cu - dA[s]), pre(form, s), Bwd(s))
             return ([Fck(s), off(form, s)] + [Fn(j) for j in range(s + 1, c)],
                     (("seg", "F", "p", c, t, m + cu - x[c]), pre(form, s),
                      ("seg", "F", form, s, c - 1, m)))
@@ -235,6 +245,7 @@ def min_units(uc: UnitChain, chain: Chain) -> int:
     recurrence over least feasible memory instead of time (feasibility is monotone in m)."""
     L = uc.L
     x, th = [int(v) for v in uc.x], [int(v) for v in uc.th]
+    dA, un = [int(v) for v in uc.dA], [bool(v) for v in uc.un]
     cu = {"p": x, "t": [0] + th}
     ok = {"p": [copy_time(chain, b) < INF for b in chain.x_size],
           "t": [False] + [copy_time(chain, b) < INF for b in chain.tape_held]}
@@ -252,7 +263,8 @@ def min_units(uc: UnitChain, chain: Chain) -> int:
             if n == 0:
                 K[s, t] = x[L] + int(uc.bo[L]) if t == L else fneed
                 continue
-            best = max(fneed, fresh("t", s + 1, t) + th[s])
+            cf_ = "p" if un[s + 1] else "t"
+            best = max(fneed, fresh(cf_, s + 1, t) + dA[s])
             for k in range(s + 1, t + 1):
                 best = min(best, max(g + int(fp[s, k]), fresh("p", k, t) + x[k], K[s, k - 1]))
             K[s, t] = best
@@ -262,7 +274,8 @@ def min_units(uc: UnitChain, chain: Chain) -> int:
                 if not ok[form][s]:
                     continue
                 c = cu[form][s]
-                best = max(fneed, fresh("t", s + 1, t) + th[s] - c)
+                best = (INF if form == "p" and un[s] else
+                        max(fneed, fresh(cf_, s + 1, t) + dA[s] - c))
                 run = 0
                 for k in range(s + 1, t + 1):
                     if k > s + 1:
@@ -305,7 +318,7 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
                       "chain with bandwidth; O(L^3 M)): optimal over persistent+offload, "
                       "exact integer memory or slots.",
           variants={"dp-offload-slots": {"slots": 64}},
-          supports=("fall_time", "fall_overhead", "bandwidth"),
+          supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
           options={"slots": Option("int", "round sizes up to budget/slots (valid, optimal for "
                                    "the rounded sizes only; status feasible)", minimum=1,
                                    none=True),

@@ -274,8 +274,8 @@ def test_scaling_sizes_scales_the_bandwidth_and_keeps_every_offload_optimum(seed
 # ------------------------------------------------------------------ dp-offload (O.10, O.11)
 
 @settings(max_examples=12, deadline=None)
-@given(chains(1, 3, max_size=6, max_time=5, overheads=None, fall_costs=None),
-       st.sampled_from([0.25, 1.0, 4.0]), st.floats(0, 1))
+@given(chains(1, 3, max_size=6, max_time=5, overheads=None, fall_costs=None,
+              unsaved_outputs=None), st.sampled_from([0.25, 1.0, 4.0]), st.floats(0, 1))
 def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio, where):
     """O.10/O.11: dp-offload's answer is the best member of its grammar (every member
     enumerated and replayed by the independent interpreter), its smallest budget is the
@@ -304,7 +304,7 @@ def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio,
 
 
 @settings(max_examples=10, deadline=None)
-@given(chains(1, 4, max_size=6, max_time=5, overheads=None, unsaved_outputs=False),
+@given(chains(1, 4, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
        st.floats(0, 1))
 def test_dp_offload_without_a_channel_is_the_persistent_dp(chain, where):
     """O.11 (b): no bandwidth, or bandwidth 0 with positive sizes: no transfer, and the

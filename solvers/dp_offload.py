@@ -74,6 +74,7 @@ from solvers.registry import Option, register
 
 NAME = "dp-offload"
 CLASS = "persistent+offload"
+CLASS_NO_REMAT = "store-all+offload"  # recompute=False
 INF = math.inf
 #: Min-plus steps per second assumed by the up-front refusal (solvers._dp_tables).
 ASSUMED_RATE = 5e8
@@ -94,7 +95,8 @@ class OffloadTable:
     """The tables of the module docstring for m = 0..W-1 (W - 1 at least every segment's
     store-all peak), and their choices."""
 
-    def __init__(self, uc: UnitChain, chain: Chain, deadline: Deadline = NEVER):
+    def __init__(self, uc: UnitChain, chain: Chain, deadline: Deadline = NEVER,
+                 recompute: bool = True):
         self.uc, self.chain = uc, chain
         L = self.L = uc.L
         sat = skewed_saturation(uc)
@@ -163,8 +165,8 @@ class OffloadTable:
                 # option A (the child's container: t_{s+1}, or an unsaved plain x_{s+1})
                 cf_ = "p" if un[s + 1] else "t"
                 take(kb, kc, at(fresh(cf_, s + 1, t), -dA[s]) + (fall[s] + bwd[s]), _A, fneed)
-                # option B
-                for k in range(s + 1, t + 1):
+                # option B (none without recomputation: only option A, store-all's shape)
+                for k in range(s + 1, t + 1 if recompute else s + 1):
                     cand = at(fresh("p", k, t), -x[k]) + K[s, k - 1] + (cf[k] - cf[s])
                     take(kb, kc, cand, k, g + int(fp[s, k]))
                 K[s, t], CK[s, t] = kb, kc
@@ -181,7 +183,7 @@ class OffloadTable:
                             max(fall[s], tc) + tc + bwd[s])
                         take(ob, oc, cand, _A, fneed)
                     run = 0  # largest Fn_j step of the pass so far (j = s+1 .. k-1)
-                    for k in range(s + 1, t + 1):
+                    for k in range(s + 1, t + 1 if recompute else s + 1):
                         if k > s + 1:
                             run = max(run, step[k - 1])
                         cand = (at(fresh("p", k, t), c - x[k]) + fresh(form, s, k - 1)
@@ -240,7 +242,7 @@ class OffloadTable:
                       lambda: self.deadline.check("rebuilding the schedule"))
 
 
-def min_units(uc: UnitChain, chain: Chain) -> int:
+def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
     """The smallest budget (units of ``uc``) at which the class has a schedule: the same
     recurrence over least feasible memory instead of time (feasibility is monotone in m)."""
     L = uc.L
@@ -265,7 +267,7 @@ def min_units(uc: UnitChain, chain: Chain) -> int:
                 continue
             cf_ = "p" if un[s + 1] else "t"
             best = max(fneed, fresh(cf_, s + 1, t) + dA[s])
-            for k in range(s + 1, t + 1):
+            for k in range(s + 1, t + 1 if recompute else s + 1):
                 best = min(best, max(g + int(fp[s, k]), fresh("p", k, t) + x[k], K[s, k - 1]))
             K[s, t] = best
             if s == 0:
@@ -277,7 +279,7 @@ def min_units(uc: UnitChain, chain: Chain) -> int:
                 best = (INF if form == "p" and un[s] else
                         max(fneed, fresh(cf_, s + 1, t) + dA[s] - c))
                 run = 0
-                for k in range(s + 1, t + 1):
+                for k in range(s + 1, t + 1 if recompute else s + 1):
                     if k > s + 1:
                         run = max(run, int(uc.step[k - 1]))
                     best = min(best, max(g + x[s + 1] + int(uc.fo[s]), g + run - c,
@@ -297,7 +299,7 @@ def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:
 
 
 def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadline = NEVER,
-                slots: int | None = None):
+                slots: int | None = None, recompute: bool = True):
     """``(makespan, schedule, table)`` at a budget in units of ``uc`` (inf, None, None when
     the class has no schedule there)."""
     x0 = int(uc.x[0])
@@ -305,7 +307,7 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
         return INF, None, None
     W = int(max(1, skewed_saturation(uc).max() + 1))
     _refuse_if_too_big(uc.L, W, slots, deadline.limit)
-    table = OffloadTable(uc, chain, deadline)
+    table = OffloadTable(uc, chain, deadline, recompute)
     m = budget_units - x0
     value = table.value(m)
     if value == INF:
@@ -317,22 +319,28 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
           description="Persistent dynamic program with offloading of segment inputs (a "
                       "chain with bandwidth; O(L^3 M)): optimal over persistent+offload, "
                       "exact integer memory or slots.",
-          variants={"dp-offload-slots": {"slots": 64}},
+          variants={"dp-offload-slots": {"slots": 64},
+                    "dp-offload-only": {"recompute": False}},
+          classes=(CLASS, CLASS_NO_REMAT),
           supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
           options={"slots": Option("int", "round sizes up to budget/slots (valid, optimal for "
                                    "the rounded sizes only; status feasible)", minimum=1,
                                    none=True),
+                   "recompute": Option("bool", "allow recomputation (false: option A only, "
+                                       "store-all with offloads: class "
+                                       "persistent-no-remat+offload)"),
                    "time_limit": Option("seconds", "for the whole run (status time_limit "
                                         "past it)", none=True)})
 def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
-                     time_limit: float | None = None) -> Solution:
+                     recompute: bool = True, time_limit: float | None = None) -> Solution:
     """Optimal schedule of the class ``persistent+offload`` (module docstring): exact in
     memory by default; with ``slots``, sizes rounded up to budget/slots bytes (valid at the
     real budget, optimal for the rounded sizes: status ``feasible`` unless every size is a
     whole number of slots)."""
     deadline = Deadline(time_limit)
     uc_exact, gcd = UnitChain.exact(chain)
-    info = {"bandwidth": chain.bandwidth}
+    info = {"bandwidth": chain.bandwidth, "recompute": recompute}
+    cls = CLASS if recompute else CLASS_NO_REMAT
     try:
         if slots is None:
             info.update(memory="exact", unit=gcd)
@@ -341,15 +349,15 @@ def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
             info.update(memory="slots", **slot_info(chain, budget, slots))
             uc, units = UnitChain.rounded(chain, budget, slots), slots
             exact = budget == 0 or all(v * slots % budget == 0 for v in all_sizes(chain))
-        makespan, schedule, table = solve_units(uc, chain, units, deadline, slots)
+        makespan, schedule, table = solve_units(uc, chain, units, deadline, slots, recompute)
     except DeadlineExpired as e:
-        return time_up(NAME, CLASS, chain, budget, deadline, e.what, info)
+        return time_up(NAME, cls, chain, budget, deadline, e.what, info)
+    least = min_units(uc_exact, chain, recompute) * gcd
     if schedule is None:
-        least = min_units(uc_exact, chain) * gcd
-        claim = CLASS if exact or budget < least else CLASS_NONE
+        claim = cls if exact or budget < least else CLASS_NONE
         return Solution.infeasible(NAME, budget, optimal_for=claim, min_budget=least,
                                    info=info,
-                                   message=f"no {CLASS} schedule fits in {budget}; the "
+                                   message=f"no {cls} schedule fits in {budget}; the "
                                            f"smallest feasible budget of the class is {least}")
     sim = simulate(chain, schedule)
     if not math.isclose(sim.makespan, makespan, rel_tol=1e-9, abs_tol=1e-9):
@@ -358,8 +366,8 @@ def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
     info["transfers"] = sum(op.is_transfer for op in schedule)
     if exact:
         return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
-                                bound=sim.makespan, optimal_for=CLASS, info=info,
-                                min_budget=min_units(uc_exact, chain) * gcd)
+                                bound=sim.makespan, optimal_for=cls, info=info,
+                                min_budget=least)
     return Solution(NAME, FEASIBLE, schedule, sim.makespan, sim.peak_memory, budget,
                     optimal_for=CLASS_NONE, info=info,
                     message="slots mode: optimal for the rounded sizes, not proven optimal "

@@ -201,12 +201,14 @@ def persistent_offload_schedules(chain: Chain):
     yield from seg(0, L, False, "t")
 
 
-def best_persistent_offload(chain: Chain, budget: int):
+def best_persistent_offload(chain: Chain, budget: int, recompute: bool = True):
     """``(best, least)``: (makespan, tokens) of the fastest schedule of the grammar that the
     interpreter accepts within ``budget`` (or None), and the least peak of any schedule of
     the grammar it accepts: an oracle for ``dp-offload`` by enumeration."""
     best, least = None, None
     for tokens in persistent_offload_schedules(chain):
+        if not recompute and any(t.startswith(("Fn", "Fck")) for t in tokens):
+            continue
         ref = TwoStreamReference(chain)
         if not all(ref.apply(t) for t in tokens) or ref.bwd_next != -1:
             continue

@@ -83,8 +83,10 @@ INSTANCES = {v: [(name, b) for name, chain in chains.items() for b in _budgets(c
 def oracle(chain_name: str, budget: int, class_key: str):
     """Exhaustive search restricted to the class ``class_key``."""
     cls = classes.schedule_class(class_key)
-    if cls is classes.PERSISTENT_OFFLOAD:  # a finite grammar: every member, replayed
-        best, least = best_persistent_offload(CHAINS[chain_name], budget)
+    if cls in (classes.PERSISTENT_OFFLOAD, classes.STORE_ALL_OFFLOAD):  # a finite grammar:
+        # every member, replayed (without Fn/Fck for store-all+offload)
+        best, least = best_persistent_offload(CHAINS[chain_name], budget,
+                                              recompute=cls is classes.PERSISTENT_OFFLOAD)
         if best is None:
             return Solution.infeasible("grammar", budget, min_budget=least, optimal_for=cls.key)
         return Solution.optimal("grammar", budget, Schedule.parse(" ".join(best[1])), best[0],

@@ -32,7 +32,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.validation import check_int
 
 __all__ = ["ScheduleClass", "PERSISTENT", "WEAK", "MONOTONE", "RUNS2", "ALL", "ALL_DROP",
-           "RUN_FALLS", "NONE", "OFFLOAD", "NO_REMAT", "PERSISTENT_OFFLOAD", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
+           "RUN_FALLS", "NONE", "OFFLOAD", "NO_REMAT", "PERSISTENT_OFFLOAD", "STORE_ALL_OFFLOAD", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
            "is_class_name"]
 
 # Rank of ``all``: above every weak-runs<=K class (K is at most a chain's length in practice).
@@ -67,6 +67,8 @@ class ScheduleClass:
         other = schedule_class(other)
         if self == other:
             return True
+        if self.key == STORE_ALL_OFFLOAD_KEY:  # inside both offload classes below
+            return other.key in (OFFLOAD_KEY, NO_REMAT_KEY, PERSISTENT_OFFLOAD_KEY)
         if other.key == OFFLOAD_KEY:  # the two-stream model contains every canonical schedule
             return self.key in (NO_REMAT_KEY, PERSISTENT_OFFLOAD_KEY) or \
                 self.rank is not None and self.rank <= _ALL_RANK
@@ -82,8 +84,11 @@ class ScheduleClass:
         if not isinstance(schedule, Schedule):
             schedule = Schedule.parse(schedule) if isinstance(schedule, str) else Schedule(schedule)
         transfers = any(op.is_transfer for op in schedule)
-        if self.key == PERSISTENT_OFFLOAD_KEY:
+        if self.key in (PERSISTENT_OFFLOAD_KEY, STORE_ALL_OFFLOAD_KEY):
             if not is_persistent_offload(chain, schedule):
+                return False
+            if self.key == STORE_ALL_OFFLOAD_KEY and any(op.kind in ("Fn", "Fck")
+                                                         for op in schedule):
                 return False
             try:
                 simulate(chain, schedule)
@@ -124,6 +129,7 @@ ALL_DROP = ScheduleClass("all+drop", persistence.ALL,
                          _ALL_RANK + 1, allows_drop=True)
 OFFLOAD_KEY, NO_REMAT_KEY = "all+offload", "no-remat+offload"
 PERSISTENT_OFFLOAD_KEY = "persistent+offload"
+STORE_ALL_OFFLOAD_KEY = "store-all+offload"
 # The two-stream model (docs/model.md, "Offloading"): every valid schedule with transfers
 # allowed; and its schedules without recomputation (each stage's forward once, a Fall).
 # Outside the rank chain (all+drop and all+offload are incomparable); subset_of knows that
@@ -137,6 +143,11 @@ NO_REMAT = ScheduleClass(NO_REMAT_KEY, persistence.ALL,
 PERSISTENT_OFFLOAD = ScheduleClass(PERSISTENT_OFFLOAD_KEY, persistence.ALL,
                                    "persistent, each segment may offload its input once "
                                    "(dp-offload)", None)
+# Its schedules without recomputation: store-all, each tape (or unsaved output) offloaded
+# after the next forward read it and prefetched right before its backward, or kept.
+STORE_ALL_OFFLOAD = ScheduleClass(STORE_ALL_OFFLOAD_KEY, persistence.ALL,
+                                  "store-all, each segment input offloaded once or kept "
+                                  "(dp-offload-only)", None)
 RUN_FALLS = ScheduleClass(persistence.RUN_FALLS, persistence.RUN_FALLS,
                           "one weakly increasing run per phase, then only Fall", None)
 NONE = ScheduleClass("none", None, "no claim (a heuristic)", None)
@@ -156,7 +167,7 @@ RUNS2 = weak_runs(2)
 # The classes a schedule is classified into, smallest first (``classify``).
 RANKED = (PERSISTENT, WEAK, MONOTONE, RUNS2, ALL, ALL_DROP)
 _BY_NAME = {c.key: c for c in RANKED + (RUN_FALLS, NONE, OFFLOAD, NO_REMAT,
-                                         PERSISTENT_OFFLOAD)}
+                                         PERSISTENT_OFFLOAD, STORE_ALL_OFFLOAD)}
 _BY_NAME.update({c.rule: c for c in RANKED + (RUN_FALLS,) if c.rule != persistence.ALL})
 
 

@@ -1,8 +1,8 @@
 """The offload executor (remat_theory/torch/offload_executor.py) against plain
 backpropagation and the two-stream referee (remat_theory/model/offload.py).
 
-Schedules with transfers (the baselines ``save-on-cpu`` and ``offload-all`` on the built-in
-networks, the exact ``exhaustive-offload`` and random valid two-stream schedules on 4-stage
+Schedules with transfers (the baselines ``save-on-cpu`` and ``offload-all`` and the class DP
+``dp-offload`` on the built-in networks, the exact ``exhaustive-offload`` and random valid two-stream schedules on 4-stage
 slices of them, hand-written ones) are executed on real networks.  Oracles: plain
 backpropagation (parameter gradients, input gradient, loss, buffers and random generator
 states, bit for bit) and the referee (device memory after every operation and each
@@ -153,6 +153,23 @@ def test_exhaustive_offload_schedules_run_like_plain_backprop(network):
         case.check(sol.schedule)
         moved += sum(op.is_transfer for op in sol.schedule)
     assert moved  # the slices are chosen so that the optimum offloads
+
+
+@pytest.mark.parametrize("network", NETWORKS)
+def test_dp_offload_schedules_run_like_plain_backprop(network):
+    """The class DP (persistent schedules whose segments may offload their input) on the
+    whole test-scale networks, at its smallest feasible budget and halfway to store-all."""
+    case = _case(network)
+    chain = case.chain
+    top = chain.store_all_memory()
+    low = solvers.solve(chain, 1, "dp-offload").min_budget
+    moved = 0
+    for budget in (low, (low + top) // 2):
+        sol = solvers.solve(chain, budget, "dp-offload")
+        assert sol.schedule is not None
+        case.check(sol.schedule)
+        moved += sum(op.is_transfer for op in sol.schedule)
+    assert moved
 
 
 def _offloaded_twice(st, op) -> bool:

@@ -7,6 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import solvers  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.torch import build, plain_backprop, split_stages  # noqa: E402
 from remat_theory.torch.module import CheckpointedSequential  # noqa: E402
@@ -80,6 +81,30 @@ def test_save_on_cpu_plan_trains_like_plain_autograd(network):
     peak = _step_and_compare(ck, stages, net.example_input, net.loss_fn, params, state, modules)
     assert peak <= _allowed(ck)
     assert peak < ck.chain.store_all_memory()
+
+
+@pytest.mark.parametrize("network", ["mlp", "resnet", "transformer"])
+def test_dp_offload_plan_trains_like_plain_autograd(network):
+    """The class DP's plan at its smallest feasible budget on the profiled chain, where it
+    offloads."""
+    net = build(network, "test").to(DEVICE)
+    stages = split_stages(net.model)
+    params = stage_parameters(stages)
+    modules = torch.nn.ModuleList(stages)
+    state = copy.deepcopy(modules.state_dict())
+    probe = CheckpointedSequential(net.model, 1.0, "dp-offload", example_input=net.example_input,
+                                   loss_fn=net.loss_fn, bandwidth=1e9, profile_repeats=1)
+    L = probe.chain.length
+    # unit times and a channel that copies the largest tape in one stage time: the plan
+    # does not depend on timing noise
+    chain = probe.chain.replace(fwd_time=[1.0] * L, fall_time=[1.0] * L, bwd_time=[1.0] * (L + 1),
+                                bandwidth=float(max(probe.chain.tape_size)))
+    low = solvers.solve(chain, 1, "dp-offload").min_budget
+    ck = CheckpointedSequential(net.model, low, "dp-offload", example_input=net.example_input,
+                                loss_fn=net.loss_fn, chain=chain, unit=1)
+    assert isinstance(ck.plan.tree, OffloadRun) and ck.plan.tree.transfers > 0
+    peak = _step_and_compare(ck, stages, net.example_input, net.loss_fn, params, state, modules)
+    assert peak <= _allowed(ck)
 
 
 def test_exhaustive_offload_plan_on_a_slice_trains_like_plain_autograd():

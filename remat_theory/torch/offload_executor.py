@@ -133,6 +133,15 @@ class OffloadExecutor(ScheduleExecutor):
                 st.resize_(0)
         self._leaving = []
 
+    def wait_prefetches(self) -> None:
+        """CUDA: the current stream waits for every prefetch not yet waited for (the drop-in
+        hands x_L to the user's loss, which the executor does not check)."""
+        if self.mode == "cuda":
+            current = torch.cuda.current_stream(self.device)
+            for ready, _ in self._ready.values():
+                current.wait_event(ready)
+            self._ready.clear()
+
     # ------------------------------------------------------------------ referee
     def _referee(self, op: Op) -> OffloadState:
         r = offload_step(self._ochain, self._ostate, op, self.allow_drop)

@@ -100,6 +100,7 @@ class _Schedule(torch.autograd.Function):
         # the next compute op is the user's loss, the model's Loss: it first waits for the
         # offloads issued before it and releases their device copies
         ex.release_leaving()
+        ex.wait_prefetches()
         ctx.state = state
         ctx.x_grad = x.requires_grad
         return ex.available(state["run"].length).detach()

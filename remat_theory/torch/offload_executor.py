@@ -217,14 +217,17 @@ class OffloadExecutor(ScheduleExecutor):
         return self._paused()
 
     def _resident_pointers(self) -> set:
-        if self._resident is None:
-            from remat_theory.torch.profiler import carried_tensors
+        """Storages a tape may save but does not hold: parameters, buffers, x_0 (fixed), and
+        the constants a captured chain's first stage hands on (remade by each of its runs,
+        so read at every tape offload)."""
+        from remat_theory.torch.profiler import carried_tensors
 
+        if self._resident is None:
             kept = stage_parameters(self.stages) + list(stage_buffers(self.stages))
-            kept += carried_tensors(self.stages)
             kept.append(self._values.plain[0])
             self._resident = {t.untyped_storage().data_ptr() for t in kept}
-        return self._resident
+        return self._resident | {t.untyped_storage().data_ptr()
+                                 for t in carried_tensors(self.stages)}
 
     def _storages(self, target: str, i: int, obj) -> list:
         """The device storages a value holds (module docstring), each once, non-empty."""

@@ -10,7 +10,7 @@ transfers on the offload executor, :mod:`.offload_module`) is built at each budg
 
 * ``budgets`` given (bytes of the chain): those;
 * otherwise the solver's smallest feasible budget (its own peak, for the two store-all
-  baselines), and for a solver whose answer changes with the budget (``dp-offload``,
+  baselines; plus what the drop-in reserves for parameters several stages share), and for a solver whose answer changes with the budget (``dp-offload``,
   ``exhaustive-offload``) ``points`` budgets spread evenly from there to store-all.
 
 Each point is named ``remat_offload:<fraction of store-all>`` (family ``remat_offload``,
@@ -27,7 +27,7 @@ from __future__ import annotations
 import solvers as solver_registry
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.torch.module import CheckpointedSequential
+from remat_theory.torch.module import CheckpointedSequential, shared_parameter_bytes
 from remat_theory.torch.offload_module import chain_with_bandwidth, check_bandwidth
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
@@ -65,6 +65,9 @@ def offload_methods(w, chain, Point, Method, remat_method, *, solvers=DEFAULT_SO
     bw_chain = chain_with_bandwidth(chain, bandwidth, dev)
     store_all = chain.store_all_memory()
     solve_chain = rounded_chain(bw_chain, auto_unit(bw_chain))
+    # the drop-in keeps this much of a budget below store-all for the summed gradient of
+    # parameters several stages share (tied embeddings): the solver sees the rest
+    reserve = 2 * shared_parameter_bytes(w.stages)
     out, seen = [], set()
     for name in available_solvers(solvers):
         if budgets is not None:
@@ -76,7 +79,7 @@ def offload_methods(w, chain, Point, Method, remat_method, *, solvers=DEFAULT_SO
                 pt = Point(f"{FAMILY}:{name}", FAMILY, status="refused", detail=str(e)[:400])
                 out.append(Method(pt))
                 continue
-            low = min(store_all - 1, low if low is not None else store_all - 1)
+            low = min(store_all - 1, (low if low is not None else store_all) + reserve)
             n = max(1, points) if name in SWEPT else 1
             wanted = [low + (store_all - 1 - low) * k // max(1, n - 1) for k in range(n)] \
                 if n > 1 else [low]

@@ -62,6 +62,11 @@ several stages, which a budget below store-all reserves (:func:`shared_parameter
 Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
 ``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
 with :class:`~remat_theory.torch.executor.ScheduleExecutor`).
+
+Offloading: with ``bandwidth=`` (a copy channel) and a solver that plans transfers
+(``dp-offload``, ``save-on-cpu``, ``offload-all``, ``exhaustive-offload``), a schedule with
+offloads runs on the offload executor inside one autograd function
+(:mod:`~remat_theory.torch.offload_module`; docs/offload_torch.md).
 """
 from __future__ import annotations
 

@@ -14,10 +14,12 @@ way a reentrant checkpoint runs its segment:
   accumulate into ``.grad`` as in plain autograd, and d_0 flows back to the input.
 
 Gradients are plain autograd's, bit for bit (tests/test_torch_offload_module.py).  Memory:
-the referee's device peak, plus x_size[L] from the ``Loss`` on: autograd's engine keeps d_L,
-the gradient it hands the function's backward, referenced until that backward returns (the
-executor run on its own frees it at ``B_{L-1}``); the forward ends by releasing the device
-copies of the offloads issued since the last compute op, as the ``Loss`` would.  As with a
+the referee's device peak.  d_L reaches the executor through a second, identity function
+(:class:`_Loss`) whose backward hands it over and returns a zero of no memory, so that
+autograd's engine does not keep d_L referenced through the whole plan's backward (x_size[L]
+more, measured, when the plan's function received d_L itself); the forward ends by releasing
+the device copies of the offloads issued since the last compute op, as the ``Loss`` would.
+As with a
 reentrant checkpoint: ``torch.autograd.grad(loss, params)`` does not see the parameter
 gradients (they go to ``.grad``), and a second backward through the same forward
 (``retain_graph=True``) is refused, since the schedule has run to its end.
@@ -89,8 +91,8 @@ def chain_with_bandwidth(chain, bandwidth, device):
 
 
 class _Schedule(torch.autograd.Function):
-    """Identity on the graph's side: forward runs the operations before ``Loss`` and returns
-    x_L; backward runs ``Loss`` (with the incoming gradient) and the rest, returning d_0."""
+    """Forward: the operations before ``Loss``; returns x_L.  Backward: the ``Loss`` (with
+    the d_L :class:`_Loss` handed over) and the rest of the schedule; returns d_0."""
 
     @staticmethod
     def forward(ctx, dummy, x, state):  # noqa: D401 - autograd signature
@@ -106,14 +108,10 @@ class _Schedule(torch.autograd.Function):
         return ex.available(state["run"].length).detach()
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, _zero):
         state = ctx.state
-        if state is None:
-            raise RematError("this forward's schedule has already run its backward (a second "
-                             "backward of an offload plan is not supported)")
         ctx.state = None
         ex = state.pop("executor")
-        ex.set_loss_grad(grad)
         for op in state["run"].after:
             ex.step(op)
         if not ex.done:  # pragma: no cover - the referee accepted a complete schedule
@@ -123,9 +121,36 @@ class _Schedule(torch.autograd.Function):
         return None, d0, None
 
 
+class _Loss(torch.autograd.Function):
+    """Identity on x_L whose backward hands d_L to the executor (the ``Loss`` operation) and
+    passes on a zero of no memory (a 0-d zero expanded): autograd's engine drops its
+    reference to d_L when this backward returns, so the executor frees d_L at ``B_{L-1}``
+    as the model says, not when the whole plan's backward returns."""
+
+    @staticmethod
+    def forward(ctx, y, state):  # noqa: D401 - autograd signature
+        ctx.state = state
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        state = ctx.state
+        if state is None or "executor" not in state:
+            raise RematError("this forward's schedule has already run its backward (a second "
+                             "backward of an offload plan is not supported)")
+        ctx.state = None
+        state["executor"].set_loss_grad(grad)
+        del grad
+        zero = torch.zeros((), dtype=state["dtype"], device=state["device"])
+        return zero.expand(state["shape"]), None
+
+
 def run_offload(run: OffloadRun, stages, x: torch.Tensor, output_saved) -> torch.Tensor:
     """The forward of an offload plan (module docstring): x_L, whose backward runs the rest
     of the schedule."""
     ex = OffloadExecutor(stages, None, x.detach(), output_saved=output_saved, allow_drop=True)
     dummy = torch.empty(0, device=x.device, requires_grad=True)
-    return _Schedule.apply(dummy, x, {"executor": ex, "run": run})
+    state = {"executor": ex, "run": run}
+    y = _Schedule.apply(dummy, x, state)
+    state.update(dtype=y.dtype, device=y.device, shape=y.shape)
+    return _Loss.apply(y, state)

@@ -110,12 +110,15 @@ def test_config_errors_name_the_field():
 
 def test_cli_gap_corpus_replays(tmp_path, capsys):
     out = tmp_path / "corpus"
-    rc = main(["hard", "--objective", "dp-weak-gap", "--time", "8", "--workers", "1",
+    # a fixed amount of search (2 restarts of 150 chains: --time 60 is there so that the
+    # cap, not the clock, stops it), the same on every machine
+    rc = main(["hard", "--objective", "dp-weak-gap", "--time", "60", "--max-evals", "150",
+               "--workers", "1",
                "--seed", "2", "--max-stages", "3", "--min-time", "1", "--fall-at-least-fwd",
                "--out", str(out), "--top", "2", "--json"])
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["solver"] == "dp-weak" and summary["evaluations"] > 0
+    assert summary["solver"] == "dp-weak" and 0 < summary["evaluations"] <= 2 * 150
     assert summary["files"]
     for f in summary["files"]:
         cert = load(f)
@@ -127,7 +130,8 @@ def test_cli_gap_corpus_replays(tmp_path, capsys):
 
 
 def test_cli_budget_gap_certificate(tmp_path, capsys):
-    rc = main(["hard", "--objective", "budget-gap", "--solver", "dp", "--time", "5",
+    rc = main(["hard", "--objective", "budget-gap", "--solver", "dp", "--time", "60",
+               "--max-evals", "100",
                "--workers", "1", "--max-stages", "4", "--all-saved", "--out", str(tmp_path),
                "--top", "1", "--json"])
     assert rc == 0
@@ -142,8 +146,21 @@ def test_cli_budget_gap_certificate(tmp_path, capsys):
         assert not cert.chain.has_unsaved_outputs
 
 
+def test_an_evaluation_cap_stops_a_restart_deterministically():
+    cfg = H.GapConfig("dp-weak-gap", max_stages=3)
+    a, b = H.run_restart((cfg, 4, 60.0, 40)), H.run_restart((cfg, 4, 60.0, 40))
+    assert a.evaluations == b.evaluations == 40
+    assert (a.best is None) == (b.best is None)
+    if a.best is not None:
+        assert (a.best.score, a.best.chain, a.best.budget) == (b.best.score, b.best.chain,
+                                                             b.best.budget)
+    with pytest.raises(RematError, match="max_evals = 0"):
+        H.search(cfg, seconds=1, max_evals=0)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--objective", "dp-weak-gap", "--overheads"], "draws overheads already"),
+    (["--objective", "dp-weak-gap", "--max-evals", "0"], "--max-evals: value 0"),
     (["--objective", "dp-weak-gap", "--variations", "nope"], "nope"),
     (["--objective", "baseline-gap", "--solver", "periodic", "--min-time", "1"],
      "constrain the gap objectives"),

@@ -106,8 +106,11 @@ def test_restart_is_a_picklable_top_level_task():
 
 def test_cli_dp_gap_corpus_replays(tmp_path, capsys):
     out = tmp_path / "corpus"
-    rc = main(["hard", "--objective", "dp-gap", "--time", "6", "--workers", "2", "--seed", "3",
-               "--max-stages", "5", "--out", str(out), "--top", "2", "--no-progress"])
+    # a fixed amount of search (the cap, not --time 60, stops each restart) on 2 workers;
+    # at 4 stages the best gap found shrinks in a few seconds
+    rc = main(["hard", "--objective", "dp-gap", "--time", "60", "--max-evals", "20",
+               "--workers", "2", "--seed", "3", "--max-stages", "4", "--out", str(out), "--top", "2",
+               "--no-progress"])
     assert rc == 0
     files = sorted(out.glob("*.json"))
     assert files, capsys.readouterr().out
@@ -125,7 +128,8 @@ def test_cli_dp_gap_corpus_replays(tmp_path, capsys):
 
 
 def test_cli_baseline_gap_and_json_summary(tmp_path, capsys):
-    rc = main(["hard", "--objective", "baseline-gap", "--solver", "periodic", "--time", "3",
+    rc = main(["hard", "--objective", "baseline-gap", "--solver", "periodic", "--time", "60",
+               "--max-evals", "40",
                "--workers", "1", "--max-stages", "4", "--out", str(tmp_path), "--json"])
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
@@ -146,8 +150,8 @@ def test_cli_ilp_time_scores_proven_solves_only():
 
 
 def test_search_in_process(tmp_path):
-    res = search(SearchConfig("dp-gap", max_stages=4), seconds=3, seed=5, workers=1,
-                 progress=False)
+    res = search(SearchConfig("dp-gap", max_stages=4), seconds=60, seed=5, workers=1,
+                 progress=False, max_evals=15)
     assert res.evaluations > 0 and res.found
     assert all(a.score >= b.score for a, b in zip(res.found, res.found[1:]))
 
@@ -171,6 +175,8 @@ def test_anomalies_are_recorded_not_scored(monkeypatch):
     (["--objective", "baseline-gap", "--solver", "nope"], "not available"),
     (["--objective", "ilp-time", "--solver", "dp"], "not used"),
     (["--min-stages", "5", "--max-stages", "3"], "below min_stages"),
+    (["--max-evals", "0"], "--max-evals: value 0"),
+    (["--max-evals", "x"], "--max-evals"),
 ])
 def test_cli_errors_name_the_option(argv, message, capsys):
     assert main(["hard", "--time", "1", *argv]) == 2

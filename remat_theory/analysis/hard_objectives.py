@@ -434,16 +434,19 @@ class RestartOutcome:
 
 
 def run_restart(task: tuple) -> RestartOutcome:
-    """``task = (cfg, seed, seconds)``: local search from fresh chains for ``seconds``
-    (a fresh chain when stuck: 60 moves without a gain, or a score of 1)."""
-    cfg, seed, seconds = task
+    """``task = (cfg, seed, seconds[, max_evals])``: local search from fresh chains for
+    ``seconds`` or ``max_evals`` chains scored, whichever comes first (a fresh chain when
+    stuck: 60 moves without a gain, or a score of 1). An evaluation cap that binds before
+    the clock makes the restart deterministic."""
+    cfg, seed, seconds = task[:3]
+    max_evals = task[3] if len(task) > 3 else None
     rng = np.random.default_rng(seed)
     deadline = time.perf_counter() + seconds
     evals = 0
     cur = best = None
     stale = 0
     anomalies = []
-    while time.perf_counter() < deadline:
+    while time.perf_counter() < deadline and (max_evals is None or evals < max_evals):
         fresh = cur is None or stale > 60 or (cur[0] <= 1.0 + 1e-12 and rng.random() < 0.3)
         chain = random_chain(rng, cfg) if fresh else mutate(rng, cur[1], cfg)
         floor = 0.0 if fresh else cur[0]
@@ -484,13 +487,22 @@ class GapResult:
 
 def search(cfg: GapConfig, *, seconds: float = 60.0, seed: int = 0, workers: int | None = None,
            scheduler=None, progress: bool = True, shrink_fraction: float = 0.2,
-           restart_seconds: float = 30.0, keep: float | None = None) -> GapResult:
+           restart_seconds: float = 30.0, keep: float | None = None,
+           max_evals: int | None = None) -> GapResult:
     """Restarts of :func:`run_restart` for about ``(1 - shrink_fraction) * seconds``, then
-    shrink the best chain at its budget, keeping its score (or ``keep``)."""
+    shrink the best chain at its budget, keeping its score (or ``keep``).
+
+    max_evals : each restart also stops after this many chains scored; the number of
+        restarts depends on ``seconds`` and ``workers`` only, so with a cap that binds
+        before the clock the search (shrinking included, unless it reaches ``seconds``)
+        is the same on every run.
+    """
     from remat_theory.analysis.parallel import default_workers, parallel_map
 
     if not (isinstance(seconds, (int, float)) and seconds > 0 and math.isfinite(seconds)):
         raise RematError(f"seconds = {seconds!r} must be a positive number")
+    if max_evals is not None:
+        check_int(max_evals, "max_evals", minimum=1)
     t0 = time.perf_counter()
     n_workers = workers or default_workers()
     search_s = seconds * (1 - shrink_fraction)
@@ -498,7 +510,8 @@ def search(cfg: GapConfig, *, seconds: float = 60.0, seed: int = 0, workers: int
     n = max(n_workers, int(round(search_s * n_workers / per)))
     per = search_s * n_workers / n
     seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
-    results = parallel_map(run_restart, [(cfg, s, per) for s in seeds], workers=n_workers,
+    results = parallel_map(run_restart, [(cfg, s, per, max_evals) for s in seeds],
+                           workers=n_workers,
                            scheduler=scheduler, progress=progress, desc=f"hard {cfg.objective}")
     found = sorted((r.best for r in results if r.best is not None), key=lambda h: -h.score)
     evals = sum(r.evaluations for r in results)

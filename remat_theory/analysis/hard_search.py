@@ -580,11 +580,16 @@ def search(cfg: SearchConfig, *, seconds: float = 60.0, seed: int = 0,
     keep : the shrinker keeps ``score >= keep`` (default: the best score found, so that
         shrinking never loses hardness; for ``ilp-time``, half of it, since solve times
         vary from run to run).
+    max_evals : each restart also stops after this many evaluations; the restarts and
+        their seeds depend on ``seconds`` and ``workers`` only, so with a cap that binds
+        before the clock the restarts find the same instances on every run.
     """
     from remat_theory.analysis.parallel import default_workers, parallel_map
 
     if not (isinstance(seconds, (int, float)) and seconds > 0 and math.isfinite(seconds)):
         raise RematError(f"seconds = {seconds!r} must be a positive number")
+    if max_evals is not None:
+        check_int(max_evals, "max_evals", minimum=1)
     cfg.check_solvers()
     t0 = time.perf_counter()
     deadline = t0 + seconds

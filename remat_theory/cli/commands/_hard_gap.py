@@ -49,7 +49,7 @@ def run(args) -> int:
     cfg = config(args)
     res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
                  scheduler=args.scheduler, progress=not args.no_progress and not args.json,
-                 keep=args.keep)
+                 keep=args.keep, max_evals=args.max_evals)
     written = []
     out = Path(args.out) if args.out else None
     if out is not None:

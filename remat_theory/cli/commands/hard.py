@@ -1,5 +1,5 @@
 """``remat hard --objective dp-gap|dp-weak-gap|budget-gap|baseline-gap|ilp-time [--solver NAME]
-[--time S] [--out DIR]``"""
+[--time S] [--max-evals N] [--out DIR]``"""
 from __future__ import annotations
 
 import math
@@ -49,6 +49,10 @@ def add_arguments(p) -> None:
     p.add_argument("--time", type=positive_float, default=60.0,
                    help="total wall-clock seconds, about (search, then shrinking; a solve in "
                         "progress finishes); default 60")
+    p.add_argument("--max-evals", type=positive_int, default=None, dest="max_evals",
+                   metavar="N",
+                   help="each restart also stops after N instances evaluated (with a --time "
+                        "long enough, the same search on every run)")
     p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default 0)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: every core)")
@@ -138,7 +142,8 @@ def run(args) -> int:
     with Ticker(f"remat hard {cfg.objective}", limit=args.time, enabled=not args.no_progress,
                 lines=True):
         res = search(cfg, seconds=args.time, seed=args.seed, workers=args.workers,
-                     scheduler=args.scheduler, progress=False, keep=args.keep)
+                     scheduler=args.scheduler, progress=False, keep=args.keep,
+                     max_evals=args.max_evals)
     written = []
     out = Path(args.out) if args.out else None
     if out is not None:

@@ -320,6 +320,9 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
     mem0 = chain.x_size[0]
     if mem0 > budget:
         return None, None, None, None, True, None
+    # the clock starts before the bound's tables and its first evaluation: on thousands of
+    # stages each evaluation of a new state takes seconds (its knapsack per backward)
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     if heuristic is None:
         heuristic = Heuristic(chain, budget)
     upper = _incumbent_makespan(chain, budget, incumbent, allow_drop)
@@ -331,7 +334,6 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
     counter = itertools.count()
     heap = [(heuristic(_state_of(start)), 0.0, next(counter), start, mem0)]
     closed = set()
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
     pops = 0
     while heap:
         f, gs, _, s, mem = heapq.heappop(heap)
@@ -361,6 +363,8 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
             if old is None or ng < old:
                 if lean is not None and lean.dominated(ns, ng, g):
                     continue
+                if deadline is not None and time.perf_counter() > deadline:
+                    return None, None, None, f, False, "time_limit"  # f: as at a pop
                 fn = ng + heuristic(r.state)
                 if fn >= ceiling:
                     continue  # no better than the incumbent

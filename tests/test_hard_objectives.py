@@ -179,5 +179,7 @@ def test_a_class_dp_below_opt_is_an_anomaly(monkeypatch):
                         lambda c, s: [(b, v / 4) for b, v in real(c, s)])
     with pytest.raises(H.Anomaly, match="beats the exact optimum"):
         H.score_chain(REFEREE, H.GapConfig("dp-weak-gap"))
-    out = H.run_restart((H.GapConfig("dp-weak-gap", max_stages=3), 1, 2.0))
+    # 20 chains scored (the cap, not the 60 s, stops it): every scored chain is an anomaly
+    out = H.run_restart((H.GapConfig("dp-weak-gap", max_stages=3), 1, 60.0, 20))
+    assert out.evaluations == 20
     assert out.anomalies and "beats the exact optimum" in out.anomalies[0][0]

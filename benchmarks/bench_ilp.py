@@ -495,17 +495,20 @@ def _random_start(chain: Chain, r: random.Random) -> State:
 
 def phase_local_task(task: tuple) -> dict:
     """One worker's share of the ``phase-local`` sweep: ``(seed, seconds, lengths, runs[,
-    no_fo])``; ``no_fo``: the chains' forward overheads are set to zero."""
+    no_fo[, max_starts]])``; ``no_fo``: the chains' forward overheads are set to zero;
+    ``max_starts`` also stops it after that many phase starts (a cap that binds before the
+    clock makes the task the same on every machine: the tests use it)."""
     from remat_theory.analysis.phase_local import missed_outcome
 
     seed, seconds, lengths, k = task[:4]
     no_fo = bool(task[4]) if len(task) > 4 else False
+    max_starts = task[5] if len(task) > 5 else None
     cls = f"weak-runs<={k}"
     r = random.Random(seed)
     t0 = time.perf_counter()
     starts = local = chains = breakpoints = 0
     examples, global_misses = [], []
-    while time.perf_counter() - t0 < seconds:
+    while time.perf_counter() - t0 < seconds and (max_starts is None or starts < max_starts):
         L = r.choice(lengths)
         chain = _heavy_chain(L, r) if r.random() < 0.5 else _provocative_chain(L, r)
         if no_fo:
@@ -613,12 +616,15 @@ def _lower_fwd_overhead(chain: Chain, r: random.Random) -> Chain:
 
 def walk_task(task: tuple) -> dict:
     """One worker's share of the ``walk`` sweep:
-    ``(seed, seconds, max_stages[, region[, lower_overhead]])``.  With ``lower_overhead`` the
-    walk never raises the total forward overhead and half of its steps lower one: does the
-    region reach chains without forward overheads?"""
+    ``(seed, seconds, max_stages[, region[, lower_overhead[, max_visits]]])``.  With
+    ``lower_overhead`` the walk never raises the total forward overhead and half of its
+    steps lower one: does the region reach chains without forward overheads?
+    ``max_visits`` also stops it after that many chains compared (a cap that binds before
+    the clock makes the task the same on every machine: the tests use it)."""
     seed, seconds, max_stages = task[:3]
     region_class = task[3] if len(task) > 3 else "weak-runs<=1"
     lower = bool(task[4]) if len(task) > 4 else False
+    max_visits = task[5] if len(task) > 5 else None
     r = random.Random(seed)
     seeds = [c for c in walk_seeds(region_class) if c.length <= max_stages]
     t0 = time.perf_counter()
@@ -628,7 +634,7 @@ def walk_task(task: tuple) -> dict:
     missed = {c: 0 for c in WALK_CLASSES}
     examples: dict = {c: [] for c in WALK_CLASSES}
     least = None  # the region chain with the smallest total forward overhead
-    while time.perf_counter() - t0 < seconds:
+    while time.perf_counter() - t0 < seconds and (max_visits is None or visited < max_visits):
         if cur is not None:
             if lower and r.random() < 0.5:
                 chain = _lower_fwd_overhead(cur, r)
@@ -717,7 +723,9 @@ def relaxation(args) -> dict:
     below = []
     by_length: dict = {}
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 60 * args.minutes:
+    max_chains = getattr(args, "max_chains", None)  # stops it before the clock if it binds
+    while time.perf_counter() - t0 < 60 * args.minutes and (max_chains is None
+                                                             or chains < max_chains):
         chain = _relaxation_chain(r)
         prev = None
         for b in range(min_feasible_budget(chain, max_stages=10), chain.store_all_memory() + 1):
@@ -922,6 +930,8 @@ def main(argv=None) -> int:
     rx = sub.add_parser("relaxation")
     rx.add_argument("--minutes", type=float, default=10.0)
     rx.add_argument("--seed", type=int, default=1)
+    rx.add_argument("--max-chains", type=int, default=None,
+                    help="also stop after this many chains (the same sweep on every machine)")
     rx.add_argument("--out", default=str(RESULTS / "ilp_relaxation.json"))
     sd = sub.add_parser("small-dispatch")
     sd.add_argument("--chains", type=int, default=40)

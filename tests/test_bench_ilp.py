@@ -36,7 +36,9 @@ def test_the_phase_local_sweep_reports_what_it_found(bench, runs, no_fo):
     from solvers.exhaustive import search
 
     cls = f"weak-runs<={runs}"
-    part = bench.phase_local_task((0, 2.0, (3,), runs, no_fo))
+    # 200 phase starts (the cap, not the 60 s, stops it: the same task on every machine)
+    part = bench.phase_local_task((0, 60.0, (3,), runs, no_fo, 200))
+    assert part["starts"] == 200
     assert part["starts"] >= part["local_misses"] == part["chains_checked"] >= 1
     for ex in part["examples"]:  # each local example is a real phase-local miss
         chain = Chain.from_dict(ex["chain"])
@@ -69,7 +71,8 @@ def test_walk_mutations_are_valid_chains_within_the_stage_limit(bench):
 def test_the_walk_starts_among_chains_one_run_misses(bench):
     from solvers.exhaustive import search
 
-    part = bench.walk_task((0, 1.0, 4))
+    part = bench.walk_task((0, 60.0, 4, "weak-runs<=1", False, 5))  # 5 chains compared
+    assert part["visited"] == 5
     assert part["visited"] >= 1 and part["region"] >= 1  # its first chain is a certificate's
     assert part["missed"]["weak-runs<=1"] == part["region"]
     for cls, found in part["examples"].items():  # every reported miss is real
@@ -86,7 +89,8 @@ def test_the_walk_starts_among_chains_one_run_misses(bench):
 def test_the_deeper_walk_stays_among_chains_whose_second_run_recomputes(bench):
     from solvers.exhaustive import search
 
-    part = bench.walk_task((0, 1.0, 5, "run+falls"))
+    part = bench.walk_task((0, 60.0, 5, "run+falls", False, 3))  # 3 chains compared
+    assert part["visited"] == 3
     assert part["visited"] >= 1 and part["region"] >= 1  # it starts at the run+falls certificate
     assert part["missed"]["run+falls"] == part["region"]
     assert part["missed"]["weak-runs<=1"] >= part["region"]  # run+falls contains one run
@@ -120,7 +124,8 @@ def test_the_min_budget_benchmark_agrees_with_exhaustive_search(bench, tmp_path)
 
 
 def test_the_overhead_lowering_walk_never_raises_the_total_forward_overhead(bench):
-    part = bench.walk_task((1, 2.0, 4, "weak-runs<=1", True))
+    part = bench.walk_task((1, 60.0, 4, "weak-runs<=1", True, 8))  # 8 chains compared
+    assert part["visited"] == 8
     least = Chain.from_dict(part["least_fwd_overhead"])  # a region chain: one run misses there
     start = min(sum(c.fwd_overhead) for c in bench.walk_seeds() if c.length <= 4)
     assert sum(least.fwd_overhead) <= start
@@ -205,8 +210,8 @@ def test_the_certified_speed_sweep_records_the_certificate(bench):
 def test_the_relaxation_sweep_never_finds_the_bound_above_the_optimum(bench):
     import argparse
 
-    out = bench.relaxation(argparse.Namespace(minutes=0.05, seed=3))
-    assert out["chains"] >= 1 and out["bound_above_optimum"] == 0
+    out = bench.relaxation(argparse.Namespace(minutes=1.0, seed=3, max_chains=4))
+    assert out["chains"] == 4 and out["bound_above_optimum"] == 0
     assert out["breakpoints"] == out["bound_equals_optimum"] + out["bound_below_optimum"]
     for gap in out["first_gaps"]:
         assert gap["bound"] < gap["optimum"]

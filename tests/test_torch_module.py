@@ -32,7 +32,9 @@ def _mean_square(out):
 
 def _twins(network="transformer", budget=0.7, loss_fn=None, **options):
     """(plain model, drop-in around an identical copy, network)."""
-    net = build(network, "test").to(DEVICE)
+    # the test MLP at a batch of 512: at 64 the random-generator state a checkpoint of its
+    # dropout keeps (5,056 B) costs more than any recomputation saves
+    net = build(network, "test", batch=512 if network == "mlp" else None).to(DEVICE)
     plain = copy.deepcopy(net.model)
     loss_fn = net.loss_fn if loss_fn is None else loss_fn
     key = (network, loss_fn is net.loss_fn)
@@ -149,7 +151,7 @@ def test_an_int_budget_holds_for_every_shape():
     """Bytes are bytes: a larger batch gets the same budget, hence more recomputation, and
     its measured peak stays within it."""
     _, ck, net = _twins("transformer", 1.0, loss_fn=_mean_square)
-    budget = int(0.9 * ck.chain.store_all_memory())  # feasible for twice the batch too
+    budget = int(0.95 * ck.chain.store_all_memory())  # feasible for twice the batch too
     ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
                                 loss_fn=_mean_square, profile_repeats=1)
     x2 = torch.cat([net.example_input] * 2)

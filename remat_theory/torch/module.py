@@ -81,8 +81,9 @@ from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
-                                       nested_form, recomputed_stages, run_nested)
-from remat_theory.torch.profiler import profile
+                                       checkpoint_state_bytes, nested_form, recomputed_stages,
+                                       run_nested)
+from remat_theory.torch.profiler import profile_details, stage_draws
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
 
@@ -295,7 +296,7 @@ class CheckpointedSequential(nn.Module):
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
                  unit: int | None = None, reprofile: bool = True, early_stop: bool = True,
-                 optimizer_state=None):
+                 optimizer_state=None, draws_random=None):
         super().__init__()
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
@@ -338,6 +339,12 @@ class CheckpointedSequential(nn.Module):
         self.reprofile = reprofile
         self.early_stop = bool(early_stop)
         self.plans: dict = {}
+        # per input key: which stages draw random numbers (profiled; None: assume all)
+        self._draws: dict = {}
+        if draws_random is not None:
+            if chain is None or len(draws_random) != chain.length:
+                raise RematError("draws_random (one bool per stage) goes with chain=")
+            self._draws[input_key(example_input)] = tuple(bool(v) for v in draws_random)
         self.shared_gradient_reserve = 2 * shared_parameter_bytes(stages)
         self._first_key = None
         if chain is not None and chain.length != len(stages):
@@ -381,10 +388,21 @@ class CheckpointedSequential(nn.Module):
     def stages_list(self) -> list:
         return list(self.stages)
 
+    def _device_of(self, x) -> torch.device:
+        if self.device is not None:
+            return torch.device(self.device)
+        if x is not None:
+            return x.device
+        p = next(iter(self.parameters()), None)
+        return p.device if p is not None else torch.device("cpu")
+
     def _profile(self, key: tuple, x: torch.Tensor) -> Chain:
         loss_fn = _sum_loss if self.loss_fn is None else self.loss_fn
         try:
-            return profile(self.stages_list, x, loss_fn, self.device, repeats=self.profile_repeats)
+            prof = profile_details(self.stages_list, x, loss_fn, self.device,
+                                   repeats=self.profile_repeats)
+            self._draws[key] = tuple(prof.draws_random)
+            return prof.chain
         except RematError:
             raise
         except Exception as e:  # the user's stages or loss_fn failed on this input
@@ -435,8 +453,13 @@ class CheckpointedSequential(nn.Module):
             chain = self._profile(key, x)
         store_all = chain.store_all_memory()
         budget = self._chain_budget(chain)
+        if key not in self._draws and x is not None:  # a chain given without draws_random
+            self._draws[key] = tuple(stage_draws(self.stages_list, x, self.device))
+        draws = self._draws.get(key)
+        state_bytes = RNG_STATE_BYTES if self._device_of(x).type == "cpu" else 0
         if self.step_budget is not None and budget <= 0:
-            smallest = self.smallest_step_budget(chain, self._smallest_chain_budget(chain))
+            smallest = self.smallest_step_budget(
+                chain, self._smallest_chain_budget(chain, draws, state_bytes))
             raise InfeasibleBudgetError(
                 f"budget {format_bytes(self.step_budget)} for the whole step cannot be met on "
                 f"input {_describe(key)}: parameter gradients take "
@@ -447,16 +470,24 @@ class CheckpointedSequential(nn.Module):
                   f"{format_bytes(self.step_reserve(chain) - self.gradient_bytes - self.optimizer_bytes)}"
                 + f"; the smallest feasible step budget is {format_bytes(smallest)}",
                 self.step_budget, smallest)
+        # the random-generator states the checkpoints keep (CPU: memory the schedule holds
+        # beside the chain's values; on CUDA they are host memory) are counted at each
+        # operation (nested.checkpoint_state_bytes); a schedule they would take over the
+        # budget is solved again for that much less
         if budget >= store_all:
             sol = solver_registry.solve(chain, store_all, "store-all")
+            tree, peak, extra = None, sol.peak_memory, 0
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
-            reserve = self.shared_gradient_reserve
-            sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
-                                        self.solver, **self.solver_options)
-            if sol.schedule is None and self.step_budget is not None:
-                smallest = None if sol.min_budget is None else self.smallest_step_budget(
-                    chain, sol.min_budget + reserve)
+            sol, tree, peak, extra = self._solve_with_states(chain, unit, budget, draws, state_bytes)
+            reserve = self.shared_gradient_reserve + extra
+            if peak is None:
+                start = budget + 1 if sol.schedule is not None else (
+                    None if sol.min_budget is None else sol.min_budget + reserve)
+                smallest = None if start is None else self._smallest_with_states(
+                    chain, unit, start, draws, state_bytes)
+            if peak is None and self.step_budget is not None:
+                smallest = None if smallest is None else self.smallest_step_budget(chain, smallest)
                 raise InfeasibleBudgetError(
                     f"budget {format_bytes(self.step_budget)} for the whole step cannot be met "
                     f"by solver {self.solver!r} on input {_describe(key)}"
@@ -469,37 +500,86 @@ class CheckpointedSequential(nn.Module):
                     + f"; the plain step needs about "
                       f"{format_bytes(self.smallest_step_budget(chain, store_all))})",
                     self.step_budget, smallest)
-            if sol.schedule is None:
-                smallest = None if sol.min_budget is None else sol.min_budget + reserve
+            if peak is None:
                 raise InfeasibleBudgetError(
                     f"budget {budget} B is infeasible for solver {self.solver!r} on input "
                     f"{_describe(key)}"
                     + (f"; the smallest feasible budget is {smallest} B"
                        if smallest is not None else "")
-                    + (f" ({reserve} B of it reserved for the gradient of parameters shared "
-                       f"by several stages)" if reserve else "")
+                    + (f" ({self.shared_gradient_reserve} B of it reserved for the gradient of "
+                       f"parameters shared by several stages)" if self.shared_gradient_reserve else "")
+                    + (f" (and the random-generator states its checkpoints keep: {extra} B at "
+                       f"this budget)" if extra else "")
                     + f" (store-all needs {store_all} B)", budget, smallest)
-        try:
-            tree = nested_form(sol.schedule, chain.length)
-        except NotNestedError as e:
-            raise RematError(f"solver {self.solver!r} returned a schedule that is not persistent "
-                             f"({e}); CheckpointedSequential runs persistent schedules "
-                             f"(e.g. solver='dp'); run this one with ScheduleExecutor") from e
-        if recomputed_stages(tree) == 0:
-            tree = None  # store-all: plain autograd
-        peak = simulate(chain, sol.schedule).peak_memory
         plan = Plan(key, chain, budget, sol, sol.schedule, tree, peak)
         self.plans[key] = plan
         if self._first_key is None:
             self._first_key = key
         return plan
 
-    def _smallest_chain_budget(self, chain: Chain) -> int:
+    def _solve_with_states(self, chain: Chain, unit: int, budget: int, draws, state_bytes: int):
+        """The solver's schedule for ``budget`` less what it reserves, such that the drop-in's
+        peak (the simulator's, plus the random-generator states the checkpoints hold at
+        each operation) fits: (solution, nested form or None, that peak, bytes reserved for
+        the states); the peak is None when nothing fits."""
+        extra = 0
+        for _ in range(chain.length + 2):
+            reserve = self.shared_gradient_reserve + extra
+            sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
+                                        self.solver, **self.solver_options)
+            if sol.schedule is None:
+                return sol, None, None, extra
+            try:
+                tree = nested_form(sol.schedule, chain.length)
+            except NotNestedError as e:
+                raise RematError(f"solver {self.solver!r} returned a schedule that is not "
+                                 f"persistent ({e}); CheckpointedSequential runs persistent "
+                                 f"schedules (e.g. solver='dp'); run this one with "
+                                 f"ScheduleExecutor") from e
+            if recomputed_stages(tree) == 0:
+                tree = None  # store-all: plain autograd
+            sim = simulate(chain, sol.schedule)
+            if tree is None or not state_bytes:
+                return sol, tree, sim.peak_memory, extra
+            states = checkpoint_state_bytes(tree, draws, state_bytes)
+            peak = max(row.peak + e for row, e in zip(sim.profile, states))
+            over = peak - (budget - self.shared_gradient_reserve)
+            if over <= 0:
+                return sol, tree, peak, extra
+            extra += over
+        return sol, None, None, extra
+
+    def _smallest_with_states(self, chain: Chain, unit: int, start: int, draws,
+                              state_bytes: int) -> int | None:
+        """The smallest budget from ``start`` up to store-all at which
+        :meth:`_solve_with_states` finds a schedule that fits (a bisection; None if none)."""
+        def fits(b):
+            return self._solve_with_states(chain, unit, b, draws, state_bytes)[2] is not None
+
+        hi = chain.store_all_memory()
+        if start >= hi or fits(start):
+            return min(start, hi)
+        lo, step = start, max(1, (hi - start) // 64)
+        b = lo + step
+        while b < hi and not fits(b):
+            lo, step = b, 2 * step
+            b = lo + step
+        hi = min(b, hi)  # fits (store-all always does)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+        return hi
+
+    def _smallest_chain_budget(self, chain: Chain, draws=None, state_bytes: int = 0) -> int:
         unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
         sol = solver_registry.solve(rounded_chain(chain, unit), 1, self.solver, **self.solver_options)
         if sol.schedule is not None:
-            return 1 + self.shared_gradient_reserve
-        return (sol.min_budget or chain.store_all_memory()) + self.shared_gradient_reserve
+            least = 1 + self.shared_gradient_reserve
+        else:
+            least = (sol.min_budget or chain.store_all_memory()) + self.shared_gradient_reserve
+        if state_bytes:  # the random-generator states the checkpoints keep
+            least = self._smallest_with_states(chain, unit, least, draws, state_bytes) or least
+        return least
 
     def plan_for(self, x: torch.Tensor) -> Plan:
         """The plan for inputs like ``x`` (profiled and solved on first sight, unless
@@ -548,7 +628,8 @@ class CheckpointedSequential(nn.Module):
         # Kept out of torch.compile: a compiled graph would recompute what the compiler
         # chooses, not what the schedule says.  Compiled stages (compile_stages) still run
         # compiled in here.
-        return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop)
+        return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop,
+                          self._draws.get(input_key(x)))
 
 
 def _traceable_segment(tree, stages, x):

@@ -20,7 +20,8 @@ from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, Schedule
 from remat_theory.torch.stages import running_stat_buffers
 
 __all__ = ["Checkpointed", "End", "Kept", "NotNestedError", "Segment", "StageRunner",
-           "nested_form", "nested_schedule", "recomputed_stages", "run_nested"]
+           "checkpoint_state_bytes", "nested_form", "nested_schedule", "recomputed_stages",
+           "run_nested"]
 
 
 @dataclass(frozen=True)
@@ -152,13 +153,63 @@ class StageRunner:
                     b.copy_(s)
 
 
-def _segment_function(tree: Segment, run_stage, early_stop: bool):
+def _segment_function(tree: Segment, run_stage, early_stop: bool, draws=None):
     def replay(x):
-        return run_nested(tree, x, run_stage, early_stop)
+        return run_nested(tree, x, run_stage, early_stop, draws)
     return replay
 
 
-def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = True) -> torch.Tensor:
+def _preserves(node: "Checkpointed", draws) -> bool:
+    """Whether the checkpoint of segment [s, k) keeps the generator state."""
+    return draws is None or any(draws[node.s:node.k])
+
+
+def checkpoint_state_bytes(tree: Segment, draws, state_bytes: int) -> list:
+    """Per operation of :func:`nested_schedule`'s schedule, the bytes of random generator
+    states that :func:`run_nested` holds: a checkpoint that keeps one (``draws``, as in
+    :func:`run_nested`) holds ``state_bytes`` from its call (the segment's ``Fck_s``) to the
+    end of its backward (``B_s``, the last operation of its replay), and its replay of the
+    segment's forward (the replay's operations before its first backward) runs inside
+    ``torch.random.fork_rng``, which keeps one more (the generator's state at that moment)."""
+    live: list = []  # per operation, states held
+    kinds: list = []  # per operation, whether it is a backward
+    replays: list = []  # (first, end) operation indices of each state-keeping replay
+    depth = [0]
+
+    def op(backward: bool) -> None:
+        live.append(depth[0])
+        kinds.append(backward)
+
+    def emit(node: Segment) -> None:
+        if isinstance(node, Kept):
+            op(False)
+            emit(node.rest)
+            op(True)
+        elif isinstance(node, Checkpointed):
+            keep = _preserves(node, draws)
+            depth[0] += keep
+            for _ in range(node.k - node.s):
+                op(False)
+            emit(node.rest)
+            first = len(live)
+            emit(node.inner)
+            if keep:
+                replays.append((first, len(live)))
+            depth[0] -= keep
+        elif node.loss:
+            op(False)
+
+    emit(tree)
+    for first, end in replays:
+        j = first
+        while j < end and not kinds[j]:
+            live[j] += 1
+            j += 1
+    return [n * state_bytes for n in live]
+
+
+def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = True,
+               draws=None) -> torch.Tensor:
     """Run the forward of a nested schedule from x_s to the end of ``tree``.
 
     Kept stages are plain autograd (their tapes are whatever autograd saves, freed by the
@@ -174,15 +225,23 @@ def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = Tru
     recomputation stops once it has produced every tensor the backward needs (the
     checkpoint's ``early_stop``), which skips the forwards, at the end of a replayed segment,
     whose results nothing saves; the peak memory is the same (measured on the built-in
-    networks); False runs every forward the schedule has."""
+    networks); False runs every forward the schedule has.
+
+    ``draws``: per stage, whether its forward draws random numbers (the profile's
+    ``draws_random``; None: every stage may).  A checkpoint keeps the random generator
+    state to replay the draws (``preserve_rng_state``: 5,056 B on the CPU, held until its
+    backward) only for a segment where some stage draws; elsewhere the recomputation is the
+    same computation without it (:func:`checkpoint_state_bytes` says what the kept states
+    hold at each operation)."""
     while True:
         if isinstance(tree, Kept):
             x = run_stage(tree.s, x)
             tree = tree.rest
         elif isinstance(tree, Checkpointed):
             x = torch.utils.checkpoint.checkpoint(
-                _segment_function(tree.inner, run_stage, early_stop), x, use_reentrant=False,
-                early_stop=early_stop)
+                _segment_function(tree.inner, run_stage, early_stop, draws), x,
+                use_reentrant=False, early_stop=early_stop,
+                preserve_rng_state=_preserves(tree, draws))
             tree = tree.rest
         else:
             return x

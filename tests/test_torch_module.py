@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 
 import solvers  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
+from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, split_stages  # noqa: E402
 from remat_theory.torch.stages import stage_buffers, stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
@@ -361,7 +362,11 @@ def test_the_budget_holds_with_parameters_shared_by_every_stage():
     lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
     budget = (lo + 2 * shared + chain.store_all_memory()) // 2
     ck = CheckpointedSequential(net.model, budget, example_input=net.example_input, chain=chain)
-    assert ck.plan.recomputed > 0 and ck.plan.predicted_peak <= budget - 2 * shared
+    # the schedule leaves the reserve free; the drop-in's prediction adds the summed
+    # gradient where autograd holds it (module.shared_gradient_bytes)
+    sim_peak = simulate(chain, ck.schedule).peak_memory
+    assert ck.plan.recomputed > 0 and sim_peak <= budget - 2 * shared
+    assert sim_peak < ck.plan.predicted_peak <= sim_peak + shared
     for p in ck.parameters():
         p.grad = torch.zeros_like(p)
     tracker = MemoryTracker()
@@ -382,7 +387,9 @@ def test_a_captured_gpt2_trains_like_the_plain_model():
     pytest.importorskip("transformers")
     net = build("gpt2", "test").to(DEVICE)
     plain = copy.deepcopy(net.model)
-    ck = CheckpointedSequential(net.model, 0.7, example_input=net.example_input,
+    # 0.75: under bf16 autocast the checkpoints' generator states (GPT-2's dropout) leave
+    # no schedule within 0.7 of that shape's store-all
+    ck = CheckpointedSequential(net.model, 0.75, example_input=net.example_input,
                                 loss_fn=net.loss_fn, profile_repeats=1)
     assert ck.plan.recomputed > 0
 

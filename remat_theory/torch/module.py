@@ -77,7 +77,7 @@ import solvers as solver_registry
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.model.schedule import Schedule
+from remat_theory.model.schedule import B, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
@@ -123,6 +123,37 @@ def shared_parameter_bytes(stages) -> int:
             if owner.setdefault(id(p), k) != k:
                 shared[id(p)] = p.numel() * p.element_size()
     return sum(shared.values())
+
+
+def shared_gradient_bytes(stages, schedule: Schedule) -> list:
+    """Per operation of ``schedule``, the bytes of the summed gradients of shared parameters
+    (:func:`shared_parameter_bytes`) that autograd's single backward holds then: a
+    parameter's first gradient waits in the engine's buffer from the backward of the last
+    stage that uses it (the first backward to reach it) to the backward of the first one,
+    where the sum becomes ``.grad`` (a tied input/output embedding: from the head's backward
+    to the embedding's).  The executor, whose backwards are separate calls, accumulates into
+    ``.grad`` at once and holds none of it."""
+    stages_of, size = {}, {}
+    for k, stage in enumerate(stages):
+        for p in stage.parameters():
+            stages_of.setdefault(id(p), set()).add(k)
+            size[id(p)] = p.numel() * p.element_size()
+    windows = [(max(ks), min(ks), size[i]) for i, ks in stages_of.items() if len(ks) > 1]
+    held, out = 0, []
+    opened, closed = set(), set()
+    for op in schedule:
+        if op.kind == B:
+            for w in windows:
+                if op.index == w[0] and w not in opened:
+                    opened.add(w)
+                    held += w[2]
+        out.append(held)
+        if op.kind == B:
+            for w in windows:
+                if op.index == w[1] and w in opened and w not in closed:
+                    closed.add(w)
+                    held -= w[2]
+    return out
 
 
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -539,15 +570,25 @@ class CheckpointedSequential(nn.Module):
             if recomputed_stages(tree) == 0:
                 tree = None  # store-all: plain autograd
             sim = simulate(chain, sol.schedule)
-            if tree is None or not state_bytes:
+            if tree is None:
                 return sol, tree, sim.peak_memory, extra
+            if not state_bytes:
+                return sol, tree, self._dropin_peak(sim, None, sol.schedule), extra
             states = checkpoint_state_bytes(tree, draws, state_bytes)
             peak = max(row.peak + e for row, e in zip(sim.profile, states))
             over = peak - (budget - self.shared_gradient_reserve)
             if over <= 0:
-                return sol, tree, peak, extra
+                return sol, tree, self._dropin_peak(sim, states, sol.schedule), extra
             extra += over
         return sol, None, None, extra
+
+    def _dropin_peak(self, sim, states, schedule) -> int:
+        """The drop-in's predicted peak on a recomputing schedule: the simulator's per
+        operation, plus the checkpoints' generator states (``states``) and the summed
+        gradients of shared parameters (:func:`shared_gradient_bytes`) held then."""
+        shared = shared_gradient_bytes(self.stages_list, schedule)
+        states = states or [0] * len(shared)
+        return max(row.peak + e + g for row, e, g in zip(sim.profile, states, shared))
 
     def _smallest_with_states(self, chain: Chain, unit: int, start: int, draws,
                               state_bytes: int) -> int | None:

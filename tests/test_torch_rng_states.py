@@ -39,11 +39,12 @@ def test_a_stage_draws_when_its_forward_moves_the_generator():
 
 def test_live_states_follow_the_nested_form():
     """Fck0 Fn1 Fall2 Loss B2 | replay of [0, 2): Fck0 Fall1 B1 | replay of [0, 1): Fall0 B0.
-    The outer checkpoint keeps a state from Fck0 to B0, the inner one from its Fck0 to B0,
-    and each replay's forward runs with one more (fork_rng's)."""
+    The outer checkpoint's first forward calls the inner one: both states live from the
+    first Fck0 to B0.  The outer replay (Fck0 Fall1) holds fork_rng's state and a new call
+    of the inner checkpoint; the inner replay (Fall0) fork_rng's."""
     tree = nested_form(Schedule.parse("Fck0 Fn1 Fall2 Loss B2 Fck0 Fall1 B1 Fall0 B0"), 3)
-    assert checkpoint_state_bytes(tree, None, 1) == [1, 1, 1, 1, 1, 3, 3, 2, 3, 2]
-    # only the stages that draw make a checkpoint keep one
+    assert checkpoint_state_bytes(tree, None, 1) == [2, 2, 2, 2, 2, 4, 4, 2, 3, 2]
+    # only the stages that draw make a checkpoint keep one: here the outer one alone
     assert checkpoint_state_bytes(tree, [False, True, False], 1) == [1, 1, 1, 1, 1, 2, 2, 1, 1, 1]
     assert checkpoint_state_bytes(tree, [False, False, True], 1) == [0] * 10
 

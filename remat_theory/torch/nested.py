@@ -164,48 +164,87 @@ def _preserves(node: "Checkpointed", draws) -> bool:
     return draws is None or any(draws[node.s:node.k])
 
 
+def _reach(tree: Segment) -> list:
+    """The checkpointed segments a forward of ``tree`` calls: those on its chain of
+    ``rest`` links and, inside each, those its own function calls (its ``inner``)."""
+    out = []
+    while not isinstance(tree, End):
+        if isinstance(tree, Checkpointed):
+            out.append(tree)
+            out.extend(_reach(tree.inner))
+        tree = tree.rest
+    return out
+
+
 def checkpoint_state_bytes(tree: Segment, draws, state_bytes: int) -> list:
     """Per operation of :func:`nested_schedule`'s schedule, the bytes of random generator
-    states that :func:`run_nested` holds: a checkpoint that keeps one (``draws``, as in
-    :func:`run_nested`) holds ``state_bytes`` from its call (the segment's ``Fck_s``) to the
-    end of its backward (``B_s``, the last operation of its replay), and its replay of the
-    segment's forward (the replay's operations before its first backward) runs inside
-    ``torch.random.fork_rng``, which keeps one more (the generator's state at that moment)."""
+    states that :func:`run_nested` holds (``state_bytes`` each; only checkpoints that keep
+    one, ``draws`` as in :func:`run_nested`).
+
+    A non-reentrant checkpoint saves the generator's state at its call and keeps it as long
+    as the graph of its first forward lives, to the end of its backward.  Its function is
+    the segment's nested form, so its first forward calls the checkpoints nested in it, and
+    the states of those first calls live from the outer call to the end of their own
+    backwards (the backward runs on the first forward's graph).  A replay (the schedule's
+    replay of a segment, before its first backward) runs inside ``torch.random.fork_rng``,
+    which keeps one more state, and calls the nested checkpoints again, whose states go with
+    the replayed graph when the replay ends."""
     live: list = []  # per operation, states held
-    kinds: list = []  # per operation, whether it is a backward
-    replays: list = []  # (first, end) operation indices of each state-keeping replay
-    depth = [0]
+    back: list = []  # per operation, whether it is a backward
+    pos: dict = {}  # id(node) -> (call, replay start, replay end) operation indices
+    top: list = []  # checkpointed segments called by the outermost forward
 
     def op(backward: bool) -> None:
-        live.append(depth[0])
-        kinds.append(backward)
+        live.append(0)
+        back.append(backward)
 
-    def emit(node: Segment) -> None:
-        if isinstance(node, Kept):
-            op(False)
-            emit(node.rest)
-            op(True)
-        elif isinstance(node, Checkpointed):
-            keep = _preserves(node, draws)
-            depth[0] += keep
-            for _ in range(node.k - node.s):
+    def emit(node: Segment, outer: bool) -> None:
+        while True:
+            if isinstance(node, Kept):
                 op(False)
-            emit(node.rest)
-            first = len(live)
-            emit(node.inner)
-            if keep:
-                replays.append((first, len(live)))
-            depth[0] -= keep
-        elif node.loss:
-            op(False)
+                emit(node.rest, outer)
+                op(True)
+                return
+            if isinstance(node, Checkpointed):
+                call = len(live)
+                if outer:
+                    top.append(node)
+                for _ in range(node.k - node.s):
+                    op(False)
+                emit(node.rest, outer)
+                start = len(live)
+                emit(node.inner, False)
+                pos[id(node)] = (call, start, len(live))
+                return
+            if node.loss:
+                op(False)
+            return
 
-    emit(tree)
-    for first, end in replays:
-        j = first
-        while j < end and not kinds[j]:
-            live[j] += 1
+    emit(tree, True)
+
+    def keep(node) -> int:
+        return int(_preserves(node, draws))
+
+    for n in top:  # first calls: from the outer call to the end of each one's backward
+        for d in [n] + _reach(n.inner):
+            for j in range(pos[id(n)][0], pos[id(d)][2]):
+                live[j] += keep(d)
+    for x in _all_checkpointed(tree):  # replays: fork_rng's state and the nested calls
+        _, start, end = pos[id(x)]
+        extra = keep(x) + sum(keep(e) for e in _reach(x.inner))
+        j = start
+        while j < end and not back[j]:
+            live[j] += extra
             j += 1
     return [n * state_bytes for n in live]
+
+
+def _all_checkpointed(tree: Segment) -> list:
+    if isinstance(tree, Kept):
+        return _all_checkpointed(tree.rest)
+    if isinstance(tree, Checkpointed):
+        return [tree] + _all_checkpointed(tree.rest) + _all_checkpointed(tree.inner)
+    return []
 
 
 def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = True,

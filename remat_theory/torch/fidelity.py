@@ -11,6 +11,9 @@ independent oracle (``remat_theory.torch.fidelity.check_network``; used by the t
    two peaks, and whether every parameter gradient is equal bit for bit.
 2. **The same below store-all.**  The drop-in on the DP's schedule at each budget: its
    gradients against the eager model's, and its allocator peak.
+   The drop-in's ratio is against its plan's ``predicted_peak`` (the simulator's, plus the
+   generator states its checkpoints keep and the summed gradient of a tied parameter
+   where autograd holds it).
 3. **Predict to the byte.**  The profiled chain's simulator peak for each schedule against
    the executor's allocator peak (:func:`~remat_theory.torch.confirm.measure_run`, what
    ``remat confirm`` measures): the ratio measured / predicted.

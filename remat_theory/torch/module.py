@@ -58,6 +58,11 @@ soon as the next stage has read them, as the chain's operation table does, so at
 the module's peak is the chain's prediction (the loss value and its seed gradient aside).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
 several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
+On the CPU an int or float budget also covers the random-generator states the checkpoints
+keep (only for segments where a stage draws random numbers: ``draws_random``), counted at
+each operation (:func:`~remat_theory.torch.nested.checkpoint_state_bytes`); the plan's
+``predicted_peak`` adds them and the summed gradients of shared parameters
+(:func:`shared_gradient_bytes`) to the simulator's peak: what the drop-in's step holds.
 
 Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
 ``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them

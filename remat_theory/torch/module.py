@@ -67,6 +67,11 @@ each operation (:func:`~remat_theory.torch.nested.checkpoint_state_bytes`); the 
 Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
 ``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
 with :class:`~remat_theory.torch.executor.ScheduleExecutor`).
+
+Offloading: with ``bandwidth=`` (a copy channel) and a solver that plans transfers
+(``dp-offload``, ``save-on-cpu``, ``offload-all``, ``exhaustive-offload``), a schedule with
+offloads runs on the offload executor inside one autograd function
+(:mod:`~remat_theory.torch.offload_module`; docs/offload_torch.md).
 """
 from __future__ import annotations
 
@@ -88,6 +93,8 @@ from remat_theory.model.solution import Solution
 from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
                                        checkpoint_state_bytes, nested_form, recomputed_stages,
                                        run_nested)
+from remat_theory.torch.offload_module import (OffloadRun, chain_with_bandwidth, check_bandwidth,
+                                               run_offload)
 from remat_theory.torch.profiler import profile_details, stage_draws
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
@@ -110,6 +117,8 @@ class Plan:
     @property
     def recomputed(self) -> int:
         """Stage forwards recomputed per step."""
+        if isinstance(self.tree, OffloadRun):
+            return self.tree.recomputed
         return 0 if self.tree is None else recomputed_stages(self.tree)
 
 
@@ -307,6 +316,11 @@ class CheckpointedSequential(nn.Module):
         Stop each recomputation once it has produced what the backward needs (default;
         skips forwards whose results nothing saves, see :func:`.nested.run_nested`);
         False recomputes every forward of the schedule.
+    bandwidth : float or "measure", optional
+        A device-host copy channel for the chain (bytes per second, or measured on the
+        profiling device), so that a solver that models it (``exhaustive-offload``,
+        ``save-on-cpu``, ``offload-all``, ...) may plan offloads.  A schedule with transfers
+        runs on the offload executor (:mod:`.offload_module`).  Default None: no channel.
 
     Raises
     ------
@@ -332,8 +346,9 @@ class CheckpointedSequential(nn.Module):
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
                  unit: int | None = None, reprofile: bool = True, early_stop: bool = True,
-                 optimizer_state=None, draws_random=None):
+                 optimizer_state=None, bandwidth=None, draws_random=None):
         super().__init__()
+        self.bandwidth = check_bandwidth(bandwidth)
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
         self.step_budget = None
@@ -487,6 +502,8 @@ class CheckpointedSequential(nn.Module):
     def _add_plan(self, key: tuple, x: torch.Tensor | None, chain: Chain | None) -> Plan:
         if chain is None:
             chain = self._profile(key, x)
+        chain = chain_with_bandwidth(chain, self.bandwidth,
+                                     self.device or (x.device if x is not None else "cpu"))
         store_all = chain.store_all_memory()
         budget = self._chain_budget(chain)
         if key not in self._draws and x is not None:  # a chain given without draws_random
@@ -511,7 +528,7 @@ class CheckpointedSequential(nn.Module):
         # operation (nested.checkpoint_state_bytes); a schedule they would take over the
         # budget is solved again for that much less
         if budget >= store_all:
-            sol = solver_registry.solve(chain, store_all, "store-all")
+            sol = solver_registry.solve(chain.replace(bandwidth=None), store_all, "store-all")
             tree, peak, extra = None, sol.peak_memory, 0
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
@@ -565,6 +582,9 @@ class CheckpointedSequential(nn.Module):
                                         self.solver, **self.solver_options)
             if sol.schedule is None:
                 return sol, None, None, extra
+            if any(op.is_transfer for op in sol.schedule):  # run by the offload executor
+                return (sol, OffloadRun(sol.schedule, chain.length),
+                        simulate(chain, sol.schedule).peak_memory, extra)
             try:
                 tree = nested_form(sol.schedule, chain.length)
             except NotNestedError as e:
@@ -667,7 +687,13 @@ class CheckpointedSequential(nn.Module):
         plan = self.plan_for(x)
         if plan.tree is None:
             return self._plain(x)
+        if isinstance(plan.tree, OffloadRun):
+            return self._run_offload(plan, x)
         return self._run_schedule(plan.tree, x)
+
+    @torch.compiler.disable
+    def _run_offload(self, plan: Plan, x: torch.Tensor) -> torch.Tensor:
+        return run_offload(plan.tree, self.stages_list, x, plan.chain.output_saved)
 
     @torch.compiler.disable
     def _run_schedule(self, tree, x: torch.Tensor) -> torch.Tensor:

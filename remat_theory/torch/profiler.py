@@ -364,7 +364,9 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
                     ptrs[st.data_ptr()] = st.nbytes()
             ex.saved_log.clear()  # the pack hook holds this list until the graph dies
             ex.saved_log = None
-            del out
+            # nothing of the tape may stay referenced here: a backward that lets autograd
+            # free it as it goes would be measured holding it
+            del out, t, st
             hook_tape.append(sum(ptrs.values()))
         for i in range(1, L + 1):
             ex.step(Op.parse(f"Dropx{i}"))
@@ -382,6 +384,8 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
         ex.release_loss_input = not ex.saves[L - 1].output
         with meter.op("Loss"):
             ex.step(Op.parse("Loss"))
+        if not ex.saves[L - 1].output:  # a run releases an unsaved x_L at the Loss op, also
+            ex._release(ex._values.tapes[L].output)  # when the loss read it (it is done)
         for i in range(L - 1, -1, -1):
             with meter.op(f"B{i}"):
                 ex.step(Op.parse(f"B{i}"))

@@ -432,3 +432,24 @@ def test_ilp_offload_at_its_time_limit_gives_a_certified_bound():
         assert ref.makespan <= sol.makespan + 1e-9
     else:  # proven within half a second
         assert sol.status == "optimal"
+
+
+def test_the_offload_dp_gap_certificate():
+    """O.11 (c): where the class is not optimal.  proofs/certificates/offload_dp_gap.json:
+    exhaustive-offload beats dp-offload (replayed and re-proven by tests/test_proofs.py),
+    while remat alone (the chain without its channel) the persistent DP is optimal: the gap
+    is the class's placement of transfers (the optimum offloads t1 and never fetches it
+    back, recomputing it instead: an eviction the grammar does not have)."""
+    from pathlib import Path
+    from remat_theory.analysis.certificates import load
+    cert = load(Path(__file__).resolve().parent.parent / "proofs" / "certificates"
+                / "offload_dp_gap.json")
+    c, b = cert.chain, cert.budget
+    opt, dp = cert.solutions["opt"]["makespan"], cert.solutions["dp"]["makespan"]
+    assert opt < dp
+    plain = c.replace(bandwidth=None)
+    for solver in ("exhaustive", "dp"):
+        sol = registry.solve(plain, b, solver)
+        assert sol.status == "optimal"
+        assert sol.makespan == pytest.approx(cert.facts["remat_only_optimum"]) == dp
+    assert not classes.PERSISTENT_OFFLOAD.contains(c, Schedule(cert.solutions["opt"]["schedule"]))

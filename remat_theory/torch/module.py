@@ -555,7 +555,62 @@ def _traceable_segment(tree, stages, x):
     return run_traceable(tree, x, stages)
 
 
-def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor:
+def _put_once(values: dict, key, value) -> None:
+    if key not in values:
+        values[key] = value
+
+
+def _contexts(stages) -> list:
+    """The constant-passing contexts of captured stages (:mod:`.capture`), each once."""
+    from remat_theory.torch.capture import _Context
+    seen = {}
+    for s in stages:
+        for m in s.modules():
+            if isinstance(m, _Context):
+                seen.setdefault(id(m), m)
+    return list(seen.values())
+
+
+def _last_putting_stage(stages) -> int:
+    """The last stage that hands a constant on through a context (-1: none)."""
+    last = -1
+    for k, s in enumerate(stages):
+        graph = getattr(s, "graph", None)
+        if graph is not None and any(n.op == "call_method" and n.target == "put"
+                                     for n in graph.nodes):
+            last = k
+    return last
+
+
+def traceable_prelude(stages):
+    """Prepare captured stages for :func:`run_traceable` under ``torch.compile`` (call once,
+    outside the compiled function); returns the ``prelude`` to pass it, or None when no stage
+    hands constants on.  A captured stage hands constants (masks, positions) to later stages
+    through a context (:mod:`.capture`); a constant put inside a checkpoint nested in another
+    checkpoint is a side effect torch.compile 2.13 cannot carry out of the two regions (an
+    internal error: a node that does not belong to the graph).  Here each context's ``put``
+    keeps the first value of a key, and the prelude computes the constants first, outside
+    every checkpoint, with a no-grad forward of the stages up to the last one that puts (the
+    compiler drops the rest of that forward, whose results nothing reads), so that the puts
+    inside checkpoints change nothing."""
+    stages = list(stages)
+    ctxs = _contexts(stages)
+    last = _last_putting_stage(stages)
+    if not ctxs or last < 0:
+        return None
+    for ctx in ctxs:
+        ctx.put = functools.partial(_put_once, ctx.values)
+
+    def prelude(x):
+        for ctx in ctxs:
+            ctx.values.clear()
+        with torch.no_grad():
+            for s in stages[:last + 1]:
+                x = s(x)
+    return prelude
+
+
+def run_traceable(tree: Segment | None, x: torch.Tensor, stages, prelude=None) -> torch.Tensor:
     """A nested schedule's forward in a form ``torch.compile`` traces into ONE graph: kept
     stages inline, each checkpointed segment one non-reentrant ``torch.utils.checkpoint``
     (nested as the schedule nests them), which the compiler turns into a recompute region of
@@ -564,13 +619,16 @@ def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor
     frontier's ``remat_compiled``::
 
         tree = ck.plan_for(x).tree
-        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list)))
+        prelude = traceable_prelude(ck.stages_list)   # captured stages: constants first
+        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list, prelude)))
 
     No early stop and no BatchNorm guard (the compiled graph runs a mutation once)."""
     if tree is None:  # store-all: the plain stages
         for s in stages:
             x = s(x)
         return x
+    if prelude is not None:
+        prelude(x)
     while True:
         if isinstance(tree, Kept):
             x = stages[tree.s](x)
@@ -581,4 +639,3 @@ def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor
             tree = tree.rest
         else:
             return x
-

@@ -235,7 +235,7 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
     unit = auto_unit(chain)
     rc = rounded_chain(chain, unit)
     reserve = 2 * shared_parameter_bytes(stages)
-    store_all = chain.store_all_memory()
+    store_all = chain.store_all_memory() + reserve  # the drop-in's plain autograd
     cache = {}
 
     def makespan(b):

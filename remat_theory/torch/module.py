@@ -57,7 +57,8 @@ backward reads (``output_saved``: a Linear's output before a ReLU); autograd fre
 soon as the next stage has read them, as the chain's operation table does, so at store-all
 the module's peak is the chain's prediction (the loss value and its seed gradient aside).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
-several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
+several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
+below store-all plus that reserve is solved with it taken out).
 
 Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
 ``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
@@ -113,9 +114,15 @@ def shared_parameter_bytes(stages) -> int:
     Autograd sums the gradients a parameter receives from its several uses in one buffer,
     held from the first of those backwards to the last, and adds each new term to it: memory
     the chain model, whose parameter gradients accumulate in place outside the budget, does
-    not count.  Measured on the built-in rnn (``benchmarks/bench_torch_step.py``, test and
-    small scales) it peaks at 1.2-1.35 times these bytes above the simulator's prediction;
-    the drop-in reserves twice these bytes of a budget below store-all."""
+    not count.  Measured with the allocator on the built-in rnn (small scale, one cell shared
+    by 33 stages, parameter gradients taken out of the peak), at six budgets from the
+    smallest to store-all: 0.80-0.96 times these bytes above the simulator's prediction when
+    the step starts without gradients (``zero_grad()``, the default ``set_to_none``), and
+    1.26-1.42 times when the gradients are kept and accumulated into (gradient accumulation,
+    ``zero_grad(set_to_none=False)``): the engine then holds the sum apart from ``.grad`` and
+    meets each new term beside it.  The drop-in reserves twice these bytes at every budget,
+    store-all included (a budget below store-all plus the reserve is solved with the
+    reserve taken out)."""
     owner, shared = {}, {}
     for k, stage in enumerate(stages):
         for p in stage.parameters():
@@ -237,8 +244,9 @@ class CheckpointedSequential(nn.Module):
         Bytes of the whole step with a unit (str, e.g. ``"6GiB"``: activations, parameter
         gradients, loss and workspaces above the resident model, see the module docstring),
         bytes of activation memory as the chain counts it (int), or a fraction in (0, 1] of
-        the store-all peak of each input shape (float).  At or above the store-all peak the
-        stages run as plain autograd (no recomputation: store-all is then the fastest
+        the store-all peak of each input shape (float).  At or above the store-all peak (plus
+        the reserve for parameters shared by several stages, :func:`shared_parameter_bytes`;
+        the fraction 1.0 is store-all) the stages run as plain autograd (no recomputation: store-all is then the fastest
         schedule).
     optimizer_state : int or torch.optim.Optimizer, optional
         With a str budget: the budget holds the optimizer's state too (its bytes, or an
@@ -409,18 +417,23 @@ class CheckpointedSequential(nn.Module):
 
     def plain_step_bytes(self, chain: Chain | None = None) -> int:
         """What a step budget needs to run the stages as plain autograd (nothing recomputed,
-        no checkpoint): store-all, parameter gradients, optimizer state, :data:`STEP_SLACK`."""
+        no checkpoint): store-all, the reserve for shared parameters' summed gradient,
+        parameter gradients, optimizer state, :data:`STEP_SLACK`."""
         chain = self.chain if chain is None else chain
-        return (chain.store_all_memory() + self.gradient_bytes + self.optimizer_bytes
-                + STEP_SLACK)
+        return (chain.store_all_memory() + self.shared_gradient_reserve + self.gradient_bytes
+                + self.optimizer_bytes + STEP_SLACK)
 
     def _chain_budget(self, chain: Chain) -> int:
         spec = self.budget_spec
         if self.step_budget is not None:
             if self.step_budget >= self.plain_step_bytes(chain):
-                return chain.store_all_memory()
+                return chain.store_all_memory() + self.shared_gradient_reserve
             return self.step_budget - self.step_reserve(chain)
-        return int(spec) if isinstance(spec, numbers.Integral) else int(spec * chain.store_all_memory())
+        if isinstance(spec, numbers.Integral):
+            return int(spec)
+        if spec >= 1:  # the fraction 1: store-all, plain autograd
+            return chain.store_all_memory() + self.shared_gradient_reserve
+        return int(spec * chain.store_all_memory())
 
     def smallest_step_budget(self, chain: Chain, chain_budget: int) -> int:
         """The smallest step budget (bytes) whose share for the schedule is ``chain_budget``."""
@@ -447,7 +460,7 @@ class CheckpointedSequential(nn.Module):
                   f"{format_bytes(self.step_reserve(chain) - self.gradient_bytes - self.optimizer_bytes)}"
                 + f"; the smallest feasible step budget is {format_bytes(smallest)}",
                 self.step_budget, smallest)
-        if budget >= store_all:
+        if budget >= store_all + self.shared_gradient_reserve:
             sol = solver_registry.solve(chain, store_all, "store-all")
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)

@@ -57,7 +57,7 @@ def main(argv) -> int:
         per = solvers.solve(chain, chain.store_all_memory(), "periodic", segments=k)
         from remat_theory.torch.module import CheckpointedSequential
         same = Point(f"remat_same_schedule:{k}", "remat", int(chain.store_all_memory()))
-        ck = CheckpointedSequential(w.stages, chain.store_all_memory(), "periodic",
+        ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
                                     example_input=w.example_input, loss_fn=w.loss_fn,
                                     chain=chain, solver_options={"segments": k})
         same.predicted_peak, same.predicted_time = ck.plan.predicted_peak, ck.solution.makespan
@@ -78,6 +78,8 @@ def main(argv) -> int:
     # peaks first (one step each), then keep the remat points at no more than HF's memory
     measure(methods, params, torch.device("cpu"), repeats=1)
     hf_peak = hf.point.peak
+    for m in methods:
+        print(f"  measured {m.point.method:34s} {m.point.peak} B (predicted {m.point.predicted_peak})")
     keep = methods[:3] + [m for m in methods[3:] if m.point.peak <= hf_peak
                           or not m.point.method.startswith("remat:")]
     for m in keep:

@@ -115,6 +115,19 @@ def test_breakpoints_are_every_makespan_level_of_a_brute_force_sweep():
     assert sorted(got) == sorted(levels.values())
 
 
+def test_breakpoints_spread_keeps_the_levels_it_must_cover():
+    chain = Chain(fwd_time=[3, 1, 4, 1, 5, 2], bwd_time=[6, 2, 8, 2, 10, 4, 1],
+                  x_size=[40, 30, 50, 20, 60, 30, 10], tape_size=[70, 60, 90, 70, 80, 50])
+    every = remat_breakpoints(chain, [], "dp", max_points=10**6)
+    assert len(every) > 4
+    spread = remat_breakpoints(chain, [], "dp", max_points=3)
+    assert spread == [every[0], every[len(every) // 2 if len(every) % 2 else
+                                        round((len(every) - 1) / 2)], every[-1]]
+    missing = next(b for b in every if b not in spread)
+    covered = remat_breakpoints(chain, [], "dp", max_points=3, cover=[missing - 1])
+    assert covered == sorted(spread + [missing])  # the lowest level at or above missing - 1
+
+
 def test_the_runner_measures_every_point_of_a_hand_split_network():
     """Structure (fast): plain twice, remat at given budgets (one infeasible), every
     checkpoint_sequential; no HF (an nn.Sequential has none), no compiler."""

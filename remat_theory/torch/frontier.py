@@ -224,13 +224,16 @@ def _compile_budget(w: Workload, r: float, backend: str, index: int) -> Method:
 
 
 def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 1024,
-                      max_points: int = 16, solver_options=None) -> list:
+                      max_points: int = 16, solver_options=None, cover=()) -> list:
     """Budgets (bytes of the chain) where the solver's makespan steps down, from its smallest
     feasible budget to store-all, as :class:`CheckpointedSequential` solves them (the same
     rounding and reserve).  The makespan is a non-increasing step function of the budget, so
     bisection finds each step to ``store_all / resolution`` bytes: every distinct schedule level
     up to that resolution.  More than ``max_points`` levels: the lowest, store-all and evenly
-    spread ones between (by memory)."""
+    spread ones between (by memory), and, for each budget of ``cover`` (the chain's predicted
+    peak of a baseline's own schedule, e.g. ``checkpoint_sequential``'s), the lowest level at
+    or above it, so that the baseline's schedule level is measured even where the spread
+    skips it."""
     opts = dict(solver_options or {})
     unit = auto_unit(chain)
     rc = rounded_chain(chain, unit)
@@ -279,8 +282,27 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
             levels.add(key)
             out.append(b)
     if len(out) > max_points:
-        idx = sorted({round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)})
-        out = [out[i] for i in idx]
+        idx = {round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)}
+        for c in cover:
+            idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
+        out = [out[i] for i in sorted(idx)]
+    return out
+
+
+def baseline_schedule_peaks(chain, stages, segments) -> list:
+    """The budgets at which the drop-in's solver sees ``checkpoint_sequential``'s own schedule
+    (solver ``periodic``, each segment count) fit: its peak on the rounded chain the drop-in
+    solves, plus the shared-parameter reserve.  (The exact chain's peak is up to a few
+    rounding units lower: at that budget the rounded DP must pick another schedule.)"""
+    rc = rounded_chain(chain, auto_unit(chain))
+    reserve = 2 * shared_parameter_bytes(stages)
+    out = []
+    for k in segments:
+        if not 1 <= k <= chain.length:
+            continue
+        sol = solver_registry.solve(rc, rc.store_all_memory(), "periodic", segments=k)
+        if sol.schedule is not None:
+            out.append(sol.peak_memory + reserve)
     return out
 
 
@@ -402,8 +424,11 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
                                      detail=f"capture failed: {w.capture_error}")))
     else:
         chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=profile_repeats)
+        L = len(w.stages)
+        segs = list(segments if segments is not None else range(2, L + 1))
         if budgets is None:
-            budgets = remat_breakpoints(chain, w.stages, solver, max_points=max_points)
+            budgets = remat_breakpoints(chain, w.stages, solver, max_points=max_points,
+                                        cover=baseline_schedule_peaks(chain, w.stages, segs))
         store_all = chain.store_all_memory()
         for b in budgets:
             pt = Point(f"remat:{b / store_all:.4f}", "remat", int(b))
@@ -419,8 +444,7 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
             methods += _compiled_sweep(w, solver, compiled_points, backend, max_points,
                                        profile_repeats)
         seq = nn.Sequential(*w.stages)
-        L = len(w.stages)
-        for k in (segments if segments is not None else range(2, L + 1)):
+        for k in segs:
             methods.append(Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
                                    checkpoint_sequential_method(w, seq, k)))
     for i, r in enumerate(compile_budgets):

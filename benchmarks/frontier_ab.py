@@ -78,8 +78,11 @@ def main(argv) -> int:
     # peaks first (one step each), then keep the remat points at no more than HF's memory
     measure(methods, params, torch.device("cpu"), repeats=1)
     hf_peak = hf.point.peak
-    for m in methods:
-        print(f"  measured {m.point.method:34s} {m.point.peak} B (predicted {m.point.predicted_peak})")
+    peaks = [{"method": m.point.method, "peak": m.point.peak,
+              "predicted_peak": m.point.predicted_peak, "predicted_time": m.point.predicted_time}
+             for m in methods]
+    for r in peaks:
+        print(f"  measured {r['method']:34s} {r['peak']} B (predicted {r['predicted_peak']})")
     keep = methods[:3] + [m for m in methods[3:] if m.point.peak <= hf_peak
                           or not m.point.method.startswith("remat:")]
     for m in keep:
@@ -101,6 +104,7 @@ def main(argv) -> int:
     out = {"network": args.network, "scale": args.scale, "rounds": args.rounds,
            "baseline": args.baseline,
            "threads": args.threads, "torch": torch.__version__, "rows": rows,
+           "every_peak": peaks,
            "command": "python benchmarks/frontier_ab.py " + " ".join(argv)}
     RESULTS.mkdir(exist_ok=True)
     tag = "" if args.baseline == "hf" else "_" + args.baseline.replace(":", "")

@@ -17,14 +17,17 @@ one way to run a training step (forward, loss, backward) on the same parameters:
 - ``remat:B``: remat's drop-in (:class:`~remat_theory.torch.module.CheckpointedSequential`,
   eager) at a budget of B bytes of the chain; the budgets are the *breakpoints* of the
   solver's makespan over the budget (:func:`remat_breakpoints`: every budget where the DP's
-  optimal schedule changes, from the smallest feasible one to store-all), so that no
-  baseline point falls between two remat points for want of a budget.
+  optimal schedule changes, from the smallest feasible one to store-all, with each
+  ``checkpoint_sequential`` schedule's own level kept where more than ``max_points`` are
+  spread), so that no baseline point falls between two remat points for want of a budget.
 - ``remat_compiled:B``: ``torch.compile`` over the drop-in's schedule as ONE graph
   (:func:`~remat_theory.torch.module.run_traceable`: its non-reentrant checkpoints become the
-  compiler's recompute regions), over the model captured by ``torch.export``
-  (:meth:`~remat_theory.torch.frontier_networks.Workload.graph_stages`, profiled on its own:
-  the capture at the model's layers runs the model's Python between seams, which dynamo does
-  not trace as one graph), at some of that chain's breakpoints.
+  compiler's recompute regions, nested as the schedule nests them), over the model captured
+  by ``torch.export`` (:meth:`~remat_theory.torch.frontier_networks.Workload.graph_stages`,
+  profiled on its own: the capture at the model's layers runs the model's Python between
+  seams, which dynamo does not trace as one graph), at some of that chain's breakpoints
+  (:func:`~remat_theory.torch.module.traceable_prelude` computes the constants the stages
+  hand on before any checkpoint, which nested checkpoints need under torch.compile).
 - ``remat_step:S`` (``step_budgets``): the drop-in with a budget of the whole step in bytes
   (``budget="6GiB"``); its point says whether the allocator's step peak stayed within it.
 
@@ -33,14 +36,18 @@ Each method is measured the same way: every step starts with no parameter gradie
 parameter gradients taken out (activation memory); ``step_peak`` is all of it (the step's
 peak above the resident model: what a step budget bounds).  Time: ``repeats`` interleaved
 rounds (round ``r`` runs every method once, in a seeded random order), so a slow phase of a
-noisy machine hits every method alike; comparisons use the per-round ratios.  Gradients: one
+noisy machine hits every method alike; comparisons use the per-round ratios.  Every step is
+timed by two clocks: the wall clock and, on the CPU, the timing thread's CPU time (with one
+torch thread the forward, autograd's CPU backward and compiled kernels all run on the
+calling thread, so it counts the step's work and not the time other processes held the
+core); :func:`choose_clock` judges on the one whose measured noise is smaller.  Gradients: one
 seeded step of each method, compared with the plain model's, bit for bit (``grads_equal``)
 and as the largest difference relative to the largest plain gradient (``grad_rel_diff``).
 
 :func:`dominance` asks the user's question: for every baseline point, is there a remat point
 (eager or compiled) with no more memory and no more time beyond the noise (the tolerance is
-the larger of 2% and the measured noise: repeated plain, and remat at store-all against plain,
-which run the same kernels)?  And is remat's lowest memory below every baseline's?
+the larger of 2% and the measured noise on the chosen clock: repeated plain, and remat at
+store-all against plain, which run the same kernels)?  And is remat's lowest memory below every baseline's?
 """
 from __future__ import annotations
 

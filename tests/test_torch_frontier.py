@@ -54,7 +54,9 @@ def test_dominance_pairs_rounds_and_finds_the_fastest_remat_point_at_no_more_mem
     assert rows["compile_budget:0.5"]["compiled_time_ratio"] == pytest.approx(1.1)
     assert not rows["compile_budget:0.5"]["dominated"]
     assert d["goals"] == {"lowest_memory": True, "hf_and_checkpoint_sequential_dominated": False,
-                          "compile_budget_dominated": False, "below_compile_lowest": True}
+                          "compile_budget_dominated": False, "below_compile_lowest": True,
+                          "compile_budget_dominated_by_compiled_remat": False,
+                          "compiled_remat_below_compile_lowest": True}
 
 
 def test_noise_widens_the_tolerance():

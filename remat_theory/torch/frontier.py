@@ -663,6 +663,7 @@ def dominance(points: list, tolerance: float | None = None, clock: str | None = 
     base_low = {f: lowest[f]["peak"] for f in BASELINES if f in lowest}
     below = remat_low is not None and all(remat_low < v for v in base_low.values())
     fam_ok = {f: all(r["dominated"] for r in rows if r["family"] == f) for f in BASELINES}
+    comp_rows = [r for r in rows if r["family"] == "compile_budget"]
     return {
         "rows": rows, "lowest": lowest, "noise": nz, "tolerance": tol, "clock": clock,
         "noise_by_clock": by_clock,
@@ -675,6 +676,13 @@ def dominance(points: list, tolerance: float | None = None, clock: str | None = 
             "compile_budget_dominated": fam_ok["compile_budget"],
             "below_compile_lowest": (remat_low is not None and "compile_budget" in base_low
                                      and remat_low < base_low["compile_budget"]),
+            # the compiler against the compiler: remat's schedule compiled as one graph
+            "compile_budget_dominated_by_compiled_remat": bool(comp_rows) and all(
+                r["compiled_time_ratio"] is not None and r["compiled_time_ratio"] <= 1 + tol
+                for r in comp_rows),
+            "compiled_remat_below_compile_lowest": (
+                "remat_compiled" in lowest and "compile_budget" in base_low
+                and lowest["remat_compiled"]["peak"] < base_low["compile_budget"]),
         },
     }
 

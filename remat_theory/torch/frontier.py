@@ -371,7 +371,8 @@ def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: 
     spread from the lowest to store-all, each compiled as one graph."""
     try:
         stages = w.graph_stages()
-        chain = profile(stages, w.example_input, w.loss_fn, repeats=profile_repeats)
+        chain = profile(stages, w.example_input, w.loss_fn, repeats=profile_repeats,
+                        clock=profile_clock(w.example_input))
     except Exception as e:  # noqa: BLE001 - a capture failure is a result
         return [_error(Point("remat_compiled", "remat_compiled"), e)]
     budgets = remat_breakpoints(chain, stages, solver, max_points=10**6)
@@ -388,6 +389,14 @@ def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: 
         if ck is not None and pt.status == "ok":
             pt.detail = "nested schedule" if _nested(ck.plan.tree) else "flat schedule"
     return out
+
+
+def profile_clock(x: torch.Tensor) -> str:
+    """The clock the chain's stage times are profiled by: on the CPU the process's CPU time
+    (one torch thread: the stages' own work; wall-clock profiles of the same model on a
+    loaded machine differed threefold between runs, which steered the DP's choice among
+    schedules of nearly equal cost), elsewhere the device's own timer."""
+    return "process" if x.device.type == "cpu" else "wall"
 
 
 def _nested(tree) -> bool:
@@ -430,7 +439,8 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         methods.append(Method(Point("remat", "remat", status="error",
                                      detail=f"capture failed: {w.capture_error}")))
     else:
-        chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=profile_repeats)
+        chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=profile_repeats,
+                        clock=profile_clock(w.example_input))
         L = len(w.stages)
         segs = list(segments if segments is not None else range(2, L + 1))
         if budgets is None:
@@ -716,6 +726,7 @@ def run_frontier(w, *, device="cpu", repeats: int = 5, seed: int = 0, **kw) -> d
         "threads": torch.get_num_threads(),
         "repeats": repeats,
         "backend": kw.get("backend", "inductor"),
+        "profile_clock": profile_clock(w.example_input),
         "stages": None if chain is None else chain.length,
         "capture_error": w.capture_error,
         "store_all_predicted": None if chain is None else chain.store_all_memory(),

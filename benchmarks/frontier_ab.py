@@ -40,10 +40,12 @@ def main(argv) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--baseline", default="hf",
                     help="hf (every layer) or checkpoint_sequential:K")
+    ap.add_argument("--profile-clock", default="process", choices=("process", "wall"),
+                    help="the clock of the chain's stage times (the frontier's: process)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     w = build_workload(args.network, args.scale)
-    chain = profile(w.stages, w.example_input, w.loss_fn, repeats=3)
+    chain = profile(w.stages, w.example_input, w.loss_fn, repeats=3, clock=args.profile_clock)
     if args.baseline == "hf":
         hf = hf_methods(w)[0]
     else:
@@ -108,6 +110,7 @@ def main(argv) -> int:
            "command": "python benchmarks/frontier_ab.py " + " ".join(argv)}
     RESULTS.mkdir(exist_ok=True)
     tag = "" if args.baseline == "hf" else "_" + args.baseline.replace(":", "")
+    tag += "" if args.profile_clock == "process" else "_" + args.profile_clock + "_profile"
     (RESULTS / f"frontier_ab_{args.network}{tag}.json").write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

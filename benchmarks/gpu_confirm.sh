@@ -12,6 +12,7 @@
 #   TESTS=1 bash benchmarks/gpu_confirm.sh         # first the profiler's tests on that device
 #   FRONTIER=1 bash benchmarks/gpu_confirm.sh      # then remat frontier on the same device
 #   FRONTIER=1 FRONTIER_ONLY=1 NETWORKS=llama bash benchmarks/gpu_confirm.sh   # the frontier only
+#   OFFLOAD=1 bash benchmarks/gpu_confirm.sh       # then the offload executor (see the end)
 #
 # Writes benchmarks/results/confirm_<device>.json and .png, and the table to
 # benchmarks/results/confirm_<device>.txt.  On one GPU ("large" networks) it took about 5 minutes
@@ -62,4 +63,22 @@ if [ "${FRONTIER:-0}" = 1 ]; then
       --compile-budgets 0,0.3,0.6,1 --compiled-points 4 --max-points "${MAX_POINTS:-16}" \
       --out "benchmarks/results/frontier_${DEVICE}"
   done
+fi
+# OFFLOAD=1: then the offload executor on the same device: its tests (tests/test_torch_offload*.py,
+# on REMAT_TEST_DEVICE=$DEVICE), and remat confirm --offload (the copy bandwidth measured with
+# CUDA events, device <-> pinned host; save-on-cpu, offload-all and dp-offload against dp alone)
+# into benchmarks/results/offload_confirm_<device>/.  On a GPU this is the CUDA path (side
+# stream, pinned host buffers, events), which has not run on a GPU yet: no GPU was lent when it
+# was written; on the CPU it is the correctness mode (device peaks compared, times not
+# meaningful).
+if [ "${OFFLOAD:-0}" = 1 ]; then
+  REMAT_TEST_DEVICE="$DEVICE" "$PY" -m pytest -q -m torch tests/test_torch_offload.py \
+    tests/test_torch_offload_module.py tests/test_torch_offload_cli.py
+  mkdir -p "benchmarks/results/offload_confirm_${DEVICE}"
+  echo "# remat confirm --offload --device $DEVICE --scale $SCALE --solvers save-on-cpu,offload-all,dp-offload,dp --budgets 0.3,0.5,0.8 --repeats 2 --deterministic --threads ${THREADS:-1}"
+  "$PY" -m remat_theory.cli confirm --offload --device "$DEVICE" --scale "$SCALE" \
+    --solvers save-on-cpu,offload-all,dp-offload,dp --budgets 0.3,0.5,0.8 --repeats 2 \
+    --deterministic --profile-repeats 3 --threads "${THREADS:-1}" \
+    --out-dir "benchmarks/results/offload_confirm_${DEVICE}" \
+    | tee "benchmarks/results/offload_confirm_${DEVICE}/table.txt"
 fi

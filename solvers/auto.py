@@ -18,6 +18,10 @@ unchanged except for ``info["answered_by"]`` and a message saying who answered a
 5. else, when not even the slot DP fits (thousands of stages), the best of the fast
    baselines (status ``feasible``, no optimality claim), and the message says so.
 
+A chain with a ``bandwidth`` (a copy channel to the host) takes its own route after step 1:
+``exhaustive-offload`` on tiny chains, the offload ILP where it proves its answer, the
+offload DP otherwise, compared with remat alone (``solvers/_auto_offload.py``).
+
 Sizes with no common factor make M large (millions of units for sizes in bytes): the DPs'
 tables grow with M, exhaustive search's work does not.  On chains within exhaustive
 search's stage guard whose weak DP does not fit, exhaustive search is tried first.
@@ -51,7 +55,9 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import AT_LEAST, RematError, Remedy, SolverError, SolverLimitError
 from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, FEASIBLE, INFEASIBLE, Solution
 
-from solvers import registry
+from remat_theory.model import classes
+
+from solvers import _auto_offload, registry
 from solvers._deadline import Deadline
 from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_MAX_STAGES
 from solvers.registry import Option, register
@@ -166,9 +172,11 @@ def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float,
           # In a sweep, the ILP's own limit: auto runs the certified ILP on short chains.
           max_stages=4,
           # It answers with the class of the solver that answered.
-          classes=(CLASS_ALL, "weakly-persistent", "persistent"),
-          # every solver it may call models them (they are checked again on each call)
-          supports=("fall_time", "fall_overhead", "output_saved"),
+          classes=(CLASS_ALL, "weakly-persistent", "persistent", classes.OFFLOAD_KEY,
+                   classes.PERSISTENT_OFFLOAD_KEY),
+          # every solver it may call models them (they are checked again on each call);
+          # a chain with bandwidth takes the two-stream route (solvers/_auto_offload.py)
+          supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
           options={"time_limit": Option("seconds", "for the whole call, passed on to every "
                                         "solver that takes one (default 60 s)", none=True)})
 def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
@@ -194,13 +202,18 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
     tried: list = []
     proofs: list = []
     if chain.store_all_memory() <= budget:
-        sol = registry.solve(chain, budget, "store-all")
+        # (store-all has no transfer: solved on the chain without its channel, if any)
+        sol = registry.solve(chain.replace(bandwidth=None), budget, "store-all")
         # optimal over all schedules; its min_budget (store-all's own) is not the smallest
         # feasible budget of all schedules, so it is not passed on as one
-        sol = sol.replace(optimal_for=CLASS_ALL, bound=sol.makespan, min_budget=None)
+        # (with a copy channel too: the ideal makespan, which no transfer shortens)
+        cls = CLASS_ALL if chain.bandwidth is None else classes.OFFLOAD_KEY
+        sol = sol.replace(optimal_for=cls, bound=sol.makespan, min_budget=None)
         return _answer(sol, "store-all",
                        "the budget holds every tape, so nothing is recomputed: optimal over "
                        "all schedules", tried, time_limit, proofs)
+    if chain.bandwidth is not None:  # the two-stream model: its own route
+        return _auto_offload.solve(chain, budget, time_limit, _run, _answer, tried, proofs)
     last = class_only = None
     for name, opts, why in plan(chain, budget, time_limit):
         if deadline.remaining() <= 0.05 and last is not None:

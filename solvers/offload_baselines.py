@@ -30,10 +30,10 @@ from solvers.registry import register
 def offload_all_schedule(chain: Chain, lookahead: int = 1) -> Schedule:
     """Store-all with tapes offloaded after use and prefetched ``lookahead`` backwards
     ahead (0: ``save-on-cpu``, every tape but t_L; 1: ``offload-all``, every tape but the
-    last two); store-all on a chain without bandwidth."""
+    last two); store-all on a chain without bandwidth or at bandwidth 0."""
     L = chain.length
     last = L - 1 if lookahead == 0 else L - 2
-    moved = set(range(1, last + 1)) if chain.bandwidth is not None else set()
+    moved = set(range(1, last + 1)) if chain.bandwidth else set()  # 0: no copy ever ends
     ops = [Fall(0)]
     for i in range(1, L):
         ops.append(Fall(i))

@@ -172,3 +172,48 @@ class TwoStreamReference:
         """(makespan, peak)."""
         makespan = max([0.0, self.H] + [e for _, _, e, _, _, _ in self.ops])
         return makespan, max([self.c.x_size[0]] + [p for _, _, _, _, p, _ in self.ops])
+
+
+def persistent_offload_schedules(chain: Chain):
+    """Every token sequence of the grammar of the class ``persistent+offload``
+    (proofs/offload.md, O.10), written from its text: segment (s, t) is the loss, ``Fall_s
+    B_s``, ``Fall_s [Off C] <s+1, t> [Pre C] B_s`` or ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1}
+    <k, t> [Pre C] <s, k-1>``; C is offloaded only by a fresh segment (a child, or the second
+    part after a prefetch), never x_0.  Validity is left to the interpreter."""
+    L = chain.length
+
+    def seg(s, t, fresh, c):
+        if s == t:
+            yield ["Loss"] if t == L else [f"Fall{s}", f"B{s}"]
+            return
+        offs = [False, True] if fresh and s >= 1 and chain.bandwidth is not None else [False]
+        for off in offs:
+            o, p = ([f"Off{c}{s}"], [f"Pre{c}{s}"]) if off else ([], [])
+            child_c = "t" if chain.output_saved[s] else "x"
+            for child in seg(s + 1, t, True, child_c):
+                yield [f"Fall{s}"] + o + child + p + [f"B{s}"]
+            for k in range(s + 1, t + 1):
+                for child in seg(k, t, True, "x"):
+                    for rest in seg(s, k - 1, off, c):
+                        yield ([f"Fck{s}"] + o + [f"Fn{j}" for j in range(s + 1, k)] + child
+                               + p + rest)
+
+    yield from seg(0, L, False, "t")
+
+
+def best_persistent_offload(chain: Chain, budget: int, recompute: bool = True):
+    """``(best, least)``: (makespan, tokens) of the fastest schedule of the grammar that the
+    interpreter accepts within ``budget`` (or None), and the least peak of any schedule of
+    the grammar it accepts: an oracle for ``dp-offload`` by enumeration."""
+    best, least = None, None
+    for tokens in persistent_offload_schedules(chain):
+        if not recompute and any(t.startswith(("Fn", "Fck")) for t in tokens):
+            continue
+        ref = TwoStreamReference(chain)
+        if not all(ref.apply(t) for t in tokens) or ref.bwd_next != -1:
+            continue
+        makespan, peak = ref.result()
+        least = peak if least is None else min(least, peak)
+        if peak <= budget and (best is None or makespan < best[0] - 1e-12):
+            best = (makespan, tokens)
+    return best, least

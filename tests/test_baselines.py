@@ -208,10 +208,13 @@ def test_revolve_closed_form_is_the_optimum_of_its_recursion():
             assert revolve_advances(l, c) == _revolve_dp(l, c), (l, c)
 
 
-def test_revolve_schedules_count_exactly_the_closed_form():
-    for c in range(1, 11):
-        for l in range(1, 201):
-            chain = Chain.homogeneous(l)
+@pytest.mark.parametrize("longest", [60, pytest.param(200, marks=pytest.mark.slow)])
+def test_revolve_schedules_count_exactly_the_closed_form(longest):
+    """Every chain up to ``longest`` stages (200 with ``-m slow``) at 1..10 slots; the
+    1000-stage, 50-slot schedule is counted in the next test."""
+    for l in range(1, longest + 1):
+        chain = Chain.homogeneous(l)
+        for c in range(1, 11):
             sched = revolve_schedule(chain, c)
             assert advances(sched) == revolve_advances(l, c), (l, c)
             assert sched.count(FALL) == l

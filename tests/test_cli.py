@@ -153,7 +153,7 @@ def test_unknown_solver_and_option(chain_file, capsys):
     code, out, err = run(capsys, "solve", chain_file, "--budget", "20", "--solver", "magic")
     one_line_error(code, err, "unknown solver 'magic'")
     code, out, err = run(capsys, "solve", chain_file, "--budget", "20", "--slots", "10")
-    one_line_error(code, err, "does not take option 'slots'", "solvers that do: dp, dp-weak")
+    one_line_error(code, err, "does not take option 'slots'", "solvers that do: dp, ", "dp-weak")
 
 
 def test_missing_file(tmp_path, capsys):

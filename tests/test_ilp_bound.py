@@ -11,7 +11,7 @@ from remat_theory import Chain, simulate
 from remat_theory.model.schedule import Schedule
 from remat_theory.analysis.families import make
 from remat_theory.strategies import chains, valid_schedules
-from _breakpoints import breakpoints
+from _breakpoints import breakpoints, optimal_search
 from solvers.exhaustive import min_feasible_budget, search
 from solvers.ilp.relaxation import (build_relaxation, lower_bound, min_budget_bound, objective_of,
                                relaxation_point, violated_rows)
@@ -64,7 +64,7 @@ def test_the_bound_never_exceeds_the_exhaustive_optimum(chain):
         assert res.proven_optimal
         assert res.value <= opt + 1e-9, (b, res.value, opt)
         # started from an optimal schedule's point, the same optimum
-        best = search(chain, b)[0]
+        best = optimal_search(chain, b)[0]  # breakpoints' own search
         started = lower_bound(chain, b, schedule=best)
         assert started.proven_optimal and started.value == pytest.approx(res.value)
 
@@ -221,6 +221,6 @@ def test_fall_costs_the_bound_never_exceeds_the_exhaustive_optimum(chain):
     for b, opt in breakpoints(chain).items():
         if opt is None:
             continue
-        res = lower_bound(chain, b, schedule=search(chain, b)[0])
+        res = lower_bound(chain, b, schedule=optimal_search(chain, b)[0])
         assert res.proven_optimal and not res.infeasible
         assert res.value <= opt + 1e-9, (b, res.value, opt)

@@ -23,7 +23,7 @@ from solvers.exhaustive import min_feasible_budget as canonical_min_budget
 from solvers.offload_baselines import offload_all_schedule
 from solvers.offload_exhaustive import min_feasible_budget
 
-from _offload_reference import TwoStreamReference
+from _offload_reference import TwoStreamReference, best_persistent_offload
 
 
 def _with_bandwidth(chain: Chain, ratio: float) -> Chain:
@@ -243,11 +243,12 @@ def test_a_faster_channel_never_lengthens_a_schedule(chain, bandwidth, factor, l
     assert b.makespan <= a.makespan + 1e-9
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", [0] + [pytest.param(s, marks=pytest.mark.slow) for s in (1, 2)])
 def test_scaling_sizes_scales_the_bandwidth_and_keeps_every_offload_optimum(seed):
     """bandwidth is bytes per second: ``scaled_sizes(g)`` divides it with the sizes, so the
     chain in units of g bytes has the same copy times, and at budget / g the same optimum
-    (and smallest budget / g) as the chain itself, by an independent solve of each."""
+    (and smallest budget / g) as the chain itself, by an independent solve of each.  (One
+    seed by default, 18 solves of 4.5 s; seeds 1 and 2 with ``-m slow``.)"""
     from remat_theory.analysis import families
     from remat_theory.model.fields import variation
 
@@ -269,3 +270,118 @@ def test_scaling_sizes_scales_the_bandwidth_and_keeps_every_offload_optimum(seed
             if a.makespan is not None:
                 assert a.makespan == pytest.approx(b.makespan, rel=1e-9), (label, budget)
                 assert a.peak_memory == g * b.peak_memory
+
+
+# ------------------------------------------------------------------ dp-offload (O.10, O.11)
+
+@settings(max_examples=12, deadline=None)
+@given(chains(1, 3, max_size=6, max_time=5, overheads=None, fall_costs=None,
+              unsaved_outputs=None), st.sampled_from([0.25, 1.0, 4.0]), st.floats(0, 1))
+def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio, where):
+    """O.10/O.11: dp-offload's answer is the best member of its grammar (every member
+    enumerated and replayed by the independent interpreter), its smallest budget is the
+    grammar's least peak; exhaustive-offload <= dp-offload <= dp (persistent, remat only)
+    and <= save-on-cpu (a member of the class)."""
+    chain = _with_bandwidth(chain, ratio)
+    lo, hi = min_feasible_budget(chain), chain.store_all_memory()
+    budget = lo + int(where * (hi - lo))
+    sol = registry.solve(chain, budget, "dp-offload")
+    best, least = best_persistent_offload(chain, budget)
+    assert sol.min_budget == least
+    if best is None:
+        assert sol.status == "infeasible" and sol.optimal_for == "persistent+offload"
+        return
+    assert sol.status == "optimal" and sol.makespan == pytest.approx(best[0], rel=1e-9)
+    assert classes.PERSISTENT_OFFLOAD.contains(chain, sol.schedule)
+    exact = registry.solve(chain, budget, "exhaustive-offload")
+    assert exact.makespan <= sol.makespan + 1e-9
+    dp = registry.solve(chain.replace(bandwidth=None), budget, "dp")
+    if dp.schedule is not None:
+        assert sol.makespan <= dp.makespan + 1e-9
+    soc = registry.solve(chain, budget, "save-on-cpu")
+    if soc.schedule is not None:
+        assert classes.PERSISTENT_OFFLOAD.contains(chain, soc.schedule)
+        assert sol.makespan <= soc.makespan + 1e-9
+
+
+@settings(max_examples=10, deadline=None)
+@given(chains(1, 4, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
+       st.floats(0, 1))
+def test_dp_offload_without_a_channel_is_the_persistent_dp(chain, where):
+    """O.11 (b): no bandwidth, or bandwidth 0 with positive sizes: no transfer, and the
+    answer is dp's, the persistent optimum, exactly."""
+    lo, hi = canonical_min_budget(chain), chain.store_all_memory()
+    budget = lo + int(where * (hi - lo))
+    ref = registry.solve(chain, budget, "dp")
+    cases = [chain]
+    if min(chain.x_size[1:] + chain.tape_held) > 0:
+        cases.append(chain.replace(bandwidth=0))
+    for c in cases:
+        sol = registry.solve(c, budget, "dp-offload")
+        assert sol.status == ref.status and sol.min_budget == ref.min_budget
+        if ref.schedule is not None:
+            assert sol.makespan == ref.makespan
+            assert not any(op.is_transfer for op in sol.schedule)
+
+
+def test_dp_offload_scales_to_long_chains_with_slots():
+    """A 30-stage chain in slots: a valid schedule (replayed by the registry) no slower than
+    dp's with the same slots (its class contains the persistent one, on the same rounded
+    sizes), and at most save-on-cpu's where that fits."""
+    from remat_theory.analysis import families
+    c = families.make("transformer", 30, 0)
+    c = c.replace(bandwidth=sum(c.tape_size) / sum(c.fwd_time))
+    for budget in (c.store_all_memory() // 4, c.store_all_memory() // 2):
+        sol = registry.solve(c, budget, "dp-offload", slots=64)
+        dp = registry.solve(c.replace(bandwidth=None), budget, "dp", slots=64)
+        assert sol.schedule is not None and sol.makespan <= dp.makespan + 1e-9
+        assert sol.status == "feasible" and "not proven optimal" in sol.message
+        assert sol.info["transfers"] > 0
+
+
+def test_the_class_grammar_parser():
+    """classes.is_persistent_offload: members (save-on-cpu, dp's schedules) and
+    non-members (offload-all prefetches a backward ahead; an offload by a stale segment)."""
+    c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
+    soc = offload_all_schedule(c, 0)
+    assert classes.PERSISTENT_OFFLOAD.contains(c, soc)
+    assert classes.classify(c, soc) == classes.NO_REMAT  # the smaller class first
+    assert not classes.PERSISTENT_OFFLOAD.contains(c, offload_all_schedule(c, 1))
+    r = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 Offt2 B1 Fall0 B0")
+    assert not classes.PERSISTENT_OFFLOAD.contains(c, r)  # Offt2: not a container there
+    m = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 B1 Fall0 B0")
+    assert classes.classify(c, m) == classes.PERSISTENT_OFFLOAD
+    stale = Schedule.parse("Fck0 Fck1 Fall2 Loss B2 Fall1 Offx1 B1 Fall0 B0")
+    assert not classes.PERSISTENT_OFFLOAD.contains(c, stale)
+    assert classes.subset("persistent", "persistent+offload")
+    assert classes.subset("persistent+offload", "all+offload")
+    assert not classes.subset("persistent+offload", "all")
+
+
+@settings(max_examples=8, deadline=None)
+@given(chains(1, 5, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
+       st.sampled_from([0.25, 4.0]),
+       st.floats(-0.2, 1))
+def test_auto_on_a_channel_never_says_a_false_infeasible(chain, ratio, where):
+    """auto on a bandwidth chain: exhaustive-offload's answer on tiny chains; beyond, a
+    schedule no slower than the offload DP's and remat alone's, or infeasible only below
+    the memory lower bound (O.12), or time_limit; info names who answered."""
+    chain = _with_bandwidth(chain, ratio)
+    lb, hi = chain.memory_lower_bound(), chain.store_all_memory()
+    budget = max(0, lb + int(where * (hi - lb)))
+    sol = registry.solve(chain, budget, "auto", time_limit=20)
+    assert sol.info["answered_by"]
+    if chain.length <= 3:
+        ref = registry.solve(chain, budget, "exhaustive-offload")
+        assert sol.status == ref.status and sol.optimal_for in ("all+offload",)
+        if ref.makespan is not None:
+            assert sol.makespan == pytest.approx(ref.makespan)
+        return
+    if sol.status == "infeasible":
+        assert budget < lb and sol.optimal_for == "all+offload"
+        return
+    if chain.output_saved == (True,) * chain.length:
+        dpo = registry.solve(chain, budget, "dp-offload")
+        if dpo.schedule is not None:
+            assert sol.schedule is not None and sol.makespan <= dpo.makespan + 1e-9
+    assert sol.status != "time_limit" or "not proven optimal" in sol.message

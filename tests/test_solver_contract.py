@@ -36,7 +36,11 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.fields import VARIATIONS, optional_names
 from remat_theory.model.solution import INFEASIBLE, OPTIMAL, TIME_LIMIT
+from remat_theory.model.schedule import Schedule
+from remat_theory.model.solution import Solution
 from solvers.exhaustive import min_feasible_budget
+
+from _offload_reference import best_persistent_offload
 
 LABELS = solvers.names() + list(registry.variants())
 # The classic chains (every optional field at its default) ...
@@ -79,6 +83,14 @@ INSTANCES = {v: [(name, b) for name, chain in chains.items() for b in _budgets(c
 def oracle(chain_name: str, budget: int, class_key: str):
     """Exhaustive search restricted to the class ``class_key``."""
     cls = classes.schedule_class(class_key)
+    if cls in (classes.PERSISTENT_OFFLOAD, classes.STORE_ALL_OFFLOAD):  # a finite grammar:
+        # every member, replayed (without Fn/Fck for store-all+offload)
+        best, least = best_persistent_offload(CHAINS[chain_name], budget,
+                                              recompute=cls is classes.PERSISTENT_OFFLOAD)
+        if best is None:
+            return Solution.infeasible("grammar", budget, min_budget=least, optimal_for=cls.key)
+        return Solution.optimal("grammar", budget, Schedule.parse(" ".join(best[1])), best[0],
+                                budget, optimal_for=cls.key)
     if cls in (classes.OFFLOAD, classes.NO_REMAT):  # the two-stream model's own search
         sol = solvers.solve(CHAINS[chain_name], budget, "exhaustive-offload",
                             recompute=cls is classes.OFFLOAD)
@@ -92,6 +104,13 @@ def oracle(chain_name: str, budget: int, class_key: str):
     return sol
 
 
+# The labels whose call is exactly the oracle's of the class they claim (the same solver,
+# the same options, the same chain): their answer is taken from the oracle's cache rather
+# than searched twice (the claims are still checked against it, and replayed by the registry).
+SELF_ORACLE = {"exhaustive-offload": classes.OFFLOAD.key,
+               "exhaustive-offload-only": classes.NO_REMAT.key}
+
+
 def _le(a: float, b: float) -> bool:
     return a <= b + RTOL * max(1.0, abs(a), abs(b))
 
@@ -100,7 +119,10 @@ def _le(a: float, b: float) -> bool:
 def test_every_answer_replays_and_its_claims_hold(label, variation):
     for chain_name, budget in INSTANCES[variation]:
         chain = CHAINS[chain_name]
-        sol = solvers.solve(chain, budget, label)  # replayed: SolverContractError if false
+        if label in SELF_ORACLE:
+            sol = oracle(chain_name, budget, SELF_ORACLE[label])
+        else:
+            sol = solvers.solve(chain, budget, label)  # replayed: SolverContractError if false
         where = f"{label} on {chain_name} at budget {budget}"
         claimed = sol.schedule_class
         assert sol.optimal_for in registry.get(label).classes + ("none",), \
@@ -114,7 +136,8 @@ def test_every_answer_replays_and_its_claims_hold(label, variation):
             assert best.status == OPTIMAL, f"{where}: a {lies_in} schedule where exhaustive finds none"
             assert _le(best.makespan, sol.makespan), f"{where}: beats the optimum of {lies_in}"
             if sol.status == OPTIMAL:
-                assert lies_in.subset_of(claimed), f"{where}: {lies_in} schedule claims {claimed}"
+                assert lies_in.subset_of(claimed) or claimed.contains(chain, sol.schedule), \
+                    f"{where}: {lies_in} schedule claims {claimed}"
         if claimed is classes.NONE:
             assert sol.status != OPTIMAL or sol.optimal_for == "none", where
             continue

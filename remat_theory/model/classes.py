@@ -32,7 +32,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.validation import check_int
 
 __all__ = ["ScheduleClass", "PERSISTENT", "WEAK", "MONOTONE", "RUNS2", "ALL", "ALL_DROP",
-           "RUN_FALLS", "NONE", "OFFLOAD", "NO_REMAT", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
+           "RUN_FALLS", "NONE", "OFFLOAD", "NO_REMAT", "PERSISTENT_OFFLOAD", "STORE_ALL_OFFLOAD", "RANKED", "schedule_class", "weak_runs", "subset", "classify",
            "is_class_name"]
 
 # Rank of ``all``: above every weak-runs<=K class (K is at most a chain's length in practice).
@@ -67,8 +67,13 @@ class ScheduleClass:
         other = schedule_class(other)
         if self == other:
             return True
+        if self.key == STORE_ALL_OFFLOAD_KEY:  # inside both offload classes below
+            return other.key in (OFFLOAD_KEY, NO_REMAT_KEY, PERSISTENT_OFFLOAD_KEY)
         if other.key == OFFLOAD_KEY:  # the two-stream model contains every canonical schedule
-            return self.key == NO_REMAT_KEY or self.rank is not None and self.rank <= _ALL_RANK
+            return self.key in (NO_REMAT_KEY, PERSISTENT_OFFLOAD_KEY) or \
+                self.rank is not None and self.rank <= _ALL_RANK
+        if other.key == PERSISTENT_OFFLOAD_KEY:  # persistent schedules offload nothing
+            return self.key == "persistent"
         return self.rank is not None and other.rank is not None and self.rank <= other.rank
 
     def contains(self, chain, schedule) -> bool:
@@ -79,6 +84,17 @@ class ScheduleClass:
         if not isinstance(schedule, Schedule):
             schedule = Schedule.parse(schedule) if isinstance(schedule, str) else Schedule(schedule)
         transfers = any(op.is_transfer for op in schedule)
+        if self.key in (PERSISTENT_OFFLOAD_KEY, STORE_ALL_OFFLOAD_KEY):
+            if not is_persistent_offload(chain, schedule):
+                return False
+            if self.key == STORE_ALL_OFFLOAD_KEY and any(op.kind in ("Fn", "Fck")
+                                                         for op in schedule):
+                return False
+            try:
+                simulate(chain, schedule)
+            except InvalidScheduleError:
+                return False
+            return True
         if self.key in (OFFLOAD_KEY, NO_REMAT_KEY):
             try:
                 simulate(chain, schedule)
@@ -112,6 +128,8 @@ ALL_DROP = ScheduleClass("all+drop", persistence.ALL,
                          "every valid schedule, explicit deletions (Drop) allowed",
                          _ALL_RANK + 1, allows_drop=True)
 OFFLOAD_KEY, NO_REMAT_KEY = "all+offload", "no-remat+offload"
+PERSISTENT_OFFLOAD_KEY = "persistent+offload"
+STORE_ALL_OFFLOAD_KEY = "store-all+offload"
 # The two-stream model (docs/model.md, "Offloading"): every valid schedule with transfers
 # allowed; and its schedules without recomputation (each stage's forward once, a Fall).
 # Outside the rank chain (all+drop and all+offload are incomparable); subset_of knows that
@@ -120,6 +138,16 @@ OFFLOAD = ScheduleClass(OFFLOAD_KEY, persistence.ALL,
                         "every valid schedule of the two-stream model (offload, prefetch)", None)
 NO_REMAT = ScheduleClass(NO_REMAT_KEY, persistence.ALL,
                          "two-stream schedules without recomputation (offloading only)", None)
+# Persistent schedules whose segments may offload their input once (solvers/dp_offload.py,
+# proofs/offload.md O.10): decided by is_persistent_offload, a parser of that grammar.
+PERSISTENT_OFFLOAD = ScheduleClass(PERSISTENT_OFFLOAD_KEY, persistence.ALL,
+                                   "persistent, each segment may offload its input once "
+                                   "(dp-offload)", None)
+# Its schedules without recomputation: store-all, each tape (or unsaved output) offloaded
+# after the next forward read it and prefetched right before its backward, or kept.
+STORE_ALL_OFFLOAD = ScheduleClass(STORE_ALL_OFFLOAD_KEY, persistence.ALL,
+                                  "store-all, each segment input offloaded once or kept "
+                                  "(dp-offload-only)", None)
 RUN_FALLS = ScheduleClass(persistence.RUN_FALLS, persistence.RUN_FALLS,
                           "one weakly increasing run per phase, then only Fall", None)
 NONE = ScheduleClass("none", None, "no claim (a heuristic)", None)
@@ -138,7 +166,8 @@ def weak_runs(k: int) -> ScheduleClass:
 RUNS2 = weak_runs(2)
 # The classes a schedule is classified into, smallest first (``classify``).
 RANKED = (PERSISTENT, WEAK, MONOTONE, RUNS2, ALL, ALL_DROP)
-_BY_NAME = {c.key: c for c in RANKED + (RUN_FALLS, NONE, OFFLOAD, NO_REMAT)}
+_BY_NAME = {c.key: c for c in RANKED + (RUN_FALLS, NONE, OFFLOAD, NO_REMAT,
+                                         PERSISTENT_OFFLOAD, STORE_ALL_OFFLOAD)}
 _BY_NAME.update({c.rule: c for c in RANKED + (RUN_FALLS,) if c.rule != persistence.ALL})
 
 
@@ -180,10 +209,73 @@ def classify(chain, schedule) -> ScheduleClass:
     """The smallest class of :data:`RANKED` that ``schedule`` belongs to (``all+drop`` when
     it uses Drop operations; with transfers, ``no-remat+offload`` or else ``all+offload``), decided by the rules of :mod:`remat_theory.model.persistence`."""
     if any(op.is_transfer for op in schedule):  # no recomputation: the smaller class
-        return NO_REMAT if NO_REMAT.contains(chain, schedule) else OFFLOAD
+        if NO_REMAT.contains(chain, schedule):
+            return NO_REMAT
+        return PERSISTENT_OFFLOAD if PERSISTENT_OFFLOAD.contains(chain, schedule) else OFFLOAD
     if any(op.kind == DROP for op in schedule):
         return ALL_DROP
     for cls in RANKED[:4]:
         if cls.contains(chain, schedule):
             return cls
     return ALL
+
+
+def is_persistent_offload(chain, schedule) -> bool:
+    """True when the tokens of ``schedule`` follow the grammar of the class
+    ``persistent+offload`` (proofs/offload.md, O.10): segment (s, t) is the loss (s = t =
+    L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s [Off C] <s+1, t> [Pre C] B_s`` or
+    option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``, where C is the
+    segment's input container (the tape t_s, or a plain x_s: after Fck, or where the output
+    is unsaved), offloaded only by a segment that starts fresh (after C was made or
+    prefetched) and never x_0.  Validity is the simulator's to decide."""
+    ops = list(schedule)
+    L = chain.length
+    pos = [0]
+
+    def peek():
+        return ops[pos[0]] if pos[0] < len(ops) else None
+
+    def expect(kind, index, target=None):
+        op = peek()
+        if op is None or op.kind != kind or (index is not None and op.index != index) or \
+                (target is not None and op.target != target):
+            raise ValueError
+        pos[0] += 1
+
+    def seg(s, t, fresh, form):
+        if s == t:
+            if t == L:
+                expect("Loss", None)
+            else:
+                expect("Fall", s)
+                expect("B", s)
+            return
+        op = peek()
+        if op is None or op.index != s or op.kind not in ("Fall", "Fck"):
+            raise ValueError
+        pos[0] += 1
+        nxt = peek()
+        off = (fresh and s >= 1 and nxt is not None and nxt.kind == "Off" and nxt.index == s
+               and nxt.target == form)
+        if off:
+            pos[0] += 1
+        if op.kind == "Fall":
+            seg(s + 1, t, True, "t" if chain.saved(s + 1) else "x")
+            if off:
+                expect("Pre", s, form)
+            expect("B", s)
+            return
+        k = s + 1
+        while k < t and (o := peek()) is not None and o.kind == "Fn" and o.index == k:
+            pos[0] += 1
+            k += 1
+        seg(k, t, True, "x")
+        if off:
+            expect("Pre", s, form)
+        seg(s, k - 1, off, form)
+
+    try:
+        seg(0, L, False, "t")
+    except (ValueError, IndexError, RecursionError):
+        return False
+    return pos[0] == len(ops)

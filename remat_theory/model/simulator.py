@@ -15,10 +15,13 @@ d_{bwd_next+1} (none before the loss).
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
+
+import numpy as np
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (EQ, BudgetExceededError, InvalidScheduleError, RematError,
@@ -44,11 +47,34 @@ class State(NamedTuple):
     def describe(self, chain: Chain | int) -> str:
         """The values held, e.g. ``{x0, t2, d3}`` (``chain`` or its length)."""
         L = chain if isinstance(chain, int) else chain.length
-        held = [f"x{i}" for i in range(L + 1) if self.plain >> i & 1]
-        held += [f"t{i}" for i in range(1, L + 1) if self.tapes >> i & 1]
+        held = _named_bits("x", self.plain, L)
+        held += _named_bits("t", self.tapes & ~1, L)
         if self.bwd_next < L:
             held.append(f"d{self.bwd_next + 1}")
         return "{" + ", ".join(held) + "}"
+
+
+@functools.lru_cache(maxsize=4)
+def _names(prefix: str, L: int) -> np.ndarray:
+    """``prefix0`` .. ``prefixL`` as an array of strings (one per stage of a chain)."""
+    return np.array([f"{prefix}{i}" for i in range(L + 1)], dtype=object)
+
+
+def _named_bits(prefix: str, mask: int, L: int) -> list:
+    """The names ``prefix<i>`` of the set bits i <= L of ``mask``, in increasing i: in time
+    linear in L (a shift per index was quadratic, and a profile describes every step of a
+    long schedule)."""
+    if mask < 1 << 62:
+        out, i = [], 0
+        while mask and i <= L:
+            if mask & 1:
+                out.append(f"{prefix}{i}")
+            mask >>= 1
+            i += 1
+        return out
+    raw = np.frombuffer(mask.to_bytes((mask.bit_length() + 7) // 8, "little"), dtype=np.uint8)
+    bits = np.flatnonzero(np.unpackbits(raw, bitorder="little")[:L + 1])
+    return _names(prefix, L)[bits].tolist()
 
 
 def state_memory(chain: Chain, state: State) -> int:

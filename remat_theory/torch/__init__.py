@@ -13,15 +13,22 @@ never does.  Modules:
 * :mod:`.module`: :class:`CheckpointedSequential`, the drop-in module.
 * :mod:`.networks`: built-in MLP, ResNet-like, Transformer and unrolled-GRU networks.
 * :mod:`.confirm`: predicted vs measured memory and time (``remat confirm``).
+* :mod:`.offload_executor`: :class:`OffloadExecutor`, schedules with offloads and prefetches
+  (CUDA stream and pinned buffers; a correctness mode on the CPU); :mod:`.bandwidth`:
+  :func:`measure_bandwidth`, the copy channel; :mod:`.offload_module`: the drop-in's offload
+  plans; :mod:`.frontier_offload`: ``remat_offload`` frontier points.
 """
 from remat_theory.torch.capture import CaptureError, StageChain, to_stages
 from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, execute, plain_backprop
+from remat_theory.torch.bandwidth import measure_bandwidth
 from remat_theory.torch.module import CheckpointedSequential
+from remat_theory.torch.offload_executor import OffloadExecutor
 from remat_theory.torch.networks import NETWORKS, Network, build
 from remat_theory.torch.profiler import ProfileResult, profile, profile_details
 from remat_theory.torch.stages import split_stages
 from remat_theory.torch.tracker import MemoryTracker
 
 __all__ = ["CaptureError", "CheckpointedSequential", "ExecutionResult", "MemoryTracker",
-           "NETWORKS", "Network", "ProfileResult", "ScheduleExecutor", "StageChain", "build",
-           "execute", "plain_backprop", "profile", "profile_details", "split_stages", "to_stages"]
+           "NETWORKS", "Network", "OffloadExecutor", "ProfileResult", "ScheduleExecutor",
+           "StageChain", "build", "execute", "measure_bandwidth", "plain_backprop", "profile",
+           "profile_details", "split_stages", "to_stages"]

@@ -23,6 +23,17 @@ peak of its profiled chain), every requested solver's schedule is
 Budgets below a solver's smallest feasible budget are reported as ``infeasible`` with that
 smallest budget (``min_budget``), never clamped.
 
+Offloading (``offload=True``, ``remat confirm --offload``).  The profiled chain gets a
+``bandwidth`` (measured by :func:`~remat_theory.torch.bandwidth.measure_bandwidth`, or
+given), the solvers that model the copy channel (``exhaustive-offload``, ``save-on-cpu``,
+``offload-all``, ...) solve it, and every other solver solves the chain without it (remat
+only: a schedule without transfers is valid in the two-stream model with the same peak and
+makespan, proofs/offload.md O.1), so both kinds sit in one table.  Schedules with transfers
+run on the :class:`~.offload_executor.OffloadExecutor`; the prediction is the two-stream
+referee's.  On the CPU that executor runs in its correctness mode: the measured peak is the
+device peak (host buffers are not counted) and is meaningful, the time is not (copies are
+synchronous memcpys, nothing overlaps), and the records say so (``time_meaningful``).
+
 Solving in memory units.  Profiled sizes are bytes with a tiny common divisor, which would
 make the tables and models of the exact DP and ILP solvers huge.  Those therefore see the chain with every size
 rounded *up* to a multiple of ``unit`` bytes (default: a power of two near store-all/2048);
@@ -44,7 +55,8 @@ import solvers as solver_registry
 
 from remat_theory.model.errors import RematError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch.executor import ScheduleExecutor, plain_backprop
+from remat_theory.torch.executor import plain_backprop
+from remat_theory.torch.offload_executor import executor_for
 from remat_theory.torch.networks import CAPTURED_NETWORKS, NETWORKS, build
 from remat_theory.torch.profiler import prime_forward, profile_details
 from remat_theory.torch.rounding import auto_unit, rounded_chain
@@ -82,20 +94,31 @@ def measure_run(stages, loss_fn, x0, schedule, params, device, output_saved=None
     runs", comparable with the simulator's) and ``param_grad_bytes``.
     Parameter gradients must be absent at the start (``p.grad = None``), as the profiler
     has them: they are persistent memory outside the chain.
+
+    A schedule with transfers runs on the
+    :class:`~remat_theory.torch.offload_executor.OffloadExecutor` (on the CPU in its
+    correctness mode: host buffers are not counted, so ``peak`` is the device peak);
+    ``host_peak`` is then the most bytes it held on the host at once (0 otherwise), and
+    ``executor`` the executor run.  The device copies an offload leaves are released just
+    before the next compute operation's measurement, as the referee counts them.
     """
     x0_bytes = storage_bytes(x0)
     meter = AllocatorMeter(device, persistent=lambda: [p.grad for p in params],
                            prime=lambda: prime_forward(stages, x0, device))
     with meter:
-        ex = ScheduleExecutor(stages, loss_fn, x0, tracker=meter, output_saved=output_saved)
+        ex = executor_for(schedule, stages, loss_fn, x0, tracker=meter,
+                          output_saved=output_saved)
+        release = getattr(ex, "release_leaving", None)
         for op in schedule:
+            if release is not None and not op.is_transfer:
+                release()
             with meter.op(op.token):
                 ex.step(op)
         result = ex.run([])
-        del ex
     ops = meter.results()
     return {"result": result, "ops": ops, "peak": x0_bytes + meter.peak,
-            "param_grad_bytes": meter.persistent_bytes, "x0": x0_bytes}
+            "param_grad_bytes": meter.persistent_bytes, "x0": x0_bytes,
+            "host_peak": getattr(ex, "host_peak", 0), "executor": ex}
 
 
 def op_discrepancy(sim, ops, x0_bytes: int) -> dict:
@@ -150,8 +173,11 @@ def _sync(device) -> None:
 def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, device="cpu",
                     scale: str = "small", repeats: int = 3, profile_repeats: int = 5,
                     ilp_time_limit: float = 10.0, ilp_max_stages: int = 10, unit: int | None = None,
-                    clock: str = "wall", log=None) -> list:
-    """Records (dicts) for one network: one per (budget, solver)."""
+                    clock: str = "wall", log=None, offload: bool = False,
+                    bandwidth: float | None = None) -> list:
+    """Records (dicts) for one network: one per (budget, solver).  ``offload``: give the
+    chain a copy channel (``bandwidth`` bytes/s, or measured on ``device``; see the module
+    docstring)."""
     dev = torch.device(device)
     net = build(name, scale).to(dev)
     stages = split_stages(net.model)
@@ -161,6 +187,17 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
         clock = "wall"
     prof = profile_details(stages, x0, loss_fn, dev, repeats=profile_repeats, name=name, clock=clock)
     chain = prof.chain
+    if offload or bandwidth is not None:
+        if bandwidth is None:
+            from remat_theory.torch.bandwidth import measure_bandwidth
+
+            bandwidth = measure_bandwidth(dev).bandwidth
+        chain = chain.replace(bandwidth=float(bandwidth))
+        if log:
+            log(f"{name}: copy bandwidth {bandwidth / 1e9:.3f} GB/s"
+                + ("; on the CPU the offload executor runs in its correctness mode: device "
+                   "peaks are meaningful, times of schedules with transfers are not"
+                   if dev.type == "cpu" else ""))
     store_all = chain.store_all_memory()
     unit = auto_unit(chain) if not unit else int(unit)
     solve_chain = rounded_chain(chain, unit)
@@ -244,7 +281,9 @@ def _new_record(st: _Setup, sname: str, frac: float, budget: int) -> dict:
             "unit": st.unit, "param_grad_bytes": st.param_grad_bytes,
             "measured_param_grad_bytes": None, "fall_costs": chain.has_fall_costs,
             "unsaved_outputs": [i for i, s in enumerate(chain.output_saved) if not s],
-            "worst_peak_op": None, "worst_after_op": None, "message": ""}
+            "worst_peak_op": None, "worst_after_op": None, "message": "",
+            "bandwidth": chain.bandwidth, "transfers": None, "host_peak": None,
+            "time_meaningful": None}
 
 
 def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
@@ -256,9 +295,15 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
     if isinstance(opts, str):
         rec["status"], rec["message"] = "skipped", opts
         return rec
+    # a solver that does not model the copy channel solves the chain without it (remat
+    # only; its schedule is valid with the channel, proofs/offload.md O.1)
+    strip = chain.bandwidth is not None and "bandwidth" not in solver_registry.get(sname).supports
     try:
         rounded = solver_registry.get(sname).exact and sname not in SIZE_FREE_SOLVERS
-        sol = solver_registry.solve(st.solve_chain if rounded else chain, budget, sname, **opts)
+        target = st.solve_chain if rounded else chain
+        if strip:
+            target = target.replace(bandwidth=None)
+        sol = solver_registry.solve(target, budget, sname, **opts)
     except RematError as e:
         rec["status"], rec["message"] = "error", str(e)
         return rec
@@ -269,9 +314,11 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
     schedule = sol.schedule
     allow_drop = sol.allows_drop
     sim = simulate(chain, schedule, budget, allow_drop=allow_drop)
+    transfers = sum(op.is_transfer for op in schedule)
     rec.update(predicted_peak=sim.peak_memory, predicted_time=sim.makespan,
                schedule_length=len(schedule),
-               recomputed_forwards=schedule.forward_count() - chain.length)
+               recomputed_forwards=schedule.forward_count() - chain.length,
+               transfers=transfers, time_meaningful=not (transfers and st.device.type == "cpu"))
     # -------- memory (the allocator, as profiled) and gradients
     st.restore()
     torch.manual_seed(SEED)
@@ -287,7 +334,8 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
                measured_param_grad_bytes=run["param_grad_bytes"],
                max_grad_error=abs_err, max_grad_rel_error=rel_err,
                grads_identical=identical, buffers_identical=buffers_ok,
-               **op_discrepancy(sim, run["ops"], run["x0"]))
+               host_peak=run["host_peak"], **op_discrepancy(sim, run["ops"], run["x0"]))
+    del run
     # -------- time (unmeasured runs)
     now = time.process_time if st.clock == "process" else time.perf_counter
     times = []
@@ -295,8 +343,8 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
         st.restore()
         _sync(st.device)
         t0 = now()
-        ScheduleExecutor(st.stages, st.loss_fn, st.x0,
-                         output_saved=chain.output_saved).run(schedule)
+        executor_for(schedule, st.stages, st.loss_fn, st.x0,
+                     output_saved=chain.output_saved).run(schedule)
         _sync(st.device)
         times.append(now() - t0)
     rec["measured_time"] = statistics.median(times[1:]) if st.repeats else times[0]

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.utils.checkpoint
@@ -139,6 +139,9 @@ class _InputRef:
 class _Tape:
     output: torch.Tensor  # x_{i+1} with its autograd graph
     slot: _Slot
+    # weak references to the tensors the graph saved (the stage input aside): what an
+    # offload of the tape moves (:mod:`.offload_executor`); dead once the backward ran
+    saved: list = field(default_factory=list)
 
 
 class _Values:
@@ -398,6 +401,7 @@ class ScheduleExecutor:
         values_ref = weakref.ref(self._values)
         log = self.saved_log
         saved_refs = []  # weak references to the storages saved (not the input's)
+        saved_tensors = []  # weak references to the tensors saved (not the input's)
         saves_input = False
 
         def pack(t):
@@ -410,7 +414,9 @@ class ScheduleExecutor:
             if log is not None:
                 log.append(t.detach())
             saved_refs.append(StorageWeakRef(t.untyped_storage()))
-            return t.detach()
+            d = t.detach()
+            saved_tensors.append(weakref.ref(d))
+            return d
 
         def unpack(p):
             return p.unpack() if isinstance(p, _InputRef) else p
@@ -432,7 +438,7 @@ class ScheduleExecutor:
         del saved_refs
         self.saves[i] = StageSaves(saves_input, saves_output)
         self._check_saves(i, saves_input, saves_output)
-        return _Tape(y, slot)
+        return _Tape(y, slot, saved_tensors)
 
     def _check_saves(self, i: int, saves_input: bool, saves_output: bool) -> None:
         """Refuse a chain whose ``output_saved`` says no backward reads a value that stage

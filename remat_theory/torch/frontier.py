@@ -76,7 +76,7 @@ from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.tracker import allocator_peak
 
 FAMILIES = ("plain", "hf_checkpointing", "checkpoint_sequential", "compile_budget", "remat",
-            "remat_compiled")
+            "remat_compiled", "remat_offload")
 BASELINES = FAMILIES[:4]
 REMAT = ("remat", "remat_compiled")
 DEFAULT_COMPILE_BUDGETS = (0.0, 0.3, 0.6, 1.0)
@@ -418,7 +418,8 @@ def _nested(tree) -> bool:
 def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 16,
             compile_budgets=DEFAULT_COMPILE_BUDGETS, compiled_points: int = 4,
             backend: str = "inductor", step_budgets=(), optimizer_bytes: int = 0,
-            segments=None, hf: bool = True, profile_repeats: int = 3) -> tuple:
+            segments=None, hf: bool = True, profile_repeats: int = 3, offload_solvers=(),
+            bandwidth="measure", offload_budgets=None, offload_points: int = 4) -> tuple:
     """Build every method for ``w``; returns ``(methods, chain)`` (chain None when the model
     could not be captured: the remat points then say why).
 
@@ -429,7 +430,9 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
     ``torch.compile`` backend of both compiled families.  ``step_budgets``: budgets of the
     whole step (``"6GiB"``), run by the drop-in; ``optimizer_bytes``: the optimizer state
     those budgets also hold (the measured step runs no optimizer, so a point is within its
-    budget when its step peak plus these bytes is)."""
+    budget when its step peak plus these bytes is).  ``offload_solvers``: solvers of the
+    ``remat_offload`` points, with ``bandwidth``, ``offload_budgets`` and ``offload_points``
+    (:func:`~remat_theory.torch.frontier_offload.offload_methods`; empty: none)."""
     methods = [Method(Point("plain", "plain", 1), plain_method(w)),
                Method(Point("plain:2", "plain", 2), plain_method(w))]
     if hf:
@@ -457,6 +460,11 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
             ck = drop_in(w, str(text), solver, chain, pt, optimizer_bytes)
             pt.budget = total - optimizer_bytes
             methods.append(Method(pt, None if ck is None else remat_method(w, ck)))
+        if offload_solvers:
+            from remat_theory.torch.frontier_offload import offload_methods
+            methods += offload_methods(w, chain, Point, Method, remat_method,
+                                       solvers=offload_solvers, bandwidth=bandwidth,
+                                       budgets=offload_budgets, points=offload_points)
         if compiled_points:
             methods += _compiled_sweep(w, solver, compiled_points, backend, max_points,
                                        profile_repeats)
@@ -772,7 +780,8 @@ def _mib(v) -> str:
 
 _STYLE = {"remat": ("o", "C0", "-"), "remat_compiled": ("o", "C9", "-"),
           "plain": ("s", "k", "none"), "hf_checkpointing": ("v", "C3", ":"),
-          "checkpoint_sequential": ("^", "C1", "none"), "compile_budget": ("D", "C2", ":")}
+          "checkpoint_sequential": ("^", "C1", "none"), "compile_budget": ("D", "C2", ":"),
+          "remat_offload": ("P", "C4", "--")}
 
 
 def plot(records: list, path, title: str = "") -> None:

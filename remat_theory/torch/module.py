@@ -63,6 +63,11 @@ below store-all plus that reserve is solved with it taken out).
 Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
 ``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
 with :class:`~remat_theory.torch.executor.ScheduleExecutor`).
+
+Offloading: with ``bandwidth=`` (a copy channel) and a solver that plans transfers
+(``dp-offload``, ``save-on-cpu``, ``offload-all``, ``exhaustive-offload``), a schedule with
+offloads runs on the offload executor inside one autograd function
+(:mod:`~remat_theory.torch.offload_module`; docs/offload_torch.md).
 """
 from __future__ import annotations
 
@@ -83,6 +88,8 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
                                        nested_form, recomputed_stages, run_nested)
+from remat_theory.torch.offload_module import (OffloadRun, chain_with_bandwidth, check_bandwidth,
+                                               run_offload)
 from remat_theory.torch.profiler import profile
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
@@ -105,6 +112,8 @@ class Plan:
     @property
     def recomputed(self) -> int:
         """Stage forwards recomputed per step."""
+        if isinstance(self.tree, OffloadRun):
+            return self.tree.recomputed
         return 0 if self.tree is None else recomputed_stages(self.tree)
 
 
@@ -278,6 +287,11 @@ class CheckpointedSequential(nn.Module):
         Stop each recomputation once it has produced what the backward needs (default;
         skips forwards whose results nothing saves, see :func:`.nested.run_nested`);
         False recomputes every forward of the schedule.
+    bandwidth : float or "measure", optional
+        A device-host copy channel for the chain (bytes per second, or measured on the
+        profiling device), so that a solver that models it (``exhaustive-offload``,
+        ``save-on-cpu``, ``offload-all``, ...) may plan offloads.  A schedule with transfers
+        runs on the offload executor (:mod:`.offload_module`).  Default None: no channel.
 
     Raises
     ------
@@ -303,8 +317,9 @@ class CheckpointedSequential(nn.Module):
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
                  unit: int | None = None, reprofile: bool = True, early_stop: bool = True,
-                 optimizer_state=None):
+                 optimizer_state=None, bandwidth=None):
         super().__init__()
+        self.bandwidth = check_bandwidth(bandwidth)
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
         self.step_budget = None
@@ -446,6 +461,8 @@ class CheckpointedSequential(nn.Module):
     def _add_plan(self, key: tuple, x: torch.Tensor | None, chain: Chain | None) -> Plan:
         if chain is None:
             chain = self._profile(key, x)
+        chain = chain_with_bandwidth(chain, self.bandwidth,
+                                     self.device or (x.device if x is not None else "cpu"))
         store_all = chain.store_all_memory()
         budget = self._chain_budget(chain)
         if self.step_budget is not None and budget <= 0:
@@ -461,7 +478,7 @@ class CheckpointedSequential(nn.Module):
                 + f"; the smallest feasible step budget is {format_bytes(smallest)}",
                 self.step_budget, smallest)
         if budget >= store_all + self.shared_gradient_reserve:
-            sol = solver_registry.solve(chain, store_all, "store-all")
+            sol = solver_registry.solve(chain.replace(bandwidth=None), store_all, "store-all")
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
             reserve = self.shared_gradient_reserve
@@ -493,12 +510,14 @@ class CheckpointedSequential(nn.Module):
                        f"by several stages)" if reserve else "")
                     + f" (store-all needs {store_all} B)", budget, smallest)
         try:
-            tree = nested_form(sol.schedule, chain.length)
+            tree = (OffloadRun(sol.schedule, chain.length)
+                    if any(op.is_transfer for op in sol.schedule)
+                    else nested_form(sol.schedule, chain.length))
         except NotNestedError as e:
             raise RematError(f"solver {self.solver!r} returned a schedule that is not persistent "
                              f"({e}); CheckpointedSequential runs persistent schedules "
                              f"(e.g. solver='dp'); run this one with ScheduleExecutor") from e
-        if recomputed_stages(tree) == 0:
+        if not isinstance(tree, OffloadRun) and recomputed_stages(tree) == 0:
             tree = None  # store-all: plain autograd
         peak = simulate(chain, sol.schedule).peak_memory
         plan = Plan(key, chain, budget, sol, sol.schedule, tree, peak)
@@ -554,7 +573,13 @@ class CheckpointedSequential(nn.Module):
         plan = self.plan_for(x)
         if plan.tree is None:
             return self._plain(x)
+        if isinstance(plan.tree, OffloadRun):
+            return self._run_offload(plan, x)
         return self._run_schedule(plan.tree, x)
+
+    @torch.compiler.disable
+    def _run_offload(self, plan: Plan, x: torch.Tensor) -> torch.Tensor:
+        return run_offload(plan.tree, self.stages_list, x, plan.chain.output_saved)
 
     @torch.compiler.disable
     def _run_schedule(self, tree, x: torch.Tensor) -> torch.Tensor:

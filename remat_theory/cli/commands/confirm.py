@@ -3,6 +3,11 @@
 Profile the built-in networks, solve them at fractions of their store-all peak, execute the
 schedules with autograd and report predicted vs measured peak activation memory and time
 (see :mod:`remat_theory.torch.confirm`).  Needs torch.
+
+``--offload`` gives each profiled chain a copy channel (its bandwidth measured, or
+``--bandwidth``): the solvers that model it plan offloads, the others solve without it, and
+schedules with transfers run on the offload executor.  On the CPU that is its correctness
+mode: device peaks are compared, times of schedules with transfers are not meaningful.
 """
 from __future__ import annotations
 
@@ -80,6 +85,13 @@ def add_arguments(p) -> None:
                    help="use deterministic kernels only (torch.use_deterministic_algorithms), so that "
                         "gradients can match plain backprop bit for bit on a GPU too; an op that has "
                         "no deterministic kernel then stops the run with torch's error naming it")
+    p.add_argument("--offload", action="store_true",
+                   help="give the chains a copy channel (bandwidth measured on the device) and "
+                        "run offload schedules (on the CPU: device peaks only, times are not "
+                        "meaningful)")
+    p.add_argument("--bandwidth", type=positive_float, default=None,
+                   help="the copy channel's bytes per second (implies --offload; default: "
+                        "measured)")
     p.add_argument("--json", action="store_true", help="print the records as a JSON list")
 
 
@@ -108,8 +120,14 @@ def print_table(records, tolerance: float) -> None:
               f"{_fmt(r['predicted_peak'], 'd'):>11}{_fmt(r['measured_peak'], 'd'):>11}"
               f"{_fmt(r['peak_ratio'], '.4f'):>8}{fits:>5}"
               f"{_fmt(r['predicted_time'], '.4f'):>9}"
-              f"{_fmt(r['measured_time'], '.4f'):>9}{_fmt(r['time_ratio'], '.2f'):>7}  {grads}{flag}")
+              f"{_fmt(r['measured_time'], '.4f'):>9}"
+              f"{_fmt(r['time_ratio'], '.2f') if r.get('time_meaningful', True) is not False else 'n/a':>7}"
+              f"  {grads}{flag}")
     ran = [r for r in records if r["peak_ratio"] is not None]
+    if any(r.get("time_meaningful") is False for r in ran):
+        print("time ratio n/a: schedules with transfers ran in the CPU correctness mode "
+              "(synchronous memcpy copies, nothing overlaps); their time says nothing about "
+              "a copy channel; their device peak is measured")
     if ran:
         ratios = [r["peak_ratio"] for r in ran]
         over = sum(1 for r in ran if r.get("within_budget") is False)
@@ -180,7 +198,8 @@ def run(args) -> int:
                             repeats=args.repeats, profile_repeats=args.profile_repeats,
                             ilp_time_limit=args.ilp_time_limit, clock=clock, unit=args.unit,
                             ilp_max_stages=args.ilp_max_stages or solvers.get("ilp").reference_max_stages,
-                            log=log)
+                            log=log, offload=args.offload or args.bandwidth is not None,
+                            bandwidth=args.bandwidth)
     for r in records:
         r["deterministic"] = args.deterministic
     if args.out_dir != "":

@@ -106,6 +106,14 @@ def add_arguments(p) -> None:
     p.add_argument("--optimizer-state", default="none", dest="optimizer_state",
                    help="with --budget-bytes, the budget also holds the optimizer state: none, "
                         "sgd-momentum, adam, or bytes (e.g. 1GiB)")
+    p.add_argument("--offload", default=None, metavar="SOLVERS",
+                   help="add remat_offload points: the drop-in with an offload plan of these "
+                        "comma-separated solvers (e.g. save-on-cpu,offload-all,dp-offload); on "
+                        "the CPU the executor's correctness mode (device peak measured, time a "
+                        "memcpy's)")
+    p.add_argument("--bandwidth", default="measure",
+                   help="the copy channel of the remat_offload points: bytes per second, or "
+                        "measure (default)")
     p.add_argument("--repeats", type=positive_int, default=5, help="interleaved timed rounds")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write frontier_NETWORK.json and .png there (default: print only)")
@@ -134,6 +142,16 @@ def run(args) -> int:
         if not from_text:
             raise RematError("--budget-bytes is empty")
         step_budgets = from_text
+    offload_solvers = [] if not args.offload else [t for t in args.offload.replace(",", " ").split()]
+    bandwidth = args.bandwidth
+    if bandwidth != "measure":
+        try:
+            bandwidth = float(bandwidth)
+        except ValueError:
+            raise RematError(f"--bandwidth {args.bandwidth!r}: expected bytes per second or "
+                             f"measure") from None
+        if not bandwidth > 0:
+            raise RematError(f"--bandwidth {args.bandwidth!r} must be > 0")
     torch, device = torch_device(args.device, args.threads, "frontier")
     from remat_theory.torch.frontier import format_table, plot, run_frontier
     from remat_theory.torch.frontier_networks import build_workload
@@ -161,7 +179,8 @@ def run(args) -> int:
                                compile_budgets=compile_budgets,
                                compiled_points=0 if args.no_compile else args.compiled_points,
                                backend=args.backend, hf=not args.no_hf,
-                               step_budgets=step_budgets, optimizer_bytes=opt)
+                               step_budgets=step_budgets, optimizer_bytes=opt,
+                               offload_solvers=offload_solvers, bandwidth=bandwidth)
         rec.update(scale=args.scale, batch=batch, size=size, command=command)
         records.append(rec)
         if not args.json:

@@ -9,6 +9,11 @@ transformers), or ``module:function``: an importable zero-argument function retu
 stages; any other model is captured with
 :func:`~remat_theory.torch.capture.to_stages` (``--granularity``), and ``example_inputs``
 is then what ``to_stages`` takes (a tensor, a tuple, or a dict of keyword inputs).
+
+``--offload`` also measures the copy channel (:func:`remat_theory.torch.bandwidth.measure_bandwidth`:
+device <-> pinned host with CUDA events on a GPU; on the CPU the correctness mode's memcpy
+rate, not a PCIe figure) and writes it as the chain's ``bandwidth``, the slower direction;
+without it the chain has no ``bandwidth`` and every answer is as before.
 """
 from __future__ import annotations
 
@@ -53,6 +58,9 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     p.add_argument("--clock", default="wall", choices=("wall", "process"),
                    help="CPU timing clock (process: CPU time, immune to other load)")
+    p.add_argument("--offload", action="store_true",
+                   help="measure the device<->host copy bandwidth and write it as the chain's "
+                        "bandwidth (the slower direction; on the CPU a memcpy rate, not PCIe)")
     p.add_argument("--out", default=None, metavar="CHAIN.json", help="write the chain there")
     p.add_argument("--no-progress", action="store_true", dest="no_progress",
                    help="print no progress (default: elapsed time on a terminal, else a line "
@@ -111,6 +119,11 @@ def run(args) -> int:
         res = profile_details(model, x0, loss_fn, device, repeats=args.repeats,
                               clock=args.clock, name=name)
     chain = res.chain
+    copy = None
+    if args.offload:
+        from remat_theory.torch.bandwidth import with_bandwidth
+
+        chain, copy = with_bandwidth(chain, device)
     if args.out:
         chain.save(args.out)
     if args.json:
@@ -131,6 +144,10 @@ def run(args) -> int:
     if unsaved:  # tape_size still counts the output; the tape held is the rest
         print(f"outputs no backward reads (output_saved false, held apart from the tape): "
               f"stages {', '.join(map(str, unsaved))}")
+    if copy is not None:
+        print(f"copy bandwidth: {copy.to_host / 1e9:.3f} GB/s to the host, "
+              f"{copy.to_device / 1e9:.3f} GB/s to the device; the chain's bandwidth is the "
+              f"slower, {copy.bandwidth / 1e9:.3f} GB/s ({copy.method})")
     print(f"x_0 = {chain.x_size[0]} B; store-all peak {chain.store_all_memory()} B; "
           f"ideal makespan {chain.ideal_makespan() * 1e3:.3f} ms"
           + (f"; written to {args.out}" if args.out else ""))

@@ -22,6 +22,8 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from remat_theory.model import fields as _fields
 from remat_theory.model.errors import ChainError
 from remat_theory.model.fields import FIELDS, KINDS
@@ -68,6 +70,8 @@ def _check_totals(chain: "Chain") -> None:
                           if f.time_weight == "L"))
     formula = f"({formula}) * L + " + " + ".join(
         f"sum({f.name})" for f in _fields.of_kind("time") if f.time_weight != "L")
+    if _totals_fit(chain, order, weight):
+        return
     total = 0.0
     for f in order:
         for i, v in enumerate(getattr(chain, f)):
@@ -88,6 +92,32 @@ def _check_totals(chain: "Chain") -> None:
                     f"{fd.name}[{i}] = {format_number(v)} makes the chain's total size too "
                     f"large: the sum of every size and overhead must be at most 2**53 bytes "
                     f"({MAX_TOTAL_SIZE:.4g})")
+
+
+def _first_smaller(a: tuple, b: tuple) -> int | None:
+    """The first index i with ``a[i] < b[i]`` (integers), None when there is none."""
+    if len(a) >= 64:
+        try:
+            lo = np.fromiter(a, dtype=np.int64, count=len(a)) < np.fromiter(
+                b, dtype=np.int64, count=len(b))
+            return int(lo.argmax()) if lo.any() else None
+        except OverflowError:  # beyond int64: compared one by one
+            pass
+    return next((i for i, (u, v) in enumerate(zip(a, b)) if u < v), None)
+
+
+def _totals_fit(chain: "Chain", order: list, weight: dict) -> bool:
+    """True when the running totals of :func:`_check_totals` surely stay under both caps
+    (summed at once; a margin covers the rounding of a sum in another order), so that
+    the entry-by-entry pass that names the first entry over a cap is not needed."""
+    total = 0.0
+    for f in order:
+        total += math.fsum(getattr(chain, f)) * weight[f]
+    if not total <= MAX_TOTAL_TIME / 2:
+        return False
+    size = sum(sum(getattr(chain, fd.name)) for fd in _fields.of_kind("size")
+               if not (fd.default_from is not None and fd.is_default(chain)))
+    return size <= MAX_TOTAL_SIZE
 
 
 def _table_fields(cls):
@@ -165,25 +195,32 @@ class Chain:
                 raw = f.default if raw is None else raw
                 values[f.name] = None if raw is None else KINDS[f.kind](f.name, None, raw)
             else:
-                if raw is None:
-                    raw = f.default_for(values, L)
-                values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
+                if raw is None:  # its default: entries checked already, or the constant's
+                    values[f.name] = f.default_for(values, L)
+                    if values[f.name] is None:
+                        raise ChainError(f"{f.name} must be a list of "
+                                         f"{'booleans' if f.kind == 'flag' else 'numbers'}, "
+                                         f"got NoneType")
+                else:
+                    values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
             set_(self, f.name, values[f.name])
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
-        for i in range(L):
-            if self.tape_size[i] < self.x_size[i + 1]:
-                raise ChainError(
-                    f"tape_size[{i}] = {self.tape_size[i]} is smaller than x_size[{i + 1}] = "
-                    f"{self.x_size[i + 1]} (the tape of F_{i} includes its output x_{i + 1})"
-                )
+        i = _first_smaller(self.tape_size, self.x_size[1:])
+        if i is not None:
+            raise ChainError(
+                f"tape_size[{i}] = {self.tape_size[i]} is smaller than x_size[{i + 1}] = "
+                f"{self.x_size[i + 1]} (the tape of F_{i} includes its output x_{i + 1})"
+            )
         _check_totals(self)
-        set_(self, "tape_held", tuple(
+        set_(self, "tape_held", self.tape_size if all(self.output_saved) else tuple(
             tp if keep else tp - x for tp, x, keep in
             zip(self.tape_size, self.x_size[1:], self.output_saved)))
         # bit i (1 <= i <= L) set: t_i holds x_i (a backward reads it), so x_i can be read there
-        set_(self, "saved_mask", sum(1 << (i + 1) for i, keep in enumerate(self.output_saved)
-                                     if keep))
+        bits = np.zeros(L + 1, dtype=bool)
+        bits[1:] = self.output_saved
+        set_(self, "saved_mask", int.from_bytes(np.packbits(bits, bitorder="little").tobytes(),
+                                                "little"))
 
     # ------------------------------------------------------------------ basics
     @property

@@ -34,8 +34,9 @@ import numpy as np
 from remat_theory.model.chain import Chain
 from remat_theory.model.solution import Solution
 
-from solvers._schedules import (chain_arrays, fixed_schedule_solution, segments_cost,
-                                segments_schedule)
+from solvers._deadline import check as deadline_check
+from solvers._schedules import (TIME_LIMIT, chain_arrays, fixed_schedule_solution,
+                                segments_cost, segments_schedule)
 from solvers.registry import Option, register
 
 
@@ -46,8 +47,9 @@ def sqrt_checkpoints(length: int) -> list[int]:
 
 
 @register("chen-sqrt", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": TIME_LIMIT},
           description="Chen et al. 2016: about sqrt(L) equal segments, one extra forward pass.")
-def solve_chen_sqrt(chain: Chain, budget: int) -> Solution:
+def solve_chen_sqrt(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
     cps = sqrt_checkpoints(chain.length)
     return fixed_schedule_solution(
         "chen-sqrt", chain, budget, segments_schedule(chain, cps),
@@ -64,6 +66,8 @@ def greedy_plan(chain: Chain, b: float) -> tuple[list[int], int, int]:
     cps = []
     tape, xs = chain.tape_size, chain.x_size
     for i in range(chain.length - 1):  # a checkpoint after stage i keeps x_{i+1}
+        if not i & 0xFFFF:
+            deadline_check("planning segments (Chen et al.'s greedy walk)")
         temp += tape[i]
         if temp > b:
             cps.append(i + 1)
@@ -90,10 +94,11 @@ def _grid(chain: Chain, points: int) -> list[float]:
           options={"b": Option("real", "fix the segment threshold (bytes) instead of searching "
                                "over it", minimum=0, none=True),
                    "grid": Option("int", "thresholds tried besides 0 (a geometric grid up to "
-                                  "the total tape size)", minimum=1)},
+                                  "the total tape size)", minimum=1),
+                   "time_limit": TIME_LIMIT},
           description="Chen et al. 2016 Algorithm 3: greedy segments by a size threshold b, searched over b.")
 def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
-                      grid: int = 128) -> Solution:
+                      grid: int = 128, time_limit: float | None = None) -> Solution:
     if b is not None:
         cps, _, _ = greedy_plan(chain, b)
         return fixed_schedule_solution("chen-greedy", chain, budget, segments_schedule(chain, cps),

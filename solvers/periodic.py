@@ -132,7 +132,8 @@ def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None,
     """The fastest k that fits (module docstring); ``time_limit`` (seconds) stops the sweep
     over k, which then answers with the best of the ks evaluated (``info["ks_evaluated"]``)."""
     L = chain.length
-    deadline = Deadline(time_limit)
+    # the sweep gets half the limit: building the chosen schedule and its replay need the rest
+    deadline = Deadline(None if time_limit is None else time_limit / 2)
     ks = [segments] if segments is not None else None
     evaluated, makespans, peaks = periodic_costs(chain, deadline, ks)
     smallest = int(peaks.min())

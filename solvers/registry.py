@@ -57,9 +57,14 @@ from remat_theory.model.errors import (EQ, InvalidScheduleError, Note, PluginErr
                                        Remedy, ScheduleParseError, SolverContractError,
                                        SolverError, SolverOptionError)
 from remat_theory.model.schedule import DROP, Schedule
-from remat_theory.model.simulator import check_budget, simulate
+from remat_theory.model.fast_replay import replay_totals
+from remat_theory.model.simulator import check_budget
 from remat_theory.model.solution import CLASS_NONE, Solution
 from remat_theory.model.validation import check_int
+
+from solvers._deadline import Deadline, DeadlineExpired
+from solvers._deadline import check as deadline_check
+from solvers._deadline import current_is as deadline_current_is
 
 # Option is re-exported for the registrations: ``from solvers.registry import Option, register``
 from solvers._options import (Option, as_heuristic, check_all, defaults_of,  # noqa: F401
@@ -444,13 +449,16 @@ def _refuse_fields(label: str, missing: tuple) -> Exception:
         f"solvers that model {', '.join(missing)}: {', '.join(others) or 'none'}")
 
 
-def verify_solution(chain: Chain, sol: Solution, budget: int | None) -> None:
+def verify_solution(chain: Chain, sol: Solution, budget: int | None, check=None) -> None:
     """Replay ``sol.schedule`` and check the solver's claims; raise
-    :class:`SolverContractError` if one is false."""
+    :class:`SolverContractError` if one is false.  A long schedule is replayed by the
+    simulator's vectorised replay (:mod:`remat_theory.model.fast_replay`: the same answer
+    as :func:`simulate`, tested against it), ``check(what)`` called between its steps."""
     if sol.schedule is None:
         return
     try:
-        sim = simulate(chain, sol.schedule, budget, allow_drop=sol.allows_drop)
+        sim = replay_totals(chain, sol.schedule, budget, allow_drop=sol.allows_drop,
+                            check=check)
     except InvalidScheduleError as e:
         raise SolverContractError(f"solver {sol.solver!r} returned an invalid schedule: {e}") from None
     if sol.makespan is None or not math.isclose(sol.makespan, sim.makespan,
@@ -462,7 +470,8 @@ def verify_solution(chain: Chain, sol: Solution, budget: int | None) -> None:
                                   f"simulator measures {sim.peak_memory}")
 
 
-def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -> Solution:
+def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out,
+                 check=None) -> Solution:
     """A solver's return value as a :class:`Solution`: a bare schedule (Schedule, tokens, a
     token string) is replayed to fill in makespan and peak; None is infeasible (no claim)."""
     if isinstance(out, Solution):
@@ -491,7 +500,7 @@ def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -
         raise SolverContractError(f"solver {label!r} returned an unreadable schedule: {e}") from None
     uses_drop = any(op.kind == DROP for op in schedule)
     try:
-        sim = simulate(chain, schedule, budget, allow_drop=uses_drop)
+        sim = replay_totals(chain, schedule, budget, allow_drop=uses_drop, check=check)
     except InvalidScheduleError as e:
         raise SolverContractError(f"solver {label!r} returned an invalid schedule: {e}") from None
     return Solution.feasible(label, budget, schedule, sim.makespan, sim.peak_memory,
@@ -517,6 +526,16 @@ def _call_plugin(info: SolverInfo, label: str, chain: Chain, budget: int, option
     except Exception as e:  # noqa: BLE001 - the plug-in's own bug, named as its
         raise PluginError(f"plug-in solver {label!r} raised {type(e).__name__}: {e}",
                           plugin=label) from e
+
+
+def checked_options(chain: Chain, solver: str, options: Mapping) -> tuple[SolverInfo, dict]:
+    """``(info, options)``: ``solver``'s info and ``options`` (its variant's fixed ones
+    under them) checked against its schema and normalised, as :func:`solve` does before
+    any work; :class:`SolverOptionError` names the first bad one."""
+    info, fixed, _ = resolve(solver)
+    options = {**fixed, **options}
+    check_options(solver, options)
+    return info, check_all(info.schema, options, info.name, chain)
 
 
 def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> Solution:
@@ -560,24 +579,56 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
     budget = check_budget(budget)
     if budget is None:
         raise RematError("budget is required")
-    info, fixed, _ = resolve(solver)
-    options = {**fixed, **options}
-    check_options(solver, options)
-    options = check_all(info.schema, options, info.name, chain)
+    info, options = checked_options(chain, solver, options)
     missing = unsupported(solver, chain)
     if missing and not info.external:
         raise _refuse_fields(solver, missing)
     t0 = time.perf_counter()
-    if info.external:
-        out = _call_plugin(info, solver, chain, budget, options)
-    else:
-        out = info.func(chain, budget, **options)
+    limit = options.get("time_limit") if "time_limit" in info.options else None
+    whole = Deadline(limit, start=t0)  # the solve and the referee's replay together
+    if limit is not None:  # the solver's share: what the replay of its answer leaves
+        options["time_limit"] = limit - replay_reserve(chain, limit)
+    try:
+        with deadline_current_is(Deadline(options.get("time_limit"), start=t0)
+                                 if limit is not None else None):
+            if info.external:
+                out = _call_plugin(info, solver, chain, budget, options)
+            else:
+                out = info.func(chain, budget, **options)
+    except DeadlineExpired as e:
+        return Solution.time_limit(solver, budget, wall_time=time.perf_counter() - t0,
+                                   message=f"{e}: no schedule (not proven optimal)")
     elapsed = time.perf_counter() - t0
-    sol = _as_solution(chain, budget, solver, info, out)
-    if not sol.wall_time:
-        sol = sol.replace(wall_time=elapsed)
-    verify_solution(chain, sol, budget)
+    try:
+        with deadline_current_is(whole if limit is not None else None):
+            check = deadline_check if limit is not None else None
+            sol = _as_solution(chain, budget, solver, info, out, check=check)
+            if not sol.wall_time:
+                sol = sol.replace(wall_time=elapsed)
+            verify_solution(chain, sol, budget, check=check)
+    except DeadlineExpired as e:
+        found = out.schedule if isinstance(out, Solution) else out
+        size = f" ({len(found)} operations)" if hasattr(found, "__len__") else ""
+        return Solution.time_limit(
+            solver, budget, wall_time=time.perf_counter() - t0,
+            message=f"schedule found{size}, but the referee's replay did not finish within "
+                    f"the time limit ({e}): not verified, so not reported; not proven optimal")
     return as_heuristic(sol, missing) if missing else sol
+
+
+#: Seconds the referee's vectorised replay takes per operation (measured on a loaded 2-core
+#: machine: benchmarks/bench_scale.py), and operations per stage of a typical answer
+#: (store-all 2, chen-sqrt 3, revolve a few): what the replay of an answer on a long chain
+#: is expected to take, kept out of the solver's share of a time limit.
+REPLAY_SECONDS_PER_OP = 2e-6
+OPS_PER_STAGE = 4
+
+
+def replay_reserve(chain: Chain, limit: float) -> float:
+    """The part of ``limit`` kept for the referee's replay of the answer: its expected
+    time on ``chain``, at most half the limit (zero on short chains)."""
+    expected = REPLAY_SECONDS_PER_OP * OPS_PER_STAGE * chain.length
+    return min(0.5 * limit, expected) if expected >= 0.01 else 0.0
 
 
 @contextlib.contextmanager

@@ -22,7 +22,12 @@ stderr).
 """
 from __future__ import annotations
 
-import argparse
+import time
+
+#: When the command started (before its imports): ``--time-limit`` counts from here.
+START = time.perf_counter()
+
+import argparse  # noqa: E402
 import importlib
 import json
 import os

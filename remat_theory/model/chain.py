@@ -94,6 +94,10 @@ def _check_totals(chain: "Chain") -> None:
                     f"({MAX_TOTAL_SIZE:.4g})")
 
 
+#: From this many stages on, the memory formulas are computed at once (numpy).
+_VECTOR_MIN = 64
+
+
 def _first_smaller(a: tuple, b: tuple) -> int | None:
     """The first index i with ``a[i] < b[i]`` (integers), None when there is none."""
     if len(a) >= 64:
@@ -316,6 +320,8 @@ class Chain:
         Closed form; the tests check it against the simulator.
         """
         L = self.length
+        if L >= _VECTOR_MIN:
+            return self._store_all_memory_np()
         x, tp, fo, bo = self.x_size, self.tape_size, self.fall_overhead, self.bwd_overhead
         peak = x[0]
         held = x[0]
@@ -333,6 +339,28 @@ class Chain:
             held += x[i] - x[i + 1] - self.tape_held[i]
         return peak
 
+    def _arrays(self) -> tuple:
+        i64 = np.int64
+        return (np.asarray(self.x_size, i64), np.asarray(self.tape_size, i64),
+                np.asarray(self.fall_overhead, i64), np.asarray(self.bwd_overhead, i64),
+                np.asarray(self.tape_held, i64), ~np.asarray(self.output_saved, bool))
+
+    def _store_all_memory_np(self) -> int:
+        """:meth:`store_all_memory` at once (numpy; exact: every sum stays below 2**55)."""
+        L = self.length
+        x, tp, fo, bo, th, unsaved = self._arrays()
+        freed = np.zeros(L, dtype=np.int64)  # Fall_i frees an unsaved x_i (i >= 1)
+        freed[1:] = np.where(unsaved[:-1], x[1:L], 0)
+        after = int(x[0]) + np.cumsum(tp - freed)
+        before = np.concatenate(([int(x[0])], after[:-1]))
+        peak = max(int(x[0]), int((before + tp + fo).max()))
+        held = int(after[-1])
+        peak = max(peak, held + int(x[L]) + int(bo[L]))
+        held += int(x[L]) - (int(x[L]) if unsaved[L - 1] else 0)
+        change = (x[:L] - x[1:] - th)[::-1]  # B_{L-1}, ..., B_0
+        held_before = held + np.concatenate(([0], np.cumsum(change)[:-1]))
+        return max(peak, int((held_before + x[L - 1::-1] + bo[L - 1::-1]).max()))
+
     def memory_lower_bound(self) -> int:
         """A budget below which no schedule is valid (bytes).
 
@@ -345,6 +373,13 @@ class Chain:
         L = self.length
         x, tp, fo, bo = self.x_size, self.tape_size, self.fall_overhead, self.bwd_overhead
         bound = x[0] + x[L] + x[L] + bo[L]
+        if L >= _VECTOR_MIN:  # the same maximum at once (numpy; exact below 2**55)
+            xa, tpa, foa, boa, tha, unsaved = self._arrays()
+            inp = xa[:L].copy()
+            inp[0] = 0
+            read = np.where(np.concatenate(([False], unsaved[:-1])), 0, inp)
+            return max(bound, int((x[0] + inp + tpa + foa).max()),
+                       int((x[0] + xa[1:] + tha + read + xa[:L] + boa[:L]).max()))
         for i in range(L):
             inp = x[i] if i > 0 else 0  # x_0 is already counted
             bound = max(bound, x[0] + inp + tp[i] + fo[i])

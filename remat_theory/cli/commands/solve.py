@@ -5,6 +5,8 @@ allows within the time limit (``solvers/auto.py``), saying which solver answered
 it proved."""
 from __future__ import annotations
 
+import time
+
 import solvers
 from solvers.auto import DEFAULT_TIME_LIMIT as AUTO_TIME_LIMIT
 
@@ -12,6 +14,7 @@ from remat_theory.model.errors import RematError
 from remat_theory.model.solution import INFEASIBLE
 from remat_theory.cli.commands._common import (Ticker, budget_arg, load_chain, positive_float,
                                                positive_int, print_json, progress_wanted)
+from remat_theory.cli.main import START
 from remat_theory.cli.render import note_text, printable
 
 NAME = "solve"
@@ -101,11 +104,19 @@ def run(args) -> int:
             raise RematError(f"solver {args.solver!r} does not take option 'slots' (--slots); "
                              f"solvers that do: {', '.join(takes)}")
         options["slots"] = args.slots
-    solvers.check_feasible(chain, args.budget)
     notes = []
+    if args.time_limit is not None and "time_limit" in info.options:
+        options["time_limit"] = args.time_limit
+    solvers.registry.checked_options(chain, args.solver, options)  # before any work
+    solvers.check_feasible(chain, args.budget)
     if args.time_limit is not None:
         if "time_limit" in info.options:
-            options["time_limit"] = args.time_limit
+            # the limit is the whole command's: start-up and loading the chain count
+            spent = time.perf_counter() - START
+            options["time_limit"] = max(0.01, args.time_limit - spent)
+            if spent >= 0.1 * args.time_limit:
+                notes.append(f"remat: note: {spent:.2g} s of --time-limit "
+                             f"{args.time_limit:g} went to starting and loading the chain")
         else:
             notes.append(f"remat: note: solver {args.solver!r} takes no time limit; "
                          f"--time-limit {args.time_limit:g} was not applied")

@@ -309,6 +309,11 @@ class Chain:
 
     def size_gcd(self) -> int:
         """Greatest common divisor of all sizes and overheads (1 if all are zero)."""
+        if self.length >= _VECTOR_MIN:  # exact: every size is below 2**53
+            g = 0
+            for f in _fields.of_kind("size"):
+                g = math.gcd(g, int(np.gcd.reduce(self.array(f.name))))
+            return g or 1
         g = reduce(math.gcd, (v for f in _fields.of_kind("size") for v in getattr(self, f.name)),
                    0)
         return g or 1
@@ -339,11 +344,31 @@ class Chain:
             held += x[i] - x[i + 1] - self.tape_held[i]
         return peak
 
+    def array(self, name: str) -> np.ndarray:
+        """A field (or ``tape_held``) as a read-only numpy array (int64 sizes, float64
+        times, bool flags), made once per chain: sums of sizes stay exact below 2**53."""
+        cache = self.__dict__.get("_array_cache")
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_array_cache", cache)
+        a = cache.get(name)
+        if a is None:
+            kind = "size" if name == "tape_held" else _fields.field(name).kind
+            a = np.asarray(getattr(self, name), dtype={"size": np.int64, "time": np.float64,
+                                                       "flag": bool}[kind])
+            a.flags.writeable = False
+            cache[name] = a
+        return a
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_array_cache", None)  # made again on demand
+        return state
+
     def _arrays(self) -> tuple:
-        i64 = np.int64
-        return (np.asarray(self.x_size, i64), np.asarray(self.tape_size, i64),
-                np.asarray(self.fall_overhead, i64), np.asarray(self.bwd_overhead, i64),
-                np.asarray(self.tape_held, i64), ~np.asarray(self.output_saved, bool))
+        a = self.array
+        return (a("x_size"), a("tape_size"), a("fall_overhead"), a("bwd_overhead"),
+                a("tape_held"), ~a("output_saved"))
 
     def _store_all_memory_np(self) -> int:
         """:meth:`store_all_memory` at once (numpy; exact: every sum stays below 2**55)."""

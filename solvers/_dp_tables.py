@@ -25,7 +25,8 @@ from remat_theory.model import fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import AT_LEAST, AT_MOST, Remedy, SolverLimitError
 from remat_theory.model.schedule import Schedule
-from remat_theory.model.simulator import simulate
+# the simulator's answer (makespan, peak), vectorised for long schedules
+from remat_theory.model.fast_replay import replay_totals as simulate
 from remat_theory.model.solution import Solution
 
 from solvers._deadline import Deadline, DeadlineExpired

@@ -34,6 +34,7 @@ import numpy as np
 from remat_theory.model.chain import Chain
 from remat_theory.model.solution import Solution
 
+from solvers._deadline import Deadline
 from solvers._deadline import check as deadline_check
 from solvers._schedules import (TIME_LIMIT, chain_arrays, fixed_schedule_solution,
                                 segments_cost, segments_schedule)
@@ -106,13 +107,26 @@ def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
                                        info={"b": b, "checkpoints": cps})
     arrays = chain_arrays(chain)
     seen = {}
-    for bb in _grid(chain, grid):
+    # the search over b gets half the limit: building the chosen schedule and its replay
+    # need the rest; it stops with the plans judged so far
+    search = Deadline(None if time_limit is None else time_limit / 2)
+    thresholds = _grid(chain, grid)
+    judged = 0
+    for bb in thresholds:
+        if seen and search.expired():
+            break
+        judged += 1
         cps, _, _ = greedy_plan(chain, bb)
         key = tuple(cps)
         if key not in seen:
             seen[key] = (bb,) + segments_cost(chain, cps, arrays)
     smallest = min(peak for _, _, peak in seen.values())
+    done = judged == len(thresholds)
     fits = [(mk, peak, bb, key) for key, (bb, mk, peak) in seen.items() if peak <= budget]
+    if not fits and not done:
+        return Solution.time_limit("chen-greedy", budget, message=(
+            f"none of the {len(seen)} plans judged before the time limit fits (the search over "
+            f"b stopped): no schedule, not proven optimal"))
     if not fits:
         return Solution.infeasible("chen-greedy", budget, min_budget=smallest,
                                    message=f"none of the {len(seen)} plans of the search over b "
@@ -120,6 +134,7 @@ def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
     makespan, peak, bb, key = min(fits)
     cps = list(key)
     return Solution.feasible("chen-greedy", budget, segments_schedule(chain, cps), makespan, peak,
-                             min_budget=smallest,
-                    message=f"b = {bb:.6g}: {len(cps) + 1} segments ({len(seen)} distinct plans searched)",
+                             min_budget=smallest if done else None,
+                    message=f"b = {bb:.6g}: {len(cps) + 1} segments ({len(seen)} distinct plans searched"
+                            f"{'' if done else ', the time limit stopped the search over b'})",
                     info={"b": float(bb), "checkpoints": cps, "plans": len(seen)})

@@ -31,7 +31,8 @@ import math
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
-from remat_theory.model.simulator import simulate
+# the simulator's answer (makespan, peak), vectorised for long schedules
+from remat_theory.model.fast_replay import replay_totals as simulate
 from remat_theory.model.solution import CLASS_ALL, Solution
 from remat_theory.model.validation import option_owner
 

@@ -113,7 +113,7 @@ def run(args) -> int:
         if "time_limit" in info.options:
             # the limit is the whole command's: start-up and loading the chain count
             spent = time.perf_counter() - START
-            options["time_limit"] = max(0.01, args.time_limit - spent)
+            options["time_limit"] = max(0.01, round(args.time_limit - spent, 2))
             if spent >= 0.1 * args.time_limit:
                 notes.append(f"remat: note: {spent:.2g} s of --time-limit "
                              f"{args.time_limit:g} went to starting and loading the chain")

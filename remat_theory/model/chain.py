@@ -115,8 +115,11 @@ def _totals_fit(chain: "Chain", order: list, weight: dict) -> bool:
     (summed at once; a margin covers the rounding of a sum in another order), so that
     the entry-by-entry pass that names the first entry over a cap is not needed."""
     total = 0.0
-    for f in order:
-        total += math.fsum(getattr(chain, f)) * weight[f]
+    try:
+        for f in order:
+            total += math.fsum(getattr(chain, f)) * weight[f]
+    except OverflowError:  # the entry-by-entry pass names the entry
+        return False
     if not total <= MAX_TOTAL_TIME / 2:
         return False
     size = sum(sum(getattr(chain, fd.name)) for fd in _fields.of_kind("size")

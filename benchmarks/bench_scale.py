@@ -54,6 +54,50 @@ print(json.dumps(out), flush=True)
 """
 
 
+BATCH = r"""
+import json, sys, time
+import solvers
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+path, budget, tl = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+names = sys.argv[4].split(",")
+solvers.names()
+t0 = time.perf_counter()
+chain = Chain.load(path)
+load = time.perf_counter() - t0
+for name in names:
+    t1 = time.perf_counter()
+    try:
+        sol = solvers.solve(chain, budget, name, time_limit=tl)
+        out = {"status": sol.status, "message": sol.message[:160]}
+    except RematError as e:
+        out = {"status": "refused", "message": str(e)[:160]}
+    out.update(solver=name, wall_s=round(time.perf_counter() - t1, 3), load_s=round(load, 3))
+    print(json.dumps(out), flush=True)
+"""
+
+
+def run_python_batch(path: Path, budget: int, names: list, limit: float, kill: float) -> dict:
+    """``python`` runs of every solver in one process (the chain loaded once): each line
+    as :func:`run_python`'s; a solver not reached before ``kill`` is missing."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        r = subprocess.run([sys.executable, "-c", BATCH, str(path), str(budget), f"{limit:g}",
+                            ",".join(names)], capture_output=True, text=True, timeout=kill,
+                           env=env)
+        text = r.stdout
+    except subprocess.TimeoutExpired as e:
+        text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    out = {}
+    for line in text.splitlines():
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        out[d.pop("solver")] = d
+    return out
+
+
 def holds(wall: float, limit: float) -> bool:
     return wall <= limit * 1.1 + 2.0
 
@@ -93,15 +137,57 @@ def run_python(path: Path, budget: int, name: str, limit: float, kill: float) ->
     return json.loads(line)
 
 
+SHORT = {"feasible": "feas", "optimal": "opt", "infeasible": "infeas", "time_limit": "limit",
+         "refused": "refused"}
+
+
+def table(doc: dict) -> str:
+    """Markdown: one row per solver, one column per (L, T): the status and the seconds
+    from the command line / from Python, marked with '!' where the limit did not hold."""
+    rows = doc["rows"]
+    cols = sorted({(r["L"], r["time_limit"]) for r in rows})
+    solvers_ = sorted({r["solver"] for r in rows})
+    by = {(r["solver"], r["L"], r["time_limit"]): r for r in rows}
+
+    def cell(r):
+        if r is None:
+            return "-"
+        parts = []
+        status = None
+        for mode in ("cli", "python", "python-batch"):
+            m = r.get(mode)
+            if not m:
+                continue
+            status = status or SHORT.get(m.get("status"), m.get("status"))
+            wall = m.get("wall_s")
+            parts.append("-" if wall is None else f"{wall:.1f}" + ("" if m.get("holds") else "!"))
+        return f"{status} {' / '.join(parts)}"
+
+    head = "| solver | " + " | ".join(f"{L:,} st., T={T:g} s" for L, T in cols) + " |"
+    lines = [head, "|---" * (len(cols) + 1) + "|"]
+    for s in solvers_:
+        lines.append(f"| `{s}` | " + " | ".join(cell(by.get((s, L, T))) for L, T in cols)
+                     + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--stages", default="1000,10000,100000,1000000")
     p.add_argument("--time-limits", default="2,10")
     p.add_argument("--kill", type=float, default=120.0, help="seconds before a run is killed")
     p.add_argument("--solvers", default=None, help="comma-separated (default: every registered)")
-    p.add_argument("--modes", default="cli,python")
+    p.add_argument("--modes", default="cli,python",
+                   help="cli, python (a process per solve) and/or python-batch (the python "
+                        "runs of every solver in one process per L and T, the chain loaded "
+                        "once; killed after --kill seconds per solver)")
     p.add_argument("--out", default=None, help="write every line into this JSON file")
+    p.add_argument("--table", default=None, metavar="FILE",
+                   help="print the markdown table of a results file and exit")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(json.loads(Path(args.table).read_text())))
+        return 0
     sys.path.insert(0, str(ROOT))
     import solvers
     from remat_theory.model.chain import Chain
@@ -118,11 +204,16 @@ def main(argv=None) -> int:
             chain.save(path)
             del chain
             for limit in limits:
+                batch = (run_python_batch(path, budget, names, limit, args.kill * len(names))
+                         if "python-batch" in modes else {})
                 for name in names:
                     row = {"L": L, "time_limit": limit, "solver": name, "budget": budget}
                     for mode in modes:
-                        r = (run_cli if mode == "cli" else run_python)(path, budget, name, limit,
-                                                                       args.kill)
+                        if mode == "python-batch":
+                            r = dict(batch.get(name, {"status": "not reached"}))
+                        else:
+                            r = (run_cli if mode == "cli" else run_python)(
+                                path, budget, name, limit, args.kill)
                         wall = r.get("wall_s")
                         r["holds"] = wall is not None and holds(wall, limit)
                         row[mode] = r

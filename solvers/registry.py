@@ -472,19 +472,10 @@ def verify_solution(chain: Chain, sol: Solution, budget: int | None, check=None)
                                   f"simulator measures {sim.peak_memory}")
 
 
-# The last replays (the very schedule, chain and budget objects: a schedule is immutable):
-# the answer of a solver that delegates (auto) is not replayed a second time.
-_REPLAYS: list = []
-
-
 def _replayed(chain: Chain, schedule, budget, allow_drop: bool, check):
-    for s, c, b, d, totals in _REPLAYS:
-        if s is schedule and c is chain and b == budget and d == allow_drop:
-            return totals
-    totals = replay_totals(chain, schedule, budget, allow_drop=allow_drop, check=check)
-    _REPLAYS.insert(0, (schedule, chain, budget, allow_drop, totals))
-    del _REPLAYS[4:]
-    return totals
+    """The referee's replay (remembered for the last few schedules: the answer of a solver
+    that replayed it already, or of a sub-solve of ``auto``, is not replayed again)."""
+    return replay_totals(chain, schedule, budget, allow_drop=allow_drop, check=check)
 
 
 def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out,

@@ -27,8 +27,11 @@ KINDS = ("Fn", "Fck", "Fall", "B", "Dropx", "Dropt")
 
 @pytest.fixture(autouse=True)
 def always_vectorised(monkeypatch):
-    """Every schedule through the vectorised path, however short."""
+    """Every schedule through the vectorised path, however short, and none answered from
+    the memo of recent replays."""
     monkeypatch.setattr(fast_replay, "MIN_OPS", 0)
+    monkeypatch.setattr(fast_replay, "MEMO_SIZE", 0)
+    monkeypatch.setattr(fast_replay, "_MEMO", [])
 
 
 def outcome(fn, chain, schedule, budget, allow_drop):
@@ -149,6 +152,19 @@ def test_transfers_go_to_the_reference():
     sol = solvers.solve(chain, chain.store_all_memory(), "save-on-cpu")
     assert any(op.is_transfer for op in sol.schedule)
     assert_same(chain, sol.schedule, None)
+
+
+def test_a_replay_is_remembered_for_budgets_at_or_above_its_peak(monkeypatch):
+    monkeypatch.setattr(fast_replay, "MEMO_SIZE", 4)
+    chain = Chain.homogeneous(300)
+    schedule = solvers.get("store-all").func(chain, chain.store_all_memory()).schedule
+    peak = replay_totals(chain, schedule).peak_memory
+    calls = []
+    assert replay_totals(chain, schedule, peak, check=calls.append).peak_memory == peak
+    assert calls == []  # remembered
+    with pytest.raises(InvalidScheduleError) as e:  # below its peak: replayed, refused
+        replay_totals(chain, schedule, peak - 1, check=calls.append)
+    assert calls and str(e.value) == outcome(simulate, chain, schedule, peak - 1, False)[3]
 
 
 def test_deadline_check_is_called_between_steps():

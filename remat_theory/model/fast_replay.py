@@ -89,6 +89,24 @@ def replay_totals(chain: Chain, schedule: Schedule | str | Iterable, budget: int
     deadline's check, which raises to stop the replay): each step is a few vectorised
     passes, about a second for 3 million operations."""
     schedule = replay_arguments(chain, schedule)
+    for s, c, d, totals in _MEMO:  # the same objects (immutable) replayed a moment ago
+        if s is schedule and c is chain and d == allow_drop and (
+                budget is None or totals.peak_memory <= check_budget(budget)):
+            return totals
+    totals = _replay_totals(chain, schedule, budget, allow_drop, check)
+    _MEMO.insert(0, (schedule, chain, allow_drop, totals))
+    del _MEMO[MEMO_SIZE:]
+    return totals
+
+
+# The last replays: a valid schedule's makespan and peak do not depend on the budget, so a
+# replay under any budget at or above its peak answers the same (the registry replays what
+# a solver replayed already, and auto's answer is a sub-solve's).
+_MEMO: list = []
+MEMO_SIZE = 4
+
+
+def _replay_totals(chain, schedule, budget, allow_drop, check) -> Totals:
     code = idx = None
     check = check or _no_check
     if len(schedule) >= MIN_OPS:

@@ -282,3 +282,26 @@ def test_a_200k_stage_chain_is_answered_and_replayed(name):
                 else segments_cost(chain, sqrt_checkpoints(chain.length))[0])
     assert sol.makespan == expected
     assert sol.peak_memory <= budget
+
+
+def test_the_command_counts_the_limit_from_the_process_start(tmp_path, capsys, monkeypatch):
+    """Run as a program, `remat solve` takes the time since the process started (start-up,
+    imports, loading the chain) off the limit it passes on; called in a running process,
+    the limit is passed on whole."""
+    import json
+    import time
+
+    import importlib
+    cli_main = importlib.import_module("remat_theory.cli.main")
+    path = tmp_path / "c.json"
+    Chain.homogeneous(3).save(path)
+    argv = ["solve", str(path), "--budget", "100", "--time-limit", "150", "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["info"]["auto_time_limit"] == 150.0
+    monkeypatch.setattr(cli_main, "PROCESS_START", time.perf_counter() - 100.0)
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    passed = json.loads(out)["info"]["auto_time_limit"]
+    assert 0 < passed <= 50.0 and "went to starting and loading the chain" in err
+    start = cli_main.process_start()
+    assert start is None or start <= time.perf_counter()

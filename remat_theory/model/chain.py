@@ -27,7 +27,7 @@ import numpy as np
 from remat_theory.model import fields as _fields
 from remat_theory.model.errors import ChainError
 from remat_theory.model.fields import FIELDS, KINDS
-from remat_theory.model.validation import check_array, format_number
+from remat_theory.model.validation import check_array_and_numpy, format_number
 
 __all__ = ["Chain", "FORMAT", "MAX_TOTAL_TIME", "MAX_TOTAL_SIZE", "format_number",
            "decode_text"]
@@ -93,6 +93,8 @@ def _check_totals(chain: "Chain") -> None:
                     f"large: the sum of every size and overhead must be at most 2**53 bytes "
                     f"({MAX_TOTAL_SIZE:.4g})")
 
+
+_DTYPES = {"size": np.int64, "time": np.float64, "flag": bool}
 
 #: From this many stages on, the memory formulas are computed at once (numpy).
 _VECTOR_MIN = 64
@@ -196,6 +198,7 @@ class Chain:
             raise ChainError("fwd_time is empty: a chain needs at least one stage")
         set_ = object.__setattr__
         values: dict = {}
+        arrays: dict = {}  # numpy arrays the checks made (Chain.array's cache)
         for f in FIELDS:
             raw = getattr(self, f.name)
             if f.scalar:  # one number, or its default (None: absent)
@@ -208,11 +211,22 @@ class Chain:
                         raise ChainError(f"{f.name} must be a list of "
                                          f"{'booleans' if f.kind == 'flag' else 'numbers'}, "
                                          f"got NoneType")
+                    if f.default_from in arrays:
+                        arrays[f.name] = arrays[f.default_from]
+                    elif f.default_from is None and L >= _VECTOR_MIN:  # a constant
+                        arr = np.full(f.size(L), f.default, dtype=_DTYPES[f.kind])
+                        arr.flags.writeable = False
+                        arrays[f.name] = arr
                 else:
-                    values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
+                    values[f.name], arr = check_array_and_numpy(f.name, raw, f.size(L),
+                                                                KINDS[f.kind])
+                    if arr is not None:
+                        arr.flags.writeable = False
+                        arrays[f.name] = arr
             set_(self, f.name, values[f.name])
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
+        set_(self, "_array_cache", arrays)
         i = _first_smaller(self.tape_size, self.x_size[1:])
         if i is not None:
             raise ChainError(
@@ -355,10 +369,11 @@ class Chain:
             cache = {}
             object.__setattr__(self, "_array_cache", cache)
         a = cache.get(name)
+        if a is None and name == "tape_held" and self.tape_held is self.tape_size:
+            a = cache["tape_held"] = self.array("tape_size")
         if a is None:
             kind = "size" if name == "tape_held" else _fields.field(name).kind
-            a = np.asarray(getattr(self, name), dtype={"size": np.int64, "time": np.float64,
-                                                       "flag": bool}[kind])
+            a = np.asarray(getattr(self, name), dtype=_DTYPES[kind])
             a.flags.writeable = False
             cache[name] = a
         return a

@@ -176,6 +176,15 @@ def check_flag_entry(field_name: str, index: int, value: Any) -> bool:
 
 
 def check_array(field_name: str, values: Any, length: int, checker) -> tuple:
+    """The entries of a field, each checked by ``checker`` (ChainError naming the field,
+    the index and the value)."""
+    return check_array_and_numpy(field_name, values, length, checker)[0]
+
+
+def check_array_and_numpy(field_name: str, values: Any, length: int, checker
+                          ) -> tuple[tuple, "np.ndarray | None"]:
+    """:func:`check_array`, with the entries as a numpy array when the check made one (a
+    long array of plain numbers: int64 sizes, float64 times), else None."""
     what = "booleans" if checker is check_flag_entry else "numbers"
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
         raise ChainError(f"{field_name} must be a list of {what}, got {type(values).__name__}")
@@ -189,12 +198,13 @@ def check_array(field_name: str, values: Any, length: int, checker) -> tuple:
     fast = _fast_array(values, checker)
     if fast is not None:
         return fast
-    return tuple(checker(field_name, i, v) for i, v in enumerate(values))
+    return tuple(checker(field_name, i, v) for i, v in enumerate(values)), None
 
 
 def _fast_array(values: list, checker) -> tuple | None:
     """The checked entries of a long array of plain Python numbers, checked at once (numpy),
-    or None when any entry needs the one-by-one check (another type, or a value that check
+    with their numpy array (None for flags), or None when any entry needs the one-by-one
+    check (another type, or a value that check
     refuses: it then names the field, the index and the value).  The result is the one of
     the one-by-one check: ``float(v)`` for a time, the ``int`` itself for a size, the
     ``bool`` for a flag."""
@@ -203,18 +213,18 @@ def _fast_array(values: list, checker) -> tuple | None:
     types = set(map(type, values))
     try:
         if checker is check_flag_entry:
-            return tuple(values) if types == {bool} else None
+            return (tuple(values), None) if types == {bool} else None
         if checker is check_size_entry:
             if types != {int}:
                 return None
             arr = np.fromiter(values, dtype=np.int64, count=len(values))
-            return tuple(values) if bool((arr >= 0).all()) else None
+            return (tuple(values), arr) if bool((arr >= 0).all()) else None
         if checker is check_time_entry:
             if not types <= {int, float}:
                 return None
             floats = tuple(map(float, values))  # OverflowError: an int beyond the float range
             arr = np.fromiter(floats, dtype=np.float64, count=len(floats))
-            return floats if bool((np.isfinite(arr) & (arr >= 0)).all()) else None
+            return (floats, arr) if bool((np.isfinite(arr) & (arr >= 0)).all()) else None
     except (OverflowError, ValueError):
         return None
     return None

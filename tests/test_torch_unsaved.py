@@ -191,7 +191,7 @@ def test_every_solver_on_the_flagged_chain_runs_as_predicted(flagged):
     ran = 0
     for name in solvers.names():
         opts = {"time_limit": 20.0} if "time_limit" in solvers.get(name).options else {}
-        if name == "exhaustive-offload":  # its stage guard: a limit (test_offload_solvers.py)
+        if name in ("exhaustive-offload", "ilp-offload"):  # stage guards: limits
             with pytest.raises(SolverLimitError, match="max_stages"):
                 solvers.solve(chain, budget, name, **opts)
             continue

@@ -57,7 +57,8 @@ backward reads (``output_saved``: a Linear's output before a ReLU); autograd fre
 soon as the next stage has read them, as the chain's operation table does, so at store-all
 the module's peak is the chain's prediction (the loss value and its seed gradient aside).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
-several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
+several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
+below store-all plus that reserve is solved with it taken out).
 On the CPU an int or float budget also covers the random-generator states the checkpoints
 keep (only for segments where a stage draws random numbers: ``draws_random``), counted at
 each operation (:func:`~remat_theory.torch.nested.checkpoint_state_bytes`); the plan's
@@ -128,9 +129,15 @@ def shared_parameter_bytes(stages) -> int:
     Autograd sums the gradients a parameter receives from its several uses in one buffer,
     held from the first of those backwards to the last, and adds each new term to it: memory
     the chain model, whose parameter gradients accumulate in place outside the budget, does
-    not count.  Measured on the built-in rnn (``benchmarks/bench_torch_step.py``, test and
-    small scales) it peaks at 1.2-1.35 times these bytes above the simulator's prediction;
-    the drop-in reserves twice these bytes of a budget below store-all."""
+    not count.  Measured with the allocator on the built-in rnn (small scale, one cell shared
+    by 33 stages, parameter gradients taken out of the peak), at six budgets from the
+    smallest to store-all: 0.80-0.96 times these bytes above the simulator's prediction when
+    the step starts without gradients (``zero_grad()``, the default ``set_to_none``), and
+    1.26-1.42 times when the gradients are kept and accumulated into (gradient accumulation,
+    ``zero_grad(set_to_none=False)``): the engine then holds the sum apart from ``.grad`` and
+    meets each new term beside it.  The drop-in reserves twice these bytes at every budget,
+    store-all included (a budget below store-all plus the reserve is solved with the
+    reserve taken out)."""
     owner, shared = {}, {}
     for k, stage in enumerate(stages):
         for p in stage.parameters():
@@ -283,8 +290,9 @@ class CheckpointedSequential(nn.Module):
         Bytes of the whole step with a unit (str, e.g. ``"6GiB"``: activations, parameter
         gradients, loss and workspaces above the resident model, see the module docstring),
         bytes of activation memory as the chain counts it (int), or a fraction in (0, 1] of
-        the store-all peak of each input shape (float).  At or above the store-all peak the
-        stages run as plain autograd (no recomputation: store-all is then the fastest
+        the store-all peak of each input shape (float).  At or above the store-all peak (plus
+        the reserve for parameters shared by several stages, :func:`shared_parameter_bytes`;
+        the fraction 1.0 is store-all) the stages run as plain autograd (no recomputation: store-all is then the fastest
         schedule).
     optimizer_state : int or torch.optim.Optimizer, optional
         With a str budget: the budget holds the optimizer's state too (its bytes, or an
@@ -478,18 +486,23 @@ class CheckpointedSequential(nn.Module):
 
     def plain_step_bytes(self, chain: Chain | None = None) -> int:
         """What a step budget needs to run the stages as plain autograd (nothing recomputed,
-        no checkpoint): store-all, parameter gradients, optimizer state, :data:`STEP_SLACK`."""
+        no checkpoint): store-all, the reserve for shared parameters' summed gradient,
+        parameter gradients, optimizer state, :data:`STEP_SLACK`."""
         chain = self.chain if chain is None else chain
-        return (chain.store_all_memory() + self.gradient_bytes + self.optimizer_bytes
-                + STEP_SLACK)
+        return (chain.store_all_memory() + self.shared_gradient_reserve + self.gradient_bytes
+                + self.optimizer_bytes + STEP_SLACK)
 
     def _chain_budget(self, chain: Chain) -> int:
         spec = self.budget_spec
         if self.step_budget is not None:
             if self.step_budget >= self.plain_step_bytes(chain):
-                return chain.store_all_memory()
+                return chain.store_all_memory() + self.shared_gradient_reserve
             return self.step_budget - self.step_reserve(chain)
-        return int(spec) if isinstance(spec, numbers.Integral) else int(spec * chain.store_all_memory())
+        if isinstance(spec, numbers.Integral):
+            return int(spec)
+        if spec >= 1:  # the fraction 1: store-all, plain autograd
+            return chain.store_all_memory() + self.shared_gradient_reserve
+        return int(spec * chain.store_all_memory())
 
     def smallest_step_budget(self, chain: Chain, chain_budget: int) -> int:
         """The smallest step budget (bytes) whose share for the schedule is ``chain_budget``."""
@@ -527,7 +540,7 @@ class CheckpointedSequential(nn.Module):
         # beside the chain's values; on CUDA they are host memory) are counted at each
         # operation (nested.checkpoint_state_bytes); a schedule they would take over the
         # budget is solved again for that much less
-        if budget >= store_all:
+        if budget >= store_all + self.shared_gradient_reserve:
             sol = solver_registry.solve(chain.replace(bandwidth=None), store_all, "store-all")
             tree, peak, extra = None, sol.peak_memory, 0
         else:
@@ -622,7 +635,7 @@ class CheckpointedSequential(nn.Module):
         def fits(b):
             return self._solve_with_states(chain, unit, b, draws, state_bytes)[2] is not None
 
-        hi = chain.store_all_memory()
+        hi = chain.store_all_memory() + self.shared_gradient_reserve  # plain autograd from there
         if start >= hi or fits(start):
             return min(start, hi)
         lo, step = start, max(1, (hi - start) // 64)
@@ -708,7 +721,62 @@ def _traceable_segment(tree, stages, x):
     return run_traceable(tree, x, stages)
 
 
-def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor:
+def _put_once(values: dict, key, value) -> None:
+    if key not in values:
+        values[key] = value
+
+
+def _contexts(stages) -> list:
+    """The constant-passing contexts of captured stages (:mod:`.capture`), each once."""
+    from remat_theory.torch.capture import _Context
+    seen = {}
+    for s in stages:
+        for m in s.modules():
+            if isinstance(m, _Context):
+                seen.setdefault(id(m), m)
+    return list(seen.values())
+
+
+def _last_putting_stage(stages) -> int:
+    """The last stage that hands a constant on through a context (-1: none)."""
+    last = -1
+    for k, s in enumerate(stages):
+        graph = getattr(s, "graph", None)
+        if graph is not None and any(n.op == "call_method" and n.target == "put"
+                                     for n in graph.nodes):
+            last = k
+    return last
+
+
+def traceable_prelude(stages):
+    """Prepare captured stages for :func:`run_traceable` under ``torch.compile`` (call once,
+    outside the compiled function); returns the ``prelude`` to pass it, or None when no stage
+    hands constants on.  A captured stage hands constants (masks, positions) to later stages
+    through a context (:mod:`.capture`); a constant put inside a checkpoint nested in another
+    checkpoint is a side effect torch.compile 2.13 cannot carry out of the two regions (an
+    internal error: a node that does not belong to the graph).  Here each context's ``put``
+    keeps the first value of a key, and the prelude computes the constants first, outside
+    every checkpoint, with a no-grad forward of the stages up to the last one that puts (the
+    compiler drops the rest of that forward, whose results nothing reads), so that the puts
+    inside checkpoints change nothing."""
+    stages = list(stages)
+    ctxs = _contexts(stages)
+    last = _last_putting_stage(stages)
+    if not ctxs or last < 0:
+        return None
+    for ctx in ctxs:
+        ctx.put = functools.partial(_put_once, ctx.values)
+
+    def prelude(x):
+        for ctx in ctxs:
+            ctx.values.clear()
+        with torch.no_grad():
+            for s in stages[:last + 1]:
+                x = s(x)
+    return prelude
+
+
+def run_traceable(tree: Segment | None, x: torch.Tensor, stages, prelude=None) -> torch.Tensor:
     """A nested schedule's forward in a form ``torch.compile`` traces into ONE graph: kept
     stages inline, each checkpointed segment one non-reentrant ``torch.utils.checkpoint``
     (nested as the schedule nests them), which the compiler turns into a recompute region of
@@ -717,13 +785,16 @@ def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor
     frontier's ``remat_compiled``::
 
         tree = ck.plan_for(x).tree
-        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list)))
+        prelude = traceable_prelude(ck.stages_list)   # captured stages: constants first
+        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list, prelude)))
 
     No early stop and no BatchNorm guard (the compiled graph runs a mutation once)."""
     if tree is None:  # store-all: the plain stages
         for s in stages:
             x = s(x)
         return x
+    if prelude is not None:
+        prelude(x)
     while True:
         if isinstance(tree, Kept):
             x = stages[tree.s](x)
@@ -734,4 +805,3 @@ def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor
             tree = tree.rest
         else:
             return x
-

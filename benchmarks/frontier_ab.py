@@ -5,7 +5,12 @@ The frontier (``bash benchmarks/frontier_cpu.sh``) runs 30-40 methods for 5 roun
 shared machine; where it finds remat slower than HF at HF's memory, this asks whether that
 is the noise: plain, plain again, HF (every layer) and remat at every DP breakpoint whose
 measured peak is at most HF's, ``--rounds`` interleaved rounds, per-round ratios to HF
-(median and quartiles).  ``--baseline checkpoint_sequential:K`` compares with that instead.  Usage:
+(median and quartiles), on both clocks the frontier times by (the timing thread's CPU time
+and the wall clock).  ``--baseline checkpoint_sequential:K`` compares with that instead, and
+adds two points that separate the causes: the drop-in running checkpoint_sequential's own
+schedule (solver ``periodic``, segments K: the executor's cost, same schedule), and the DP
+at the budget the chain predicts for that schedule (what the DP prefers at that memory by
+the chain's times).  Usage:
     python benchmarks/frontier_ab.py --network gpt2 [--rounds 21] [--threads 1]
 Writes benchmarks/results/frontier_ab_<network>[_<baseline>].json."""
 from __future__ import annotations
@@ -35,10 +40,12 @@ def main(argv) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--baseline", default="hf",
                     help="hf (every layer) or checkpoint_sequential:K")
+    ap.add_argument("--profile-clock", default="process", choices=("process", "wall"),
+                    help="the clock of the chain's stage times (the frontier's: process)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     w = build_workload(args.network, args.scale)
-    chain = profile(w.stages, w.example_input, w.loss_fn, repeats=3)
+    chain = profile(w.stages, w.example_input, w.loss_fn, repeats=3, clock=args.profile_clock)
     if args.baseline == "hf":
         hf = hf_methods(w)[0]
     else:
@@ -47,6 +54,23 @@ def main(argv) -> int:
                      checkpoint_sequential_method(w, torch.nn.Sequential(*w.stages), k))
     methods = [Method(Point("plain", "plain", 1), plain_method(w)),
                Method(Point("plain:2", "plain", 2), plain_method(w)), hf]
+    if args.baseline != "hf":
+        import solvers
+        per = solvers.solve(chain, chain.store_all_memory(), "periodic", segments=k)
+        from remat_theory.torch.module import CheckpointedSequential
+        same = Point(f"remat_same_schedule:{k}", "remat", int(chain.store_all_memory()))
+        ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
+                                    example_input=w.example_input, loss_fn=w.loss_fn,
+                                    chain=chain, solver_options={"segments": k})
+        same.predicted_peak, same.predicted_time = ck.plan.predicted_peak, ck.solution.makespan
+        methods.append(Method(same, remat_method(w, ck)))
+        dp_at = Point(f"remat_at_its_prediction:{per.peak_memory}", "remat", int(per.peak_memory))
+        ck = drop_in(w, int(per.peak_memory), "dp", chain, dp_at)
+        if ck is not None:
+            methods.append(Method(dp_at, remat_method(w, ck)))
+        print(f"chain's prediction for checkpoint_sequential:{k}: peak {per.peak_memory} B, "
+              f"time {per.makespan:.4f}; dp at that budget: "
+              f"{None if ck is None else (ck.plan.predicted_peak, round(ck.solution.makespan, 4))}")
     for b in remat_breakpoints(chain, w.stages, max_points=10**6):
         pt = Point(f"remat:{b / chain.store_all_memory():.4f}", "remat", int(b))
         ck = drop_in(w, int(b), "dp", chain, pt)
@@ -56,25 +80,37 @@ def main(argv) -> int:
     # peaks first (one step each), then keep the remat points at no more than HF's memory
     measure(methods, params, torch.device("cpu"), repeats=1)
     hf_peak = hf.point.peak
-    keep = methods[:3] + [m for m in methods[3:] if m.point.peak <= hf_peak]
+    peaks = [{"method": m.point.method, "peak": m.point.peak,
+              "predicted_peak": m.point.predicted_peak, "predicted_time": m.point.predicted_time}
+             for m in methods]
+    for r in peaks:
+        print(f"  measured {r['method']:34s} {r['peak']} B (predicted {r['predicted_peak']})")
+    keep = methods[:3] + [m for m in methods[3:] if m.point.peak <= hf_peak
+                          or not m.point.method.startswith("remat:")]
     for m in keep:
         m.point.times = []
     measure(keep, params, torch.device("cpu"), repeats=args.rounds, seed=1)
-    ref = hf.point.times
     rows = []
     for m in keep:
-        r = [a / b for a, b in zip(m.point.times, ref)]
-        q = statistics.quantiles(r, n=4)
-        rows.append({"method": m.point.method, "peak": m.point.peak, "ratio_to_baseline": statistics.median(r),
-                     "q25": q[0], "q75": q[2], "grads_equal": m.point.grads_equal})
-        print(f"{m.point.method:24s} {m.point.peak / 2**20:8.2f} MiB  time / {args.baseline}: "
-              f"{statistics.median(r):.3f} [{q[0]:.3f}, {q[2]:.3f}]  grads equal {m.point.grads_equal}")
+        row = {"method": m.point.method, "peak": m.point.peak,
+               "predicted_peak": m.point.predicted_peak, "predicted_time": m.point.predicted_time,
+               "grads_equal": m.point.grads_equal}
+        text = f"{m.point.method:34s} {m.point.peak / 2**20:8.2f} MiB"
+        for clock, key in (("thread_cpu", "cpu_times"), ("wall", "times")):
+            r = [a / b for a, b in zip(getattr(m.point, key), getattr(hf.point, key))]
+            q = statistics.quantiles(r, n=4)
+            row[clock] = {"ratio_to_baseline": statistics.median(r), "q25": q[0], "q75": q[2]}
+            text += f"  {clock} / {args.baseline}: {statistics.median(r):.3f} [{q[0]:.3f}, {q[2]:.3f}]"
+        rows.append(row)
+        print(text + f"  grads equal {m.point.grads_equal}")
     out = {"network": args.network, "scale": args.scale, "rounds": args.rounds,
            "baseline": args.baseline,
            "threads": args.threads, "torch": torch.__version__, "rows": rows,
+           "every_peak": peaks,
            "command": "python benchmarks/frontier_ab.py " + " ".join(argv)}
     RESULTS.mkdir(exist_ok=True)
     tag = "" if args.baseline == "hf" else "_" + args.baseline.replace(":", "")
+    tag += "" if args.profile_clock == "process" else "_" + args.profile_clock + "_profile"
     (RESULTS / f"frontier_ab_{args.network}{tag}.json").write_text(json.dumps(out, indent=1) + "\n")
     return 0
 

@@ -59,7 +59,7 @@ if [ "${FRONTIER:-0}" = 1 ]; then
   for n in ${NETWORKS:-llama qwen2 opt gpt-neo gpt2 distilbert vit convnext swin resnet}; do
     echo "== remat frontier --network $n --device $DEVICE --scale $FSCALE"
     "$PY" -m remat_theory.cli frontier --network "$n" --device "$DEVICE" --scale "$FSCALE" \
-      --threads "${THREADS:-1}" --repeats "${REPEATS:-7}" --backend "${BACKEND:-inductor}" \
+      --threads "${THREADS:-1}" --repeats "${REPEATS:-9}" --backend "${BACKEND:-inductor}" \
       --compile-budgets 0,0.3,0.6,1 --compiled-points 4 --max-points "${MAX_POINTS:-16}" \
       --out "benchmarks/results/frontier_${DEVICE}"
   done

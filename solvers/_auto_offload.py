@@ -4,8 +4,8 @@
 1. ``exhaustive-offload`` on tiny chains (L <= :data:`EXHAUSTIVE_MAX_STAGES`): optimal over
    every schedule of the model (``all+offload``), or a proven infeasible budget with the
    smallest feasible one;
-2. ``ilp-offload`` (when registered) up to :data:`ILP_MAX_STAGES`: its answer when it
-   proves it (``optimal`` or ``infeasible`` for its class);
+2. (``ilp-offload`` is not tried: where it proves its answer, at 2-3 stages, exact search
+   answers first and faster, and its proofs are over schedules of at most N operations);
 3. ``dp-offload``: optimal over ``persistent+offload`` in exact memory when its table
    fits the time limit, else with ``slots`` chosen to fit (status ``feasible``);
 4. remat alone (``auto`` on the chain without the channel, a schedule of this chain at the
@@ -31,8 +31,6 @@ from solvers._deadline import Deadline
 
 #: Longest chain auto gives to exact search in the two-stream model (seconds up to there).
 EXHAUSTIVE_MAX_STAGES = 3
-#: Longest chain auto gives to the ILP of the two-stream model.
-ILP_MAX_STAGES = 4
 #: Memory units per stage-cube of the DP auto accepts in exact memory, and the slots it
 #: uses otherwise (the DP's cost is about (L + 1)^3 / 2 * W row operations).
 DP_EXACT_MAX_STEPS = 4e9
@@ -68,14 +66,10 @@ def dp_slots(chain: Chain, budget: int, seconds: float) -> int | None:
 def plan(chain: Chain, budget: int, time_limit: float) -> list:
     """``(name, options, why)`` in the order tried."""
     L = chain.length
-    known = registry.names()
     steps = []
     if L <= EXHAUSTIVE_MAX_STAGES:
         steps.append(("exhaustive-offload", {}, f"{L} stages <= {EXHAUSTIVE_MAX_STAGES}: exact "
                       f"search over every schedule of the two-stream model"))
-    if "ilp-offload" in known and L <= ILP_MAX_STAGES:
-        steps.append(("ilp-offload", {}, f"{L} stages <= {ILP_MAX_STAGES}: the ILP of the "
-                      f"two-stream model, optimal over all+offload when it proves it"))
     slots = dp_slots(chain, budget, time_limit / 3)
     if slots is None:
         steps.append(("dp-offload", {}, "the offload DP's exact table fits the time limit: "

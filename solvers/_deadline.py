@@ -7,6 +7,8 @@ the limit bounds the whole run.  ``Deadline(None)`` never expires.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
 
 from remat_theory.model.errors import RematError
@@ -75,3 +77,41 @@ class Deadline:
         """Whether a step estimated at ``seconds`` fits in ``fraction`` of what is left."""
         left = self.remaining()
         return left is None or seconds <= fraction * left
+
+
+# ----------------------------------------------------------------- the registry's deadline
+# ``solvers.solve(..., time_limit=T)`` makes the deadline of the call current for its
+# duration: the shared schedule-building helpers (solvers._schedules) and the replay check
+# it as they go, so that a solver built from them stops at the limit without threading a
+# deadline through every call (DeadlineExpired reaches the registry, which answers
+# time_limit with no schedule).  A nested solve without a limit of its own inherits it.
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("remat_deadline", default=None)
+
+
+def current() -> Deadline:
+    """The deadline of the solve in progress (one that never expires outside any)."""
+    d = _CURRENT.get()
+    return d if d is not None else _NEVER
+
+
+def check(what: str) -> None:
+    """:meth:`Deadline.check` of the current deadline."""
+    d = _CURRENT.get()
+    if d is not None:
+        d.check(what)
+
+
+@contextlib.contextmanager
+def current_is(deadline: "Deadline | None"):
+    """Make ``deadline`` current meanwhile (None: keep the one in force)."""
+    if deadline is None or deadline.limit is None:
+        yield
+        return
+    token = _CURRENT.set(deadline)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+_NEVER = Deadline(None)

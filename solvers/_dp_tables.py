@@ -25,7 +25,8 @@ from remat_theory.model import fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import AT_LEAST, AT_MOST, Remedy, SolverLimitError
 from remat_theory.model.schedule import Schedule
-from remat_theory.model.simulator import simulate
+# the simulator's answer (makespan, peak), vectorised for long schedules
+from remat_theory.model.fast_replay import replay_totals as simulate
 from remat_theory.model.solution import Solution
 
 from solvers._deadline import Deadline, DeadlineExpired
@@ -134,10 +135,10 @@ class UnitChain:
     def exact(cls, chain: Chain) -> tuple["UnitChain", int]:
         """Sizes divided by their gcd; returns (unit chain, gcd in bytes)."""
         g = chain.size_gcd()
-        return cls([v // g for v in chain.x_size], [v // g for v in chain.tape_size],
-                   [v // g for v in chain.fwd_overhead], [v // g for v in chain.bwd_overhead],
-                   chain.fwd_time, chain.bwd_time, [v // g for v in chain.fall_overhead],
-                   chain.fall_time, held=[v // g for v in chain.tape_held],
+        a = chain.array  # int64 (every size is below 2**53): divided at once
+        return cls(a("x_size") // g, a("tape_size") // g, a("fwd_overhead") // g,
+                   a("bwd_overhead") // g, a("fwd_time"), a("bwd_time"),
+                   a("fall_overhead") // g, a("fall_time"), held=a("tape_held") // g,
                    unsaved=_unsaved(chain)), g
 
     @classmethod
@@ -164,8 +165,7 @@ class UnitChain:
     def size_gcd(self) -> int:
         """gcd of every unit size (1 when all are zero)."""
         vals = np.concatenate([self.x, self.tape, self.fo, self.bo, self.fao, self.th])
-        g = int(reduce(math.gcd, (int(v) for v in np.unique(vals)), 0))
-        return max(g, 1)
+        return max(int(np.gcd.reduce(vals)) if len(vals) else 0, 1)
 
     def divided(self, g: int) -> "UnitChain":
         """The same chain with every unit size divided by ``g`` (which divides them all).
@@ -210,7 +210,7 @@ class UnitChain:
 
 def _unsaved(chain: Chain) -> list:
     """un[i] (i = 0..L): x_i is unsaved, no backward reads it (never x_0)."""
-    return [False] + [not v for v in chain.output_saved]
+    return np.concatenate(([False], ~chain.array("output_saved")))
 
 
 def shift(row: np.ndarray, d: int) -> np.ndarray:

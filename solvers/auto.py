@@ -164,7 +164,7 @@ def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float,
     return sol.replace(solver="auto", info=info, message=message, wall_time=0.0)
 
 
-@register("auto", optimal_for=CLASS_ALL, exact=True,
+@register("auto", optimal_for=CLASS_ALL, exact=True, delegates=True,
           description="The best exact answer within a time limit (default 60 s): store-all "
                       "when it fits, else the certified ilp up to 30 stages, else dp-weak, "
                       "else dp (slots if needed); says which solver answered and what it "

@@ -34,8 +34,10 @@ import numpy as np
 from remat_theory.model.chain import Chain
 from remat_theory.model.solution import Solution
 
-from solvers._schedules import (chain_arrays, fixed_schedule_solution, segments_cost,
-                                segments_schedule)
+from solvers._deadline import Deadline
+from solvers._deadline import check as deadline_check
+from solvers._schedules import (TIME_LIMIT, chain_arrays, fixed_schedule_solution,
+                                segments_cost, segments_schedule)
 from solvers.registry import Option, register
 
 
@@ -46,8 +48,9 @@ def sqrt_checkpoints(length: int) -> list[int]:
 
 
 @register("chen-sqrt", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": TIME_LIMIT},
           description="Chen et al. 2016: about sqrt(L) equal segments, one extra forward pass.")
-def solve_chen_sqrt(chain: Chain, budget: int) -> Solution:
+def solve_chen_sqrt(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
     cps = sqrt_checkpoints(chain.length)
     return fixed_schedule_solution(
         "chen-sqrt", chain, budget, segments_schedule(chain, cps),
@@ -64,6 +67,8 @@ def greedy_plan(chain: Chain, b: float) -> tuple[list[int], int, int]:
     cps = []
     tape, xs = chain.tape_size, chain.x_size
     for i in range(chain.length - 1):  # a checkpoint after stage i keeps x_{i+1}
+        if not i & 0xFFFF:
+            deadline_check("planning segments (Chen et al.'s greedy walk)")
         temp += tape[i]
         if temp > b:
             cps.append(i + 1)
@@ -90,10 +95,11 @@ def _grid(chain: Chain, points: int) -> list[float]:
           options={"b": Option("real", "fix the segment threshold (bytes) instead of searching "
                                "over it", minimum=0, none=True),
                    "grid": Option("int", "thresholds tried besides 0 (a geometric grid up to "
-                                  "the total tape size)", minimum=1)},
+                                  "the total tape size)", minimum=1),
+                   "time_limit": TIME_LIMIT},
           description="Chen et al. 2016 Algorithm 3: greedy segments by a size threshold b, searched over b.")
 def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
-                      grid: int = 128) -> Solution:
+                      grid: int = 128, time_limit: float | None = None) -> Solution:
     if b is not None:
         cps, _, _ = greedy_plan(chain, b)
         return fixed_schedule_solution("chen-greedy", chain, budget, segments_schedule(chain, cps),
@@ -101,13 +107,26 @@ def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
                                        info={"b": b, "checkpoints": cps})
     arrays = chain_arrays(chain)
     seen = {}
-    for bb in _grid(chain, grid):
+    # the search over b gets half the limit: building the chosen schedule and its replay
+    # need the rest; it stops with the plans judged so far
+    search = Deadline(None if time_limit is None else time_limit / 2)
+    thresholds = _grid(chain, grid)
+    judged = 0
+    for bb in thresholds:
+        if seen and search.expired():
+            break
+        judged += 1
         cps, _, _ = greedy_plan(chain, bb)
         key = tuple(cps)
         if key not in seen:
             seen[key] = (bb,) + segments_cost(chain, cps, arrays)
     smallest = min(peak for _, _, peak in seen.values())
+    done = judged == len(thresholds)
     fits = [(mk, peak, bb, key) for key, (bb, mk, peak) in seen.items() if peak <= budget]
+    if not fits and not done:
+        return Solution.time_limit("chen-greedy", budget, message=(
+            f"none of the {len(seen)} plans judged before the time limit fits (the search over "
+            f"b stopped): no schedule, not proven optimal"))
     if not fits:
         return Solution.infeasible("chen-greedy", budget, min_budget=smallest,
                                    message=f"none of the {len(seen)} plans of the search over b "
@@ -115,6 +134,7 @@ def solve_chen_greedy(chain: Chain, budget: int, *, b: float | None = None,
     makespan, peak, bb, key = min(fits)
     cps = list(key)
     return Solution.feasible("chen-greedy", budget, segments_schedule(chain, cps), makespan, peak,
-                             min_budget=smallest,
-                    message=f"b = {bb:.6g}: {len(cps) + 1} segments ({len(seen)} distinct plans searched)",
+                             min_budget=smallest if done else None,
+                    message=f"b = {bb:.6g}: {len(cps) + 1} segments ({len(seen)} distinct plans searched"
+                            f"{'' if done else ', the time limit stopped the search over b'})",
                     info={"b": float(bb), "checkpoints": cps, "plans": len(seen)})

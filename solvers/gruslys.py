@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverContractError, SolverLimitError
+from remat_theory.model.errors import Remedy, SolverContractError, SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
 
@@ -184,9 +184,10 @@ def solve_gruslys(chain: Chain, budget: int, *, variant: str = "mixed",
     if table > MAX_TABLE_BYTES:
         raise SolverLimitError(
             f"solver 'gruslys': {L:,} stages with {mm:,} units of {X} bytes would need a table "
-            f"of {table / 2 ** 30:.1f} GiB (limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB); use "
-            f"revolve or chen-sqrt, or a smaller budget", solver="gruslys",
-            estimate_bytes=table)
+            f"of {table / 2 ** 30:.1f} GiB (limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB)",
+            solver="gruslys", estimate_bytes=table,
+            remedies=(Remedy(solver="revolve", note="binomial checkpointing, any length"),
+                      Remedy(solver="chen-sqrt", note="about sqrt(L) segments, any length")))
     try:
         C, kind, arg = gruslys_table(L, mm, alpha, variant, deadline)
     except DeadlineExpired as e:

@@ -20,12 +20,40 @@ exact solvers of the model are ``exhaustive-offload`` and, without recomputation
 """
 from __future__ import annotations
 
+import math
+
 from remat_theory.model.chain import Chain
+from remat_theory.model.errors import AT_LEAST, Remedy, SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, OffT, PreT, Schedule
+from remat_theory.model.fast_replay import replay_totals
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
 
-from solvers.registry import register
+from solvers._deadline import check as deadline_check
+from solvers._schedules import BUILDING, TIME_LIMIT
+from solvers.registry import Option, register  # noqa: F401 - Option: the registrations' type
+
+#: Seconds per stage squared of the two-stream replay (remat_theory.model.offload), done
+#: twice (here, then by the registry): measured 2.7 s for 400 stages on a loaded 2-core
+#: machine.  A time limit that cannot hold the estimate is refused up front.
+TWO_STREAM_S_PER_STAGE2 = 2e-5
+
+
+def refuse_if_slow(name: str, chain: Chain, time_limit: float | None) -> None:
+    """:class:`SolverLimitError` before any work when a chain with a copy channel is too
+    long for the two-stream replay to finish within ``time_limit``."""
+    if time_limit is None or chain.bandwidth is None:
+        return
+    est = TWO_STREAM_S_PER_STAGE2 * chain.length ** 2
+    if est <= time_limit:
+        return
+    raise SolverLimitError(
+        f"solver {name!r}: replaying its schedule with transfers on {chain.length} stages takes "
+        f"about {est:.3g} s (the two-stream simulator is quadratic in the length), beyond the "
+        f"time limit of {time_limit:g} s", solver=name, estimate_s=est,
+        remedies=(Remedy(options=(("time_limit", AT_LEAST, math.ceil(est)),)),
+                  Remedy(solver="store-all", note="on the chain without bandwidth: no "
+                                                   "transfers, any length")))
 
 def offload_all_schedule(chain: Chain, lookahead: int = 1) -> Schedule:
     """Store-all with tapes offloaded after use and prefetched ``lookahead`` backwards
@@ -36,11 +64,15 @@ def offload_all_schedule(chain: Chain, lookahead: int = 1) -> Schedule:
     moved = set(range(1, last + 1)) if chain.bandwidth else set()  # 0: no copy ever ends
     ops = [Fall(0)]
     for i in range(1, L):
+        if not i & 0x3FFF:
+            deadline_check(BUILDING)
         ops.append(Fall(i))
         if i in moved:
             ops.append(OffT(i))
     ops.append(LOSS_OP)
     for i in range(L - 1, -1, -1):
+        if not i & 0x3FFF:
+            deadline_check(BUILDING)
         if lookahead == 0 and i in moved:
             ops.append(PreT(i))
         elif lookahead == 1 and i - 1 in moved:
@@ -51,7 +83,10 @@ def offload_all_schedule(chain: Chain, lookahead: int = 1) -> Schedule:
 
 def _solve(name: str, chain: Chain, budget: int, lookahead: int) -> Solution:
     schedule = offload_all_schedule(chain, lookahead)
-    sim = simulate(chain, schedule)
+    if chain.bandwidth is None:  # store-all: the vectorised replay (the simulator's answer)
+        sim = replay_totals(chain, schedule, check=deadline_check)
+    else:
+        sim = simulate(chain, schedule)
     if sim.peak_memory > budget:
         return Solution.infeasible(name, budget, min_budget=sim.peak_memory,
                                    message=f"{name} needs a budget of at least "
@@ -65,14 +100,18 @@ _SUPPORTS = ("fall_time", "fall_overhead", "output_saved", "bandwidth")
 
 
 @register("save-on-cpu", optimal_for=CLASS_NONE, supports=_SUPPORTS,
+          options={"time_limit": TIME_LIMIT},
           description="Store-all with every tape but the last offloaded after use and "
                       "prefetched just before its backward (torch's save_on_cpu).")
-def solve_save_on_cpu(chain: Chain, budget: int) -> Solution:
+def solve_save_on_cpu(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
+    refuse_if_slow("save-on-cpu", chain, time_limit)
     return _solve("save-on-cpu", chain, budget, 0)
 
 
 @register("offload-all", optimal_for=CLASS_NONE, supports=_SUPPORTS,
+          options={"time_limit": TIME_LIMIT},
           description="Store-all with every tape but the last two offloaded after use and "
                       "prefetched one backward ahead (save_on_cpu, overlapped).")
-def solve_offload_all(chain: Chain, budget: int) -> Solution:
+def solve_offload_all(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
+    refuse_if_slow("offload-all", chain, time_limit)
     return _solve("offload-all", chain, budget, 1)

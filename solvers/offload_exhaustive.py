@@ -129,13 +129,24 @@ def _incumbent(chain: Chain, budget: int, recompute: bool):
 
 def search(chain: Chain, budget: int, *, recompute: bool = True,
            max_states: int = DEFAULT_MAX_STATES, time_limit: float | None = None,
-           incumbent=None):
+           incumbent=None, max_ops: int | None = None):
     """Returns ``(schedule, makespan, peak, bound, stopped_by)``: the optimal schedule, or
     None with the lower bound reached and why the search stopped (``"exhausted"``: no
     schedule fits; ``"max_states"`` / ``"time_limit"``: not proven).
 
     ``incumbent`` ``(schedule, makespan, peak)``, a valid schedule: states whose bound
-    reaches its makespan are not kept, and when none is left below it, it is returned."""
+    reaches its makespan are not kept, and when none is left below it, it is returned.
+
+    ``max_ops``: only schedules of at most that many ops (the class ``all+offload<=N``);
+    the number of ops issued is then one more coordinate of the dominance (fewer is
+    better: every continuation of the other state fits in what is left)."""
+    if incumbent is not None and max_ops is not None and len(incumbent[0]) > max_ops:
+        incumbent = None
+
+    def key_times(state, depth):
+        t = state.times()
+        return t if max_ops is None else (depth,) + t
+
     start_clock = time.perf_counter()
     st0 = OffloadState.initial(chain)
     if st0.memory > budget:
@@ -144,13 +155,13 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
     nodes = [(None, None, st0.memory)]  # (parent index, op, peak so far)
     counter = itertools.count()
     f0 = lower_bound(chain, st0)
-    heap = [(f0, 0.0, next(counter), 0, st0, 0)] if f0 < cap else []
-    front: dict = {(st0.logical(), 0): [st0.times()]}  # placement -> non-dominated times
+    heap = [(f0, 0.0, next(counter), 0, st0, 0, 0)] if f0 < cap else []
+    front: dict = {(st0.logical(), 0): [key_times(st0, 0)]}  # placement -> non-dominated
     bound = f0
     while heap:
-        f, _, _, idx, st, falls = heapq.heappop(heap)
+        f, _, _, idx, st, falls, depth = heapq.heappop(heap)
         bound = f
-        times = st.times()
+        times = key_times(st, depth)
         if any(t != times and dominates(t, times) for t in front[(st.logical(), falls)]):
             continue
         if st.is_final():
@@ -164,6 +175,8 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
             return None, None, None, bound, "max_states"
         if time_limit is not None and time.perf_counter() - start_clock > time_limit:
             return None, None, None, bound, "time_limit"
+        if max_ops is not None and depth >= max_ops:
+            continue
         for op in _moves(chain, st, recompute, falls):
             r = step(chain, st, op)
             if isinstance(r, str) or r[1].peak > budget:
@@ -174,7 +187,7 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
             if g >= cap:
                 continue
             key = (new.logical(), nf)
-            t = new.times()
+            t = key_times(new, depth + 1)
             known = front.setdefault(key, [])
             if any(dominates(o, t) for o in known):
                 continue
@@ -182,7 +195,8 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
             known.append(t)
             nodes.append((idx, op, max(nodes[idx][2], r[1].peak)))
             # ties: the state whose compute stream is further along first
-            heapq.heappush(heap, (g, -new.C, next(counter), len(nodes) - 1, new, nf))
+            heapq.heappush(heap, (g, -new.C, next(counter), len(nodes) - 1, new, nf,
+                                  depth + 1))
     if incumbent is not None:
         return incumbent[0], incumbent[1], incumbent[2], incumbent[1], None
     return None, None, None, bound, "exhausted"
@@ -236,7 +250,7 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
                       "optimum with recomputation and offloading (a chain with bandwidth; "
                       f"L <= {DEFAULT_MAX_STAGES} unless max_stages is raised).",
           max_stages=SWEEP_MAX_STAGES, reference_max_stages=SWEEP_MAX_STAGES,
-          classes=(classes.OFFLOAD.key, classes.NO_REMAT.key),
+          classes=(classes.OFFLOAD.key, classes.NO_REMAT.key, classes.OFFLOAD_OPS_FAMILY),
           variants={"exhaustive-offload-only": {"recompute": False}},
           supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
           options={"recompute": Option("bool", "allow recomputation (false: offloading "
@@ -246,11 +260,14 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
                    "max_stages": Option("int", "the longest chain searched (a guard)",
                                         minimum=1),
                    "max_states": Option("int", "the most states kept; past it, answer "
-                                        "time_limit", minimum=1)})
+                                        "time_limit", minimum=1),
+                   "max_ops": Option("int", "only schedules of at most this many ops (class "
+                                     "all+offload<=N)", minimum=1, none=True)})
 def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = True,
                              time_limit: float | None = None,
                              max_stages: int = DEFAULT_MAX_STAGES,
-                             max_states: int = DEFAULT_MAX_STATES) -> Solution:
+                             max_states: int = DEFAULT_MAX_STATES,
+                             max_ops: int | None = None) -> Solution:
     """Exact optimum over every schedule of the two-stream model (with ``recompute=False``,
     over those without recomputation: offloading only).  ``time_limit`` (seconds) and
     ``max_states`` stop the search with status ``time_limit`` and a lower bound."""
@@ -269,18 +286,24 @@ def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = Tru
         time_limit = check_positive(time_limit, "time_limit", error=SolverOptionError,
                                     owner=_OPTION, unit="seconds")
     cls = classes.OFFLOAD if recompute else classes.NO_REMAT
+    if max_ops is not None:
+        if not recompute:
+            raise SolverOptionError("solver 'exhaustive-offload': max_ops needs recompute "
+                                    "= true (the class all+offload<=N)")
+        cls = classes.schedule_class(f"{classes.OFFLOAD_OPS_PREFIX}{max_ops}")
     info = {"recompute": recompute, "bandwidth": chain.bandwidth}
     mfb = None
     if budget < _feasible_without_transfers(chain, recompute):
         mfb = min_feasible_budget(chain, recompute)
     if mfb is not None and budget < mfb:  # exact and finite (memory does not depend on times)
-        return Solution.infeasible(NAME, budget, optimal_for=cls, min_budget=mfb, info=info,
+        return Solution.infeasible(NAME, budget, optimal_for=cls, info=info,
+                                   min_budget=mfb if max_ops is None else None,
                                    message=f"no schedule of {cls.key} fits in {budget}; the "
                                            f"smallest feasible budget is {mfb}")
     incumbent = _incumbent(chain, budget, recompute)
     schedule, makespan, peak, bound, stopped = search(
         chain, budget, recompute=recompute, max_states=max_states, time_limit=time_limit,
-        incumbent=incumbent)
+        incumbent=incumbent, max_ops=max_ops)
     if schedule is not None:
         return Solution.optimal(NAME, budget, schedule, makespan, peak, optimal_for=cls,
                                 info=info)
@@ -294,6 +317,10 @@ def solve_exhaustive_offload(chain: Chain, budget: int, *, recompute: bool = Tru
                                    schedule=schedule, makespan=makespan, peak_memory=peak,
                                    message=f"{why}: not proven optimal nor infeasible; "
                                            f"lower bound {bound}")
+    if max_ops is not None:  # fewer ops than any schedule that fits needs
+        return Solution.infeasible(NAME, budget, optimal_for=cls, info=info,
+                                   message=f"no schedule of at most {max_ops} operations "
+                                           f"fits in {budget}")
     raise SolverError(  # pragma: no cover - a schedule exists at budget >= mfb
         f"exhaustive-offload: no schedule found at budget {budget} >= the smallest feasible "
         f"budget {mfb or budget}")

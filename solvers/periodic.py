@@ -132,7 +132,8 @@ def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None,
     """The fastest k that fits (module docstring); ``time_limit`` (seconds) stops the sweep
     over k, which then answers with the best of the ks evaluated (``info["ks_evaluated"]``)."""
     L = chain.length
-    deadline = Deadline(time_limit)
+    # the sweep gets half the limit: building the chosen schedule and its replay need the rest
+    deadline = Deadline(None if time_limit is None else time_limit / 2)
     ks = [segments] if segments is not None else None
     evaluated, makespans, peaks = periodic_costs(chain, deadline, ks)
     smallest = int(peaks.min())
@@ -142,6 +143,10 @@ def solve_periodic(chain: Chain, budget: int, *, segments: int | None = None,
              f"every k in 1..{L}" if done else
              f"k in 1..{int(evaluated[-1])} of 1..{L} (time limit)")
     info = {} if done else {"ks_evaluated": int(evaluated[-1])}
+    if not len(fits) and not done:
+        return Solution.time_limit("periodic", budget, info=info, message=(
+            f"no periodic schedule of those evaluated ({which}) fits; the smallest peak "
+            f"among them is {smallest}: no schedule, not proven optimal"))
     if not len(fits):
         return Solution.infeasible("periodic", budget, min_budget=smallest if done else None,
                                    info=info,

@@ -31,7 +31,8 @@ import math
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
-from remat_theory.model.simulator import simulate
+# the simulator's answer (makespan, peak), vectorised for long schedules
+from remat_theory.model.fast_replay import replay_totals as simulate
 from remat_theory.model.solution import CLASS_ALL, Solution
 from remat_theory.model.validation import option_owner
 
@@ -45,9 +46,10 @@ DEFAULT_MAX_STATES = 10_000_000  # about 4 GB, as exhaustive search's own defaul
 DEFAULT_RELAXATION_SHARE = 0.25  # of the time limit, for the moment relaxation
 #: The A* bound's first evaluation (exhaustive_bounds.Heuristic, its knapsack per backward)
 #: takes about this many seconds times L^2 on long chains (0.9 s at 800 stages, one core of
-#: a loaded 2-core machine; minutes at 10,000) and checks no clock: under a time limit the
-#: bounded search is not started when it does not fit.
-FIRST_BOUND_SECONDS = 2e-6
+#: a loaded 2-core machine; minutes at 10,000; and each of the first pops about as long: 14 s
+#: for 5 pops at 1,000 stages under a load of 16) and checks no clock: under a time limit
+#: the bounded search is not started unless this estimate fits in half the time left.
+FIRST_BOUND_SECONDS = 1e-5
 
 
 def heuristic_for(chain: Chain, budget: int, kind: str = "memory"):
@@ -189,7 +191,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 lower = max(lower, lb.value)
     cutoff = makespan - _tolerance(chain) if schedule is not None else math.inf
     first = FIRST_BOUND_SECONDS * chain.length ** 2
-    if not deadline.fits(first):  # the first bound alone is not interruptible
+    if not deadline.fits(first, 0.5):  # the first bound alone is not interruptible
         info["bounded_search"] = {"skipped": f"its first bound is estimated at {first:.3g} s, "
                                              f"past the time left"}
         return _stopped(chain, budget, schedule, lower, "time_limit", max_states, info,

@@ -12,8 +12,10 @@ feasible exactly when its simulated peak fits (``min_budget`` is that peak).
 """
 from __future__ import annotations
 
+import math
+
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import SolverLimitError
+from remat_theory.model.errors import AT_LEAST, Remedy, SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import Solution
 
@@ -59,8 +61,12 @@ def solve_recompute_all(chain: Chain, budget: int, *, time_limit: float | None =
             f"solver 'recompute-all': {L:,} stages make a schedule of {ops:,} operations "
             f"(quadratic), about {seconds:,.0f} s to build and replay"
             + (f", past the time limit of {time_limit:g} s" if ops <= MAX_OPS else
-               f", above {MAX_OPS:,}") + "; use chen-sqrt or periodic",
-            solver="recompute-all", estimate_s=seconds)
+               f", above {MAX_OPS:,}"),
+            solver="recompute-all", estimate_s=seconds, remedies=(
+                Remedy(solver="chen-sqrt", note="about sqrt(L) segments, any length"),
+                Remedy(solver="periodic"))
+            + ((Remedy(options=(("time_limit", AT_LEAST, math.ceil(seconds)),)),)
+               if ops <= MAX_OPS else ()))
     return fixed_schedule_solution(
         "recompute-all", chain, budget, recompute_all_schedule(chain),
         message=f"{L * (L + 1) // 2} forward operations (store-all: {L})",

@@ -55,11 +55,16 @@ from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (EQ, InvalidScheduleError, Note, PluginError, RematError,
                                        Remedy, ScheduleParseError, SolverContractError,
-                                       SolverError, SolverOptionError)
+                                       SolverError, SolverLimitError, SolverOptionError)
 from remat_theory.model.schedule import DROP, Schedule
-from remat_theory.model.simulator import check_budget, simulate
-from remat_theory.model.solution import CLASS_NONE, Solution
+from remat_theory.model.fast_replay import replay_totals
+from remat_theory.model.simulator import check_budget
+from remat_theory.model.solution import CLASS_NONE, TIME_LIMIT, Solution
 from remat_theory.model.validation import check_int
+
+from solvers._deadline import Deadline, DeadlineExpired
+from solvers._deadline import check as deadline_check
+from solvers._deadline import current_is as deadline_current_is
 
 # Option is re-exported for the registrations: ``from solvers.registry import Option, register``
 from solvers._options import (Option, as_heuristic, check_all, defaults_of,  # noqa: F401
@@ -125,6 +130,7 @@ class SolverInfo:
     any_options: bool = False  # it takes **options: every option name is passed through
     supports: tuple = ()  # the optional chain fields it models (remat_theory.model.fields)
     schema: Mapping = field(default_factory=dict, compare=False)  # option -> Option
+    delegates: bool = False  # answers with other solvers' replayed answers (auto)
 
     def option_help(self) -> list[str]:
         """One line per option: its type and range, its default and what it does."""
@@ -187,7 +193,7 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
              max_stages: int | None = None, reference_max_stages: int | None = None,
              variants: Mapping | None = None, may_drop: bool = False,
              classes: tuple = (), note: NoteHook | None = None, supports: tuple = (),
-             options: Mapping | None = None):
+             options: Mapping | None = None, delegates: bool = False):
     """Decorator: register ``func(chain, budget, **options)`` under ``name``.
 
     Parameters
@@ -215,6 +221,8 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
     options : ``{option: Option(...)}`` (:class:`solvers._options.Option`): each keyword
         option's type, range and one-line doc, checked by :func:`solve` before the solver
         runs (the default is the signature's).
+    delegates : its answers are those of other solvers run through :func:`solve` (each
+        replayed there): its time limit keeps nothing back for a replay of its own.
     """
 
     def deco(func):
@@ -242,7 +250,7 @@ def register(name: str, *, optimal_for: str, exact: bool = False, description: s
             _stage_limit(reference_max_stages, "reference_max_stages", name),
             vs, bool(may_drop), keys, note, defaults=defaults_of(func, opts),
             any_options=takes_any_option(func), supports=supports_of(name, supports),
-            schema=schema)
+            schema=schema, delegates=bool(delegates))
         for v in vs:
             _VARIANTS[v.label] = v
         return func
@@ -444,13 +452,15 @@ def _refuse_fields(label: str, missing: tuple) -> Exception:
         f"solvers that model {', '.join(missing)}: {', '.join(others) or 'none'}")
 
 
-def verify_solution(chain: Chain, sol: Solution, budget: int | None) -> None:
+def verify_solution(chain: Chain, sol: Solution, budget: int | None, check=None) -> None:
     """Replay ``sol.schedule`` and check the solver's claims; raise
-    :class:`SolverContractError` if one is false."""
+    :class:`SolverContractError` if one is false.  A long schedule is replayed by the
+    simulator's vectorised replay (:mod:`remat_theory.model.fast_replay`: the same answer
+    as :func:`simulate`, tested against it), ``check(what)`` called between its steps."""
     if sol.schedule is None:
         return
     try:
-        sim = simulate(chain, sol.schedule, budget, allow_drop=sol.allows_drop)
+        sim = _replayed(chain, sol.schedule, budget, sol.allows_drop, check)
     except InvalidScheduleError as e:
         raise SolverContractError(f"solver {sol.solver!r} returned an invalid schedule: {e}") from None
     if sol.makespan is None or not math.isclose(sol.makespan, sim.makespan,
@@ -462,7 +472,14 @@ def verify_solution(chain: Chain, sol: Solution, budget: int | None) -> None:
                                   f"simulator measures {sim.peak_memory}")
 
 
-def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -> Solution:
+def _replayed(chain: Chain, schedule, budget, allow_drop: bool, check):
+    """The referee's replay (remembered for the last few schedules: the answer of a solver
+    that replayed it already, or of a sub-solve of ``auto``, is not replayed again)."""
+    return replay_totals(chain, schedule, budget, allow_drop=allow_drop, check=check)
+
+
+def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out,
+                 check=None) -> Solution:
     """A solver's return value as a :class:`Solution`: a bare schedule (Schedule, tokens, a
     token string) is replayed to fill in makespan and peak; None is infeasible (no claim)."""
     if isinstance(out, Solution):
@@ -491,7 +508,7 @@ def _as_solution(chain: Chain, budget: int, label: str, info: SolverInfo, out) -
         raise SolverContractError(f"solver {label!r} returned an unreadable schedule: {e}") from None
     uses_drop = any(op.kind == DROP for op in schedule)
     try:
-        sim = simulate(chain, schedule, budget, allow_drop=uses_drop)
+        sim = _replayed(chain, schedule, budget, uses_drop, check)
     except InvalidScheduleError as e:
         raise SolverContractError(f"solver {label!r} returned an invalid schedule: {e}") from None
     return Solution.feasible(label, budget, schedule, sim.makespan, sim.peak_memory,
@@ -517,6 +534,16 @@ def _call_plugin(info: SolverInfo, label: str, chain: Chain, budget: int, option
     except Exception as e:  # noqa: BLE001 - the plug-in's own bug, named as its
         raise PluginError(f"plug-in solver {label!r} raised {type(e).__name__}: {e}",
                           plugin=label) from e
+
+
+def checked_options(chain: Chain, solver: str, options: Mapping) -> tuple[SolverInfo, dict]:
+    """``(info, options)``: ``solver``'s info and ``options`` (its variant's fixed ones
+    under them) checked against its schema and normalised, as :func:`solve` does before
+    any work; :class:`SolverOptionError` names the first bad one."""
+    info, fixed, _ = resolve(solver)
+    options = {**fixed, **options}
+    check_options(solver, options)
+    return info, check_all(info.schema, options, info.name, chain)
 
 
 def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> Solution:
@@ -560,24 +587,102 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
     budget = check_budget(budget)
     if budget is None:
         raise RematError("budget is required")
-    info, fixed, _ = resolve(solver)
-    options = {**fixed, **options}
-    check_options(solver, options)
-    options = check_all(info.schema, options, info.name, chain)
+    info, options = checked_options(chain, solver, options)
     missing = unsupported(solver, chain)
     if missing and not info.external:
         raise _refuse_fields(solver, missing)
     t0 = time.perf_counter()
-    if info.external:
-        out = _call_plugin(info, solver, chain, budget, options)
-    else:
-        out = info.func(chain, budget, **options)
+    limit = options.get("time_limit") if "time_limit" in info.options else None
+    # the solve and the referee's replay together, with part of the overrun a limit allows
+    # (10% and 2 s: issue #29), so that a solver that used its whole share still has its
+    # short answer replayed; the rest of the overrun is the command's start and output
+    whole = Deadline(None if limit is None else limit * (1 + REPLAY_OVERRUN) + REPLAY_GRACE_S,
+                     start=t0)
+    reserve = replay_reserve(chain, limit) if limit is not None and not info.delegates else 0.0
+    if reserve:  # the solver's share: what the replay of its answer leaves
+        options["time_limit"] = limit - reserve
+    try:
+        with deadline_current_is(Deadline(options.get("time_limit"), start=t0)
+                                 if limit is not None else None):
+            if info.external:
+                out = _call_plugin(info, solver, chain, budget, options)
+            else:
+                out = info.func(chain, budget, **options)
+    except DeadlineExpired as e:
+        return Solution.time_limit(solver, budget, wall_time=time.perf_counter() - t0,
+                                   message=f"{e}: no schedule (not proven optimal)"
+                                           + _share_note(limit, reserve))
+    except SolverLimitError as e:
+        if not reserve:
+            raise
+        raise _with_reserve(e, chain, limit, reserve) from None
     elapsed = time.perf_counter() - t0
-    sol = _as_solution(chain, budget, solver, info, out)
-    if not sol.wall_time:
-        sol = sol.replace(wall_time=elapsed)
-    verify_solution(chain, sol, budget)
+    try:
+        with deadline_current_is(whole if limit is not None else None):
+            check = deadline_check if limit is not None else None
+            sol = _as_solution(chain, budget, solver, info, out, check=check)
+            if not sol.wall_time:
+                sol = sol.replace(wall_time=elapsed)
+            verify_solution(chain, sol, budget, check=check)
+            if reserve and sol.status == TIME_LIMIT:
+                sol = sol.replace(message=sol.message + _share_note(limit, reserve))
+    except DeadlineExpired as e:
+        found = out.schedule if isinstance(out, Solution) else out
+        size = f" ({len(found)} operations)" if hasattr(found, "__len__") else ""
+        return Solution.time_limit(
+            solver, budget, wall_time=time.perf_counter() - t0,
+            message=f"schedule found{size}, but the referee's replay did not finish within "
+                    f"the time limit ({e}): not verified, so not reported; not proven optimal")
     return as_heuristic(sol, missing) if missing else sol
+
+
+def _share_note(limit: float | None, reserve: float) -> str:
+    if not reserve:
+        return ""
+    return (f" (of the time limit of {limit:g} s, {reserve:.3g} s are kept for the referee's "
+            f"replay of the answer)")
+
+
+def _with_reserve(e: SolverLimitError, chain: Chain, limit: float, reserve: float
+                  ) -> SolverLimitError:
+    """A solver's refusal under its share of ``limit``, said in terms of the whole limit:
+    a time limit it asks for gets the replay's reserve on top."""
+    def whole(need):
+        for total in (need + reserve, 2 * need, need + replay_reserve(chain, need + reserve)):
+            if total - replay_reserve(chain, total) >= need:
+                return math.ceil(total)
+        return math.ceil(2 * need)  # pragma: no cover - 2 * need always fits
+
+    remedies = tuple(
+        Remedy(solver=r.solver, note=r.note, options=tuple(
+            (k, rel, whole(v) if k == "time_limit" and v is not None else v)
+            for k, rel, v in r.options))
+        for r in e.remedies)
+    timed = any(k == "time_limit" for r in e.remedies for k, _, _ in r.options)
+    out = SolverLimitError(e.problem + (_share_note(limit, reserve) if timed else ""),
+                           solver=e.solver,
+                           estimate_s=e.estimate_s, estimate_bytes=e.estimate_bytes,
+                           remedies=remedies)
+    return out
+
+
+#: The part of the allowed overrun of a time limit the referee's replay may use: this
+#: fraction of the limit, plus these seconds.
+REPLAY_OVERRUN, REPLAY_GRACE_S = 0.05, 0.5
+
+#: Seconds the referee's vectorised replay takes per operation (measured on a loaded 2-core
+#: machine: benchmarks/bench_scale.py), and operations per stage of a typical answer
+#: (store-all 2, chen-sqrt 3, revolve a few): what the replay of an answer on a long chain
+#: is expected to take, kept out of the solver's share of a time limit.
+REPLAY_SECONDS_PER_OP = 2e-6
+OPS_PER_STAGE = 4
+
+
+def replay_reserve(chain: Chain, limit: float) -> float:
+    """The part of ``limit`` kept for the referee's replay of the answer: its expected
+    time on ``chain``, at most half the limit (zero on short chains)."""
+    expected = REPLAY_SECONDS_PER_OP * OPS_PER_STAGE * chain.length
+    return min(0.5 * limit, expected) if expected >= 0.01 else 0.0
 
 
 @contextlib.contextmanager

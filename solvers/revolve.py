@@ -46,7 +46,8 @@ from remat_theory.model.errors import RematError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.solution import Solution
 
-from solvers._schedules import advance, replay, stored_segment
+from solvers._deadline import check as deadline_check
+from solvers._schedules import BUILDING, TIME_LIMIT, advance, replay, stored_segment
 from solvers.registry import Option, register
 
 
@@ -89,7 +90,11 @@ def revolve_schedule(chain: Chain, slots: int) -> Schedule:
     """The binomial schedule with ``slots`` slots (x_0 in one of them)."""
     ops = []
     stack = [(0, chain.length, slots)]
+    count = 0
     while stack:
+        count += 1
+        if not count & 0xFFF:
+            deadline_check(BUILDING)
         a, b, s = stack.pop()
         if b - a == 1:
             ops.extend(stored_segment(chain, a, b))
@@ -112,9 +117,11 @@ def slot_budget(chain: Chain, slots: int) -> int:
 
 @register("revolve", optimal_for="none", supports=("fall_time", "fall_overhead", "output_saved"),
           options={"slots": Option("int", "checkpoint slots to use (default: as many as the "
-                                   "budget holds)", minimum=1, none=True)},
+                                   "budget holds)", minimum=1, none=True),
+                   "time_limit": TIME_LIMIT},
           description="Griewank-Walther binomial checkpointing (Algorithm 799), slots sized for the largest activation.")
-def solve_revolve(chain: Chain, budget: int, *, slots: int | None = None) -> Solution:
+def solve_revolve(chain: Chain, budget: int, *, slots: int | None = None,
+                  time_limit: float | None = None) -> Solution:
     L = chain.length
     if slots is not None:
         s = slots

@@ -11,18 +11,29 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
 from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, Solution
 
-from solvers.registry import register
+from solvers._deadline import check as deadline_check
+from solvers._schedules import BUILDING, CHECK_EVERY, TIME_LIMIT
+from solvers.registry import Option, register
 
 
 def store_all_schedule(chain: Chain) -> Schedule:
-    """Fall0 .. Fall{L-1} Loss B{L-1} .. B0."""
+    """Fall0 .. Fall{L-1} Loss B{L-1} .. B0 (the current deadline checked as it goes)."""
     L = chain.length
-    return Schedule([Fall(i) for i in range(L)] + [LOSS_OP] + [Bwd(i) for i in range(L - 1, -1, -1)])
+    ops = []
+    for lo in range(0, L, CHECK_EVERY):
+        deadline_check(BUILDING)
+        ops.extend(Fall(i) for i in range(lo, min(L, lo + CHECK_EVERY)))
+    ops.append(LOSS_OP)
+    for hi in range(L, 0, -CHECK_EVERY):
+        deadline_check(BUILDING)
+        ops.extend(Bwd(i) for i in range(hi - 1, max(0, hi - CHECK_EVERY) - 1, -1))
+    return Schedule(ops)
 
 
 @register("store-all", optimal_for=CLASS_NONE, classes=(CLASS_ALL,), supports=("fall_time", "fall_overhead", "output_saved"),
+          options={"time_limit": TIME_LIMIT},
           description="No checkpointing: keep every tape (plain backpropagation).")
-def solve_store_all(chain: Chain, budget: int) -> Solution:
+def solve_store_all(chain: Chain, budget: int, *, time_limit: float | None = None) -> Solution:
     peak = chain.store_all_memory()
     if peak > budget:
         return Solution.infeasible("store-all", budget, min_budget=peak,

@@ -18,7 +18,7 @@ class TwoStreamReference:
         self.c = chain
         self.dev = {"x0": chain.x_size[0]}  # name -> bytes on the device
         self.host = set()
-        self.leaving = []  # bytes of the offloaded device copies not yet released
+        self.leaving = []  # (name, bytes) of the offloaded device copies not yet released
         self.bwd_next = chain.length
         self.C = self.S = self.H = self.O = 0.0
         self.ready = {}  # name -> time its device copy is complete
@@ -47,7 +47,7 @@ class TwoStreamReference:
         return self.c.x_size[i] if name[0] == "x" else self.c.tape_held[i - 1]
 
     def mem(self):
-        return sum(self.dev.values()) + sum(self.leaving)
+        return sum(self.dev.values()) + sum(b for _, b in self.leaving)
 
     def apply(self, token):
         """Issue one op; False when it is invalid (the state is then unchanged)."""
@@ -67,10 +67,12 @@ class TwoStreamReference:
             if token.startswith("Off"):
                 if name == "x0" or name not in self.dev:
                     return False
+                if any(n == name for n, _ in self.leaving):  # its last copy still leaving
+                    return False
                 start = max(self.H, self.ready.get(name, 0.0))
                 end = start + dur
                 done = max(end, self.lastread.get(name, 0.0))
-                self.leaving.append(self.dev.pop(name))
+                self.leaving.append((name, self.dev.pop(name)))
                 self.host.add(name)
                 self.H, self.O = end, max(self.O, done)
                 self.ops.append(("channel", start, done, mem, mem, mem))

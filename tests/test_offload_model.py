@@ -172,6 +172,9 @@ def test_offload_all_by_hand():
     ("Fall0 Offt1 Offt1", 2, "t1 is not on the device .it is on the host"),
     ("Fall0 Offt1 Fall1", 2, "t1 on the host: prefetch first"),
     ("Fall0 Offt4", 1, "value index 4 is out of range 1..3"),
+    # offloaded, prefetched and offloaded again with no compute op between: the first
+    # device copy is still leaving (one copy each, or the memory would be counted once)
+    ("Fck0 Offx1 Prex1 Offx1", 3, "x1 was offloaded since the last compute op"),
     ("Fall0 Fall1 Fall2 Loss B2 Offt2 B1", 6, "t2 on the host"),
 ])
 def test_invalid_transfers_name_the_step_and_reason(text, step, match):

@@ -106,3 +106,55 @@ def test_optimizer_state_comes_out_of_the_budget():
     with pytest.raises(RematError, match="optimizer_state"):
         CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
                                loss_fn=net.loss_fn, chain=ck.chain, optimizer_state="adam")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grads", ["none", "kept"])
+def test_budgets_hold_the_summed_gradient_of_shared_parameters_store_all_included(grads):
+    """The unrolled RNN shares one cell among its stages; autograd sums that cell's gradient
+    beside the chain (more of it when gradients are kept and accumulated into).  At budgets
+    of the chain from the smallest to store-all, and at the step budget that runs plain
+    autograd, the allocator's peak stays within the budget, with the step starting without
+    gradients (zero_grad()) or with them kept (gradient accumulation)."""
+    from remat_theory.torch.frontier import remat_breakpoints
+    from remat_theory.torch.module import shared_parameter_bytes
+
+    net = build("rnn", "small").to(DEVICE)
+    x, loss_fn = net.example_input, net.loss_fn
+    ck = CheckpointedSequential(net.model, 1.0, example_input=x, loss_fn=loss_fn,
+                                profile_repeats=1)
+    chain, stages = ck.chain, ck.stages_list
+    shared = shared_parameter_bytes(stages)
+    assert shared > 0 and ck.plan.tree is None  # the fraction 1.0 is plain autograd
+    params = [p for p in ck.parameters() if p.requires_grad]
+
+    def reset():
+        for p in params:
+            p.grad = None if grads == "none" else torch.zeros_like(p)
+
+    def peaks(m):
+        def step():
+            loss_fn(m(x)).backward()
+        reset()
+        step()  # warm the allocator
+        reset()
+        act = allocator_peak(step, torch.device(DEVICE), persistent=lambda: [p.grad for p in params])
+        reset()
+        whole = allocator_peak(step, torch.device(DEVICE))
+        reset()
+        return act, whole
+
+    store_all = chain.store_all_memory()
+    budgets = remat_breakpoints(chain, stages, max_points=4) + [store_all]
+    assert budgets[0] < store_all < budgets[-2] == store_all + 2 * shared  # plain autograd
+    for b in budgets:
+        m = CheckpointedSequential(net.model, b, example_input=x, chain=chain)
+        act, _ = peaks(m)
+        assert act <= b, (b, act, m.plan.predicted_peak)
+    top = ck.plain_step_bytes()
+    for b in (top, top - 1):
+        m = CheckpointedSequential(net.model, budget=f"{b}B", example_input=x, loss_fn=loss_fn,
+                                   chain=chain)
+        assert (m.plan.tree is None) == (b == top)
+        _, whole = peaks(m)
+        assert whole <= b, (b, whole)

@@ -110,7 +110,7 @@ def _feasible(chain, name):
 
 # Exact searches of the two-stream model refuse these chains by their stage guard (a limit,
 # not a finding); they replay their own schedules in tests/test_offload_solvers.py.
-REFUSED_BY_SIZE = {"exhaustive-offload"}
+REFUSED_BY_SIZE = {"exhaustive-offload", "ilp-offload"}
 
 
 def _solve_feasible(chain, name):

@@ -27,7 +27,15 @@ STACKS = {"llama": ("model.layers", 2), "mistral": ("model.layers", 2),
           "distilbert": ("distilbert.transformer.layer", 2), "vit": ("vit.layers", 2),
           "convnext": ("convnext.encoder.stages.*.layers", 4),
           "swin": ("swin.encoder.layers.*.blocks", 4),
-          "hf-resnet": ("resnet.encoder.stages.*.layers", 2), "tv-resnet": ("layer*", 4)}
+          "hf-resnet": ("resnet.encoder.stages.*.layers", 2), "tv-resnet": ("layer*", 4),
+          # held out: added after the capture was built, checked unmodified
+          "gemma": ("model.layers", 2), "gemma2": ("model.layers", 2),
+          "falcon": ("transformer.h", 2), "bloom": ("transformer.h", 2),
+          "gpt-j": ("transformer.h", 2), "mixtral": ("model.layers", 2),
+          "deit": ("deit.layers", 2)}
+# captured whole-graph instead, with the reason: T5's first block computes the relative
+# position bias (from a parameter) and hands it, needing a gradient, to every later block
+NOT_AT_LAYERS = {"t5-encoder": "receives another tensor that needs a gradient"}
 
 
 def _is_layer(label: str, stack: str) -> bool:
@@ -36,7 +44,7 @@ def _is_layer(label: str, stack: str) -> bool:
     return fnmatch.fnmatch(path.rpartition(".")[0], stack) and path.rpartition(".")[2].isdigit()
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", [f for f in FAMILIES if f not in NOT_AT_LAYERS])
 def test_each_family_is_captured_at_its_layers_and_holds_what_the_model_holds(name):
     net = build(name, "test")
     chain = net.model
@@ -60,12 +68,24 @@ def test_each_family_is_captured_at_its_layers_and_holds_what_the_model_holds(na
         assert r["within_budget"], r
         # the drop-in on the DP's schedule trains exactly like the eager model
         assert r["dropin_grads_equal"], r
-        # the executor too, except on Swin, whose masked window attention computes other
-        # bits without grad (the executor's Fn/Fck) than with it (docs/torch_measurement.md)
-        if name == "swin":
-            assert r["executor_grads_max_abs_diff"] <= 1e-5 * r["grads_scale"], r
-        else:
-            assert r["executor_grads_equal"], r
+        # the executor too (its Fn/Fck run in grad mode: Swin's masked window attention
+        # computes other bits without grad)
+        assert r["executor_grads_equal"], r
+
+
+@pytest.mark.parametrize("name", sorted(NOT_AT_LAYERS))
+def test_a_family_that_cannot_be_cut_at_its_layers_says_why_and_is_still_the_model(name):
+    """The seam capture refuses, naming the reason; the graph capture it falls back to is
+    still the model (drop-in at store-all against the eager model, gradients, executor)."""
+    net = build(name, "test")
+    with pytest.raises(CaptureError, match=NOT_AT_LAYERS[name]):
+        to_stages(net.model.original, net.example_input, method="modules")
+    rec = check_network(name, "test", net=net)
+    assert 0.99 <= rec["dropin_over_eager"] <= 1.01, rec
+    assert rec["grads_equal"], rec
+    for r in [r for r in rec["runs"] if "ratio" in r]:
+        assert 0.97 <= r["ratio"] <= 1.01, r
+        assert r["within_budget"] and r["executor_grads_equal"], r
 
 
 class _Stack(nn.Module):

@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 
 import solvers  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
+from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, split_stages  # noqa: E402
 from remat_theory.torch.stages import stage_buffers, stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
@@ -32,7 +33,9 @@ def _mean_square(out):
 
 def _twins(network="transformer", budget=0.7, loss_fn=None, **options):
     """(plain model, drop-in around an identical copy, network)."""
-    net = build(network, "test").to(DEVICE)
+    # the test MLP at a batch of 512: at 64 the random-generator state a checkpoint of its
+    # dropout keeps (5,056 B) costs more than any recomputation saves
+    net = build(network, "test", batch=512 if network == "mlp" else None).to(DEVICE)
     plain = copy.deepcopy(net.model)
     loss_fn = net.loss_fn if loss_fn is None else loss_fn
     key = (network, loss_fn is net.loss_fn)
@@ -149,7 +152,7 @@ def test_an_int_budget_holds_for_every_shape():
     """Bytes are bytes: a larger batch gets the same budget, hence more recomputation, and
     its measured peak stays within it."""
     _, ck, net = _twins("transformer", 1.0, loss_fn=_mean_square)
-    budget = int(0.9 * ck.chain.store_all_memory())  # feasible for twice the batch too
+    budget = int(0.95 * ck.chain.store_all_memory())  # feasible for twice the batch too
     ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
                                 loss_fn=_mean_square, profile_repeats=1)
     x2 = torch.cat([net.example_input] * 2)
@@ -359,7 +362,11 @@ def test_the_budget_holds_with_parameters_shared_by_every_stage():
     lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
     budget = (lo + 2 * shared + chain.store_all_memory()) // 2
     ck = CheckpointedSequential(net.model, budget, example_input=net.example_input, chain=chain)
-    assert ck.plan.recomputed > 0 and ck.plan.predicted_peak <= budget - 2 * shared
+    # the schedule leaves the reserve free; the drop-in's prediction adds the summed
+    # gradient where autograd holds it (module.shared_gradient_bytes)
+    sim_peak = simulate(chain, ck.schedule).peak_memory
+    assert ck.plan.recomputed > 0 and sim_peak <= budget - 2 * shared
+    assert sim_peak < ck.plan.predicted_peak <= sim_peak + shared
     for p in ck.parameters():
         p.grad = torch.zeros_like(p)
     tracker = MemoryTracker()
@@ -380,7 +387,9 @@ def test_a_captured_gpt2_trains_like_the_plain_model():
     pytest.importorskip("transformers")
     net = build("gpt2", "test").to(DEVICE)
     plain = copy.deepcopy(net.model)
-    ck = CheckpointedSequential(net.model, 0.7, example_input=net.example_input,
+    # 0.75: under bf16 autocast the checkpoints' generator states (GPT-2's dropout) leave
+    # no schedule within 0.7 of that shape's store-all
+    ck = CheckpointedSequential(net.model, 0.75, example_input=net.example_input,
                                 loss_fn=net.loss_fn, profile_repeats=1)
     assert ck.plan.recomputed > 0
 

@@ -20,7 +20,7 @@ import solvers  # noqa: E402
 from remat_theory.model.errors import InvalidScheduleError  # noqa: E402
 from remat_theory.model.offload import OffloadState, simulate_offload, step  # noqa: E402
 from remat_theory.model.schedule import Op, Schedule  # noqa: E402
-from remat_theory.torch import build, plain_backprop, profile, split_stages  # noqa: E402
+from remat_theory.torch import build, plain_backprop, profile_details, split_stages  # noqa: E402
 from remat_theory.torch.confirm import measure_run  # noqa: E402
 from remat_theory.torch.offload_executor import OffloadExecutor, executor_for  # noqa: E402
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
@@ -52,7 +52,9 @@ class _Case:
         self.x0 = net.example_input
         self.params = stage_parameters(self.stages)
         self.modules = torch.nn.ModuleList(self.stages)
-        chain = profile(self.stages, self.x0, self.loss_fn, repeats=1, warmup=0)
+        prof = profile_details(self.stages, self.x0, self.loss_fn, repeats=1, warmup=0)
+        chain = prof.chain
+        self.release = prof.bwd_release  # how each backward was measured: run it so
         L = chain.length
         # a channel that copies the largest tape in about one stage time
         bandwidth = float(max(chain.tape_size))
@@ -80,7 +82,7 @@ class _Case:
         self._reset()
         torch.manual_seed(SEED)
         run = measure_run(self.stages, self.loss_fn, self.x0, schedule, self.params, DEVICE,
-                          self.chain.output_saved)
+                          self.chain.output_saved, self.release)
         res = run["result"]
         for p, g in zip(self.params, self.ref["grads"]):
             assert torch.equal(p.grad, g)

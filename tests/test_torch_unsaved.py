@@ -24,7 +24,7 @@ from remat_theory.strategies import chains  # noqa: E402
 from remat_theory.torch import (ScheduleExecutor, build, plain_backprop,  # noqa: E402
                                 profile, profile_details, split_stages)
 from remat_theory.torch.confirm import measure_run  # noqa: E402
-from remat_theory.torch.profiler import prime_forward  # noqa: E402
+from remat_theory.torch.profiler import prime_forward, profile_details  # noqa: E402
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
@@ -141,7 +141,8 @@ SCHEDULES = {
 @pytest.fixture(scope="module")
 def flagged():
     model, x = _net()
-    chain = profile(model, x, _loss, repeats=1, warmup=0)
+    prof = profile_details(model, x, _loss, repeats=1, warmup=0)
+    chain = prof.chain
     assert list(chain.output_saved) == _expected(split_stages(model))
     assert [i for i, s in enumerate(chain.output_saved) if not s] == [0, 3, 5]
     state = copy.deepcopy(model.state_dict())
@@ -149,7 +150,7 @@ def flagged():
     torch.manual_seed(11)
     ref = plain_backprop(model, x, _loss)
     ref_grads = [p.grad.clone() for p in params] + [ref.input_grad.clone()]
-    return model, x, chain, state, ref_grads
+    return model, x, chain, state, ref_grads, prof.bwd_release
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
@@ -157,7 +158,7 @@ def test_executor_holds_what_the_simulator_says_and_gradients_match(flagged, nam
     """Operation by operation, the allocator's bytes before, at the peak and after each
     operation equal the simulator's on the flagged chain (on a GPU, within the caching
     allocator's block rounding); gradients equal plain autograd's bit for bit."""
-    model, x, chain, state, ref_grads = flagged
+    model, x, chain, state, ref_grads, release = flagged
     schedule = Schedule.parse(SCHEDULES[name])
     sim = simulate(chain, schedule, allow_drop=True)
     model.load_state_dict(state)
@@ -166,7 +167,7 @@ def test_executor_holds_what_the_simulator_says_and_gradients_match(flagged, nam
     for p in params:
         p.grad = None
     torch.manual_seed(11)
-    run = measure_run(stages, _loss, x, schedule, params, DEVICE, chain.output_saved)
+    run = measure_run(stages, _loss, x, schedule, params, DEVICE, chain.output_saved, release)
     for row, m in zip(sim.profile, run["ops"]):
         got = (run["x0"] + m.before, run["x0"] + m.peak, run["x0"] + m.after)
         want = (row.memory_before, row.peak, row.memory_after)
@@ -182,7 +183,7 @@ def test_every_solver_on_the_flagged_chain_runs_as_predicted(flagged):
     """Each registered solver's schedule at a budget between the smallest and store-all: the
     measured peak is the simulator's (within the allocator's rounding on a GPU) and within
     the budget, and the gradients are plain autograd's."""
-    model, x, chain, state, ref_grads = flagged
+    model, x, chain, state, ref_grads, release = flagged
     stages = split_stages(model)
     params = stage_parameters(stages)
     lo = solvers.solve(chain, chain.store_all_memory(), "recompute-all").peak_memory
@@ -190,7 +191,7 @@ def test_every_solver_on_the_flagged_chain_runs_as_predicted(flagged):
     ran = 0
     for name in solvers.names():
         opts = {"time_limit": 20.0} if "time_limit" in solvers.get(name).options else {}
-        if name == "exhaustive-offload":  # its stage guard: a limit (test_offload_solvers.py)
+        if name in ("exhaustive-offload", "ilp-offload"):  # stage guards: limits
             with pytest.raises(SolverLimitError, match="max_stages"):
                 solvers.solve(chain, budget, name, **opts)
             continue
@@ -202,7 +203,8 @@ def test_every_solver_on_the_flagged_chain_runs_as_predicted(flagged):
         for p in params:
             p.grad = None
         torch.manual_seed(11)
-        run = measure_run(stages, _loss, x, sol.schedule, params, DEVICE, chain.output_saved)
+        run = measure_run(stages, _loss, x, sol.schedule, params, DEVICE, chain.output_saved,
+                          release)
         assert 0.97 <= run["peak"] / predicted <= 1.01, (name, run["peak"], predicted)
         assert run["peak"] <= budget, (name, run["peak"], budget)
         got = [p.grad for p in params] + [run["result"].input_grad]

@@ -22,7 +22,12 @@ stderr).
 """
 from __future__ import annotations
 
-import argparse
+import time
+
+#: When the command started (before its imports): ``--time-limit`` counts from here.
+START = time.perf_counter()
+
+import argparse  # noqa: E402
 import importlib
 import json
 import os
@@ -181,7 +186,30 @@ def main(argv=None) -> int:
         return _fail(code, line, e, _wants_json(argv, args))
 
 
+#: The ``time.perf_counter()`` reading at which this process started, when the command
+#: line runs as a program (:func:`entry`): ``--time-limit`` counts from there, start-up
+#: included.  None when :func:`main` is called in a running process.
+PROCESS_START = None
+
+
+def process_start() -> float | None:
+    """The ``time.perf_counter()`` reading at this process's start (Linux: from
+    /proc/self/stat, to the clock tick), or None where it cannot be read."""
+    import time
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.perf_counter() - max(0.0, age)
+
+
 def entry() -> None:  # console script
+    global PROCESS_START
+    PROCESS_START = process_start()
     code = main()
     try:
         sys.stdout.flush()

@@ -22,10 +22,12 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from remat_theory.model import fields as _fields
 from remat_theory.model.errors import ChainError
 from remat_theory.model.fields import FIELDS, KINDS
-from remat_theory.model.validation import check_array, format_number
+from remat_theory.model.validation import check_array_and_numpy, format_number
 
 __all__ = ["Chain", "FORMAT", "MAX_TOTAL_TIME", "MAX_TOTAL_SIZE", "format_number",
            "decode_text"]
@@ -68,6 +70,8 @@ def _check_totals(chain: "Chain") -> None:
                           if f.time_weight == "L"))
     formula = f"({formula}) * L + " + " + ".join(
         f"sum({f.name})" for f in _fields.of_kind("time") if f.time_weight != "L")
+    if _totals_fit(chain, order, weight):
+        return
     total = 0.0
     for f in order:
         for i, v in enumerate(getattr(chain, f)):
@@ -88,6 +92,41 @@ def _check_totals(chain: "Chain") -> None:
                     f"{fd.name}[{i}] = {format_number(v)} makes the chain's total size too "
                     f"large: the sum of every size and overhead must be at most 2**53 bytes "
                     f"({MAX_TOTAL_SIZE:.4g})")
+
+
+_DTYPES = {"size": np.int64, "time": np.float64, "flag": bool}
+
+#: From this many stages on, the memory formulas are computed at once (numpy).
+_VECTOR_MIN = 64
+
+
+def _first_smaller(a: tuple, b: tuple) -> int | None:
+    """The first index i with ``a[i] < b[i]`` (integers), None when there is none."""
+    if len(a) >= 64:
+        try:
+            lo = np.fromiter(a, dtype=np.int64, count=len(a)) < np.fromiter(
+                b, dtype=np.int64, count=len(b))
+            return int(lo.argmax()) if lo.any() else None
+        except OverflowError:  # beyond int64: compared one by one
+            pass
+    return next((i for i, (u, v) in enumerate(zip(a, b)) if u < v), None)
+
+
+def _totals_fit(chain: "Chain", order: list, weight: dict) -> bool:
+    """True when the running totals of :func:`_check_totals` surely stay under both caps
+    (summed at once; a margin covers the rounding of a sum in another order), so that
+    the entry-by-entry pass that names the first entry over a cap is not needed."""
+    total = 0.0
+    try:
+        for f in order:
+            total += math.fsum(getattr(chain, f)) * weight[f]
+    except OverflowError:  # the entry-by-entry pass names the entry
+        return False
+    if not total <= MAX_TOTAL_TIME / 2:
+        return False
+    size = sum(sum(getattr(chain, fd.name)) for fd in _fields.of_kind("size")
+               if not (fd.default_from is not None and fd.is_default(chain)))
+    return size <= MAX_TOTAL_SIZE
 
 
 def _table_fields(cls):
@@ -159,31 +198,50 @@ class Chain:
             raise ChainError("fwd_time is empty: a chain needs at least one stage")
         set_ = object.__setattr__
         values: dict = {}
+        arrays: dict = {}  # numpy arrays the checks made (Chain.array's cache)
         for f in FIELDS:
             raw = getattr(self, f.name)
             if f.scalar:  # one number, or its default (None: absent)
                 raw = f.default if raw is None else raw
                 values[f.name] = None if raw is None else KINDS[f.kind](f.name, None, raw)
             else:
-                if raw is None:
-                    raw = f.default_for(values, L)
-                values[f.name] = check_array(f.name, raw, f.size(L), KINDS[f.kind])
+                if raw is None:  # its default: entries checked already, or the constant's
+                    values[f.name] = f.default_for(values, L)
+                    if values[f.name] is None:
+                        raise ChainError(f"{f.name} must be a list of "
+                                         f"{'booleans' if f.kind == 'flag' else 'numbers'}, "
+                                         f"got NoneType")
+                    if f.default_from in arrays:
+                        arrays[f.name] = arrays[f.default_from]
+                    elif f.default_from is None and L >= _VECTOR_MIN:  # a constant
+                        arr = np.full(f.size(L), f.default, dtype=_DTYPES[f.kind])
+                        arr.flags.writeable = False
+                        arrays[f.name] = arr
+                else:
+                    values[f.name], arr = check_array_and_numpy(f.name, raw, f.size(L),
+                                                                KINDS[f.kind])
+                    if arr is not None:
+                        arr.flags.writeable = False
+                        arrays[f.name] = arr
             set_(self, f.name, values[f.name])
         if not isinstance(self.name, str):
             raise ChainError(f"name = {self.name!r} is not a string")
-        for i in range(L):
-            if self.tape_size[i] < self.x_size[i + 1]:
-                raise ChainError(
-                    f"tape_size[{i}] = {self.tape_size[i]} is smaller than x_size[{i + 1}] = "
-                    f"{self.x_size[i + 1]} (the tape of F_{i} includes its output x_{i + 1})"
-                )
+        set_(self, "_array_cache", arrays)
+        i = _first_smaller(self.tape_size, self.x_size[1:])
+        if i is not None:
+            raise ChainError(
+                f"tape_size[{i}] = {self.tape_size[i]} is smaller than x_size[{i + 1}] = "
+                f"{self.x_size[i + 1]} (the tape of F_{i} includes its output x_{i + 1})"
+            )
         _check_totals(self)
-        set_(self, "tape_held", tuple(
+        set_(self, "tape_held", self.tape_size if all(self.output_saved) else tuple(
             tp if keep else tp - x for tp, x, keep in
             zip(self.tape_size, self.x_size[1:], self.output_saved)))
         # bit i (1 <= i <= L) set: t_i holds x_i (a backward reads it), so x_i can be read there
-        set_(self, "saved_mask", sum(1 << (i + 1) for i, keep in enumerate(self.output_saved)
-                                     if keep))
+        bits = np.zeros(L + 1, dtype=bool)
+        bits[1:] = self.output_saved
+        set_(self, "saved_mask", int.from_bytes(np.packbits(bits, bitorder="little").tobytes(),
+                                                "little"))
 
     # ------------------------------------------------------------------ basics
     @property
@@ -268,6 +326,11 @@ class Chain:
 
     def size_gcd(self) -> int:
         """Greatest common divisor of all sizes and overheads (1 if all are zero)."""
+        if self.length >= _VECTOR_MIN:  # exact: every size is below 2**53
+            g = 0
+            for f in _fields.of_kind("size"):
+                g = math.gcd(g, int(np.gcd.reduce(self.array(f.name))))
+            return g or 1
         g = reduce(math.gcd, (v for f in _fields.of_kind("size") for v in getattr(self, f.name)),
                    0)
         return g or 1
@@ -279,6 +342,8 @@ class Chain:
         Closed form; the tests check it against the simulator.
         """
         L = self.length
+        if L >= _VECTOR_MIN:
+            return self._store_all_memory_np()
         x, tp, fo, bo = self.x_size, self.tape_size, self.fall_overhead, self.bwd_overhead
         peak = x[0]
         held = x[0]
@@ -296,6 +361,49 @@ class Chain:
             held += x[i] - x[i + 1] - self.tape_held[i]
         return peak
 
+    def array(self, name: str) -> np.ndarray:
+        """A field (or ``tape_held``) as a read-only numpy array (int64 sizes, float64
+        times, bool flags), made once per chain: sums of sizes stay exact below 2**53."""
+        cache = self.__dict__.get("_array_cache")
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_array_cache", cache)
+        a = cache.get(name)
+        if a is None and name == "tape_held" and self.tape_held is self.tape_size:
+            a = cache["tape_held"] = self.array("tape_size")
+        if a is None:
+            kind = "size" if name == "tape_held" else _fields.field(name).kind
+            a = np.asarray(getattr(self, name), dtype=_DTYPES[kind])
+            a.flags.writeable = False
+            cache[name] = a
+        return a
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_array_cache", None)  # made again on demand
+        return state
+
+    def _arrays(self) -> tuple:
+        a = self.array
+        return (a("x_size"), a("tape_size"), a("fall_overhead"), a("bwd_overhead"),
+                a("tape_held"), ~a("output_saved"))
+
+    def _store_all_memory_np(self) -> int:
+        """:meth:`store_all_memory` at once (numpy; exact: every sum stays below 2**55)."""
+        L = self.length
+        x, tp, fo, bo, th, unsaved = self._arrays()
+        freed = np.zeros(L, dtype=np.int64)  # Fall_i frees an unsaved x_i (i >= 1)
+        freed[1:] = np.where(unsaved[:-1], x[1:L], 0)
+        after = int(x[0]) + np.cumsum(tp - freed)
+        before = np.concatenate(([int(x[0])], after[:-1]))
+        peak = max(int(x[0]), int((before + tp + fo).max()))
+        held = int(after[-1])
+        peak = max(peak, held + int(x[L]) + int(bo[L]))
+        held += int(x[L]) - (int(x[L]) if unsaved[L - 1] else 0)
+        change = (x[:L] - x[1:] - th)[::-1]  # B_{L-1}, ..., B_0
+        held_before = held + np.concatenate(([0], np.cumsum(change)[:-1]))
+        return max(peak, int((held_before + x[L - 1::-1] + bo[L - 1::-1]).max()))
+
     def memory_lower_bound(self) -> int:
         """A budget below which no schedule is valid (bytes).
 
@@ -308,6 +416,13 @@ class Chain:
         L = self.length
         x, tp, fo, bo = self.x_size, self.tape_size, self.fall_overhead, self.bwd_overhead
         bound = x[0] + x[L] + x[L] + bo[L]
+        if L >= _VECTOR_MIN:  # the same maximum at once (numpy; exact below 2**55)
+            xa, tpa, foa, boa, tha, unsaved = self._arrays()
+            inp = xa[:L].copy()
+            inp[0] = 0
+            read = np.where(np.concatenate(([False], unsaved[:-1])), 0, inp)
+            return max(bound, int((x[0] + inp + tpa + foa).max()),
+                       int((x[0] + xa[1:] + tha + read + xa[:L] + boa[:L]).max()))
         for i in range(L):
             inp = x[i] if i > 0 else 0  # x_0 is already counted
             bound = max(bound, x[0] + inp + tp[i] + fo[i])

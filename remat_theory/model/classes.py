@@ -67,6 +67,10 @@ class ScheduleClass:
         other = schedule_class(other)
         if self == other:
             return True
+        n = offload_ops_limit(self.key)
+        if n is not None:  # at most n ops: inside all+offload and the longer limits
+            m = offload_ops_limit(other.key)
+            return other.key == OFFLOAD_KEY or m is not None and n <= m
         if self.key == STORE_ALL_OFFLOAD_KEY:  # inside both offload classes below
             return other.key in (OFFLOAD_KEY, NO_REMAT_KEY, PERSISTENT_OFFLOAD_KEY)
         if other.key == OFFLOAD_KEY:  # the two-stream model contains every canonical schedule
@@ -84,6 +88,15 @@ class ScheduleClass:
         if not isinstance(schedule, Schedule):
             schedule = Schedule.parse(schedule) if isinstance(schedule, str) else Schedule(schedule)
         transfers = any(op.is_transfer for op in schedule)
+        n = offload_ops_limit(self.key)
+        if n is not None:
+            if len(schedule) > n:
+                return False
+            try:
+                simulate(chain, schedule)
+            except InvalidScheduleError:
+                return False
+            return True
         if self.key in (PERSISTENT_OFFLOAD_KEY, STORE_ALL_OFFLOAD_KEY):
             if not is_persistent_offload(chain, schedule):
                 return False
@@ -129,6 +142,10 @@ ALL_DROP = ScheduleClass("all+drop", persistence.ALL,
                          _ALL_RANK + 1, allows_drop=True)
 OFFLOAD_KEY, NO_REMAT_KEY = "all+offload", "no-remat+offload"
 PERSISTENT_OFFLOAD_KEY = "persistent+offload"
+# all+offload<=N: the schedules of the two-stream model of at most N operations (ilp-offload,
+# proofs/offload.md O.13); the name with a literal N is the family, in registrations.
+OFFLOAD_OPS_PREFIX = OFFLOAD_KEY + "<="
+OFFLOAD_OPS_FAMILY = OFFLOAD_OPS_PREFIX + "N"
 STORE_ALL_OFFLOAD_KEY = "store-all+offload"
 # The two-stream model (docs/model.md, "Offloading"): every valid schedule with transfers
 # allowed; and its schedules without recomputation (each stage's forward once, a Fall).
@@ -177,6 +194,13 @@ def schedule_class(name: "str | ScheduleClass") -> ScheduleClass:
     :class:`RematError` naming an unknown name."""
     if isinstance(name, ScheduleClass):
         return name
+    if name == OFFLOAD_OPS_FAMILY:
+        return ScheduleClass(name, None, "schedules of the two-stream model of at most N "
+                             "operations (a family: each answer names its N)", None)
+    n = offload_ops_limit(name)
+    if n is not None:
+        return ScheduleClass(name, persistence.ALL, f"schedules of the two-stream model of "
+                             f"at most {n} operations", None)
     found = _BY_NAME.get(name) if isinstance(name, str) else None
     if found is not None:
         return found
@@ -279,3 +303,18 @@ def is_persistent_offload(chain, schedule) -> bool:
     except (ValueError, IndexError, RecursionError):
         return False
     return pos[0] == len(ops)
+
+
+def offload_ops_limit(key) -> int | None:
+    """N for the class ``all+offload<=N`` (N >= 1); None for any other name."""
+    if isinstance(key, str) and key.startswith(OFFLOAD_OPS_PREFIX):
+        rest = key[len(OFFLOAD_OPS_PREFIX):]
+        if rest.isdigit() and int(rest) >= 1:
+            return int(rest)
+    return None
+
+
+def family(key: str) -> str:
+    """The name a registration uses for a class: ``all+offload<=N`` for every
+    ``all+offload<=n``, the key itself otherwise."""
+    return OFFLOAD_OPS_FAMILY if offload_ops_limit(key) is not None else key

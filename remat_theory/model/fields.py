@@ -116,6 +116,8 @@ class Field:
             return value == getattr(chain, self.default_from)
         if self.scalar:
             return value == self.default
+        if isinstance(value, tuple):  # count compares with == too, at C speed
+            return value.count(self.default) == len(value)
         return all(v == self.default for v in value)
 
 

@@ -220,6 +220,12 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
                 return f"{name} is not on the device" + (" (it is on the host)" if on_host else "")
             if size and not chain.bandwidth:
                 return f"{op.token}: the bandwidth is 0, so the copy of {name} never ends"
+            if (st.pend_plain if target == "x" else st.pend_tapes) & bit:
+                # its earlier device copy is still leaving: one pending bit per value
+                # cannot count two copies, and a second copy to the host adds nothing
+                return (f"{name} was offloaded since the last compute op and its device "
+                        f"copy is still leaving: issue a compute op before offloading it "
+                        f"again")
             start = max(st.H, st.ready[vid])
             copy_end = start + transfer_time(chain, size)
             done = max(copy_end, st.lastread[vid])

@@ -22,6 +22,8 @@ TRANSFER_KINDS = (OFF, PRE)
 TARGET_KINDS = (DROP, OFF, PRE)  # ops that name a value x_i or t_i
 KINDS = (FN, FCK, FALL, LOSS, B, DROP, OFF, PRE)
 
+_STAGE_KINDS = frozenset((FN, FCK, FALL, B))  # ops with a stage index and no target
+
 # Stage indices in ASCII digits, without leading zeros (``Fall٠`` and ``Fall00`` are no
 # tokens: ``\d`` would match every script's digits).
 _TOKEN = re.compile(r"^(Fn|Fck|Fall|B)(0|[1-9][0-9]*)$|^(Loss)$"
@@ -42,6 +44,9 @@ class Op:
     target: str | None = None
 
     def __post_init__(self) -> None:
+        if (self.kind in _STAGE_KINDS and type(self.index) is int and self.index >= 0
+                and self.target is None):  # the common case, checked at once
+            return
         if self.kind not in KINDS:
             raise ScheduleParseError(f"unknown operation kind {self.kind!r}")
         if self.kind == LOSS:

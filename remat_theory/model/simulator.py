@@ -337,6 +337,40 @@ def replay_arguments(chain: Chain, schedule) -> Schedule:
     return schedule if isinstance(schedule, Schedule) else Schedule(schedule)
 
 
+def checked_step(chain: Chain, state: State, memory: int, k: int, op: Op, budget: int | None,
+                 allow_drop: bool) -> Transition:
+    """Step ``k`` of a replay: the :class:`Transition` of ``op``, or the
+    :class:`InvalidScheduleError` (:class:`BudgetExceededError`) :func:`simulate` raises."""
+    r = transition(chain, state, memory, op, allow_drop)
+    if isinstance(r, str):
+        remedies = (Remedy(options=(("allow_drop", EQ, True),)),) \
+            if r is DROP_NOT_ALLOWED else ()
+        raise InvalidScheduleError(r, k, op.token, remedies=remedies)
+    if budget is not None and r.peak > budget:
+        raise BudgetExceededError(
+            f"peak memory {r.peak} exceeds the budget {budget} (held {memory} before it, "
+            f"values {state.describe(chain)})", k, op.token, r.peak, budget)
+    return r
+
+
+def check_final(chain: Chain, state: State) -> None:
+    """The error of a schedule that ends in ``state`` without computing d0."""
+    if not state.is_final():
+        if state.bwd_next == chain.length:
+            why = "the loss never ran"
+        else:
+            why = f"the last gradient computed is d{state.bwd_next + 1}"
+        raise InvalidScheduleError(f"the schedule ends without computing d0 ({why})")
+
+
+def check_x0(chain: Chain, budget: int | None) -> None:
+    """The error of a budget below x0, which every schedule holds from the start."""
+    if budget is not None and chain.x_size[0] > budget:
+        raise InvalidScheduleError(
+            f"budget {budget} is below the size of the input x0 ({chain.x_size[0]}), which is "
+            f"always held")
+
+
 def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | None = None,
              allow_drop: bool = False) -> SimulationResult:
     """Replay ``schedule`` on ``chain`` and check it against ``budget`` (bytes; None: no limit).
@@ -374,30 +408,15 @@ def simulate(chain: Chain, schedule: Schedule | str | Iterable, budget: int | No
     state = State.initial(chain)
     memory = chain.x_size[0]
     peak = memory
-    if budget is not None and memory > budget:
-        raise InvalidScheduleError(
-            f"budget {budget} is below the size of the input x0 ({memory}), which is always held")
+    check_x0(chain, budget)
     clock = 0.0
     profile = []
     for k, op in enumerate(schedule):
-        r = transition(chain, state, memory, op, allow_drop)
-        if isinstance(r, str):
-            remedies = (Remedy(options=(("allow_drop", EQ, True),)),) \
-                if r is DROP_NOT_ALLOWED else ()
-            raise InvalidScheduleError(r, k, op.token, remedies=remedies)
-        if budget is not None and r.peak > budget:
-            raise BudgetExceededError(
-                f"peak memory {r.peak} exceeds the budget {budget} (held {memory} before it, "
-                f"values {state.describe(chain)})", k, op.token, r.peak, budget)
+        r = checked_step(chain, state, memory, k, op, budget, allow_drop)
         profile.append(Step(k, op.token, clock, r.time, memory, r.peak, r.memory_after,
                             r.state, chain.length))
         clock += r.time
         state, memory = r.state, r.memory_after
         peak = max(peak, r.peak)
-    if not state.is_final():
-        if state.bwd_next == chain.length:
-            why = "the loss never ran"
-        else:
-            why = f"the last gradient computed is d{state.bwd_next + 1}"
-        raise InvalidScheduleError(f"the schedule ends without computing d0 ({why})")
+    check_final(chain, state)
     return SimulationResult(makespan=clock, peak_memory=peak, profile=tuple(profile), budget=budget)

@@ -13,6 +13,8 @@ import math
 import numbers
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from remat_theory.model.errors import ChainError, RematError
 
 __all__ = ["check_int", "check_bool", "check_real", "check_positive", "check_choice",
@@ -174,6 +176,15 @@ def check_flag_entry(field_name: str, index: int, value: Any) -> bool:
 
 
 def check_array(field_name: str, values: Any, length: int, checker) -> tuple:
+    """The entries of a field, each checked by ``checker`` (ChainError naming the field,
+    the index and the value)."""
+    return check_array_and_numpy(field_name, values, length, checker)[0]
+
+
+def check_array_and_numpy(field_name: str, values: Any, length: int, checker
+                          ) -> tuple[tuple, "np.ndarray | None"]:
+    """:func:`check_array`, with the entries as a numpy array when the check made one (a
+    long array of plain numbers: int64 sizes, float64 times), else None."""
     what = "booleans" if checker is check_flag_entry else "numbers"
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
         raise ChainError(f"{field_name} must be a list of {what}, got {type(values).__name__}")
@@ -184,4 +195,36 @@ def check_array(field_name: str, values: Any, length: int, checker) -> tuple:
                          f"{type(values).__name__}") from None
     if len(values) != length:
         raise ChainError(f"{field_name} has length {len(values)}, expected {length}")
-    return tuple(checker(field_name, i, v) for i, v in enumerate(values))
+    fast = _fast_array(values, checker)
+    if fast is not None:
+        return fast
+    return tuple(checker(field_name, i, v) for i, v in enumerate(values)), None
+
+
+def _fast_array(values: list, checker) -> tuple | None:
+    """The checked entries of a long array of plain Python numbers, checked at once (numpy),
+    with their numpy array (None for flags), or None when any entry needs the one-by-one
+    check (another type, or a value that check
+    refuses: it then names the field, the index and the value).  The result is the one of
+    the one-by-one check: ``float(v)`` for a time, the ``int`` itself for a size, the
+    ``bool`` for a flag."""
+    if len(values) < 64:
+        return None
+    types = set(map(type, values))
+    try:
+        if checker is check_flag_entry:
+            return (tuple(values), None) if types == {bool} else None
+        if checker is check_size_entry:
+            if types != {int}:
+                return None
+            arr = np.fromiter(values, dtype=np.int64, count=len(values))
+            return (tuple(values), arr) if bool((arr >= 0).all()) else None
+        if checker is check_time_entry:
+            if not types <= {int, float}:
+                return None
+            floats = tuple(map(float, values))  # OverflowError: an int beyond the float range
+            arr = np.fromiter(floats, dtype=np.float64, count=len(floats))
+            return (floats, arr) if bool((np.isfinite(arr) & (arr >= 0)).all()) else None
+    except (OverflowError, ValueError):
+        return None
+    return None

@@ -84,10 +84,13 @@ def solver_options(name: str, chain, *, ilp_time_limit: float, ilp_max_stages: i
     return out
 
 
-def measure_run(stages, loss_fn, x0, schedule, params, device, output_saved=None) -> dict:
+def measure_run(stages, loss_fn, x0, schedule, params, device, output_saved=None,
+                release=None) -> dict:
     """Run ``schedule`` once under an :class:`AllocatorMeter`, the accounting the profiler
     uses.  ``output_saved``: the chain's (``chain.output_saved``), which the executor follows
-    (an unsaved output is held only as a plain value).
+    (an unsaved output is held only as a plain value); ``release``: the profile's
+    (``ProfileResult.bwd_release``: per stage, whether B_i lets autograd free d_{i+1} and
+    the tape as it goes; default all).
 
     Returns ``result`` (the executor's), ``ops`` (one OpMemory per operation, bytes above
     the start), ``peak`` (x_0 plus the largest allocator peak: the model's "peak while it
@@ -107,11 +110,11 @@ def measure_run(stages, loss_fn, x0, schedule, params, device, output_saved=None
                            prime=lambda: prime_forward(stages, x0, device))
     with meter:
         ex = executor_for(schedule, stages, loss_fn, x0, tracker=meter,
-                          output_saved=output_saved)
-        release = getattr(ex, "release_leaving", None)
+                          output_saved=output_saved, release=release)
+        release_leaving = getattr(ex, "release_leaving", None)
         for op in schedule:
-            if release is not None and not op.is_transfer:
-                release()
+            if release_leaving is not None and not op.is_transfer:
+                release_leaving()
             with meter.op(op.token):
                 ex.step(op)
         result = ex.run([])
@@ -224,7 +227,8 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
                    ilp_time_limit=ilp_time_limit, ilp_max_stages=ilp_max_stages, chain=chain,
                    solve_chain=solve_chain, unit=unit, param_grad_bytes=prof.param_grad_bytes,
                    stages=stages, params=params, x0=x0, loss_fn=loss_fn, restore=restore,
-                   ref_grads=ref_grads, ref_state=ref_state, model=net.model)
+                   ref_grads=ref_grads, ref_state=ref_state, model=net.model,
+                   release=prof.bwd_release)
     names = list(solver_registry.names()) if solver_names is None else list(solver_names)
     records = []
     for frac in budgets:
@@ -266,6 +270,7 @@ class _Setup:
     ref_grads: list
     ref_state: dict
     model: object
+    release: list  # ProfileResult.bwd_release, which the executor follows
 
 
 def _new_record(st: _Setup, sname: str, frac: float, budget: int) -> dict:
@@ -323,7 +328,7 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
     st.restore()
     torch.manual_seed(SEED)
     run = measure_run(st.stages, st.loss_fn, st.x0, schedule, st.params, st.device,
-                      chain.output_saved)
+                      chain.output_saved, st.release)
     got = _grad_snapshot(st.params, run.pop("result").input_grad)
     identical, abs_err, rel_err = _compare(st.ref_grads, got)
     del got
@@ -343,8 +348,8 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
         st.restore()
         _sync(st.device)
         t0 = now()
-        executor_for(schedule, st.stages, st.loss_fn, st.x0,
-                     output_saved=chain.output_saved).run(schedule)
+        executor_for(schedule, st.stages, st.loss_fn, st.x0, output_saved=chain.output_saved,
+                     release=st.release).run(schedule)
         _sync(st.device)
         times.append(now() - t0)
     rec["measured_time"] = statistics.median(times[1:]) if st.repeats else times[0]

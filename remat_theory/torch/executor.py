@@ -3,7 +3,8 @@
 The executor holds exactly the values the schedule says (docs/model.md, operation
 table), and frees them when the table says so:
 
-* x_i (plain): a tensor computed without autograd recording (``torch.no_grad()``).
+* x_i (plain): a tensor computed without keeping a tape (autograd mode, every saved
+  tensor discarded, the output detached: see ``Fn``).
 * t_{i+1} (the tape of F_i): the output of stage i computed *with* recording, from a
   detached copy-free alias of x_i; the autograd graph hanging from it holds everything the
   stage saved for its backward.  What the stage saves of its own input x_i is *not* kept in
@@ -17,16 +18,27 @@ table), and frees them when the table says so:
 
 Operations (tokens as in :mod:`remat_theory.model.schedule`):
 
-* ``Fn{i}`` / ``Fck{i}``: ``y = stage_i(x_i)`` under ``torch.no_grad()``; Fn then frees the
-  plain x_i if one is held, otherwise the tape t_i it read x_i from (never x_0).
+* ``Fn{i}`` / ``Fck{i}``: ``y = stage_i(x_i)`` keeping no tape; Fn then frees the plain
+  x_i if one is held, otherwise the tape t_i it read x_i from (never x_0).  It runs as a
+  non-reentrant checkpoint's forward does (autograd mode, a ``saved_tensors_hooks`` pack
+  hook that keeps nothing, the output detached), not under ``torch.no_grad()``: a stage can
+  pick other kernels without grad (Swin's masked window attention does, and its gradients
+  then differed from the eager model's in the last bits), so this is the eager computation.
 * ``Fall{i}``: stage i with autograd recording; keeps the graph as t_{i+1}.  When x_{i+1}
   is unsaved (``output_saved[i]`` false: no backward reads it, see below), the output also
   becomes the plain x_{i+1} (sharing its storage), or, when a plain x_{i+1} is already held,
   the new copy's storage is released at once; when x_i is unsaved, Fall_i frees the plain
   x_i it read.
 * ``Loss``: ``loss_fn(x_L)`` forward and backward; keeps d_L, frees a plain x_L.
-* ``B{i}``: ``torch.autograd.backward(t_{i+1}.output, d_{i+1})``: gives d_i and accumulates
-  the stage's parameter gradients into ``.grad``; frees d_{i+1}, t_{i+1} and a plain x_i.
+* ``B{i}``: the backward of t_{i+1}'s graph from d_{i+1}: gives d_i and accumulates the
+  stage's parameter gradients into ``.grad``; frees d_{i+1}, t_{i+1} and a plain x_i.  By
+  default (``release[i]`` true) the executor hands d_{i+1} and the tape over to autograd's
+  engine before it starts (:class:`_Seed`), so that each is freed as soon as the node that
+  reads it has run, as in the plain ``loss.backward()`` the drop-in runs: the backward's
+  peak is then what autograd's is, and the profiler measures it so.  Where that peak falls
+  below "held + x_size[i]", which the operation table cannot express, the profiler holds
+  them to the end of B_i instead (``release[i]`` false: ``torch.autograd.backward(output,
+  d_{i+1})``), where the table is exact (``ProfileResult.bwd_release``).
 * ``Dropx{i}`` / ``Dropt{i}`` (the explicit-deletion extension): free the value.
 
 Unsaved outputs (``output_saved``, docs/model.md).  A Linear saves its input for its
@@ -111,6 +123,40 @@ class _Source(torch.autograd.Function):
         return None, None, None
 
 
+class _Seed(torch.autograd.Function):
+    """Hands the incoming gradient d_{i+1} of B_i to autograd's engine as the gradient of
+    the stage output ``y``, so that the engine holds the only reference to it.
+
+    ``torch.autograd.backward(y, d)`` keeps ``d`` (and ``y``) referenced by its caller for
+    the whole call, so both stay allocated until B_i ends.  Autograd's own backward (one
+    ``loss.backward()``, the drop-in) frees the incoming gradient as soon as the node that
+    reads it has run, and each saved tensor (the stage output among them) as soon as the
+    node that saved it has run.  Rooting B_i at this node's empty output instead, the
+    gradient reaches the stage's graph from inside the engine, and the caller drops ``y``
+    first: B_i frees d_{i+1} and the tape t_{i+1} as the drop-in's backward does.
+    """
+
+    @staticmethod
+    def forward(ctx, y, box):  # noqa: D401 - autograd signature
+        ctx.box = box
+        return y.new_empty(0)
+
+    @staticmethod
+    def backward(ctx, _):
+        d = ctx.box.pop()
+        ctx.box = None
+        return d, None
+
+
+def _discard(t):
+    """Pack hook of a forward that keeps no tape: nothing is saved."""
+    return None
+
+
+def _unreachable(_):  # pragma: no cover - the graph of a discarded forward is never run
+    raise RematError("internal: a forward that keeps no tape was differentiated")
+
+
 class _InputRef:
     """What the pack hook stores instead of (a view of) the stage input."""
 
@@ -188,6 +234,15 @@ def _check_output_saved(output_saved, length: int) -> tuple:
     return tuple(bool(f) for f in flags)
 
 
+def _check_release(release, length: int) -> tuple:
+    if release is None:
+        return (True,) * length
+    release = tuple(release)
+    if len(release) != length or not all(isinstance(v, (bool, int)) for v in release):
+        raise RematError(f"release must be {length} booleans (one per stage), got {list(release)}")
+    return tuple(bool(v) for v in release)
+
+
 def _has_gradient(x: torch.Tensor) -> bool:
     """A network input of integer type (token ids) has no gradient: d_0 is None."""
     return x.is_floating_point() or x.is_complex()
@@ -239,7 +294,7 @@ class ScheduleExecutor:
     """
 
     def __init__(self, stages, loss_fn, x0: torch.Tensor, *, tracker=None, allow_drop: bool = True,
-                 output_saved=None):
+                 output_saved=None, release=None):
         self.stages = stages if isinstance(stages, list) else split_stages(stages)
         self.L = len(self.stages)
         self.loss_fn = loss_fn
@@ -250,6 +305,7 @@ class ScheduleExecutor:
         if output_saved is not None:
             self._unit = self._unit.replace(output_saved=_check_output_saved(output_saved, self.L))
         self.output_saved = self._unit.output_saved
+        self.release = _check_release(release, self.L)
         self._state = State.initial(self._unit)
         self._values = _Values((True,) + self.output_saved)
         self.saves: dict = {}
@@ -390,8 +446,16 @@ class ScheduleExecutor:
         src = self._values.available(i)
         stage = self.stages[i]
         if not record:
-            with self._replay(i), torch.no_grad():
-                return stage(src)
+            # The same computation as a recording forward (the kernels a stage picks can
+            # depend on grad mode: Swin's masked window attention gives other bits without
+            # it), keeping nothing: autograd mode, as a non-reentrant checkpoint's first
+            # forward, with every saved tensor discarded, and the output detached
+            with self._replay(i), torch.enable_grad(), \
+                    torch.autograd.graph.saved_tensors_hooks(_discard, _unreachable):
+                z = _Source.apply(self._dummy, src.detach(), _Slot())
+                y = stage(z)
+                del z
+            return y.detach() if isinstance(y, torch.Tensor) else y
         slot = _Slot()
         storage = src.untyped_storage()
         # The hooks live as long as the graph: they must not capture the input tensor.
@@ -508,26 +572,39 @@ class ScheduleExecutor:
         del x
 
     def _backward(self, i: int) -> None:
-        tape = self._values.tapes[i + 1]
-        d = self._grad
-        self._grad = None
-        torch.autograd.backward(tape.output, d)
-        del d
-        grad = tape.slot.grad
-        tape.slot.grad = None
+        # B_i frees d_{i+1} and t_{i+1} (operation table).  Released (``release[i]``, the
+        # default): the executor lets go of both before the backward, so that autograd frees
+        # each part as soon as it has been read, as in a plain ``loss.backward()``
+        # (:class:`_Seed`); held: they stay allocated until B_i ends.
+        tape = self._values.tapes.pop(i + 1)
+        slot = tape.slot
+        if self.release[i]:
+            box = [self._grad]
+            self._grad = None
+            with torch.enable_grad():
+                root = _Seed.apply(tape.output, box)
+            del tape
+            torch.autograd.backward(root, torch.empty(0, device=root.device))
+            del root
+        else:
+            d = self._grad
+            self._grad = None
+            torch.autograd.backward(tape.output, d)
+            del d, tape
+        grad = slot.grad
+        slot.grad = None
         if grad is None and not (i == 0 and not _has_gradient(self._values.plain[0])):
             raise RematError(f"the output of stage {i} does not depend differentiably on its input")
         self._grad = grad
-        del tape
 
 
 def execute(model, schedule, x0: torch.Tensor, loss_fn, *, tracker=None,
-            output_saved=None) -> ExecutionResult:
+            output_saved=None, release=None) -> ExecutionResult:
     """Run ``schedule`` on ``model`` (nn.Sequential or list of stage modules) for input
     ``x0``; parameter gradients accumulate into ``.grad``.  ``output_saved``: the chain's
     (``chain.output_saved``).  See :class:`ScheduleExecutor`."""
-    return ScheduleExecutor(model, loss_fn, x0, tracker=tracker,
-                            output_saved=output_saved).run(schedule)
+    return ScheduleExecutor(model, loss_fn, x0, tracker=tracker, output_saved=output_saved,
+                            release=release).run(schedule)
 
 
 def plain_backprop(model, x0: torch.Tensor, loss_fn) -> ExecutionResult:

@@ -11,6 +11,9 @@ independent oracle (``remat_theory.torch.fidelity.check_network``; used by the t
    two peaks, and whether every parameter gradient is equal bit for bit.
 2. **The same below store-all.**  The drop-in on the DP's schedule at each budget: its
    gradients against the eager model's, and its allocator peak.
+   The drop-in's ratio is against its plan's ``predicted_peak`` (the simulator's, plus the
+   generator states its checkpoints keep and the summed gradient of a tied parameter
+   where autograd holds it).
 3. **Predict to the byte.**  The profiled chain's simulator peak for each schedule against
    the executor's allocator peak (:func:`~remat_theory.torch.confirm.measure_run`, what
    ``remat confirm`` measures): the ratio measured / predicted.
@@ -21,6 +24,7 @@ import torch
 
 import solvers as solver_registry
 
+from remat_theory.model.errors import InfeasibleBudgetError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch.capture import StageChain
 from remat_theory.torch.confirm import measure_run
@@ -111,7 +115,8 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
     eager(); restore()  # warm-up: lazily made workspaces and caches exist before measuring
     e_peak, e_grads = _step(eager, params)
     restore()
-    ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn, chain=chain)
+    ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn, chain=chain,
+                                draws_random=prof.draws_random)
     d_peak, d_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
     restore()
     same, rel = _equal(e_grads, d_grads)
@@ -142,16 +147,27 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
         for p in params:
             p.grad = None
         torch.manual_seed(SEED)
-        run = measure_run(stages, loss_fn, x0, sol.schedule, params, x0.device, chain.output_saved)
+        run = measure_run(stages, loss_fn, x0, sol.schedule, params, x0.device, chain.output_saved,
+                          prof.bwd_release)
         ex_grads = _grads(params)
         restore()
         # the drop-in reserves the summed gradient of shared (tied) parameters: give it
         # that much more, so that it runs the same schedule
-        ck = CheckpointedSequential(stages, budget + 2 * shared_parameter_bytes(stages), solver,
-                                    example_input=x0, loss_fn=loss_fn, chain=chain)
-        dp_peak, dp_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
-        restore()
-        same_schedule = ck.schedule == sol.schedule
+        # (and the random-generator states its checkpoints keep, which the chain does not
+        # count: where they do not fit, the drop-in runs at its own smallest feasible budget)
+        dropin_budget = budget + 2 * shared_parameter_bytes(stages)
+        ck = None
+        for _ in range(3):
+            try:
+                ck = CheckpointedSequential(stages, dropin_budget, solver, example_input=x0,
+                                            loss_fn=loss_fn, chain=chain, unit=unit,
+                                            draws_random=prof.draws_random)
+                break
+            except InfeasibleBudgetError as e:
+                row["dropin_message"] = str(e)
+                if e.smallest_feasible is None:
+                    break
+                dropin_budget = e.smallest_feasible
         row.update(predicted=sim.peak_memory, measured=run["peak"],
                    ratio=run["peak"] / sim.peak_memory, within_budget=run["peak"] <= budget,
                    recomputed=sol.schedule.forward_count() - chain.length,
@@ -160,8 +176,13 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
                        ((a.double() - b.double()).abs().max().item() for a, b in
                         zip(e_grads, ex_grads) if a is not None and b is not None), default=0.0),
                    grads_scale=max((g.abs().max().item() for g in e_grads if g is not None),
-                                   default=0.0),
-                   dropin_peak=dp_peak + x0b,
+                                   default=0.0))
+        if ck is None:
+            continue
+        dp_peak, dp_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
+        restore()
+        same_schedule = ck.schedule == sol.schedule
+        row.update(dropin_peak=dp_peak + x0b, dropin_budget=dropin_budget,
                    dropin_ratio=(dp_peak + x0b) / ck.plan.predicted_peak,
                    dropin_same_schedule=same_schedule,
                    dropin_within_budget=dp_peak + x0b <= ck.budget,

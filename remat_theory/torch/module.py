@@ -57,7 +57,13 @@ backward reads (``output_saved``: a Linear's output before a ReLU); autograd fre
 soon as the next stage has read them, as the chain's operation table does, so at store-all
 the module's peak is the chain's prediction (the loss value and its seed gradient aside).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
-several stages, which a budget below store-all reserves (:func:`shared_parameter_bytes`).
+several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
+below store-all plus that reserve is solved with it taken out).
+On the CPU an int or float budget also covers the random-generator states the checkpoints
+keep (only for segments where a stage draws random numbers: ``draws_random``), counted at
+each operation (:func:`~remat_theory.torch.nested.checkpoint_state_bytes`); the plan's
+``predicted_peak`` adds them and the summed gradients of shared parameters
+(:func:`shared_gradient_bytes`) to the simulator's peak: what the drop-in's step holds.
 
 Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
 ``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
@@ -82,14 +88,15 @@ import solvers as solver_registry
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.model.schedule import Schedule
+from remat_theory.model.schedule import B, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
-                                       nested_form, recomputed_stages, run_nested)
+                                       checkpoint_state_bytes, nested_form, recomputed_stages,
+                                       run_nested)
 from remat_theory.torch.offload_module import (OffloadRun, chain_with_bandwidth, check_bandwidth,
                                                run_offload)
-from remat_theory.torch.profiler import profile
+from remat_theory.torch.profiler import profile_details, stage_draws
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
 
@@ -122,15 +129,52 @@ def shared_parameter_bytes(stages) -> int:
     Autograd sums the gradients a parameter receives from its several uses in one buffer,
     held from the first of those backwards to the last, and adds each new term to it: memory
     the chain model, whose parameter gradients accumulate in place outside the budget, does
-    not count.  Measured on the built-in rnn (``benchmarks/bench_torch_step.py``, test and
-    small scales) it peaks at 1.2-1.35 times these bytes above the simulator's prediction;
-    the drop-in reserves twice these bytes of a budget below store-all."""
+    not count.  Measured with the allocator on the built-in rnn (small scale, one cell shared
+    by 33 stages, parameter gradients taken out of the peak), at six budgets from the
+    smallest to store-all: 0.80-0.96 times these bytes above the simulator's prediction when
+    the step starts without gradients (``zero_grad()``, the default ``set_to_none``), and
+    1.26-1.42 times when the gradients are kept and accumulated into (gradient accumulation,
+    ``zero_grad(set_to_none=False)``): the engine then holds the sum apart from ``.grad`` and
+    meets each new term beside it.  The drop-in reserves twice these bytes at every budget,
+    store-all included (a budget below store-all plus the reserve is solved with the
+    reserve taken out)."""
     owner, shared = {}, {}
     for k, stage in enumerate(stages):
         for p in stage.parameters():
             if owner.setdefault(id(p), k) != k:
                 shared[id(p)] = p.numel() * p.element_size()
     return sum(shared.values())
+
+
+def shared_gradient_bytes(stages, schedule: Schedule) -> list:
+    """Per operation of ``schedule``, the bytes of the summed gradients of shared parameters
+    (:func:`shared_parameter_bytes`) that autograd's single backward holds then: a
+    parameter's first gradient waits in the engine's buffer from the backward of the last
+    stage that uses it (the first backward to reach it) to the backward of the first one,
+    where the sum becomes ``.grad`` (a tied input/output embedding: from the head's backward
+    to the embedding's).  The executor, whose backwards are separate calls, accumulates into
+    ``.grad`` at once and holds none of it."""
+    stages_of, size = {}, {}
+    for k, stage in enumerate(stages):
+        for p in stage.parameters():
+            stages_of.setdefault(id(p), set()).add(k)
+            size[id(p)] = p.numel() * p.element_size()
+    windows = [(max(ks), min(ks), size[i]) for i, ks in stages_of.items() if len(ks) > 1]
+    held, out = 0, []
+    opened, closed = set(), set()
+    for op in schedule:
+        if op.kind == B:
+            for w in windows:
+                if op.index == w[0] and w not in opened:
+                    opened.add(w)
+                    held += w[2]
+        out.append(held)
+        if op.kind == B:
+            for w in windows:
+                if op.index == w[1] and w in opened and w not in closed:
+                    closed.add(w)
+                    held -= w[2]
+    return out
 
 
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -246,8 +290,9 @@ class CheckpointedSequential(nn.Module):
         Bytes of the whole step with a unit (str, e.g. ``"6GiB"``: activations, parameter
         gradients, loss and workspaces above the resident model, see the module docstring),
         bytes of activation memory as the chain counts it (int), or a fraction in (0, 1] of
-        the store-all peak of each input shape (float).  At or above the store-all peak the
-        stages run as plain autograd (no recomputation: store-all is then the fastest
+        the store-all peak of each input shape (float).  At or above the store-all peak (plus
+        the reserve for parameters shared by several stages, :func:`shared_parameter_bytes`;
+        the fraction 1.0 is store-all) the stages run as plain autograd (no recomputation: store-all is then the fastest
         schedule).
     optimizer_state : int or torch.optim.Optimizer, optional
         With a str budget: the budget holds the optimizer's state too (its bytes, or an
@@ -309,7 +354,7 @@ class CheckpointedSequential(nn.Module):
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
                  unit: int | None = None, reprofile: bool = True, early_stop: bool = True,
-                 optimizer_state=None, bandwidth=None):
+                 optimizer_state=None, bandwidth=None, draws_random=None):
         super().__init__()
         self.bandwidth = check_bandwidth(bandwidth)
         stages = split_stages(model)
@@ -353,6 +398,12 @@ class CheckpointedSequential(nn.Module):
         self.reprofile = reprofile
         self.early_stop = bool(early_stop)
         self.plans: dict = {}
+        # per input key: which stages draw random numbers (profiled; None: assume all)
+        self._draws: dict = {}
+        if draws_random is not None:
+            if chain is None or len(draws_random) != chain.length:
+                raise RematError("draws_random (one bool per stage) goes with chain=")
+            self._draws[input_key(example_input)] = tuple(bool(v) for v in draws_random)
         self.shared_gradient_reserve = 2 * shared_parameter_bytes(stages)
         self._first_key = None
         if chain is not None and chain.length != len(stages):
@@ -396,10 +447,21 @@ class CheckpointedSequential(nn.Module):
     def stages_list(self) -> list:
         return list(self.stages)
 
+    def _device_of(self, x) -> torch.device:
+        if self.device is not None:
+            return torch.device(self.device)
+        if x is not None:
+            return x.device
+        p = next(iter(self.parameters()), None)
+        return p.device if p is not None else torch.device("cpu")
+
     def _profile(self, key: tuple, x: torch.Tensor) -> Chain:
         loss_fn = _sum_loss if self.loss_fn is None else self.loss_fn
         try:
-            return profile(self.stages_list, x, loss_fn, self.device, repeats=self.profile_repeats)
+            prof = profile_details(self.stages_list, x, loss_fn, self.device,
+                                   repeats=self.profile_repeats)
+            self._draws[key] = tuple(prof.draws_random)
+            return prof.chain
         except RematError:
             raise
         except Exception as e:  # the user's stages or loss_fn failed on this input
@@ -424,18 +486,23 @@ class CheckpointedSequential(nn.Module):
 
     def plain_step_bytes(self, chain: Chain | None = None) -> int:
         """What a step budget needs to run the stages as plain autograd (nothing recomputed,
-        no checkpoint): store-all, parameter gradients, optimizer state, :data:`STEP_SLACK`."""
+        no checkpoint): store-all, the reserve for shared parameters' summed gradient,
+        parameter gradients, optimizer state, :data:`STEP_SLACK`."""
         chain = self.chain if chain is None else chain
-        return (chain.store_all_memory() + self.gradient_bytes + self.optimizer_bytes
-                + STEP_SLACK)
+        return (chain.store_all_memory() + self.shared_gradient_reserve + self.gradient_bytes
+                + self.optimizer_bytes + STEP_SLACK)
 
     def _chain_budget(self, chain: Chain) -> int:
         spec = self.budget_spec
         if self.step_budget is not None:
             if self.step_budget >= self.plain_step_bytes(chain):
-                return chain.store_all_memory()
+                return chain.store_all_memory() + self.shared_gradient_reserve
             return self.step_budget - self.step_reserve(chain)
-        return int(spec) if isinstance(spec, numbers.Integral) else int(spec * chain.store_all_memory())
+        if isinstance(spec, numbers.Integral):
+            return int(spec)
+        if spec >= 1:  # the fraction 1: store-all, plain autograd
+            return chain.store_all_memory() + self.shared_gradient_reserve
+        return int(spec * chain.store_all_memory())
 
     def smallest_step_budget(self, chain: Chain, chain_budget: int) -> int:
         """The smallest step budget (bytes) whose share for the schedule is ``chain_budget``."""
@@ -452,8 +519,13 @@ class CheckpointedSequential(nn.Module):
                                      self.device or (x.device if x is not None else "cpu"))
         store_all = chain.store_all_memory()
         budget = self._chain_budget(chain)
+        if key not in self._draws and x is not None:  # a chain given without draws_random
+            self._draws[key] = tuple(stage_draws(self.stages_list, x, self.device))
+        draws = self._draws.get(key)
+        state_bytes = RNG_STATE_BYTES if self._device_of(x).type == "cpu" else 0
         if self.step_budget is not None and budget <= 0:
-            smallest = self.smallest_step_budget(chain, self._smallest_chain_budget(chain))
+            smallest = self.smallest_step_budget(
+                chain, self._smallest_chain_budget(chain, draws, state_bytes))
             raise InfeasibleBudgetError(
                 f"budget {format_bytes(self.step_budget)} for the whole step cannot be met on "
                 f"input {_describe(key)}: parameter gradients take "
@@ -464,16 +536,24 @@ class CheckpointedSequential(nn.Module):
                   f"{format_bytes(self.step_reserve(chain) - self.gradient_bytes - self.optimizer_bytes)}"
                 + f"; the smallest feasible step budget is {format_bytes(smallest)}",
                 self.step_budget, smallest)
-        if budget >= store_all:
+        # the random-generator states the checkpoints keep (CPU: memory the schedule holds
+        # beside the chain's values; on CUDA they are host memory) are counted at each
+        # operation (nested.checkpoint_state_bytes); a schedule they would take over the
+        # budget is solved again for that much less
+        if budget >= store_all + self.shared_gradient_reserve:
             sol = solver_registry.solve(chain.replace(bandwidth=None), store_all, "store-all")
+            tree, peak, extra = None, sol.peak_memory, 0
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
-            reserve = self.shared_gradient_reserve
-            sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
-                                        self.solver, **self.solver_options)
-            if sol.schedule is None and self.step_budget is not None:
-                smallest = None if sol.min_budget is None else self.smallest_step_budget(
-                    chain, sol.min_budget + reserve)
+            sol, tree, peak, extra = self._solve_with_states(chain, unit, budget, draws, state_bytes)
+            reserve = self.shared_gradient_reserve + extra
+            if peak is None:
+                start = budget + 1 if sol.schedule is not None else (
+                    None if sol.min_budget is None else sol.min_budget + reserve)
+                smallest = None if start is None else self._smallest_with_states(
+                    chain, unit, start, draws, state_bytes)
+            if peak is None and self.step_budget is not None:
+                smallest = None if smallest is None else self.smallest_step_budget(chain, smallest)
                 raise InfeasibleBudgetError(
                     f"budget {format_bytes(self.step_budget)} for the whole step cannot be met "
                     f"by solver {self.solver!r} on input {_describe(key)}"
@@ -486,39 +566,99 @@ class CheckpointedSequential(nn.Module):
                     + f"; the plain step needs about "
                       f"{format_bytes(self.smallest_step_budget(chain, store_all))})",
                     self.step_budget, smallest)
-            if sol.schedule is None:
-                smallest = None if sol.min_budget is None else sol.min_budget + reserve
+            if peak is None:
                 raise InfeasibleBudgetError(
                     f"budget {budget} B is infeasible for solver {self.solver!r} on input "
                     f"{_describe(key)}"
                     + (f"; the smallest feasible budget is {smallest} B"
                        if smallest is not None else "")
-                    + (f" ({reserve} B of it reserved for the gradient of parameters shared "
-                       f"by several stages)" if reserve else "")
+                    + (f" ({self.shared_gradient_reserve} B of it reserved for the gradient of "
+                       f"parameters shared by several stages)" if self.shared_gradient_reserve else "")
+                    + (f" (and the random-generator states its checkpoints keep: {extra} B at "
+                       f"this budget)" if extra else "")
                     + f" (store-all needs {store_all} B)", budget, smallest)
-        try:
-            tree = (OffloadRun(sol.schedule, chain.length)
-                    if any(op.is_transfer for op in sol.schedule)
-                    else nested_form(sol.schedule, chain.length))
-        except NotNestedError as e:
-            raise RematError(f"solver {self.solver!r} returned a schedule that is not persistent "
-                             f"({e}); CheckpointedSequential runs persistent schedules "
-                             f"(e.g. solver='dp'); run this one with ScheduleExecutor") from e
-        if not isinstance(tree, OffloadRun) and recomputed_stages(tree) == 0:
-            tree = None  # store-all: plain autograd
-        peak = simulate(chain, sol.schedule).peak_memory
         plan = Plan(key, chain, budget, sol, sol.schedule, tree, peak)
         self.plans[key] = plan
         if self._first_key is None:
             self._first_key = key
         return plan
 
-    def _smallest_chain_budget(self, chain: Chain) -> int:
+    def _solve_with_states(self, chain: Chain, unit: int, budget: int, draws, state_bytes: int):
+        """The solver's schedule for ``budget`` less what it reserves, such that the drop-in's
+        peak (the simulator's, plus the random-generator states the checkpoints hold at
+        each operation) fits: (solution, nested form or None, that peak, bytes reserved for
+        the states); the peak is None when nothing fits."""
+        extra = 0
+        for _ in range(chain.length + 2):
+            reserve = self.shared_gradient_reserve + extra
+            sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
+                                        self.solver, **self.solver_options)
+            if sol.schedule is None:
+                return sol, None, None, extra
+            if any(op.is_transfer for op in sol.schedule):  # run by the offload executor
+                return (sol, OffloadRun(sol.schedule, chain.length),
+                        simulate(chain, sol.schedule).peak_memory, extra)
+            try:
+                tree = nested_form(sol.schedule, chain.length)
+            except NotNestedError as e:
+                raise RematError(f"solver {self.solver!r} returned a schedule that is not "
+                                 f"persistent ({e}); CheckpointedSequential runs persistent "
+                                 f"schedules (e.g. solver='dp'); run this one with "
+                                 f"ScheduleExecutor") from e
+            if recomputed_stages(tree) == 0:
+                tree = None  # store-all: plain autograd
+            sim = simulate(chain, sol.schedule)
+            if tree is None:
+                return sol, tree, sim.peak_memory, extra
+            if not state_bytes:
+                return sol, tree, self._dropin_peak(sim, None, sol.schedule), extra
+            states = checkpoint_state_bytes(tree, draws, state_bytes)
+            peak = max(row.peak + e for row, e in zip(sim.profile, states))
+            over = peak - (budget - self.shared_gradient_reserve)
+            if over <= 0:
+                return sol, tree, self._dropin_peak(sim, states, sol.schedule), extra
+            extra += over
+        return sol, None, None, extra
+
+    def _dropin_peak(self, sim, states, schedule) -> int:
+        """The drop-in's predicted peak on a recomputing schedule: the simulator's per
+        operation, plus the checkpoints' generator states (``states``) and the summed
+        gradients of shared parameters (:func:`shared_gradient_bytes`) held then."""
+        shared = shared_gradient_bytes(self.stages_list, schedule)
+        states = states or [0] * len(shared)
+        return max(row.peak + e + g for row, e, g in zip(sim.profile, states, shared))
+
+    def _smallest_with_states(self, chain: Chain, unit: int, start: int, draws,
+                              state_bytes: int) -> int | None:
+        """The smallest budget from ``start`` up to store-all at which
+        :meth:`_solve_with_states` finds a schedule that fits (a bisection; None if none)."""
+        def fits(b):
+            return self._solve_with_states(chain, unit, b, draws, state_bytes)[2] is not None
+
+        hi = chain.store_all_memory() + self.shared_gradient_reserve  # plain autograd from there
+        if start >= hi or fits(start):
+            return min(start, hi)
+        lo, step = start, max(1, (hi - start) // 64)
+        b = lo + step
+        while b < hi and not fits(b):
+            lo, step = b, 2 * step
+            b = lo + step
+        hi = min(b, hi)  # fits (store-all always does)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+        return hi
+
+    def _smallest_chain_budget(self, chain: Chain, draws=None, state_bytes: int = 0) -> int:
         unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
         sol = solver_registry.solve(rounded_chain(chain, unit), 1, self.solver, **self.solver_options)
         if sol.schedule is not None:
-            return 1 + self.shared_gradient_reserve
-        return (sol.min_budget or chain.store_all_memory()) + self.shared_gradient_reserve
+            least = 1 + self.shared_gradient_reserve
+        else:
+            least = (sol.min_budget or chain.store_all_memory()) + self.shared_gradient_reserve
+        if state_bytes:  # the random-generator states the checkpoints keep
+            least = self._smallest_with_states(chain, unit, least, draws, state_bytes) or least
+        return least
 
     def plan_for(self, x: torch.Tensor) -> Plan:
         """The plan for inputs like ``x`` (profiled and solved on first sight, unless
@@ -573,14 +713,70 @@ class CheckpointedSequential(nn.Module):
         # Kept out of torch.compile: a compiled graph would recompute what the compiler
         # chooses, not what the schedule says.  Compiled stages (compile_stages) still run
         # compiled in here.
-        return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop)
+        return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop,
+                          self._draws.get(input_key(x)))
 
 
 def _traceable_segment(tree, stages, x):
     return run_traceable(tree, x, stages)
 
 
-def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor:
+def _put_once(values: dict, key, value) -> None:
+    if key not in values:
+        values[key] = value
+
+
+def _contexts(stages) -> list:
+    """The constant-passing contexts of captured stages (:mod:`.capture`), each once."""
+    from remat_theory.torch.capture import _Context
+    seen = {}
+    for s in stages:
+        for m in s.modules():
+            if isinstance(m, _Context):
+                seen.setdefault(id(m), m)
+    return list(seen.values())
+
+
+def _last_putting_stage(stages) -> int:
+    """The last stage that hands a constant on through a context (-1: none)."""
+    last = -1
+    for k, s in enumerate(stages):
+        graph = getattr(s, "graph", None)
+        if graph is not None and any(n.op == "call_method" and n.target == "put"
+                                     for n in graph.nodes):
+            last = k
+    return last
+
+
+def traceable_prelude(stages):
+    """Prepare captured stages for :func:`run_traceable` under ``torch.compile`` (call once,
+    outside the compiled function); returns the ``prelude`` to pass it, or None when no stage
+    hands constants on.  A captured stage hands constants (masks, positions) to later stages
+    through a context (:mod:`.capture`); a constant put inside a checkpoint nested in another
+    checkpoint is a side effect torch.compile 2.13 cannot carry out of the two regions (an
+    internal error: a node that does not belong to the graph).  Here each context's ``put``
+    keeps the first value of a key, and the prelude computes the constants first, outside
+    every checkpoint, with a no-grad forward of the stages up to the last one that puts (the
+    compiler drops the rest of that forward, whose results nothing reads), so that the puts
+    inside checkpoints change nothing."""
+    stages = list(stages)
+    ctxs = _contexts(stages)
+    last = _last_putting_stage(stages)
+    if not ctxs or last < 0:
+        return None
+    for ctx in ctxs:
+        ctx.put = functools.partial(_put_once, ctx.values)
+
+    def prelude(x):
+        for ctx in ctxs:
+            ctx.values.clear()
+        with torch.no_grad():
+            for s in stages[:last + 1]:
+                x = s(x)
+    return prelude
+
+
+def run_traceable(tree: Segment | None, x: torch.Tensor, stages, prelude=None) -> torch.Tensor:
     """A nested schedule's forward in a form ``torch.compile`` traces into ONE graph: kept
     stages inline, each checkpointed segment one non-reentrant ``torch.utils.checkpoint``
     (nested as the schedule nests them), which the compiler turns into a recompute region of
@@ -589,13 +785,16 @@ def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor
     frontier's ``remat_compiled``::
 
         tree = ck.plan_for(x).tree
-        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list)))
+        prelude = traceable_prelude(ck.stages_list)   # captured stages: constants first
+        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list, prelude)))
 
     No early stop and no BatchNorm guard (the compiled graph runs a mutation once)."""
     if tree is None:  # store-all: the plain stages
         for s in stages:
             x = s(x)
         return x
+    if prelude is not None:
+        prelude(x)
     while True:
         if isinstance(tree, Kept):
             x = stages[tree.s](x)
@@ -606,4 +805,3 @@ def run_traceable(tree: Segment | None, x: torch.Tensor, stages) -> torch.Tensor
             tree = tree.rest
         else:
             return x
-

@@ -20,7 +20,8 @@ from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, Schedule
 from remat_theory.torch.stages import running_stat_buffers
 
 __all__ = ["Checkpointed", "End", "Kept", "NotNestedError", "Segment", "StageRunner",
-           "nested_form", "nested_schedule", "recomputed_stages", "run_nested"]
+           "checkpoint_state_bytes", "nested_form", "nested_schedule", "recomputed_stages",
+           "run_nested"]
 
 
 @dataclass(frozen=True)
@@ -152,13 +153,102 @@ class StageRunner:
                     b.copy_(s)
 
 
-def _segment_function(tree: Segment, run_stage, early_stop: bool):
+def _segment_function(tree: Segment, run_stage, early_stop: bool, draws=None):
     def replay(x):
-        return run_nested(tree, x, run_stage, early_stop)
+        return run_nested(tree, x, run_stage, early_stop, draws)
     return replay
 
 
-def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = True) -> torch.Tensor:
+def _preserves(node: "Checkpointed", draws) -> bool:
+    """Whether the checkpoint of segment [s, k) keeps the generator state."""
+    return draws is None or any(draws[node.s:node.k])
+
+
+def _reach(tree: Segment) -> list:
+    """The checkpointed segments a forward of ``tree`` calls: those on its chain of
+    ``rest`` links and, inside each, those its own function calls (its ``inner``)."""
+    out = []
+    while not isinstance(tree, End):
+        if isinstance(tree, Checkpointed):
+            out.append(tree)
+            out.extend(_reach(tree.inner))
+        tree = tree.rest
+    return out
+
+
+def checkpoint_state_bytes(tree: Segment, draws, state_bytes: int) -> list:
+    """Per operation of :func:`nested_schedule`'s schedule, the bytes of random generator
+    states that :func:`run_nested` holds (``state_bytes`` each; only checkpoints that keep
+    one, ``draws`` as in :func:`run_nested`).
+
+    A non-reentrant checkpoint saves the generator's state at its call and keeps it as long
+    as the graph of its first forward lives, to the end of its backward.  Its function is
+    the segment's nested form, so its first forward calls the checkpoints nested in it, and
+    the states of those first calls live from the outer call to the end of their own
+    backwards (the backward runs on the first forward's graph).  A replay (the schedule's
+    replay of a segment, before its first backward) runs inside ``torch.random.fork_rng``,
+    which keeps one more state, and calls the nested checkpoints again, whose states go with
+    the replayed graph when the replay ends."""
+    live: list = []  # per operation, states held
+    back: list = []  # per operation, whether it is a backward
+    pos: dict = {}  # id(node) -> (call, replay start, replay end) operation indices
+    top: list = []  # checkpointed segments called by the outermost forward
+
+    def op(backward: bool) -> None:
+        live.append(0)
+        back.append(backward)
+
+    def emit(node: Segment, outer: bool) -> None:
+        while True:
+            if isinstance(node, Kept):
+                op(False)
+                emit(node.rest, outer)
+                op(True)
+                return
+            if isinstance(node, Checkpointed):
+                call = len(live)
+                if outer:
+                    top.append(node)
+                for _ in range(node.k - node.s):
+                    op(False)
+                emit(node.rest, outer)
+                start = len(live)
+                emit(node.inner, False)
+                pos[id(node)] = (call, start, len(live))
+                return
+            if node.loss:
+                op(False)
+            return
+
+    emit(tree, True)
+
+    def keep(node) -> int:
+        return int(_preserves(node, draws))
+
+    for n in top:  # first calls: from the outer call to the end of each one's backward
+        for d in [n] + _reach(n.inner):
+            for j in range(pos[id(n)][0], pos[id(d)][2]):
+                live[j] += keep(d)
+    for x in _all_checkpointed(tree):  # replays: fork_rng's state and the nested calls
+        _, start, end = pos[id(x)]
+        extra = keep(x) + sum(keep(e) for e in _reach(x.inner))
+        j = start
+        while j < end and not back[j]:
+            live[j] += extra
+            j += 1
+    return [n * state_bytes for n in live]
+
+
+def _all_checkpointed(tree: Segment) -> list:
+    if isinstance(tree, Kept):
+        return _all_checkpointed(tree.rest)
+    if isinstance(tree, Checkpointed):
+        return [tree] + _all_checkpointed(tree.rest) + _all_checkpointed(tree.inner)
+    return []
+
+
+def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = True,
+               draws=None) -> torch.Tensor:
     """Run the forward of a nested schedule from x_s to the end of ``tree``.
 
     Kept stages are plain autograd (their tapes are whatever autograd saves, freed by the
@@ -174,15 +264,23 @@ def run_nested(tree: Segment, x: torch.Tensor, run_stage, early_stop: bool = Tru
     recomputation stops once it has produced every tensor the backward needs (the
     checkpoint's ``early_stop``), which skips the forwards, at the end of a replayed segment,
     whose results nothing saves; the peak memory is the same (measured on the built-in
-    networks); False runs every forward the schedule has."""
+    networks); False runs every forward the schedule has.
+
+    ``draws``: per stage, whether its forward draws random numbers (the profile's
+    ``draws_random``; None: every stage may).  A checkpoint keeps the random generator
+    state to replay the draws (``preserve_rng_state``: 5,056 B on the CPU, held until its
+    backward) only for a segment where some stage draws; elsewhere the recomputation is the
+    same computation without it (:func:`checkpoint_state_bytes` says what the kept states
+    hold at each operation)."""
     while True:
         if isinstance(tree, Kept):
             x = run_stage(tree.s, x)
             tree = tree.rest
         elif isinstance(tree, Checkpointed):
             x = torch.utils.checkpoint.checkpoint(
-                _segment_function(tree.inner, run_stage, early_stop), x, use_reentrant=False,
-                early_stop=early_stop)
+                _segment_function(tree.inner, run_stage, early_stop, draws), x,
+                use_reentrant=False, early_stop=early_stop,
+                preserve_rng_state=_preserves(tree, draws))
             tree = tree.rest
         else:
             return x

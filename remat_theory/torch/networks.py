@@ -384,13 +384,34 @@ def _lm_config(tf, family: str, seq: int, d: int, layers: int, heads: int, vocab
     if family == "phi":
         return tf.PhiConfig(hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers,
                             num_attention_heads=heads, max_position_embeddings=seq, **common)
+    if family in ("gemma", "gemma2"):
+        cls = tf.GemmaConfig if family == "gemma" else tf.Gemma2Config
+        return cls(hidden_size=d, intermediate_size=2 * d + d // 2, num_hidden_layers=layers,
+                   num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
+                   head_dim=d // heads, max_position_embeddings=seq, **common)
+    if family == "falcon":
+        return tf.FalconConfig(hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+                               max_position_embeddings=seq, **common)
+    if family == "bloom":
+        return tf.BloomConfig(hidden_size=d, n_layer=layers, n_head=heads, **common)
+    if family == "gpt-j":
+        return tf.GPTJConfig(n_embd=d, n_layer=layers, n_head=heads, n_positions=seq,
+                             rotary_dim=d // heads, n_inner=4 * d, **common)
+    if family == "mixtral":
+        return tf.MixtralConfig(hidden_size=d, intermediate_size=2 * d, num_hidden_layers=layers,
+                                num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
+                                num_local_experts=4, num_experts_per_tok=2,
+                                max_position_embeddings=seq, **common)
     raise RematError(f"unknown decoder family {family!r}")
 
 
 _LM_MODELS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
               "qwen2": "Qwen2ForCausalLM", "opt": "OPTForCausalLM",
               "gpt-neo": "GPTNeoForCausalLM", "gpt-neox": "GPTNeoXForCausalLM",
-              "phi": "PhiForCausalLM"}
+              "phi": "PhiForCausalLM", "gemma": "GemmaForCausalLM",
+              "gemma2": "Gemma2ForCausalLM", "falcon": "FalconForCausalLM",
+              "bloom": "BloomForCausalLM", "gpt-j": "GPTJForCausalLM",
+              "mixtral": "MixtralForCausalLM"}
 
 
 def _decoder_lm(family: str):
@@ -476,14 +497,56 @@ def swin(scale: str = "small", seed: int = 0, batch: int | None = None,
                    TargetLoss(target, "ce"))
 
 
+def t5_encoder(scale: str = "small", seed: int = 0, batch: int | None = None,
+               size: int | None = None, granularity="block") -> Network:
+    """transformers' T5EncoderModel (relative position bias, RMS norms, no head): MSE of its
+    last hidden state against a fixed random target."""
+    tf = _transformers()
+    batch_, seq, d, layers, heads, vocab, _ = _ENCODER_SIZES[scale]
+    batch, seq = batch or batch_, size or seq
+    torch.manual_seed(seed)
+    cfg = tf.T5Config(vocab_size=vocab, d_model=d, d_kv=d // heads, d_ff=4 * d,
+                      num_layers=layers, num_heads=heads, pad_token_id=0)
+    model = tf.T5EncoderModel(cfg).train()
+    g = _gen(seed)
+    ids = torch.randint(1, vocab, (batch, seq), generator=g)
+    target = torch.randn(batch, seq, d, generator=g)
+    return Network("t5-encoder", to_stages(model, ids, granularity=granularity), ids,
+                   TargetLoss(target, "mse"))
+
+
+def deit(scale: str = "small", seed: int = 0, batch: int | None = None,
+         size: int | None = None, granularity="block") -> Network:
+    """transformers' DeiTForImageClassification (a ViT with a distillation token)."""
+    tf = _transformers()
+    batch_, side, patch, d, layers, heads = {
+        "test": (2, 16, 4, 32, 2, 2), "small": (8, 64, 8, 128, 4, 4),
+        "large": (64, 224, 16, 768, 12, 12)}[scale]
+    batch, side = batch or batch_, size or side
+    if side % patch:
+        raise RematError(f"size = {side}: the DeiT image side must be a multiple of its patch, {patch}")
+    torch.manual_seed(seed)
+    cfg = tf.DeiTConfig(image_size=side, patch_size=patch, num_channels=3, hidden_size=d,
+                        num_hidden_layers=layers, num_attention_heads=heads,
+                        intermediate_size=4 * d, num_labels=10)
+    model = tf.DeiTForImageClassification(cfg).train()
+    g = _gen(seed)
+    x = torch.randn(batch, 3, side, side, generator=g)
+    target = torch.randint(0, 10, (batch,), generator=g)
+    return Network("deit", to_stages(model, x, granularity=granularity), x, TargetLoss(target, "ce"))
+
+
 CAPTURED_NETWORKS = {"tv-resnet": tv_resnet, "gpt2": gpt2, "bert": bert, "vit": vit,
                      "hf-resnet": hf_resnet,
                      **{f: _decoder_lm(f) for f in _LM_MODELS},
                      "roberta": _encoder("roberta"), "distilbert": _encoder("distilbert"),
-                     "convnext": convnext, "swin": swin}
+                     "convnext": convnext, "swin": swin, "t5-encoder": t5_encoder,
+                     "deit": deit}
 # the families of transformers models (and the torchvision-style ResNet) built by name
 FAMILIES = ("llama", "mistral", "qwen2", "opt", "gpt-neo", "gpt-neox", "phi", "gpt2", "bert",
-            "roberta", "distilbert", "vit", "convnext", "swin", "hf-resnet", "tv-resnet")
+            "roberta", "distilbert", "vit", "convnext", "swin", "hf-resnet", "tv-resnet",
+            # held out: added after the capture was built, checked unmodified
+            "gemma", "gemma2", "falcon", "bloom", "gpt-j", "mixtral", "t5-encoder", "deit")
 
 
 def build(name: str, scale: str = "small", seed: int = 0, *, batch: int | None = None,

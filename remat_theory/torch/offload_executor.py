@@ -88,9 +88,9 @@ class OffloadExecutor(ScheduleExecutor):
     the chain's sizes)."""
 
     def __init__(self, stages, loss_fn, x0: torch.Tensor, *, tracker=None, allow_drop: bool = True,
-                 output_saved=None):
+                 output_saved=None, release=None):
         super().__init__(stages, loss_fn, x0, tracker=tracker, allow_drop=allow_drop,
-                         output_saved=output_saved)
+                         output_saved=output_saved, release=release)
         self._ochain = self._unit.replace(bandwidth=1.0)
         self._ostate = OffloadState.initial(self._ochain)
         self._next = None  # the referee's state after the compute op being run

@@ -21,8 +21,14 @@ Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0.  For every stage i (the stages of
   minus (held before + tape_size[i]).  They differ: without grad a transformer layer's
   attention scores and MLP intermediates are transients; with grad they are kept in the tape.
 * ``bwd_overhead[i]``: peak during B_i minus (held before + x_size[i]); for the loss, peak
-  minus (held before + x_size[L]).  Negative values (a backward that frees saved tensors
-  before it allocates d_i) are clamped to 0.
+  minus (held before + x_size[L]).  B_i runs as in a plain ``loss.backward()``: d_{i+1} and
+  each part of the tape are freed as soon as autograd has read them (the executor's
+  ``release``), so that a transient-heavy backward (attention, a convolution) is measured
+  at the peak it really reaches.  Where that peak falls below held + x_size[i] (a ReLU's or
+  a Linear's backward frees d_{i+1} before it allocates d_i), which the operation table
+  cannot express, the stage's backward is measured and run holding them to its end
+  instead, where the table is exact (``ProfileResult.bwd_release``); what stays below (no
+  d_0 for token ids, say) is clamped to 0 and reported (``ProfileResult.bwd_below_table``).
 * ``output_saved[i]``: whether any backward reads x_{i+1}: stage i's recording forward
   saved it (a ReLU saves its output), or stage i+1's saved it as its input (a Linear saves
   its input); for the last stage only the former (the loss runs its forward and backward
@@ -83,6 +89,14 @@ class ProfileResult:
     saves_output: list = field(default_factory=list)  # Fall_i saved (a view of) x_{i+1}
     ops: list = field(default_factory=list, repr=False)  # per-op {label, before, peak, after}
     device: str = "cpu"
+    # per stage: B_i lets autograd free d_{i+1} and the tape as it goes (the executor's
+    # ``release``; pass it to ScheduleExecutor / measure_run with this chain)
+    bwd_release: list = field(default_factory=list)
+    # per backward (the loss last): bytes its peak stays below the operation table's
+    bwd_below_table: list = field(default_factory=list)
+    # per stage: its forward draws random numbers (dropout in training mode): a checkpoint
+    # of it must keep the generator state to replay them (drop-in: preserve_rng_state)
+    draws_random: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"chain": self.chain.to_dict(), "hook_tape_size": self.hook_tape_size,
@@ -91,7 +105,9 @@ class ProfileResult:
                 "fwd_overhead_record": self.fwd_overhead_record,
                 "fwd_time_nograd": self.fwd_time_nograd,
                 "param_grad_bytes": self.param_grad_bytes, "saves_input": self.saves_input,
-                "saves_output": self.saves_output, "ops": self.ops, "device": self.device}
+                "saves_output": self.saves_output, "ops": self.ops, "device": self.device,
+                "bwd_release": self.bwd_release, "bwd_below_table": self.bwd_below_table,
+                "draws_random": self.draws_random}
 
 
 CLOCKS = ("wall", "process")
@@ -248,7 +264,8 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
     return ProfileResult(chain, stages, mem["hook_tape"], mem["allocator_tape"],
                          mem["fwd_overhead"], mem["fall_overhead"], times["nograd"],
                          mem["param_grad_bytes"], mem["saves_input"], mem["saves_output"],
-                         mem["ops"], str(dev))
+                         mem["ops"], str(dev), mem["bwd_release"], mem["bwd_below_table"],
+                         mem["draws_random"])
 
 
 def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
@@ -285,6 +302,33 @@ def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, que
 
 
 def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
+    """Sizes and overheads from one pass of every operation (:func:`_memory_pass`), each
+    backward letting autograd free d_{i+1} and the tape as it goes (what a plain
+    ``loss.backward()`` does).  Where a backward's peak then falls below held + x_size[i],
+    which the operation table cannot express (an over-prediction: a ReLU's or a Linear's
+    backward frees d_{i+1} before it allocates d_i), a second pass holds them to the end of
+    that backward, as the table says, and the stage's backward is measured (and run by the
+    executor) that way: ``bwd_release``.  ``bwd_below_table``: bytes by which B_i's peak
+    stays below the table's in the mode chosen (the profile then clamps its overhead to 0)."""
+    L = len(stages)
+    mem = _memory_pass(stages, loss_fn, x0, params, dev, (True,) * L)
+    release = tuple(b >= 0 for b in mem["bwd_raw"][:L])
+    if not all(release):
+        held = _memory_pass(stages, loss_fn, x0, params, dev, release)
+        # a stage held only where holding makes its backward exact (else: released, the
+        # plain backward's behaviour, the smaller over-prediction)
+        final = tuple(r or h < 0 for r, h in zip(release, held["bwd_raw"]))
+        if final == release:
+            mem = held
+        elif not all(final):
+            mem = _memory_pass(stages, loss_fn, x0, params, dev, final)
+        release = final
+    mem["bwd_release"] = list(release)
+    mem["bwd_below_table"] = [max(0, -b) for b in mem["bwd_raw"]]
+    return mem
+
+
+def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
     """One pass of every operation under an :class:`AllocatorMeter`: Fck_0..Fck_{L-1}, then
     Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0; sizes and overheads from its per-operation bytes."""
     L = len(stages)
@@ -296,10 +340,16 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
     storage_x = [storage_bytes(x0)]
     hook_tape = []
     with meter:
-        ex = ScheduleExecutor(stages, loss_fn, x0, tracker=meter)
+        ex = ScheduleExecutor(stages, loss_fn, x0, tracker=meter, release=release)
+        draws = []
         for i in range(L):
+            with meter.paused():
+                rng = _rng_states(dev)
             with meter.op(f"Fck{i}"):
                 ex.step(Op.parse(f"Fck{i}"))
+            with meter.paused():
+                draws.append(any(not torch.equal(a, b) for a, b in zip(rng, _rng_states(dev))))
+                del rng
             storage_x.append(storage_bytes(ex.available(i + 1)))
         for i in range(L):
             ex.saved_log = []
@@ -314,16 +364,28 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
                     ptrs[st.data_ptr()] = st.nbytes()
             ex.saved_log.clear()  # the pack hook holds this list until the graph dies
             ex.saved_log = None
-            del out
+            # nothing of the tape may stay referenced here: a backward that lets autograd
+            # free it as it goes would be measured holding it
+            del out, t, st
             hook_tape.append(sum(ptrs.values()))
         for i in range(1, L + 1):
             ex.step(Op.parse(f"Dropx{i}"))
+        # this pass ran without output_saved (it is what it measures): the tapes still hold
+        # the outputs no backward reads, which a run of the chain has released by now
+        # (executor, unsaved outputs); release them too, or a backward that lets autograd
+        # free its tape as it goes would be measured freeing them
+        saved_now = output_saved([ex.saves[i] for i in range(L)])
+        for i in range(L - 1):  # x_L: the Loss op (release_loss_input below)
+            if not saved_now[i]:
+                ex._release(ex._values.tapes[i + 1].output)
         # x_L unsaved (no backward of the chain reads it): autograd frees it after the loss's
         # forward, before the loss's backward, and so does the executor (the Loss op is
         # measured as it will run)
         ex.release_loss_input = not ex.saves[L - 1].output
         with meter.op("Loss"):
             ex.step(Op.parse("Loss"))
+        if not ex.saves[L - 1].output:  # a run releases an unsaved x_L at the Loss op, also
+            ex._release(ex._values.tapes[L].output)  # when the loss read it (it is done)
         for i in range(L - 1, -1, -1):
             with meter.op(f"B{i}"):
                 ex.step(Op.parse(f"B{i}"))
@@ -336,9 +398,12 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
     alloc_tape = [ops[f"Fall{i}"].after - ops[f"Fall{i}"].before for i in range(L)]
     tape_size = [max(h, a, x_size[i + 1]) for i, (h, a) in enumerate(zip(hook_tape, alloc_tape))]
 
-    def over(label, made):
+    def raw(label, made):
         r = ops[label]
-        return max(0, r.peak - r.before - made)
+        return r.peak - r.before - made
+
+    def over(label, made):
+        return max(0, raw(label, made))
 
     return {"x_size": x_size, "tape_size": tape_size, "hook_tape": hook_tape,
             "output_saved": output_saved(saves), "saves_input": [s.input for s in saves],
@@ -347,7 +412,32 @@ def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
             "fwd_overhead": [over(f"Fck{i}", x_size[i + 1]) for i in range(L)],
             "fall_overhead": [over(f"Fall{i}", tape_size[i]) for i in range(L)],
             "bwd_overhead": [over(f"B{i}", x_size[i]) for i in range(L)] + [over("Loss", x_size[L])],
-            "param_grad_bytes": meter.persistent_bytes, "ops": [vars(r) for r in meter.results()]}
+            "bwd_raw": [raw(f"B{i}", x_size[i]) for i in range(L)] + [raw("Loss", x_size[L])],
+            "param_grad_bytes": meter.persistent_bytes, "ops": [vars(r) for r in meter.results()],
+            "draws_random": draws}
+
+
+def stage_draws(stages, x0: torch.Tensor, device=None) -> list:
+    """Per stage, whether its forward draws random numbers (one no-grad forward of the
+    stages in order, model state and generators restored after): what
+    ``ProfileResult.draws_random`` says, for a chain profiled elsewhere."""
+    dev = torch.device(device) if device is not None else x0.device
+    draws = []
+    with model_state_kept(stages, dev), torch.no_grad():
+        x = x0.to(dev)
+        for s in stages:
+            before = _rng_states(dev)
+            x = s(x)
+            draws.append(any(not torch.equal(a, b) for a, b in zip(before, _rng_states(dev))))
+    return draws
+
+
+def _rng_states(dev) -> list:
+    """The random generators a stage on ``dev`` can draw from (CPU, and the device's)."""
+    states = [torch.get_rng_state()]
+    if dev.type == "cuda":
+        states.append(torch.cuda.get_rng_state(dev))
+    return states
 
 
 def carried_tensors(stages) -> list:

@@ -46,9 +46,26 @@ def _refuse_certified(chain: Chain, opts: IlpOptions, proven_size: int) -> None:
                   Remedy(options=(("max_binaries", AT_LEAST, n),))))
 
 
+def _refuse_long(chain: Chain, opts: IlpOptions) -> None:
+    """More stages than ``max_binaries``: the model has at least one operation binary per
+    phase (a recording forward of stage p precedes B_p), so it is refused before its size
+    is counted (an O(L) to O(L^2) count: seconds to hours at a million stages)."""
+    L = chain.length
+    raise SolverLimitError(
+        f"ilp: {L:,} stages is too large for this solver: its model has more than {L:,} "
+        f"operation binaries (one per phase at least; about L^2 in the fast mode, L^4 in the "
+        f"proven one), above max_binaries = {opts.max_binaries:,}", solver="ilp",
+        remedies=(Remedy(solver="dp-weak", note="weakly persistent, on chains of up to a few "
+                                                "hundred stages"),
+                  Remedy(solver="chen-sqrt", note="a heuristic that scales to any length"),
+                  Remedy(options=(("max_binaries", AT_LEAST, L * L),))))
+
+
 def run(chain: Chain, budget: int, opts: IlpOptions) -> Solution:
     """:func:`solve_ilp` with validated options; the time limit starts here."""
     deadline = Deadline(opts.time_limit)
+    if chain.length > opts.max_binaries:  # refused at once: every phase has a binary at least
+        _refuse_long(chain, opts)
     size = binaries_bound(chain, opts.passes, opts.pairs)
     too_big = None
     if size > opts.max_binaries:

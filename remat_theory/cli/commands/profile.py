@@ -2,8 +2,8 @@
 file (remat-chain/1).  Needs torch.
 
 ``NAME`` is a built-in network (``mlp``, ``resnet``, ``transformer``, ``rnn``, and the
-captured ``tv-resnet``, ``gpt2``, ``bert``, ``vit``, ``hf-resnet``; the last four need
-transformers), or ``module:function``: an importable zero-argument function returning
+captured families of :data:`~remat_theory.torch.networks.FAMILIES`: ``tv-resnet`` and the
+transformers models, which need transformers), or ``module:function``: an importable zero-argument function returning
 ``(model, example_inputs, loss_fn)`` (or a :class:`~remat_theory.torch.networks.Network`).
 ``model`` is any ``nn.Module``: an ``nn.Sequential`` or a list of modules is used as its
 stages; any other model is captured with
@@ -46,7 +46,9 @@ def add_arguments(p) -> None:
     p.add_argument("--model", required=True,
                    help="mlp, resnet, transformer, rnn; captured at their layers: llama, "
                         "mistral, qwen2, opt, gpt-neo, gpt-neox, phi, gpt2, bert, roberta, "
-                        "distilbert, vit, convnext, swin, hf-resnet, tv-resnet; "
+                        "distilbert, vit, convnext, swin, hf-resnet, tv-resnet, gemma, "
+                        "gemma2, falcon, bloom, gpt-j, mixtral, deit (t5-encoder: as one "
+                        "graph, see docs/torch_measurement.md); "
                         "or module:function returning (model, example_inputs, loss_fn)")
     p.add_argument("--scale", default="small", choices=("test", "small", "large"), help="network sizes")
     p.add_argument("--granularity", type=granularity_arg, default="block",

@@ -5,6 +5,9 @@ allows within the time limit (``solvers/auto.py``), saying which solver answered
 it proved."""
 from __future__ import annotations
 
+import importlib
+import time
+
 import solvers
 from solvers.auto import DEFAULT_TIME_LIMIT as AUTO_TIME_LIMIT
 
@@ -18,6 +21,9 @@ NAME = "solve"
 ORDER = 20
 HELP = "find a schedule for a chain under a memory budget (default solver: auto)"
 AUTO = "auto"
+#: Seconds of start-up and loading that ``--time-limit`` ignores; beyond, they are taken off
+#: the limit given to the solver (a chain of a million stages takes seconds to load).
+LOAD_ALLOWANCE_S = 0.05
 DEFAULT_SOLVER = AUTO
 
 
@@ -92,6 +98,10 @@ def infeasible_line(sol, budget: int, slots: int | None) -> str:
 def run(args) -> int:
     import sys
 
+    # --time-limit is the whole command's: from the process's start when run as a program
+    # (start-up, imports and loading the chain count), else from here
+    started = importlib.import_module("remat_theory.cli.main").PROCESS_START \
+        or time.perf_counter()
     chain = load_chain(args.chain)
     options = dict(args.options)
     info = solvers.get(args.solver)
@@ -101,11 +111,19 @@ def run(args) -> int:
             raise RematError(f"solver {args.solver!r} does not take option 'slots' (--slots); "
                              f"solvers that do: {', '.join(takes)}")
         options["slots"] = args.slots
-    solvers.check_feasible(chain, args.budget)
     notes = []
+    if args.time_limit is not None and "time_limit" in info.options:
+        options["time_limit"] = args.time_limit
+    solvers.registry.checked_options(chain, args.solver, options)  # before any work
+    solvers.check_feasible(chain, args.budget)
     if args.time_limit is not None:
         if "time_limit" in info.options:
-            options["time_limit"] = args.time_limit
+            spent = time.perf_counter() - started
+            if spent > LOAD_ALLOWANCE_S:
+                options["time_limit"] = max(0.01, round(args.time_limit - spent, 2))
+            if spent >= 0.1 * args.time_limit:
+                notes.append(f"remat: note: {spent:.2g} s of --time-limit "
+                             f"{args.time_limit:g} went to starting and loading the chain")
         else:
             notes.append(f"remat: note: solver {args.solver!r} takes no time limit; "
                          f"--time-limit {args.time_limit:g} was not applied")

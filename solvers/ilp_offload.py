@@ -1,0 +1,442 @@
+"""``ilp-offload``: a MILP of the two-stream model (rematerialization and offloading), exact
+over the schedules of at most N operations (docs/ilp.md, "The offload MILP";
+proofs/offload.md, O.13).
+
+Positions p = 1..N hold one op each (or none: idle positions come last).  For every op
+``o`` of the referee's table, with the place it reads x_i from when that matters
+(``Fn``/``Fck``/``Fall``/``Loss``/``B`` read a plain x_i when one is held, else the tape
+t_i), a binary ``u[p, o]``.  The state after position p is binary: ``dev[p, v]`` and
+``host[p, v]`` for every value v (x_1..x_L, t_1..t_L), ``leave[p, v]`` (offloaded since the
+last compute op, still counted), and ``bn[p, j]`` one-hot, the backward next (j = L..-1).
+Preconditions, effects and the frame are linear in them, one rule per row of the operation
+table (docs/model.md); the one conditional effect, the unsaved output that ``Fall_i`` adds
+only when none is held and ``B_{i+1}`` has not run, has its own binary.  Memory is a
+linear function of the state: each compute op's peak (held, leaving copies released, plus
+what it adds) and each transfer's (held, leaving copies, plus a prefetch's size) is at
+most the budget.
+
+Times are continuous: ``C``, ``H``, ``O`` (compute stream free, channel free, pending
+offload completion), ``R[v]`` and ``Q[v]`` (ready time, last read), the op's start ``S``,
+end ``E`` and, for an offload, completion ``D``.  Every rule of the referee sets a time to
+a maximum of earlier times plus a duration; the MILP imposes ``>=`` each term that applies
+(big-M on the op binaries), so for a fixed token sequence every feasible time is at least
+the referee's and the referee's times are feasible: the least makespan ``Z >= C, H, O`` of
+the MILP is the referee's optimum over sequences of at most N tokens, its dual bound a
+lower bound on it.  N is the option ``max_ops`` (default: the incumbent's length plus
+``extra_ops``); the claims are about the class ``all+offload<=N`` (schedules of the model
+of at most N ops), which contains the incumbent.  An incumbent (``dp-offload``'s schedule,
+else store-all's) bounds the makespan (big-M) and starts the search.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from remat_theory.model import classes
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import AT_LEAST, Remedy, SolverError, SolverLimitError
+from remat_theory.model.schedule import Schedule
+from remat_theory.model.simulator import simulate
+from remat_theory.model.solution import CLASS_NONE, Solution
+
+from solvers import registry
+from solvers.dp_offload import copy_time
+from solvers.registry import Option, register
+
+NAME = "ilp-offload"
+DEFAULT_EXTRA_OPS = 4
+#: The longest chain solved without raising max_stages: at 3 stages HiGHS takes 10-100 s
+#: (benchmarks: exhaustive-offload is faster there), at 2 a few seconds.
+DEFAULT_MAX_STAGES = 2
+#: Binaries above which the model is refused up front (building it is pure Python).
+MAX_BINARIES = 60_000
+
+
+class _Op:
+    __slots__ = ("token", "compute", "dur", "add", "pre_dev", "pre_not_dev", "pre_host",
+                 "bn_ge", "bn_eq", "sets", "clears", "hset", "hclear", "reads", "makes",
+                 "cond", "bn_move", "off", "pre")
+
+    def __init__(self, token, compute, dur, add=0):
+        self.token, self.compute, self.dur, self.add = token, compute, dur, add
+        self.pre_dev, self.pre_not_dev, self.pre_host = [], [], []
+        self.bn_ge = self.bn_eq = None
+        self.sets, self.clears, self.hset, self.hclear = [], [], [], []
+        self.reads, self.makes = [], []
+        self.cond = None  # (value, stage i): Fall_i's unsaved output, made conditionally
+        self.bn_move = None
+        self.off = self.pre = None
+
+
+def op_table(chain: Chain) -> list:
+    """Every op of the model on ``chain`` with its read-source variant, as rules."""
+    L, x = chain.length, chain.x_size
+    ops = []
+
+    def src_variants(i):
+        if i == 0:
+            return [None]
+        return ["x", "t"] if chain.saved(i) else ["x"]
+
+    for i in range(L):
+        for kind in ("Fn", "Fck", "Fall"):
+            for src in src_variants(i):
+                if kind == "Fall":
+                    o = _Op(f"Fall{i}", True, chain.fall_time[i],
+                            chain.tape_size[i] + chain.fall_overhead[i])
+                else:
+                    o = _Op(f"{kind}{i}", True, chain.fwd_time[i], x[i + 1] + chain.fwd_overhead[i])
+                o.bn_ge = i
+                if src == "x":
+                    o.pre_dev.append(("x", i))
+                    o.reads.append(("x", i))
+                elif src == "t":
+                    o.pre_dev.append(("t", i))
+                    o.pre_not_dev.append(("x", i))
+                    o.reads.append(("t", i))
+                if kind == "Fall":
+                    o.pre_not_dev.append(("t", i + 1))
+                    o.sets.append(("t", i + 1))
+                    o.hclear.append(("t", i + 1))
+                    o.makes.append(("t", i + 1))
+                    if not chain.output_saved[i]:
+                        o.cond = (("x", i + 1), i)
+                        o.hclear.append(("x", i + 1))
+                    if i >= 1 and not chain.saved(i):
+                        o.clears.append(("x", i))
+                else:
+                    o.pre_not_dev.append(("x", i + 1))
+                    o.sets.append(("x", i + 1))
+                    o.hclear.append(("x", i + 1))
+                    o.makes.append(("x", i + 1))
+                    if kind == "Fn" and i >= 1:
+                        o.clears.append(("x", i) if src == "x" else ("t", i))
+                ops.append(o)
+    for src in (["x", "t"] if chain.saved(L) else ["x"]):
+        o = _Op("Loss", True, chain.bwd_time[L], x[L] + chain.bwd_overhead[L])
+        o.bn_eq, o.bn_move = L, (L, L - 1)
+        if src == "x":
+            o.pre_dev.append(("x", L))
+            o.reads.append(("x", L))
+            o.clears.append(("x", L))
+        else:
+            o.pre_dev.append(("t", L))
+            o.pre_not_dev.append(("x", L))
+            o.reads.append(("t", L))
+        o.hclear.append(("x", L))
+        ops.append(o)
+    for i in range(L):
+        for src in (["x", "t"] if i >= 1 and chain.saved(i) else [None]):
+            o = _Op(f"B{i}", True, chain.bwd_time[i], x[i] + chain.bwd_overhead[i])
+            o.bn_eq, o.bn_move = i, (i, i - 1)
+            o.pre_dev.append(("t", i + 1))
+            o.reads.append(("t", i + 1))
+            if src == "x":
+                o.pre_dev.append(("x", i))
+                o.reads.append(("x", i))
+            elif src == "t":
+                o.pre_dev.append(("t", i))
+                o.pre_not_dev.append(("x", i))
+                o.reads.append(("t", i))
+            o.clears.append(("t", i + 1))
+            o.hclear.append(("t", i + 1))
+            if i >= 1:
+                o.clears.append(("x", i))
+                o.hclear.append(("x", i))
+            ops.append(o)
+    if chain.bandwidth is not None:
+        for v in values(chain):
+            d = copy_time(chain, size(chain, v))
+            if d == math.inf:
+                continue
+            off = _Op(f"Off{v[0]}{v[1]}", False, d)
+            off.pre_dev.append(v)
+            off.clears.append(v)
+            off.hset.append(v)
+            off.off = v
+            pre = _Op(f"Pre{v[0]}{v[1]}", False, d, size(chain, v))
+            pre.pre_host.append(v)
+            pre.sets.append(v)
+            pre.hclear.append(v)
+            pre.makes.append(v)
+            pre.pre = v
+            ops += [off, pre]
+    return ops
+
+
+def values(chain: Chain) -> list:
+    L = chain.length
+    return [("x", i) for i in range(1, L + 1)] + [("t", i) for i in range(1, L + 1)]
+
+
+def size(chain: Chain, v) -> int:
+    return chain.x_size[v[1]] if v[0] == "x" else chain.tape_held[v[1] - 1]
+
+
+class Model:
+    """The MILP of the module docstring on ``chain`` at ``budget`` with ``N`` positions and
+    the makespan bounded by ``ub`` (big-M)."""
+
+    def __init__(self, chain: Chain, budget: int, N: int, ub: float):
+        import highspy
+
+        self.chain, self.N = chain, N
+        L = chain.length
+        self.ops = ops = op_table(chain)
+        V = values(chain)
+        h = self.h = highspy.Highs()
+        h.silent()
+        self._impossible = False
+        add = h.addConstr
+
+        def constr(expr):  # a comparison of constants is decided here
+            if isinstance(expr, bool):
+                self._impossible |= not expr
+            else:
+                add(expr)
+
+        h.addConstr = constr
+        M = ub + max([o.dur for o in ops] + [0.0]) + 1.0
+        B = lambda: h.addBinary()  # noqa: E731
+        T = lambda: h.addVariable(lb=0.0, ub=M)  # noqa: E731
+        js = list(range(-1, L + 1))
+        dev0 = {v: 0 for v in V}
+        dev, host, leave = [dev0], [dict(dev0)], [dict(dev0)]
+        bn = [{j: int(j == L) for j in js}]
+        zero = {v: 0.0 for v in V}
+        R, Q = [zero], [dict(zero)]
+        C, H, O = [0.0], [0.0], [0.0]
+        self.u = u = []
+        act_prev = None
+        x0 = chain.x_size[0]
+        for p in range(1, N + 1):
+            up = {k: B() for k in range(len(ops))}
+            u.append(up)
+            act = sum(up.values())
+            h.addConstr(act <= 1)
+            if act_prev is not None:
+                h.addConstr(act <= act_prev)
+            act_prev = act
+            comp = sum(up[k] for k, o in enumerate(ops) if o.compute)
+            offs = sum(up[k] for k, o in enumerate(ops) if o.off)
+            d, hs, lv = {v: B() for v in V}, {v: B() for v in V}, {v: B() for v in V}
+            b = {j: B() for j in js}
+            h.addConstr(sum(b.values()) == 1)
+            pd, ph, pl, pb = dev[-1], host[-1], leave[-1], bn[-1]
+            # preconditions
+            for k, o in enumerate(ops):
+                for v in o.pre_dev:
+                    h.addConstr(up[k] <= pd[v])
+                for v in o.pre_not_dev:
+                    h.addConstr(up[k] + pd[v] <= 1)
+                for v in o.pre_host:
+                    h.addConstr(up[k] <= ph[v])
+                if o.bn_ge is not None:
+                    h.addConstr(up[k] <= sum(pb[j] for j in js if j >= o.bn_ge))
+                if o.bn_eq is not None:
+                    h.addConstr(up[k] <= pb[o.bn_eq])
+            # the conditional unsaved output of Fall_i
+            made = {v: [] for v in V}
+            for k, o in enumerate(ops):
+                if o.cond is not None:
+                    v, i = o.cond
+                    z = B()
+                    h.addConstr(z <= up[k])
+                    h.addConstr(z + pd[v] <= 1)
+                    h.addConstr(z + pb[i] <= 1)
+                    h.addConstr(z >= up[k] - pd[v] - pb[i])
+                    made[v].append(z)
+            # frame: device, host, leaving
+            for v in V:
+                sets = [up[k] for k, o in enumerate(ops) if v in o.sets] + made[v]
+                clears = [up[k] for k, o in enumerate(ops) if v in o.clears]
+                for s_ in sets:
+                    h.addConstr(d[v] >= s_)
+                for c_ in clears:
+                    h.addConstr(d[v] + c_ <= 1)
+                h.addConstr(d[v] <= pd[v] + sum(sets))
+                h.addConstr(d[v] >= pd[v] - sum(clears))
+                hset = [up[k] for k, o in enumerate(ops) if v in o.hset]
+                hclr = [up[k] for k, o in enumerate(ops) if v in o.hclear] + made[v]
+                for s_ in hset:
+                    h.addConstr(hs[v] >= s_)
+                for c_ in hclr:
+                    h.addConstr(hs[v] + c_ <= 1)
+                h.addConstr(hs[v] <= ph[v] + sum(hset))
+                h.addConstr(hs[v] >= ph[v] - sum(hclr))
+                offv = [up[k] for k, o in enumerate(ops) if o.off == v]
+                h.addConstr(lv[v] >= pl[v] - comp)
+                h.addConstr(lv[v] <= pl[v] + sum(offv))
+                h.addConstr(lv[v] + comp <= 1)
+                for s_ in offv:
+                    h.addConstr(lv[v] >= s_)
+            for j in js:
+                into = [up[k] for k, o in enumerate(ops) if o.bn_move and o.bn_move[1] == j]
+                out = [up[k] for k, o in enumerate(ops) if o.bn_move and o.bn_move[0] == j]
+                h.addConstr(b[j] == pb[j] + sum(into) - sum(out))
+            # memory: before the op (leaving copies released by a compute op) plus its adds
+            held = x0 + sum(size(chain, v) * pd[v] for v in V) + \
+                sum(chain.x_size[j + 1] * pb[j] for j in js if j < L)
+            left = sum(size(chain, v) * pl[v] for v in V)
+            h.addConstr(held + sum(o.add * up[k] for k, o in enumerate(ops) if o.compute)
+                        <= budget)
+            h.addConstr(held + left + sum(o.add * up[k] for k, o in enumerate(ops) if o.pre)
+                        <= budget)
+            # times
+            S, E, D = T(), T(), T()
+            Cp, Hp, Op = T(), T(), T()
+            Rp, Qp = {v: T() for v in V}, {v: T() for v in V}
+            h.addConstr(E == S + sum(o.dur * up[k] for k, o in enumerate(ops)))
+            h.addConstr(S >= C[-1] - M * offs)
+            h.addConstr(S >= O[-1] - M * (1 - comp))
+            h.addConstr(S >= H[-1] - M * comp)
+            h.addConstr(D >= E)
+            h.addConstr(Cp >= C[-1])
+            h.addConstr(Cp >= E - M * (1 - comp))
+            h.addConstr(Hp >= H[-1])
+            h.addConstr(Hp >= E - M * (1 - act + comp))
+            h.addConstr(Op >= O[-1] - M * comp)
+            h.addConstr(Op >= D - M * (1 - offs))
+            for v in V:
+                rd = [up[k] for k, o in enumerate(ops) if v in o.reads]
+                offv = [up[k] for k, o in enumerate(ops) if o.off == v]
+                mk = [up[k] for k, o in enumerate(ops) if v in o.makes] + made[v]
+                if rd:
+                    h.addConstr(S >= R[-1][v] - M * (1 - sum(rd)))
+                    h.addConstr(Qp[v] >= E - M * (1 - sum(rd)))
+                for s_ in offv:
+                    h.addConstr(S >= R[-1][v] - M * (1 - s_))
+                    h.addConstr(D >= Q[-1][v] - M * (1 - s_))
+                h.addConstr(Rp[v] >= R[-1][v] - M * sum(mk))
+                h.addConstr(Qp[v] >= Q[-1][v] - M * sum(mk))
+                if mk:
+                    h.addConstr(Rp[v] >= E - M * (1 - sum(mk)))
+            dev.append(d), host.append(hs), leave.append(lv), bn.append(b)
+            R.append(Rp), Q.append(Qp), C.append(Cp), H.append(Hp), O.append(Op)
+        h.addConstr(bn[-1][-1] == 1)
+        self.Z = Z = h.addVariable(lb=0.0, ub=ub)
+        for t in (C[-1], H[-1], O[-1]):
+            h.addConstr(Z >= t)
+        self.binaries = N * (len(ops) + 3 * len(V) + len(js))
+
+    def schedule(self) -> Schedule:
+        h = self.h
+        out = []
+        for up in self.u:
+            for k, var in up.items():
+                if h.val(var) > 0.5:
+                    out.append(self.ops[k].token)
+        return Schedule.parse(" ".join(out))
+
+    def solve(self, time_limit: float | None):
+        h = self.h
+        if time_limit is not None:
+            h.setOptionValue("time_limit", float(time_limit))
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", 1e-9)
+        if self._impossible:
+            import highspy
+            return highspy.HighsModelStatus.kInfeasible, None
+        h.minimize(self.Z)
+        return h.getModelStatus(), h.getInfo()
+
+
+def class_key(n: int) -> str:
+    """The class the answers with ``max_ops = n`` are about."""
+    return f"{classes.OFFLOAD_KEY}<={n}"
+
+
+def _incumbent(chain: Chain, budget: int):
+    """A valid schedule to start from and bound the makespan: dp-offload's (exact memory
+    when small, else slots), else store-all's; None when neither fits."""
+    for opts in ({}, {"slots": 64}):
+        try:
+            sol = registry.solve(chain, budget, "dp-offload", **opts)
+        except SolverError:
+            continue
+        if sol.schedule is not None:
+            return sol.schedule, sol.makespan
+    return None
+
+
+@register(NAME, optimal_for=classes.OFFLOAD_OPS_FAMILY, exact=True,
+          description="MILP of the two-stream model (positions x ops, exact times by "
+                      "big-M): optimal over the schedules of at most max_ops operations, "
+                      "a certified lower bound at a time limit.",
+          max_stages=2, reference_max_stages=3,
+          supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
+          options={"max_ops": Option("int", "positions of the model: the longest schedule "
+                                     "it covers (default: the incumbent's length + "
+                                     "extra_ops)", minimum=1, none=True),
+                   "extra_ops": Option("int", "positions beyond the incumbent's length "
+                                       "(when max_ops is not given)", minimum=0),
+                   "max_stages": Option("int", "the longest chain modelled (a guard)",
+                                        minimum=1),
+                   "time_limit": Option("seconds", "for the MIP solve (status time_limit "
+                                        "past it, with the incumbent and the dual bound)",
+                                        none=True)})
+def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
+                      extra_ops: int = DEFAULT_EXTRA_OPS, max_stages: int = DEFAULT_MAX_STAGES,
+                      time_limit: float | None = None) -> Solution:
+    """The optimum over the schedules of at most ``max_ops`` operations (module
+    docstring), proven by HiGHS, or at ``time_limit`` the best schedule found and the dual
+    bound (status ``time_limit``, "not proven optimal")."""
+    import highspy
+
+    if chain.length > max_stages:
+        raise SolverLimitError(
+            f"{NAME} on {chain.length} stages may take hours (a few seconds at 2 stages, "
+            f"10-100 s at 3); max_stages = {max_stages}", solver=NAME,
+            remedies=(Remedy(options=(("max_stages", AT_LEAST, chain.length),),
+                             note="to force it, best with a time_limit"),))
+    t0 = time.perf_counter()
+    inc = _incumbent(chain, budget)
+    if inc is None and max_ops is None:
+        max_ops = 2 * (2 * chain.length + 1) + extra_ops
+    N = max_ops if max_ops is not None else len(inc[0]) + extra_ops
+    cls = class_key(N)
+    if inc is not None and len(inc[0]) > N:
+        inc = None
+    ub = inc[1] if inc is not None else _loose_upper_bound(chain, N)
+    nops = len(op_table(chain))
+    binaries = N * (nops + 6 * chain.length + chain.length + 2)
+    if binaries > MAX_BINARIES:
+        raise SolverLimitError(f"{NAME}: {chain.length} stages and {N} positions make about "
+                               f"{binaries:,} binaries (limit {MAX_BINARIES:,})", solver=NAME)
+    model = Model(chain, budget, N, ub)
+    left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
+    status, info = model.solve(left)
+    st = highspy.HighsModelStatus
+    extra = {"max_ops": N, "binaries": model.binaries}
+    if status == st.kOptimal:
+        schedule = model.schedule()
+        sim = simulate(chain, schedule)
+        return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
+                                optimal_for=cls, info=extra)
+    if status == st.kInfeasible:
+        if inc is not None:  # the incumbent is a solution: the model is wrong
+            raise SolverError(f"{NAME}: the model is infeasible but {inc[0]} fits")
+        return Solution.infeasible(NAME, budget, optimal_for=cls, info=extra,
+                                   message=f"no schedule of at most {N} operations fits in "
+                                           f"{budget}")
+    bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
+    schedule = makespan = peak = None
+    if info.primal_solution_status == 2:  # feasible
+        schedule = model.schedule()
+        sim = simulate(chain, schedule)
+        schedule, makespan, peak = schedule, sim.makespan, sim.peak_memory
+    elif inc is not None:
+        schedule, makespan = inc
+        peak = simulate(chain, schedule).peak_memory
+    return Solution.time_limit(NAME, budget, schedule=schedule, makespan=makespan,
+                               peak_memory=peak, bound=bound, optimal_for=cls, info=extra,
+                               message=f"time limit reached: not proven optimal over "
+                                       f"{cls}; lower bound {bound}")
+
+
+def _loose_upper_bound(chain: Chain, N: int) -> float:
+    """A makespan no schedule of N ops exceeds: every op's longest duration, N times."""
+    longest = max(list(chain.fwd_time) + list(chain.fall_time) + list(chain.bwd_time)
+                  + [copy_time(chain, size(chain, v)) for v in values(chain)
+                     if chain.bandwidth] + [0.0])
+    return N * (longest if math.isfinite(longest) else 0.0) + 1.0

@@ -1,0 +1,307 @@
+"""Issue #29, item 4: every limit holds at any size.
+
+No timed asserts (speed figures are in benchmarks/bench_scale.py and docs/solvers.md): a
+fake clock shows that each solver's time limit reaches a deadline and is honoured, a table
+builder that raises shows that refusals come before any table, a check that raises shows
+that options are checked before any work, and the chain's vectorised checks are compared
+with the one-by-one checks they stand for.
+"""
+from __future__ import annotations
+
+import math
+import re
+import types
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import solvers
+from remat_theory.cli.main import main
+from remat_theory.model import chain as chain_module
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import ChainError, SolverLimitError
+from remat_theory.model.solution import TIME_LIMIT
+from remat_theory.model.validation import (check_array, check_flag_entry, check_size_entry,
+                                           check_time_entry)
+from solvers import _deadline, registry
+
+
+# ------------------------------------------------------------------ the option schema
+
+def test_every_solver_takes_a_time_limit():
+    """`--time-limit` applies to every registered solver (baselines included)."""
+    for name in solvers.names():
+        info = solvers.get(name)
+        assert "time_limit" in info.options, name
+        assert info.schema["time_limit"].kind == "seconds", name
+
+
+# ------------------------------------------------------------------ a fake clock
+
+class FakeClock:
+    """``perf_counter`` advancing ``step`` seconds per call (and by ``jump``)."""
+
+    def __init__(self, step: float):
+        self.t = 1000.0
+        self.step = step
+
+    def perf_counter(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    def install(step):
+        clock = FakeClock(step)
+        fake_time = types.SimpleNamespace(perf_counter=clock.perf_counter)
+        monkeypatch.setattr(_deadline, "time", fake_time)
+        monkeypatch.setattr(registry, "time", fake_time)
+        return clock
+    return install
+
+
+BASELINES = ["store-all", "chen-sqrt", "chen-greedy", "revolve", "periodic", "dtr",
+             "save-on-cpu", "offload-all"]
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_a_baseline_stops_at_its_limit_with_no_schedule(name, fake_clock):
+    """Each check of the deadline costs a fake second: a 3 s limit expires while the answer
+    is built or replayed, and the answer is time_limit without a schedule (never a schedule
+    the referee has not replayed)."""
+    chain = Chain.homogeneous(20_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    budget = chain.store_all_memory() if name != "dtr" else chain.store_all_memory() // 2
+    fake_clock(1.0)
+    sol = solvers.solve(chain, budget, name, time_limit=3.0)
+    assert sol.status == TIME_LIMIT, (sol.status, sol.message)
+    assert sol.schedule is None and sol.makespan is None
+    assert "not proven optimal" in sol.message or "not verified" in sol.message
+
+
+def test_the_same_baseline_without_a_limit_answers(fake_clock):
+    chain = Chain.homogeneous(20_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    fake_clock(1.0)
+    sol = solvers.solve(chain, chain.store_all_memory(), "chen-sqrt")
+    assert sol.schedule is not None and sol.status == "feasible"
+
+
+def test_an_unfinished_replay_is_not_reported(monkeypatch, fake_clock):
+    """The solver answers within its share; the referee's replay then runs past the limit:
+    the answer says so and carries no schedule and no claim."""
+    chain = Chain.homogeneous(5_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    clock = fake_clock(0.0)
+    real = registry.replay_totals
+
+    def slow_replay(*args, **kwargs):
+        clock.step = 100.0  # the replay's first check of the deadline is past it
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(registry, "replay_totals", slow_replay)
+    sol = solvers.solve(chain, chain.store_all_memory(), "store-all", time_limit=5.0)
+    assert sol.status == TIME_LIMIT and sol.schedule is None and sol.bound is None
+    assert "referee's replay did not finish" in sol.message
+    assert "not verified" in sol.message
+
+
+def test_the_solver_gets_the_limit_less_the_replay_reserve(monkeypatch):
+    """The limit given reaches the solver, less what the referee's replay of a long chain's
+    answer is expected to take (at most half)."""
+    seen = {}
+
+    def probe(chain, budget, *, time_limit=None):
+        seen["time_limit"] = time_limit
+        seen["deadline"] = _deadline.current().limit
+        return None
+
+    with registry.registered("probe-limit", probe, optimal_for="none",
+                             options={"time_limit": registry.Option("seconds", "t", none=True)}):
+        short = Chain.homogeneous(10)
+        solvers.solve(short, short.store_all_memory(), "probe-limit", time_limit=7.0)
+        assert seen == {"time_limit": 7.0, "deadline": 7.0}
+        long = Chain.homogeneous(400_000)
+        solvers.solve(long, long.store_all_memory(), "probe-limit", time_limit=7.0)
+        reserve = registry.replay_reserve(long, 7.0)
+        assert 0 < reserve <= 3.5
+        assert seen == {"time_limit": 7.0 - reserve, "deadline": 7.0 - reserve}
+
+
+# ------------------------------------------------------------------ refusals before tables
+
+@pytest.fixture
+def no_tables(monkeypatch):
+    """Every table builder of the exact solvers raises if called."""
+    from solvers import dp, dp_weak, exhaustive, gruslys
+    from solvers.ilp import model as ilp_model
+    from solvers.ilp import solver as ilp_solver
+
+    def built(*args, **kwargs):
+        raise AssertionError("a table was built before the refusal")
+
+    for module, attr in [(dp, "PersistentTable"), (dp, "skewed_min_memory"),
+                         (dp_weak, "WeakTable"), (gruslys, "gruslys_table"),
+                         (exhaustive, "run_search"), (ilp_model, "binaries_bound"),
+                         (ilp_solver, "binaries_bound")]:
+        monkeypatch.setattr(module, attr, built)
+
+
+@pytest.mark.parametrize("name", ["dp", "dp-weak", "gruslys", "ilp", "exhaustive",
+                                  "exhaustive-offload", "recompute-all"])
+def test_exact_and_quadratic_solvers_refuse_a_long_chain_before_any_table(name, no_tables):
+    chain = Chain.homogeneous(200_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    with pytest.raises(SolverLimitError) as e:
+        solvers.solve(chain, chain.store_all_memory() // 4, name, time_limit=1.0)
+    assert e.value.remedies, str(e.value)  # names the way out
+
+
+def test_a_time_remedy_counts_the_replay_reserve():
+    """A refusal under the solver's share of the limit asks for a limit that, less the
+    reserve, gives the solver what it needs."""
+    chain = Chain.homogeneous(3_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    with pytest.raises(SolverLimitError) as e:
+        solvers.solve(chain, chain.store_all_memory() // 4, "dp", time_limit=0.1)
+    asked = [v for r in e.value.remedies for k, _, v in r.options
+             if k == "time_limit" and v is not None]
+    for v in asked:
+        assert v - registry.replay_reserve(chain, v) >= (e.value.estimate_s or 0) / 10
+
+
+# ------------------------------------------------------------------ no work before checks
+
+def test_options_are_checked_before_the_feasibility_check(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "c.json"
+    Chain.homogeneous(4).save(path)
+
+    def work(*args, **kwargs):
+        raise AssertionError("work done before the options were checked")
+
+    monkeypatch.setattr(solvers, "check_feasible", work)
+    code = main(["solve", str(path), "--budget", "100", "--solver", "dp", "-o", "slots=0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "slots = 0" in err, err
+
+
+# ------------------------------------------------------------------ chain checks at once
+
+def reference_array(name, values, checker):
+    """What check_array returned before its vectorised path: each entry checked alone."""
+    return tuple(checker(name, i, v) for i, v in enumerate(values))
+
+
+def outcome(fn):
+    try:
+        out = fn()
+    except ChainError as e:
+        return ("error", str(e))
+    return ("ok", tuple((type(v).__name__, repr(v)) for v in out))
+
+
+ENTRIES = {
+    check_size_entry: st.one_of(st.integers(-2, 2 ** 64), st.sampled_from(
+        [True, False, 2.5, 3.0, -0.0, math.nan, math.inf, "3", None])),
+    check_time_entry: st.one_of(st.integers(-2, 10 ** 400), st.floats(), st.sampled_from(
+        [True, "1", None, -0.0])),
+    check_flag_entry: st.one_of(st.booleans(), st.sampled_from([0, 1, 1.0, "true", None])),
+}
+
+
+@settings(max_examples=300)
+@given(data=st.data(), checker=st.sampled_from(list(ENTRIES)), n=st.integers(64, 300))
+def test_a_long_array_is_checked_as_entry_by_entry(data, checker, n):
+    """The vectorised check answers what the one-by-one check answers: the same values
+    (types included) or the same error naming the same field, index and value."""
+    good = {check_size_entry: 3, check_time_entry: 1.5, check_flag_entry: True}[checker]
+    values = [good] * n
+    for _ in range(data.draw(st.integers(0, 3))):
+        values[data.draw(st.integers(0, n - 1))] = data.draw(ENTRIES[checker])
+    assert outcome(lambda: check_array("f", values, n, checker)) == \
+        outcome(lambda: reference_array("f", values, checker))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (True, "x_size[70] = True is not a number"),
+    (-4, "x_size[70] = -4 is negative"),
+    (2.5, "x_size[70] = 2.5 is not an integer (sizes are bytes)"),
+])
+def test_a_long_chains_error_names_field_index_and_value(bad, message):
+    x = [3] * 101
+    x[70] = bad
+    with pytest.raises(ChainError, match=re.escape(message)):
+        Chain(fwd_time=[1.0] * 100, bwd_time=[1.0] * 101, x_size=x, tape_size=[5] * 100)
+
+
+def test_a_long_chains_tape_and_total_checks_name_the_first_entry():
+    with pytest.raises(ChainError, match=r"tape_size\[80\] = 2 is smaller than x_size\[81\]"):
+        Chain(fwd_time=[1.0] * 100, bwd_time=[1.0] * 101, x_size=[3] * 101,
+              tape_size=[5] * 80 + [2] + [5] * 19)
+    with pytest.raises(ChainError, match=r"x_size\[4\] = .* total size too large"):
+        Chain(fwd_time=[1.0] * 100, bwd_time=[1.0] * 101, x_size=[2 ** 51] * 101,
+              tape_size=[2 ** 51] * 100)
+    with pytest.raises(ChainError, match=r"fwd_time\[\d+\] = .* total time too large"):
+        Chain(fwd_time=[1e15] * 100, bwd_time=[1.0] * 101, x_size=[3] * 101,
+              tape_size=[5] * 100)
+
+
+@settings(max_examples=100)
+@given(data=st.data(), L=st.integers(1, 150))
+def test_memory_formulas_at_once_equal_their_loops(data, L):
+    x = data.draw(st.lists(st.integers(0, 9), min_size=L + 1, max_size=L + 1))
+    chain = Chain(fwd_time=[1.0] * L, bwd_time=[1.0] * (L + 1), x_size=x,
+                  tape_size=[v + data.draw(st.integers(0, 4)) for v in x[1:]],
+                  fwd_overhead=data.draw(st.lists(st.integers(0, 4), min_size=L, max_size=L)),
+                  bwd_overhead=data.draw(st.lists(st.integers(0, 4), min_size=L + 1,
+                                                  max_size=L + 1)),
+                  fall_overhead=data.draw(st.lists(st.integers(0, 4), min_size=L, max_size=L)),
+                  output_saved=data.draw(st.lists(st.booleans(), min_size=L, max_size=L)))
+    saved = chain_module._VECTOR_MIN
+    try:
+        chain_module._VECTOR_MIN = 10 ** 9
+        loops = (chain.store_all_memory(), chain.memory_lower_bound(), chain.size_gcd())
+        chain_module._VECTOR_MIN = 1
+        at_once = (chain.store_all_memory(), chain.memory_lower_bound(), chain.size_gcd())
+    finally:
+        chain_module._VECTOR_MIN = saved
+    assert at_once == loops
+
+
+# ------------------------------------------------------------------ a long chain, end to end
+
+@pytest.mark.parametrize("name", ["store-all", "chen-sqrt"])
+def test_a_200k_stage_chain_is_answered_and_replayed(name):
+    """On 200,000 stages a fast baseline answers under a (generous) limit, its schedule
+    replayed by the referee: the makespan is the closed form's (no timing asserted)."""
+    from solvers._schedules import segments_cost
+    from solvers.chen import sqrt_checkpoints
+
+    chain = Chain.homogeneous(200_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    budget = chain.store_all_memory()
+    sol = solvers.solve(chain, budget, name, time_limit=600.0)
+    assert sol.schedule is not None, sol.message
+    expected = (chain.ideal_makespan() if name == "store-all"
+                else segments_cost(chain, sqrt_checkpoints(chain.length))[0])
+    assert sol.makespan == expected
+    assert sol.peak_memory <= budget
+
+
+def test_the_command_counts_the_limit_from_the_process_start(tmp_path, capsys, monkeypatch):
+    """Run as a program, `remat solve` takes the time since the process started (start-up,
+    imports, loading the chain) off the limit it passes on; called in a running process,
+    the limit is passed on whole."""
+    import json
+    import time
+
+    import importlib
+    cli_main = importlib.import_module("remat_theory.cli.main")
+    path = tmp_path / "c.json"
+    Chain.homogeneous(3).save(path)
+    argv = ["solve", str(path), "--budget", "100", "--time-limit", "150", "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["info"]["auto_time_limit"] == 150.0
+    monkeypatch.setattr(cli_main, "PROCESS_START", time.perf_counter() - 100.0)
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    passed = json.loads(out)["info"]["auto_time_limit"]
+    assert 0 < passed <= 50.0 and "went to starting and loading the chain" in err
+    start = cli_main.process_start()
+    assert start is None or start <= time.perf_counter()

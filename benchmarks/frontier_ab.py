@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from remat_theory.torch.frontier import (Method, Point, checkpoint_sequential_method, drop_in,
-                                         hf_methods, measure, plain_method, remat_breakpoints,
-                                         remat_method)
+                                         drop_in_states, hf_methods, measure, plain_method,
+                                         remat_breakpoints, remat_method)
 from remat_theory.torch.frontier_networks import build_workload
 from remat_theory.torch.profiler import profile
 
@@ -71,7 +71,8 @@ def main(argv) -> int:
         print(f"chain's prediction for checkpoint_sequential:{k}: peak {per.peak_memory} B, "
               f"time {per.makespan:.4f}; dp at that budget: "
               f"{None if ck is None else (ck.plan.predicted_peak, round(ck.solution.makespan, 4))}")
-    for b in remat_breakpoints(chain, w.stages, max_points=10**6):
+    for b in remat_breakpoints(chain, w.stages, max_points=10**6,
+                               **drop_in_states(w.stages, w.example_input)):
         pt = Point(f"remat:{b / chain.store_all_memory():.4f}", "remat", int(b))
         ck = drop_in(w, int(b), "dp", chain, pt)
         if ck is not None:

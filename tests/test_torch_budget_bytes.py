@@ -87,6 +87,39 @@ def test_gradients_alone_above_the_budget_are_named():
     assert e.value.smallest_feasible > grads
 
 
+def test_the_step_reserve_holds_no_generator_state_the_schedule_already_counts():
+    """The random-generator states the checkpoints keep are counted by the schedule's share
+    where they live (nested.checkpoint_state_bytes); the step reserve is what the schedule
+    does not count, computed here from its parts, and nothing per checkpoint.  The MLP
+    without its dropout draws nothing: its schedules keep no state, and a tight byte budget
+    is still held as the allocator measures it."""
+    import math
+
+    from remat_theory.torch.module import ENGINE_MARGIN, STEP_SLACK
+    from remat_theory.torch.profiler import stage_draws
+
+    net = build("mlp", "test")
+    x, loss_fn = net.example_input, net.loss_fn
+    model = torch.nn.Sequential(*[m for m in net.model if not isinstance(m, torch.nn.Dropout)])
+    assert len(model) < len(net.model) and not any(stage_draws(list(model), x))
+    ck = CheckpointedSequential(model, budget="1MiB", example_input=x, loss_fn=loss_fn,
+                                profile_repeats=1)
+    for b in (0, 10**5, 10**6, 2**20 + 7):
+        fixed = gradient_bytes(list(model)) + STEP_SLACK
+        by_hand = fixed + math.ceil(max(0, b - fixed) * ENGINE_MARGIN / (1 + ENGINE_MARGIN))
+        assert ck.step_reserve(step_budget=b) == by_hand
+    # the smallest step budget: its schedule recomputes (no generator state added), and the
+    # allocator's step peak stays within it
+    with pytest.raises(InfeasibleBudgetError) as e:
+        CheckpointedSequential(model, budget=f"{ck.gradient_bytes + 1}B", example_input=x,
+                               loss_fn=loss_fn, chain=ck.chain)
+    smallest = e.value.smallest_feasible
+    m = CheckpointedSequential(model, budget=f"{smallest}B", example_input=x,
+                               loss_fn=loss_fn, chain=ck.chain)
+    assert m.plan.tree is not None
+    assert _step_peak(m, x, loss_fn) <= smallest
+
+
 def test_optimizer_state_comes_out_of_the_budget():
     net = build("transformer", "test")
     ck = CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
@@ -116,7 +149,7 @@ def test_budgets_hold_the_summed_gradient_of_shared_parameters_store_all_include
     of the chain from the smallest to store-all, and at the step budget that runs plain
     autograd, the allocator's peak stays within the budget, with the step starting without
     gradients (zero_grad()) or with them kept (gradient accumulation)."""
-    from remat_theory.torch.frontier import remat_breakpoints
+    from remat_theory.torch.frontier import drop_in_states, remat_breakpoints
     from remat_theory.torch.module import shared_parameter_bytes
 
     net = build("rnn", "small").to(DEVICE)
@@ -145,7 +178,8 @@ def test_budgets_hold_the_summed_gradient_of_shared_parameters_store_all_include
         return act, whole
 
     store_all = chain.store_all_memory()
-    budgets = remat_breakpoints(chain, stages, max_points=4) + [store_all]
+    budgets = remat_breakpoints(chain, stages, max_points=4,
+                                **drop_in_states(stages, x)) + [store_all]
     assert budgets[0] < store_all < budgets[-2] == store_all + 2 * shared  # plain autograd
     for b in budgets:
         m = CheckpointedSequential(net.model, b, example_input=x, chain=chain)

@@ -12,8 +12,8 @@ import solvers  # noqa: E402
 from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
 from remat_theory.torch.module import CheckpointedSequential  # noqa: E402
-from remat_theory.torch.frontier import (Point, dominance, format_table, noise,  # noqa: E402
-                                         remat_breakpoints, run_frontier)
+from remat_theory.torch.frontier import (Point, dominance, drop_in_states,  # noqa: E402
+                                         format_table, noise, remat_breakpoints, run_frontier)
 from remat_theory.torch.frontier_networks import from_network  # noqa: E402
 from remat_theory.torch.networks import build  # noqa: E402
 from remat_theory.torch.rounding import auto_unit, rounded_chain  # noqa: E402
@@ -132,6 +132,47 @@ def test_breakpoints_spread_keeps_the_levels_it_must_cover():
     assert covered == sorted(spread + [missing])  # the lowest level at or above missing - 1
 
 
+def test_every_breakpoint_of_a_dropout_model_is_accepted_and_held_by_the_drop_in():
+    """The breakpoints are the drop-in's own levels, its checkpoints' random-generator states
+    counted: the lowest is the drop-in's smallest feasible budget (one byte less is refused,
+    naming it), and at every breakpoint the drop-in accepts the budget, predicts a peak
+    within it, and the allocator measures the step's activation memory within it."""
+    from remat_theory.torch.profiler import profile
+    from remat_theory.torch.tracker import allocator_peak
+    torch.manual_seed(0)
+    w = from_network(build("transformer", "test"))
+    chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=1)
+    states = drop_in_states(w.stages, w.example_input)
+    assert any(states["draws"]) and states["state_bytes"] > 0  # dropout draws on the CPU
+    every = remat_breakpoints(chain, w.stages, max_points=10**6, **states)
+    low = every[0]
+    assert low < chain.store_all_memory()
+    with pytest.raises(InfeasibleBudgetError) as e:
+        CheckpointedSequential(list(w.stages), low - 1, example_input=w.example_input,
+                               loss_fn=w.loss_fn, chain=chain)
+    assert e.value.smallest_feasible == low
+    # without the states counted the lowest level is below what the drop-in accepts
+    assert remat_breakpoints(chain, w.stages, max_points=10**6)[0] < low
+    params = [p for s in w.stages for p in s.parameters() if p.requires_grad]
+    for b in every:
+        ck = CheckpointedSequential(list(w.stages), b, example_input=w.example_input,
+                                    loss_fn=w.loss_fn, chain=chain)
+        assert ck.plan.predicted_peak <= b
+
+        def step():
+            w.loss_fn(ck(w.example_input)).backward()
+        for p in params:
+            p.grad = None
+        step()  # warm the allocator
+        for p in params:
+            p.grad = None
+        peak = allocator_peak(step, torch.device("cpu"),
+                              persistent=lambda: [p.grad for p in params])
+        for p in params:
+            p.grad = None
+        assert peak <= b, (b, peak, ck.plan.predicted_peak)
+
+
 def test_the_runner_measures_every_point_of_a_hand_split_network():
     """Structure (fast): plain twice, remat at given budgets (one infeasible), every
     checkpoint_sequential; no HF (an nn.Sequential has none), no compiler."""
@@ -140,14 +181,9 @@ def test_the_runner_measures_every_point_of_a_hand_split_network():
     from remat_theory.torch.profiler import profile
     chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=1)
     store_all = chain.store_all_memory()
-    low = remat_breakpoints(chain, w.stages)[0]  # the smallest feasible budget
-    # the drop-in also counts the random-generator states its checkpoints keep (this
-    # transformer draws: dropout), which remat_breakpoints does not: its own smallest
-    try:
-        CheckpointedSequential(list(w.stages), low, example_input=w.example_input,
-                               loss_fn=w.loss_fn, chain=chain)
-    except InfeasibleBudgetError as e:
-        low = e.smallest_feasible
+    # the drop-in's smallest feasible budget (its checkpoints' random-generator states
+    # counted: this transformer draws, dropout)
+    low = remat_breakpoints(chain, w.stages, **drop_in_states(w.stages, w.example_input))[0]
     assert low < store_all
     rec = run_frontier(w, repeats=2, budgets=(1, low, store_all), segments=(2, 3),
                        compile_budgets=(), compiled_points=0, profile_repeats=1)

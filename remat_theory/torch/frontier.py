@@ -69,9 +69,11 @@ import solvers as solver_registry
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.torch.nested import Checkpointed
 from remat_theory.torch.frontier_networks import Workload, from_network
-from remat_theory.torch.module import (CheckpointedSequential, format_bytes, parse_bytes,
-                                       run_traceable, shared_parameter_bytes, traceable_prelude)
-from remat_theory.torch.profiler import profile
+from remat_theory.torch.module import (RNG_STATE_BYTES, CheckpointedSequential, format_bytes,
+                                       parse_bytes, run_traceable, shared_parameter_bytes,
+                                       smallest_with_states, solve_with_states,
+                                       traceable_prelude)
+from remat_theory.torch.profiler import profile, stage_draws
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.tracker import allocator_peak
 
@@ -231,27 +233,32 @@ def _compile_budget(w: Workload, r: float, backend: str, index: int) -> Method:
 
 
 def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 1024,
-                      max_points: int = 16, solver_options=None, cover=()) -> list:
-    """Budgets (bytes of the chain) where the solver's makespan steps down, from its smallest
-    feasible budget to store-all, as :class:`CheckpointedSequential` solves them (the same
-    rounding and reserve).  The makespan is a non-increasing step function of the budget, so
-    bisection finds each step to ``store_all / resolution`` bytes: every distinct schedule level
-    up to that resolution.  More than ``max_points`` levels: the lowest, store-all and evenly
-    spread ones between (by memory), and, for each budget of ``cover`` (the chain's predicted
-    peak of a baseline's own schedule, e.g. ``checkpoint_sequential``'s), the lowest level at
-    or above it, so that the baseline's schedule level is measured even where the spread
-    skips it."""
+                      max_points: int = 16, solver_options=None, cover=(), draws=None,
+                      state_bytes: int = 0) -> list:
+    """Budgets (bytes of the chain) where the drop-in's makespan steps down, from its smallest
+    feasible budget to store-all, as :class:`CheckpointedSequential` solves them: through
+    its own :func:`~remat_theory.torch.module.solve_with_states` (the same rounding, the
+    shared-gradient reserve, and the random-generator states its checkpoints keep:
+    ``state_bytes`` each, :data:`~remat_theory.torch.module.RNG_STATE_BYTES` on the CPU, only
+    where a segment's stage draws, ``draws``; :func:`drop_in_states` gives both for a
+    workload), so that every breakpoint is a budget the drop-in accepts.  The makespan is a
+    non-increasing step function of the budget, so bisection finds each step to
+    ``store_all / resolution`` bytes: every distinct schedule level up to that resolution.
+    More than ``max_points`` levels: the lowest, store-all and evenly spread ones between
+    (by memory), and, for each budget of ``cover`` (the chain's predicted peak of a
+    baseline's own schedule, e.g. ``checkpoint_sequential``'s), the lowest level at or above
+    it, so that the baseline's schedule level is measured even where the spread skips it."""
     opts = dict(solver_options or {})
     unit = auto_unit(chain)
-    rc = rounded_chain(chain, unit)
     reserve = 2 * shared_parameter_bytes(stages)
     store_all = chain.store_all_memory() + reserve  # the drop-in's plain autograd
+    rule = dict(solver=solver, solver_options=opts, stages=list(stages), shared_reserve=reserve)
     cache = {}
 
     def makespan(b):
         if b not in cache:
-            sol = solver_registry.solve(rc, max(0, b - reserve), solver, **opts)
-            cache[b] = (None if sol.schedule is None else round(sol.makespan, 12),
+            sol, _, peak, _ = solve_with_states(chain, unit, b, draws, state_bytes, **rule)
+            cache[b] = (None if peak is None else round(sol.makespan, 12),
                         sol.peak_memory, sol.min_budget)
         return cache[b]
 
@@ -262,6 +269,8 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
         return []
     else:
         lo = min(store_all, first[2] + reserve)
+    if makespan(lo)[0] is None and state_bytes:  # the states the checkpoints keep
+        lo = smallest_with_states(chain, unit, lo, draws, state_bytes, **rule) or store_all
     if makespan(lo)[0] is None:
         return []
     step = max(1, store_all // resolution)
@@ -281,10 +290,14 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
     top = makespan(store_all)[0]
     bisect(lo, makespan(lo)[0], store_all, top)
     points = sorted(found)
-    # the same schedule level reached at two budgets: keep the lower budget
+    # the same schedule level reached at two budgets: keep the lower budget.  A budget the
+    # drop-in refuses is no point: with the states counted its feasible budgets can have a
+    # gap (a re-solve for less that never fits) above a lower budget that fits
     levels, out = set(), []
     for b in points:
         key = makespan(b)[0] if b < store_all else "store-all"
+        if key is None:
+            continue
         if key not in levels:
             levels.add(key)
             out.append(b)
@@ -294,6 +307,14 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
             idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
         out = [out[i] for i in sorted(idx)]
     return out
+
+
+def drop_in_states(stages, x: torch.Tensor) -> dict:
+    """``draws`` and ``state_bytes`` for :func:`remat_breakpoints`, as the drop-in finds them
+    for input ``x``: which stages draw random numbers (:func:`stage_draws`) and the bytes of
+    one kept generator state (on the CPU; on CUDA the states are host memory: 0)."""
+    return dict(draws=tuple(stage_draws(list(stages), x)),
+                state_bytes=RNG_STATE_BYTES if x.device.type == "cpu" else 0)
 
 
 def baseline_schedule_peaks(chain, stages, segments) -> list:
@@ -375,7 +396,8 @@ def _compiled_sweep(w: Workload, solver, points: int, backend: str, max_points: 
                         clock=profile_clock(w.example_input))
     except Exception as e:  # noqa: BLE001 - a capture failure is a result
         return [_error(Point("remat_compiled", "remat_compiled"), e)]
-    budgets = remat_breakpoints(chain, stages, solver, max_points=10**6)
+    budgets = remat_breakpoints(chain, stages, solver, max_points=10**6,
+                                **drop_in_states(stages, w.example_input))
     n = len(budgets)
     pick = sorted({round(i * (n - 1) / max(1, points - 1)) for i in range(min(n, points))})
     store_all = chain.store_all_memory()
@@ -448,7 +470,8 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         segs = list(segments if segments is not None else range(2, L + 1))
         if budgets is None:
             budgets = remat_breakpoints(chain, w.stages, solver, max_points=max_points,
-                                        cover=baseline_schedule_peaks(chain, w.stages, segs))
+                                        cover=baseline_schedule_peaks(chain, w.stages, segs),
+                                        **drop_in_states(w.stages, w.example_input))
         store_all = chain.store_all_memory()
         for b in budgets:
             pt = Point(f"remat:{b / store_all:.4f}", "remat", int(b))
@@ -822,4 +845,5 @@ def plot(records: list, path, title: str = "") -> None:
 
 __all__ = ["Point", "Method", "prepare", "plain_method", "hf_methods", "checkpoint_sequential_method",
            "drop_in", "remat_method", "measure", "noise", "dominance", "run_frontier", "format_table",
-           "plot", "remat_breakpoints", "FAMILIES", "BASELINES", "DEFAULT_COMPILE_BUDGETS"]
+           "plot", "remat_breakpoints", "drop_in_states", "FAMILIES", "BASELINES",
+           "DEFAULT_COMPILE_BUDGETS"]

@@ -46,9 +46,10 @@ parameter gradient, as after ``optimizer.zero_grad()``) to the end of ``loss.bac
 activations, parameter gradients, the loss, workspaces.  With ``optimizer_state=`` (bytes, or
 an optimizer: :func:`optimizer_state_bytes`) the budget holds the optimizer's state too.  The
 module reserves what the schedule does not count (:meth:`CheckpointedSequential.step_reserve`:
-parameter gradients, optimizer state, the loss and its seed gradient, the random-generator
-state each checkpoint keeps, and 1% of the rest for the engine's buffers a recomputation
-meets) and solves for the remainder; a budget it cannot meet raises
+parameter gradients, optimizer state, the loss and its seed gradient, and 1% of the rest
+for the engine's buffers a recomputation meets) and solves for the remainder, in which the
+random-generator states the checkpoints keep are counted where they live (as for an int
+budget, below); a budget it cannot meet raises
 :class:`~remat_theory.model.errors.InfeasibleBudgetError` naming the smallest one, in bytes.
 
 Memory: an int or float budget covers x_0, the activations, tapes and gradients of the stages and the
@@ -99,6 +100,86 @@ from remat_theory.torch.offload_module import (OffloadRun, chain_with_bandwidth,
 from remat_theory.torch.profiler import profile_details, stage_draws
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
+
+
+def solve_with_states(chain: Chain, unit: int, budget: int, draws, state_bytes: int, *,
+                      solver: str, solver_options=None, stages=(), shared_reserve: int = 0):
+    """How :class:`CheckpointedSequential` solves a budget of ``budget`` bytes of the chain
+    (the one home of that rule; :func:`~remat_theory.torch.frontier.remat_breakpoints` asks
+    it too): the solver's schedule on the chain rounded to ``unit``, for the budget less
+    ``shared_reserve`` (the summed gradient of shared parameters) and less what the
+    random-generator states its checkpoints keep take (``state_bytes`` each, only for
+    segments where a stage draws: ``draws``; counted at each operation by
+    :func:`~remat_theory.torch.nested.checkpoint_state_bytes`), solved again for that much
+    less until the drop-in's peak fits.  Returns (solution, nested form or None, the
+    drop-in's predicted peak, bytes reserved for the states); the peak is None when nothing
+    fits."""
+    opts = dict(solver_options or {})
+    extra = 0
+    for _ in range(chain.length + 2):
+        reserve = shared_reserve + extra
+        sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
+                                    solver, **opts)
+        if sol.schedule is None:
+            return sol, None, None, extra
+        if any(op.is_transfer for op in sol.schedule):  # run by the offload executor
+            return (sol, OffloadRun(sol.schedule, chain.length),
+                    simulate(chain, sol.schedule).peak_memory, extra)
+        try:
+            tree = nested_form(sol.schedule, chain.length)
+        except NotNestedError as e:
+            raise RematError(f"solver {solver!r} returned a schedule that is not "
+                             f"persistent ({e}); CheckpointedSequential runs persistent "
+                             f"schedules (e.g. solver='dp'); run this one with "
+                             f"ScheduleExecutor") from e
+        if recomputed_stages(tree) == 0:
+            tree = None  # store-all: plain autograd
+        sim = simulate(chain, sol.schedule)
+        if tree is None:
+            return sol, tree, sim.peak_memory, extra
+        if not state_bytes:
+            return sol, tree, dropin_peak(stages, sim, None, sol.schedule), extra
+        states = checkpoint_state_bytes(tree, draws, state_bytes)
+        peak = max(row.peak + e for row, e in zip(sim.profile, states))
+        over = peak - (budget - shared_reserve)
+        if over <= 0:
+            return sol, tree, dropin_peak(stages, sim, states, sol.schedule), extra
+        extra += over
+    return sol, None, None, extra
+
+
+def dropin_peak(stages, sim, states, schedule) -> int:
+    """The drop-in's predicted peak on a recomputing schedule: the simulator's per
+    operation, plus the checkpoints' generator states (``states``) and the summed
+    gradients of shared parameters (:func:`shared_gradient_bytes`) held then."""
+    shared = shared_gradient_bytes(stages, schedule)
+    states = states or [0] * len(shared)
+    return max(row.peak + e + g for row, e, g in zip(sim.profile, states, shared))
+
+
+def smallest_with_states(chain: Chain, unit: int, start: int, draws, state_bytes: int, *,
+                         solver: str, solver_options=None, stages=(),
+                         shared_reserve: int = 0) -> int | None:
+    """The smallest budget from ``start`` up to store-all (plus ``shared_reserve``) at which
+    :func:`solve_with_states` finds a schedule that fits (a bisection; None if none)."""
+    def fits(b):
+        return solve_with_states(chain, unit, b, draws, state_bytes, solver=solver,
+                                 solver_options=solver_options, stages=stages,
+                                 shared_reserve=shared_reserve)[2] is not None
+
+    hi = chain.store_all_memory() + shared_reserve  # plain autograd from there
+    if start >= hi or fits(start):
+        return min(start, hi)
+    lo, step = start, max(1, (hi - start) // 64)
+    b = lo + step
+    while b < hi and not fits(b):
+        lo, step = b, 2 * step
+        b = lo + step
+    hi = min(b, hi)  # fits (store-all always does)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
 
 
 @dataclass
@@ -473,12 +554,12 @@ class CheckpointedSequential(nn.Module):
 
     def step_reserve(self, chain: Chain | None = None, step_budget: int | None = None) -> int:
         """Bytes of a step budget (str) that the schedule does not get: parameter gradients,
-        optimizer state, :data:`STEP_SLACK`, the random-generator state of one live checkpoint
-        per stage, and :data:`ENGINE_MARGIN` of what is left (see the module docstring)."""
-        chain = self.chain if chain is None else chain
+        optimizer state, :data:`STEP_SLACK`, and :data:`ENGINE_MARGIN` of what is left (see
+        the module docstring).  The random-generator states the checkpoints keep are not in
+        it: the schedule's share counts them where they live (:func:`solve_with_states`).
+        ``chain`` is accepted for compatibility; the reserve does not depend on it."""
         step_budget = self.step_budget if step_budget is None else step_budget
-        fixed = (self.gradient_bytes + self.optimizer_bytes + STEP_SLACK
-                 + RNG_STATE_BYTES * chain.length)
+        fixed = self.gradient_bytes + self.optimizer_bytes + STEP_SLACK
         if step_budget is None:
             return fixed
         return fixed + int(math.ceil(max(0, step_budget - fixed) * ENGINE_MARGIN
@@ -584,70 +665,15 @@ class CheckpointedSequential(nn.Module):
         return plan
 
     def _solve_with_states(self, chain: Chain, unit: int, budget: int, draws, state_bytes: int):
-        """The solver's schedule for ``budget`` less what it reserves, such that the drop-in's
-        peak (the simulator's, plus the random-generator states the checkpoints hold at
-        each operation) fits: (solution, nested form or None, that peak, bytes reserved for
-        the states); the peak is None when nothing fits."""
-        extra = 0
-        for _ in range(chain.length + 2):
-            reserve = self.shared_gradient_reserve + extra
-            sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
-                                        self.solver, **self.solver_options)
-            if sol.schedule is None:
-                return sol, None, None, extra
-            if any(op.is_transfer for op in sol.schedule):  # run by the offload executor
-                return (sol, OffloadRun(sol.schedule, chain.length),
-                        simulate(chain, sol.schedule).peak_memory, extra)
-            try:
-                tree = nested_form(sol.schedule, chain.length)
-            except NotNestedError as e:
-                raise RematError(f"solver {self.solver!r} returned a schedule that is not "
-                                 f"persistent ({e}); CheckpointedSequential runs persistent "
-                                 f"schedules (e.g. solver='dp'); run this one with "
-                                 f"ScheduleExecutor") from e
-            if recomputed_stages(tree) == 0:
-                tree = None  # store-all: plain autograd
-            sim = simulate(chain, sol.schedule)
-            if tree is None:
-                return sol, tree, sim.peak_memory, extra
-            if not state_bytes:
-                return sol, tree, self._dropin_peak(sim, None, sol.schedule), extra
-            states = checkpoint_state_bytes(tree, draws, state_bytes)
-            peak = max(row.peak + e for row, e in zip(sim.profile, states))
-            over = peak - (budget - self.shared_gradient_reserve)
-            if over <= 0:
-                return sol, tree, self._dropin_peak(sim, states, sol.schedule), extra
-            extra += over
-        return sol, None, None, extra
-
-    def _dropin_peak(self, sim, states, schedule) -> int:
-        """The drop-in's predicted peak on a recomputing schedule: the simulator's per
-        operation, plus the checkpoints' generator states (``states``) and the summed
-        gradients of shared parameters (:func:`shared_gradient_bytes`) held then."""
-        shared = shared_gradient_bytes(self.stages_list, schedule)
-        states = states or [0] * len(shared)
-        return max(row.peak + e + g for row, e, g in zip(sim.profile, states, shared))
+        return solve_with_states(chain, unit, budget, draws, state_bytes, solver=self.solver,
+                                 solver_options=self.solver_options, stages=self.stages_list,
+                                 shared_reserve=self.shared_gradient_reserve)
 
     def _smallest_with_states(self, chain: Chain, unit: int, start: int, draws,
                               state_bytes: int) -> int | None:
-        """The smallest budget from ``start`` up to store-all at which
-        :meth:`_solve_with_states` finds a schedule that fits (a bisection; None if none)."""
-        def fits(b):
-            return self._solve_with_states(chain, unit, b, draws, state_bytes)[2] is not None
-
-        hi = chain.store_all_memory() + self.shared_gradient_reserve  # plain autograd from there
-        if start >= hi or fits(start):
-            return min(start, hi)
-        lo, step = start, max(1, (hi - start) // 64)
-        b = lo + step
-        while b < hi and not fits(b):
-            lo, step = b, 2 * step
-            b = lo + step
-        hi = min(b, hi)  # fits (store-all always does)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-        return hi
+        return smallest_with_states(chain, unit, start, draws, state_bytes, solver=self.solver,
+                                    solver_options=self.solver_options, stages=self.stages_list,
+                                    shared_reserve=self.shared_gradient_reserve)
 
     def _smallest_chain_budget(self, chain: Chain, draws=None, state_bytes: int = 0) -> int:
         unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)

@@ -68,6 +68,18 @@ class _Op:
         self.off = self.pre = None
 
 
+def _read_source(o: _Op, src, i: int) -> None:
+    """Op ``o`` reads x_i from ``src``: the plain value ("x"), the tape holding it ("t",
+    with no plain copy on the device), or nothing (None: x_0, or a value read elsewhere)."""
+    if src == "x":
+        o.pre_dev.append(("x", i))
+        o.reads.append(("x", i))
+    elif src == "t":
+        o.pre_dev.append(("t", i))
+        o.pre_not_dev.append(("x", i))
+        o.reads.append(("t", i))
+
+
 def op_table(chain: Chain) -> list:
     """Every op of the model on ``chain`` with its read-source variant, as rules."""
     L, x = chain.length, chain.x_size
@@ -87,13 +99,7 @@ def op_table(chain: Chain) -> list:
                 else:
                     o = _Op(f"{kind}{i}", True, chain.fwd_time[i], x[i + 1] + chain.fwd_overhead[i])
                 o.bn_ge = i
-                if src == "x":
-                    o.pre_dev.append(("x", i))
-                    o.reads.append(("x", i))
-                elif src == "t":
-                    o.pre_dev.append(("t", i))
-                    o.pre_not_dev.append(("x", i))
-                    o.reads.append(("t", i))
+                _read_source(o, src, i)
                 if kind == "Fall":
                     o.pre_not_dev.append(("t", i + 1))
                     o.sets.append(("t", i + 1))
@@ -115,14 +121,9 @@ def op_table(chain: Chain) -> list:
     for src in (["x", "t"] if chain.saved(L) else ["x"]):
         o = _Op("Loss", True, chain.bwd_time[L], x[L] + chain.bwd_overhead[L])
         o.bn_eq, o.bn_move = L, (L, L - 1)
+        _read_source(o, src, L)
         if src == "x":
-            o.pre_dev.append(("x", L))
-            o.reads.append(("x", L))
             o.clears.append(("x", L))
-        else:
-            o.pre_dev.append(("t", L))
-            o.pre_not_dev.append(("x", L))
-            o.reads.append(("t", L))
         o.hclear.append(("x", L))
         ops.append(o)
     for i in range(L):
@@ -131,13 +132,7 @@ def op_table(chain: Chain) -> list:
             o.bn_eq, o.bn_move = i, (i, i - 1)
             o.pre_dev.append(("t", i + 1))
             o.reads.append(("t", i + 1))
-            if src == "x":
-                o.pre_dev.append(("x", i))
-                o.reads.append(("x", i))
-            elif src == "t":
-                o.pre_dev.append(("t", i))
-                o.pre_not_dev.append(("x", i))
-                o.reads.append(("t", i))
+            _read_source(o, src, i)
             o.clears.append(("t", i + 1))
             o.hclear.append(("t", i + 1))
             if i >= 1:

@@ -315,24 +315,33 @@ def bert(scale: str = "small", seed: int = 0, batch: int | None = None,
     return Network("bert", chain, ids, TargetLoss(target, "ce"))
 
 
-def vit(scale: str = "small", seed: int = 0, batch: int | None = None,
-        size: int | None = None, granularity="block") -> Network:
+def _vit_like(name: str, config: str, model_cls: str, scale: str, seed: int,
+              batch: int | None, size: int | None, granularity) -> Network:
+    """A transformers image classifier of the ViT shape (ViT, DeiT) at a named scale."""
     tf = _transformers()
     batch_, side, patch, d, layers, heads = {
         "test": (2, 16, 4, 32, 2, 2), "small": (8, 64, 8, 128, 4, 4),
         "large": (64, 224, 16, 768, 12, 12)}[scale]
     batch, side = batch or batch_, size or side
     if side % patch:
-        raise RematError(f"size = {side}: the ViT image side must be a multiple of its patch, {patch}")
+        raise RematError(f"size = {side}: the {name} image side must be a multiple of its "
+                         f"patch, {patch}")
     torch.manual_seed(seed)
-    cfg = tf.ViTConfig(image_size=side, patch_size=patch, num_channels=3, hidden_size=d,
-                       num_hidden_layers=layers, num_attention_heads=heads,
-                       intermediate_size=4 * d, num_labels=10)
-    model = tf.ViTForImageClassification(cfg).train()
+    cfg = getattr(tf, config)(image_size=side, patch_size=patch, num_channels=3, hidden_size=d,
+                              num_hidden_layers=layers, num_attention_heads=heads,
+                              intermediate_size=4 * d, num_labels=10)
+    model = getattr(tf, model_cls)(cfg).train()
     g = _gen(seed)
     x = torch.randn(batch, 3, side, side, generator=g)
     target = torch.randint(0, 10, (batch,), generator=g)
-    return Network("vit", to_stages(model, x, granularity=granularity), x, TargetLoss(target, "ce"))
+    return Network(name.lower(), to_stages(model, x, granularity=granularity), x,
+                   TargetLoss(target, "ce"))
+
+
+def vit(scale: str = "small", seed: int = 0, batch: int | None = None,
+        size: int | None = None, granularity="block") -> Network:
+    return _vit_like("ViT", "ViTConfig", "ViTForImageClassification", scale, seed, batch,
+                     size, granularity)
 
 
 def hf_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
@@ -518,22 +527,8 @@ def t5_encoder(scale: str = "small", seed: int = 0, batch: int | None = None,
 def deit(scale: str = "small", seed: int = 0, batch: int | None = None,
          size: int | None = None, granularity="block") -> Network:
     """transformers' DeiTForImageClassification (a ViT with a distillation token)."""
-    tf = _transformers()
-    batch_, side, patch, d, layers, heads = {
-        "test": (2, 16, 4, 32, 2, 2), "small": (8, 64, 8, 128, 4, 4),
-        "large": (64, 224, 16, 768, 12, 12)}[scale]
-    batch, side = batch or batch_, size or side
-    if side % patch:
-        raise RematError(f"size = {side}: the DeiT image side must be a multiple of its patch, {patch}")
-    torch.manual_seed(seed)
-    cfg = tf.DeiTConfig(image_size=side, patch_size=patch, num_channels=3, hidden_size=d,
-                        num_hidden_layers=layers, num_attention_heads=heads,
-                        intermediate_size=4 * d, num_labels=10)
-    model = tf.DeiTForImageClassification(cfg).train()
-    g = _gen(seed)
-    x = torch.randn(batch, 3, side, side, generator=g)
-    target = torch.randint(0, 10, (batch,), generator=g)
-    return Network("deit", to_stages(model, x, granularity=granularity), x, TargetLoss(target, "ce"))
+    return _vit_like("DeiT", "DeiTConfig", "DeiTForImageClassification", scale, seed, batch,
+                     size, granularity)
 
 
 CAPTURED_NETWORKS = {"tv-resnet": tv_resnet, "gpt2": gpt2, "bert": bert, "vit": vit,

@@ -92,26 +92,16 @@ class ScheduleClass:
         if n is not None:
             if len(schedule) > n:
                 return False
-            try:
-                simulate(chain, schedule)
-            except InvalidScheduleError:
-                return False
-            return True
+            return _replays(chain, schedule)
         if self.key in (PERSISTENT_OFFLOAD_KEY, STORE_ALL_OFFLOAD_KEY):
             if not is_persistent_offload(chain, schedule):
                 return False
             if self.key == STORE_ALL_OFFLOAD_KEY and any(op.kind in ("Fn", "Fck")
                                                          for op in schedule):
                 return False
-            try:
-                simulate(chain, schedule)
-            except InvalidScheduleError:
-                return False
-            return True
+            return _replays(chain, schedule)
         if self.key in (OFFLOAD_KEY, NO_REMAT_KEY):
-            try:
-                simulate(chain, schedule)
-            except InvalidScheduleError:
+            if not _replays(chain, schedule):
                 return False
             return self.key == OFFLOAD_KEY or all(op.kind not in ("Fn", "Fck", "Drop")
                                                   for op in schedule) and \
@@ -121,11 +111,7 @@ class ScheduleClass:
         if self.rule == persistence.ALL:
             if not self.allows_drop and any(op.kind == DROP for op in schedule):
                 return False
-            try:
-                simulate(chain, schedule, allow_drop=self.allows_drop)
-            except InvalidScheduleError:
-                return False
-            return True
+            return _replays(chain, schedule, allow_drop=self.allows_drop)
         return persistence.is_class_member(chain, schedule, self.rule)
 
 
@@ -168,6 +154,15 @@ STORE_ALL_OFFLOAD = ScheduleClass(STORE_ALL_OFFLOAD_KEY, persistence.ALL,
 RUN_FALLS = ScheduleClass(persistence.RUN_FALLS, persistence.RUN_FALLS,
                           "one weakly increasing run per phase, then only Fall", None)
 NONE = ScheduleClass("none", None, "no claim (a heuristic)", None)
+
+
+def _replays(chain, schedule, allow_drop: bool = False) -> bool:
+    """Whether the referee replays ``schedule`` on ``chain`` without refusing it."""
+    try:
+        simulate(chain, schedule, allow_drop=allow_drop)
+    except InvalidScheduleError:
+        return False
+    return True
 
 
 def weak_runs(k: int) -> ScheduleClass:

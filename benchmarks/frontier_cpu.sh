@@ -31,6 +31,6 @@ for n in "${nets[@]}"; do
   case " $INDUCTOR " in *" $n "*) backend=inductor ;; esac
   echo "== $n ($backend)"
   "$PY" -m remat_theory.cli frontier --network "$n" --scale "$SCALE" --threads 1 \
-    --repeats "$REPEATS" --backend "$backend" --compile-budgets 0,0.5,1 --compiled-points 3 \
+    --repeats "$REPEATS" --backend "$backend" --compile-budgets 0,0.5,1 --compiled-points 6 \
     --max-points "$MAX_POINTS" --out "$OUT"
 done

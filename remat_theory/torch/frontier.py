@@ -470,7 +470,8 @@ def _compiled_sweep(w: Workload, points: int, backend: str, profile_repeats: int
         source = f"eager stages (compiling them one by one failed: {str(e)[:200]})"
     levels = flat_levels(chain)
     n = len(levels)
-    pick = sorted({round(i * (n - 1) / max(1, points - 1)) for i in range(min(n, points))})
+    k = min(n, points)
+    pick = sorted({round(i * (n - 1) / max(1, k - 1)) for i in range(k)})
     store_all = chain.store_all_memory()
     gw = Workload(w.name, w.model, w.call, w.loss_fn, w.example_input, stages)
     out = []

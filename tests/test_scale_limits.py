@@ -243,6 +243,24 @@ def test_a_long_chains_tape_and_total_checks_name_the_first_entry():
               tape_size=[5] * 100)
 
 
+def test_a_long_chains_total_size_is_checked_exactly_at_the_cap():
+    """The total size summed at once (numpy) accepts a chain whose sizes add up to the cap
+    exactly and names the entry one byte over it."""
+    from remat_theory.model.chain import MAX_TOTAL_SIZE
+
+    tape = [2 ** 46] * 100
+    tape[-1] += MAX_TOTAL_SIZE - sum(tape)
+
+    def chain(t):
+        return Chain(fwd_time=[1.0] * 100, bwd_time=[1.0] * 101, x_size=[0] * 101,
+                     tape_size=t)
+
+    assert chain(tape).store_all_memory() > 0
+    tape[-1] += 1
+    with pytest.raises(ChainError, match=r"tape_size\[99\] = .* total size too large"):
+        chain(tape)
+
+
 @settings(max_examples=100)
 @given(data=st.data(), L=st.integers(1, 150))
 def test_memory_formulas_at_once_equal_their_loops(data, L):

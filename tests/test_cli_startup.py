@@ -1,0 +1,94 @@
+"""Issue #29, item 4: the command line starts with the imports of the command that runs.
+
+`remat solve` on a chain of a million stages must answer within its time limit plus 10%
+and 2 s, start-up included: importing every subcommand (the hard-instance search, the
+benchmarks, torch's helpers) and every solver before reading the chain spent seconds of
+it.  No timing is asserted: what each start-up imports is read from ``sys.modules`` in a
+fresh interpreter.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remat_theory.cli import commands as commands_pkg
+from remat_theory.cli.commands import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEAVY = ("torch", "pulp", "highspy", "matplotlib", "scipy", "transformers")
+
+
+def modules_after(code: str) -> set:
+    """The modules loaded after running ``code`` in a fresh interpreter (this checkout
+    first on the path)."""
+    script = code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))\n"
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return set(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def test_the_table_of_commands_is_the_modules_own():
+    """NAME, HELP and ORDER of every command module, as COMMANDS lists them, and no module
+    missing from the table."""
+    import pkgutil
+
+    listed = [m for _, m, _ in COMMANDS]
+    found = sorted(m.name for m in pkgutil.iter_modules(commands_pkg.__path__)
+                   if not m.name.startswith("_"))
+    assert sorted(listed) == found
+    mods = [importlib.import_module(f"remat_theory.cli.commands.{m}") for m in listed]
+    assert [(n, h) for n, _, h in COMMANDS] == [(m.NAME, m.HELP) for m in mods]
+    orders = [getattr(m, "ORDER", 50) for m in mods]
+    assert orders == sorted(orders)
+
+
+def test_version_imports_no_command_and_no_solver():
+    loaded = modules_after("from remat_theory.cli.main import main\n"
+                           "assert main(['--version']) == 0")
+    assert not {m for m in loaded if m.startswith("remat_theory.cli.commands.")}
+    assert not {m for m in loaded if m == "solvers" or m.startswith("solvers.")}
+    assert not {m for m in loaded if m.split(".")[0] in HEAVY}
+
+
+def test_solve_imports_its_own_command_only(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"format": "remat-chain/1", "fwd_time": [1, 1],
+                                "bwd_time": [1, 1, 1], "x_size": [1, 1, 1],
+                                "tape_size": [2, 2]}))
+    loaded = modules_after(
+        "from remat_theory.cli.main import main\n"
+        f"assert main(['solve', {str(path)!r}, '--budget', '100', '--solver', 'store-all']) == 0")
+    commands = {m.rsplit(".", 1)[1] for m in loaded if m.startswith("remat_theory.cli.commands.")}
+    assert commands <= {"solve", "_common"}, commands
+    assert not {m for m in loaded if m.startswith("remat_theory.analysis.")} - {
+        "remat_theory.analysis.progress"}
+    assert not {m for m in loaded if m.split(".")[0] in ("torch", "matplotlib", "transformers")}
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["solve", "c.json"], "solve"), (["--version"], None), (["-h", "verify"], "verify"),
+    ([], None), (["--", "solve"], None),
+])
+def test_the_command_is_the_first_word_that_is_not_an_option(argv, command):
+    from remat_theory.cli.main import command_of
+
+    assert command_of(argv) == command
+
+
+def test_every_command_parses_as_before():
+    """The parser of one command (what main builds) takes the same arguments as the parser
+    with every command."""
+    from remat_theory.cli.main import build_parser
+
+    full = build_parser()
+    for name, _, _ in COMMANDS:
+        one = build_parser(name, every=False)
+        assert one.commands[name].format_usage().split(None, 2)[2] == \
+            full.commands[name].format_usage().split(None, 2)[2], name

@@ -155,6 +155,22 @@ def test_exact_and_quadratic_solvers_refuse_a_long_chain_before_any_table(name, 
     assert e.value.remedies, str(e.value)  # names the way out
 
 
+@pytest.mark.parametrize("name", ["dp", "dp-weak"])
+def test_the_dps_refuse_a_long_chain_from_its_length_alone(name, monkeypatch):
+    """Past the length at which even one memory value per row is over the table limit, the
+    DPs refuse before any O(L) work on the chain's values (a second at 1,000,000 stages)."""
+    from solvers import _dp_tables
+
+    def worked(*args, **kwargs):
+        raise AssertionError("the chain's values were used before the refusal")
+
+    monkeypatch.setattr(_dp_tables.UnitChain, "exact", classmethod(worked))
+    chain = Chain.homogeneous(200_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    with pytest.raises(SolverLimitError, match="too long for this solver") as e:
+        solvers.solve(chain, chain.store_all_memory() // 4, name, time_limit=1.0)
+    assert [r.solver for r in e.value.remedies] == ["revolve"]
+
+
 def test_a_time_remedy_counts_the_replay_reserve():
     """A refusal under the solver's share of the limit asks for a limit that, less the
     reserve, gives the solver what it needs."""

@@ -339,3 +339,38 @@ def test_the_command_counts_the_limit_from_the_process_start(tmp_path, capsys, m
     assert 0 < passed <= 50.0 and "went to starting and loading the chain" in err
     start = cli_main.process_start()
     assert start is None or start <= time.perf_counter()
+
+
+# ------------------------------------------------------------------ exhaustive's bound
+
+def test_exhaustive_checks_its_deadline_before_the_first_bound():
+    """An expired deadline stops the search before the A* bound is evaluated once (on
+    thousands of stages one evaluation takes seconds); the bound answered is the ideal
+    makespan, a lower bound over every schedule."""
+    from solvers import exhaustive
+
+    chain = Chain.homogeneous(6, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+
+    def bound(state):
+        raise AssertionError("the bound was evaluated past the deadline")
+
+    out = exhaustive.run_search(chain, chain.store_all_memory() // 2, False, 1e-9, "all", None,
+                                heuristic=bound)
+    assert out[-1] == "time_limit" and out[3] == chain.ideal_makespan()
+
+
+def test_exhaustive_stops_inside_its_first_bound(monkeypatch):
+    """The deadline passing while the first bound is evaluated (its knapsack terms, one per
+    backward) stops it there: a clock one second further at every reading."""
+    from solvers import exhaustive
+
+    chain = Chain.homogeneous(40, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    budget = chain.store_all_memory() // 4
+    clock = FakeClock(1.0)
+    monkeypatch.setattr(exhaustive, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    out = exhaustive.run_search(chain, budget, False, 2.5, "all", None)
+    assert out[-1] == "time_limit" and out[3] == chain.ideal_makespan()
+    # unstopped, the first bound is above the ideal makespan: it was stopped inside
+    first = exhaustive.Heuristic(chain, budget)
+    assert first(exhaustive._state_of(exhaustive._node_moves(
+        chain, False, "all", budget, True).start())) > chain.ideal_makespan()

@@ -374,3 +374,37 @@ def test_exhaustive_stops_inside_its_first_bound(monkeypatch):
     first = exhaustive.Heuristic(chain, budget)
     assert first(exhaustive._state_of(exhaustive._node_moves(
         chain, False, "all", budget, True).start())) > chain.ideal_makespan()
+
+
+# ------------------------------------------------------------------ schedules of millions
+
+def test_shared_stage_ops_are_the_ops_they_stand_for():
+    """The ops the schedule builders slice from (made once per stage, without Op's checks)
+    equal, hash, order and print as the ops made one by one."""
+    from remat_theory.model.schedule import Op, Schedule, stage_ops
+
+    for kind in ("Fn", "Fck", "Fall", "B"):
+        shared = stage_ops(kind, 70)[:70]
+        made = [Op(kind, i) for i in range(70)]
+        assert shared == made and list(map(hash, shared)) == list(map(hash, made))
+        assert [o.token for o in shared] == [o.token for o in made]
+        assert sorted(reversed(shared)) == made
+    text = "Fck0 Fn1 Fall2 Loss B2 Fall1 B1 Fall0 B0"
+    assert Schedule(Schedule.parse(text)) == Schedule.parse(text)
+    mixed = Schedule(["Fck0", stage_ops("Fn", 2)[1], "Fall2", "Loss"])
+    assert str(mixed) == "Fck0 Fn1 Fall2 Loss"
+    with pytest.raises(Exception, match="token 1"):
+        Schedule([Op("Fn", 0), 3])
+
+
+def test_a_long_list_prints_as_the_same_json(capsys):
+    """`--json` writes a long top-level list (a schedule's tokens) on one line: the same
+    document."""
+    import json
+
+    from remat_theory.cli.commands._common import LONG_LIST, print_json
+
+    doc = {"status": "feasible", "schedule": [f"Fn{i}" for i in range(LONG_LIST + 5)],
+           "info": {"a": [1, 2]}, "message": 'a "quoted" @@ text'}
+    print_json(doc)
+    assert json.loads(capsys.readouterr().out) == doc

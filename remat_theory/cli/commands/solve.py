@@ -100,11 +100,14 @@ def run(args) -> int:
 
     # --time-limit is the whole command's: from the process's start when run as a program
     # (start-up, imports and loading the chain count), else from here
-    started = importlib.import_module("remat_theory.cli.main").PROCESS_START \
-        or time.perf_counter()
+    process_start = importlib.import_module("remat_theory.cli.main").PROCESS_START
+    started = process_start or time.perf_counter()
     chain = load_chain(args.chain)
     options = dict(args.options)
-    info = solvers.get(args.solver)
+    t_get = time.perf_counter()
+    info = solvers.get(args.solver)  # the first call imports the solver modules
+    if process_start is None:  # in a running process that import is start-up: not counted
+        started += time.perf_counter() - t_get
     if args.slots is not None:
         if "slots" not in info.options:
             takes = [n for n in solvers.names() if "slots" in solvers.get(n).options]

@@ -408,3 +408,29 @@ def test_a_long_list_prints_as_the_same_json(capsys):
            "info": {"a": [1, 2]}, "message": 'a "quoted" @@ text'}
     print_json(doc)
     assert json.loads(capsys.readouterr().out) == doc
+
+
+def test_auto_runs_the_cheapest_baseline_where_its_measured_cost_fits(monkeypatch):
+    """On 30,000 stages under a 5 s limit auto tries its cheapest baseline (about a second
+    measured, docs/solvers.md) instead of refusing on an estimate ten times too high.  The
+    baselines are stubbed: what is checked is auto's decision, not a time."""
+    from remat_theory.model.solution import Solution
+
+    chain = Chain.homogeneous(30_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    budget = chain.store_all_memory() // 4
+    ran = []
+    real = registry.solve
+
+    def solve(c, b, name, **opts):
+        if name in ("chen-sqrt", "chen-greedy", "periodic", "revolve"):
+            ran.append(name)
+            return Solution.time_limit(name, b, message="stub")
+        return real(c, b, name, **opts)
+
+    monkeypatch.setattr(registry, "solve", solve)
+    from solvers import auto
+    try:
+        auto.solve_auto(chain, budget, time_limit=5.0)
+    except SolverLimitError as e:
+        pytest.fail(f"auto refused: {e}")
+    assert ran and ran[0] == "chen-sqrt"

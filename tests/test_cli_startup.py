@@ -92,3 +92,21 @@ def test_every_command_parses_as_before():
         one = build_parser(name, every=False)
         assert one.commands[name].format_usage().split(None, 2)[2] == \
             full.commands[name].format_usage().split(None, 2)[2], name
+
+
+def test_solve_as_a_program_flushes_everything_before_its_fast_exit(tmp_path):
+    """`remat solve` ends with os._exit (freeing a million-stage chain object by object
+    takes seconds): its stdout and stderr are complete and its exit code kept."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"format": "remat-chain/1", "fwd_time": [1] * 300,
+                                "bwd_time": [1] * 301, "x_size": [1] * 301,
+                                "tape_size": [2] * 300}))
+    env = {"PYTHONPATH": str(ROOT), "PATH": ""}
+    cmd = [sys.executable, "-m", "remat_theory.cli", "solve", str(path), "--solver",
+           "store-all", "--json", "--budget"]
+    ok = subprocess.run(cmd + ["10000"], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert len(json.loads(ok.stdout)["schedule"]) == 601
+    bad = subprocess.run(cmd + ["10"], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and json.loads(bad.stdout)["status"] == "infeasible"
+    assert "smallest feasible budget" in bad.stderr

@@ -155,7 +155,7 @@ def test_exact_and_quadratic_solvers_refuse_a_long_chain_before_any_table(name, 
     assert e.value.remedies, str(e.value)  # names the way out
 
 
-@pytest.mark.parametrize("name", ["dp", "dp-weak"])
+@pytest.mark.parametrize("name", ["dp", "dp-weak", "dp-offload"])
 def test_the_dps_refuse_a_long_chain_from_its_length_alone(name, monkeypatch):
     """Past the length at which even one memory value per row is over the table limit, the
     DPs refuse before any O(L) work on the chain's values (a second at 1,000,000 stages)."""

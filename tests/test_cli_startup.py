@@ -110,3 +110,30 @@ def test_solve_as_a_program_flushes_everything_before_its_fast_exit(tmp_path):
     bad = subprocess.run(cmd + ["10"], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and json.loads(bad.stdout)["status"] == "infeasible"
     assert "smallest feasible budget" in bad.stderr
+
+
+def test_solve_refuses_a_file_it_cannot_read_within_the_limit(tmp_path, monkeypatch, capsys):
+    """With --time-limit, a chain file whose reading alone (its size at the measured rate)
+    would pass the limit is refused before it is read, naming a limit that would do."""
+    from remat_theory.cli.commands import _common, solve
+    from remat_theory.cli.main import main
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"format": "remat-chain/1", "fwd_time": [1, 1],
+                                "bwd_time": [1, 1, 1], "x_size": [1, 1, 1],
+                                "tape_size": [2, 2]}))
+    argv = ["solve", str(path), "--budget", "100", "--solver", "store-all", "--json"]
+    monkeypatch.setattr(solve, "READ_BYTES_PER_S", 10.0)  # ~100 bytes: about 10 s to read
+
+    def read(*args, **kwargs):
+        raise AssertionError("the chain was read before the refusal")
+
+    monkeypatch.setattr(solve, "load_chain", read)
+    assert main(argv + ["--time-limit", "2"]) == 2
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["error"] == "SolverLimitError" and "--time-limit" in err and "or more" in err
+    monkeypatch.setattr(solve, "load_chain", _common.load_chain)
+    assert main(argv + ["--time-limit", "100"]) == 0  # the reading fits: answered
+    assert json.loads(capsys.readouterr().out)["status"] == "optimal"
+    assert main(argv) == 0  # no limit: read whatever its size

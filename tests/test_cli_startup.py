@@ -69,7 +69,8 @@ def test_solve_imports_its_own_command_only(tmp_path):
     assert commands <= {"solve", "_common"}, commands
     assert not {m for m in loaded if m.startswith("remat_theory.analysis.")} - {
         "remat_theory.analysis.progress"}
-    assert not {m for m in loaded if m.split(".")[0] in ("torch", "matplotlib", "transformers")}
+    assert not {m for m in loaded if m.split(".")[0] in HEAVY}  # no ILP (PuLP, HiGHS) either
+    assert "solvers.ilp" not in loaded and "solvers.dp" not in loaded
 
 
 @pytest.mark.parametrize("argv, command", [

@@ -138,3 +138,7 @@ def test_solve_refuses_a_file_it_cannot_read_within_the_limit(tmp_path, monkeypa
     assert main(argv + ["--time-limit", "100"]) == 0  # the reading fits: answered
     assert json.loads(capsys.readouterr().out)["status"] == "optimal"
     assert main(argv) == 0  # no limit: read whatever its size
+    capsys.readouterr()
+    monkeypatch.setattr(solve, "READ_BYTES_PER_S", 1e6)  # read at once: never refused
+    assert main(argv + ["--time-limit", "1e-9"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] in ("time_limit", "optimal")

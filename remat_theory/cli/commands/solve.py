@@ -33,6 +33,9 @@ DEFAULT_SOLVER = AUTO
 #: at a load of 6.5-10): with ``--time-limit``, a file whose reading alone would take the
 #: rest of the limit is refused before it is read (benchmarks/bench_scale.py).
 READ_BYTES_PER_S = 15e6
+#: Files read faster than this (seconds, estimated) are never refused: whatever the limit,
+#: the answer (``time_limit`` at worst) comes within its 2 s of allowed overrun.
+READ_REFUSE_MIN_S = 0.5
 
 
 def add_arguments(p) -> None:
@@ -106,15 +109,15 @@ def infeasible_line(sol, budget: int, slots: int | None) -> str:
 def refuse_slow_read(path: str, solver: str, limit: float, started: float) -> None:
     """Raise :class:`SolverLimitError` (exit code 2, naming a limit that would do) when the
     time spent starting plus the estimated time to read the chain file (its size at
-    :data:`READ_BYTES_PER_S`) is over ``limit``: the answer would come past the limit
-    before any solver ran.  A file that cannot be read is left to the loader's error."""
+    :data:`READ_BYTES_PER_S`, at least :data:`READ_REFUSE_MIN_S`) is over ``limit``: the
+    answer would come past the limit before any solver ran.  A file that cannot be read is left to the loader's error."""
     try:
         size = os.path.getsize(path)
     except OSError:
         return
     read_s = size / READ_BYTES_PER_S
     spent = time.perf_counter() - started
-    if spent + read_s <= limit:
+    if read_s < READ_REFUSE_MIN_S or spent + read_s <= limit:
         return
     need = math.ceil(2 * (spent + read_s))
     raise SolverLimitError(

@@ -288,13 +288,20 @@ class ScheduleExecutor:
     output_saved : L booleans, optional (default all true): the chain's ``output_saved``
         (pass ``chain.output_saved`` of the chain the schedule was made for); where false,
         x_{i+1} is held only as a plain value, as the operation table says.
+    release : L booleans, optional (default all true): per stage, whether B_i hands d_{i+1}
+        and the tape to autograd's engine (``ProfileResult.bwd_release``; module docstring).
+    input_grad : bool (default True): a float x_0 is differentiable and B_0 computes d_0,
+        as the operation table says; False: x_0 needs no gradient, as a training batch does,
+        and B_0 computes none (the profiler measures how much that saves,
+        ``ProfileResult.input_grad_bytes``).
 
     Attributes: ``saves`` (dict: stage -> :class:`StageSaves` of its latest recording
     forward), which the profiler reads to decide ``output_saved``.
     """
 
     def __init__(self, stages, loss_fn, x0: torch.Tensor, *, tracker=None, allow_drop: bool = True,
-                 output_saved=None, release=None):
+                 output_saved=None, release=None, input_grad: bool = True):
+        self._x0_grad = bool(input_grad)
         self.stages = stages if isinstance(stages, list) else split_stages(stages)
         self.L = len(self.stages)
         self.loss_fn = loss_fn
@@ -452,7 +459,7 @@ class ScheduleExecutor:
             # forward, with every saved tensor discarded, and the output detached
             with self._replay(i), torch.enable_grad(), \
                     torch.autograd.graph.saved_tensors_hooks(_discard, _unreachable):
-                z = _Source.apply(self._dummy, src.detach(), _Slot())
+                z = self._input(i, src, _Slot())
                 y = stage(z)
                 del z
             return y.detach() if isinstance(y, torch.Tensor) else y
@@ -487,7 +494,7 @@ class ScheduleExecutor:
 
         with self._replay(i), torch.enable_grad(), \
                 torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            z = _Source.apply(self._dummy, src.detach(), slot)
+            z = self._input(i, src, slot)
             y = stage(z)
             del z
         if not isinstance(y, torch.Tensor):
@@ -503,6 +510,13 @@ class ScheduleExecutor:
         self.saves[i] = StageSaves(saves_input, saves_output)
         self._check_saves(i, saves_input, saves_output)
         return _Tape(y, slot, saved_tensors)
+
+    def _input(self, i: int, src: torch.Tensor, slot: _Slot) -> torch.Tensor:
+        """The stage input: differentiable through :class:`_Source`, except x_0 when the
+        executor was made with ``input_grad=False`` (as a training batch: no d_0)."""
+        if i == 0 and not self._x0_grad:
+            return src.detach()
+        return _Source.apply(self._dummy, src.detach(), slot)
 
     def _check_saves(self, i: int, saves_input: bool, saves_output: bool) -> None:
         """Refuse a chain whose ``output_saved`` says no backward reads a value that stage
@@ -593,7 +607,8 @@ class ScheduleExecutor:
             del d, tape
         grad = slot.grad
         slot.grad = None
-        if grad is None and not (i == 0 and not _has_gradient(self._values.plain[0])):
+        if grad is None and not (i == 0 and (not self._x0_grad
+                                             or not _has_gradient(self._values.plain[0]))):
             raise RematError(f"the output of stage {i} does not depend differentiably on its input")
         self._grad = grad
 

@@ -159,8 +159,8 @@ def _level(chain: Chain, sol, solver: str, stages, draws, state_bytes: int):
                          f"ScheduleExecutor") from e
     sim = simulate(chain, sol.schedule)
     if recomputed_stages(tree) == 0:  # store-all: plain autograd
-        peak = dropin_peak((), sim, None, sol.schedule)
-        return None, peak, peak
+        return (None, dropin_peak(stages, sim, None, sol.schedule),
+                dropin_peak((), sim, None, sol.schedule))
     states = checkpoint_state_bytes(tree, draws, state_bytes) if state_bytes else None
     return (tree, dropin_peak(stages, sim, states, sol.schedule),
             dropin_peak((), sim, states, sol.schedule))
@@ -200,12 +200,13 @@ def schedule_levels(chain: Chain, unit: int, draws, state_bytes: int, *, solver:
 
 
 def dropin_peak(stages, sim, states, schedule, input_grad_bytes: int = 0) -> int:
-    """The drop-in's predicted peak on a recomputing schedule: the simulator's per
-    operation, plus the checkpoints' generator states (``states``) and the summed
-    gradients of shared parameters (:func:`shared_gradient_bytes`) held then, the loss
-    value and the gradient seeding the backward from the loss on (:data:`LOSS_BYTES`), and
-    B_0 ``input_grad_bytes`` lower (``ProfileResult.input_grad_bytes``: the step's input needs
-    no gradient, so B_0 makes no d_0)."""
+    """The drop-in's predicted peak on a schedule (plain autograd at store-all): the
+    simulator's per operation, plus the checkpoints' generator states (``states``) and the
+    summed gradients of shared parameters (:func:`shared_gradient_bytes`) held then, the
+    loss value and the gradient seeding the backward from the loss on
+    (:data:`LOSS_BYTES`), and B_0 ``input_grad_bytes`` lower
+    (``ProfileResult.input_grad_bytes``: the step's input needs no gradient, so B_0 makes
+    no d_0)."""
     shared = shared_gradient_bytes(stages, schedule)
     states = states or [0] * len(shared)
     peak, loss = 0, 0
@@ -698,7 +699,8 @@ class CheckpointedSequential(nn.Module):
         if budget >= store_all + self.shared_gradient_reserve:
             sol = solver_registry.solve(chain.replace(bandwidth=None), store_all, "store-all")
             tree, extra = None, 0
-            peak = dropin_peak((), simulate(chain, sol.schedule), None, sol.schedule)
+            peak = dropin_peak(self.stages_list, simulate(chain, sol.schedule), None,
+                               sol.schedule)
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
             sol, tree, peak, extra = self._solve_with_states(chain, unit, budget, draws, state_bytes)
@@ -738,9 +740,8 @@ class CheckpointedSequential(nn.Module):
         if saving and not isinstance(tree, OffloadRun):  # B_0 makes no d_0 (see Plan)
             states = (checkpoint_state_bytes(tree, draws, state_bytes)
                       if tree is not None and state_bytes else None)
-            stages = self.stages_list if tree is not None else ()
-            peak = dropin_peak(stages, simulate(chain, sol.schedule), states, sol.schedule,
-                               saving)
+            peak = dropin_peak(self.stages_list, simulate(chain, sol.schedule), states,
+                               sol.schedule, saving)
         plan = Plan(key, chain, budget, sol, sol.schedule, tree, peak)
         self.plans[key] = plan
         if self._first_key is None:

@@ -56,7 +56,8 @@ Memory: an int or float budget covers x_0, the activations, tapes and gradients 
 loss stage as profiled (``loss_fn``).  The profiled chain says which stage outputs no
 backward reads (``output_saved``: a Linear's output before a ReLU); autograd frees those as
 soon as the next stage has read them, as the chain's operation table does, so at store-all
-the module's peak is the chain's prediction (the loss value and its seed gradient aside).  Parameters, gradients and optimizer state are not
+the module's peak is the chain's prediction (the loss value and its seed gradient aside;
+below store-all the plan counts them, :data:`LOSS_BYTES`).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
 several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
 below store-all plus that reserve is solved with it taken out).
@@ -159,8 +160,8 @@ def _level(chain: Chain, sol, solver: str, stages, draws, state_bytes: int):
                          f"ScheduleExecutor") from e
     sim = simulate(chain, sol.schedule)
     if recomputed_stages(tree) == 0:  # store-all: plain autograd
-        return (None, dropin_peak(stages, sim, None, sol.schedule),
-                dropin_peak((), sim, None, sol.schedule))
+        return (None, dropin_peak(stages, sim, None, sol.schedule, loss=False),
+                dropin_peak((), sim, None, sol.schedule, loss=False))
     states = checkpoint_state_bytes(tree, draws, state_bytes) if state_bytes else None
     return (tree, dropin_peak(stages, sim, states, sol.schedule),
             dropin_peak((), sim, states, sol.schedule))
@@ -199,22 +200,24 @@ def schedule_levels(chain: Chain, unit: int, draws, state_bytes: int, *, solver:
     return out
 
 
-def dropin_peak(stages, sim, states, schedule, input_grad_bytes: int = 0) -> int:
+def dropin_peak(stages, sim, states, schedule, input_grad_bytes: int = 0,
+                loss: bool = True) -> int:
     """The drop-in's predicted peak on a schedule (plain autograd at store-all): the
     simulator's per operation, plus the checkpoints' generator states (``states``) and the
     summed gradients of shared parameters (:func:`shared_gradient_bytes`) held then, the
     loss value and the gradient seeding the backward from the loss on
-    (:data:`LOSS_BYTES`), and B_0 ``input_grad_bytes`` lower
-    (``ProfileResult.input_grad_bytes``: the step's input needs no gradient, so B_0 makes
-    no d_0)."""
+    (:data:`LOSS_BYTES`; ``loss=False``: left aside, as an int budget leaves it for plain
+    autograd, whose store-all peak is then the budget it needs), and B_0
+    ``input_grad_bytes`` lower (``ProfileResult.input_grad_bytes``: the step's input needs
+    no gradient, so B_0 makes no d_0)."""
     shared = shared_gradient_bytes(stages, schedule)
     states = states or [0] * len(shared)
-    peak, loss = 0, 0
+    peak, held = 0, 0
     for op, row, e, g in zip(schedule, sim.profile, states, shared):
-        if op.kind == LOSS:
-            loss = LOSS_BYTES
+        if op.kind == LOSS and loss:
+            held = LOSS_BYTES
         drop = input_grad_bytes if op.kind == B and op.index == 0 else 0
-        peak = max(peak, row.peak + e + g + loss - drop)
+        peak = max(peak, row.peak + e + g + held - drop)
     return peak
 
 
@@ -694,13 +697,14 @@ class CheckpointedSequential(nn.Module):
                 self.step_budget, smallest)
         # the random-generator states the checkpoints keep (CPU: memory the schedule holds
         # beside the chain's values; on CUDA they are host memory) are counted at each
-        # operation (nested.checkpoint_state_bytes); a schedule they would take over the
-        # budget is solved again for that much less
+        # operation (nested.checkpoint_state_bytes); where they would take the solver's
+        # schedule over the budget, the best schedule level that fits runs
+        # (solve_with_states)
         if budget >= store_all + self.shared_gradient_reserve:
             sol = solver_registry.solve(chain.replace(bandwidth=None), store_all, "store-all")
             tree, extra = None, 0
             peak = dropin_peak(self.stages_list, simulate(chain, sol.schedule), None,
-                               sol.schedule)
+                               sol.schedule, loss=False)
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
             sol, tree, peak, extra = self._solve_with_states(chain, unit, budget, draws, state_bytes)
@@ -741,7 +745,7 @@ class CheckpointedSequential(nn.Module):
             states = (checkpoint_state_bytes(tree, draws, state_bytes)
                       if tree is not None and state_bytes else None)
             peak = dropin_peak(self.stages_list, simulate(chain, sol.schedule), states,
-                               sol.schedule, saving)
+                               sol.schedule, saving, loss=tree is not None)
         plan = Plan(key, chain, budget, sol, sol.schedule, tree, peak)
         self.plans[key] = plan
         if self._first_key is None:

@@ -428,8 +428,12 @@ def _input_grad_bytes(stages, x0, params, dev, release0: bool) -> int:
     room for, the gradient of its input).  Stage 0's recording forward and backward alone,
     under the allocator meter, with and without d_0 (the same release mode as the profile's
     B_0; the incoming gradient made outside the count), and the difference of the two
-    backward transients.  0 for an input without gradients (token ids)."""
+    backward transients.  0 for an input without gradients (token ids), and for a stage 0
+    without trainable parameters (without d_0 autograd does not run its backward at all;
+    no saving is claimed there: the table's B_0 stays an upper bound)."""
     if not (x0.is_floating_point() or x0.is_complex()):
+        return 0
+    if not any(p.requires_grad for p in stages[0].parameters()):
         return 0
     rises = []
     for grad in (True, False):

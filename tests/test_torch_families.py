@@ -88,6 +88,10 @@ def test_a_family_that_cannot_be_cut_at_its_layers_says_why_and_is_still_the_mod
     for r in [r for r in rec["runs"] if "ratio" in r]:
         assert 0.97 <= r["ratio"] <= 1.01, r
         assert r["within_budget"] and r["executor_grads_equal"], r
+        # the drop-in too (T5: its MSE loss keeps a buffer the size of the output through
+        # the backward, ProfileResult.loss_bytes)
+        assert 0.97 <= r["dropin_ratio"] <= 1.01 and r["dropin_within_budget"], r
+        assert r["dropin_grads_equal"], r
 
 
 class _Stack(nn.Module):

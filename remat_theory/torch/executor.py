@@ -322,6 +322,7 @@ class ScheduleExecutor:
         self._rng: dict = {}
         self._steps = 0
         self.loss = None
+        self.loss_storage_bytes = 0  # the last Loss op's loss storage and seed (bytes)
         self.saved_log = None  # list to record (storage weak ref, nbytes) of saved tensors
         # the profiler's pass reads x_L out of the tape t_L; when x_L is unsaved it tells the
         # executor to release it at the Loss as a run holding it plain does
@@ -554,7 +555,10 @@ class ScheduleExecutor:
                 raise RematError("loss_fn must return a tensor with one element")
             self._free_loss_input(L, bool(saved))
             torch.autograd.backward(loss)
-        # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer.
+        # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer
+        # (MSE on the CPU: the size of x_L), which a caller's ``loss.backward()`` holds to
+        # the end of the step (the profiler reports it: ``ProfileResult.loss_bytes``)
+        self.loss_storage_bytes = loss.untyped_storage().nbytes() + loss.element_size()
         with self._paused():  # the executor's record of the loss, not an activation
             self.loss = loss.detach().clone()
         del loss

@@ -118,7 +118,8 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
     restore()
     ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn, chain=chain,
                                 draws_random=prof.draws_random,
-                                input_grad_bytes=prof.input_grad_bytes)
+                                input_grad_bytes=prof.input_grad_bytes,
+                                loss_bytes=prof.loss_bytes)
     d_peak, d_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
     restore()
     same, rel = _equal(e_grads, d_grads)
@@ -164,7 +165,8 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
                 ck = CheckpointedSequential(stages, dropin_budget, solver, example_input=x0,
                                             loss_fn=loss_fn, chain=chain, unit=unit,
                                             draws_random=prof.draws_random,
-                                            input_grad_bytes=prof.input_grad_bytes)
+                                            input_grad_bytes=prof.input_grad_bytes,
+                                            loss_bytes=prof.loss_bytes)
                 break
             except InfeasibleBudgetError as e:
                 row["dropin_message"] = str(e)

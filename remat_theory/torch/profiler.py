@@ -100,6 +100,10 @@ class ProfileResult:
     # bytes by which B_0's peak is lower when x_0 needs no gradient (a training batch, the
     # drop-in's usual input): d_0 and what computing it takes; 0 for integer inputs
     input_grad_bytes: int = 0
+    # bytes a caller's ``loss = loss_fn(out); loss.backward()`` holds beside the chain from
+    # the loss on: the loss tensor's storage (a reduction buffer the size of x_L for an MSE
+    # on the CPU, 4 B for a cross-entropy) and the gradient seeding the backward
+    loss_bytes: int = 8
 
     def to_dict(self) -> dict:
         return {"chain": self.chain.to_dict(), "hook_tape_size": self.hook_tape_size,
@@ -110,7 +114,8 @@ class ProfileResult:
                 "param_grad_bytes": self.param_grad_bytes, "saves_input": self.saves_input,
                 "saves_output": self.saves_output, "ops": self.ops, "device": self.device,
                 "bwd_release": self.bwd_release, "bwd_below_table": self.bwd_below_table,
-                "draws_random": self.draws_random, "input_grad_bytes": self.input_grad_bytes}
+                "draws_random": self.draws_random, "input_grad_bytes": self.input_grad_bytes,
+                "loss_bytes": self.loss_bytes}
 
 
 CLOCKS = ("wall", "process")
@@ -269,7 +274,7 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
                          mem["fwd_overhead"], mem["fall_overhead"], times["nograd"],
                          mem["param_grad_bytes"], mem["saves_input"], mem["saves_output"],
                          mem["ops"], str(dev), mem["bwd_release"], mem["bwd_below_table"],
-                         mem["draws_random"], input_grad)
+                         mem["draws_random"], input_grad, mem["loss_bytes"])
 
 
 def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
@@ -388,6 +393,7 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
         ex.release_loss_input = not ex.saves[L - 1].output
         with meter.op("Loss"):
             ex.step(Op.parse("Loss"))
+        loss_bytes = ex.loss_storage_bytes
         if not ex.saves[L - 1].output:  # a run releases an unsaved x_L at the Loss op, also
             ex._release(ex._values.tapes[L].output)  # when the loss read it (it is done)
         for i in range(L - 1, -1, -1):
@@ -418,7 +424,7 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
             "bwd_overhead": [over(f"B{i}", x_size[i]) for i in range(L)] + [over("Loss", x_size[L])],
             "bwd_raw": [raw(f"B{i}", x_size[i]) for i in range(L)] + [raw("Loss", x_size[L])],
             "param_grad_bytes": meter.persistent_bytes, "ops": [vars(r) for r in meter.results()],
-            "draws_random": draws}
+            "draws_random": draws, "loss_bytes": loss_bytes}
 
 
 def _input_grad_bytes(stages, x0, params, dev, release0: bool) -> int:

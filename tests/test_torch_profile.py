@@ -298,3 +298,25 @@ def test_input_grad_bytes_is_what_b0_holds_less_without_d0():
     flat = [nn.Tanh(), nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 4))]
     assert profile_details(flat, x, lambda y: y.square().mean(), repeats=1,
                            warmup=0).input_grad_bytes == 0
+
+
+def test_loss_bytes_is_the_loss_tensor_a_caller_holds():
+    """Oracle: the storage of the loss tensor ``loss_fn`` returns, plus its seed gradient,
+    taken from torch directly: an MSE on the CPU returns a view of a reduction buffer the
+    size of its input, a cross-entropy a scalar."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from remat_theory.torch.profiler import profile_details
+
+    torch.manual_seed(0)
+    x, target = torch.randn(16, 32), torch.randn(16, 32)
+    stages = [nn.Linear(32, 32), nn.Sequential(nn.Tanh(), nn.Linear(32, 32))]
+    for loss_fn in (lambda y: F.mse_loss(y, target),
+                    lambda y: F.cross_entropy(y, target.argmax(1))):
+        with torch.no_grad():
+            loss = loss_fn(stages[1](stages[0](x)))
+        want = loss.untyped_storage().nbytes() + loss.element_size()
+        got = profile_details(stages, x, loss_fn, repeats=1, warmup=0).loss_bytes
+        assert got == want, (got, want)

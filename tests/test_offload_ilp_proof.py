@@ -72,6 +72,8 @@ def test_every_valid_schedule_fits_the_length_bound():
         copies = sum(value_size(chain, op.target, op.index) / chain.bandwidth
                      for op in s if op.is_transfer)
         assert comp <= sim.makespan * (1 + 1e-12) and copies <= sim.makespan * (1 + 1e-12)
+        # every backward once, every stage's Fall at least once (O.11 d uses it)
+        assert sim.makespan >= chain.ideal_makespan() * (1 - 1e-12)
         moves: dict = {}
         for op in s:
             if op.is_transfer:
@@ -83,6 +85,20 @@ def test_every_valid_schedule_fits_the_length_bound():
         assert most_moves <= 3
         assert len(s) <= length_bound(chain, sim.makespan), (chain, s)
     assert seen >= 100 and most_moves == 3  # the walks reach the Pre-Off-Pre case
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(1, 3))
+def test_dp_offload_is_optimal_from_the_store_all_budget_up(seed, L):
+    """O.11 (d): at store-all's peak the class DP reaches the ideal makespan, which no
+    schedule beats (the lemma above; exhaustive-offload agrees up to 2 stages)."""
+    chain = _random_chain(random.Random(seed), L, zero_sizes=seed % 2 == 0)
+    budget = chain.store_all_memory()
+    dp = registry.solve(chain, budget, "dp-offload")
+    assert dp.makespan == pytest.approx(chain.ideal_makespan(), rel=1e-12)
+    if L <= 2:
+        ex = registry.solve(chain, budget, "exhaustive-offload")
+        assert ex.makespan == pytest.approx(dp.makespan, rel=1e-12)
 
 
 def test_no_length_bound_when_a_forward_takes_no_time():

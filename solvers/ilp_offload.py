@@ -193,8 +193,9 @@ def length_bound(chain: Chain, makespan: float) -> int | None:
     Transfers: nothing can move before the first compute op, and after a compute op and
     before the next one a value moves at most 3 times (Off, Pre alternate, and a second
     Off waits for a compute op: ``Pre Off Pre``), so ``n_t <= 3 m n_c`` with ``m`` the
-    values whose copy can end; when every such copy takes at least ``c > 0``, also
-    ``n_t <= floor(V / c)`` (they run one after another on the channel)."""
+    values whose copy can end; and the copies of positive time, at least ``c`` each, run
+    one after another on the channel: ``n_t <= 3 m_0 n_c + floor(V / c)`` with ``m_0`` the
+    values whose copy takes no time."""
     if not math.isfinite(makespan):
         return None
     L = chain.length
@@ -211,8 +212,9 @@ def length_bound(chain: Chain, makespan: float) -> int | None:
         copies = [d for d in (copy_time(chain, size(chain, x)) for x in values(chain))
                   if d != math.inf]
     n_t = 3 * len(copies) * n_c
-    if copies and min(copies) > 0:
-        n_t = min(n_t, math.floor(v / min(copies)))
+    timed = [d for d in copies if d > 0]
+    if timed:  # the copies of no time by the count, the others by the channel's time
+        n_t = min(n_t, 3 * (len(copies) - len(timed)) * n_c + math.floor(v / min(timed)))
     return n_c + n_t
 
 

@@ -277,6 +277,9 @@ class Model:
                     h.addConstr(up[k] + pd[v] <= 1)
                 for v in o.pre_host:
                     h.addConstr(up[k] <= ph[v])
+                if o.off is not None:  # the referee refuses a second offload of a value
+                    # whose device copy is still leaving (Off v, Pre v, Off v)
+                    h.addConstr(up[k] + pl[o.off] <= 1)
                 if o.bn_ge is not None:
                     h.addConstr(up[k] <= sum(pb[j] for j in js if j >= o.bn_ge))
                 if o.bn_eq is not None:

@@ -191,3 +191,18 @@ def test_below_the_smallest_budget_it_is_infeasible_over_all_schedules():
     sol = registry.solve(c, lo - 1, "ilp-offload")
     assert sol.status == "infeasible" and sol.optimal_for == "all+offload"
     assert sol.min_budget == lo and str(lo) in sol.message
+
+
+def test_free_copies_never_make_the_milp_offload_a_leaving_value_again():
+    """A tape of 0 bytes copies in no time, so the MILP is indifferent to moving it back
+    and forth; it must still keep the referee's rule that a value whose device copy is
+    leaving is not offloaded again before a compute op (found by the proven-mode test:
+    ``Fall0 Offt1 Pret1 Offt1``, refused by the referee).  Its answers replay and are the
+    exact search's, up to a length that certifies them."""
+    c = Chain(fwd_time=[3], bwd_time=[2, 1], x_size=[6, 0], tape_size=[0], bandwidth=2.5)
+    budget = min_feasible_budget(c)
+    ref = registry.solve(c, budget, "exhaustive-offload")
+    for n in (8, 10, length_bound(c, ref.makespan)):
+        sol = registry.solve(c, budget, "ilp-offload", max_ops=n)  # replayed by the registry
+        assert sol.makespan == pytest.approx(ref.makespan, rel=1e-9)
+    assert sol.optimal_for == "all+offload"

@@ -67,7 +67,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, FEASIBLE, OPTIMAL, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, all_sizes,
-                                refuse_if_too_big, slot_info, time_up)
+                                refuse_by_length, refuse_if_too_big, slot_info, time_up)
 from solvers._schedules import unfold
 from solvers.dp import skewed_saturation
 from solvers.registry import Option, register
@@ -338,6 +338,10 @@ def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
     real budget, optimal for the rounded sizes: status ``feasible`` unless every size is a
     whole number of slots)."""
     deadline = Deadline(time_limit)
+    # the saturation table ((L+1)^2 int64) and one memory value per cell at least: refused
+    # from the length before any O(L) work or allocation
+    L = chain.length
+    refuse_by_length(NAME, L, max(3 * (L + 1) * (L + 2) / 2 * 10, (L + 1) ** 2 * 8))
     uc_exact, gcd = UnitChain.exact(chain)
     info = {"bandwidth": chain.bandwidth, "recompute": recompute}
     cls = CLASS if recompute else CLASS_NO_REMAT

@@ -366,10 +366,37 @@ def verify_labels() -> list[str]:
     return names() + [label for label, v in variants().items() if v.in_verify]
 
 
+#: The module of :mod:`solvers` that registers each built-in solver and variant label:
+#: :func:`get` imports that module alone on first use (solving with ``store-all`` alone
+#: then imports neither the ILP's PuLP and HiGHS nor the other solvers); a name not listed
+#: here is found by importing them all.  tests/test_registry.py checks every entry.
+BUILTIN_MODULES = {
+    "auto": "auto", "chen-sqrt": "chen", "chen-greedy": "chen", "dp": "dp",
+    "dp-slots": "dp", "dp-offload": "dp_offload", "dp-offload-slots": "dp_offload",
+    "dp-offload-only": "dp_offload", "dp-weak": "dp_weak", "dp-weak-slots": "dp_weak",
+    "dtr": "dtr", "exhaustive": "exhaustive", "exhaustive-persistent": "exhaustive",
+    "exhaustive-weak": "exhaustive", "exhaustive-monotone": "exhaustive",
+    "exhaustive-weak-runs2": "exhaustive", "exhaustive-drop": "exhaustive",
+    "exhaustive-offload": "offload_exhaustive", "exhaustive-offload-only": "offload_exhaustive",
+    "gruslys": "gruslys", "ilp": "ilp.solver", "ilp-cbc": "ilp.solver",
+    "ilp-fast": "ilp.solver", "ilp-proven": "ilp.solver", "ilp-weak-runs2": "ilp.solver",
+    "ilp-offload": "ilp_offload", "save-on-cpu": "offload_baselines",
+    "offload-all": "offload_baselines", "periodic": "periodic", "prove": "prove",
+    "recompute-all": "recompute_all", "revolve": "revolve", "store-all": "store_all",
+}
+
+
+def _known(name: str) -> bool:
+    return name in _REGISTRY or (name in _VARIANTS and _VARIANTS[name].solver in _REGISTRY)
+
+
 def get(name: str) -> SolverInfo:
     """The :class:`SolverInfo` of a registered name, a variant label (its solver's info) or
     a ``package.module:function`` path; :class:`SolverOptionError` names an unknown one."""
-    _load_all()
+    if not _known(name) and name in BUILTIN_MODULES:
+        importlib.import_module(f"solvers.{BUILTIN_MODULES[name]}")
+    if not _known(name):
+        _load_all()
     if name in _REGISTRY:
         return _REGISTRY[name]
     if name in _VARIANTS:

@@ -171,6 +171,27 @@ def test_the_dps_refuse_a_long_chain_from_its_length_alone(name, monkeypatch):
     assert [r.solver for r in e.value.remedies] == ["revolve"]
 
 
+def test_dp_offload_refuses_on_its_time_before_the_saturation_table(monkeypatch):
+    """Under the length refusal, dp-offload's time at a limit is refused from a lower bound
+    of its table's width (the whole chain's saturation, O(L)) before the O(L^2) saturation
+    table (2 s at 10,000 stages); without a limit it still builds the table."""
+    from solvers import dp_offload
+
+    def built(*args, **kwargs):
+        raise AssertionError("the saturation table was built before the refusal")
+
+    monkeypatch.setattr(dp_offload, "skewed_saturation", built)
+    chain = Chain.homogeneous(10_000, fwd_time=1.0, bwd_time=2.0, x_size=3,
+                              tape_size=5).replace(bandwidth=1.0)
+    with pytest.raises(SolverLimitError, match="would need") as e:
+        solvers.solve(chain, chain.store_all_memory() // 4, "dp-offload", time_limit=2.0)
+    assert e.value.remedies, str(e.value)
+    small = Chain.homogeneous(4, fwd_time=1.0, bwd_time=2.0, x_size=3,
+                              tape_size=5).replace(bandwidth=1.0)
+    with pytest.raises(AssertionError, match="saturation table"):
+        solvers.solve(small, small.store_all_memory(), "dp-offload", time_limit=2.0)
+
+
 def test_a_time_remedy_counts_the_replay_reserve():
     """A refusal under the solver's share of the limit asks for a limit that, less the
     reserve, gives the solver what it needs."""

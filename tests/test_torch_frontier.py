@@ -294,6 +294,24 @@ def test_flat_levels_are_the_pareto_front_of_every_single_level_schedule_by_the_
         assert [p for p, _, _ in front] == sorted({p for p, _, _ in front})
 
 
+def test_single_level_tree_runs_the_segment_checkpoint_schedule_op_for_op():
+    """The compiled family's nested form against the solvers' own segment schedule."""
+    import itertools
+
+    from remat_theory.torch.frontier import single_level_tree
+    from remat_theory.torch.nested import nested_schedule
+    from solvers._schedules import segments_schedule
+    for L in range(1, 8):
+        chain = Chain(x_size=[4] * (L + 1), tape_size=[5] * L, fwd_time=[1.0] * L,
+                      bwd_time=[1.0] * (L + 1))
+        for r in range(L):
+            for cps in itertools.combinations(range(1, L), r):
+                got = [o.token for o in nested_schedule(single_level_tree(cps, L), L)]
+                assert got == [o.token for o in segments_schedule(chain, list(cps))], cps
+    with pytest.raises(Exception, match="must lie in 1..3"):
+        single_level_tree([4], 4)
+
+
 def _mlp_workload(n=8, width=64, batch=64):
     from torch import nn
 

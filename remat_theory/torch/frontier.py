@@ -67,12 +67,11 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
 import solvers as solver_registry
-from solvers._schedules import _Arrays, segments_cost, segments_schedule
 from solvers.periodic import periodic_checkpoints
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch.nested import nested_form
+from remat_theory.torch.nested import Checkpointed, End, Kept, Segment, nested_schedule
 from remat_theory.torch.frontier_networks import Workload, from_network
 from remat_theory.torch.module import (RNG_STATE_BYTES, CheckpointedSequential, dropin_peak,
                                        format_bytes, parse_bytes, run_traceable, shared_parameter_bytes,
@@ -388,13 +387,34 @@ def _remat_compiled(w: Workload, tree, stages, pt: Point, backend: str, index: i
 
 
 #: chains up to this many stages: every single-level schedule is evaluated (2^(L-1) sets)
-FLAT_EXHAUSTIVE_STAGES = 16
+FLAT_EXHAUSTIVE_STAGES = 12
 
 
-def flat_levels(chain, extra=()) -> list:
+def single_level_tree(checkpoints, length: int) -> Segment:
+    """The nested form of the single-level schedule with these checkpoints (0 < c_1 < .. <
+    c_k < length): each segment [c_j, c_{j+1}) one checkpoint replayed once with every
+    stage kept, the last segment [c_k, length) kept (what ``checkpoint_sequential`` runs
+    with its own cuts)."""
+    bounds = [0, *sorted(set(checkpoints)), length]
+    if any(not 0 < c < length for c in bounds[1:-1]):
+        raise RematError(f"checkpoints {list(checkpoints)} must lie in 1..{length - 1}")
+
+    def kept(a: int, b: int, end: End) -> Segment:
+        node = end
+        for s in range(b - 1, a - 1, -1):
+            node = Kept(s, node)
+        return node
+    tree = kept(bounds[-2], length, End(length, loss=True))
+    for j in range(len(bounds) - 3, -1, -1):
+        a, b = bounds[j], bounds[j + 1]
+        tree = Checkpointed(a, b, tree, kept(a, b, End(b)))
+    return tree
+
+
+def flat_levels(chain) -> list:
     """The single-level schedules the compiler's partitioner can realise, fastest at each
     peak: ``[(peak, makespan, checkpoints)]`` by increasing peak, each strictly faster than
-    every one below it (the Pareto front of :func:`solvers._schedules.segments_cost`).
+    every one below it (the simulator's peak and makespan of :func:`single_level_tree`).
 
     One joint graph recomputes each forward operation at most once in its backward, so a
     nested schedule compiles as its outermost checkpoints alone (measured: GPT-2's lowest
@@ -402,19 +422,16 @@ def flat_levels(chain, extra=()) -> list:
     alone predict 12.41 MB).  Single-level schedules (checkpoints c_1 < .. < c_k, each
     segment replayed once) are exactly what it can run.  Every checkpoint set is evaluated
     up to :data:`FLAT_EXHAUSTIVE_STAGES` stages (so the front is exact there); longer chains
-    get the sets of ``checkpoint_sequential`` (every k) and ``extra`` (e.g. the outer
-    checkpoints of the DP's schedules), the front of those."""
+    get the sets of ``checkpoint_sequential`` (every k), the front of those."""
     L = chain.length
-    arrays = _Arrays(chain)
     if L <= FLAT_EXHAUSTIVE_STAGES:
         sets = (c for r in range(L) for c in itertools.combinations(range(1, L), r))
     else:
         sets = {tuple(periodic_checkpoints(L, k)) for k in range(1, L + 1)}
-        sets |= {tuple(sorted(set(c) & set(range(1, L)))) for c in extra}
     cands = []
     for cps in sets:
-        t, peak = segments_cost(chain, list(cps), arrays)
-        cands.append((int(peak), round(float(t), 12), tuple(cps)))
+        sim = simulate(chain, nested_schedule(single_level_tree(cps, L), L))
+        cands.append((int(sim.peak_memory), round(float(sim.makespan), 12), tuple(cps)))
     cands.sort(key=lambda c: (c[0], c[1], len(c[2])))
     front, best = [], math.inf
     for c in cands:
@@ -428,12 +445,12 @@ def flat_drop_in(chain, stages, checkpoints):
     """(nested form, predicted peak, predicted makespan) of the single-level schedule with
     these checkpoints, predicted as the drop-in predicts its own (the simulator's peak plus
     the summed gradients of shared parameters held); the form is None for store-all."""
-    sched = segments_schedule(chain, list(checkpoints))
+    tree = single_level_tree(checkpoints, chain.length)
+    sched = nested_schedule(tree, chain.length)
     sim = simulate(chain, sched)
     if not checkpoints:
         return None, sim.peak_memory, sim.makespan
-    return (nested_form(sched, chain.length), dropin_peak(stages, sim, None, sched),
-            sim.makespan)
+    return tree, dropin_peak(stages, sim, None, sched), sim.makespan
 
 
 def compiled_chain(stages, w: Workload, backend: str, repeats: int = 3):

@@ -132,6 +132,9 @@ def readme(nets) -> list:
     n_cpu = sum(summary(r)["clock"] == "thread_cpu" for _, r in recs)
     clock = (f"its less noisy clock: the step thread's CPU time on {n_cpu}, "
              f"wall time on {len(recs) - n_cpu}")
+    if n_cpu in (0, len(recs)):
+        clock = ("the step thread's CPU time" if n_cpu else "the wall clock") + (
+            ", the less noisy clock on every one")
     inductor = any(p.get("backend") == "inductor" for _, r in recs for p in r["points"])
     cmd = "bash benchmarks/frontier_cpu.sh" if inductor else "INDUCTOR= bash benchmarks/frontier_cpu.sh"
     text = (f"On {len(recs)} transformers networks (`{cmd}`, CPU, one "

@@ -356,7 +356,9 @@ def test_compiled_remat_holds_no_more_than_its_prediction_where_nesting_would_no
     # outermost checkpoints alone (a single-level schedule) predict
     chain = profile(w.stages, w.example_input, w.loss_fn, repeats=1)
     pt = Point("nested", "remat_compiled")
-    ck = drop_in(w, remat_breakpoints(chain, w.stages)[0], "dp", chain, pt)
+    low = remat_breakpoints(chain, w.stages, **drop_in_states(w.stages, w.example_input))[0]
+    ck = drop_in(w, low, "dp", chain, pt)
+    assert ck is not None, pt.detail
     tree, outer = ck.plan.tree, []
     assert any(isinstance(n, Checkpointed) and _holds_checkpoint(n.inner) for n in _top(tree))
     for n in _top(tree):

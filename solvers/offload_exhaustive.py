@@ -68,6 +68,10 @@ _INF = float("inf")
 
 
 def _moves(chain: Chain, st: OffloadState, recompute: bool, falls: int):
+    """The ops to try from ``st``, in a fixed order.  Forward ops the referee would refuse
+    for want of their input or because their output is held are not offered (a speed-up
+    only: :func:`~remat_theory.model.offload.step` still decides every op offered, and the
+    order of the others is unchanged)."""
     L = chain.length
     dev = st.dev
     nxt = dev.bwd_next
@@ -75,19 +79,25 @@ def _moves(chain: Chain, st: OffloadState, recompute: bool, falls: int):
         yield LOSS_OP
     elif nxt >= 0:
         yield Bwd(nxt)
+    plain, tapes = dev.plain, dev.tapes
+    readable = plain | tapes & chain.saved_mask  # the simulator's _available
     for i in range(min(nxt, L - 1) + 1):
+        if not readable >> i & 1:
+            continue
         if recompute:
-            yield Fn(i)
-            yield Fck(i)
-            yield Fall(i)
-        elif i == falls:
+            if not plain >> (i + 1) & 1:
+                yield Fn(i)
+                yield Fck(i)
+            if not tapes >> (i + 1) & 1:
+                yield Fall(i)
+        elif i == falls and not tapes >> (i + 1) & 1:
             yield Fall(i)
     if chain.bandwidth is None:
         return
     for i in range(1, L + 1):
-        if dev.plain >> i & 1:
+        if plain >> i & 1:
             yield OffX(i)
-        if dev.tapes >> i & 1:
+        if tapes >> i & 1:
             yield OffT(i)
         if st.host_plain >> i & 1:
             yield PreX(i)

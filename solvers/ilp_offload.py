@@ -26,6 +26,14 @@ lower bound on it.  N is the option ``max_ops`` (default: the incumbent's length
 ``extra_ops``); the claims are about the class ``all+offload<=N`` (schedules of the model
 of at most N ops), which contains the incumbent.  An incumbent (``dp-offload``'s schedule,
 else store-all's) bounds the makespan (big-M) and starts the search.
+
+Beyond N (proofs/offload.md, O.14): when every forward takes a positive time, a schedule
+of makespan at most V has at most :func:`length_bound` (V) ops, so an optimum V* found
+with N >= length_bound(V*) is the optimum over ALL schedules (class ``all+offload``): the
+answer certifies itself.  ``proven=True`` picks N =
+length_bound(incumbent's makespan) so that it does.  Two valid cuts of the same lemma
+(each stream runs its ops one after another within the makespan: the compute ops' times
+add up to at most Z, and so do the copies') tighten the relaxation.
 """
 from __future__ import annotations
 
@@ -168,6 +176,48 @@ def size(chain: Chain, v) -> int:
     return chain.x_size[v[1]] if v[0] == "x" else chain.tape_held[v[1] - 1]
 
 
+#: Relative slack on a makespan before counting ops in it: the referee adds times in
+#: floating point, so a stream's end may sit a few ulps below the exact sum of its ops.
+_FLOAT_SLACK = 1e-9
+
+
+def length_bound(chain: Chain, makespan: float) -> int | None:
+    """O.14: an upper bound on the number of ops of every valid schedule (no Drop) of
+    makespan at most ``makespan``; None when some forward takes no time (nothing then
+    bounds how often it runs) or the makespan is infinite.
+
+    Compute ops run one after another within the makespan: the L+1 backwards run once
+    each; every stage runs ``Fall`` at least once (the first tape ``t_{i+1}`` comes from
+    nowhere else), costing ``sum(fall_time)``; every other forward costs at least the
+    cheapest forward ``f``: ``n_c <= (L+1) + L + floor((V - sum(bwd) - sum(fall)) / f)``.
+    Transfers: nothing can move before the first compute op, and after a compute op and
+    before the next one a value moves at most 3 times (Off, Pre alternate, and a second
+    Off waits for a compute op: ``Pre Off Pre``), so ``n_t <= 3 m n_c`` with ``m`` the
+    values whose copy can end; and the copies of positive time, at least ``c`` each, run
+    one after another on the channel: ``n_t <= 3 m_0 n_c + floor(V / c)`` with ``m_0`` the
+    values whose copy takes no time."""
+    if not math.isfinite(makespan):
+        return None
+    L = chain.length
+    fwd = min(min(a, b) for a, b in zip(chain.fwd_time, chain.fall_time))
+    if fwd <= 0:
+        return None
+    v = makespan * (1 + _FLOAT_SLACK)
+    spare = v - sum(chain.bwd_time) - sum(chain.fall_time)
+    if spare < 0:  # no valid schedule is that short: only the compulsory ops fit
+        spare = 0.0
+    n_c = (L + 1) + L + math.floor(spare / fwd)
+    copies = []
+    if chain.bandwidth is not None:
+        copies = [d for d in (copy_time(chain, size(chain, x)) for x in values(chain))
+                  if d != math.inf]
+    n_t = 3 * len(copies) * n_c
+    timed = [d for d in copies if d > 0]
+    if timed:  # the copies of no time by the count, the others by the channel's time
+        n_t = min(n_t, 3 * (len(copies) - len(timed)) * n_c + math.floor(v / min(timed)))
+    return n_c + n_t
+
+
 class Model:
     """The MILP of the module docstring on ``chain`` at ``budget`` with ``N`` positions and
     the makespan bounded by ``ub`` (big-M)."""
@@ -202,6 +252,7 @@ class Model:
         R, Q = [zero], [dict(zero)]
         C, H, O = [0.0], [0.0], [0.0]
         self.u = u = []
+        comp_time, copy_time_ = [], []  # per position: the duration on each stream
         act_prev = None
         x0 = chain.x_size[0]
         for p in range(1, N + 1):
@@ -226,6 +277,9 @@ class Model:
                     h.addConstr(up[k] + pd[v] <= 1)
                 for v in o.pre_host:
                     h.addConstr(up[k] <= ph[v])
+                if o.off is not None:  # the referee refuses a second offload of a value
+                    # whose device copy is still leaving (Off v, Pre v, Off v)
+                    h.addConstr(up[k] + pl[o.off] <= 1)
                 if o.bn_ge is not None:
                     h.addConstr(up[k] <= sum(pb[j] for j in js if j >= o.bn_ge))
                 if o.bn_eq is not None:
@@ -282,6 +336,8 @@ class Model:
             Cp, Hp, Op = T(), T(), T()
             Rp, Qp = {v: T() for v in V}, {v: T() for v in V}
             h.addConstr(E == S + sum(o.dur * up[k] for k, o in enumerate(ops)))
+            comp_time += [o.dur * up[k] for k, o in enumerate(ops) if o.compute and o.dur]
+            copy_time_ += [o.dur * up[k] for k, o in enumerate(ops) if not o.compute and o.dur]
             h.addConstr(S >= C[-1] - M * offs)
             h.addConstr(S >= O[-1] - M * (1 - comp))
             h.addConstr(S >= H[-1] - M * comp)
@@ -312,6 +368,10 @@ class Model:
         self.Z = Z = h.addVariable(lb=0.0, ub=ub)
         for t in (C[-1], H[-1], O[-1]):
             h.addConstr(Z >= t)
+        # O.14's valid cuts: each stream's ops run one after another within the makespan
+        for durs in (comp_time, copy_time_):
+            if durs:
+                h.addConstr(Z >= sum(durs))
         self.binaries = N * (len(ops) + 3 * len(V) + len(js))
 
     def schedule(self) -> Schedule:
@@ -354,28 +414,62 @@ def _incumbent(chain: Chain, budget: int):
     return None
 
 
+#: proven=True refuses a model with more positions than this (HiGHS: 1 stage and ~12
+#: positions in seconds; 2 stages and 20 positions past minutes).
+DEFAULT_MAX_PROVEN_OPS = 16
+
+
+def _certify(chain: Chain, N: int, value: float | None) -> tuple:
+    """(class, length bound, why not all): the class an answer of the N-position model at
+    the makespan ``value`` is about: ``all+offload`` when every schedule at least as good
+    has at most N ops (O.14), else ``all+offload<=N`` and the reason."""
+    lb = None if value is None else length_bound(chain, value)
+    if lb is not None and lb <= N:
+        return classes.OFFLOAD_KEY, lb, ""
+    if lb is None:
+        why = ("a forward of this chain takes no time: no length bound, so not proven "
+               "over longer schedules" if value is not None else "no makespan known")
+    else:
+        why = (f"a better schedule would have at most {lb} ops (O.14), more than the "
+               f"{N} positions: not proven over longer schedules (proven=true or "
+               f"max_ops >= {lb} proves it)")
+    return class_key(N), lb, why
+
+
 @register(NAME, optimal_for=classes.OFFLOAD_OPS_FAMILY, exact=True,
           description="MILP of the two-stream model (positions x ops, exact times by "
                       "big-M): optimal over the schedules of at most max_ops operations, "
-                      "a certified lower bound at a time limit.",
+                      "and over all schedules when max_ops reaches the length bound of "
+                      "the optimum (proofs/offload.md O.14; proven=true picks it); a "
+                      "certified lower bound at a time limit.",
+          classes=(classes.OFFLOAD_OPS_FAMILY, classes.OFFLOAD_KEY),
           max_stages=2, reference_max_stages=3,
           supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
           options={"max_ops": Option("int", "positions of the model: the longest schedule "
                                      "it covers (default: the incumbent's length + "
-                                     "extra_ops)", minimum=1, none=True),
+                                     "extra_ops, or with proven the length bound)",
+                                     minimum=1, none=True),
                    "extra_ops": Option("int", "positions beyond the incumbent's length "
                                        "(when max_ops is not given)", minimum=0),
+                   "proven": Option("bool", "take as many positions as a schedule better "
+                                    "than the incumbent can have (O.14), so that the "
+                                    "answer is the optimum over all schedules"),
+                   "max_proven_ops": Option("int", "with proven: refuse beyond this many "
+                                            "positions (a guard)", minimum=1),
                    "max_stages": Option("int", "the longest chain modelled (a guard)",
                                         minimum=1),
                    "time_limit": Option("seconds", "for the MIP solve (status time_limit "
                                         "past it, with the incumbent and the dual bound)",
                                         none=True)})
 def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
-                      extra_ops: int = DEFAULT_EXTRA_OPS, max_stages: int = DEFAULT_MAX_STAGES,
+                      extra_ops: int = DEFAULT_EXTRA_OPS, proven: bool = False,
+                      max_proven_ops: int = DEFAULT_MAX_PROVEN_OPS,
+                      max_stages: int = DEFAULT_MAX_STAGES,
                       time_limit: float | None = None) -> Solution:
     """The optimum over the schedules of at most ``max_ops`` operations (module
-    docstring), proven by HiGHS, or at ``time_limit`` the best schedule found and the dual
-    bound (status ``time_limit``, "not proven optimal")."""
+    docstring), proven by HiGHS, and over all schedules when ``max_ops`` reaches the
+    length bound of that optimum (O.14: the class says which); at ``time_limit`` the best
+    schedule found and the dual bound (status ``time_limit``, "not proven optimal")."""
     import highspy
 
     if chain.length > max_stages:
@@ -386,10 +480,27 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
                              note="to force it, best with a time_limit"),))
     t0 = time.perf_counter()
     inc = _incumbent(chain, budget)
+    if proven and max_ops is None:
+        if inc is None:
+            return _infeasible_or_unbounded(chain, budget, None)
+        bound_n = length_bound(chain, inc[1])
+        if bound_n is None:
+            raise SolverLimitError(
+                f"{NAME}: proven needs a positive time for every forward (O.14); this "
+                f"chain has one that takes none, so no length bound exists; "
+                f"max_ops = N gives the optimum over schedules of at most N ops",
+                solver=NAME)
+        if bound_n > max_proven_ops:
+            raise SolverLimitError(
+                f"{NAME}: proven needs {bound_n} positions here (the length bound of the "
+                f"incumbent's makespan {inc[1]:g}, O.14); max_proven_ops = "
+                f"{max_proven_ops}", solver=NAME,
+                remedies=(Remedy(options=(("max_proven_ops", AT_LEAST, bound_n),),
+                                 note="the MILP may then take very long"),))
+        max_ops = max(bound_n, len(inc[0]))
     if inc is None and max_ops is None:
         max_ops = 2 * (2 * chain.length + 1) + extra_ops
     N = max_ops if max_ops is not None else len(inc[0]) + extra_ops
-    cls = class_key(N)
     if inc is not None and len(inc[0]) > N:
         inc = None
     ub = inc[1] if inc is not None else _loose_upper_bound(chain, N)
@@ -406,14 +517,17 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
     if status == st.kOptimal:
         schedule = model.schedule()
         sim = simulate(chain, schedule)
+        cls, lb, why = _certify(chain, N, sim.makespan)
+        extra["length_bound"] = lb
+        msg = (f"optimal over all schedules: a better one would have at most {lb} ops "
+               f"(O.14), within the {N} positions" if not why else
+               f"optimal among schedules of at most {N} operations; {why}")
         return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
-                                optimal_for=cls, info=extra)
+                                optimal_for=cls, info=extra, message=msg)
     if status == st.kInfeasible:
         if inc is not None:  # the incumbent is a solution: the model is wrong
             raise SolverError(f"{NAME}: the model is infeasible but {inc[0]} fits")
-        return Solution.infeasible(NAME, budget, optimal_for=cls, info=extra,
-                                   message=f"no schedule of at most {N} operations fits in "
-                                           f"{budget}")
+        return _infeasible_or_unbounded(chain, budget, N, extra)
     bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
     schedule = makespan = peak = None
     if info.primal_solution_status == 2:  # feasible
@@ -423,10 +537,40 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
     elif inc is not None:
         schedule, makespan = inc
         peak = simulate(chain, schedule).peak_memory
+    # the dual bound is over all schedules when every schedule at least as good as the
+    # incumbent (a real makespan: ub) fits in the N positions
+    cls = class_key(N)
+    if inc is not None and _certify(chain, N, ub)[0] == classes.OFFLOAD_KEY:
+        cls = classes.OFFLOAD_KEY
     return Solution.time_limit(NAME, budget, schedule=schedule, makespan=makespan,
                                peak_memory=peak, bound=bound, optimal_for=cls, info=extra,
                                message=f"time limit reached: not proven optimal over "
                                        f"{cls}; lower bound {bound}")
+
+
+def _infeasible_or_unbounded(chain: Chain, budget: int, N: int | None,
+                             extra: dict | None = None) -> Solution:
+    """No schedule of at most N ops (N None: none tried) fits: infeasible over all
+    schedules when the budget is below the exact smallest feasible one (O.3), else only in
+    the class of at most N ops, saying that a longer schedule fits."""
+    from solvers.offload_exhaustive import min_feasible_budget
+
+    extra = dict(extra or {})
+    mfb = min_feasible_budget(chain)
+    if budget < mfb:
+        return Solution.infeasible(NAME, budget, optimal_for=classes.OFFLOAD_KEY,
+                                   min_budget=mfb, info=extra,
+                                   message=f"no schedule fits in {budget}; the smallest "
+                                           f"feasible budget is {mfb}")
+    if N is None:
+        raise SolverLimitError(
+            f"{NAME}: proven found no incumbent to bound the length (dp-offload and "
+            f"store-all do not fit in {budget}, though a schedule fits from {mfb}); "
+            f"give max_ops", solver=NAME)
+    return Solution.infeasible(NAME, budget, optimal_for=class_key(N), info=extra,
+                               message=f"no schedule of at most {N} operations fits in "
+                                       f"{budget} (a longer one does: the smallest feasible "
+                                       f"budget is {mfb})")
 
 
 def _loose_upper_bound(chain: Chain, N: int) -> float:

@@ -407,12 +407,14 @@ def test_ilp_offload_is_exhaustive_search_over_n_ops(chain, ratio, where, extra)
     n = max(1, len(full.schedule) + extra)
     ref = registry.solve(chain, budget, "exhaustive-offload", max_ops=n)
     sol = registry.solve(chain, budget, "ilp-offload", max_ops=n)
-    assert sol.optimal_for == ref.optimal_for == f"all+offload<={n}"
+    assert ref.optimal_for == f"all+offload<={n}"
+    # O.14: the MILP's answer says all+offload when n reaches the length bound of its value
+    assert sol.optimal_for in (ref.optimal_for, "all+offload")
     assert sol.status == ref.status
     if ref.status == "optimal":
         assert sol.makespan == pytest.approx(ref.makespan, rel=1e-9)
         assert len(sol.schedule) <= n
-    if extra >= 0:
+    if extra >= 0 or sol.optimal_for == "all+offload":
         assert sol.makespan == pytest.approx(full.makespan, rel=1e-9)
 
 

@@ -238,6 +238,7 @@ class OffloadExecutor(ScheduleExecutor):
             tensors = [t for t in tensors if t is not None]
             if self.output_saved[i - 1]:
                 tensors.append(obj.output)
+            tensors += _numbers_saved(obj.output)
         resident = self._resident_pointers() if target == "t" else set()
         out, seen = [], set()
         for t in tensors:
@@ -328,6 +329,38 @@ class OffloadExecutor(ScheduleExecutor):
         away = self._away.pop(vid, None)
         if away is not None:
             self.host_bytes -= sum(h.nbytes() for _, h in away.pairs)
+
+
+def _numbers_saved(output: torch.Tensor) -> list:
+    """The Python numbers the graph of one stage saved: an op that multiplies a tensor by
+    a Python float (GPT-2's GELU: ``0.5 * x``, ``0.044715 * x**3``) saves the number as a
+    0-dim "wrapped number" tensor (8 bytes, on the CPU), and autograd saves those without
+    calling the saved-tensor hooks, so the tape's pack hook never sees them.  On the CPU
+    they are allocator memory the profile counts in the tape (the 24 bytes per GPT-2 block
+    that offloaded tapes left behind); on CUDA they are host memory (the device filter of
+    :meth:`OffloadExecutor._storages` leaves them).  Found by walking the stage's graph
+    from its output to the stage input's ``_Source`` node (the stage's boundary: its input
+    is detached), reading each node's ``_saved_*`` attributes; a saved value that cannot
+    be read now (the stage input, when it is not on the device) is not one of them."""
+    found, seen, todo = [], set(), [output.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__ == "_SourceBackward":
+            continue
+        for name in dir(fn):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                v = getattr(fn, name)
+            except Exception:  # noqa: BLE001 - an input reference whose value is away
+                continue
+            if isinstance(v, torch.Tensor) and v.dim() == 0:
+                found.append(v)
+        todo.extend(f for f, _ in fn.next_functions)
+    return found
 
 
 def executor_for(schedule, stages, loss_fn, x0, **kw) -> ScheduleExecutor:

@@ -251,10 +251,16 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
     ``recompute=False``, one without recomputation): a bottleneck (minimax) search over
     placements of the values, exact because memory does not depend on times; it keeps
     only the placements reached below the smallest budget without transfers, which it
-    returns when nothing is found below.  (Remembered per chain: a caller that asks for
-    the smallest budget and then solves below the one without transfers searched twice.)"""
+    returns when nothing is found below, and it stops at the first schedule whose peak is
+    the memory lower bound (O.12).  (Remembered per chain: a caller that asks for the
+    smallest budget and then solves below the one without transfers searched twice.)"""
     upper = _feasible_without_transfers(chain, recompute)
     if chain.bandwidth is None:
+        return upper
+    # No schedule of the two-stream model peaks below the memory lower bound
+    # (proofs/offload.md, O.12): a budget at it is the answer as soon as one reaches it.
+    low = chain.memory_lower_bound()
+    if upper <= low:
         return upper
     st0 = OffloadState.initial(chain)
     counter = itertools.count()
@@ -273,6 +279,8 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
             nb = max(b, r[1].peak)
             if nb >= upper:
                 continue
+            if nb <= low and r[0].is_final():
+                return nb
             nf = falls + (op.kind == "Fall") if not recompute else 0
             key = (r[0].logical(), nf)
             if nb < best.get(key, _INF):

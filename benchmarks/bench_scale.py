@@ -77,10 +77,28 @@ for name in names:
 """
 
 
+def _env() -> dict:
+    """The subprocesses' environment: this checkout first on the path, and Python's bytecode
+    cached (in a folder of the system's temporary directory) as an installed package has
+    it; a shell with PYTHONDONTWRITEBYTECODE set would otherwise compile every module of
+    remat at each start (about 0.7 s of start-up)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT),
+               PYTHONPYCACHEPREFIX=os.path.join(tempfile.gettempdir(), "remat-bench-pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def warm_bytecode() -> None:
+    """Compile every module the runs import once, before the first measured run."""
+    subprocess.run([sys.executable, "-c", "import solvers, remat_theory.cli.main; "
+                    "solvers.names(); import remat_theory.cli.commands.solve"],
+                   env=_env(), capture_output=True, timeout=300)
+
+
 def run_python_batch(path: Path, budget: int, names: list, limit: float, kill: float) -> dict:
     """``python`` runs of every solver in one process (the chain loaded once): each line
     as :func:`run_python`'s; a solver not reached before ``kill`` is missing."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = _env()
     try:
         r = subprocess.run([sys.executable, "-c", BATCH, str(path), str(budget), f"{limit:g}",
                             ",".join(names)], capture_output=True, text=True, timeout=kill,
@@ -105,7 +123,7 @@ def holds(wall: float, limit: float) -> bool:
 def run_cli(path: Path, budget: int, name: str, limit: float, kill: float) -> dict:
     cmd = [sys.executable, "-m", "remat_theory.cli", "solve", str(path), "--budget", str(budget),
            "--solver", name, "--time-limit", f"{limit:g}", "--json"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = _env()
     t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=kill, env=env)
@@ -125,7 +143,7 @@ def run_cli(path: Path, budget: int, name: str, limit: float, kill: float) -> di
 
 
 def run_python(path: Path, budget: int, name: str, limit: float, kill: float) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = _env()
     try:
         r = subprocess.run([sys.executable, "-c", PY, str(path), str(budget), name, f"{limit:g}"],
                            capture_output=True, text=True, timeout=kill, env=env)
@@ -196,6 +214,7 @@ def main(argv=None) -> int:
     limits = [float(v) for v in args.time_limits.split(",")]
     modes = args.modes.split(",")
     rows = []
+    warm_bytecode()
     with tempfile.TemporaryDirectory() as tmp:
         for L in (int(v) for v in args.stages.split(",")):
             chain = Chain.homogeneous(L, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
@@ -207,7 +226,8 @@ def main(argv=None) -> int:
                 batch = (run_python_batch(path, budget, names, limit, args.kill * len(names))
                          if "python-batch" in modes else {})
                 for name in names:
-                    row = {"L": L, "time_limit": limit, "solver": name, "budget": budget}
+                    row = {"L": L, "time_limit": limit, "solver": name, "budget": budget,
+                           "load_before": round(os.getloadavg()[0], 2)}
                     for mode in modes:
                         if mode == "python-batch":
                             r = dict(batch.get(name, {"status": "not reached"}))

@@ -41,7 +41,6 @@ import solvers  # noqa: E402
 from remat_theory import Chain  # noqa: E402
 from remat_theory.analysis import families  # noqa: E402
 from remat_theory.model.schedule import FALL, FCK, FN  # noqa: E402
-from solvers._schedules import segments_cost  # noqa: E402
 from solvers.chen import sqrt_checkpoints  # noqa: E402
 from solvers.exhaustive import min_feasible_budget  # noqa: E402
 from solvers.revolve import revolve_advances, revolve_schedule  # noqa: E402
@@ -125,9 +124,10 @@ def chen_section(out: Path) -> None:
     chain = Chain.homogeneous(n, 1.0, 2.0, 1, 1)
     cps = sqrt_checkpoints(n)
     sol = solvers.solve(chain, chain.store_all_memory(), "chen-sqrt")
-    makespan, peak = segments_cost(chain, cps)
-    assert (makespan, peak) == (sol.makespan, sol.peak_memory)
     extra = sol.schedule.forward_count() - n
+    # the segments it cut are Chen's, and each forward it adds costs 1 (closed form)
+    assert list(sol.info["checkpoints"]) == list(cps)
+    assert sol.makespan == 3 * n + extra, (sol.makespan, extra)
     print(f"  {len(cps) + 1} segments: peak {sol.peak_memory} activations "
           f"(2 sqrt(n) = {2 * math.sqrt(n):.1f}; store-all {chain.store_all_memory()}), "
           f"{extra} extra forwards = {extra / n:.3f} forward passes")

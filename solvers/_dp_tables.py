@@ -32,7 +32,7 @@ from remat_theory.model.solution import Solution
 from solvers._deadline import Deadline, DeadlineExpired
 
 __all__ = ["Deadline", "DeadlineExpired", "NEVER", "UnitChain", "all_sizes", "peak",
-           "refuse_if_too_big", "shift", "slot_info"]
+           "refuse_by_length", "refuse_if_too_big", "shift", "slot_info"]
 
 INF = math.inf
 
@@ -265,6 +265,23 @@ def all_sizes(chain: Chain) -> list:
 def peak(chain: Chain, schedule: Schedule) -> int:
     """Peak memory of ``schedule`` in bytes (replayed: the DPs work in rounded units)."""
     return simulate(chain, schedule).peak_memory
+
+
+def refuse_by_length(solver: str, stages: int, least_table_bytes: float) -> None:
+    """Raise :class:`SolverLimitError` from the chain's length alone, before any work on its
+    values (at a million stages dividing the sizes by their gcd and the other O(L) steps
+    take a second under load), when even a table with a single memory value per row, the
+    smallest any budget or ``slots`` gives (``least_table_bytes``), is over
+    :data:`MAX_TABLE_BYTES`; the way out is a heuristic of any length."""
+    if least_table_bytes <= MAX_TABLE_BYTES:
+        return
+    raise SolverLimitError(
+        f"solver {solver!r}: {stages} stages would need at least "
+        f"{least_table_bytes / 2 ** 30:.1f} GiB of table even with a single memory value "
+        f"(limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB); it is too long for this solver at any "
+        f"budget or number of slots",
+        solver=solver, estimate_bytes=least_table_bytes,
+        remedies=(Remedy(solver=HEURISTIC_FALLBACK, note="a heuristic, not optimal"),))
 
 
 def refuse_if_too_big(solver: str, table_bytes: float, steps: float, rate: float,

@@ -19,7 +19,6 @@ that solvers can search over many checkpoint sets without replaying each one.
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Iterable, Sequence
 
@@ -29,7 +28,7 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (InternalError, InvalidScheduleError, RematError,
                                        SolverContractError)
 from remat_theory.model.fast_replay import MIN_OPS, replay_totals
-from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Op, Schedule
+from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS_OP, Op, Schedule, stage_ops
 from remat_theory.model.simulator import State, transition
 from remat_theory.model.solution import Solution
 
@@ -39,34 +38,32 @@ from solvers._options import Option
 BUILDING = "building the schedule"
 
 
-@functools.lru_cache(maxsize=None)
-def _fn(k: int) -> Op:
-    return Fn(k)  # ops are immutable: one object per stage is shared by every schedule
+def shared_ops(kind: str, n: int) -> list[Op]:
+    """:func:`~remat_theory.model.schedule.stage_ops` (the shared ops of stages 0..n-1 of
+    ``kind``: slice it, never modify it), its missing ops made in chunks between which the
+    current deadline is checked (a million ops take a second under load)."""
+    have = len(stage_ops(kind, 0))
+    while have < n:
+        deadline_check(BUILDING)
+        have = min(n, have + 4 * CHECK_EVERY)
+        stage_ops(kind, have)
+    return stage_ops(kind, n)
 
 
 def advance(a: int, c: int) -> list[Op]:
     """Ops taking a held x_a to a held x_c (c > a), keeping x_a and nothing in between."""
     if c <= a:
         raise InternalError(f"advance from {a} to {c}: the target must be after the source")
-    return [Fck(a)] + [_fn(k) for k in range(a + 1, c)]
-
-
-@functools.lru_cache(maxsize=None)
-def _fall(k: int) -> Op:
-    return Fall(k)
-
-
-@functools.lru_cache(maxsize=None)
-def _bwd(k: int) -> Op:
-    return Bwd(k)
+    # ops are immutable: one object per stage is shared by every schedule (sliced)
+    return [shared_ops(FCK, a + 1)[a]] + shared_ops(FN, c)[a + 1:c]
 
 
 def stored_segment(chain: Chain, a: int, b: int) -> list[Op]:
     """Ops running [a, b) with every tape kept, then its backwards (x_a held, d_b live)."""
-    ops = [_fall(i) for i in range(a, b)]
+    ops = shared_ops(FALL, b)[a:b]
     if b == chain.length:
         ops.append(LOSS_OP)
-    ops.extend(_bwd(i) for i in range(b - 1, a - 1, -1))
+    ops.extend(reversed(shared_ops(B, b)[a:b]))
     return ops
 
 

@@ -76,7 +76,8 @@ from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, peak,
-                                refuse_if_too_big, slot_info, all_sizes, time_up)
+                                refuse_by_length, refuse_if_too_big, slot_info, all_sizes,
+                                time_up)
 from solvers._schedules import unfold
 from solvers.registry import Option, register
 
@@ -495,6 +496,8 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
     if slot_bound and slots is None:
         raise SolverOptionError("solver 'dp': option slot_bound needs slots",
                                 remedies=(Remedy(options=(("slots", EQ, None),)),))
+    # a float32 value per segment at least: refused from the length before any O(L) work
+    refuse_by_length("dp", chain.length, work_estimate(chain.length, 0, 4)[0])
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}

@@ -67,7 +67,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, FEASIBLE, OPTIMAL, Solution
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, all_sizes,
-                                refuse_if_too_big, slot_info, time_up)
+                                refuse_by_length, refuse_if_too_big, slot_info, time_up)
 from solvers._schedules import unfold
 from solvers.dp import skewed_saturation
 from solvers.registry import Option, register
@@ -305,6 +305,11 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
     x0 = int(uc.x[0])
     if budget_units < x0:
         return INF, None, None
+    # the whole chain's saturation (sat[0, L], O(L)) bounds W from below: a refusal on it
+    # comes before the O(L^2) saturation table (2 s at 10,000 stages)
+    P, fall_term, b_term, loss_term = uc.store_all_terms()
+    whole = max(int(loss_term), int(fall_term.max(initial=0)), int(b_term.max(initial=0)))
+    _refuse_if_too_big(uc.L, max(1, whole - int(P[0]) + 1), slots, deadline.limit)
     W = int(max(1, skewed_saturation(uc).max() + 1))
     _refuse_if_too_big(uc.L, W, slots, deadline.limit)
     table = OffloadTable(uc, chain, deadline, recompute)
@@ -338,6 +343,10 @@ def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
     real budget, optimal for the rounded sizes: status ``feasible`` unless every size is a
     whole number of slots)."""
     deadline = Deadline(time_limit)
+    # the saturation table ((L+1)^2 int64) and one memory value per cell at least: refused
+    # from the length before any O(L) work or allocation
+    L = chain.length
+    refuse_by_length(NAME, L, max(3 * (L + 1) * (L + 2) / 2 * 10, (L + 1) ** 2 * 8))
     uc_exact, gcd = UnitChain.exact(chain)
     info = {"bandwidth": chain.bandwidth, "recompute": recompute}
     cls = CLASS if recompute else CLASS_NO_REMAT

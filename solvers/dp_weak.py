@@ -63,8 +63,9 @@ from remat_theory.model.errors import InternalError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
 
-from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain,
-                                peak, refuse_if_too_big, shift, slot_info, all_sizes, time_up)
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, peak,
+                                refuse_by_length, refuse_if_too_big, shift, slot_info,
+                                all_sizes, time_up)
 from solvers._schedules import unfold
 from solvers.registry import Option, register
 
@@ -399,6 +400,8 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
     tables over 8 GiB, or runs estimated at more than ten times the limit, are refused up
     front naming a ``slots`` value that fits (:class:`SolverLimitError`)."""
     deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
+    # a value per row at least: refused from the length before any O(L) work
+    refuse_by_length("dp-weak", chain.length, work_estimate(chain.length, 0)[0])
     uc_exact, gcd = UnitChain.exact(chain)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}

@@ -308,6 +308,15 @@ def run_search(chain, budget, allow_drop, time_limit, schedule_class, max_states
         stats.setdefault("expanded", 0)
 
 
+class _BoundStopped(Exception):
+    """The deadline passed while the A* bound was being evaluated."""
+
+
+def _stop_past(deadline: float) -> None:
+    if time.perf_counter() > deadline:
+        raise _BoundStopped
+
+
 def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, incumbent,
            stats, dominance, cutoff=None, heuristic=None):
     """The loop of :func:`run_search`."""
@@ -325,6 +334,10 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     if heuristic is None:
         heuristic = Heuristic(chain, budget)
+        if deadline is not None:
+            heuristic.check = lambda: _stop_past(deadline)
+    if deadline is not None and time.perf_counter() > deadline:  # before the first bound
+        return None, None, None, chain.ideal_makespan(), False, "time_limit"
     upper = _incumbent_makespan(chain, budget, incumbent, allow_drop)
     ceiling = float("inf") if upper is None else upper
     if cutoff is not None:
@@ -332,7 +345,11 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
     g = {start: 0.0}
     parent = {start: None}
     counter = itertools.count()
-    heap = [(heuristic(_state_of(start)), 0.0, next(counter), start, mem0)]
+    try:
+        h0 = heuristic(_state_of(start))
+    except _BoundStopped:  # the ideal makespan: a lower bound over every schedule
+        return None, None, None, chain.ideal_makespan(), False, "time_limit"
+    heap = [(h0, 0.0, next(counter), start, mem0)]
     closed = set()
     pops = 0
     while heap:
@@ -365,7 +382,10 @@ def _astar(chain, budget, allow_drop, time_limit, schedule_class, max_states, in
                     continue
                 if deadline is not None and time.perf_counter() > deadline:
                     return None, None, None, f, False, "time_limit"  # f: as at a pop
-                fn = ng + heuristic(r.state)
+                try:
+                    fn = ng + heuristic(r.state)
+                except _BoundStopped:
+                    return None, None, None, f, False, "time_limit"  # f: as at a pop
                 if fn >= ceiling:
                     continue  # no better than the incumbent
                 g[ns] = ng

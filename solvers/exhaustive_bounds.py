@@ -86,6 +86,10 @@ class Heuristic:
         self.pair_terms = self.pairs and L <= self.pairs_up_to
         self.second = self._second_windows() if self.pair_terms else None
         self.memo: dict = {}
+        #: called before each knapsack term is solved (None: never); the search sets it to
+        #: a deadline check that raises, as one evaluation on thousands of stages takes
+        #: seconds (a term per backward)
+        self.check = None
 
     def __call__(self, state: State) -> float:
         h = heuristic_simple(self.chain, state)
@@ -124,7 +128,10 @@ class Heuristic:
             low = (2 << n) - 1
             top = self.unsaved >> n & tapes >> (n + 1) & 1  # as in _avail, one level down
             avail, tapes = avail & low | top << n, tapes & low
+        check = self.check
         for key in reversed(pending):
+            if check is not None:
+                check()
             m, a, t = key
             k = a.bit_length() - 1  # the highest stage <= m whose input is available
             fkey = (m, k, t, None)

@@ -57,9 +57,14 @@ _LEAF, _HIDDEN, _INTERNAL = 0, 1, 2
 
 def units(chain: Chain) -> tuple[int, int, int]:
     """(unit size X in bytes, alpha in units, reserve R in bytes) of the slot accounting."""
-    X = max(max(chain.x_size), 1)
-    T = max(chain.tape_size)
-    FO, FAO, BO = max(chain.fwd_overhead), max(chain.fall_overhead), max(chain.bwd_overhead)
+    if chain.length >= 64:  # the chain's int64 arrays: a million stages in milliseconds
+        X, T, FO, FAO, BO = (int(chain.array(f).max()) for f in (
+            "x_size", "tape_size", "fwd_overhead", "fall_overhead", "bwd_overhead"))
+        X = max(X, 1)
+    else:
+        X = max(max(chain.x_size), 1)
+        T = max(chain.tape_size)
+        FO, FAO, BO = max(chain.fwd_overhead), max(chain.fall_overhead), max(chain.bwd_overhead)
     alpha = -(-T // X)
     R = max(3 * X + FO, X + T + FAO, 2 * X + T + BO)
     return X, alpha, R

@@ -47,7 +47,6 @@ import math
 import os
 import pkgutil
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from remat_theory.model import classes as schedule_classes
@@ -70,88 +69,16 @@ from solvers._deadline import current_is as deadline_current_is
 from solvers._options import (Option, as_heuristic, check_all, defaults_of,  # noqa: F401
                               option_error, options_of, schema_of, supports_of,
                               takes_any_option)
+# the records the registry keeps, and where each built-in solver is registered; variant is
+# re-exported for the registrations as Option is
+from solvers._replay_share import (REPLAY_GRACE_S, REPLAY_OVERRUN,  # noqa: F401
+                                   replay_reserve, share_note, with_reserve)
+from solvers._info import BUILTIN_MODULES, NoteHook, SolverInfo, Variant, variant  # noqa: F401
 
 # Relative tolerance between a solver's claimed makespan and the simulated one: the two
 # are sums of the same floats in possibly different orders, nothing more.
 MAKESPAN_RTOL = 1e-9
 ENTRY_POINT_GROUP = "remat.solvers"
-
-NoteHook = Callable[[Chain, int, Mapping], "str | None"]
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A label standing for a registered solver with fixed options (``ilp-fast`` is ``ilp``
-    with ``passes=1, pairs=True``).
-
-    label : the name it is asked for by (in :func:`solve` and on the command line).
-    solver : the registered solver it runs.
-    options : the fixed options.
-    max_stages : longest chain it is practical for in a sweep; None: the solver's.
-    in_verify : run by the default ``remat verify`` (besides every registered solver).
-    """
-
-    label: str
-    solver: str
-    options: tuple  # sorted (name, value) pairs: hashable and picklable
-    max_stages: int | None = None
-    in_verify: bool = False
-
-    @property
-    def option_dict(self) -> dict:
-        return dict(self.options)
-
-
-def variant(options: Mapping, *, max_stages: int | None = None, in_verify: bool = False) -> dict:
-    """A variant declaration for :func:`register`'s ``variants`` (label -> this), when it
-    needs more than its options: its own ``max_stages``, or a place in the default verify.
-    (The same as writing the dict ``{"options": ..., "max_stages": ..., "in_verify": ...}``.)"""
-    return {"options": dict(options), "max_stages": max_stages, "in_verify": in_verify}
-
-
-@dataclass(frozen=True)
-class SolverInfo:
-    """What the registry knows about a solver (see :func:`register` for each field)."""
-
-    name: str
-    func: Callable[..., Solution]
-    optimal_for: str  # class of schedules it is optimal for ("none" for heuristics)
-    exact: bool  # True for exact optimizers (dp, dp-weak, ilp, exhaustive)
-    description: str
-    options: tuple  # names of keyword options it accepts
-    max_stages: int | None = None
-    reference_max_stages: int | None = None
-    variants: tuple = ()  # Variant, ...
-    may_drop: bool = False
-    classes: tuple = ()  # class keys it can be optimal for (optimal_for first)
-    note: NoteHook | None = field(default=None, compare=False)
-    external: bool = False  # a plug-in (module:function or an entry point)
-    defaults: Mapping = field(default_factory=dict, compare=False)  # option -> default value
-    any_options: bool = False  # it takes **options: every option name is passed through
-    supports: tuple = ()  # the optional chain fields it models (remat_theory.model.fields)
-    schema: Mapping = field(default_factory=dict, compare=False)  # option -> Option
-    delegates: bool = False  # answers with other solvers' replayed answers (auto)
-
-    def option_help(self) -> list[str]:
-        """One line per option: its type and range, its default and what it does."""
-        out = []
-        for name in self.options:
-            spec = self.schema.get(name)
-            has, default = name in self.defaults, self.defaults.get(name)
-            if spec is None:
-                out.append(f"{name}: (no schema)" + (f" (default {default!r})" if has else ""))
-            else:
-                out.append(spec.help(name, default, has))
-        return out
-
-    def practical_for(self, chain: Chain) -> bool:
-        """True when ``chain`` is within :attr:`max_stages` (or there is no limit)."""
-        return self.max_stages is None or chain.length <= self.max_stages
-
-    def reference_for(self, chain: Chain) -> bool:
-        """True when the solver serves as the exact reference on ``chain``."""
-        return self.reference_max_stages is not None and chain.length <= self.reference_max_stages
-
 
 _REGISTRY: dict[str, SolverInfo] = {}
 _VARIANTS: dict[str, Variant] = {}
@@ -366,10 +293,17 @@ def verify_labels() -> list[str]:
     return names() + [label for label, v in variants().items() if v.in_verify]
 
 
+def _known(name: str) -> bool:
+    return name in _REGISTRY or (name in _VARIANTS and _VARIANTS[name].solver in _REGISTRY)
+
+
 def get(name: str) -> SolverInfo:
     """The :class:`SolverInfo` of a registered name, a variant label (its solver's info) or
     a ``package.module:function`` path; :class:`SolverOptionError` names an unknown one."""
-    _load_all()
+    if not _known(name) and name in BUILTIN_MODULES:
+        importlib.import_module(f"solvers.{BUILTIN_MODULES[name]}")
+    if not _known(name):
+        _load_all()
     if name in _REGISTRY:
         return _REGISTRY[name]
     if name in _VARIANTS:
@@ -611,11 +545,11 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
     except DeadlineExpired as e:
         return Solution.time_limit(solver, budget, wall_time=time.perf_counter() - t0,
                                    message=f"{e}: no schedule (not proven optimal)"
-                                           + _share_note(limit, reserve))
+                                           + share_note(limit, reserve))
     except SolverLimitError as e:
         if not reserve:
             raise
-        raise _with_reserve(e, chain, limit, reserve) from None
+        raise with_reserve(e, chain, limit, reserve) from None
     elapsed = time.perf_counter() - t0
     try:
         with deadline_current_is(whole if limit is not None else None):
@@ -625,7 +559,7 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
                 sol = sol.replace(wall_time=elapsed)
             verify_solution(chain, sol, budget, check=check)
             if reserve and sol.status == TIME_LIMIT:
-                sol = sol.replace(message=sol.message + _share_note(limit, reserve))
+                sol = sol.replace(message=sol.message + share_note(limit, reserve))
     except DeadlineExpired as e:
         found = out.schedule if isinstance(out, Solution) else out
         size = f" ({len(found)} operations)" if hasattr(found, "__len__") else ""
@@ -634,55 +568,6 @@ def solve(chain: Chain, budget: int, solver: str = "store-all", **options) -> So
             message=f"schedule found{size}, but the referee's replay did not finish within "
                     f"the time limit ({e}): not verified, so not reported; not proven optimal")
     return as_heuristic(sol, missing) if missing else sol
-
-
-def _share_note(limit: float | None, reserve: float) -> str:
-    if not reserve:
-        return ""
-    return (f" (of the time limit of {limit:g} s, {reserve:.3g} s are kept for the referee's "
-            f"replay of the answer)")
-
-
-def _with_reserve(e: SolverLimitError, chain: Chain, limit: float, reserve: float
-                  ) -> SolverLimitError:
-    """A solver's refusal under its share of ``limit``, said in terms of the whole limit:
-    a time limit it asks for gets the replay's reserve on top."""
-    def whole(need):
-        for total in (need + reserve, 2 * need, need + replay_reserve(chain, need + reserve)):
-            if total - replay_reserve(chain, total) >= need:
-                return math.ceil(total)
-        return math.ceil(2 * need)  # pragma: no cover - 2 * need always fits
-
-    remedies = tuple(
-        Remedy(solver=r.solver, note=r.note, options=tuple(
-            (k, rel, whole(v) if k == "time_limit" and v is not None else v)
-            for k, rel, v in r.options))
-        for r in e.remedies)
-    timed = any(k == "time_limit" for r in e.remedies for k, _, _ in r.options)
-    out = SolverLimitError(e.problem + (_share_note(limit, reserve) if timed else ""),
-                           solver=e.solver,
-                           estimate_s=e.estimate_s, estimate_bytes=e.estimate_bytes,
-                           remedies=remedies)
-    return out
-
-
-#: The part of the allowed overrun of a time limit the referee's replay may use: this
-#: fraction of the limit, plus these seconds.
-REPLAY_OVERRUN, REPLAY_GRACE_S = 0.05, 0.5
-
-#: Seconds the referee's vectorised replay takes per operation (measured on a loaded 2-core
-#: machine: benchmarks/bench_scale.py), and operations per stage of a typical answer
-#: (store-all 2, chen-sqrt 3, revolve a few): what the replay of an answer on a long chain
-#: is expected to take, kept out of the solver's share of a time limit.
-REPLAY_SECONDS_PER_OP = 2e-6
-OPS_PER_STAGE = 4
-
-
-def replay_reserve(chain: Chain, limit: float) -> float:
-    """The part of ``limit`` kept for the referee's replay of the answer: its expected
-    time on ``chain``, at most half the limit (zero on short chains)."""
-    expected = REPLAY_SECONDS_PER_OP * OPS_PER_STAGE * chain.length
-    return min(0.5 * limit, expected) if expected >= 0.01 else 0.0
 
 
 @contextlib.contextmanager

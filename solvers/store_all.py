@@ -8,25 +8,21 @@ and therefore optimal whenever it fits; below its peak it is infeasible.
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Schedule
+from remat_theory.model.schedule import B, FALL, LOSS_OP, Schedule
 from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, Solution
 
 from solvers._deadline import check as deadline_check
-from solvers._schedules import BUILDING, CHECK_EVERY, TIME_LIMIT
+from solvers._schedules import BUILDING, TIME_LIMIT, shared_ops
 from solvers.registry import Option, register
 
 
 def store_all_schedule(chain: Chain) -> Schedule:
     """Fall0 .. Fall{L-1} Loss B{L-1} .. B0 (the current deadline checked as it goes)."""
     L = chain.length
-    ops = []
-    for lo in range(0, L, CHECK_EVERY):
-        deadline_check(BUILDING)
-        ops.extend(Fall(i) for i in range(lo, min(L, lo + CHECK_EVERY)))
+    ops = shared_ops(FALL, L)[:L]
     ops.append(LOSS_OP)
-    for hi in range(L, 0, -CHECK_EVERY):
-        deadline_check(BUILDING)
-        ops.extend(Bwd(i) for i in range(hi - 1, max(0, hi - CHECK_EVERY) - 1, -1))
+    ops.extend(reversed(shared_ops(B, L)[:L]))
+    deadline_check(BUILDING)
     return Schedule(ops)
 
 

@@ -265,3 +265,32 @@ def test_every_option_of_a_built_in_solver_has_a_schema():
     # values are normalised: numpy numbers become plain Python ones
     sol = solvers.solve(C2, 20, "dp", slots=np.int64(40), time_limit=np.float64(9))
     assert sol.schedule is not None and type(sol.info["slots"]) is int
+
+
+def test_each_builtin_name_is_registered_by_the_module_the_table_names():
+    """get() imports only the module BUILTIN_MODULES names for a built-in solver or variant:
+    in a fresh interpreter each name is then found, and its solver is that module's."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = (
+        "import json, sys\n"
+        "from solvers import registry\n"
+        "out = {}\n"
+        "for name, mod in registry.BUILTIN_MODULES.items():\n"
+        "    info = registry.get(name)\n"
+        "    out[name] = [info.func.__module__, registry._LOADED]\n"
+        "print(json.dumps(out))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(root), "PATH": ""}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)
+    from solvers import registry
+
+    for name, mod in registry.BUILTIN_MODULES.items():
+        module, loaded_all = found[name]
+        assert module == f"solvers.{mod}", name
+        assert not loaded_all, f"{name}: every solver module was imported"

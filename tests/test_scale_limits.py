@@ -155,6 +155,43 @@ def test_exact_and_quadratic_solvers_refuse_a_long_chain_before_any_table(name, 
     assert e.value.remedies, str(e.value)  # names the way out
 
 
+@pytest.mark.parametrize("name", ["dp", "dp-weak", "dp-offload"])
+def test_the_dps_refuse_a_long_chain_from_its_length_alone(name, monkeypatch):
+    """Past the length at which even one memory value per row is over the table limit, the
+    DPs refuse before any O(L) work on the chain's values (a second at 1,000,000 stages)."""
+    from solvers import _dp_tables
+
+    def worked(*args, **kwargs):
+        raise AssertionError("the chain's values were used before the refusal")
+
+    monkeypatch.setattr(_dp_tables.UnitChain, "exact", classmethod(worked))
+    chain = Chain.homogeneous(200_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    with pytest.raises(SolverLimitError, match="too long for this solver") as e:
+        solvers.solve(chain, chain.store_all_memory() // 4, name, time_limit=1.0)
+    assert [r.solver for r in e.value.remedies] == ["revolve"]
+
+
+def test_dp_offload_refuses_on_its_time_before_the_saturation_table(monkeypatch):
+    """Under the length refusal, dp-offload's time at a limit is refused from a lower bound
+    of its table's width (the whole chain's saturation, O(L)) before the O(L^2) saturation
+    table (2 s at 10,000 stages); without a limit it still builds the table."""
+    from solvers import dp_offload
+
+    def built(*args, **kwargs):
+        raise AssertionError("the saturation table was built before the refusal")
+
+    monkeypatch.setattr(dp_offload, "skewed_saturation", built)
+    chain = Chain.homogeneous(10_000, fwd_time=1.0, bwd_time=2.0, x_size=3,
+                              tape_size=5).replace(bandwidth=1.0)
+    with pytest.raises(SolverLimitError, match="would need") as e:
+        solvers.solve(chain, chain.store_all_memory() // 4, "dp-offload", time_limit=2.0)
+    assert e.value.remedies, str(e.value)
+    small = Chain.homogeneous(4, fwd_time=1.0, bwd_time=2.0, x_size=3,
+                              tape_size=5).replace(bandwidth=1.0)
+    with pytest.raises(AssertionError, match="saturation table"):
+        solvers.solve(small, small.store_all_memory(), "dp-offload", time_limit=2.0)
+
+
 def test_a_time_remedy_counts_the_replay_reserve():
     """A refusal under the solver's share of the limit asks for a limit that, less the
     reserve, gives the solver what it needs."""
@@ -243,6 +280,24 @@ def test_a_long_chains_tape_and_total_checks_name_the_first_entry():
               tape_size=[5] * 100)
 
 
+def test_a_long_chains_total_size_is_checked_exactly_at_the_cap():
+    """The total size summed at once (numpy) accepts a chain whose sizes add up to the cap
+    exactly and names the entry one byte over it."""
+    from remat_theory.model.chain import MAX_TOTAL_SIZE
+
+    tape = [2 ** 46] * 100
+    tape[-1] += MAX_TOTAL_SIZE - sum(tape)
+
+    def chain(t):
+        return Chain(fwd_time=[1.0] * 100, bwd_time=[1.0] * 101, x_size=[0] * 101,
+                     tape_size=t)
+
+    assert chain(tape).store_all_memory() > 0
+    tape[-1] += 1
+    with pytest.raises(ChainError, match=r"tape_size\[99\] = .* total size too large"):
+        chain(tape)
+
+
 @settings(max_examples=100)
 @given(data=st.data(), L=st.integers(1, 150))
 def test_memory_formulas_at_once_equal_their_loops(data, L):
@@ -305,3 +360,98 @@ def test_the_command_counts_the_limit_from_the_process_start(tmp_path, capsys, m
     assert 0 < passed <= 50.0 and "went to starting and loading the chain" in err
     start = cli_main.process_start()
     assert start is None or start <= time.perf_counter()
+
+
+# ------------------------------------------------------------------ exhaustive's bound
+
+def test_exhaustive_checks_its_deadline_before_the_first_bound():
+    """An expired deadline stops the search before the A* bound is evaluated once (on
+    thousands of stages one evaluation takes seconds); the bound answered is the ideal
+    makespan, a lower bound over every schedule."""
+    from solvers import exhaustive
+
+    chain = Chain.homogeneous(6, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+
+    def bound(state):
+        raise AssertionError("the bound was evaluated past the deadline")
+
+    out = exhaustive.run_search(chain, chain.store_all_memory() // 2, False, 1e-9, "all", None,
+                                heuristic=bound)
+    assert out[-1] == "time_limit" and out[3] == chain.ideal_makespan()
+
+
+def test_exhaustive_stops_inside_its_first_bound(monkeypatch):
+    """The deadline passing while the first bound is evaluated (its knapsack terms, one per
+    backward) stops it there: a clock one second further at every reading."""
+    from solvers import exhaustive
+
+    chain = Chain.homogeneous(40, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    budget = chain.store_all_memory() // 4
+    clock = FakeClock(1.0)
+    monkeypatch.setattr(exhaustive, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    out = exhaustive.run_search(chain, budget, False, 2.5, "all", None)
+    assert out[-1] == "time_limit" and out[3] == chain.ideal_makespan()
+    # unstopped, the first bound is above the ideal makespan: it was stopped inside
+    first = exhaustive.Heuristic(chain, budget)
+    assert first(exhaustive._state_of(exhaustive._node_moves(
+        chain, False, "all", budget, True).start())) > chain.ideal_makespan()
+
+
+# ------------------------------------------------------------------ schedules of millions
+
+def test_shared_stage_ops_are_the_ops_they_stand_for():
+    """The ops the schedule builders slice from (made once per stage, without Op's checks)
+    equal, hash, order and print as the ops made one by one."""
+    from remat_theory.model.schedule import Op, Schedule, stage_ops
+
+    for kind in ("Fn", "Fck", "Fall", "B"):
+        shared = stage_ops(kind, 70)[:70]
+        made = [Op(kind, i) for i in range(70)]
+        assert shared == made and list(map(hash, shared)) == list(map(hash, made))
+        assert [o.token for o in shared] == [o.token for o in made]
+        assert sorted(reversed(shared)) == made
+    text = "Fck0 Fn1 Fall2 Loss B2 Fall1 B1 Fall0 B0"
+    assert Schedule(Schedule.parse(text)) == Schedule.parse(text)
+    mixed = Schedule(["Fck0", stage_ops("Fn", 2)[1], "Fall2", "Loss"])
+    assert str(mixed) == "Fck0 Fn1 Fall2 Loss"
+    with pytest.raises(Exception, match="token 1"):
+        Schedule([Op("Fn", 0), 3])
+
+
+def test_a_long_list_prints_as_the_same_json(capsys):
+    """`--json` writes a long top-level list (a schedule's tokens) on one line: the same
+    document."""
+    import json
+
+    from remat_theory.cli.commands._common import LONG_LIST, print_json
+
+    doc = {"status": "feasible", "schedule": [f"Fn{i}" for i in range(LONG_LIST + 5)],
+           "info": {"a": [1, 2]}, "message": 'a "quoted" @@ text'}
+    print_json(doc)
+    assert json.loads(capsys.readouterr().out) == doc
+
+
+def test_auto_runs_the_cheapest_baseline_where_its_measured_cost_fits(monkeypatch):
+    """On 30,000 stages under a 5 s limit auto tries its cheapest baseline (about a second
+    measured, docs/solvers.md) instead of refusing on an estimate ten times too high.  The
+    baselines are stubbed: what is checked is auto's decision, not a time."""
+    from remat_theory.model.solution import Solution
+
+    chain = Chain.homogeneous(30_000, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+    budget = chain.store_all_memory() // 4
+    ran = []
+    real = registry.solve
+
+    def solve(c, b, name, **opts):
+        if name in ("chen-sqrt", "chen-greedy", "periodic", "revolve"):
+            ran.append(name)
+            return Solution.time_limit(name, b, message="stub")
+        return real(c, b, name, **opts)
+
+    monkeypatch.setattr(registry, "solve", solve)
+    from solvers import auto
+    try:
+        auto.solve_auto(chain, budget, time_limit=5.0)
+    except SolverLimitError as e:
+        pytest.fail(f"auto refused: {e}")
+    assert ran and ran[0] == "chen-sqrt"

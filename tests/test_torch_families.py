@@ -36,13 +36,6 @@ STACKS = {"llama": ("model.layers", 2), "mistral": ("model.layers", 2),
 # captured whole-graph instead, with the reason: T5's first block computes the relative
 # position bias (from a parameter) and hands it, needing a gradient, to every later block
 NOT_AT_LAYERS = {"t5-encoder": "receives another tensor that needs a gradient"}
-# open (issue #26), measured and documented in docs/torch_measurement.md: at the tiny "test"
-# configuration only, BLOOM's chain under-predicts its eager step (store-all predicted/eager
-# 0.949, drop-in/predicted 1.054 at the loosest budget); at "small" both are 1.0000
-DROPIN_OFF_AT_TEST_SCALE = {"bloom"}
-# open too: at "test" scale the hf-resnet drop-in holds less than its plan predicts (0.72-0.92
-# of it near store-all, varying from process to process; never above it); 1.0000 at "small"
-DROPIN_BELOW_AT_TEST_SCALE = {"hf-resnet"}
 
 
 def _is_layer(label: str, stack: str) -> bool:
@@ -76,10 +69,7 @@ def test_each_family_is_captured_at_its_layers_and_holds_what_the_model_holds(na
         # the drop-in on the DP's schedule trains exactly like the eager model, holds what
         # its plan predicts and never more than its budget (allocator)
         assert r["dropin_grads_equal"], r
-        if name not in DROPIN_OFF_AT_TEST_SCALE:
-            assert r["dropin_ratio"] <= 1.01 and r["dropin_within_budget"], r
-            if name not in DROPIN_BELOW_AT_TEST_SCALE:
-                assert r["dropin_ratio"] >= 0.97, r
+        assert 0.97 <= r["dropin_ratio"] <= 1.01 and r["dropin_within_budget"], r
         # the executor too (its Fn/Fck run in grad mode: Swin's masked window attention
         # computes other bits without grad)
         assert r["executor_grads_equal"], r
@@ -98,6 +88,10 @@ def test_a_family_that_cannot_be_cut_at_its_layers_says_why_and_is_still_the_mod
     for r in [r for r in rec["runs"] if "ratio" in r]:
         assert 0.97 <= r["ratio"] <= 1.01, r
         assert r["within_budget"] and r["executor_grads_equal"], r
+        # the drop-in too (T5: its MSE loss keeps a buffer the size of the output through
+        # the backward, ProfileResult.loss_bytes)
+        assert 0.97 <= r["dropin_ratio"] <= 1.01 and r["dropin_within_budget"], r
+        assert r["dropin_grads_equal"], r
 
 
 class _Stack(nn.Module):

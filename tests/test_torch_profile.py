@@ -263,3 +263,60 @@ def test_cuda_meter_arithmetic_on_counters(monkeypatch):
     assert (b.before, b.peak, b.after) == (300, 912, 400)  # peak: an upper bound
     assert (c.before, c.peak, c.after) == (400, 400, 100)
     assert meter.persistent_bytes == 512
+
+
+def test_input_grad_bytes_is_what_b0_holds_less_without_d0():
+    """A convolution first: without d_0 its backward neither makes d_0 nor computes the
+    gradient of its input.  Oracle: the allocator's peak of stage 0's backward alone, the
+    input differentiable or not (plain autograd, not the executor).  A first stage without
+    parameters claims nothing."""
+    import torch
+    from torch import nn
+
+    from remat_theory.torch.profiler import profile_details
+    from remat_theory.torch.tracker import AllocatorMeter
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 32, 32)
+    conv = nn.Conv2d(3, 8, 3, padding=1)
+    stages = [conv, nn.Sequential(nn.ReLU(), nn.Flatten(), nn.Linear(8 * 32 * 32, 4))]
+    prof = profile_details(stages, x, lambda y: y.square().mean(), repeats=1, warmup=0)
+
+    def rise(grad):
+        xi = x.clone().requires_grad_(grad)
+        y = conv(xi)
+        d = torch.ones_like(y)
+        meter = AllocatorMeter(None, persistent=lambda: [p.grad for p in conv.parameters()])
+        with meter:
+            with meter.op("B0"):
+                y.backward(d)
+        conv.zero_grad(set_to_none=True)
+        return meter.peak
+    want = rise(True) - rise(False)
+    assert want >= x.numel() * x.element_size()  # d_0 at least
+    assert prof.input_grad_bytes == want
+    flat = [nn.Tanh(), nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 4))]
+    assert profile_details(flat, x, lambda y: y.square().mean(), repeats=1,
+                           warmup=0).input_grad_bytes == 0
+
+
+def test_loss_bytes_is_the_loss_tensor_a_caller_holds():
+    """Oracle: the storage of the loss tensor ``loss_fn`` returns, plus its seed gradient,
+    taken from torch directly: an MSE on the CPU returns a view of a reduction buffer the
+    size of its input, a cross-entropy a scalar."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from remat_theory.torch.profiler import profile_details
+
+    torch.manual_seed(0)
+    x, target = torch.randn(16, 32), torch.randn(16, 32)
+    stages = [nn.Linear(32, 32), nn.Sequential(nn.Tanh(), nn.Linear(32, 32))]
+    for loss_fn in (lambda y: F.mse_loss(y, target),
+                    lambda y: F.cross_entropy(y, target.argmax(1))):
+        with torch.no_grad():
+            loss = loss_fn(stages[1](stages[0](x)))
+        want = loss.untyped_storage().nbytes() + loss.element_size()
+        got = profile_details(stages, x, loss_fn, repeats=1, warmup=0).loss_bytes
+        assert got == want, (got, want)

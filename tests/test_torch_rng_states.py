@@ -18,7 +18,8 @@ from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.torch import build, profile_details, split_stages  # noqa: E402
 from remat_theory.torch.fidelity import _step  # noqa: E402
-from remat_theory.torch.module import RNG_STATE_BYTES, CheckpointedSequential  # noqa: E402
+from remat_theory.torch.module import (RNG_STATE_BYTES, CheckpointedSequential,  # noqa: E402
+                                       dropin_peak)
 from remat_theory.torch.nested import checkpoint_state_bytes, nested_form  # noqa: E402
 from remat_theory.torch.profiler import stage_draws  # noqa: E402
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
@@ -91,6 +92,60 @@ def test_an_int_budget_holds_with_the_states_counted(name):
     ck = CheckpointedSequential(stages, int(0.9 * store_all), example_input=x, loss_fn=loss_fn,
                                 chain=prof.chain)
     assert ck._draws[next(iter(ck.plans))] == tuple(prof.draws_random)
-    states = ck.plan.predicted_peak - simulate(prof.chain, ck.schedule).peak_memory
+    without = dropin_peak(stages, simulate(prof.chain, ck.schedule), None, ck.schedule)
+    states = ck.plan.predicted_peak - without
     # none where nothing draws; elsewhere at most one per live checkpoint and replay
     assert states == 0 if name == "plain" else 0 <= states <= 2 * RNG_STATE_BYTES * len(stages)
+
+
+# A chain where fitting is not monotone in the solver's target once the states are counted:
+# solving for less than the budget (to leave room for the states) can pick a schedule whose
+# peak keeps more of them.  On the re-solve-for-less rule 35,450 B fitted, 35,500 B was
+# refused and the refusal named 36,250 B as the smallest feasible budget.
+_NONMONOTONE = dict(fwd_time=(1.0, 2.0, 1.0, 2.0), bwd_time=(2.0, 1.0, 2.0, 2.0, 1.0),
+                    x_size=(1000, 4000, 1000, 8000, 8000), tape_size=(5000, 4000, 9000, 8000))
+
+
+def test_a_budget_is_never_refused_while_a_smaller_one_fits():
+    """Oracle: the simulator's per-operation peak of each returned schedule plus the states
+    its checkpoints keep at that operation (``checkpoint_state_bytes``) and, from the loss on,
+    the loss value and its seed gradient (``LOSS_BYTES``), at every budget on a
+    50-byte grid from the solver's smallest to store-all: the budgets that fit are exactly
+    those from the named smallest one up, the schedule run fits its budget, and a larger
+    budget never runs a slower schedule."""
+    import solvers
+
+    from remat_theory.model.chain import Chain
+    from remat_theory.model.schedule import LOSS
+    from remat_theory.torch.module import LOSS_BYTES, smallest_with_states, solve_with_states
+
+    chain = Chain(**_NONMONOTONE)
+    draws, states = (True,) * chain.length, 2000
+    lo = solvers.solve(chain, 0, "dp").min_budget
+    least = smallest_with_states(chain, 1, lo, draws, states, solver="dp")
+    assert lo < least < chain.store_all_memory()
+    prev = None
+    for budget in [least - 1, least] + list(range(lo, chain.store_all_memory() + 1, 50)):
+        sol, tree, peak, _ = solve_with_states(chain, 1, budget, draws, states, solver="dp")
+        assert (peak is not None) == (budget >= least), budget
+        if peak is None:
+            continue
+        sim = simulate(chain, sol.schedule)
+        kept = (checkpoint_state_bytes(tree, draws, states) if tree is not None
+                else [0] * len(sim.profile))  # store-all: plain autograd, no checkpoint
+        after_loss = [any(o.kind == LOSS for o in sol.schedule[:k + 1])
+                      for k in range(len(sol.schedule))]
+        # the loss value counted from the loss on; plain autograd (store-all) leaves it
+        # aside, as an int budget does (module docstring)
+        loss = LOSS_BYTES if tree is not None else 0
+        held = [r.peak + e + loss * a for r, e, a in zip(sim.profile, kept, after_loss)]
+        assert peak == max(held) <= budget, budget
+        if budget >= lo and prev is not None and budget > prev[0]:
+            assert sol.makespan <= prev[1] + 1e-9, budget
+        if budget >= lo:
+            prev = (budget, sol.makespan)
+    # the budget refused before runs the schedule of the smaller one that fitted
+    fits = solve_with_states(chain, 1, 35450, draws, states, solver="dp")
+    was_refused = solve_with_states(chain, 1, 35500, draws, states, solver="dp")
+    assert fits[2] is not None and was_refused[2] is not None
+    assert was_refused[0].makespan <= fits[0].makespan

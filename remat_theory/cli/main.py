@@ -31,7 +31,6 @@ import argparse  # noqa: E402
 import importlib
 import json
 import os
-import pkgutil
 import sys
 import traceback
 
@@ -42,15 +41,19 @@ from remat_theory.model.errors import PluginError, RematError
 USER_ERROR, BUG = 2, 1
 
 
-def _commands():
-    from remat_theory.cli import commands
+def _module(name: str):
+    """The module of subcommand ``name`` (imported now: only the command that runs is)."""
+    from remat_theory.cli.commands import COMMANDS
 
-    mods = []
-    for m in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if m.name.startswith("_"):
-            continue
-        mods.append(importlib.import_module(f"{commands.__name__}.{m.name}"))
-    return mods
+    mod = next(m for n, m, _ in COMMANDS if n == name)
+    return importlib.import_module(f"remat_theory.cli.commands.{mod}")
+
+
+def _commands():
+    """Every subcommand's module, in ``remat -h`` order (imports them all)."""
+    from remat_theory.cli.commands import COMMANDS
+
+    return [_module(name) for name, _, _ in COMMANDS]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,19 +68,40 @@ class UsageError(Exception):
     """A usage error argparse found: its one line, ready to print."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, *, every: bool = True) -> argparse.ArgumentParser:
+    """The ``remat`` parser.  With ``every`` (the default) each subcommand has its arguments,
+    which imports every command module; else only ``command``'s module is imported and the
+    other subcommands are names with their help (what :func:`main` builds: start-up then
+    costs the imports of the command that runs, not of all of them)."""
+    from remat_theory.cli.commands import COMMANDS
+
     parser = _Parser(
         prog="remat",
         description="Find, prove and confirm optimal activation re-materialization schedules.")
     parser.add_argument("--version", action="version", version=f"remat {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parser.commands = {}
-    for mod in sorted(_commands(), key=lambda m: getattr(m, "ORDER", 50)):
+    for name, _, help_ in COMMANDS:
+        if not (every or name == command):
+            parser.commands[name] = sub.add_parser(name, help=help_, description=help_)
+            continue
+        mod = _module(name)
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
         parser.commands[mod.NAME] = p
     return parser
+
+
+def command_of(argv) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (``remat`` itself
+    takes only ``-h`` and ``--version``, which take no value), or None."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
 
 
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
@@ -156,14 +180,24 @@ def _fail(code: int, line: str, exc: BaseException | None, json_out: bool) -> in
     return code
 
 
+#: Commands whose process, run as a program, ends without freeing its objects one by one
+#: (``os._exit`` once the output is flushed): a chain of a million stages and its schedule
+#: take a second or more to free, which ``--time-limit`` would otherwise not cover.
+FAST_EXIT = frozenset({"solve"})
+#: The command :func:`main` ran last (None before, or when none was given).
+LAST_COMMAND = None
+
+
 def main(argv=None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code:
     0 success, 1 a failed check (e.g. ``verify``) or a bug of remat, 2 bad input."""
+    global LAST_COMMAND
     command = args = None
     try:
-        parser = build_parser()
-        args = parse(parser, argv)
-        command = args.command
+        words = sys.argv[1:] if argv is None else list(argv)
+        parser = build_parser(command_of(words), every=False)
+        args = parse(parser, words)
+        command = LAST_COMMAND = args.command
         if command is None:
             return _fail(USER_ERROR, usage_line(parser), None, _wants_json(argv, None))
         return int(args._run(args) or 0)
@@ -216,6 +250,12 @@ def entry() -> None:  # console script
     except BrokenPipeError:  # the reader went away: nothing left to say
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if LAST_COMMAND in FAST_EXIT:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(code)
     sys.exit(code)
 
 

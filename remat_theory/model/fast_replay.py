@@ -133,24 +133,25 @@ def _no_check(what: str) -> None:
 def _arrays(chain: Chain) -> dict:
     """The chain's fields as numpy arrays, padded by one entry so that an index one past
     the end reads a zero (its operation is refused before the value matters)."""
-    def pad(values, dtype, extra=2):
-        return np.concatenate([np.asarray(values, dtype=dtype), np.zeros(extra, dtype=dtype)])
+    def pad(name, dtype, extra=2):  # the chain's cached array (made once per chain)
+        values = chain.array(name)
+        return np.concatenate([values.astype(dtype, copy=False), np.zeros(extra, dtype=dtype)])
 
     L = chain.length
     a = {
-        "x": pad(chain.x_size, np.int64),
-        "tape": pad(chain.tape_size, np.int64),
-        "held": pad(chain.tape_held, np.int64),
-        "fo": pad(chain.fwd_overhead, np.int64),
-        "ao": pad(chain.fall_overhead, np.int64),
-        "bo": pad(chain.bwd_overhead, np.int64),
-        "ft": pad(chain.fwd_time, np.float64),
-        "at": pad(chain.fall_time, np.float64),
-        "bt": pad(chain.bwd_time, np.float64),
-        "out_saved": pad(chain.output_saved, bool),
+        "x": pad("x_size", np.int64),
+        "tape": pad("tape_size", np.int64),
+        "held": pad("tape_held", np.int64),
+        "fo": pad("fwd_overhead", np.int64),
+        "ao": pad("fall_overhead", np.int64),
+        "bo": pad("bwd_overhead", np.int64),
+        "ft": pad("fwd_time", np.float64),
+        "at": pad("fall_time", np.float64),
+        "bt": pad("bwd_time", np.float64),
+        "out_saved": pad("output_saved", bool),
     }
     saved = np.ones(L + 3, dtype=bool)  # saved(j): j == 0 or output_saved[j-1]
-    saved[1:L + 1] = chain.output_saved
+    saved[1:L + 1] = a["out_saved"][:L]
     a["saved"] = saved
     return a
 

@@ -156,7 +156,7 @@ def _describe(chain: Chain, st: OffloadState) -> str:
     return out + (f", leaving {{{', '.join(pend)}}}" if pend else "")
 
 
-def _reads(chain: Chain, dev: State, op: Op) -> list:
+def reads(chain: Chain, dev: State, op: Op) -> list:
     """The value ids a valid compute op reads on the device."""
     L = chain.length
     kind, i = op.kind, op.index
@@ -268,12 +268,12 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
     mem = st.memory - _pending_bytes(chain, st)
     peak = mem + r.peak
     after = mem + r.memory_after
-    reads = _reads(chain, dev, op)
-    start = max(st.C, st.O, max((st.ready[v] for v in reads), default=0.0))
+    read = reads(chain, dev, op)
+    start = max(st.C, st.O, max((st.ready[v] for v in read), default=0.0))
     end = start + r.time
     ready = list(st.ready)
     lastread = list(st.lastread)
-    for v in reads:
+    for v in read:
         if lastread[v] < end:
             lastread[v] = end
     new_dev = r.state

@@ -9,8 +9,10 @@ separated by spaces (commas also accepted).
 """
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Iterator, Sequence
 
 from remat_theory.model.errors import ScheduleParseError
@@ -61,7 +63,7 @@ class Op:
         elif self.target is not None:
             raise ScheduleParseError(f"{self.kind} takes no target")
 
-    @property
+    @cached_property  # an op is immutable: its token is made once (schedules share ops)
     def token(self) -> str:
         if self.kind == LOSS:
             return LOSS
@@ -153,6 +155,30 @@ def PreT(i: int) -> Op:
 
 LOSS_OP = Op(LOSS)
 
+_STAGE_OPS: dict = {FN: [], FALL: [], B: [], FCK: []}
+
+
+def stage_ops(kind: str, n: int) -> list:
+    """The ops of ``kind`` (``Fn``, ``Fck``, ``Fall`` or ``B``) of stages ``0 .. n-1``, as
+    a list shared by every caller (never modify it; slice it): a schedule of millions of
+    operations is then built by slicing, its ops made once per stage and process.  Each
+    op equals ``Op(kind, i)``; it is made without the checks of :class:`Op`, which its
+    kind and index pass by construction."""
+    ops = _STAGE_OPS[kind]
+    if len(ops) < n:
+        collecting = gc.isenabled()
+        gc.disable()  # a million long-lived objects: the collector's passes would double it
+        try:
+            new = object.__new__
+            for i in range(len(ops), n):
+                op = new(Op)
+                op.__dict__.update(kind=kind, index=i, target=None)
+                ops.append(op)
+        finally:
+            if collecting:
+                gc.enable()
+    return ops
+
 
 class Schedule(Sequence):
     """An immutable sequence of operations."""
@@ -160,6 +186,10 @@ class Schedule(Sequence):
     __slots__ = ("_ops",)
 
     def __init__(self, ops: Iterable[Op | str] = ()):
+        ops = tuple(ops)
+        if set(map(type, ops)) <= {Op}:  # operations only (the solvers' case): at once
+            self._ops = ops
+            return
         items = []
         for k, o in enumerate(ops):
             if isinstance(o, str):

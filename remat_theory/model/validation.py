@@ -222,7 +222,8 @@ def _fast_array(values: list, checker) -> tuple | None:
         if checker is check_time_entry:
             if not types <= {int, float}:
                 return None
-            floats = tuple(map(float, values))  # OverflowError: an int beyond the float range
+            # OverflowError: an int beyond the float range
+            floats = tuple(values) if types == {float} else tuple(map(float, values))
             arr = np.fromiter(floats, dtype=np.float64, count=len(floats))
             return (floats, arr) if bool((np.isfinite(arr) & (arr >= 0)).all()) else None
     except (OverflowError, ValueError):

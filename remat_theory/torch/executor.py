@@ -288,13 +288,20 @@ class ScheduleExecutor:
     output_saved : L booleans, optional (default all true): the chain's ``output_saved``
         (pass ``chain.output_saved`` of the chain the schedule was made for); where false,
         x_{i+1} is held only as a plain value, as the operation table says.
+    release : L booleans, optional (default all true): per stage, whether B_i hands d_{i+1}
+        and the tape to autograd's engine (``ProfileResult.bwd_release``; module docstring).
+    input_grad : bool (default True): a float x_0 is differentiable and B_0 computes d_0,
+        as the operation table says; False: x_0 needs no gradient, as a training batch does,
+        and B_0 computes none (the profiler measures how much that saves,
+        ``ProfileResult.input_grad_bytes``).
 
     Attributes: ``saves`` (dict: stage -> :class:`StageSaves` of its latest recording
     forward), which the profiler reads to decide ``output_saved``.
     """
 
     def __init__(self, stages, loss_fn, x0: torch.Tensor, *, tracker=None, allow_drop: bool = True,
-                 output_saved=None, release=None):
+                 output_saved=None, release=None, input_grad: bool = True):
+        self._x0_grad = bool(input_grad)
         self.stages = stages if isinstance(stages, list) else split_stages(stages)
         self.L = len(self.stages)
         self.loss_fn = loss_fn
@@ -315,6 +322,7 @@ class ScheduleExecutor:
         self._rng: dict = {}
         self._steps = 0
         self.loss = None
+        self.loss_storage_bytes = 0  # the last Loss op's loss storage and seed (bytes)
         self.saved_log = None  # list to record (storage weak ref, nbytes) of saved tensors
         # the profiler's pass reads x_L out of the tape t_L; when x_L is unsaved it tells the
         # executor to release it at the Loss as a run holding it plain does
@@ -452,7 +460,7 @@ class ScheduleExecutor:
             # forward, with every saved tensor discarded, and the output detached
             with self._replay(i), torch.enable_grad(), \
                     torch.autograd.graph.saved_tensors_hooks(_discard, _unreachable):
-                z = _Source.apply(self._dummy, src.detach(), _Slot())
+                z = self._input(i, src, _Slot())
                 y = stage(z)
                 del z
             return y.detach() if isinstance(y, torch.Tensor) else y
@@ -487,7 +495,7 @@ class ScheduleExecutor:
 
         with self._replay(i), torch.enable_grad(), \
                 torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            z = _Source.apply(self._dummy, src.detach(), slot)
+            z = self._input(i, src, slot)
             y = stage(z)
             del z
         if not isinstance(y, torch.Tensor):
@@ -503,6 +511,13 @@ class ScheduleExecutor:
         self.saves[i] = StageSaves(saves_input, saves_output)
         self._check_saves(i, saves_input, saves_output)
         return _Tape(y, slot, saved_tensors)
+
+    def _input(self, i: int, src: torch.Tensor, slot: _Slot) -> torch.Tensor:
+        """The stage input: differentiable through :class:`_Source`, except x_0 when the
+        executor was made with ``input_grad=False`` (as a training batch: no d_0)."""
+        if i == 0 and not self._x0_grad:
+            return src.detach()
+        return _Source.apply(self._dummy, src.detach(), slot)
 
     def _check_saves(self, i: int, saves_input: bool, saves_output: bool) -> None:
         """Refuse a chain whose ``output_saved`` says no backward reads a value that stage
@@ -540,7 +555,10 @@ class ScheduleExecutor:
                 raise RematError("loss_fn must return a tensor with one element")
             self._free_loss_input(L, bool(saved))
             torch.autograd.backward(loss)
-        # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer.
+        # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer
+        # (MSE on the CPU: the size of x_L), which a caller's ``loss.backward()`` holds to
+        # the end of the step (the profiler reports it: ``ProfileResult.loss_bytes``)
+        self.loss_storage_bytes = loss.untyped_storage().nbytes() + loss.element_size()
         with self._paused():  # the executor's record of the loss, not an activation
             self.loss = loss.detach().clone()
         del loss
@@ -593,7 +611,8 @@ class ScheduleExecutor:
             del d, tape
         grad = slot.grad
         slot.grad = None
-        if grad is None and not (i == 0 and not _has_gradient(self._values.plain[0])):
+        if grad is None and not (i == 0 and (not self._x0_grad
+                                             or not _has_gradient(self._values.plain[0]))):
             raise RematError(f"the output of stage {i} does not depend differentiably on its input")
         self._grad = grad
 

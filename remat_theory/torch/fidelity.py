@@ -13,7 +13,8 @@ independent oracle (``remat_theory.torch.fidelity.check_network``; used by the t
    gradients against the eager model's, and its allocator peak.
    The drop-in's ratio is against its plan's ``predicted_peak`` (the simulator's, plus the
    generator states its checkpoints keep and the summed gradient of a tied parameter
-   where autograd holds it).
+   where autograd holds it, and B_0 without the input's gradient, which a training batch
+   does not need: ``ProfileResult.input_grad_bytes``).
 3. **Predict to the byte.**  The profiled chain's simulator peak for each schedule against
    the executor's allocator peak (:func:`~remat_theory.torch.confirm.measure_run`, what
    ``remat confirm`` measures): the ratio measured / predicted.
@@ -116,7 +117,9 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
     e_peak, e_grads = _step(eager, params)
     restore()
     ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn, chain=chain,
-                                draws_random=prof.draws_random)
+                                draws_random=prof.draws_random,
+                                input_grad_bytes=prof.input_grad_bytes,
+                                loss_bytes=prof.loss_bytes)
     d_peak, d_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
     restore()
     same, rel = _equal(e_grads, d_grads)
@@ -161,7 +164,9 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
             try:
                 ck = CheckpointedSequential(stages, dropin_budget, solver, example_input=x0,
                                             loss_fn=loss_fn, chain=chain, unit=unit,
-                                            draws_random=prof.draws_random)
+                                            draws_random=prof.draws_random,
+                                            input_grad_bytes=prof.input_grad_bytes,
+                                            loss_bytes=prof.loss_bytes)
                 break
             except InfeasibleBudgetError as e:
                 row["dropin_message"] = str(e)

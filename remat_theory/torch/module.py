@@ -56,7 +56,10 @@ Memory: an int or float budget covers x_0, the activations, tapes and gradients 
 loss stage as profiled (``loss_fn``).  The profiled chain says which stage outputs no
 backward reads (``output_saved``: a Linear's output before a ReLU); autograd frees those as
 soon as the next stage has read them, as the chain's operation table does, so at store-all
-the module's peak is the chain's prediction (the loss value and its seed gradient aside).  Parameters, gradients and optimizer state are not
+the module's peak is the chain's prediction (the loss value and its seed gradient aside;
+the plan counts the loss tensor, ``ProfileResult.loss_bytes``: on a recomputing schedule
+whole, for plain autograd what a reduction buffer holds beyond a scalar, e.g. an MSE's on
+the CPU, the size of the output: plain autograd starts that much above store-all).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
 several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
 below store-all plus that reserve is solved with it taken out).
@@ -89,7 +92,7 @@ import solvers as solver_registry
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.model.schedule import B, Schedule
+from remat_theory.model.schedule import B, LOSS, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
@@ -102,91 +105,177 @@ from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.stages import split_stages
 
 
+LOSS_BYTES = 8
+"""What the drop-in's step holds beside the chain from the loss on: the loss value and the
+gradient seeding the backward (a float32 scalar each; the profile's Loss op keeps neither,
+measured: the drop-in's peak was 8 B above the plan's on BERT, test scale, at every
+budget).  Counted in :func:`dropin_peak`, so a schedule fitted with the random-generator
+states counted fits with them too."""
+
+
 def solve_with_states(chain: Chain, unit: int, budget: int, draws, state_bytes: int, *,
-                      solver: str, solver_options=None, stages=(), shared_reserve: int = 0):
+                      solver: str, solver_options=None, stages=(), shared_reserve: int = 0,
+                      loss_bytes: int | None = None):
     """How :class:`CheckpointedSequential` solves a budget of ``budget`` bytes of the chain
     (the one home of that rule; :func:`~remat_theory.torch.frontier.remat_breakpoints` asks
     it too): the solver's schedule on the chain rounded to ``unit``, for the budget less
-    ``shared_reserve`` (the summed gradient of shared parameters) and less what the
-    random-generator states its checkpoints keep take (``state_bytes`` each, only for
-    segments where a stage draws: ``draws``; counted at each operation by
-    :func:`~remat_theory.torch.nested.checkpoint_state_bytes`), solved again for that much
-    less until the drop-in's peak fits.  Returns (solution, nested form or None, the
-    drop-in's predicted peak, bytes reserved for the states); the peak is None when nothing
-    fits."""
+    ``shared_reserve`` (the summed gradient of shared parameters), provided the simulator's
+    peak with the random-generator states its checkpoints keep (``state_bytes`` each, only
+    for segments where a stage draws: ``draws``; counted at each operation by
+    :func:`~remat_theory.torch.nested.checkpoint_state_bytes`) and the loss tensor with its
+    seed (``loss_bytes``, ``ProfileResult.loss_bytes``; default :data:`LOSS_BYTES`) fits that
+    too.  Where it does not,
+    the schedule is the best (least makespan) of the solver's schedule levels
+    (:func:`schedule_levels`: its schedules from store-all down, one per distinct peak) whose
+    peak with the states fits.  So, for a solver whose schedule at a budget is the first
+    level that fits it (``dp``), the budgets that fit are exactly those at or above
+    :func:`smallest_with_states`'s answer: a budget is never refused while a smaller one
+    fits (fitting is not monotone in the target the solver gets, because the states sit
+    where the checkpoints are, and a schedule for less can keep more of them at its peak).
+    Returns (solution, nested form or None, the drop-in's predicted peak, bytes: where a
+    level was taken, the budget less ``shared_reserve`` less its peak on the rounded chain,
+    and where nothing fits, how far the states take the solver's schedule over); the peak
+    is None when nothing fits."""
     opts = dict(solver_options or {})
-    extra = 0
-    for _ in range(chain.length + 2):
-        reserve = shared_reserve + extra
-        sol = solver_registry.solve(rounded_chain(chain, unit), max(0, budget - reserve),
-                                    solver, **opts)
+    room = budget - shared_reserve
+    sol = solver_registry.solve(rounded_chain(chain, unit), max(0, room), solver, **opts)
+    if sol.schedule is None:
+        return sol, None, None, 0
+    tree, peak, fit = _level(chain, sol, solver, stages, draws, state_bytes, loss_bytes)
+    # without states (``state_bytes`` 0: CUDA, or a caller that counts none) the solver's
+    # schedule is taken as it is, as the solver's levels are (remat_breakpoints)
+    if not state_bytes or isinstance(tree, OffloadRun) or fit <= room:
+        return sol, tree, peak, 0
+    best = None
+    for lsol, ltree, lpeak, lfit in schedule_levels(chain, unit, draws, state_bytes,
+                                                    solver=solver, solver_options=opts,
+                                                    stages=stages, loss_bytes=loss_bytes):
+        if lfit <= room and (best is None or lsol.makespan < best[0].makespan - 1e-12):
+            best = (lsol, ltree, lpeak)
+    if best is None:  # how far the states take the solver's schedule over
+        return sol, None, None, fit - room
+    return best[0], best[1], best[2], max(0, room - best[0].peak_memory)
+
+
+def _level(chain: Chain, sol, solver: str, stages, draws, state_bytes: int,
+           loss_bytes: int | None = None):
+    """(nested form or None, the drop-in's predicted peak, the peak a budget less the
+    shared-parameter reserve must hold: the simulator's with the random-generator states
+    the checkpoints keep and the loss value, :func:`dropin_peak` without the shared
+    gradients, which that reserve covers) of one solution's schedule."""
+    if any(op.is_transfer for op in sol.schedule):  # run by the offload executor
+        peak = simulate(chain, sol.schedule).peak_memory
+        return OffloadRun(sol.schedule, chain.length), peak, peak
+    try:
+        tree = nested_form(sol.schedule, chain.length)
+    except NotNestedError as e:
+        raise RematError(f"solver {solver!r} returned a schedule that is not "
+                         f"persistent ({e}); CheckpointedSequential runs persistent "
+                         f"schedules (e.g. solver='dp'); run this one with "
+                         f"ScheduleExecutor") from e
+    sim = simulate(chain, sol.schedule)
+    loss = LOSS_BYTES if loss_bytes is None else loss_bytes
+    if recomputed_stages(tree) == 0:  # store-all: plain autograd
+        extra = plain_loss_bytes(loss)
+        return (None, dropin_peak(stages, sim, None, sol.schedule, loss_bytes=extra),
+                dropin_peak((), sim, None, sol.schedule, loss_bytes=extra))
+    states = checkpoint_state_bytes(tree, draws, state_bytes) if state_bytes else None
+    return (tree, dropin_peak(stages, sim, states, sol.schedule, loss_bytes=loss),
+            dropin_peak((), sim, states, sol.schedule, loss_bytes=loss))
+
+
+def plain_loss_bytes(loss_bytes: int) -> int:
+    """What plain autograd's predicted peak adds for the loss: the loss tensor's storage
+    beyond a scalar and its seed (:data:`LOSS_BYTES`), which an int budget leaves aside at
+    store-all (a reduction buffer the size of x_L, for an MSE on the CPU)."""
+    return max(0, loss_bytes - LOSS_BYTES)
+
+
+_LEVELS: dict = {}
+
+
+def schedule_levels(chain: Chain, unit: int, draws, state_bytes: int, *, solver: str,
+                    solver_options=None, stages=(), loss_bytes: int | None = None) -> list:
+    """The solver's schedules on the chain rounded to ``unit`` from store-all down, one per
+    level: solved for store-all, then for one byte less than the peak of the schedule found,
+    until none is feasible.  For an exact solver (``dp``) every budget's schedule is one of
+    them (the first whose peak fits it).  A list of (solution, nested form or None, the
+    drop-in's predicted peak, the peak a budget less the shared-parameter reserve must
+    hold: with the random-generator states its checkpoints keep; :func:`solve_with_states`),
+    cached per chain and arguments."""
+    opts = dict(solver_options or {})
+    key = (chain, unit, None if draws is None else tuple(draws), state_bytes, solver,
+           tuple(sorted((k, repr(v)) for k, v in opts.items())), tuple(id(s) for s in stages),
+           loss_bytes)
+    if key in _LEVELS:
+        return _LEVELS[key]
+    rc = rounded_chain(chain, unit)
+    out, target = [], rc.store_all_memory()
+    while target >= 0:
+        sol = solver_registry.solve(rc, target, solver, **opts)
         if sol.schedule is None:
-            return sol, None, None, extra
-        if any(op.is_transfer for op in sol.schedule):  # run by the offload executor
-            return (sol, OffloadRun(sol.schedule, chain.length),
-                    simulate(chain, sol.schedule).peak_memory, extra)
-        try:
-            tree = nested_form(sol.schedule, chain.length)
-        except NotNestedError as e:
-            raise RematError(f"solver {solver!r} returned a schedule that is not "
-                             f"persistent ({e}); CheckpointedSequential runs persistent "
-                             f"schedules (e.g. solver='dp'); run this one with "
-                             f"ScheduleExecutor") from e
-        if recomputed_stages(tree) == 0:
-            tree = None  # store-all: plain autograd
-        sim = simulate(chain, sol.schedule)
-        if tree is None:
-            return sol, tree, sim.peak_memory, extra
-        if not state_bytes:
-            return sol, tree, dropin_peak(stages, sim, None, sol.schedule), extra
-        states = checkpoint_state_bytes(tree, draws, state_bytes)
-        peak = max(row.peak + e for row, e in zip(sim.profile, states))
-        over = peak - (budget - shared_reserve)
-        if over <= 0:
-            return sol, tree, dropin_peak(stages, sim, states, sol.schedule), extra
-        extra += over
-    return sol, None, None, extra
+            break
+        out.append((sol,) + _level(chain, sol, solver, stages, draws, state_bytes, loss_bytes))
+        if sol.peak_memory > target:  # a solver that answers above its budget: stop
+            break
+        target = sol.peak_memory - 1
+    if len(_LEVELS) >= 32:
+        _LEVELS.clear()
+    _LEVELS[key] = out
+    return out
 
 
-def dropin_peak(stages, sim, states, schedule) -> int:
-    """The drop-in's predicted peak on a recomputing schedule: the simulator's per
-    operation, plus the checkpoints' generator states (``states``) and the summed
-    gradients of shared parameters (:func:`shared_gradient_bytes`) held then."""
+def dropin_peak(stages, sim, states, schedule, input_grad_bytes: int = 0,
+                loss_bytes: int = LOSS_BYTES) -> int:
+    """The drop-in's predicted peak on a schedule (plain autograd at store-all): the
+    simulator's per operation, plus the checkpoints' generator states (``states``) and the
+    summed gradients of shared parameters (:func:`shared_gradient_bytes`) held then, the
+    loss tensor and the gradient seeding the backward from the loss on (``loss_bytes``:
+    ``ProfileResult.loss_bytes``, default :data:`LOSS_BYTES`; plain autograd passes
+    :func:`plain_loss_bytes`), and B_0
+    ``input_grad_bytes`` lower (``ProfileResult.input_grad_bytes``: the step's input needs
+    no gradient, so B_0 makes no d_0)."""
     shared = shared_gradient_bytes(stages, schedule)
     states = states or [0] * len(shared)
-    return max(row.peak + e + g for row, e, g in zip(sim.profile, states, shared))
+    peak, held = 0, 0
+    for op, row, e, g in zip(schedule, sim.profile, states, shared):
+        if op.kind == LOSS:
+            held = loss_bytes
+        drop = input_grad_bytes if op.kind == B and op.index == 0 else 0
+        peak = max(peak, row.peak + e + g + held - drop)
+    return peak
 
 
 def smallest_with_states(chain: Chain, unit: int, start: int, draws, state_bytes: int, *,
                          solver: str, solver_options=None, stages=(),
-                         shared_reserve: int = 0) -> int | None:
+                         shared_reserve: int = 0, loss_bytes: int | None = None) -> int | None:
     """The smallest budget from ``start`` up to store-all (plus ``shared_reserve``) at which
-    :func:`solve_with_states` finds a schedule that fits (a bisection; None if none)."""
-    def fits(b):
-        return solve_with_states(chain, unit, b, draws, state_bytes, solver=solver,
-                                 solver_options=solver_options, stages=stages,
-                                 shared_reserve=shared_reserve)[2] is not None
-
-    hi = chain.store_all_memory() + shared_reserve  # plain autograd from there
-    if start >= hi or fits(start):
-        return min(start, hi)
-    lo, step = start, max(1, (hi - start) // 64)
-    b = lo + step
-    while b < hi and not fits(b):
-        lo, step = b, 2 * step
-        b = lo + step
-    hi = min(b, hi)  # fits (store-all always does)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-    return hi
+    :func:`solve_with_states` finds a schedule that fits (None if none): every budget from
+    there up fits, none below it does (the smallest peak of the solver's schedule levels,
+    :func:`schedule_levels`, plus ``shared_reserve``)."""
+    hi = chain.store_all_memory() + shared_reserve + plain_loss_bytes(
+        LOSS_BYTES if loss_bytes is None else loss_bytes)  # plain autograd from there
+    if start >= hi:
+        return hi
+    levels = schedule_levels(chain, unit, draws, state_bytes, solver=solver,
+                             solver_options=solver_options, stages=stages,
+                             loss_bytes=loss_bytes)
+    least = min((fit + shared_reserve for _, _, _, fit in levels), default=None)
+    if least is None:
+        return None
+    return min(hi, max(start, least))
 
 
 @dataclass
 class Plan:
     """What the module runs for one input key: the chain profiled for it, the budget in
     bytes, the solver's solution and schedule, its nested form (None: store-all, run as
-    plain autograd), and the simulator's peak for the schedule on the real chain."""
+    plain autograd), and ``predicted_peak``: what the drop-in's step holds at its peak on an
+    input that needs no gradient (a training batch): the simulator's peak for the schedule
+    on the real chain, with the states its checkpoints keep and the summed gradients of
+    shared parameters, and B_0 without d_0 (:func:`dropin_peak`; an input that needs a
+    gradient makes B_0 up to ``ProfileResult.input_grad_bytes`` higher, within the budget:
+    the solver plans with the table's B_0)."""
 
     key: tuple
     chain: Chain
@@ -435,7 +524,8 @@ class CheckpointedSequential(nn.Module):
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,
                  device=None, solver_options=None, chain=None, profile_repeats: int = 3,
                  unit: int | None = None, reprofile: bool = True, early_stop: bool = True,
-                 optimizer_state=None, bandwidth=None, draws_random=None):
+                 optimizer_state=None, bandwidth=None, draws_random=None,
+                 input_grad_bytes=None, loss_bytes=None):
         super().__init__()
         self.bandwidth = check_bandwidth(bandwidth)
         stages = split_stages(model)
@@ -485,6 +575,20 @@ class CheckpointedSequential(nn.Module):
             if chain is None or len(draws_random) != chain.length:
                 raise RematError("draws_random (one bool per stage) goes with chain=")
             self._draws[input_key(example_input)] = tuple(bool(v) for v in draws_random)
+        # per input key: bytes B_0 holds less when the input needs no gradient (profiled)
+        self._input_grad: dict = {}
+        if input_grad_bytes is not None:
+            if chain is None or example_input is None:
+                raise RematError("input_grad_bytes (ProfileResult.input_grad_bytes) goes with "
+                                 "chain= and example_input=")
+            self._input_grad[input_key(example_input)] = int(input_grad_bytes)
+        # per input key: what the loss tensor and its seed hold from the loss on (profiled)
+        self._loss_bytes: dict = {}
+        if loss_bytes is not None:
+            if chain is None or example_input is None:
+                raise RematError("loss_bytes (ProfileResult.loss_bytes) goes with chain= and "
+                                 "example_input=")
+            self._loss_bytes[input_key(example_input)] = int(loss_bytes)
         self.shared_gradient_reserve = 2 * shared_parameter_bytes(stages)
         self._first_key = None
         if chain is not None and chain.length != len(stages):
@@ -542,6 +646,8 @@ class CheckpointedSequential(nn.Module):
             prof = profile_details(self.stages_list, x, loss_fn, self.device,
                                    repeats=self.profile_repeats)
             self._draws[key] = tuple(prof.draws_random)
+            self._input_grad[key] = prof.input_grad_bytes
+            self._loss_bytes[key] = prof.loss_bytes
             return prof.chain
         except RematError:
             raise
@@ -573,16 +679,17 @@ class CheckpointedSequential(nn.Module):
         return (chain.store_all_memory() + self.shared_gradient_reserve + self.gradient_bytes
                 + self.optimizer_bytes + STEP_SLACK)
 
-    def _chain_budget(self, chain: Chain) -> int:
+    def _chain_budget(self, chain: Chain, plain_extra: int = 0) -> int:
         spec = self.budget_spec
+        plain = chain.store_all_memory() + self.shared_gradient_reserve + plain_extra
         if self.step_budget is not None:
             if self.step_budget >= self.plain_step_bytes(chain):
-                return chain.store_all_memory() + self.shared_gradient_reserve
+                return plain
             return self.step_budget - self.step_reserve(chain)
         if isinstance(spec, numbers.Integral):
             return int(spec)
         if spec >= 1:  # the fraction 1: store-all, plain autograd
-            return chain.store_all_memory() + self.shared_gradient_reserve
+            return plain
         return int(spec * chain.store_all_memory())
 
     def smallest_step_budget(self, chain: Chain, chain_budget: int) -> int:
@@ -599,14 +706,16 @@ class CheckpointedSequential(nn.Module):
         chain = chain_with_bandwidth(chain, self.bandwidth,
                                      self.device or (x.device if x is not None else "cpu"))
         store_all = chain.store_all_memory()
-        budget = self._chain_budget(chain)
+        loss = self._loss_bytes.get(key)  # the loss tensor and its seed (None: LOSS_BYTES)
+        plain_extra = plain_loss_bytes(LOSS_BYTES if loss is None else loss)
+        budget = self._chain_budget(chain, plain_extra)
         if key not in self._draws and x is not None:  # a chain given without draws_random
             self._draws[key] = tuple(stage_draws(self.stages_list, x, self.device))
         draws = self._draws.get(key)
         state_bytes = RNG_STATE_BYTES if self._device_of(x).type == "cpu" else 0
         if self.step_budget is not None and budget <= 0:
             smallest = self.smallest_step_budget(
-                chain, self._smallest_chain_budget(chain, draws, state_bytes))
+                chain, self._smallest_chain_budget(chain, draws, state_bytes, loss))
             raise InfeasibleBudgetError(
                 f"budget {format_bytes(self.step_budget)} for the whole step cannot be met on "
                 f"input {_describe(key)}: parameter gradients take "
@@ -619,20 +728,26 @@ class CheckpointedSequential(nn.Module):
                 self.step_budget, smallest)
         # the random-generator states the checkpoints keep (CPU: memory the schedule holds
         # beside the chain's values; on CUDA they are host memory) are counted at each
-        # operation (nested.checkpoint_state_bytes); a schedule they would take over the
-        # budget is solved again for that much less
-        if budget >= store_all + self.shared_gradient_reserve:
+        # operation (nested.checkpoint_state_bytes); where they would take the solver's
+        # schedule over the budget, the best schedule level that fits runs
+        # (solve_with_states)
+        # plain autograd from store-all, the loss tensor's buffer beyond a scalar counted
+        if budget >= store_all + self.shared_gradient_reserve + plain_extra:
             sol = solver_registry.solve(chain.replace(bandwidth=None), store_all, "store-all")
-            tree, peak, extra = None, sol.peak_memory, 0
+            tree, extra = None, 0
+            peak = dropin_peak(self.stages_list, simulate(chain, sol.schedule), None,
+                               sol.schedule,
+                               loss_bytes=plain_loss_bytes(LOSS_BYTES if loss is None else loss))
         else:
             unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
-            sol, tree, peak, extra = self._solve_with_states(chain, unit, budget, draws, state_bytes)
+            sol, tree, peak, extra = self._solve_with_states(chain, unit, budget, draws,
+                                                             state_bytes, loss)
             reserve = self.shared_gradient_reserve + extra
             if peak is None:
                 start = budget + 1 if sol.schedule is not None else (
                     None if sol.min_budget is None else sol.min_budget + reserve)
                 smallest = None if start is None else self._smallest_with_states(
-                    chain, unit, start, draws, state_bytes)
+                    chain, unit, start, draws, state_bytes, loss)
             if peak is None and self.step_budget is not None:
                 smallest = None if smallest is None else self.smallest_step_budget(chain, smallest)
                 raise InfeasibleBudgetError(
@@ -655,27 +770,40 @@ class CheckpointedSequential(nn.Module):
                        if smallest is not None else "")
                     + (f" ({self.shared_gradient_reserve} B of it reserved for the gradient of "
                        f"parameters shared by several stages)" if self.shared_gradient_reserve else "")
-                    + (f" (and the random-generator states its checkpoints keep: {extra} B at "
-                       f"this budget)" if extra else "")
-                    + f" (store-all needs {store_all} B)", budget, smallest)
+                    + (f" (the random-generator states its checkpoints keep take the "
+                       f"solver's schedule {extra} B over this budget, and no schedule of a "
+                       f"smaller peak fits with its states)" if extra else "")
+                    + f" (store-all needs {store_all + plain_extra} B)", budget, smallest)
+        saving = self._input_grad.get(key, 0)
+        if saving and not isinstance(tree, OffloadRun):  # B_0 makes no d_0 (see Plan)
+            states = (checkpoint_state_bytes(tree, draws, state_bytes)
+                      if tree is not None and state_bytes else None)
+            loss = LOSS_BYTES if loss is None else loss
+            peak = dropin_peak(self.stages_list, simulate(chain, sol.schedule), states,
+                               sol.schedule, saving,
+                               loss if tree is not None else plain_loss_bytes(loss))
         plan = Plan(key, chain, budget, sol, sol.schedule, tree, peak)
         self.plans[key] = plan
         if self._first_key is None:
             self._first_key = key
         return plan
 
-    def _solve_with_states(self, chain: Chain, unit: int, budget: int, draws, state_bytes: int):
+    def _solve_with_states(self, chain: Chain, unit: int, budget: int, draws, state_bytes: int,
+                           loss_bytes: int | None = None):
         return solve_with_states(chain, unit, budget, draws, state_bytes, solver=self.solver,
                                  solver_options=self.solver_options, stages=self.stages_list,
-                                 shared_reserve=self.shared_gradient_reserve)
+                                 shared_reserve=self.shared_gradient_reserve,
+                                 loss_bytes=loss_bytes)
 
     def _smallest_with_states(self, chain: Chain, unit: int, start: int, draws,
-                              state_bytes: int) -> int | None:
+                              state_bytes: int, loss_bytes: int | None = None) -> int | None:
         return smallest_with_states(chain, unit, start, draws, state_bytes, solver=self.solver,
                                     solver_options=self.solver_options, stages=self.stages_list,
-                                    shared_reserve=self.shared_gradient_reserve)
+                                    shared_reserve=self.shared_gradient_reserve,
+                                    loss_bytes=loss_bytes)
 
-    def _smallest_chain_budget(self, chain: Chain, draws=None, state_bytes: int = 0) -> int:
+    def _smallest_chain_budget(self, chain: Chain, draws=None, state_bytes: int = 0,
+                               loss_bytes: int | None = None) -> int:
         unit = auto_unit(chain) if self.unit_option is None else int(self.unit_option)
         sol = solver_registry.solve(rounded_chain(chain, unit), 1, self.solver, **self.solver_options)
         if sol.schedule is not None:
@@ -683,7 +811,8 @@ class CheckpointedSequential(nn.Module):
         else:
             least = (sol.min_budget or chain.store_all_memory()) + self.shared_gradient_reserve
         if state_bytes:  # the random-generator states the checkpoints keep
-            least = self._smallest_with_states(chain, unit, least, draws, state_bytes) or least
+            least = self._smallest_with_states(chain, unit, least, draws, state_bytes,
+                                               loss_bytes) or least
         return least
 
     def plan_for(self, x: torch.Tensor) -> Plan:

@@ -57,7 +57,7 @@ import contextlib
 import torch
 
 from remat_theory.model.errors import InvalidScheduleError
-from remat_theory.model.offload import OffloadState, _reads, step as offload_step, value_id
+from remat_theory.model.offload import OffloadState, reads, step as offload_step, value_id
 from remat_theory.model.schedule import OFF, PRE, Op, Schedule
 from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, _same_storage
 from remat_theory.torch.stages import stage_buffers, stage_parameters
@@ -157,7 +157,7 @@ class OffloadExecutor(ScheduleExecutor):
         old = self._ostate
         if self.mode == "cuda":
             current = torch.cuda.current_stream(self.device)
-            for v in _reads(self._ochain, old.dev, op):
+            for v in reads(self._ochain, old.dev, op):
                 waiting = self._ready.pop(v, None)
                 if waiting is not None:
                     current.wait_event(waiting[0])

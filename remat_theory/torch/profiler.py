@@ -97,6 +97,13 @@ class ProfileResult:
     # per stage: its forward draws random numbers (dropout in training mode): a checkpoint
     # of it must keep the generator state to replay them (drop-in: preserve_rng_state)
     draws_random: list = field(default_factory=list)
+    # bytes by which B_0's peak is lower when x_0 needs no gradient (a training batch, the
+    # drop-in's usual input): d_0 and what computing it takes; 0 for integer inputs
+    input_grad_bytes: int = 0
+    # bytes a caller's ``loss = loss_fn(out); loss.backward()`` holds beside the chain from
+    # the loss on: the loss tensor's storage (a reduction buffer the size of x_L for an MSE
+    # on the CPU, 4 B for a cross-entropy) and the gradient seeding the backward
+    loss_bytes: int = 8
 
     def to_dict(self) -> dict:
         return {"chain": self.chain.to_dict(), "hook_tape_size": self.hook_tape_size,
@@ -107,7 +114,8 @@ class ProfileResult:
                 "param_grad_bytes": self.param_grad_bytes, "saves_input": self.saves_input,
                 "saves_output": self.saves_output, "ops": self.ops, "device": self.device,
                 "bwd_release": self.bwd_release, "bwd_below_table": self.bwd_below_table,
-                "draws_random": self.draws_random}
+                "draws_random": self.draws_random, "input_grad_bytes": self.input_grad_bytes,
+                "loss_bytes": self.loss_bytes}
 
 
 CLOCKS = ("wall", "process")
@@ -255,6 +263,7 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
         times = _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock,
                                queue_kernels)
         mem = _measure_memory(stages, loss_fn, x0, params, dev)
+        input_grad = _input_grad_bytes(stages, x0, params, dev, mem["bwd_release"][0])
     chain = Chain(
         fwd_time=times["nograd"], bwd_time=times["bwd"], x_size=mem["x_size"],
         tape_size=mem["tape_size"], fwd_overhead=mem["fwd_overhead"],
@@ -265,7 +274,7 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
                          mem["fwd_overhead"], mem["fall_overhead"], times["nograd"],
                          mem["param_grad_bytes"], mem["saves_input"], mem["saves_output"],
                          mem["ops"], str(dev), mem["bwd_release"], mem["bwd_below_table"],
-                         mem["draws_random"])
+                         mem["draws_random"], input_grad, mem["loss_bytes"])
 
 
 def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
@@ -384,6 +393,7 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
         ex.release_loss_input = not ex.saves[L - 1].output
         with meter.op("Loss"):
             ex.step(Op.parse("Loss"))
+        loss_bytes = ex.loss_storage_bytes
         if not ex.saves[L - 1].output:  # a run releases an unsaved x_L at the Loss op, also
             ex._release(ex._values.tapes[L].output)  # when the loss read it (it is done)
         for i in range(L - 1, -1, -1):
@@ -414,7 +424,43 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
             "bwd_overhead": [over(f"B{i}", x_size[i]) for i in range(L)] + [over("Loss", x_size[L])],
             "bwd_raw": [raw(f"B{i}", x_size[i]) for i in range(L)] + [raw("Loss", x_size[L])],
             "param_grad_bytes": meter.persistent_bytes, "ops": [vars(r) for r in meter.results()],
-            "draws_random": draws}
+            "draws_random": draws, "loss_bytes": loss_bytes}
+
+
+def _input_grad_bytes(stages, x0, params, dev, release0: bool) -> int:
+    """Bytes by which B_0's peak is lower when x_0 needs no gradient, as in a training step
+    (the drop-in's ``ck(x)`` on a batch): the table's B_0 makes d_0 of x_size[0] bytes, and
+    a stage can also skip work for it (a convolution's backward does not compute, nor make
+    room for, the gradient of its input).  Stage 0's recording forward and backward alone,
+    under the allocator meter, with and without d_0 (the same release mode as the profile's
+    B_0; the incoming gradient made outside the count), and the difference of the two
+    backward transients.  0 for an input without gradients (token ids), and for a stage 0
+    without trainable parameters (without d_0 autograd does not run its backward at all;
+    no saving is claimed there: the table's B_0 stays an upper bound)."""
+    if not (x0.is_floating_point() or x0.is_complex()):
+        return 0
+    if not any(p.requires_grad for p in stages[0].parameters()):
+        return 0
+    rises = []
+    for grad in (True, False):
+        _clear_grads(params)
+        meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params],
+                               prime=lambda: prime_forward(stages[:1], x0, dev))
+        with meter:
+            ex = ScheduleExecutor(stages[:1], None, x0, tracker=meter, release=(release0,),
+                                  input_grad=grad)
+            with meter.op("Fall0"):
+                ex.step(Op.parse("Fall0"))
+            d = torch.ones_like(ex.available(1))  # counted, as d_1 is before B_0
+            ex.set_loss_grad(d)
+            del d
+            with meter.op("B0"):
+                ex.step(Op.parse("B0"))
+            del ex
+        r = meter.results()[-1]
+        rises.append(r.peak - r.before)
+    _clear_grads(params)
+    return max(0, rises[0] - rises[1])
 
 
 def stage_draws(stages, x0: torch.Tensor, device=None) -> list:

@@ -186,8 +186,29 @@ def load_chain(path: str) -> Chain:
     return Chain.load(path)
 
 
+#: A list with more entries than this, at the top level of a JSON document, is written on
+#: one line by json's C encoder (a schedule of millions of tokens: seconds with ``indent``).
+LONG_LIST = 1000
+
+
 def print_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=1, default=_default)
+    """``obj`` as indented JSON on stdout; long top-level lists (a schedule's tokens) on one
+    line each, so that a million-stage answer prints in a fraction of a second."""
+    long = {}
+    if isinstance(obj, dict):
+        marker = f"@@remat-list-{os.getpid()}-{id(obj)}-"
+        shown = {}
+        for k, v in obj.items():
+            if isinstance(v, list) and len(v) > LONG_LIST:
+                shown[k] = f"{marker}{len(long)}@@"
+                long[json.dumps(shown[k])] = json.dumps(v, default=_default)
+            else:
+                shown[k] = v
+        obj = shown
+    text = json.dumps(obj, indent=1, default=_default)
+    for quoted, body in long.items():
+        text = text.replace(quoted, body, 1)
+    sys.stdout.write(text)
     sys.stdout.write("\n")
 
 

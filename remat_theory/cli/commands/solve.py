@@ -6,12 +6,14 @@ it proved."""
 from __future__ import annotations
 
 import importlib
+import math
+import os
 import time
 
 import solvers
 from solvers.auto import DEFAULT_TIME_LIMIT as AUTO_TIME_LIMIT
 
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import AT_LEAST, RematError, Remedy, SolverLimitError
 from remat_theory.model.solution import INFEASIBLE
 from remat_theory.cli.commands._common import (Ticker, budget_arg, load_chain, positive_float,
                                                positive_int, print_json, progress_wanted)
@@ -22,9 +24,18 @@ ORDER = 20
 HELP = "find a schedule for a chain under a memory budget (default solver: auto)"
 AUTO = "auto"
 #: Seconds of start-up and loading that ``--time-limit`` ignores; beyond, they are taken off
-#: the limit given to the solver (a chain of a million stages takes seconds to load).
-LOAD_ALLOWANCE_S = 0.05
+#: the limit given to the solver (a chain of a million stages takes seconds to load; in a
+#: running process a collection of the garbage collector alone can take a tenth of one).
+LOAD_ALLOWANCE_S = 0.25
 DEFAULT_SOLVER = AUTO
+#: Bytes of chain file read and checked per second, between what was measured on the shared
+#: 2-core machine (a 34 MB file of 1,000,000 stages: 1.4 s at a load of about 1, 2.6-3.7 s
+#: at a load of 6.5-10): with ``--time-limit``, a file whose reading alone would take the
+#: rest of the limit is refused before it is read (benchmarks/bench_scale.py).
+READ_BYTES_PER_S = 15e6
+#: Files read faster than this (seconds, estimated) are never refused: whatever the limit,
+#: the answer (``time_limit`` at worst) comes within its 2 s of allowed overrun.
+READ_REFUSE_MIN_S = 0.5
 
 
 def add_arguments(p) -> None:
@@ -95,16 +106,55 @@ def infeasible_line(sol, budget: int, slots: int | None) -> str:
     return line
 
 
+def refuse_slow_read(path: str, solver: str, limit: float, started: float) -> None:
+    """Raise :class:`SolverLimitError` (exit code 2, naming a limit that would do) when the
+    time spent starting plus the estimated time to read the chain file (its size at
+    :data:`READ_BYTES_PER_S`, at least :data:`READ_REFUSE_MIN_S`) is over ``limit``: the
+    answer would come past the limit before any solver ran.  A file that cannot be read is left to the loader's error."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return
+    read_s = size / READ_BYTES_PER_S
+    spent = time.perf_counter() - started
+    if read_s < READ_REFUSE_MIN_S or spent + read_s <= limit:
+        return
+    need = math.ceil(2 * (spent + read_s))
+    raise SolverLimitError(
+        f"solver {solver!r}: reading the chain file {os.path.basename(path)!r} "
+        f"({size / 1e6:.1f} MB) takes about {read_s:.1f} s, and starting took {spent:.1f} s: "
+        f"past --time-limit {limit:g} before any solver runs; refused before reading it",
+        solver=solver, estimate_s=spent + read_s,
+        remedies=(Remedy(options=(("time_limit", AT_LEAST, need),)),))
+
+
+def _takes_time_limit(solver: str) -> bool:
+    """Whether ``solver`` applies a time limit (False for an unknown one: its error comes
+    after the chain's, as always)."""
+    try:
+        return "time_limit" in solvers.get(solver).options
+    except RematError:
+        return False
+
+
 def run(args) -> int:
     import sys
 
     # --time-limit is the whole command's: from the process's start when run as a program
     # (start-up, imports and loading the chain count), else from here
-    started = importlib.import_module("remat_theory.cli.main").PROCESS_START \
-        or time.perf_counter()
+    process_start = importlib.import_module("remat_theory.cli.main").PROCESS_START
+    takes = (args.time_limit is not None and not solvers.registry.is_path(args.solver)
+             and _takes_time_limit(args.solver))  # the first call imports the solver modules
+    # in a running process those imports are start-up: not counted
+    started = process_start or time.perf_counter()
+    if takes:
+        refuse_slow_read(args.chain, args.solver, args.time_limit, started)
     chain = load_chain(args.chain)
     options = dict(args.options)
-    info = solvers.get(args.solver)
+    t_get = time.perf_counter()
+    info = solvers.get(args.solver)  # the first call imports the solver modules
+    if process_start is None:  # in a running process that import is start-up: not counted
+        started += time.perf_counter() - t_get
     if args.slots is not None:
         if "slots" not in info.options:
             takes = [n for n in solvers.names() if "slots" in solvers.get(n).options]

@@ -56,10 +56,13 @@ def _brute_force(chain: Chain, budget: int, depth: int, cap: float):
             return
         if n == depth:
             return
+        child = None  # an op the interpreter refuses leaves it unchanged: the copy is reused
         for t in tokens:
-            child = ref.copy()
+            if child is None:
+                child = ref.copy()
             if child.apply(t):
                 dfs(child, n + 1)
+                child = None
 
     dfs(TwoStreamReference(chain), 0)
     return best[0]

@@ -36,15 +36,17 @@ canonical schedules (its optimum is ``exhaustive``'s).
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import time
+from operator import le
 
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (AT_LEAST, Remedy, SolverError, SolverLimitError,
                                        SolverOptionError)
-from remat_theory.model.offload import OffloadState, dominates, step
+from remat_theory.model.offload import OffloadState, step
 from remat_theory.model.schedule import (LOSS_OP, Bwd, Fall, Fck, Fn, OffT, OffX, PreT, PreX,
                                          Schedule)
 from remat_theory.model.solution import Solution
@@ -67,32 +69,64 @@ _OPTION = option_owner(NAME)
 _INF = float("inf")
 
 
+@functools.lru_cache(maxsize=64)
+def _ops(L: int) -> tuple:
+    """The ops of a chain of ``L`` stages, made once (an ``Op`` is immutable):
+    ``(fwd, bwd, transfers)``, ``fwd[i] = (Fn_i, Fck_i, Fall_i)``, ``bwd[i] = B_i``,
+    ``transfers[i] = (OffX_i, OffT_i, PreX_i, PreT_i)``."""
+    fwd = tuple((Fn(i), Fck(i), Fall(i)) for i in range(L))
+    transfers = tuple((OffX(i), OffT(i), PreX(i), PreT(i)) if i else None
+                      for i in range(L + 1))
+    return fwd, tuple(Bwd(i) for i in range(L)), transfers
+
+
 def _moves(chain: Chain, st: OffloadState, recompute: bool, falls: int):
+    """The ops to try from ``st``, in a fixed order.  Ops the referee would refuse for a
+    reason read off the placement alone (a forward whose input is missing or whose output
+    is held, an offload of a value whose device copy is still leaving) are not offered (a
+    speed-up only: :func:`~remat_theory.model.offload.step` still decides every op
+    offered, and the order of the others is unchanged)."""
     L = chain.length
+    fwd, bwd, transfers = _ops(L)
     dev = st.dev
     nxt = dev.bwd_next
     if nxt == L:
         yield LOSS_OP
     elif nxt >= 0:
-        yield Bwd(nxt)
+        yield bwd[nxt]
+    plain, tapes = dev.plain, dev.tapes
+    readable = plain | tapes & chain.saved_mask  # the simulator's _available
     for i in range(min(nxt, L - 1) + 1):
+        if not readable >> i & 1:
+            continue
+        fn, fck, fall = fwd[i]
         if recompute:
-            yield Fn(i)
-            yield Fck(i)
-            yield Fall(i)
-        elif i == falls:
-            yield Fall(i)
+            if not plain >> (i + 1) & 1:
+                yield fn
+                yield fck
+            if not tapes >> (i + 1) & 1:
+                yield fall
+        elif i == falls and not tapes >> (i + 1) & 1:
+            yield fall
     if chain.bandwidth is None:
         return
+    pend_plain, pend_tapes = st.pend_plain, st.pend_tapes
+    host_plain, host_tapes = st.host_plain, st.host_tapes
     for i in range(1, L + 1):
-        if dev.plain >> i & 1:
-            yield OffX(i)
-        if dev.tapes >> i & 1:
-            yield OffT(i)
-        if st.host_plain >> i & 1:
-            yield PreX(i)
-        if st.host_tapes >> i & 1:
-            yield PreT(i)
+        off_x, off_t, pre_x, pre_t = transfers[i]
+        if plain >> i & 1 and not pend_plain >> i & 1:
+            yield off_x
+        if tapes >> i & 1 and not pend_tapes >> i & 1:
+            yield off_t
+        if host_plain >> i & 1:
+            yield pre_x
+        if host_tapes >> i & 1:
+            yield pre_t
+
+
+def _dominates(a: tuple, b: tuple) -> bool:
+    """:func:`~remat_theory.model.offload.dominates`, without a generator per call."""
+    return all(map(le, a, b))
 
 
 def lower_bound(chain: Chain, st: OffloadState) -> float:
@@ -162,7 +196,7 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
         f, _, _, idx, st, falls, depth = heapq.heappop(heap)
         bound = f
         times = key_times(st, depth)
-        if any(t != times and dominates(t, times) for t in front[(st.logical(), falls)]):
+        if any(t != times and _dominates(t, times) for t in front[(st.logical(), falls)]):
             continue
         if st.is_final():
             ops = []
@@ -189,9 +223,9 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
             key = (new.logical(), nf)
             t = key_times(new, depth + 1)
             known = front.setdefault(key, [])
-            if any(dominates(o, t) for o in known):
+            if any(_dominates(o, t) for o in known):
                 continue
-            known[:] = [o for o in known if not dominates(t, o)]
+            known[:] = [o for o in known if not _dominates(t, o)]
             known.append(t)
             nodes.append((idx, op, max(nodes[idx][2], r[1].peak)))
             # ties: the state whose compute stream is further along first
@@ -211,14 +245,22 @@ def _feasible_without_transfers(chain: Chain, recompute: bool) -> int:
     return canonical_min_budget(chain.replace(bandwidth=None))
 
 
+@functools.lru_cache(maxsize=256)
 def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
     """The smallest budget at which a schedule of the two-stream model exists (with
     ``recompute=False``, one without recomputation): a bottleneck (minimax) search over
     placements of the values, exact because memory does not depend on times; it keeps
     only the placements reached below the smallest budget without transfers, which it
-    returns when nothing is found below."""
+    returns when nothing is found below, and it stops at the first schedule whose peak is
+    the memory lower bound (O.12).  (Remembered per chain: a caller that asks for the
+    smallest budget and then solves below the one without transfers searched twice.)"""
     upper = _feasible_without_transfers(chain, recompute)
     if chain.bandwidth is None:
+        return upper
+    # No schedule of the two-stream model peaks below the memory lower bound
+    # (proofs/offload.md, O.12): a budget at it is the answer as soon as one reaches it.
+    low = chain.memory_lower_bound()
+    if upper <= low:
         return upper
     st0 = OffloadState.initial(chain)
     counter = itertools.count()
@@ -237,6 +279,8 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
             nb = max(b, r[1].peak)
             if nb >= upper:
                 continue
+            if nb <= low and r[0].is_final():
+                return nb
             nf = falls + (op.kind == "Fall") if not recompute else 0
             key = (r[0].logical(), nf)
             if nb < best.get(key, _INF):

@@ -142,3 +142,12 @@ def test_solve_refuses_a_file_it_cannot_read_within_the_limit(tmp_path, monkeypa
     monkeypatch.setattr(solve, "READ_BYTES_PER_S", 1e6)  # read at once: never refused
     assert main(argv + ["--time-limit", "1e-9"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] in ("time_limit", "optimal")
+
+
+@pytest.mark.parametrize("argv", [["confirm", "--budgets", "0"],
+                                  ["confirm", "--budgets", "half"]])
+def test_a_torch_command_checks_its_arguments_before_importing_torch(argv):
+    """A bad value is refused (exit 2) before the seconds of importing torch."""
+    loaded = modules_after("from remat_theory.cli.main import main\n"
+                           f"assert main({argv!r}) == 2")
+    assert "torch" not in loaded

@@ -56,10 +56,13 @@ def _brute_force(chain: Chain, budget: int, depth: int, cap: float):
             return
         if n == depth:
             return
+        child = None  # an op the interpreter refuses leaves it unchanged: the copy is reused
         for t in tokens:
-            child = ref.copy()
+            if child is None:
+                child = ref.copy()
             if child.apply(t):
                 dfs(child, n + 1)
+                child = None
 
     dfs(TwoStreamReference(chain), 0)
     return best[0]
@@ -370,7 +373,9 @@ def test_auto_on_a_channel_never_says_a_false_infeasible(chain, ratio, where):
     chain = _with_bandwidth(chain, ratio)
     lb, hi = chain.memory_lower_bound(), chain.store_all_memory()
     budget = max(0, lb + int(where * (hi - lb)))
-    sol = registry.solve(chain, budget, "auto", time_limit=20)
+    # tiny chains: no clock (exact search answers in well under a second, but a clock
+    # would make the comparison depend on the machine's speed)
+    sol = registry.solve(chain, budget, "auto", time_limit=None if chain.length <= 3 else 20)
     assert sol.info["answered_by"]
     if chain.length <= 3:
         ref = registry.solve(chain, budget, "exhaustive-offload")

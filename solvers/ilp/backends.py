@@ -96,6 +96,18 @@ class _WarmHighs(pulp.HiGHS):
         super().__init__(**kw)
         self._start = start
 
+    def actualSolve(self, lp):
+        # PuLP's HiGHS asks for ``lp.variables()`` three times per solve (build, read, reset)
+        # and the start once more; each call walks every row and sorts every variable by name
+        # (a tenth of a small model's solve).  The model does not change during a solve, so
+        # the list is made once and answered for the solve's duration.
+        variables = lp.variables()
+        lp.variables = lambda: variables
+        try:
+            return super().actualSolve(lp)
+        finally:
+            del lp.variables
+
     def callSolver(self, lp):
         h = lp.solverModel
         if self._start:

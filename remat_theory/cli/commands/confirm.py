@@ -183,15 +183,16 @@ def _out_dir(given: str | None, device: str) -> Path:
 def run(args) -> int:
     if args.out_dir:
         check_output_dir(args.out_dir, "--out")
+    # the arguments are checked before torch is imported (seconds)
+    budgets = _fractions(args.budgets)
+    models = _names(args.models) if args.models else None
+    solver_names = _names(args.solvers) if args.solvers else None
     torch, device = torch_device(args.device, args.threads, "confirm")
     from remat_theory.torch import confirm as C
 
     clock = args.clock
     if clock == "auto":
         clock = "process" if device == "cpu" and torch.get_num_threads() == 1 else "wall"
-    budgets = _fractions(args.budgets)
-    models = _names(args.models) if args.models else None
-    solver_names = _names(args.solvers) if args.solvers else None
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     with stdout_to_stderr(args.json), deterministic_kernels(torch, args.deterministic):
         records = C.confirm(models, budgets, solver_names, device=device, scale=args.scale,

@@ -11,7 +11,7 @@
 # Every step is timed by the timing thread's CPU clock and the wall clock (one torch thread);
 # each verdict uses the clock with less measured noise (see docs/torch.md).
 # REPEATS (9 interleaved rounds), INDUCTOR (the networks whose compiled families use inductor,
-# default "resnet": its C++ compilation takes 2-5 minutes per graph on a shared 2-core
+# default "resnet", INDUCTOR= for none: its C++ compilation takes 2-5 minutes per graph on a shared 2-core
 # machine, six graphs per network), BACKEND (the others': aot_eager_decomp_partition, the
 # same min-cut partitioner and memory budget as inductor with eager kernels), MAX_POINTS
 # (16 remat breakpoints), SCALE (small).
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-benchmarks/results}
 REPEATS=${REPEATS:-9}
 BACKEND=${BACKEND:-aot_eager_decomp_partition}
-INDUCTOR=${INDUCTOR:-resnet}
+INDUCTOR=${INDUCTOR-resnet}
 MAX_POINTS=${MAX_POINTS:-16}
 SCALE=${SCALE:-small}
 PY=${PYTHON:-python}
@@ -31,6 +31,6 @@ for n in "${nets[@]}"; do
   case " $INDUCTOR " in *" $n "*) backend=inductor ;; esac
   echo "== $n ($backend)"
   "$PY" -m remat_theory.cli frontier --network "$n" --scale "$SCALE" --threads 1 \
-    --repeats "$REPEATS" --backend "$backend" --compile-budgets 0,0.5,1 --compiled-points 3 \
+    --repeats "$REPEATS" --backend "$backend" --compile-budgets 0,0.5,1 --compiled-points 6 \
     --max-points "$MAX_POINTS" --out "$OUT"
 done

@@ -228,11 +228,15 @@ def test_every_method_on_a_tiny_transformers_network():
             assert p["grad_rel_diff"] < 1e-5, p["method"]  # compiled kernels round otherwise
         else:
             assert p["grads_equal"], p["method"]
-    # compiled remat runs nested schedules too (a checkpoint inside a checkpoint, over the
-    # torch.export capture whose stages hand masks on), each compiled point names its backend
+    # compiled remat runs single-level schedules over the torch.export capture (whose stages
+    # hand masks on), near its prediction (the chain of the stages compiled one by one; at
+    # this tiny scale the whole graph's temporaries differ by up to 6%): one graph cannot
+    # replay a nested one
     compiled = [p for p in fams["remat_compiled"] if p["status"] == "ok"]
-    assert any(p["detail"] == "nested schedule" for p in compiled), [
-        (p["method"], p["status"], p["detail"]) for p in fams["remat_compiled"]]
+    assert len(compiled) == 3 and all(p["detail"].startswith("single-level") for p in compiled)
+    for p in compiled:
+        assert p["peak"] <= 1.10 * p["predicted_peak"], (p["method"], p["peak"],
+                                                          p["predicted_peak"])
     assert all(p["backend"] == "aot_eager_decomp_partition"
                for p in compiled + fams["compile_budget"])
     # both clocks timed every point; the verdicts use the one with less noise
@@ -256,3 +260,124 @@ def test_the_round_to_round_spread_of_a_same_kernels_pair_is_noise():
     assert nz["plain_repeat"] == pytest.approx(1.0)
     assert nz["plain_repeat_half_iqr"] == pytest.approx(0.15)  # quartiles 0.85 and 1.15
     assert nz["tolerance"] == pytest.approx(0.15)
+
+
+def test_flat_levels_are_the_pareto_front_of_every_single_level_schedule_by_the_simulator():
+    """The compiled family's levels against an independent oracle: every checkpoint set's
+    schedule replayed by the simulator, the fastest at each peak kept."""
+    import itertools
+    import random
+
+    from remat_theory.model.simulator import simulate
+    from remat_theory.torch.frontier import flat_levels
+    from solvers._schedules import segments_schedule
+    rng = random.Random(7)
+    for _ in range(6):
+        L = rng.randint(1, 7)
+        x = [rng.randint(1, 50) for _ in range(L + 1)]
+        chain = Chain(x_size=x, tape_size=[x[i + 1] + rng.randint(0, 90) for i in range(L)],
+                      fwd_time=[rng.uniform(0.5, 3) for _ in range(L)],
+                      bwd_time=[rng.uniform(0.5, 3) for _ in range(L + 1)])
+        every = []
+        for r in range(L):
+            for cps in itertools.combinations(range(1, L), r):
+                sim = simulate(chain, segments_schedule(chain, list(cps)))
+                every.append((sim.peak_memory, sim.makespan))
+        front = flat_levels(chain)
+        for peak, t, cps in front:
+            sim = simulate(chain, segments_schedule(chain, list(cps)))
+            assert (sim.peak_memory, round(sim.makespan, 9)) == (peak, round(t, 9))
+        # no single-level schedule is better in both; each peak's fastest is on the front
+        for peak, t in every:
+            assert any(fp <= peak and ft <= t + 1e-9 for fp, ft, _ in front), (peak, t)
+        assert min(p for p, _ in every) == front[0][0]
+        assert [p for p, _, _ in front] == sorted({p for p, _, _ in front})
+
+
+def test_single_level_tree_runs_the_segment_checkpoint_schedule_op_for_op():
+    """The compiled family's nested form against the solvers' own segment schedule."""
+    import itertools
+
+    from remat_theory.torch.frontier import single_level_tree
+    from remat_theory.torch.nested import nested_schedule
+    from solvers._schedules import segments_schedule
+    for L in range(1, 8):
+        chain = Chain(x_size=[4] * (L + 1), tape_size=[5] * L, fwd_time=[1.0] * L,
+                      bwd_time=[1.0] * (L + 1))
+        for r in range(L):
+            for cps in itertools.combinations(range(1, L), r):
+                got = [o.token for o in nested_schedule(single_level_tree(cps, L), L)]
+                assert got == [o.token for o in segments_schedule(chain, list(cps))], cps
+    with pytest.raises(Exception, match="must lie in 1..3"):
+        single_level_tree([4], 4)
+
+
+def _mlp_workload(n=8, width=64, batch=64):
+    from torch import nn
+
+    from remat_theory.torch.frontier import Workload
+    torch.manual_seed(0)
+    stages = [nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+              for _ in range(n)]
+    model = nn.Sequential(*stages)
+    x = torch.randn(batch, width)
+    return Workload("mlp", model, lambda m: m(x), lambda y: y.square().mean(), x, stages)
+
+
+@pytest.mark.slow
+def test_compiled_remat_holds_no_more_than_its_prediction_where_nesting_would_not():
+    """The regression of compiled nested remat (GPT-2's lowest held 2.3 times its
+    prediction): one compiled graph recomputes each forward operation at most once in its
+    backward, so a nested schedule compiles as its outermost checkpoints alone.  The
+    compiled family now runs single-level schedules: at its lowest level the allocator's
+    peak is at most its prediction (+3%), where the DP's lowest (nested) schedule, compiled
+    the same way, holds what its outer checkpoints alone predict, far above its own."""
+    from remat_theory.torch.frontier import (_compiled_sweep, _remat_compiled, drop_in,
+                                             flat_drop_in, flat_levels)
+    from remat_theory.torch.nested import Checkpointed
+    from remat_theory.torch.profiler import profile
+    from remat_theory.torch.tracker import allocator_peak
+    w = _mlp_workload()
+    params = list(w.model.parameters())
+
+    def peak_of(m):
+        for p in params:
+            p.grad = None
+        return allocator_peak(m.step, torch.device("cpu"),
+                              persistent=lambda: [p.grad for p in params])
+    # aot_eager: the compiler's own recompute regions without the decomposed kernels'
+    # workspaces (aot_eager_decomp_partition's GELU backward holds ~4 more hidden-sized
+    # temporaries than eager's one kernel, in every family alike)
+    backend = "aot_eager"
+    [low] = _compiled_sweep(w, 1, backend, 1)
+    assert low.point.status == "ok", low.point.detail
+    assert peak_of(low) <= 1.03 * low.point.predicted_peak
+    # the cause, measured: the DP's lowest schedule nests; compiled, it holds what its
+    # outermost checkpoints alone (a single-level schedule) predict
+    chain = profile(w.stages, w.example_input, w.loss_fn, repeats=1)
+    pt = Point("nested", "remat_compiled")
+    low = remat_breakpoints(chain, w.stages, **drop_in_states(w.stages, w.example_input))[0]
+    ck = drop_in(w, low, "dp", chain, pt)
+    assert ck is not None, pt.detail
+    tree, outer = ck.plan.tree, []
+    assert any(isinstance(n, Checkpointed) and _holds_checkpoint(n.inner) for n in _top(tree))
+    for n in _top(tree):
+        if isinstance(n, Checkpointed):
+            outer += [n.s, n.k]
+    outer = sorted({c for c in outer if 0 < c < chain.length})
+    nested = _remat_compiled(w, tree, ck.stages_list, pt, backend, 99)
+    got = peak_of(nested)
+    assert got > 1.5 * ck.plan.predicted_peak
+    assert got == pytest.approx(flat_drop_in(chain, w.stages, outer)[1], rel=0.05)
+    assert flat_levels(chain)[0][0] < got
+
+
+def _top(tree):
+    while hasattr(tree, "rest"):  # the segment's top level, up to its End
+        yield tree
+        tree = tree.rest
+
+
+def _holds_checkpoint(node):
+    from remat_theory.torch.nested import Checkpointed
+    return any(isinstance(n, Checkpointed) for n in _top(node))

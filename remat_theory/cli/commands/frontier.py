@@ -91,7 +91,9 @@ def add_arguments(p) -> None:
                    dest="compile_budgets",
                    help="torch._functorch activation_memory_budget values under torch.compile")
     p.add_argument("--compiled-points", type=int, default=4, dest="compiled_points",
-                   help="how many remat budgets also run as one compiled graph (0: none)")
+                   help="how many single-level remat schedules (levels of the compiled "
+                        "stages' chain, lowest to store-all) run as one compiled graph "
+                        "(0: none)")
     p.add_argument("--backend", default="inductor",
                    help="torch.compile backend of compile_budget and remat_compiled (inductor; "
                         "aot_eager_decomp_partition runs the same partitioner with eager "

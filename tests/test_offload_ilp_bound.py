@@ -213,3 +213,25 @@ def test_a_zero_time_forward_gives_no_bound_over_all_schedules():
         assert "no lower bound over them" in sol.message
         if sol.status == "optimal":
             assert sol.optimal_for == f"all+offload<={n}" and sol.bound == sol.makespan
+
+
+def test_verify_checks_a_bound_over_the_class_it_names():
+    """``remat verify`` checks a bound against the class of ``info["bound_over"]``: an
+    optimum over schedules of at most N ops whose bound claims all schedules is refuted by
+    a shorter schedule of more ops, and not by one of a class the bound does not cover."""
+    from remat_theory.analysis.verify import _check_instance
+
+    def rec(solver, status, makespan, bound, optimal_for, schedule_class, bound_over=None):
+        return {"solver": solver, "exact": True, "status": status, "makespan": makespan,
+                "peak_memory": 1, "bound": bound, "optimal_for": optimal_for,
+                "min_budget": None, "wall_time": 0.0, "error": None,
+                "schedule_class": schedule_class, "message": "", "bound_over": bound_over}
+
+    ilp = rec("ilp-offload", "optimal", 12.0, 10.0, "all+offload<=6", "all+offload<=6",
+              "all+offload")
+    long_ = rec("exhaustive-offload", "optimal", 9.0, 9.0, "all+offload", "all+offload")
+    found = _check_instance("c", 10, [ilp, long_])
+    assert [v["relation"] for v in found] == ["no schedule beats a proven lower bound of its class"]
+    assert "every all+offload schedule takes >= 10" in found[0]["detail"]
+    ok = rec("exhaustive-offload", "optimal", 10.0, 10.0, "all+offload", "all+offload")
+    assert _check_instance("c", 10, [ilp, ok]) == []

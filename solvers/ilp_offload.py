@@ -34,6 +34,12 @@ answer certifies itself.  ``proven=True`` picks N =
 length_bound(incumbent's makespan) so that it does.  Two valid cuts of the same lemma
 (each stream runs its ops one after another within the makespan: the compute ops' times
 add up to at most Z, and so do the copies') tighten the relaxation.
+
+Short of that (O.15): every schedule of more than N ops takes at least
+:func:`longer_schedule_bound` (N), the least makespan whose length bound exceeds N, so
+``Solution.bound`` is a lower bound over ALL schedules (``info["bound_over"]`` says which
+class it covers): the minimum of that and the optimum (or, at a time limit, the dual
+bound) over the schedules of at most N ops.
 """
 from __future__ import annotations
 

@@ -34,10 +34,17 @@ answer certifies itself.  ``proven=True`` picks N =
 length_bound(incumbent's makespan) so that it does.  Two valid cuts of the same lemma
 (each stream runs its ops one after another within the makespan: the compute ops' times
 add up to at most Z, and so do the copies') tighten the relaxation.
+
+Short of that (O.15): every schedule of more than N ops takes at least
+:func:`longer_schedule_bound` (N), the least makespan whose length bound exceeds N, so
+``Solution.bound`` is a lower bound over ALL schedules (``info["bound_over"]`` says which
+class it covers): the minimum of that and the optimum (or, at a time limit, the dual
+bound) over the schedules of at most N ops.
 """
 from __future__ import annotations
 
 import math
+import struct
 import time
 
 from remat_theory.model import classes
@@ -184,7 +191,8 @@ _FLOAT_SLACK = 1e-9
 def length_bound(chain: Chain, makespan: float) -> int | None:
     """O.14: an upper bound on the number of ops of every valid schedule (no Drop) of
     makespan at most ``makespan``; None when some forward takes no time (nothing then
-    bounds how often it runs) or the makespan is infinite.
+    bounds how often it runs) or the makespan is infinite; 0 below the ideal makespan
+    (``sum(bwd) + sum(fall)``, up to the float slack), where no valid schedule ends.
 
     Compute ops run one after another within the makespan: the L+1 backwards run once
     each; every stage runs ``Fall`` at least once (the first tape ``t_{i+1}`` comes from
@@ -204,8 +212,8 @@ def length_bound(chain: Chain, makespan: float) -> int | None:
         return None
     v = makespan * (1 + _FLOAT_SLACK)
     spare = v - sum(chain.bwd_time) - sum(chain.fall_time)
-    if spare < 0:  # no valid schedule is that short: only the compulsory ops fit
-        spare = 0.0
+    if spare < 0:  # no valid schedule is that short (its compulsory ops alone take
+        return 0  # longer): every one of them, none, has at most 0 ops
     n_c = (L + 1) + L + math.floor(spare / fwd)
     copies = []
     if chain.bandwidth is not None:
@@ -216,6 +224,46 @@ def length_bound(chain: Chain, makespan: float) -> int | None:
     if timed:  # the copies of no time by the count, the others by the channel's time
         n_t = min(n_t, 3 * (len(copies) - len(timed)) * n_c + math.floor(v / min(timed)))
     return n_c + n_t
+
+
+def _bits(x: float) -> int:
+    """The IEEE-754 bit pattern of a float >= 0: it orders such floats as integers."""
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+def _from_bits(b: int) -> float:
+    return struct.unpack("<d", struct.pack("<q", b))[0]
+
+
+def longer_schedule_bound(chain: Chain, n: int) -> float | None:
+    """O.15: a lower bound on the makespan of every valid schedule (no Drop) of MORE than
+    ``n`` ops: the least float ``V >= 0`` with ``length_bound(V) > n`` (0.0 when even the
+    shortest makespan allows more than ``n`` ops); None when some forward takes no time
+    (no length bound exists, so nothing bounds the longer schedules).
+
+    A schedule of more than ``n`` ops and referee makespan ``m`` has ``length_bound(m) >=``
+    its length ``> n`` (O.14), and ``length_bound`` is non-decreasing in the float ``m``
+    (each step of it is monotone under rounding), so ``m`` is not below the least float
+    where ``length_bound`` exceeds ``n``.  Found exactly: doubling for a float above it,
+    then bisection over the bit patterns of the floats between (at most 64 halvings)."""
+    if n < 0:
+        raise ValueError(f"n = {n}: a number of ops is at least 0")
+    first = length_bound(chain, 0.0)
+    if first is None:
+        return None
+    if first > n:
+        return 0.0
+    hi = max(1.0, chain.ideal_makespan())
+    while length_bound(chain, hi) <= n:  # ℓ grows at least like V / f: this ends
+        hi *= 2.0
+    lo_b, hi_b = _bits(0.0), _bits(hi)  # ℓ(lo) <= n < ℓ(hi)
+    while hi_b - lo_b > 1:
+        mid = (lo_b + hi_b) // 2
+        if length_bound(chain, _from_bits(mid)) <= n:
+            lo_b = mid
+        else:
+            hi_b = mid
+    return _from_bits(hi_b)
 
 
 class Model:
@@ -420,20 +468,48 @@ DEFAULT_MAX_PROVEN_OPS = 16
 
 
 def _certify(chain: Chain, N: int, value: float | None) -> tuple:
-    """(class, length bound, why not all): the class an answer of the N-position model at
-    the makespan ``value`` is about: ``all+offload`` when every schedule at least as good
-    has at most N ops (O.14), else ``all+offload<=N`` and the reason."""
+    """(class, length bound, longer bound, why not all): the class an answer of the
+    N-position model at the makespan ``value`` is optimal for.  ``all+offload`` when no
+    schedule of more than N ops is shorter than ``value``: every such schedule takes at
+    least ``longer`` = :func:`longer_schedule_bound` (N) (O.15), so ``value <= longer``
+    suffices (it holds whenever ``length_bound(value) <= N``, O.14).  Else
+    ``all+offload<=N`` and the reason."""
     lb = None if value is None else length_bound(chain, value)
-    if lb is not None and lb <= N:
-        return classes.OFFLOAD_KEY, lb, ""
-    if lb is None:
+    longer = longer_schedule_bound(chain, N)
+    if value is not None and longer is not None and value <= longer:
+        return classes.OFFLOAD_KEY, lb, longer, ""
+    if longer is None:
         why = ("a forward of this chain takes no time: no length bound, so not proven "
-               "over longer schedules" if value is not None else "no makespan known")
+               "over longer schedules and no lower bound over them")
+    elif lb is None:
+        why = "no makespan known"
     else:
         why = (f"a better schedule would have at most {lb} ops (O.14), more than the "
                f"{N} positions: not proven over longer schedules (proven=true or "
-               f"max_ops >= {lb} proves it)")
-    return class_key(N), lb, why
+               f"max_ops >= {lb} proves it); every schedule of more than {N} ops takes "
+               f"at least {longer:.10g} (O.15)")
+    return class_key(N), lb, longer, why
+
+
+def _bound_info(chain: Chain, extra: dict, N: int, within: float | None) -> tuple:
+    """(bound, class it is over) from a lower bound ``within`` the schedules of at most N
+    ops (None: none known) and O.15: every schedule of more than N ops takes at least
+    ``longer`` = :func:`longer_schedule_bound` (N), every schedule at all at least
+    ``longer_schedule_bound(0)`` (the ideal makespan up to the float slack), so
+    ``max(that, min(within, longer))`` bounds every schedule.  Records the parts and the
+    class in ``extra``; without a length bound (a zero-time forward) only ``within``,
+    over ``all+offload<=N``."""
+    longer = longer_schedule_bound(chain, N)
+    extra["bound_at_most_n"] = within
+    extra["longer_bound"] = longer
+    if longer is not None:
+        every = longer_schedule_bound(chain, 0)
+        bound = max(every, longer if within is None else min(within, longer))
+        over = classes.OFFLOAD_KEY
+    else:
+        bound, over = within, class_key(N)
+    extra["bound_over"] = over
+    return bound, over
 
 
 @register(NAME, optimal_for=classes.OFFLOAD_OPS_FAMILY, exact=True,
@@ -517,18 +593,19 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
     if status == st.kOptimal:
         schedule = model.schedule()
         sim = simulate(chain, schedule)
-        cls, lb, why = _certify(chain, N, sim.makespan)
+        cls, lb, longer, why = _certify(chain, N, sim.makespan)
         extra["length_bound"] = lb
-        msg = (f"optimal over all schedules: a better one would have at most {lb} ops "
-               f"(O.14), within the {N} positions" if not why else
+        bound, _ = _bound_info(chain, extra, N, sim.makespan)
+        msg = (f"optimal over all schedules: every schedule of more than {N} ops takes at "
+               f"least {longer:.10g} (O.15), no less than this one" if not why else
                f"optimal among schedules of at most {N} operations; {why}")
         return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
-                                optimal_for=cls, info=extra, message=msg)
+                                optimal_for=cls, bound=bound, info=extra, message=msg)
     if status == st.kInfeasible:
         if inc is not None:  # the incumbent is a solution: the model is wrong
             raise SolverError(f"{NAME}: the model is infeasible but {inc[0]} fits")
         return _infeasible_or_unbounded(chain, budget, N, extra)
-    bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
+    within = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
     schedule = makespan = peak = None
     if info.primal_solution_status == 2:  # feasible
         schedule = model.schedule()
@@ -537,15 +614,13 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
     elif inc is not None:
         schedule, makespan = inc
         peak = simulate(chain, schedule).peak_memory
-    # the dual bound is over all schedules when every schedule at least as good as the
-    # incumbent (a real makespan: ub) fits in the N positions
-    cls = class_key(N)
-    if inc is not None and _certify(chain, N, ub)[0] == classes.OFFLOAD_KEY:
-        cls = classes.OFFLOAD_KEY
+    # the dual bound covers the schedules of at most N ops (the MILP's feasible set: the
+    # incumbent caps Z, and an optimum is at most it); O.15 bounds the longer ones
+    bound, cls = _bound_info(chain, extra, N, within)
     return Solution.time_limit(NAME, budget, schedule=schedule, makespan=makespan,
                                peak_memory=peak, bound=bound, optimal_for=cls, info=extra,
-                               message=f"time limit reached: not proven optimal over "
-                                       f"{cls}; lower bound {bound}")
+                               message=f"time limit reached: not proven optimal; lower "
+                                       f"bound {bound} over {cls}")
 
 
 def _infeasible_or_unbounded(chain: Chain, budget: int, N: int | None,
@@ -567,10 +642,18 @@ def _infeasible_or_unbounded(chain: Chain, budget: int, N: int | None,
             f"{NAME}: proven found no incumbent to bound the length (dp-offload and "
             f"store-all do not fit in {budget}, though a schedule fits from {mfb}); "
             f"give max_ops", solver=NAME)
+    # every schedule that fits has more than N ops: O.15 bounds its makespan
+    longer = bound = longer_schedule_bound(chain, N)
+    extra.update(bound_at_most_n=None, longer_bound=longer,  # none of at most N ops fits
+                 bound_over=classes.OFFLOAD_KEY if longer is not None else class_key(N))
     return Solution.infeasible(NAME, budget, optimal_for=class_key(N), info=extra,
+                               bound=bound,
                                message=f"no schedule of at most {N} operations fits in "
                                        f"{budget} (a longer one does: the smallest feasible "
-                                       f"budget is {mfb})")
+                                       f"budget is {mfb})" + (
+                                           "" if longer is None else
+                                           f"; every schedule that fits takes at least "
+                                           f"{longer:.10g} (O.15)"))
 
 
 def _loose_upper_bound(chain: Chain, N: int) -> float:

@@ -194,7 +194,11 @@ def run(args) -> int:
         if sol.schedule is not None:
             print(f"makespan {sol.makespan:.6g}, peak memory {sol.peak_memory} (budget {sol.budget})")
             if sol.bound is not None:
-                print(f"lower bound {sol.bound:.6g} (optimal for: {sol.optimal_for})")
+                over = (sol.info or {}).get("bound_over", sol.optimal_for)
+                print(f"lower bound {sol.bound:.6g} (optimal for: {sol.optimal_for})"
+                      if over == sol.optimal_for else
+                      f"lower bound {sol.bound:.6g} over {over} (optimal for: "
+                      f"{sol.optimal_for})")
             print(f"schedule: {sol.schedule}")
         print(f"solve time {sol.wall_time:.3g} s")
     if sol.status == INFEASIBLE:

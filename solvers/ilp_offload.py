@@ -273,6 +273,8 @@ class Model:
     def __init__(self, chain: Chain, budget: int, N: int, ub: float):
         import highspy
 
+        from solvers._highs import silence_highs_banner
+        silence_highs_banner()  # before the first Highs() of the process: stdout stays JSON
         self.chain, self.N = chain, N
         L = chain.length
         self.ops = ops = op_table(chain)

@@ -477,3 +477,21 @@ def test_simulate_table_lists_long_held_sets_compactly(tmp_path, capsys):
     chain.save(p)
     code, out, err = run(capsys, "simulate", str(p), "--schedule", str(sched))
     assert code == 0 and max(len(line) for line in out.splitlines()) < 200
+
+
+@pytest.mark.parametrize("solver", ["ilp", "ilp-offload"])
+def test_json_on_stdout_stays_json_when_highs_starts(tmp_path, solver):
+    """HiGHS prints a banner on the C-level stdout at its first solver object in a process;
+    every solver that makes one silences it first, so ``--json`` output parses (in a fresh
+    process: the banner comes once per process)."""
+    chain = tmp_path / "c.json"
+    fields = {"format": "remat-chain/1", "name": "t2", "fwd_time": [1, 1],
+              "bwd_time": [2, 2, 1], "x_size": [4, 4, 4], "tape_size": [6, 6]}
+    if solver == "ilp-offload":
+        fields["bandwidth"] = 4.0
+    chain.write_text(json.dumps(fields))
+    r = subprocess.run([sys.executable, "-m", "remat_theory.cli", "solve", str(chain),
+                        "--solver", solver, "--budget", "30", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "optimal"

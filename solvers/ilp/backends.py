@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 import tempfile
 import time
 import warnings
@@ -25,6 +24,8 @@ import numpy as np
 import pulp
 
 from remat_theory.model.errors import SolverError
+
+from solvers._highs import silence_highs_banner  # noqa: F401  (bench_ilp calls it here)
 
 SOLVERS = ("highs", "cbc")
 
@@ -139,29 +140,6 @@ def _objective_at_point(prob) -> float | None:
             continue
         total += coef * var.varValue
     return total
-
-
-_BANNER_DONE = False
-
-
-def silence_highs_banner() -> None:
-    """HiGHS prints a two-line banner on the C stdout the first time a solver object is made
-    in a process, before any option can turn output off; it would corrupt
-    a JSON document printed on stdout.  Make that first object with file descriptor 1 pointed at
-    /dev/null."""
-    global _BANNER_DONE
-    if _BANNER_DONE:
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    _BANNER_DONE = True
 
 
 _HIGHS_FAILED = (highspy.HighsModelStatus.kNotset, highspy.HighsModelStatus.kLoadError,

@@ -575,20 +575,18 @@ class CheckpointedSequential(nn.Module):
             if chain is None or len(draws_random) != chain.length:
                 raise RematError("draws_random (one bool per stage) goes with chain=")
             self._draws[input_key(example_input)] = tuple(bool(v) for v in draws_random)
-        # per input key: bytes B_0 holds less when the input needs no gradient (profiled)
+        # per input key, profiled: bytes B_0 holds less when the input needs no gradient,
+        # and what the loss tensor and its seed hold from the loss on
         self._input_grad: dict = {}
-        if input_grad_bytes is not None:
-            if chain is None or example_input is None:
-                raise RematError("input_grad_bytes (ProfileResult.input_grad_bytes) goes with "
-                                 "chain= and example_input=")
-            self._input_grad[input_key(example_input)] = int(input_grad_bytes)
-        # per input key: what the loss tensor and its seed hold from the loss on (profiled)
         self._loss_bytes: dict = {}
-        if loss_bytes is not None:
+        for name, value, table in (("input_grad_bytes", input_grad_bytes, self._input_grad),
+                                   ("loss_bytes", loss_bytes, self._loss_bytes)):
+            if value is None:
+                continue
             if chain is None or example_input is None:
-                raise RematError("loss_bytes (ProfileResult.loss_bytes) goes with chain= and "
-                                 "example_input=")
-            self._loss_bytes[input_key(example_input)] = int(loss_bytes)
+                raise RematError(f"{name} (ProfileResult.{name}) goes with chain= and "
+                                 f"example_input=")
+            table[input_key(example_input)] = int(value)
         self.shared_gradient_reserve = 2 * shared_parameter_bytes(stages)
         self._first_key = None
         if chain is not None and chain.length != len(stages):

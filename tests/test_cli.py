@@ -495,3 +495,28 @@ def test_json_on_stdout_stays_json_when_highs_starts(tmp_path, solver):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "optimal"
+
+
+def test_an_infeasible_line_names_the_class_it_is_about(tmp_path, capsys):
+    """"Infeasible for solver X" is a claim about X's class: the line names it, so that
+    ilp-offload searching schedules of at most 5 ops does not read as "no schedule fits"
+    (one of 6 ops does here), and a smallest budget over more schedules than the class is
+    not given as the class's own."""
+    from remat_theory.cli.commands.solve import infeasible_line
+    from remat_theory.model.solution import Solution
+
+    chain = tmp_path / "c.json"
+    chain.write_text(json.dumps({"format": "remat-chain/1", "name": "t2", "fwd_time": [1, 1],
+                                 "bwd_time": [2, 2, 1], "x_size": [4, 4, 4],
+                                 "tape_size": [6, 6], "bandwidth": 4.0}))
+    code, out, err = run(capsys, "solve", str(chain), "--solver", "ilp-offload",
+                         "--budget", "22", "-o", "max_ops=5")
+    assert code == 2 and "over its class all+offload<=5" in err, err
+    code, out, err = run(capsys, "solve", str(chain), "--solver", "ilp-offload",
+                         "--budget", "22", "-o", "max_ops=10")
+    assert code == 0, err
+    line = infeasible_line(Solution.infeasible("x", 22, optimal_for="persistent",
+                                               min_budget=20), 22, None)
+    assert "over its class persistent" in line and "outside that class fits" in line, line
+    line = infeasible_line(Solution.infeasible("x", 18, min_budget=20), 18, None)
+    assert line.endswith("the smallest feasible budget for it is 20") and "class" not in line

@@ -89,6 +89,8 @@ def infeasible_line(sol, budget: int, slots: int | None) -> str:
     solver counted memory in slots and the budget is feasible in exact memory, that the
     rounding to slots is the cause."""
     line = f"remat: error: budget {budget} is infeasible for solver {sol.solver}"
+    if sol.optimal_for not in (None, "none"):  # what the answer is about: its class
+        line += f" (over its class {sol.optimal_for})"
     exact_min = sol.min_budget
     if slots is not None and sol.info.get("memory") == "slots":
         unit = sol.info.get("slot_size")
@@ -101,6 +103,11 @@ def infeasible_line(sol, budget: int, slots: int | None) -> str:
         return f"{line} ({rounding})" + (
             f"; the smallest feasible budget in exact memory is {exact_min}"
             if exact_min is not None else "")
+    if exact_min is not None and budget >= exact_min:
+        # the smallest budget is over more schedules than the solver's answer (ilp-offload
+        # with a small max_ops: only schedules of at most N ops were searched)
+        return (f"{line}, but a schedule outside that class fits (the smallest feasible "
+                f"budget is {exact_min}, which this budget meets)")
     if exact_min is not None:
         line += f"; the smallest feasible budget for it is {exact_min}"
     return line

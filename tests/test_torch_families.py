@@ -265,3 +265,9 @@ def test_the_stages_make_no_stand_in_per_step_and_a_written_stand_in_is_remade()
     a.add_(1)  # a forward that writes into a stand-in
     b = seams._standin(spec, False, cache)
     assert b is not a and not b.any() and b.shape == (1, 1)
+    pair = seams._spec((torch.ones(1, 1), None, torch.ones(2, 3)))
+    c = seams._standin(pair, False, cache)
+    assert seams._standin(pair, False, cache) is c
+    c[0].mul_(2)  # a write to one element of a kept tuple: the tuple is made again
+    d = seams._standin(pair, False, cache)
+    assert d is not c and d[0] is not c[0] and d[1] is None and d[2].shape == (2, 3)

@@ -228,7 +228,9 @@ def _standin(spec, dense: bool, cache: dict | None = None):
     to the shape (no memory).  With ``cache`` (spec leaf -> (view, version)), the expanded
     zero is made once and reused while nothing wrote to it or marked it as needing a
     gradient: a stand-in costs no aten call per step (a fresh one costs five: zeros, empty,
-    zero_, expand, as_strided), and the values it yields are the same zeros."""
+    zero_, expand, as_strided), and the values it yields are the same zeros.  A stand-in
+    that is one tensor or a tuple (nothing a forward can add to) is kept whole (key
+    ``("tree", id(spec))``), so a step walks no pytree for it."""
     def one(v):
         if isinstance(v, tuple) and len(v) == 4 and v[0] == "__tensor__":
             _, shape, dtype, device = v
@@ -248,6 +250,17 @@ def _standin(spec, dense: bool, cache: dict | None = None):
             cache[v] = (t, t._version)
             return t
         return v
+    if cache is not None and not dense:  # the whole value, where it is a tensor or a tuple
+        hit = cache.get(("tree", id(spec)))
+        if hit is not None and hit[0] is spec and all(
+                t._version == ver and not t.requires_grad for t, ver in hit[2]):
+            return hit[1]
+        value = pytree.tree_map(one, spec, is_leaf=_is_spec)
+        if _is_spec(spec) or (type(spec) is tuple and all(  # nothing a forward can mutate
+                _is_spec(v) or v is None or isinstance(v, (bool, int, float, str)) for v in spec)):
+            leaves = [value] if _is_spec(spec) else [t for t in value if isinstance(t, torch.Tensor)]
+            cache[("tree", id(spec))] = (spec, value, [(t, t._version) for t in leaves])
+        return value
     return pytree.tree_map(one, spec, is_leaf=_is_spec)
 
 
@@ -365,7 +378,7 @@ class _Runner:
             for m, fn in patches:
                 if "forward" in m.__dict__:
                     raise RuntimeError(f"module {type(m).__name__} is already patched")
-                m.forward = fn
+                m.__dict__["forward"] = fn  # what nn.Module.__setattr__ does for a function
                 done.append(m)
             yield done
         finally:

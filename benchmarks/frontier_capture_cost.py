@@ -72,6 +72,8 @@ def run(name: str, rounds: int, scale: str) -> str:
     fwd = _quartiles([a / b for a, b in zip(times["stages_fwd"], times["plain_fwd"])])
     calls = {}
     for k in ("plain", "stages"):
+        for p in params:  # both from no gradient: no accumulation add_ in one count only
+            p.grad = None
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             fns[k]()
         calls[k] = collections.Counter({e.key: e.count for e in prof.key_averages()

@@ -223,14 +223,44 @@ def _spec(value):
     return pytree.tree_map(one, value)
 
 
-def _standin(spec, dense: bool):
+def _standin(spec, dense: bool, cache: dict | None = None):
+    """The stand-in value of ``spec``: full-size zeros (``dense``), else one zero expanded
+    to the shape (no memory).  With ``cache`` (spec leaf -> (view, version)), the expanded
+    zero is made once and reused while nothing wrote to it or marked it as needing a
+    gradient: a stand-in costs no aten call per step (a fresh one costs five: zeros, empty,
+    zero_, expand, as_strided), and the values it yields are the same zeros.  A stand-in
+    that is one tensor or a tuple (nothing a forward can add to) is kept whole (key
+    ``("tree", id(spec))``), so a step walks no pytree for it."""
     def one(v):
         if isinstance(v, tuple) and len(v) == 4 and v[0] == "__tensor__":
             _, shape, dtype, device = v
             if dense:
                 return torch.zeros(shape, dtype=dtype, device=device)
-            return torch.zeros((), dtype=dtype, device=device).expand(shape)
+            if cache is not None:
+                hit = cache.get(v)
+                if hit is not None and hit[0]._version == hit[1] and not hit[0].requires_grad:
+                    return hit[0]
+            if cache is None:
+                return torch.zeros((), dtype=dtype, device=device).expand(shape)
+            base = cache.get(("zero", dtype, device))  # one zero scalar per dtype and device
+            if base is None or base._version != 0 or base.requires_grad:
+                base = cache[("zero", dtype, device)] = torch.zeros((), dtype=dtype, device=device)
+            with torch.no_grad():
+                t = base.expand(shape)
+            cache[v] = (t, t._version)
+            return t
         return v
+    if cache is not None and not dense:  # the whole value, where it is a tensor or a tuple
+        hit = cache.get(("tree", id(spec)))
+        if hit is not None and hit[0] is spec and all(
+                t._version == ver and not t.requires_grad for t, ver in hit[2]):
+            return hit[1]
+        value = pytree.tree_map(one, spec, is_leaf=_is_spec)
+        if _is_spec(spec) or (type(spec) is tuple and all(  # nothing a forward can mutate
+                _is_spec(v) or v is None or isinstance(v, (bool, int, float, str)) for v in spec)):
+            leaves = [value] if _is_spec(spec) else [t for t in value if isinstance(t, torch.Tensor)]
+            cache[("tree", id(spec))] = (spec, value, [(t, t._version) for t in leaves])
+        return value
     return pytree.tree_map(one, spec, is_leaf=_is_spec)
 
 
@@ -287,6 +317,21 @@ class _Runner:
         self.fixed: dict = {}  # name -> tensor; set by the chain (its fixed inputs)
         self.ctx: dict = {}  # "x0": input; k: (args, kwargs) of seam k
         self.shape = None  # (shape, dtype) of the example x_0
+        self.standins: dict = {}  # spec leaf -> (expanded zero, its version): made once
+        self._fill_standins()
+
+    def _fill_standins(self):
+        """Make every stand-in the stages return now, at capture (or after a move), so that
+        no step allocates one (a zero scalar per stand-in, held with the chain)."""
+        self.standins = {}
+        if self.dense:
+            return
+        for s in self.seams:
+            _standin(s.out_spec, False, self.standins)
+        for lst in self.stubs.values():
+            for _, spec in lst:
+                for one in spec:
+                    _standin(one, False, self.standins)
 
     # inputs --------------------------------------------------------------
     def inputs(self, x0):
@@ -322,6 +367,7 @@ class _Runner:
         for s in self.seams:
             s.out_spec = spec(s.out_spec)
         self.stubs = {k: [(m, spec(v)) for m, v in lst] for k, lst in self.stubs.items()}
+        self._fill_standins()
 
     # patching ------------------------------------------------------------
     @contextlib.contextmanager
@@ -332,7 +378,7 @@ class _Runner:
             for m, fn in patches:
                 if "forward" in m.__dict__:
                     raise RuntimeError(f"module {type(m).__name__} is already patched")
-                m.forward = fn
+                m.__dict__["forward"] = fn  # what nn.Module.__setattr__ does for a function
                 done.append(m)
             yield done
         finally:
@@ -341,12 +387,12 @@ class _Runner:
 
     def _stub(self, specs):
         """A forward returning the stand-ins of the module's calls, one after the other."""
-        dense, calls = self.dense, [0]
+        dense, calls, cache = self.dense, [0], self.standins
 
         def fn(*a, **kw):
             k = min(calls[0], len(specs) - 1)
             calls[0] += 1
-            return _standin(specs[k], dense)
+            return _standin(specs[k], dense, cache)
         return fn
 
     # stages --------------------------------------------------------------
@@ -377,7 +423,7 @@ class _Runner:
                     torch._C._set_grad_enabled(False)
                 if k == n - 1:
                     raise _Stop(None)
-                return _standin(seam.out_spec, self.dense)
+                return _standin(seam.out_spec, self.dense, self.standins)
             return fn
 
         grad = torch.is_grad_enabled()
@@ -435,7 +481,7 @@ class _Runner:
 
             def entry(*a, **kw):
                 enter()
-                return _with_leaf(_standin(seam.out_spec, self.dense), seam.out_leaf, x)
+                return _with_leaf(_standin(seam.out_spec, self.dense, self.standins), seam.out_leaf, x)
         patches.append((seam.module, entry))
         if k + 1 < n:
             nxt = self.seams[k + 1]

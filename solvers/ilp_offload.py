@@ -345,24 +345,21 @@ class Model:
                     h.addConstr(z + pb[i] <= 1)
                     h.addConstr(z >= up[k] - pd[v] - pb[i])
                     made[v].append(z)
+            def frame(now, before, sets, clears):
+                # a flag is set by any of sets, cleared by any of clears, else kept
+                for s_ in sets:
+                    h.addConstr(now >= s_)
+                for c_ in clears:
+                    h.addConstr(now + c_ <= 1)
+                h.addConstr(now <= before + sum(sets))
+                h.addConstr(now >= before - sum(clears))
+
             # frame: device, host, leaving
             for v in V:
-                sets = [up[k] for k, o in enumerate(ops) if v in o.sets] + made[v]
-                clears = [up[k] for k, o in enumerate(ops) if v in o.clears]
-                for s_ in sets:
-                    h.addConstr(d[v] >= s_)
-                for c_ in clears:
-                    h.addConstr(d[v] + c_ <= 1)
-                h.addConstr(d[v] <= pd[v] + sum(sets))
-                h.addConstr(d[v] >= pd[v] - sum(clears))
-                hset = [up[k] for k, o in enumerate(ops) if v in o.hset]
-                hclr = [up[k] for k, o in enumerate(ops) if v in o.hclear] + made[v]
-                for s_ in hset:
-                    h.addConstr(hs[v] >= s_)
-                for c_ in hclr:
-                    h.addConstr(hs[v] + c_ <= 1)
-                h.addConstr(hs[v] <= ph[v] + sum(hset))
-                h.addConstr(hs[v] >= ph[v] - sum(hclr))
+                frame(d[v], pd[v], [up[k] for k, o in enumerate(ops) if v in o.sets] + made[v],
+                      [up[k] for k, o in enumerate(ops) if v in o.clears])
+                frame(hs[v], ph[v], [up[k] for k, o in enumerate(ops) if v in o.hset],
+                      [up[k] for k, o in enumerate(ops) if v in o.hclear] + made[v])
                 offv = [up[k] for k, o in enumerate(ops) if o.off == v]
                 h.addConstr(lv[v] >= pl[v] - comp)
                 h.addConstr(lv[v] <= pl[v] + sum(offv))

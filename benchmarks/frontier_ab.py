@@ -16,6 +16,7 @@ Writes benchmarks/results/frontier_ab_<network>[_<baseline>].json."""
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
@@ -119,6 +120,30 @@ def main(argv) -> int:
         if ck is not None:
             methods.append(Method(pt, remat_method(w, ck)))
     params = [p for p in w.model.parameters() if p.requires_grad]
+    ops = {}
+    if args.baseline.startswith("hf_checkpointing"):
+        # the aten calls of one step of HF and of the drop-in on HF's own schedule
+        # (deterministic, unlike the times): what the drop-in runs that HF does not
+        for m in (hf, methods[3]):
+            ps = m.params or params
+            m.run()
+            for p in ps:
+                p.grad = None
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as pr:
+                m.run()
+            for p in ps:
+                p.grad = None
+            ops[m.point.method] = collections.Counter(
+                {e.key: e.count for e in pr.key_averages() if e.key.startswith("aten::")})
+        a, b = ops[hf.point.method], ops[methods[3].point.method]
+        more, fewer = b - a, a - b
+        print(f"aten calls per step: {hf.point.method} {sum(a.values())}, "
+              f"{methods[3].point.method} {sum(b.values())}; the drop-in's extra: "
+              + ", ".join(f"{k.removeprefix('aten::')} +{v}" for k, v in more.most_common(12))
+              + "; HF's extra: "
+              + ", ".join(f"{k.removeprefix('aten::')} +{v}" for k, v in fewer.most_common(12)))
+        ops = {"hf_calls": sum(a.values()), "same_schedule_calls": sum(b.values()),
+               "drop_in_extra": dict(more.most_common()), "hf_extra": dict(fewer.most_common())}
     # peaks first (one step each), then keep the remat points at no more than HF's memory
     measure(methods, params, torch.device("cpu"), repeats=1)
     hf_peak = hf.point.peak
@@ -151,7 +176,7 @@ def main(argv) -> int:
     out = {"network": args.network, "scale": args.scale, "rounds": args.rounds,
            "baseline": args.baseline,
            "threads": args.threads, "torch": torch.__version__, "rows": rows,
-           "every_peak": peaks,
+           "every_peak": peaks, "aten_calls": ops,
            "command": "python benchmarks/frontier_ab.py " + " ".join(argv)}
     RESULTS.mkdir(exist_ok=True)
     tag = "" if args.baseline == "hf_checkpointing:1" else "_" + args.baseline.replace(":", "")

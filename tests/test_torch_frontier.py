@@ -178,18 +178,25 @@ def test_the_runner_measures_every_point_of_a_hand_split_network():
     checkpoint_sequential; no HF (an nn.Sequential has none), no compiler."""
     torch.manual_seed(0)
     w = from_network(build("transformer", "test"))
-    from remat_theory.torch.profiler import profile
-    chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=1)
+    from remat_theory.torch.module import plain_loss_bytes
+    from remat_theory.torch.profiler import profile_details
+    prof = profile_details(list(w.stages), w.example_input, w.loss_fn, repeats=1)
+    chain = prof.chain
     store_all = chain.store_all_memory()
     # the drop-in's smallest feasible budget (its checkpoints' random-generator states
-    # counted: this transformer draws, dropout)
-    low = remat_breakpoints(chain, w.stages, **drop_in_states(w.stages, w.example_input))[0]
+    # counted: this transformer draws, dropout; the loss tensor as profiled)
+    low = remat_breakpoints(chain, w.stages, loss_bytes=prof.loss_bytes,
+                            **drop_in_states(w.stages, w.example_input))[0]
     assert low < store_all
-    rec = run_frontier(w, repeats=2, budgets=(1, low, store_all), segments=(2, 3),
+    # where the drop-in runs plain autograd: store-all and the loss tensor beyond a scalar
+    top = store_all + plain_loss_bytes(prof.loss_bytes)
+    rec = run_frontier(w, repeats=2, budgets=(1, low, top), segments=(2, 3),
                        compile_budgets=(), compiled_points=0, profile_repeats=1)
     by = {p["method"]: p for p in rec["points"]}
+    by["remat:1.0000"] = by[f"remat:{top / store_all:.4f}"]
     assert set(by) == {"plain", "plain:2", "hf_checkpointing", f"remat:{1 / store_all:.4f}",
                        f"remat:{low / store_all:.4f}", "remat:1.0000",
+                       f"remat:{top / store_all:.4f}",
                        "checkpoint_sequential:2", "checkpoint_sequential:3"}
     assert by["hf_checkpointing"]["status"] == "unsupported"
     assert by[f"remat:{1 / store_all:.4f}"]["status"] == "infeasible"

@@ -29,8 +29,13 @@ what the model does (the same kernels, the same masks, the same saved tensors).
      then the output, or the element of the output tuple, that the next seam receives);
      otherwise (code between two seams: Swin's patch merging) the stage *replays* the
      model's forward from the seam to the next one (below);
-   * the *suffix* replays the forward from the last seam's output to the model's output
-     (final norm, head).
+   * the *suffix* goes from the last seam's output to the model's output (final norm,
+     head): where the probe's record shows that the modules called after the last layer
+     are the whole computation (each reads, as its only tensor, the previous one's output
+     or a view of it, not written in place since, and the model's output is the last one's
+     output or a view of it; checked bit for bit on the example), it calls those modules
+     directly; otherwise it replays the forward (below), which runs the model's prelude
+     (masks, positions) again.
 
    A replay runs the model's forward with every module that ran entirely before the
    stage's entry point replaced by a stand-in that returns zeros of the recorded shape

@@ -989,5 +989,5 @@ def plot(records: list, path, title: str = "") -> None:
 
 __all__ = ["Point", "Method", "prepare", "plain_method", "hf_methods", "checkpoint_sequential_method",
            "drop_in", "remat_method", "measure", "noise", "dominance", "run_frontier", "format_table",
-           "plot", "remat_breakpoints", "drop_in_states", "FAMILIES", "BASELINES",
-           "DEFAULT_COMPILE_BUDGETS"]
+           "plot", "remat_breakpoints", "drop_in_states", "hf_schedule_tree", "hf_schedule_peaks",
+           "FAMILIES", "BASELINES", "DEFAULT_COMPILE_BUDGETS"]

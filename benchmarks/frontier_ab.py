@@ -6,13 +6,18 @@ shared machine; where it finds remat slower than HF at HF's memory, this asks wh
 is the noise: plain, plain again, HF (every layer) and remat at every DP breakpoint whose
 measured peak is at most HF's, ``--rounds`` interleaved rounds, per-round ratios to HF
 (median and quartiles), on both clocks the frontier times by (the timing thread's CPU time
-and the wall clock).  ``--baseline checkpoint_sequential:K`` compares with that instead, and
-adds two points that separate the causes: the drop-in running checkpoint_sequential's own
-schedule (solver ``periodic``, segments K: the executor's cost, same schedule), and the DP
-at the budget the chain predicts for that schedule (what the DP prefers at that memory by
-the chain's times).  Usage:
+and the wall clock).  Two points separate the causes: the drop-in running the baseline's own
+schedule (the executor's and the captured stages' cost, same schedule) and the DP at the
+budget of that schedule's level (what the DP prefers at that memory by the chain's times).
+``--baseline hf_checkpointing:K`` (``hf``: K = 1): HF's schedule on the chain is
+``hf_schedule_tree`` (each K-th layer's stage one checkpoint), its level ``hf_schedule_peaks``;
+it also counts the aten calls of one step of HF and of the drop-in on HF's schedule
+(deterministic, unlike the times).  ``--baseline checkpoint_sequential:K``: solver
+``periodic``, segments K, and the DP at the chain's predicted peak of that schedule.  Each row
+also gives its CPU time over plain's (median of per-round ratios).  Usage:
     python benchmarks/frontier_ab.py --network gpt2 [--rounds 21] [--threads 1]
-Writes benchmarks/results/frontier_ab_<network>[_<baseline>].json."""
+Writes benchmarks/results/frontier_ab_<network>[_<baseline>].json (no suffix for HF every
+layer)."""
 from __future__ import annotations
 
 import argparse

@@ -359,16 +359,37 @@ def hf_schedule_tree(stages, k: int) -> Segment | None:
     ``layer_index % every_n_layers == 0``) is one checkpointed segment replayed once, every
     other stage (the prefix, the other layers, the suffix) is kept.  A layer's stage that
     also runs other code (``first``: the prefix and layer 0; ``replay``: a layer and the glue
-    to the next) is checkpointed whole.  None where the stages are not a seam capture."""
+    to the next) is checkpointed whole.  A layer's index is the one transformers gives it
+    (its place among the model's ``GradientCheckpointingLayer`` modules, in ``modules()``
+    order).  None where the stages are not a seam capture, where a seam is not such a layer,
+    or where such layers nest (Swin's stages hold its blocks: HF's schedule is then nested,
+    not one checkpoint per seam)."""
     L = len(stages)
     kinds = [getattr(s, "kind", None) for s in stages]
     if L == 0 or any(kd not in ("prefix", "layer", "first", "replay", "suffix") for kd in kinds):
         return None
     if k < 1:
         raise RematError(f"every_n_layers = {k!r} must be >= 1")
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:  # pragma: no cover - older transformers
+        return None
+    runner = stages[0].runner
+    layers = [m for m in runner.model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if any(isinstance(sub, GradientCheckpointingLayer)
+           for m in layers for sub in list(m.modules())[1:]):
+        return None
+    index = {id(m): j for j, m in enumerate(layers)}
+    seam_index = {}
+    for i, kd in enumerate(kinds):
+        if kd in ("layer", "first", "replay"):
+            j = index.get(id(runner.seams[stages[i].k].module))
+            if j is None:
+                return None
+            seam_index[i] = j
     node = End(L, loss=True)
     for i in range(L - 1, -1, -1):
-        if kinds[i] in ("layer", "first", "replay") and stages[i].k % k == 0:
+        if i in seam_index and seam_index[i] % k == 0:
             node = Checkpointed(i, i + 1, node, Kept(i, End(i + 1)))
         else:
             node = Kept(i, node)

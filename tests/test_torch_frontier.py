@@ -492,3 +492,21 @@ def test_breakpoints_count_the_profiled_loss_tensor():
         ck = CheckpointedSequential(stages, b, example_input=x, loss_fn=loss_fn, chain=chain,
                                     **sizes)
         assert ck.plan.predicted_peak <= b
+
+
+def test_no_hugging_face_schedule_is_claimed_where_its_layers_nest_or_are_absent():
+    """Swin's stages are checkpointing layers holding its blocks (HF's schedule is nested
+    there); ResNet has none: neither gets a single-level HF schedule on its seams."""
+    pytest.importorskip("transformers")
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from remat_theory.torch.frontier import hf_schedule_tree
+    from remat_theory.torch.frontier_networks import build_workload
+    swin = build_workload("swin", "test")
+    layers = [m for m in swin.model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    assert any(isinstance(s, GradientCheckpointingLayer)
+               for m in layers for s in list(m.modules())[1:])  # the precondition: nested
+    assert hf_schedule_tree(list(swin.stages), 1) is None
+    resnet = build_workload("resnet", "test")
+    assert not any(isinstance(m, GradientCheckpointingLayer) for m in resnet.model.modules())
+    assert hf_schedule_tree(list(resnet.stages), 1) is None

@@ -78,7 +78,6 @@ CLASS_NO_REMAT = "store-all+offload"  # recompute=False
 INF = math.inf
 #: Min-plus steps per second assumed by the up-front refusal (solvers._dp_tables).
 ASSUMED_RATE = 5e8
-_A, _BASE = -1, 0  # choice codes; k >= 1 is option B's split
 
 
 def copy_time(chain: Chain, size: int) -> float:
@@ -93,117 +92,236 @@ def copy_time(chain: Chain, size: int) -> float:
 
 class OffloadTable:
     """The tables of the module docstring for m = 0..W-1 (W - 1 at least every segment's
-    store-all peak), and their choices."""
+    store-all peak).  No choice is stored: the rebuild recomputes a cell's candidates at
+    one m and follows one that reaches the cell's value."""
 
     def __init__(self, uc: UnitChain, chain: Chain, deadline: Deadline = NEVER,
                  recompute: bool = True):
-        self.uc, self.chain = uc, chain
+        self.uc, self.chain, self.recompute = uc, chain, recompute
         L = self.L = uc.L
         sat = skewed_saturation(uc)
         self.W = W = int(max(1, sat.max() + 1))
-        x = [int(v) for v in uc.x]
-        th = [int(v) for v in uc.th]
-        dA = self.dA = [int(v) for v in uc.dA]  # option A's child runs at m - dA[s]
-        un = self.un = [bool(v) for v in uc.un]  # x_i unsaved (a plain value Fall_i frees)
-        fp = uc.fp
-        step = [int(v) for v in uc.step]
+        self.x = [int(v) for v in uc.x]
+        self.th = [int(v) for v in uc.th]
+        self.dA = [int(v) for v in uc.dA]  # option A's child runs at m - dA[s]
+        self.un = [bool(v) for v in uc.un]  # x_i unsaved (a plain value Fall_i frees)
+        self.step = [int(v) for v in uc.step]
         tx = [copy_time(chain, b) for b in chain.x_size]  # plain x_s
         tt = [INF] + [copy_time(chain, b) for b in chain.tape_held]  # tape t_s
-        self.cu = {"p": x, "t": [0] + th}  # the container's units, by form
+        self.cu = {"p": self.x, "t": [0] + self.th}  # a value's units, by form
         self.ct = {"p": tx, "t": tt}
-        cf = [float(v) for v in uc.cf]
-        fall, bwd, fwd = ([float(v) for v in a] for a in (uc.fall, uc.bwd, uc.fwd))
-        K, O = {}, {"p": {}, "t": {}}
-        CK, CO = {}, {"p": {}, "t": {}}
-        Fr = {"p": {}, "t": {}}
-
-        def at(row, d):  # out[m] = row[min(m + d, W - 1)]; inf where m + d < 0
-            out = np.empty(W)
-            if d >= 0:
-                if d < W:
-                    out[:W - d] = row[d:]
-                    out[W - d:] = row[-1]
-                else:
-                    out[:] = row[-1]
-            else:
-                e = -d
-                if e >= W:
-                    out[:] = INF
-                else:
-                    out[:e] = INF
-                    out[e:] = row[:W - e]
-            return out
-
-        def take(best, choice, cand, code, lo=0):
-            if lo > 0:
-                cand[:min(lo, W)] = INF
-            better = cand < best
-            best[better] = cand[better]
-            choice[better] = code
-
-        def fresh(form, s, t):
-            return K[s, t] if s == 0 or (s, t) not in O[form] else Fr[form][s, t]
-
+        self.cf = [float(v) for v in uc.cf]
+        self.fall, self.bwd, self.fwd = ([float(v) for v in a] for a in (uc.fall, uc.bwd, uc.fwd))
+        self.K, self.O, self.RK, self.RO, self.Fr = {}, {"p": {}, "t": {}}, {}, \
+            {"p": {}, "t": {}}, {"p": {}, "t": {}}
         for n in range(L + 1):
             deadline.check(f"building the tables (segments of length {n} of {L})")
             for s in range(L + 1 - n):
                 t = s + n
-                g = x[t + 1] if t < L else 0
-                kb = np.full(W, INF)
-                kc = np.zeros(W, dtype=np.int16)
-                if n == 0:
-                    if t == L:
-                        need, time_ = x[L] + int(uc.bo[L]), float(bwd[L])
-                    else:
-                        need = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]))
-                        time_ = fall[s] + bwd[s]
-                    if need < W:
-                        kb[need:] = time_
-                    K[s, t], CK[s, t] = kb, kc
-                    continue
-                fneed = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]))
-                # option A (the child's container: t_{s+1}, or an unsaved plain x_{s+1})
-                cf_ = "p" if un[s + 1] else "t"
-                take(kb, kc, at(fresh(cf_, s + 1, t), -dA[s]) + (fall[s] + bwd[s]), _A, fneed)
-                # option B (none without recomputation: only option A, store-all's shape)
-                for k in range(s + 1, t + 1 if recompute else s + 1):
-                    cand = at(fresh("p", k, t), -x[k]) + K[s, k - 1] + (cf[k] - cf[s])
-                    take(kb, kc, cand, k, g + int(fp[s, k]))
-                K[s, t], CK[s, t] = kb, kc
-                if s == 0:
+                if n > 0 and recompute:
+                    self.RK[s, t] = _least(self._cands_rk(s, t), W)
+                    if s > 0:
+                        for form in ("p", "t"):
+                            if self.ct[form][s] < INF:
+                                self.RO[form][s, t] = _least(self._cands_ro(form, s, t), W)
+                kb = self.K[s, t] = _least(self._cands_k(s, t), W)
+                if s == 0 or n == 0:
                     continue
                 for form in ("p", "t"):
-                    c, tc = self.cu[form][s], self.ct[form][s]
-                    if tc == INF:
+                    if self.ct[form][s] == INF:
                         continue
-                    ob = np.full(W, INF)
-                    oc = np.zeros(W, dtype=np.int16)
-                    if not (form == "p" and un[s]):  # Fall_s frees an unsaved x_s
-                        cand = at(fresh(cf_, s + 1, t), c - dA[s]) + (
-                            max(fall[s], tc) + tc + bwd[s])
-                        take(ob, oc, cand, _A, fneed)
-                    run = 0  # largest Fn_j step of the pass so far (j = s+1 .. k-1)
-                    for k in range(s + 1, t + 1 if recompute else s + 1):
-                        if k > s + 1:
-                            run = max(run, step[k - 1])
-                        cand = (at(fresh("p", k, t), c - x[k]) + fresh(form, s, k - 1)
-                                + (max(fwd[s], tc) + (cf[k] - cf[s + 1]) + tc))
-                        lo = max(g + x[s + 1] + int(uc.fo[s]), g + run - c)
-                        take(ob, oc, cand, k, lo)
-                    O[form][s, t], CO[form][s, t] = ob, oc
-                    Fr[form][s, t] = np.minimum(kb, ob)
-        self.K, self.O, self.CK, self.CO, self.Fr = K, O, CK, CO, Fr
+                    ob = self.O[form][s, t] = _least(self._cands_o(form, s, t), W)
+                    self.Fr[form][s, t] = np.minimum(kb, ob)
         self.deadline = deadline
+
+    # -- row helpers ------------------------------------------------------------------
+    def at(self, row, d):
+        """out[m] = row[min(m + d, W - 1)]; inf where m + d < 0."""
+        W = self.W
+        out = np.empty(W)
+        if d >= 0:
+            if d < W:
+                out[:W - d] = row[d:]
+                out[W - d:] = row[-1]
+            else:
+                out[:] = row[-1]
+        else:
+            e = -d
+            if e >= W:
+                out[:] = INF
+            else:
+                out[:e] = INF
+                out[e:] = row[:W - e]
+        return out
+
+    def cut(self, row, lo):
+        """``row`` with inf below ``lo`` (memory units)."""
+        if lo > 0:
+            row[:min(int(lo), self.W)] = INF
+        return row
+
+    def fresh(self, form, s, t):
+        """F: the better of keeping and offloading a fresh segment's container."""
+        return self.Fr[form][s, t] if s and (s, t) in self.Fr[form] else self.K[s, t]
+
+    def g(self, t):
+        return self.x[t + 1] if t < self.L else 0
+
+    def fneed(self, s, t):
+        uc = self.uc
+        return max(self.g(t) + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]))
+
+    def _child_form(self, s):
+        """The container form of option A's child (s+1, t): an unsaved plain x_{s+1}, else
+        the tape t_{s+1}."""
+        return "p" if self.un[s + 1] else "t"
+
+    def _tape_moves(self, s):
+        """Whether option A of a segment starting at s may move the tape t_{s+1} of an
+        unsaved output (it holds no input: no container)."""
+        return self.un[s + 1] and self.ct["t"][s + 1] < INF
+
+    # -- candidates: (row over the cell's m, plan); plan(m) -> (ops now, items later) ----
+    def _cands_rk(self, s, t):
+        """Option B's rest after Fck_s with the container kept: Fn_{s+1} .. Fn_{k-1}, the
+        child (k, t), the part (s, k-1) kept; below g + (the Fn steps' peak)."""
+        g, x, cf = self.g(t), self.x, self.cf
+        run = 0
+        for k in range(s + 1, t + 1):
+            if k > s + 1:
+                run = max(run, self.step[k - 1])
+            row = self.at(self.fresh("p", k, t), -x[k]) + self.K[s, k - 1] + (cf[k] - cf[s + 1])
+            yield self.cut(row, g + run), ("rk", k)
+
+    def _cands_ro(self, form, s, t):
+        """Option B's rest after Fck_s Off C: the pass under m + c, the child (k, t) at
+        m + c - x_k, Pre C, the part (s, k-1) fresh."""
+        g, x, cf, c = self.g(t), self.x, self.cf, self.cu[form][s]
+        run = 0
+        for k in range(s + 1, t + 1):
+            if k > s + 1:
+                run = max(run, self.step[k - 1])
+            row = (self.at(self.fresh("p", k, t), c - x[k]) + self.fresh(form, s, k - 1)
+                   + (cf[k] - cf[s + 1]))
+            yield self.cut(row, g + run - c), ("ro", k)
+
+    def _fck_need(self, s, t):
+        return self.g(t) + self.x[s + 1] + int(self.uc.fo[s])
+
+    def _cands_k(self, s, t):
+        L, uc = self.L, self.uc
+        if s == t:
+            if t == L:
+                need, time_ = self.x[L] + int(uc.bo[L]), float(self.bwd[L])
+            else:
+                need, time_ = self.fneed(s, t), self.fall[s] + self.bwd[s]
+            yield self.cut(np.full(self.W, time_), need), ("base",)
+            return
+        yield from self._cands_a(s, t, None)
+        if self.recompute:
+            yield (self.cut(self.RK[s, t] + self.fwd[s], self._fck_need(s, t)), ("B", None))
+
+    def _cands_o(self, form, s, t):
+        if not (form == "p" and self.un[s]):  # Fall_s frees an unsaved plain x_s
+            yield from self._cands_a(s, t, form)
+        if self.recompute:
+            tc = self.ct[form][s]
+            yield (self.cut(self.RO[form][s, t] + (max(self.fwd[s], tc) + tc),
+                            self._fck_need(s, t)), ("B", form))
+
+    def _cands_a(self, s, t, form):
+        """Option A of (s, t): Fall_s, the child (s+1, t), B_s.  The container C (``form``;
+        None: kept) is offloaded right after Fall_s ("early") or after the child's first
+        op ("late"); the tape t_{s+1} of an unsaved output likewise, or kept.  A late move
+        makes the child a pending one (``pend``)."""
+        a, b, dA = self.fall[s], self.bwd[s], self.dA[s]
+        ch = self._child_form(s)
+        fch = self.fresh(ch, s + 1, t)
+        c, tc = (0, 0.0) if form is None else (self.cu[form][s], self.ct[form][s])
+        h, tt = self.th[s], self.ct["t"][s + 1]
+        cmodes = ("keep",) if form is None else ("early", "late")
+        tmodes = ("keep", "early", "late") if self._tape_moves(s) else ("keep",)
+        late_ok = s + 1 < self.L  # the child's first op is a forward (not the loss)
+        lo = self.fneed(s, t)
+        for cm in cmodes:
+            for tm in tmodes:
+                if "late" in (cm, tm) and not late_ok:
+                    continue
+                T = tt if tm != "keep" else 0.0  # each moved value: its copy out and back
+                C = tc if cm != "keep" else 0.0
+                # the child's start (relative to the segment's) and, when pending, the
+                # channel's busy time past it and the units freed after its first op
+                if cm == "late":
+                    if tm == "late":
+                        start, delta, pc = a, max(tc, a) + tt - a, c + h
+                    elif tm == "early":
+                        start, delta, pc = a + tt, tc, c
+                    else:
+                        start, delta, pc = a, max(0.0, tc - a), c
+                elif tm == "late":
+                    start, delta, pc = max(a, C), tt, h
+                else:
+                    start, delta, pc = max(a, C) + (tt if tm == "early" else 0.0), None, 0
+                # the child's memory: C is never the segment's own (counted outside m);
+                # what is on the host from its first op on is added
+                shift = -dA + (c if cm == "early" else 0) + (h if tm == "early" else 0)
+                tail = T + C + b  # the prefetches, then B_s
+                if delta is None:
+                    row = self.at(fch, shift) + (start + tail)
+                else:
+                    row = self.at(self.pend(s + 1, t, delta, pc)[0], shift) + (start + tail)
+                yield self.cut(row, lo), ("A", form, cm, tm, shift, delta, pc)
+
+    def pend(self, s, t, delta, c, want=False):
+        """A child (s, t) of option A whose parent's offloads are issued right after the
+        child's first op: that op runs under m (the values still held), the rest under
+        m + c; the channel is busy until ``delta`` past the child's start.  Returns (row,
+        candidates if ``want``)."""
+        cands = list(self._cands_pend(s, t, delta, c))
+        return _least(iter(cands), self.W), (cands if want else None)
+
+    def _cands_pend(self, s, t, delta, c):
+        uc = self.uc
+        g, f1, b1 = self.g(t), self.fall[s], self.bwd[s]
+        if s == t:  # Fall_s [late offs] B_s
+            row = np.full(self.W, max(f1, delta) + b1)
+            lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c)
+            yield self.cut(row, lo), ("pbase",)
+            return
+        lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c)
+        ch = self._child_form(s)
+        fch = self.fresh(ch, s + 1, t)
+        dA = self.dA[s]
+        own = self._child_form(s - 1)  # this segment's container, as its parent's child
+        co, to = self.cu[own][s], self.ct[own][s]
+        yield (self.cut(self.at(fch, c - dA) + (max(f1, delta) + b1), lo), ("pA", False))
+        if own == "t" and to < INF:  # "p" here is an unsaved x_s, freed by Fall_s
+            yield (self.cut(self.at(fch, c + co - dA) + (max(f1, delta + to) + to + b1), lo),
+                   ("pA", True))
+        if self.recompute:
+            fl = self._fck_need(s, t)
+            yield (self.cut(self.at(self.RK[s, t], c) + max(self.fwd[s], delta), fl),
+                   ("pB", False))
+            if to < INF:
+                yield (self.cut(self.at(self.RO[own][s, t], c)
+                                + (max(self.fwd[s], delta + to) + to), fl), ("pB", True))
 
     def value(self, m: int) -> float:
         if m < 0:
             return INF
         return float(self.K[0, self.L][min(m, self.W - 1)])
 
+    # -- the rebuild ---------------------------------------------------------------------
     def schedule(self, m: int):
-        """The optimal schedule of ``K(0, L, m)``, rebuilt from the stored choices."""
-        uc, L, W = self.uc, self.L, self.W
-        x, dA, un = [int(v) for v in uc.x], self.dA, self.un
+        """The optimal schedule of ``K(0, L, m)``, rebuilt: at each subproblem, the first
+        candidate whose value at m is the subproblem's."""
+        W, L = self.W, self.L
+
+        def pick(cands, m, want):
+            for row, label in cands:
+                if row[m] == want:
+                    return label
+            raise InternalError(f"{NAME}: no candidate reaches the table's value {want}")
 
         def off(form, s):
             return OffX(s) if form == "p" else OffT(s)
@@ -212,80 +330,191 @@ class OffloadTable:
             return PreX(s) if form == "p" else PreT(s)
 
         def expand(item):
-            _, kind, form, s, t, m = item  # kind: "K", "O" or "F" (fresh: the better)
-            m = min(m, W - 1)
-            if kind == "F":
-                if s == 0 or (s, t) not in self.O[form] or \
-                        self.K[s, t][m] <= self.O[form][s, t][m]:
-                    kind = "K"
+            tag = item[0]
+            if tag == "seg":
+                _, kind, form, s, t, m = item
+                if m < 0:
+                    raise InternalError(f"{NAME}: a subproblem below 0 units")
+                m = min(m, W - 1)
+                if kind == "F":
+                    fr = self.fresh(form, s, t)
+                    kind = "K" if fr is self.K[s, t] or self.K[s, t][m] <= fr[m] else "O"
+                if kind == "K":
+                    label = pick(self._cands_k(s, t), m, self.K[s, t][m])
                 else:
-                    kind = "O"
-            if kind == "K":
-                c = int(self.CK[s, t][m])
-                if s == t:
-                    return ([LOSS_OP] if s == L else [Fall(s), Bwd(s)]), ()
-                if c == _A:
-                    return [Fall(s)], (("seg", "F", "p" if un[s + 1] else "t", s + 1, t,
-                                        m - dA[s]), Bwd(s))
-                return ([Fck(s)] + [Fn(j) for j in range(s + 1, c)],
-                        (("seg", "F", "p", c, t, m - x[c]), ("seg", "K", form, s, c - 1, m)))
-            cu = self.cu[form][s]
-            c = int(self.CO[form][s, t][m])
-            if c == _A:
-                return [Fall(s), off(form, s)], (("seg", "F", "p" if un[s + 1] else "t", s + 1,
-                                                  t, m + cu - dA[s]), pre(form, s), Bwd(s))
-            return ([Fck(s), off(form, s)] + [Fn(j) for j in range(s + 1, c)],
-                    (("seg", "F", "p", c, t, m + cu - x[c]), pre(form, s),
-                     ("seg", "F", form, s, c - 1, m)))
+                    label = pick(self._cands_o(form, s, t), m, self.O[form][s, t][m])
+                return self._plan(label, s, t, m, off, pre)
+            if tag == "rest":  # option B's rest after Fck_s [Off C]
+                _, form, s, t, m = item
+                m = min(m, W - 1)
+                if form is None:
+                    k = pick(self._cands_rk(s, t), m, self.RK[s, t][m])[1]
+                    return ([Fn(j) for j in range(s + 1, k)],
+                            (("seg", "F", "p", k, t, m - self.x[k]), ("seg", "K", "t", s, k - 1, m)))
+                c = self.cu[form][s]
+                k = pick(self._cands_ro(form, s, t), m, self.RO[form][s, t][m])[1]
+                return ([Fn(j) for j in range(s + 1, k)],
+                        (("seg", "F", "p", k, t, m + c - self.x[k]), pre(form, s),
+                         ("seg", "F", form, s, k - 1, m)))
+            # a pending child: its first op, the parent's late offloads, then the rest
+            _, s, t, m, delta, c, late = item
+            m = min(m, W - 1)
+            row, cands = self.pend(s, t, delta, c, want=True)
+            label = pick(cands, m, row[m])
+            own = self._child_form(s - 1)
+            late = list(late)
+            if label[0] == "pbase":
+                return [Fall(s)] + late + [Bwd(s)], ()
+            if label[0] == "pA":
+                ch, m2 = self._child_form(s), m + c - self.dA[s]
+                if not label[1]:
+                    return [Fall(s)] + late, (("seg", "F", ch, s + 1, t, m2), Bwd(s))
+                return ([Fall(s)] + late + [off(own, s)],
+                        (("seg", "F", ch, s + 1, t, m2 + self.cu[own][s]), pre(own, s), Bwd(s)))
+            if not label[1]:
+                return [Fck(s)] + late, (("rest", None, s, t, m + c),)
+            return [Fck(s)] + late + [off(own, s)], (("rest", own, s, t, m + c),)
 
         return unfold(("seg", "K", "t", 0, L, m), expand,
                       lambda: self.deadline.check("rebuilding the schedule"))
 
+    def _plan(self, label, s, t, m, off, pre):
+        L = self.L
+        if label[0] == "base":
+            return ([LOSS_OP] if s == L else [Fall(s), Bwd(s)]), ()
+        if label[0] == "B":
+            form = label[1]
+            if form is None:
+                return [Fck(s)], (("rest", None, s, t, m),)
+            return [Fck(s), off(form, s)], (("rest", form, s, t, m),)
+        _, form, cm, tm, shift, delta, pc = label
+        now, late = [Fall(s)], []
+        if cm == "early":
+            now.append(off(form, s))
+        if tm == "early":
+            now.append(OffT(s + 1))
+        if cm == "late":
+            late.append(off(form, s))
+        if tm == "late":
+            late.append(OffT(s + 1))
+        if delta is None:
+            child = ("seg", "F", self._child_form(s), s + 1, t, m + shift)
+        else:
+            child = ("pend", s + 1, t, m + shift, delta, pc, tuple(late))
+        later = [child]
+        if tm != "keep":
+            later.append(PreT(s + 1))
+        if cm != "keep":
+            later.append(pre(form, s))
+        later.append(Bwd(s))
+        return now, tuple(later)
+
+
+def _least(cands, W):
+    best = np.full(W, INF)
+    for row, _ in cands:
+        np.minimum(best, row, out=best)
+    return best
+
 
 def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
-    """The smallest budget (units of ``uc``) at which the class has a schedule: the same
-    recurrence over least feasible memory instead of time (feasibility is monotone in m)."""
+    """The smallest budget (units of ``uc``) at which the class has a schedule: the
+    recurrence of :class:`OffloadTable` over least feasible memory instead of time
+    (feasibility is monotone in m), each candidate's need the largest of its thresholds
+    and its subproblems' needs moved by their shifts."""
     L = uc.L
     x, th = [int(v) for v in uc.x], [int(v) for v in uc.th]
     dA, un = [int(v) for v in uc.dA], [bool(v) for v in uc.un]
+    step = [int(v) for v in uc.step]
     cu = {"p": x, "t": [0] + th}
     ok = {"p": [copy_time(chain, b) < INF for b in chain.x_size],
           "t": [False] + [copy_time(chain, b) < INF for b in chain.tape_held]}
-    fp = uc.fp
-    K, O = {}, {}
+    tape, fao, fo, bneed = ([int(v) for v in a] for a in (uc.tape, uc.fao, uc.fo, uc.bneed))
+    K, O, RK, RO = {}, {}, {}, {}
+
+    def g(t):
+        return x[t + 1] if t < L else 0
 
     def fresh(form, s, t):
         return min(K[s, t], O.get((form, s, t), INF)) if s else K[s, t]
 
+    def cform(s):  # option A's child (s+1, t): its container's form
+        return "p" if un[s + 1] else "t"
+
+    def pend(s, t, c):
+        lo = max(g(t) + tape[s] + fao[s], bneed[s] - c)
+        if s == t:
+            return max(0, lo)
+        ch, own = cform(s), cform(s - 1)
+        best = max(lo, fresh(ch, s + 1, t) + dA[s] - c)
+        if own == "t" and ok["t"][s]:
+            best = min(best, max(lo, fresh(ch, s + 1, t) + dA[s] - c - cu[own][s]))
+        if recompute:
+            fck = g(t) + x[s + 1] + fo[s]
+            best = min(best, max(fck, RK[s, t] - c))
+            if ok[own][s]:
+                best = min(best, max(fck, RO[own, s, t] - c))
+        return max(0, best)
+
+    def opt_a(s, t, form):
+        ch = cform(s)
+        c = cu[form][s] if form else 0
+        h = th[s]
+        tape_moves = un[s + 1] and ok["t"][s + 1]
+        best = INF
+        for cm in (("keep",) if form is None else ("early", "late")):
+            for tm in (("keep", "early", "late") if tape_moves else ("keep",)):
+                if "late" in (cm, tm) and s + 1 >= L:
+                    continue
+                shift = -dA[s] + (c if cm == "early" else 0) + (h if tm == "early" else 0)
+                pc = (c if cm == "late" else 0) + (h if tm == "late" else 0)
+                need = fresh(ch, s + 1, t) if pc == 0 and "late" not in (cm, tm) else \
+                    pend(s + 1, t, pc)
+                best = min(best, max(fneed(s, t), need - shift))
+        return best
+
+    def fneed(s, t):
+        return max(g(t) + tape[s] + fao[s], bneed[s])
+
     for n in range(L + 1):
         for s in range(L + 1 - n):
             t = s + n
-            g = x[t + 1] if t < L else 0
-            fneed = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s])) if s < L else 0
             if n == 0:
-                K[s, t] = x[L] + int(uc.bo[L]) if t == L else fneed
+                K[s, t] = max(0, x[L] + int(uc.bo[L]) if t == L else fneed(s, t))
                 continue
-            cf_ = "p" if un[s + 1] else "t"
-            best = max(fneed, fresh(cf_, s + 1, t) + dA[s])
-            for k in range(s + 1, t + 1 if recompute else s + 1):
-                best = min(best, max(g + int(fp[s, k]), fresh("p", k, t) + x[k], K[s, k - 1]))
-            K[s, t] = best
+            if recompute:
+                run, best = 0, INF
+                for k in range(s + 1, t + 1):
+                    if k > s + 1:
+                        run = max(run, step[k - 1])
+                    best = min(best, max(g(t) + run, fresh("p", k, t) + x[k], K[s, k - 1]))
+                RK[s, t] = max(0, best)
+                if s:
+                    for form in ("p", "t"):
+                        if ok[form][s]:
+                            c, run, best = cu[form][s], 0, INF
+                            for k in range(s + 1, t + 1):
+                                if k > s + 1:
+                                    run = max(run, step[k - 1])
+                                best = min(best, max(g(t) + run - c,
+                                                     fresh("p", k, t) + x[k] - c,
+                                                     fresh(form, s, k - 1)))
+                            RO[form, s, t] = max(0, best)
+            best = opt_a(s, t, None)
+            fck = g(t) + x[s + 1] + fo[s]
+            if recompute:
+                best = min(best, max(fck, RK[s, t]))
+            K[s, t] = max(0, best)
             if s == 0:
                 continue
             for form in ("p", "t"):
                 if not ok[form][s]:
                     continue
-                c = cu[form][s]
-                best = (INF if form == "p" and un[s] else
-                        max(fneed, fresh(cf_, s + 1, t) + dA[s] - c))
-                run = 0
-                for k in range(s + 1, t + 1 if recompute else s + 1):
-                    if k > s + 1:
-                        run = max(run, int(uc.step[k - 1]))
-                    best = min(best, max(g + x[s + 1] + int(uc.fo[s]), g + run - c,
-                                         fresh("p", k, t) + x[k] - c, fresh(form, s, k - 1)))
-                O[form, s, t] = best
-    return int(uc.x[0]) + max(0, K[0, L])
+                best = INF if form == "p" and un[s] else opt_a(s, t, form)
+                if recompute:
+                    best = min(best, max(fck, RO[form, s, t]))
+                O[form, s, t] = max(0, best)
+    return int(uc.x[0]) + K[0, L]
 
 
 def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:

@@ -178,27 +178,48 @@ class TwoStreamReference:
 
 def persistent_offload_schedules(chain: Chain):
     """Every token sequence of the grammar of the class ``persistent+offload``
-    (proofs/offload.md, O.10), written from its text: segment (s, t) is the loss, ``Fall_s
-    B_s``, ``Fall_s [Off C] <s+1, t> [Pre C] B_s`` or ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1}
-    <k, t> [Pre C] <s, k-1>``; C is offloaded only by a fresh segment (a child, or the second
-    part after a prefetch), never x_0.  Validity is left to the interpreter."""
+    (proofs/offload.md, O.10 and O.16), written from its text: segment (s, t) is the loss,
+    ``Fall_s B_s``, option A ``Fall_s E <s+1, t> [Pre t_{s+1}] [Pre C] B_s`` or option B
+    ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``.  In option A each of
+    the container C (a fresh segment's, never x_0) and the tape t_{s+1} of an unsaved
+    output is kept, offloaded right after Fall_s (E, in that order) or *late*: right after
+    the child's first op (before the child's own offload); a child that takes late
+    offloads is not the loss and moves neither its own container late nor its tape.
+    Validity is left to the interpreter."""
     L = chain.length
+    bw = chain.bandwidth is not None
 
-    def seg(s, t, fresh, c):
+    def seg(s, t, fresh, c, late=()):
+        late = list(late)
         if s == t:
-            yield ["Loss"] if t == L else [f"Fall{s}", f"B{s}"]
+            if t < L:
+                yield [f"Fall{s}"] + late + [f"B{s}"]
+            elif not late:
+                yield ["Loss"]
             return
-        offs = [False, True] if fresh and s >= 1 and chain.bandwidth is not None else [False]
-        for off in offs:
-            o, p = ([f"Off{c}{s}"], [f"Pre{c}{s}"]) if off else ([], [])
-            child_c = "t" if chain.output_saved[s] else "x"
-            for child in seg(s + 1, t, True, child_c):
-                yield [f"Fall{s}"] + o + child + p + [f"B{s}"]
+        pending = bool(late)
+        cmodes = ["keep"]
+        if fresh and s >= 1 and bw:
+            cmodes += ["early"] if pending else ["early", "late"]
+        unsaved = not chain.output_saved[s]
+        tmodes = ["keep", "early", "late"] if unsaved and bw and not pending else ["keep"]
+        child_c = "t" if chain.output_saved[s] else "x"
+        for cm in cmodes:
+            o, p = ([f"Off{c}{s}"], [f"Pre{c}{s}"]) if cm != "keep" else ([], [])
+            for tm in tmodes:
+                ot = [f"Offt{s + 1}"]
+                early = (o if cm == "early" else []) + (ot if tm == "early" else [])
+                child_late = (o if cm == "late" else []) + (ot if tm == "late" else [])
+                pre = ([f"Pret{s + 1}"] if tm != "keep" else []) + p
+                for child in seg(s + 1, t, True, child_c, child_late):
+                    yield [f"Fall{s}"] + late + early + child + pre + [f"B{s}"]
+            if cm == "late":
+                continue
             for k in range(s + 1, t + 1):
                 for child in seg(k, t, True, "x"):
-                    for rest in seg(s, k - 1, off, c):
-                        yield ([f"Fck{s}"] + o + [f"Fn{j}" for j in range(s + 1, k)] + child
-                               + p + rest)
+                    for rest in seg(s, k - 1, cm == "early", c):
+                        yield ([f"Fck{s}"] + late + o + [f"Fn{j}" for j in range(s + 1, k)]
+                               + child + p + rest)
 
     yield from seg(0, L, False, "t")
 

@@ -218,8 +218,11 @@ def test_offload_solvers_are_registered_with_their_classes():
     # transfers without recomputation: the smaller class (the claim of exhaustive-offload-only)
     assert classes.classify(c, s) == classes.NO_REMAT
     assert not classes.ALL.contains(c, s) and classes.OFFLOAD.contains(c, s)
-    r = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # recomputes F0
+    # recomputes F0; x1 offloaded two ops after the Fall1 that read it: outside the class DP's
+    r = Schedule.parse("Fck0 Fall1 Fall2 Loss Offx1 B2 Prex1 B1 Fall0 B0")
     assert classes.classify(c, r) == classes.OFFLOAD and not classes.NO_REMAT.contains(c, r)
+    late = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # one op late
+    assert classes.classify(c, late) == classes.PERSISTENT_OFFLOAD
 
 
 def test_infeasible_budget_says_the_smallest_feasible_one():

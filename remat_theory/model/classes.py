@@ -241,18 +241,26 @@ def classify(chain, schedule) -> ScheduleClass:
 
 def is_persistent_offload(chain, schedule) -> bool:
     """True when the tokens of ``schedule`` follow the grammar of the class
-    ``persistent+offload`` (proofs/offload.md, O.10): segment (s, t) is the loss (s = t =
-    L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s [Off C] <s+1, t> [Pre C] B_s`` or
-    option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``, where C is the
-    segment's input container (the tape t_s, or a plain x_s: after Fck, or where the output
-    is unsaved), offloaded only by a segment that starts fresh (after C was made or
-    prefetched) and never x_0.  Validity is the simulator's to decide."""
+    ``persistent+offload`` (proofs/offload.md, O.10 and O.16): segment (s, t) is the loss
+    (s = t = L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s E <s+1, t> [Pre t_{s+1}]
+    [Pre C] B_s`` or option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s,
+    k-1>``.  C is the segment's input container (the tape t_s, or a plain x_s: after Fck,
+    or where the output is unsaved), moved only by a segment that starts fresh (after C was
+    made or prefetched), never x_0.  In option A, C and the tape t_{s+1} of an unsaved
+    output (it holds no input) are each kept, offloaded right after Fall_s (E: ``Off C``
+    then ``Off t_{s+1}``) or *late*: right after the child's first op, before the child's
+    own offload; a child that takes late offloads is not the loss and moves neither its own
+    container late nor its own tape.  Validity is the simulator's to decide."""
     ops = list(schedule)
     L = chain.length
     pos = [0]
 
     def peek():
         return ops[pos[0]] if pos[0] < len(ops) else None
+
+    def is_(op, kind, index, target=None):
+        return op is not None and op.kind == kind and op.index == index and \
+            (target is None or op.target == target)
 
     def expect(kind, index, target=None):
         op = peek()
@@ -261,29 +269,52 @@ def is_persistent_offload(chain, schedule) -> bool:
             raise ValueError
         pos[0] += 1
 
-    def seg(s, t, fresh, form):
+    def take_late(late):
+        """The parent's late offloads offered to this segment, consumed in order where they
+        follow its first op."""
+        got = []
+        for kind, index, target in late:
+            if is_(peek(), kind, index, target):
+                pos[0] += 1
+                got.append((kind, index, target))
+        return got
+
+    def seg(s, t, fresh, form, late=()):
         if s == t:
             if t == L:
                 expect("Loss", None)
-            else:
-                expect("Fall", s)
-                expect("B", s)
-            return
+                return []
+            expect("Fall", s)
+            got = take_late(late)
+            expect("B", s)
+            return got
         op = peek()
         if op is None or op.index != s or op.kind not in ("Fall", "Fck"):
             raise ValueError
         pos[0] += 1
-        nxt = peek()
-        off = (fresh and s >= 1 and nxt is not None and nxt.kind == "Off" and nxt.index == s
-               and nxt.target == form)
+        got = take_late(late)
+        pending = bool(got)
+        off = fresh and s >= 1 and is_(peek(), "Off", s, form)
         if off:
             pos[0] += 1
         if op.kind == "Fall":
-            seg(s + 1, t, True, "t" if chain.saved(s + 1) else "x")
-            if off:
+            unsaved = not chain.saved(s + 1)  # t_{s+1} holds no input: a tape that may move
+            t_early = unsaved and not pending and is_(peek(), "Off", s + 1, "t")
+            if t_early:
+                pos[0] += 1
+            offer = []
+            if not pending:
+                if fresh and s >= 1 and not off:
+                    offer.append(("Off", s, form))
+                if unsaved and not t_early:
+                    offer.append(("Off", s + 1, "t"))
+            taken = seg(s + 1, t, True, "x" if unsaved else "t", offer)
+            if t_early or ("Off", s + 1, "t") in taken:
+                expect("Pre", s + 1, "t")
+            if off or ("Off", s, form) in taken:
                 expect("Pre", s, form)
             expect("B", s)
-            return
+            return got
         k = s + 1
         while k < t and (o := peek()) is not None and o.kind == "Fn" and o.index == k:
             pos[0] += 1
@@ -292,6 +323,7 @@ def is_persistent_offload(chain, schedule) -> bool:
         if off:
             expect("Pre", s, form)
         seg(s, k - 1, off, form)
+        return got
 
     try:
         seg(0, L, False, "t")

@@ -56,29 +56,44 @@ def features(chain, schedule) -> list:
     out = set()
     for k, op in enumerate(ops):
         if op.kind == "Off":
-            if not any(o.kind == "Pre" and o.target == op.target and o.index == op.index
-                       for o in ops[k + 1:]):
+            v = (op.target, op.index)
+            if not any(o.kind == "Pre" and (o.target, o.index) == v for o in ops[k + 1:]):
                 out.add("eviction")
-            if op.target == "t" and not chain.output_saved[op.index - 1]:
-                out.add("unsaved tape")
-            last = next((o for o in reversed(ops[:k]) if not o.is_transfer), None)
-            if last is not None and not _reads(chain, last, op.target, op.index):
+            between = 0  # compute ops since the last one that read or made v
+            for o in reversed(ops[:k]):
+                if o.kind == "Pre" and (o.target, o.index) == v:
+                    break
+                if not o.is_transfer:
+                    if v in _touches(chain, o):
+                        break
+                    between += 1
+            if between >= 2:
                 out.add("late offload")
         if op.kind == "Pre":
             nxt = next((o for o in ops[k + 1:] if not o.is_transfer), None)
-            if nxt is not None and not _reads(chain, nxt, op.target, op.index):
+            if nxt is not None and (op.target, op.index) not in _touches(chain, nxt):
                 out.add("early prefetch")
     return sorted(out) or ["other"]
 
 
-def _reads(chain, op, target: str, i: int) -> bool:
-    """Whether compute op ``op`` can read value (target, i): a forward of stage i or a
-    backward B_i reads x_i (plain or in t_i); B_{i-1} reads t_i; the loss reads x_L."""
+def _touches(chain, op) -> set:
+    """The values (target, index) compute op ``op`` reads or makes: a forward of stage i
+    reads x_i (plain, or in t_i when x_i is saved) and makes x_{i+1} (Fn, Fck) or t_{i+1}
+    and, when that output is unsaved, a plain x_{i+1} (Fall); B_i reads t_{i+1} and x_i
+    when saved; the loss reads x_L."""
+    def saved(i):
+        return chain.saved(i)
+
     if op.kind == "Loss":
-        return i == chain.length
+        i = chain.length
+        return {("x", i)} | ({("t", i)} if saved(i) else set())
+    i = op.index
+    reads = {("x", i)} | ({("t", i)} if i >= 1 and saved(i) else set())
     if op.kind == "B":
-        return op.index == i or (target == "t" and op.index == i - 1)
-    return op.index == i
+        return ({("t", i + 1)} | reads) if saved(i) or i == 0 else {("t", i + 1)}
+    if op.kind == "Fall":
+        return reads | {("t", i + 1), ("x", i + 1)}
+    return reads | {("x", i + 1)}
 
 
 def run(stages, seeds, points, ratios) -> dict:

@@ -114,6 +114,7 @@ class OffloadTable:
         self.fall, self.bwd, self.fwd = ([float(v) for v in a] for a in (uc.fall, uc.bwd, uc.fwd))
         self.K, self.O, self.RK, self.RO, self.Fr = {}, {"p": {}, "t": {}}, {}, \
             {"p": {}, "t": {}}, {"p": {}, "t": {}}
+        self._qpre = {}  # (s, t, form, seconds, units) -> qpre's row
         for n in range(L + 1):
             deadline.check(f"building the tables (segments of length {n} of {L})")
             for s in range(L + 1 - n):
@@ -229,20 +230,28 @@ class OffloadTable:
             yield (self.cut(self.RO[form][s, t] + (max(self.fwd[s], tc) + tc),
                             self._fck_need(s, t)), ("B", form))
 
-    def _cands_a(self, s, t, form):
+    def _cands_a(self, s, t, form, bt=None, bc=0):
         """Option A of (s, t): Fall_s, the child (s+1, t), B_s.  The container C (``form``;
         None: kept) is offloaded right after Fall_s ("early") or after the child's first
         op ("late"); the tape t_{s+1} of an unsaved output likewise, or kept.  A late move
-        makes the child a pending one (``pend``)."""
+        makes the child a pending one (``pend``).  What moved is prefetched right before
+        B_s, or all of it right before the child's last op (``qpre``, ``pend``'s ``pre``).
+        ``bt``, ``bc``: this segment's parent prefetches right before B_s, copies of ``bt``
+        seconds in all and ``bc`` units (B_s then ends after max(its time, bt) and holds
+        ``bc`` more)."""
+        uc = self.uc
         a, b, dA = self.fall[s], self.bwd[s], self.dA[s]
         ch = self._child_form(s)
-        fch = self.fresh(ch, s + 1, t)
         c, tc = (0, 0.0) if form is None else (self.cu[form][s], self.ct[form][s])
         h, tt = self.th[s], self.ct["t"][s + 1]
         cmodes = ("keep",) if form is None else ("early", "late")
         tmodes = ("keep", "early", "late") if self._tape_moves(s) else ("keep",)
         late_ok = s + 1 < self.L  # the child's first op is a forward (not the loss)
-        lo = self.fneed(s, t)
+        if bt is None:
+            lo, b_eff = self.fneed(s, t), b
+        else:
+            lo = max(self.g(t) + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) + bc)
+            b_eff = max(b, bt)
         for cm in cmodes:
             for tm in tmodes:
                 if "late" in (cm, tm) and not late_ok:
@@ -265,30 +274,62 @@ class OffloadTable:
                 # the child's memory: C is never the segment's own (counted outside m);
                 # what is on the host from its first op on is added
                 shift = -dA + (c if cm == "early" else 0) + (h if tm == "early" else 0)
-                tail = T + C + b  # the prefetches, then B_s
-                if delta is None:
-                    row = self.at(fch, shift) + (start + tail)
-                else:
-                    row = self.at(self.pend(s + 1, t, delta, pc)[0], shift) + (start + tail)
-                yield self.cut(row, lo), ("A", form, cm, tm, shift, delta, pc)
+                moved = (c if cm != "keep" else 0) + (h if tm != "keep" else 0)
+                for pm in (("late", "early") if cm != "keep" or tm != "keep" else ("late",)):
+                    pre = (T + C, moved) if pm == "early" else None
+                    if delta is not None:
+                        crow = self.pend(s + 1, t, delta, pc, pre)[0]
+                    elif pre is not None:
+                        crow = self.qpre(s + 1, t, ch, *pre)
+                    else:
+                        crow = self.fresh(ch, s + 1, t)
+                    # the prefetches, then B_s; early ones overlap the child's last op
+                    tail = b_eff if pre is not None else T + C + b_eff
+                    row = self.at(crow, shift) + (start + tail)
+                    yield self.cut(row, lo), ("A", form, cm, tm, shift, delta, pc, pre)
 
-    def pend(self, s, t, delta, c, want=False):
+    def qpre(self, s, t, form, tau, cp):
+        """A fresh child (s, t) whose parent prefetches right before the child's last op
+        (its B_s, or the loss): copies of ``tau`` seconds, ``cp`` units held from then on.
+        The loss, ``Fall_s B_s`` or option A (option B's last op is its part's)."""
+        key = (s, t, form, tau, cp)
+        row = self._qpre.get(key)
+        if row is None:
+            row = self._qpre[key] = _least(self._cands_qpre(s, t, form, tau, cp), self.W)
+        return row
+
+    def _cands_qpre(self, s, t, form, tau, cp):
+        L, uc = self.L, self.uc
+        if s == t:
+            if t == L:
+                need, time_ = self.x[L] + int(uc.bo[L]) + cp, max(self.bwd[L], tau)
+            else:
+                need = max(self.g(t) + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) + cp)
+                time_ = self.fall[s] + max(self.bwd[s], tau)
+            yield self.cut(np.full(self.W, time_), need), ("qbase",)
+            return
+        yield from self._cands_a(s, t, None, tau, cp)
+        if s >= 1 and self.ct[form][s] < INF and not (form == "p" and self.un[s]):
+            yield from self._cands_a(s, t, form, tau, cp)
+
+    def pend(self, s, t, delta, c, pre=None, want=False):
         """A child (s, t) of option A whose parent's offloads are issued right after the
         child's first op: that op runs under m (the values still held), the rest under
-        m + c; the channel is busy until ``delta`` past the child's start.  Returns (row,
-        candidates if ``want``)."""
-        cands = list(self._cands_pend(s, t, delta, c))
+        m + c; the channel is busy until ``delta`` past the child's start.  ``pre``: (copy
+        seconds, units) of the parent's prefetches issued right before the child's B_s
+        (then option A or the base only).  Returns (row, candidates if ``want``)."""
+        cands = list(self._cands_pend(s, t, delta, c, pre))
         return _least(iter(cands), self.W), (cands if want else None)
 
-    def _cands_pend(self, s, t, delta, c):
+    def _cands_pend(self, s, t, delta, c, pre):
         uc = self.uc
         g, f1, b1 = self.g(t), self.fall[s], self.bwd[s]
-        if s == t:  # Fall_s [late offs] B_s
-            row = np.full(self.W, max(f1, delta) + b1)
-            lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c)
-            yield self.cut(row, lo), ("pbase",)
+        tau, cp = pre if pre is not None else (0.0, 0)
+        b1 = max(b1, tau)
+        lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c + cp)
+        if s == t:  # Fall_s [late offs] [pre] B_s
+            yield self.cut(np.full(self.W, max(f1, delta) + b1), lo), ("pbase",)
             return
-        lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c)
         ch = self._child_form(s)
         fch = self.fresh(ch, s + 1, t)
         dA = self.dA[s]
@@ -298,7 +339,7 @@ class OffloadTable:
         if own == "t" and to < INF:  # "p" here is an unsaved x_s, freed by Fall_s
             yield (self.cut(self.at(fch, c + co - dA) + (max(f1, delta + to) + to + b1), lo),
                    ("pA", True))
-        if self.recompute:
+        if self.recompute and pre is None:
             fl = self._fck_need(s, t)
             yield (self.cut(self.at(self.RK[s, t], c) + max(self.fwd[s], delta), fl),
                    ("pB", False))
@@ -356,21 +397,31 @@ class OffloadTable:
                 return ([Fn(j) for j in range(s + 1, k)],
                         (("seg", "F", "p", k, t, m + c - self.x[k]), pre(form, s),
                          ("seg", "F", form, s, k - 1, m)))
+            if tag == "qpre":  # a child whose parent prefetches before its last op
+                _, s, t, form, tau, cp, pres, m = item
+                m = min(m, W - 1)
+                label = pick(self._cands_qpre(s, t, form, tau, cp), m,
+                             self.qpre(s, t, form, tau, cp)[m])
+                if label[0] == "qbase":
+                    return ([Fall(s)] + list(pres) + [Bwd(s)] if s < L
+                            else list(pres) + [LOSS_OP]), ()
+                return self._plan(label, s, t, m, off, pre, pres)
             # a pending child: its first op, the parent's late offloads, then the rest
-            _, s, t, m, delta, c, late = item
+            _, s, t, m, delta, c, late, pp, pres = item
             m = min(m, W - 1)
-            row, cands = self.pend(s, t, delta, c, want=True)
+            row, cands = self.pend(s, t, delta, c, pp, want=True)
             label = pick(cands, m, row[m])
             own = self._child_form(s - 1)
-            late = list(late)
+            late, pres = list(late), list(pres)
             if label[0] == "pbase":
-                return [Fall(s)] + late + [Bwd(s)], ()
+                return [Fall(s)] + late + pres + [Bwd(s)], ()
             if label[0] == "pA":
                 ch, m2 = self._child_form(s), m + c - self.dA[s]
                 if not label[1]:
-                    return [Fall(s)] + late, (("seg", "F", ch, s + 1, t, m2), Bwd(s))
+                    return [Fall(s)] + late, (("seg", "F", ch, s + 1, t, m2), *pres, Bwd(s))
                 return ([Fall(s)] + late + [off(own, s)],
-                        (("seg", "F", ch, s + 1, t, m2 + self.cu[own][s]), pre(own, s), Bwd(s)))
+                        (("seg", "F", ch, s + 1, t, m2 + self.cu[own][s]), pre(own, s),
+                         *pres, Bwd(s)))
             if not label[1]:
                 return [Fck(s)] + late, (("rest", None, s, t, m + c),)
             return [Fck(s)] + late + [off(own, s)], (("rest", own, s, t, m + c),)
@@ -378,7 +429,9 @@ class OffloadTable:
         return unfold(("seg", "K", "t", 0, L, m), expand,
                       lambda: self.deadline.check("rebuilding the schedule"))
 
-    def _plan(self, label, s, t, m, off, pre):
+    def _plan(self, label, s, t, m, off, pre, pres=()):
+        """(ops now, items later) of a candidate's ``label`` at m; ``pres``: the parent's
+        prefetches to issue right before this segment's B_s."""
         L = self.L
         if label[0] == "base":
             return ([LOSS_OP] if s == L else [Fall(s), Bwd(s)]), ()
@@ -387,7 +440,7 @@ class OffloadTable:
             if form is None:
                 return [Fck(s)], (("rest", None, s, t, m),)
             return [Fck(s), off(form, s)], (("rest", form, s, t, m),)
-        _, form, cm, tm, shift, delta, pc = label
+        _, form, cm, tm, shift, delta, pc, pp = label
         now, late = [Fall(s)], []
         if cm == "early":
             now.append(off(form, s))
@@ -397,16 +450,16 @@ class OffloadTable:
             late.append(off(form, s))
         if tm == "late":
             late.append(OffT(s + 1))
-        if delta is None:
-            child = ("seg", "F", self._child_form(s), s + 1, t, m + shift)
+        mine = ([PreT(s + 1)] if tm != "keep" else []) + ([pre(form, s)] if cm != "keep" else [])
+        child_pres = tuple(mine) if pp is not None else ()
+        if delta is not None:
+            child = ("pend", s + 1, t, m + shift, delta, pc, tuple(late), pp, child_pres)
+        elif pp is not None:
+            child = ("qpre", s + 1, t, self._child_form(s), pp[0], pp[1], child_pres,
+                     m + shift)
         else:
-            child = ("pend", s + 1, t, m + shift, delta, pc, tuple(late))
-        later = [child]
-        if tm != "keep":
-            later.append(PreT(s + 1))
-        if cm != "keep":
-            later.append(pre(form, s))
-        later.append(Bwd(s))
+            child = ("seg", "F", self._child_form(s), s + 1, t, m + shift)
+        later = [child] + ([] if pp is not None else mine) + list(pres) + [Bwd(s)]
         return now, tuple(later)
 
 
@@ -430,7 +483,7 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
     ok = {"p": [copy_time(chain, b) < INF for b in chain.x_size],
           "t": [False] + [copy_time(chain, b) < INF for b in chain.tape_held]}
     tape, fao, fo, bneed = ([int(v) for v in a] for a in (uc.tape, uc.fao, uc.fo, uc.bneed))
-    K, O, RK, RO = {}, {}, {}, {}
+    K, O, RK, RO, Q = {}, {}, {}, {}, {}
 
     def g(t):
         return x[t + 1] if t < L else 0
@@ -441,26 +494,41 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
     def cform(s):  # option A's child (s+1, t): its container's form
         return "p" if un[s + 1] else "t"
 
-    def pend(s, t, c):
-        lo = max(g(t) + tape[s] + fao[s], bneed[s] - c)
+    def pend(s, t, c, pre=None):
+        cp = 0 if pre is None else pre
+        lo = max(g(t) + tape[s] + fao[s], bneed[s] - c + cp)
         if s == t:
             return max(0, lo)
         ch, own = cform(s), cform(s - 1)
         best = max(lo, fresh(ch, s + 1, t) + dA[s] - c)
         if own == "t" and ok["t"][s]:
             best = min(best, max(lo, fresh(ch, s + 1, t) + dA[s] - c - cu[own][s]))
-        if recompute:
+        if recompute and pre is None:
             fck = g(t) + x[s + 1] + fo[s]
             best = min(best, max(fck, RK[s, t] - c))
             if ok[own][s]:
                 best = min(best, max(fck, RO[own, s, t] - c))
         return max(0, best)
 
-    def opt_a(s, t, form):
+    def qpre(s, t, form, cp):
+        key = (s, t, form, cp)
+        if key not in Q:
+            if s == t:
+                Q[key] = max(0, x[L] + int(uc.bo[L]) + cp if t == L else
+                             max(g(t) + tape[s] + fao[s], bneed[s] + cp))
+            else:
+                best = opt_a(s, t, None, cp)
+                if s >= 1 and ok[form][s] and not (form == "p" and un[s]):
+                    best = min(best, opt_a(s, t, form, cp))
+                Q[key] = max(0, best)
+        return Q[key]
+
+    def opt_a(s, t, form, bc=None):
         ch = cform(s)
         c = cu[form][s] if form else 0
         h = th[s]
         tape_moves = un[s + 1] and ok["t"][s + 1]
+        lo = fneed(s, t) if bc is None else max(g(t) + tape[s] + fao[s], bneed[s] + bc)
         best = INF
         for cm in (("keep",) if form is None else ("early", "late")):
             for tm in (("keep", "early", "late") if tape_moves else ("keep",)):
@@ -468,9 +536,15 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                     continue
                 shift = -dA[s] + (c if cm == "early" else 0) + (h if tm == "early" else 0)
                 pc = (c if cm == "late" else 0) + (h if tm == "late" else 0)
-                need = fresh(ch, s + 1, t) if pc == 0 and "late" not in (cm, tm) else \
-                    pend(s + 1, t, pc)
-                best = min(best, max(fneed(s, t), need - shift))
+                moved = (c if cm != "keep" else 0) + (h if tm != "keep" else 0)
+                for early_pre in ((False, True) if "keep" != cm or "keep" != tm else (False,)):
+                    if "late" in (cm, tm):
+                        need = pend(s + 1, t, pc, moved if early_pre else None)
+                    elif early_pre:
+                        need = qpre(s + 1, t, ch, moved)
+                    else:
+                        need = fresh(ch, s + 1, t)
+                    best = min(best, max(lo, need - shift))
         return best
 
     def fneed(s, t):
@@ -518,13 +592,17 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
 
 
 def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:
-    cells = 3 * (L + 1) * (L + 2) / 2
-    steps = 3 * L * (L + 1) * (L + 2) / 6 * W
+    # eight float64 rows of W per segment (K, O and F by container form, the two option-B
+    # rests by form and kept); option B's splits, and O(1) rows per segment for option A's
+    # moves and its pending children
+    cells = (L + 1) * (L + 2) / 2
+    per_unit = 8 * 8 * cells
+    steps = (3 * L * (L + 1) * (L + 2) / 6 + 40 * cells) * W
 
     def fit(max_bytes, max_steps):
-        return int(min(max_bytes / (cells * 10), max_steps / max(1.0, steps / W)))
+        return int(min(max_bytes / per_unit, max_steps / max(1.0, steps / W)))
 
-    refuse_if_too_big(NAME, cells * W * 10, steps, ASSUMED_RATE, time_limit, L, W, slots, fit)
+    refuse_if_too_big(NAME, per_unit * W, steps, ASSUMED_RATE, time_limit, L, W, slots, fit)
 
 
 def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadline = NEVER,
@@ -575,7 +653,7 @@ def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
     # the saturation table ((L+1)^2 int64) and one memory value per cell at least: refused
     # from the length before any O(L) work or allocation
     L = chain.length
-    refuse_by_length(NAME, L, max(3 * (L + 1) * (L + 2) / 2 * 10, (L + 1) ** 2 * 8))
+    refuse_by_length(NAME, L, max(8 * 8 * (L + 1) * (L + 2) / 2, (L + 1) ** 2 * 8))
     uc_exact, gcd = UnitChain.exact(chain)
     info = {"bandwidth": chain.bandwidth, "recompute": recompute}
     cls = CLASS if recompute else CLASS_NO_REMAT

@@ -179,23 +179,25 @@ class TwoStreamReference:
 def persistent_offload_schedules(chain: Chain):
     """Every token sequence of the grammar of the class ``persistent+offload``
     (proofs/offload.md, O.10 and O.16), written from its text: segment (s, t) is the loss,
-    ``Fall_s B_s``, option A ``Fall_s E <s+1, t> [Pre t_{s+1}] [Pre C] B_s`` or option B
-    ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``.  In option A each of
-    the container C (a fresh segment's, never x_0) and the tape t_{s+1} of an unsaved
-    output is kept, offloaded right after Fall_s (E, in that order) or *late*: right after
-    the child's first op (before the child's own offload); a child that takes late
-    offloads is not the loss and moves neither its own container late nor its tape.
-    Validity is left to the interpreter."""
+    ``Fall_s B_s``, option A ``Fall_s E <s+1, t> P B_s`` or option B ``Fck_s [Off C]
+    Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``.  In option A each of the container C
+    (a fresh segment's, never x_0) and the tape t_{s+1} of an unsaved output is kept,
+    offloaded right after Fall_s (E, in that order) or *late*: right after the child's
+    first op (before the child's own offload); what moved is prefetched (``Pre t_{s+1}``
+    then ``Pre C``) right before B_s (P), or *early*: right before the child's last op,
+    after the child's own prefetches, when that child is the loss, ``Fall B`` or option
+    A.  A child that takes late offloads moves neither its own container late nor its
+    tape, and prefetches nothing early.  Validity is left to the interpreter."""
     L = chain.length
     bw = chain.bandwidth is not None
 
-    def seg(s, t, fresh, c, late=()):
-        late = list(late)
+    def seg(s, t, fresh, c, late=(), pre=()):
+        late, pre = list(late), list(pre)
         if s == t:
             if t < L:
-                yield [f"Fall{s}"] + late + [f"B{s}"]
+                yield [f"Fall{s}"] + late + pre + [f"B{s}"]
             elif not late:
-                yield ["Loss"]
+                yield pre + ["Loss"]
             return
         pending = bool(late)
         cmodes = ["keep"]
@@ -210,10 +212,15 @@ def persistent_offload_schedules(chain: Chain):
                 ot = [f"Offt{s + 1}"]
                 early = (o if cm == "early" else []) + (ot if tm == "early" else [])
                 child_late = (o if cm == "late" else []) + (ot if tm == "late" else [])
-                pre = ([f"Pret{s + 1}"] if tm != "keep" else []) + p
-                for child in seg(s + 1, t, True, child_c, child_late):
-                    yield [f"Fall{s}"] + late + early + child + pre + [f"B{s}"]
-            if cm == "late":
+                mine = ([f"Pret{s + 1}"] if tm != "keep" else []) + p
+                for pm in (["late", "early"] if mine and not pending else ["late"]):
+                    if pm == "late":
+                        children, after = seg(s + 1, t, True, child_c, child_late), mine
+                    else:
+                        children, after = seg(s + 1, t, True, child_c, child_late, mine), []
+                    for child in children:
+                        yield [f"Fall{s}"] + late + early + child + after + pre + [f"B{s}"]
+            if cm == "late" or pre:
                 continue
             for k in range(s + 1, t + 1):
                 for child in seg(k, t, True, "x"):

@@ -347,13 +347,22 @@ def test_dp_offload_scales_to_long_chains_with_slots():
 
 
 def test_the_class_grammar_parser():
-    """classes.is_persistent_offload: members (save-on-cpu, dp's schedules) and
-    non-members (offload-all prefetches a backward ahead; an offload by a stale segment)."""
+    """classes.is_persistent_offload: members (save-on-cpu, offload-all, dp's schedules) and
+    non-members (a prefetch two backwards ahead, an offload two ops late, an offload by a
+    stale segment)."""
     c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
     soc = offload_all_schedule(c, 0)
     assert classes.PERSISTENT_OFFLOAD.contains(c, soc)
     assert classes.classify(c, soc) == classes.NO_REMAT  # the smaller class first
-    assert not classes.PERSISTENT_OFFLOAD.contains(c, offload_all_schedule(c, 1))
+    # offload-all prefetches one backward ahead: right before the child's last op (O.16)
+    c4 = Chain.homogeneous(4, x_size=4, tape_size=6).replace(bandwidth=4.0)
+    assert classes.PERSISTENT_OFFLOAD.contains(c4, offload_all_schedule(c4, 1))
+    two_ahead = Schedule.parse("Fall0 Fall1 Offt1 Fall2 Fall3 Loss Pret1 B3 B2 B1 B0")
+    two_late = Schedule.parse("Fall0 Fall1 Fall2 Fall3 Offt1 Loss B3 B2 Pret1 B1 B0")
+    one_late = Schedule.parse("Fall0 Fall1 Fall2 Offt1 Fall3 Loss B3 B2 Pret1 B1 B0")
+    for s, member in ((two_ahead, False), (two_late, False), (one_late, True)):
+        assert classes.OFFLOAD.contains(c4, s)
+        assert classes.PERSISTENT_OFFLOAD.contains(c4, s) == member
     r = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 Offt2 B1 Fall0 B0")
     assert not classes.PERSISTENT_OFFLOAD.contains(c, r)  # Offt2: not a container there
     m = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 B1 Fall0 B0")

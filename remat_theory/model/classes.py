@@ -242,15 +242,18 @@ def classify(chain, schedule) -> ScheduleClass:
 def is_persistent_offload(chain, schedule) -> bool:
     """True when the tokens of ``schedule`` follow the grammar of the class
     ``persistent+offload`` (proofs/offload.md, O.10 and O.16): segment (s, t) is the loss
-    (s = t = L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s E <s+1, t> [Pre t_{s+1}]
-    [Pre C] B_s`` or option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s,
+    (s = t = L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s E <s+1, t> P B_s`` or
+    option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s,
     k-1>``.  C is the segment's input container (the tape t_s, or a plain x_s: after Fck,
     or where the output is unsaved), moved only by a segment that starts fresh (after C was
     made or prefetched), never x_0.  In option A, C and the tape t_{s+1} of an unsaved
     output (it holds no input) are each kept, offloaded right after Fall_s (E: ``Off C``
     then ``Off t_{s+1}``) or *late*: right after the child's first op, before the child's
-    own offload; a child that takes late offloads is not the loss and moves neither its own
-    container late nor its own tape.  Validity is the simulator's to decide."""
+    own offload; what moved is prefetched (``Pre t_{s+1}`` then ``Pre C``) right before B_s
+    (P) or *early*: right before the child's last op, after the child's own prefetches, when
+    the child is the loss, ``Fall B`` or option A.  A child that takes late offloads is not
+    the loss, moves neither its own container late nor its own tape, and prefetches nothing
+    early.  Validity is the simulator's to decide."""
     ops = list(schedule)
     L = chain.length
     pos = [0]
@@ -279,15 +282,29 @@ def is_persistent_offload(chain, schedule) -> bool:
                 got.append((kind, index, target))
         return got
 
-    def seg(s, t, fresh, form, late=()):
+    def take_pre(pre):
+        """The parent's prefetches (all of them, in order) right before this segment's last
+        op, or none."""
+        if pre and all(is_(ops[pos[0] + j] if pos[0] + j < len(ops) else None, *v)
+                       for j, v in enumerate(pre)):
+            pos[0] += len(pre)
+            return True
+        return False
+
+    def seg(s, t, fresh, form, late=(), pre=None):
+        """Parse segment (s, t); ``late``: the parent's offloads it may take after its
+        first op; ``pre(taken)``: the parent's prefetches it may take before its last op
+        (None: none).  Returns (late offloads taken, whether the prefetches were)."""
         if s == t:
             if t == L:
+                early = take_pre(pre([]) if pre else [])
                 expect("Loss", None)
-                return []
+                return [], early
             expect("Fall", s)
             got = take_late(late)
+            early = take_pre(pre(got) if pre else [])
             expect("B", s)
-            return got
+            return got, early
         op = peek()
         if op is None or op.index != s or op.kind not in ("Fall", "Fck"):
             raise ValueError
@@ -308,14 +325,21 @@ def is_persistent_offload(chain, schedule) -> bool:
                     offer.append(("Off", s, form))
                 if unsaved and not t_early:
                     offer.append(("Off", s + 1, "t"))
-            taken = seg(s + 1, t, True, "x" if unsaved else "t", offer)
-            if t_early or ("Off", s + 1, "t") in taken:
-                expect("Pre", s + 1, "t")
-            if off or ("Off", s, form) in taken:
-                expect("Pre", s, form)
+
+            def mine(taken):  # what this segment moved, in prefetch order
+                return ((["Pre", s + 1, "t"],) if t_early or ("Off", s + 1, "t") in taken
+                        else ()) + ((["Pre", s, form],) if off or ("Off", s, form) in taken
+                                    else ())
+
+            taken, early = seg(s + 1, t, True, "x" if unsaved else "t", offer,
+                               None if pending else (lambda tk: mine(tk)))
+            if not early:
+                for v in mine(taken):
+                    expect(*v)
+            early_parent = take_pre(pre(got) if pre else [])
             expect("B", s)
-            return got
-        k = s + 1
+            return got, early_parent
+        k = s + 1  # option B: its last op is its part's, offered no prefetch
         while k < t and (o := peek()) is not None and o.kind == "Fn" and o.index == k:
             pos[0] += 1
             k += 1
@@ -323,7 +347,7 @@ def is_persistent_offload(chain, schedule) -> bool:
         if off:
             expect("Pre", s, form)
         seg(s, k - 1, off, form)
-        return got
+        return got, False
 
     try:
         seg(0, L, False, "t")

@@ -115,6 +115,7 @@ class OffloadTable:
         self.K, self.O, self.RK, self.RO, self.Fr = {}, {"p": {}, "t": {}}, {}, \
             {"p": {}, "t": {}}, {"p": {}, "t": {}}
         self._qpre = {}  # (s, t, form, seconds, units) -> qpre's row
+        self._pend = {}  # (s, t, delta, units, pre) -> pend's row
         for n in range(L + 1):
             deadline.check(f"building the tables (segments of length {n} of {L})")
             for s in range(L + 1 - n):
@@ -230,7 +231,7 @@ class OffloadTable:
             yield (self.cut(self.RO[form][s, t] + (max(self.fwd[s], tc) + tc),
                             self._fck_need(s, t)), ("B", form))
 
-    def _cands_a(self, s, t, form, bt=None, bc=0):
+    def _cands_a(self, s, t, form, bt=None, bc=0, pd=None):
         """Option A of (s, t): Fall_s, the child (s+1, t), B_s.  The container C (``form``;
         None: kept) is offloaded right after Fall_s ("early") or after the child's first
         op ("late"); the tape t_{s+1} of an unsaved output likewise, or kept.  A late move
@@ -238,55 +239,64 @@ class OffloadTable:
         B_s, or all of it right before the child's last op (``qpre``, ``pend``'s ``pre``).
         ``bt``, ``bc``: this segment's parent prefetches right before B_s, copies of ``bt``
         seconds in all and ``bc`` units (B_s then ends after max(its time, bt) and holds
-        ``bc`` more)."""
+        ``bc`` more).  ``pd`` = (delta, c): this segment is a pending child (its parent's
+        late offloads follow Fall_s: the channel busy until delta, c units more after
+        Fall_s); it then moves its container early or not at all."""
         uc = self.uc
         a, b, dA = self.fall[s], self.bwd[s], self.dA[s]
         ch = self._child_form(s)
         c, tc = (0, 0.0) if form is None else (self.cu[form][s], self.ct[form][s])
         h, tt = self.th[s], self.ct["t"][s + 1]
-        cmodes = ("keep",) if form is None else ("early", "late")
+        H0, cq = pd if pd is not None else (0.0, 0)
+        cmodes = ("keep",) if form is None else (("early",) if pd else ("early", "late"))
         tmodes = ("keep", "early", "late") if self._tape_moves(s) else ("keep",)
         late_ok = s + 1 < self.L  # the child's first op is a forward (not the loss)
-        if bt is None:
-            lo, b_eff = self.fneed(s, t), b
+        if bt is None and pd is None:
+            lo = self.fneed(s, t)
         else:
-            lo = max(self.g(t) + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) + bc)
-            b_eff = max(b, bt)
+            lo = max(self.g(t) + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) + bc - cq)
+        b_eff = b if bt is None else max(b, bt)
         for cm in cmodes:
             for tm in tmodes:
                 if "late" in (cm, tm) and not late_ok:
                     continue
                 T = tt if tm != "keep" else 0.0  # each moved value: its copy out and back
                 C = tc if cm != "keep" else 0.0
-                # the child's start (relative to the segment's) and, when pending, the
-                # channel's busy time past it and the units freed after its first op
+                # the channel, relative to the segment's start: free at H0; the early copies
+                # (C then t_{s+1}, which is ready when Fall_s ends), the child's start, then
+                # the late copies and how far past the child's start they keep it busy
+                H = H0 + (tc if cm == "early" else 0.0)
+                if tm == "early":
+                    H = max(H, a) + tt
+                start = max(a, H)
                 if cm == "late":
-                    if tm == "late":
-                        start, delta, pc = a, max(tc, a) + tt - a, c + h
-                    elif tm == "early":
-                        start, delta, pc = a + tt, tc, c
-                    else:
-                        start, delta, pc = a, max(0.0, tc - a), c
-                elif tm == "late":
-                    start, delta, pc = max(a, C), tt, h
-                else:
-                    start, delta, pc = max(a, C) + (tt if tm == "early" else 0.0), None, 0
+                    H += tc
+                if tm == "late":
+                    H = max(H, a) + tt
+                pending = "late" in (cm, tm)
+                delta = max(0.0, H - start) if pending else None
+                pc = (c if cm == "late" else 0) + (h if tm == "late" else 0)
                 # the child's memory: C is never the segment's own (counted outside m);
                 # what is on the host from its first op on is added
-                shift = -dA + (c if cm == "early" else 0) + (h if tm == "early" else 0)
-                moved = (c if cm != "keep" else 0) + (h if tm != "keep" else 0)
-                for pm in (("late", "early") if cm != "keep" or tm != "keep" else ("late",)):
-                    pre = (T + C, moved) if pm == "early" else None
-                    if delta is not None:
-                        crow = self.pend(s + 1, t, delta, pc, pre)[0]
-                    elif pre is not None:
-                        crow = self.qpre(s + 1, t, ch, *pre)
-                    else:
-                        crow = self.fresh(ch, s + 1, t)
-                    # the prefetches, then B_s; early ones overlap the child's last op
-                    tail = b_eff if pre is not None else T + C + b_eff
-                    row = self.at(crow, shift) + (start + tail)
-                    yield self.cut(row, lo), ("A", form, cm, tm, shift, delta, pc, pre)
+                shift = -dA + cq + (c if cm == "early" else 0) + (h if tm == "early" else 0)
+                # each moved value's prefetch: right before B_s, or early (right before the
+                # child's last op, whose time then hides its copy)
+                for te in ((False, True) if tm != "keep" else (False,)):
+                    for ce in ((False, True) if cm != "keep" else (False,)):
+                        pre = None
+                        if te or ce:
+                            pre = ((tt if te else 0.0) + (tc if ce else 0.0),
+                                   (h if te else 0) + (c if ce else 0))
+                        if pending:
+                            crow = self.pend(s + 1, t, delta, pc, pre)
+                        elif pre is not None:
+                            crow = self.qpre(s + 1, t, ch, *pre)
+                        else:
+                            crow = self.fresh(ch, s + 1, t)
+                        tail = (0.0 if te else T) + (0.0 if ce else C) + b_eff
+                        row = self.at(crow, shift) + (start + tail)
+                        yield self.cut(row, lo), ("A", form, cm, tm, shift, delta, pc, pre,
+                                                  te, ce)
 
     def qpre(self, s, t, form, tau, cp):
         """A fresh child (s, t) whose parent prefetches right before the child's last op
@@ -312,33 +322,32 @@ class OffloadTable:
         if s >= 1 and self.ct[form][s] < INF and not (form == "p" and self.un[s]):
             yield from self._cands_a(s, t, form, tau, cp)
 
-    def pend(self, s, t, delta, c, pre=None, want=False):
+    def pend(self, s, t, delta, c, pre=None):
         """A child (s, t) of option A whose parent's offloads are issued right after the
         child's first op: that op runs under m (the values still held), the rest under
         m + c; the channel is busy until ``delta`` past the child's start.  ``pre``: (copy
         seconds, units) of the parent's prefetches issued right before the child's B_s
-        (then option A or the base only).  Returns (row, candidates if ``want``)."""
-        cands = list(self._cands_pend(s, t, delta, c, pre))
-        return _least(iter(cands), self.W), (cands if want else None)
+        (then option A or the base only)."""
+        key = (s, t, delta, c, pre)
+        row = self._pend.get(key)
+        if row is None:
+            row = self._pend[key] = _least(self._cands_pend(s, t, delta, c, pre), self.W)
+        return row
 
     def _cands_pend(self, s, t, delta, c, pre):
         uc = self.uc
         g, f1, b1 = self.g(t), self.fall[s], self.bwd[s]
-        tau, cp = pre if pre is not None else (0.0, 0)
-        b1 = max(b1, tau)
-        lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c + cp)
+        tau, cp = pre if pre is not None else (None, 0)
         if s == t:  # Fall_s [late offs] [pre] B_s
+            lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c + cp)
+            b1 = b1 if tau is None else max(b1, tau)
             yield self.cut(np.full(self.W, max(f1, delta) + b1), lo), ("pbase",)
             return
-        ch = self._child_form(s)
-        fch = self.fresh(ch, s + 1, t)
-        dA = self.dA[s]
+        yield from self._cands_a(s, t, None, tau, cp, (delta, c))
         own = self._child_form(s - 1)  # this segment's container, as its parent's child
-        co, to = self.cu[own][s], self.ct[own][s]
-        yield (self.cut(self.at(fch, c - dA) + (max(f1, delta) + b1), lo), ("pA", False))
-        if own == "t" and to < INF:  # "p" here is an unsaved x_s, freed by Fall_s
-            yield (self.cut(self.at(fch, c + co - dA) + (max(f1, delta + to) + to + b1), lo),
-                   ("pA", True))
+        to = self.ct[own][s]
+        if to < INF and not (own == "p" and self.un[s]):  # Fall_s frees an unsaved x_s
+            yield from self._cands_a(s, t, own, tau, cp, (delta, c))
         if self.recompute and pre is None:
             fl = self._fck_need(s, t)
             yield (self.cut(self.at(self.RK[s, t], c) + max(self.fwd[s], delta), fl),
@@ -409,19 +418,14 @@ class OffloadTable:
             # a pending child: its first op, the parent's late offloads, then the rest
             _, s, t, m, delta, c, late, pp, pres = item
             m = min(m, W - 1)
-            row, cands = self.pend(s, t, delta, c, pp, want=True)
-            label = pick(cands, m, row[m])
+            label = pick(self._cands_pend(s, t, delta, c, pp), m,
+                         self.pend(s, t, delta, c, pp)[m])
             own = self._child_form(s - 1)
             late, pres = list(late), list(pres)
             if label[0] == "pbase":
                 return [Fall(s)] + late + pres + [Bwd(s)], ()
-            if label[0] == "pA":
-                ch, m2 = self._child_form(s), m + c - self.dA[s]
-                if not label[1]:
-                    return [Fall(s)] + late, (("seg", "F", ch, s + 1, t, m2), *pres, Bwd(s))
-                return ([Fall(s)] + late + [off(own, s)],
-                        (("seg", "F", ch, s + 1, t, m2 + self.cu[own][s]), pre(own, s),
-                         *pres, Bwd(s)))
+            if label[0] == "A":
+                return self._plan(label, s, t, m, off, pre, pres, late)
             if not label[1]:
                 return [Fck(s)] + late, (("rest", None, s, t, m + c),)
             return [Fck(s)] + late + [off(own, s)], (("rest", own, s, t, m + c),)
@@ -429,7 +433,7 @@ class OffloadTable:
         return unfold(("seg", "K", "t", 0, L, m), expand,
                       lambda: self.deadline.check("rebuilding the schedule"))
 
-    def _plan(self, label, s, t, m, off, pre, pres=()):
+    def _plan(self, label, s, t, m, off, pre, pres=(), late_in=()):
         """(ops now, items later) of a candidate's ``label`` at m; ``pres``: the parent's
         prefetches to issue right before this segment's B_s."""
         L = self.L
@@ -440,8 +444,8 @@ class OffloadTable:
             if form is None:
                 return [Fck(s)], (("rest", None, s, t, m),)
             return [Fck(s), off(form, s)], (("rest", form, s, t, m),)
-        _, form, cm, tm, shift, delta, pc, pp = label
-        now, late = [Fall(s)], []
+        _, form, cm, tm, shift, delta, pc, pp, te, ce = label
+        now, late = [Fall(s)] + list(late_in), []
         if cm == "early":
             now.append(off(form, s))
         if tm == "early":
@@ -450,8 +454,10 @@ class OffloadTable:
             late.append(off(form, s))
         if tm == "late":
             late.append(OffT(s + 1))
-        mine = ([PreT(s + 1)] if tm != "keep" else []) + ([pre(form, s)] if cm != "keep" else [])
-        child_pres = tuple(mine) if pp is not None else ()
+        early = ([PreT(s + 1)] if te else []) + ([pre(form, s)] if ce else [])
+        mine = (([PreT(s + 1)] if tm != "keep" and not te else [])
+                + ([pre(form, s)] if cm != "keep" and not ce else []))
+        child_pres = tuple(early)
         if delta is not None:
             child = ("pend", s + 1, t, m + shift, delta, pc, tuple(late), pp, child_pres)
         elif pp is not None:
@@ -459,7 +465,7 @@ class OffloadTable:
                      m + shift)
         else:
             child = ("seg", "F", self._child_form(s), s + 1, t, m + shift)
-        later = [child] + ([] if pp is not None else mine) + list(pres) + [Bwd(s)]
+        later = [child] + mine + list(pres) + [Bwd(s)]
         return now, tuple(later)
 
 
@@ -483,7 +489,7 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
     ok = {"p": [copy_time(chain, b) < INF for b in chain.x_size],
           "t": [False] + [copy_time(chain, b) < INF for b in chain.tape_held]}
     tape, fao, fo, bneed = ([int(v) for v in a] for a in (uc.tape, uc.fao, uc.fo, uc.bneed))
-    K, O, RK, RO, Q = {}, {}, {}, {}, {}
+    K, O, RK, RO, Q, P = {}, {}, {}, {}, {}, {}
 
     def g(t):
         return x[t + 1] if t < L else 0
@@ -495,20 +501,24 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
         return "p" if un[s + 1] else "t"
 
     def pend(s, t, c, pre=None):
+        key = (s, t, c, pre)
+        if key in P:
+            return P[key]
         cp = 0 if pre is None else pre
-        lo = max(g(t) + tape[s] + fao[s], bneed[s] - c + cp)
         if s == t:
-            return max(0, lo)
-        ch, own = cform(s), cform(s - 1)
-        best = max(lo, fresh(ch, s + 1, t) + dA[s] - c)
-        if own == "t" and ok["t"][s]:
-            best = min(best, max(lo, fresh(ch, s + 1, t) + dA[s] - c - cu[own][s]))
+            P[key] = max(0, g(t) + tape[s] + fao[s], bneed[s] - c + cp)
+            return P[key]
+        own = cform(s - 1)
+        best = opt_a(s, t, None, cp, c)
+        if ok[own][s] and not (own == "p" and un[s]):
+            best = min(best, opt_a(s, t, own, cp, c))
         if recompute and pre is None:
             fck = g(t) + x[s + 1] + fo[s]
             best = min(best, max(fck, RK[s, t] - c))
             if ok[own][s]:
                 best = min(best, max(fck, RO[own, s, t] - c))
-        return max(0, best)
+        P[key] = max(0, best)
+        return P[key]
 
     def qpre(s, t, form, cp):
         key = (s, t, form, cp)
@@ -523,28 +533,39 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                 Q[key] = max(0, best)
         return Q[key]
 
-    def opt_a(s, t, form, bc=None):
+    def opt_a(s, t, form, bc=None, cq=None):
         ch = cform(s)
         c = cu[form][s] if form else 0
         h = th[s]
         tape_moves = un[s + 1] and ok["t"][s + 1]
-        lo = fneed(s, t) if bc is None else max(g(t) + tape[s] + fao[s], bneed[s] + bc)
+        if bc is None and cq is None:
+            lo = fneed(s, t)
+        else:
+            lo = max(g(t) + tape[s] + fao[s], bneed[s] + (bc or 0) - (cq or 0))
+        cmodes = ("keep",) if form is None else (("early",) if cq is not None else
+                                                 ("early", "late"))
         best = INF
-        for cm in (("keep",) if form is None else ("early", "late")):
+        for cm in cmodes:
             for tm in (("keep", "early", "late") if tape_moves else ("keep",)):
                 if "late" in (cm, tm) and s + 1 >= L:
                     continue
-                shift = -dA[s] + (c if cm == "early" else 0) + (h if tm == "early" else 0)
+                shift = (-dA[s] + (cq or 0) + (c if cm == "early" else 0)
+                         + (h if tm == "early" else 0))
                 pc = (c if cm == "late" else 0) + (h if tm == "late" else 0)
-                moved = (c if cm != "keep" else 0) + (h if tm != "keep" else 0)
-                for early_pre in ((False, True) if "keep" != cm or "keep" != tm else (False,)):
-                    if "late" in (cm, tm):
-                        need = pend(s + 1, t, pc, moved if early_pre else None)
-                    elif early_pre:
-                        need = qpre(s + 1, t, ch, moved)
-                    else:
-                        need = fresh(ch, s + 1, t)
-                    best = min(best, max(lo, need - shift))
+                early_units = {0}  # the units prefetched early: any subset of the moved
+                for add in ((c,) if cm != "keep" else ()) + ((h,) if tm != "keep" else ()):
+                    early_units |= {u + add for u in early_units}
+                for ue in sorted(early_units):
+                    for early_pre in ((False, True) if ue == 0 and (cm != "keep" or
+                                                                     tm != "keep")
+                                      else (ue > 0,)):
+                        if "late" in (cm, tm):
+                            need = pend(s + 1, t, pc, ue if early_pre else None)
+                        elif early_pre:
+                            need = qpre(s + 1, t, ch, ue)
+                        else:
+                            need = fresh(ch, s + 1, t)
+                        best = min(best, max(lo, need - shift))
         return best
 
     def fneed(s, t):

@@ -176,18 +176,19 @@ class TwoStreamReference:
         return makespan, max([self.c.x_size[0]] + [p for _, _, _, _, p, _ in self.ops])
 
 
-def persistent_offload_schedules(chain: Chain):
+def persistent_offload_schedules(chain: Chain, extended: bool = True):
     """Every token sequence of the grammar of the class ``persistent+offload``
     (proofs/offload.md, O.10 and O.16), written from its text: segment (s, t) is the loss,
     ``Fall_s B_s``, option A ``Fall_s E <s+1, t> P B_s`` or option B ``Fck_s [Off C]
     Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``.  In option A each of the container C
     (a fresh segment's, never x_0) and the tape t_{s+1} of an unsaved output is kept,
     offloaded right after Fall_s (E, in that order) or *late*: right after the child's
-    first op (before the child's own offload); what moved is prefetched (``Pre t_{s+1}``
-    then ``Pre C``) right before B_s (P), or *early*: right before the child's last op,
-    after the child's own prefetches, when that child is the loss, ``Fall B`` or option
-    A.  A child that takes late offloads moves neither its own container late nor its
-    tape, and prefetches nothing early.  Validity is left to the interpreter."""
+    first op (before the child's own offload); each value that moved is prefetched
+    (``Pre t_{s+1}`` before ``Pre C``) right before B_s (P), or *early*: right before the
+    child's last op, after the child's own prefetches, when that child is the loss, ``Fall
+    B`` or option A.  A child that takes late offloads does not move its own container late.  Validity
+    is left to the interpreter.  ``extended=False``: the grammar of O.10 alone (no late
+    offload, no tape move, no early prefetch)."""
     L = chain.length
     bw = chain.bandwidth is not None
 
@@ -202,9 +203,9 @@ def persistent_offload_schedules(chain: Chain):
         pending = bool(late)
         cmodes = ["keep"]
         if fresh and s >= 1 and bw:
-            cmodes += ["early"] if pending else ["early", "late"]
+            cmodes += ["early"] if pending or not extended else ["early", "late"]
         unsaved = not chain.output_saved[s]
-        tmodes = ["keep", "early", "late"] if unsaved and bw and not pending else ["keep"]
+        tmodes = ["keep", "early", "late"] if unsaved and bw and extended else ["keep"]
         child_c = "t" if chain.output_saved[s] else "x"
         for cm in cmodes:
             o, p = ([f"Off{c}{s}"], [f"Pre{c}{s}"]) if cm != "keep" else ([], [])
@@ -213,12 +214,15 @@ def persistent_offload_schedules(chain: Chain):
                 early = (o if cm == "early" else []) + (ot if tm == "early" else [])
                 child_late = (o if cm == "late" else []) + (ot if tm == "late" else [])
                 mine = ([f"Pret{s + 1}"] if tm != "keep" else []) + p
-                for pm in (["late", "early"] if mine and not pending else ["late"]):
-                    if pm == "late":
-                        children, after = seg(s + 1, t, True, child_c, child_late), mine
-                    else:
-                        children, after = seg(s + 1, t, True, child_c, child_late, mine), []
-                    for child in children:
+                # each prefetch right before B_s, or early: right before the child's last op
+                splits = [[]]
+                for v in mine:
+                    splits = [sp + [w] for sp in splits for w in ((False, True) if extended
+                                                                   else (False,))]
+                for sp in splits:
+                    ahead = [v for v, e in zip(mine, sp) if e]
+                    after = [v for v, e in zip(mine, sp) if not e]
+                    for child in seg(s + 1, t, True, child_c, child_late, ahead):
                         yield [f"Fall{s}"] + late + early + child + after + pre + [f"B{s}"]
             if cm == "late" or pre:
                 continue
@@ -231,12 +235,13 @@ def persistent_offload_schedules(chain: Chain):
     yield from seg(0, L, False, "t")
 
 
-def best_persistent_offload(chain: Chain, budget: int, recompute: bool = True):
+def best_persistent_offload(chain: Chain, budget: int, recompute: bool = True,
+                            extended: bool = True):
     """``(best, least)``: (makespan, tokens) of the fastest schedule of the grammar that the
     interpreter accepts within ``budget`` (or None), and the least peak of any schedule of
     the grammar it accepts: an oracle for ``dp-offload`` by enumeration."""
     best, least = None, None
-    for tokens in persistent_offload_schedules(chain):
+    for tokens in persistent_offload_schedules(chain, extended):
         if not recompute and any(t.startswith(("Fn", "Fck")) for t in tokens):
             continue
         ref = TwoStreamReference(chain)

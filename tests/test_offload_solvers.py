@@ -286,8 +286,9 @@ def test_scaling_sizes_scales_the_bandwidth_and_keeps_every_offload_optimum(seed
 def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio, where):
     """O.10/O.11: dp-offload's answer is the best member of its grammar (every member
     enumerated and replayed by the independent interpreter), its smallest budget is the
-    grammar's least peak; exhaustive-offload <= dp-offload <= dp (persistent, remat only)
-    and <= save-on-cpu (a member of the class when every output is saved)."""
+    grammar's least peak; exhaustive-offload <= dp-offload <= dp (persistent, remat only),
+    <= save-on-cpu (a member of the class) and <= the best member of O.10's smaller
+    grammar."""
     chain = _with_bandwidth(chain, ratio)
     lo, hi = min_feasible_budget(chain), chain.store_all_memory()
     budget = lo + int(where * (hi - lo))
@@ -305,10 +306,14 @@ def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio,
     if dp.schedule is not None:
         assert sol.makespan <= dp.makespan + 1e-9
     soc = registry.solve(chain, budget, "save-on-cpu")
-    if soc.schedule is not None and all(chain.output_saved):  # (it moves unsaved outputs'
-        # tapes, which hold no input, not in the grammar)
+    if soc.schedule is not None:  # a member (unsaved outputs' tapes: late moves, O.16)
         assert classes.PERSISTENT_OFFLOAD.contains(chain, soc.schedule)
         assert sol.makespan <= soc.makespan + 1e-9
+    # the class of O.10 (no late offload, no tape move, no early prefetch) is a subset
+    old, old_least = best_persistent_offload(chain, budget, extended=False)
+    assert old_least is None or least <= old_least
+    if old is not None:
+        assert sol.makespan <= old[0] + 1e-9
 
 
 @settings(max_examples=10, deadline=None)

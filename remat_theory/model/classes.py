@@ -249,11 +249,11 @@ def is_persistent_offload(chain, schedule) -> bool:
     made or prefetched), never x_0.  In option A, C and the tape t_{s+1} of an unsaved
     output (it holds no input) are each kept, offloaded right after Fall_s (E: ``Off C``
     then ``Off t_{s+1}``) or *late*: right after the child's first op, before the child's
-    own offload; what moved is prefetched (``Pre t_{s+1}`` then ``Pre C``) right before B_s
-    (P) or *early*: right before the child's last op, after the child's own prefetches, when
-    the child is the loss, ``Fall B`` or option A.  A child that takes late offloads is not
-    the loss, moves neither its own container late nor its own tape, and prefetches nothing
-    early.  Validity is the simulator's to decide."""
+    own offload; each value that moved is prefetched (``Pre t_{s+1}`` before ``Pre C``)
+    right before B_s (P) or *early*: right before the child's last op, after the child's
+    own prefetches, when the child is the loss, ``Fall B`` or option A.  A child that takes late offloads is not
+    the loss and does not move its own container late.  Validity is the simulator's to
+    decide."""
     ops = list(schedule)
     L = chain.length
     pos = [0]
@@ -283,18 +283,19 @@ def is_persistent_offload(chain, schedule) -> bool:
         return got
 
     def take_pre(pre):
-        """The parent's prefetches (all of them, in order) right before this segment's last
-        op, or none."""
-        if pre and all(is_(ops[pos[0] + j] if pos[0] + j < len(ops) else None, *v)
-                       for j, v in enumerate(pre)):
-            pos[0] += len(pre)
-            return True
-        return False
+        """The parent's prefetches taken right before this segment's last op (any of them,
+        in order)."""
+        got = []
+        for v in pre:
+            if is_(peek(), *v):
+                pos[0] += 1
+                got.append(tuple(v))
+        return got
 
     def seg(s, t, fresh, form, late=(), pre=None):
         """Parse segment (s, t); ``late``: the parent's offloads it may take after its
         first op; ``pre(taken)``: the parent's prefetches it may take before its last op
-        (None: none).  Returns (late offloads taken, whether the prefetches were)."""
+        (None: none).  Returns (late offloads taken, prefetches taken)."""
         if s == t:
             if t == L:
                 early = take_pre(pre([]) if pre else [])
@@ -316,25 +317,23 @@ def is_persistent_offload(chain, schedule) -> bool:
             pos[0] += 1
         if op.kind == "Fall":
             unsaved = not chain.saved(s + 1)  # t_{s+1} holds no input: a tape that may move
-            t_early = unsaved and not pending and is_(peek(), "Off", s + 1, "t")
+            t_early = unsaved and is_(peek(), "Off", s + 1, "t")
             if t_early:
                 pos[0] += 1
             offer = []
-            if not pending:
-                if fresh and s >= 1 and not off:
-                    offer.append(("Off", s, form))
-                if unsaved and not t_early:
-                    offer.append(("Off", s + 1, "t"))
+            if fresh and s >= 1 and not off and not pending:
+                offer.append(("Off", s, form))
+            if unsaved and not t_early:
+                offer.append(("Off", s + 1, "t"))
 
             def mine(taken):  # what this segment moved, in prefetch order
                 return ((["Pre", s + 1, "t"],) if t_early or ("Off", s + 1, "t") in taken
                         else ()) + ((["Pre", s, form],) if off or ("Off", s, form) in taken
                                     else ())
 
-            taken, early = seg(s + 1, t, True, "x" if unsaved else "t", offer,
-                               None if pending else (lambda tk: mine(tk)))
-            if not early:
-                for v in mine(taken):
+            taken, early = seg(s + 1, t, True, "x" if unsaved else "t", offer, mine)
+            for v in mine(taken):
+                if tuple(v) not in early:
                     expect(*v)
             early_parent = take_pre(pre(got) if pre else [])
             expect("B", s)
@@ -347,7 +346,7 @@ def is_persistent_offload(chain, schedule) -> bool:
         if off:
             expect("Pre", s, form)
         seg(s, k - 1, off, form)
-        return got, False
+        return got, []
 
     try:
         seg(0, L, False, "t")

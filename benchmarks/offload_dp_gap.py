@@ -6,23 +6,26 @@ peak and at several channel speeds, it compares ``dp-offload`` (the optimum of t
 ``persistent+offload``, O.10) with ``exhaustive-offload`` (the optimum over every schedule,
 O.5).  Where they differ, no optimal schedule is in the class, and the optimal schedule
 found is described by the moves the class grammar has no word for (proofs/offload.md
-O.11 (c)):
+O.11 (d)):
 
 - ``eviction``: a value offloaded and never fetched back (recomputed instead, or not
   needed again);
-- ``early prefetch``: a prefetch issued before a compute op that does not read the value
-  (its copy overlaps that op; ``offload-all`` prefetches one backward ahead);
-- ``unsaved tape``: the tape of a stage whose output no backward reads moved (the class
-  moves containers only, and such a tape holds no stage input);
-- ``late offload``: an offload issued after a compute op that does not read the value
-  (the class offloads a container right after the forward that reads it, so its copy
-  overlaps that forward; a later offload overlaps later ops);
+- ``early prefetch``: a prefetch issued two or more compute ops before the next one that
+  reads the value (the class has one op ahead: its copy overlaps a child's last op);
+- ``late offload``: an offload issued two or more compute ops after the last one that read
+  or made the value (the class has one op late: its copy overlaps the child's first op);
 - ``other``: none of these (the class's other limits: which values move, and when).
+
+Reads are the referee's: a forward of stage i reads x_i (plain, or in t_i when x_i is
+saved), B_i reads t_{i+1} and x_i when saved, the loss x_L; so the tape of an unsaved
+output is read by its backward only.  The labels name moves of the extended class of
+issue 30 (O.16); the figures before it (O.11 (d)) used coarser ones (any offload after a
+non-reading op, any prefetch before one, any move of an unsaved output's tape).
 
 An instance may have several.  Usage (the results file it writes is
 ``benchmarks/results/offload_dp_gap.json``):
 
-    python benchmarks/offload_dp_gap.py --stages 2 3 --seeds 12 --points 5 \
+    python benchmarks/offload_dp_gap.py --stages 2 3 --seeds 10 --points 5 \
         --ratios 0.3,1,3 --out benchmarks/results/offload_dp_gap.json
 """
 from __future__ import annotations
@@ -70,8 +73,13 @@ def features(chain, schedule) -> list:
             if between >= 2:
                 out.add("late offload")
         if op.kind == "Pre":
-            nxt = next((o for o in ops[k + 1:] if not o.is_transfer), None)
-            if nxt is not None and (op.target, op.index) not in _touches(chain, nxt):
+            ahead = 0  # compute ops before the next one that reads v
+            for o in ops[k + 1:]:
+                if not o.is_transfer:
+                    if (op.target, op.index) in _touches(chain, o):
+                        break
+                    ahead += 1
+            if ahead >= 2:
                 out.add("early prefetch")
     return sorted(out) or ["other"]
 

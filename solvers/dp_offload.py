@@ -1,58 +1,53 @@
-"""``dp-offload``: a dynamic program for persistent rematerialization with offloading of
-segment inputs, exact in the two-stream model (proofs/offload.md, 11.3; docs/model.md,
-"Offloading").
+"""``dp-offload``: a dynamic program for persistent rematerialization with offloading,
+exact in the two-stream model (proofs/offload.md, 11.3; docs/model.md, "Offloading").
 
 The class (``persistent+offload``, :mod:`remat_theory.model.classes`) extends the
 persistent schedules of the Rotor DP (``solvers/dp.py``; Beaumont, Eyraud-Dubois,
-Herrmann, Joly, Shilova) with one move, in the spirit of Beaumont, Eyraud-Dubois and
+Herrmann, Joly, Shilova) with transfers, in the spirit of Beaumont, Eyraud-Dubois and
 Shilova, "Efficient combination of rematerialization and offloading for training DNNs"
-(NeurIPS 2021), whose model is not ours (their DP is not reproduced here): a segment
+(NeurIPS 2021), whose model is not ours (their DP is not reproduced here).  A segment
 (s, t) whose input x_s sits in a *container* C (a plain x_s it owns, or the tape t_s its
-parent recorded; never x_0) may send C to the host right after its first forward has read
-it, and fetch it back right before the next op that reads it:
+parent recorded; never x_0) may send C to the host and fetch it back before the next op
+that reads it:
 
-* option A-off: ``Fall_s Off(C) [child (s+1, t)] Pre(C) B_s``;
+* option A: ``Fall_s E [child (s+1, t)] P B_s``;
 * option B-off: ``Fck_s Off(C) Fn_{s+1} .. Fn_{k-1} [child (k, t)] Pre(C) [part (s, k-1)]``.
 
-While C is on the host, the child (and the forward pass after Fck_s) has C's bytes more.
-The copy of C starts when the segment starts and overlaps its first forward; the next op
-waits for it; the prefetch starts when the child's last op ends, and the op that reads C
-waits for it.  A segment may offload its container only when it starts *fresh*: right
-after C was made or prefetched (a child of option A or B, or the second part after a
-prefetch); then the channel is free exactly at its start and every time below is a
-constant of the segment (proofs/offload.md, O.10), so the DP's value is the referee's
-makespan.
+In option A (O.10, O.16) each of C and the tape t_{s+1} of an unsaved output (B_s reads
+it, nothing else does) is kept, offloaded right after Fall_s (``E``: "early", its copy
+overlapping Fall_s) or right after the child's first op ("late": its copy overlaps that op
+too, the value held during it); each one that moved is prefetched right before B_s
+(``P``) or right before the child's last op (its copy overlapping that op, the value held
+during it).  C moves only in a segment that starts *fresh* (right after C was made or
+prefetched), and not late in a child that itself takes late offloads.  Every time is then
+a constant of the choices (O.10, O.16): a fresh segment starts with the channel free; a
+child taking late offloads starts with it busy for a known ``delta``; a child whose parent
+prefetches early ends with its last op stretched to ``max(time, copies)``.
 
 Tables over memory units m (budget minus everything the segment does not own, as in
 ``dp``; the container is never the segment's own):
 
-* ``K(s, t, m)``: C stays on the device;
-* ``Ot(s, t, m)`` / ``Op(s, t, m)``: C, a tape t_s (``tape_held[s-1]`` bytes) or a plain
-  x_s (``x_size[s]``), is offloaded once;
-* ``Ft = min(K, Ot)``, ``Fp = min(K, Op)``: what a fresh child may do.
+* ``K(s, t, m)``: C stays on the device; ``Ot``/``Op(s, t, m)``: C, a tape t_s or a plain
+  x_s, moves; ``F = min(K, O)``: what a fresh child may do;
+* ``RK``/``RO``: option B's rest after ``Fck_s`` (the pass, the child, the part), kept or
+  with C on the host: option B is ``fwd[s] + RK(m)`` and ``max(fwd[s], tc) + tc +
+  RO(m)``;
+* ``pend(s, t, delta, c, pre)``: a child whose parent's late offloads follow its first op
+  (c units more from its second op on); ``qpre(s, t, form, tau, cp)``: a child whose
+  parent prefetches ``cp`` units in ``tau`` seconds right before its last op.  Both are
+  built on demand from the tables of shorter segments and memoized; their parameters take
+  a bounded number of values per stage (O.16), so the work stays O(L^3 M).
 
-Recurrence (g = x[t+1], or 0 when t = L; c the container's units, tc = its copy time):
-
-* base cases as in ``dp`` (the loss; ``Fall_s B_s``); ``Ot``/``Op`` are infinite there;
-* ``K`` option A: ``fall[s] + Ft(s+1, t, m - dA[s]) + bwd[s]``;
-* ``K`` option B: ``cf[k] - cf[s] + Fp(k, t, m - x[k]) + K(s, k-1, m)`` (pass under m);
-* ``O`` option A-off: ``max(fall[s], tc) + Ft(s+1, t, m + c - dA[s]) + tc + bwd[s]``;
-* ``O`` option B-off: ``max(fwd[s], tc) + cf[k] - cf[s+1] + Fp(k, t, m + c - x[k]) + tc
-  + F(s, k-1, m)`` (Fck_s under m, Fn_{s+1} .. Fn_{k-1} under m + c; F of C's own form).
-
-Outputs no backward reads (``output_saved``) as in ``dp`` (proofs/persistent_dp.md 2.10):
-``dA[s] = th[s] + ux[s+1] - ux[s]``, B_s's need ``bneed[s]``; the container of option A's
-child is then the plain unsaved x_{s+1} (``Fp`` instead of ``Ft``), and a segment whose
-input is an unsaved plain x_s has no option A-off (``Fall_s`` frees x_s).
-
-The answer is ``K(0, L, budget - x[0])``.  Memory: exact integers (sizes divided by their
-gcd) or ``slots`` (sizes rounded up to budget/S, as ``dp`` does; every schedule found fits
-the real budget).  Times are the real copy times ``bytes / bandwidth``.  Every table is
-computed for all m at once (numpy rows); lookups above the largest segment's store-all
-peak read the row's last entry, which is the segment's ideal time there (exact).  O(L^3 M)
-time, O(L^2 M) memory; the choices are kept (int16) to rebuild the schedule.  Without
-``bandwidth`` (or at 0 with positive sizes) no transfer is possible and the answer is the
-persistent optimum of ``dp``.
+Each candidate is a row over m (a shifted lookup plus a constant, infinite below its
+memory threshold); a cell is their minimum.  Outputs no backward reads (``output_saved``)
+as in ``dp`` (proofs/persistent_dp.md 2.10).  The answer is ``K(0, L, budget - x[0])``.
+Memory: exact integers (sizes divided by their gcd) or ``slots`` (sizes rounded up to
+budget/S, as ``dp`` does; every schedule found fits the real budget).  Times are the real
+copy times ``bytes / bandwidth``.  Lookups above the largest segment's store-all peak read
+the row's last entry, the segment's ideal time there (exact).  No choice is stored: the
+rebuild recomputes a cell's candidates at one m.  Without ``bandwidth`` (or at 0 with
+positive sizes) no transfer is possible and the answer is the persistent optimum of
+``dp``.
 """
 from __future__ import annotations
 
@@ -649,7 +644,8 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
 
 
 @register(NAME, optimal_for=CLASS, exact=True,
-          description="Persistent dynamic program with offloading of segment inputs (a "
+          description="Persistent dynamic program with offloading (segment inputs and "
+                      "unsaved outputs' tapes, early or late, prefetched early or not; a "
                       "chain with bandwidth; O(L^3 M)): optimal over persistent+offload, "
                       "exact integer memory or slots.",
           variants={"dp-offload-slots": {"slots": 64},

@@ -23,7 +23,8 @@ from solvers.exhaustive import min_feasible_budget as canonical_min_budget
 from solvers.offload_baselines import offload_all_schedule
 from solvers.offload_exhaustive import min_feasible_budget
 
-from _offload_reference import TwoStreamReference, best_persistent_offload
+from _offload_reference import (TwoStreamReference, best_persistent_offload,
+                               persistent_offload_schedules)
 
 
 def _with_bandwidth(chain: Chain, ratio: float) -> Chain:
@@ -478,3 +479,27 @@ def test_the_offload_dp_gap_certificate():
         assert sol.status == "optimal"
         assert sol.makespan == pytest.approx(cert.facts["remat_only_optimum"]) == dp
     assert not classes.PERSISTENT_OFFLOAD.contains(c, Schedule(cert.solutions["opt"]["schedule"]))
+
+
+@pytest.mark.parametrize("stages,seed", [(1, 0), (2, 1), (2, 2), (3, 3), (3, 4)])
+def test_the_class_parser_is_the_enumerated_grammar(stages, seed):
+    """O.16: classes.is_persistent_offload accepts every token sequence of the grammar as
+    enumerated from its text (tests/_offload_reference.py), and none of the sequences one
+    swap of adjacent tokens or one deletion away that the enumeration does not contain
+    (valid or not: the parser decides the grammar, the referee validity)."""
+    from remat_theory.analysis import families
+    import random
+
+    chain = families.make("random", stages, seed)
+    r = random.Random(seed)
+    chain = chain.replace(bandwidth=1.0, output_saved=[r.random() < 0.5
+                                                       for _ in range(stages)])
+    members = {tuple(s) for s in persistent_offload_schedules(chain)}
+    for s in members:
+        assert classes.is_persistent_offload(chain, Schedule.parse(" ".join(s))), s
+    for s in r.sample(sorted(members), min(150, len(members))):
+        for i in range(len(s) - 1):
+            for near in (s[:i] + (s[i + 1], s[i]) + s[i + 2:], s[:i] + s[i + 1:]):
+                if near not in members:
+                    assert not classes.is_persistent_offload(chain,
+                                                             Schedule.parse(" ".join(near)))

@@ -35,8 +35,10 @@ Tables over memory units m (budget minus everything the segment does not own, as
 * ``pend(s, t, delta, c, pre)``: a child whose parent's late offloads follow its first op
   (c units more from its second op on); ``qpre(s, t, form, tau, cp)``: a child whose
   parent prefetches ``cp`` units in ``tau`` seconds right before its last op.  Both are
-  built on demand from the tables of shorter segments and memoized; their parameters take
-  a bounded number of values per stage (O.16), so the work stays O(L^3 M).
+  built on demand from the tables of shorter segments and memoized (those of segments
+  three or more shorter than the ones being built are dropped, and recomputed by the
+  rebuild if it needs them); their parameters take a bounded number of values per stage
+  (O.16), so the work stays O(L^3 M) and the memory O(L^2 M).
 
 Each candidate is a row over m (a shifted lookup plus a constant, infinite below its
 memory threshold); a cell is their minimum.  Outputs no backward reads (``output_saved``)
@@ -113,6 +115,12 @@ class OffloadTable:
         self._pend = {}  # (s, t, delta, units, pre) -> pend's row
         for n in range(L + 1):
             deadline.check(f"building the tables (segments of length {n} of {L})")
+            # pend and qpre rows of segments shorter than n - 2 are no longer read while
+            # building (a child's rows are asked for by its parent and grandparent); the
+            # rebuild recomputes any it needs: O(L) of them live, not O(L^2)
+            for memo in (self._pend, self._qpre):
+                for key in [k for k in memo if k[1] - k[0] < n - 2]:
+                    del memo[key]
             for s in range(L + 1 - n):
                 t = s + n
                 if n > 0 and recompute:

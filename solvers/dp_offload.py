@@ -19,7 +19,10 @@ overlapping Fall_s) or right after the child's first op ("late": its copy overla
 too, the value held during it); each one that moved is prefetched right before B_s
 (``P``) or right before the child's last op (its copy overlapping that op, the value held
 during it).  C moves only in a segment that starts *fresh* (right after C was made or
-prefetched), and not late in a child that itself takes late offloads.  Every time is then
+prefetched), and not late in a child that itself takes late offloads.  *Evictions* (O.18):
+a segment that keeps its input, whose output is saved, may run ``Fall_s [child] B_s`` or
+``Fck_s [child] B_s`` where the child sends its container away for good and ``Fall_s``
+recreates it right before the child's ``B_{s+1}``.  Every time is then
 a constant of the choices (O.10, O.16): a fresh segment starts with the channel free; a
 child taking late offloads starts with it busy for a known ``delta``; a child whose parent
 prefetches early ends with its last op stretched to ``max(time, copies)``.
@@ -34,7 +37,8 @@ Tables over memory units m (budget minus everything the segment does not own, as
   RO(m)``;
 * ``pend(s, t, delta, c, pre)``: a child whose parent's late offloads follow its first op
   (c units more from its second op on); ``qpre(s, t, form, tau, cp)``: a child whose
-  parent prefetches ``cp`` units in ``tau`` seconds right before its last op.  Both are
+  parent prefetches ``cp`` units in ``tau`` seconds right before its last op;
+  ``evict(s, t, form)``: a child whose container its parent's forward recreates.  All are
   built on demand from the tables of shorter segments and memoized (those of segments
   three or more shorter than the ones being built are dropped, and recomputed by the
   rebuild if it needs them); their parameters take a bounded number of values per stage
@@ -225,6 +229,45 @@ class OffloadTable:
         yield from self._cands_a(s, t, None)
         if self.recompute:
             yield (self.cut(self.RK[s, t] + self.fwd[s], self._fck_need(s, t)), ("B", None))
+            if not self.un[s + 1]:  # evictions (O.18): the child's container recreated
+                b = self.bwd[s]
+                if self.ct["t"][s + 1] < INF:
+                    row = self.at(self.evict(s + 1, t, "t"), -self.dA[s]) + (self.fall[s] + b)
+                    yield self.cut(row, self.fneed(s, t)), ("E", "t")
+                if self.ct["p"][s + 1] < INF:
+                    row = self.at(self.evict(s + 1, t, "p"), -self.x[s + 1]) + (self.fwd[s] + b)
+                    lo = max(self._fck_need(s, t), int(self.uc.bneed[s]))
+                    yield self.cut(row, lo), ("E", "p")
+
+    def evict(self, s, t, form):
+        """A child (s, t) of a segment that keeps its own input: its container (``form``)
+        is offloaded right after its first op or one op later and never fetched back; its
+        parent's ``Fall_{s-1}`` runs again right before the child's last op ``B_s``,
+        recreating it (the tape t_s holds x_s: the parent's output is saved)."""
+        return _least(self._cands_evict(s, t, form), self.W)
+
+    def _rneed(self, s, form):
+        """The recomputing ``Fall_{s-1}``'s need in the frame of the child (s, t): what is
+        held before B_s (t_{s+1}, d_{s+1}) and the new tape with its transient, less the
+        container (counted outside the child's units)."""
+        uc = self.uc
+        return (self.th[s] + self.x[s + 1] + int(uc.tape[s - 1] + uc.fao[s - 1])
+                - self.cu[form][s])
+
+    def _cands_evict(self, s, t, form):
+        if s == self.L:  # the loss: no container to evict
+            return
+        uc = self.uc
+        rf, rneed = self.fall[s - 1], self._rneed(s, form)
+        # B_s then reads the recreated tape t_s, larger or smaller than the plain x_s
+        # counted outside the child's units
+        lo = max(self.g(t) + int(uc.tape[s] + uc.fao[s]),
+                 int(uc.bneed[s]) + self.th[s - 1] - self.cu[form][s], rneed)
+        if s == t:  # Fall_s Off C Fall_{s-1} B_s
+            time_ = max(self.fall[s], self.ct[form][s]) + rf + self.bwd[s]
+            yield self.cut(np.full(self.W, time_), lo), ("ebase",)
+            return
+        yield from self._cands_a(s, t, form, ev=(rf, lo))
 
     def _cands_o(self, form, s, t):
         if not (form == "p" and self.un[s]):  # Fall_s frees an unsaved plain x_s
@@ -234,7 +277,7 @@ class OffloadTable:
             yield (self.cut(self.RO[form][s, t] + (max(self.fwd[s], tc) + tc),
                             self._fck_need(s, t)), ("B", form))
 
-    def _cands_a(self, s, t, form, bt=None, bc=0, pd=None):
+    def _cands_a(self, s, t, form, bt=None, bc=0, pd=None, ev=None):
         """Option A of (s, t): Fall_s, the child (s+1, t), B_s.  The container C (``form``;
         None: kept) is offloaded right after Fall_s ("early") or after the child's first
         op ("late"); the tape t_{s+1} of an unsaved output likewise, or kept.  A late move
@@ -244,7 +287,9 @@ class OffloadTable:
         seconds in all and ``bc`` units (B_s then ends after max(its time, bt) and holds
         ``bc`` more).  ``pd`` = (delta, c): this segment is a pending child (its parent's
         late offloads follow Fall_s: the channel busy until delta, c units more after
-        Fall_s); it then moves its container early or not at all."""
+        Fall_s); it then moves its container early or not at all.  ``ev`` = (seconds, need):
+        the container is evicted, recreated by the parent's forward of that time and memory
+        need right before B_s (``evict``); the tape t_{s+1} is then kept."""
         uc = self.uc
         a, b, dA = self.fall[s], self.bwd[s], self.dA[s]
         ch = self._child_form(s)
@@ -252,9 +297,11 @@ class OffloadTable:
         h, tt = self.th[s], self.ct["t"][s + 1]
         H0, cq = pd if pd is not None else (0.0, 0)
         cmodes = ("keep",) if form is None else (("early",) if pd else ("early", "late"))
-        tmodes = ("keep", "early", "late") if self._tape_moves(s) else ("keep",)
+        tmodes = ("keep", "early", "late") if self._tape_moves(s) and ev is None else ("keep",)
         late_ok = s + 1 < self.L  # the child's first op is a forward (not the loss)
-        if bt is None and pd is None:
+        if ev is not None:
+            lo = ev[1]
+        elif bt is None and pd is None:
             lo = self.fneed(s, t)
         else:
             lo = max(self.g(t) + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) + bc - cq)
@@ -285,7 +332,7 @@ class OffloadTable:
                 # each moved value's prefetch: right before B_s, or early (right before the
                 # child's last op, whose time then hides its copy)
                 for te in ((False, True) if tm != "keep" else (False,)):
-                    for ce in ((False, True) if cm != "keep" else (False,)):
+                    for ce in ((False, True) if cm != "keep" and ev is None else (False,)):
                         pre = None
                         if te or ce:
                             pre = ((tt if te else 0.0) + (tc if ce else 0.0),
@@ -297,9 +344,11 @@ class OffloadTable:
                         else:
                             crow = self.fresh(ch, s + 1, t)
                         tail = (0.0 if te else T) + (0.0 if ce else C) + b_eff
+                        if ev is not None:  # the recomputing forward instead of Pre C
+                            tail = ev[0] + b_eff
                         row = self.at(crow, shift) + (start + tail)
                         yield self.cut(row, lo), ("A", form, cm, tm, shift, delta, pc, pre,
-                                                  te, ce)
+                                                  te, ce, ev is not None)
 
     def qpre(self, s, t, form, tau, cp):
         """A fresh child (s, t) whose parent prefetches right before the child's last op
@@ -409,6 +458,15 @@ class OffloadTable:
                 return ([Fn(j) for j in range(s + 1, k)],
                         (("seg", "F", "p", k, t, m + c - self.x[k]), pre(form, s),
                          ("seg", "F", form, s, k - 1, m)))
+            if tag == "evict":  # a child whose container its parent's forward recreates
+                _, s, t, form, m = item
+                if m < 0:
+                    raise InternalError(f"{NAME}: a subproblem below 0 units")
+                m = min(m, W - 1)
+                label = pick(self._cands_evict(s, t, form), m, self.evict(s, t, form)[m])
+                if label[0] == "ebase":
+                    return [Fall(s), off(form, s), Fall(s - 1), Bwd(s)], ()
+                return self._plan(label, s, t, m, off, pre)
             if tag == "qpre":  # a child whose parent prefetches before its last op
                 _, s, t, form, tau, cp, pres, m = item
                 m = min(m, W - 1)
@@ -447,7 +505,11 @@ class OffloadTable:
             if form is None:
                 return [Fck(s)], (("rest", None, s, t, m),)
             return [Fck(s), off(form, s)], (("rest", form, s, t, m),)
-        _, form, cm, tm, shift, delta, pc, pp, te, ce = label
+        if label[0] == "E":
+            if label[1] == "t":
+                return [Fall(s)], (("evict", s + 1, t, "t", m - self.dA[s]), Bwd(s))
+            return [Fck(s)], (("evict", s + 1, t, "p", m - self.x[s + 1]), Bwd(s))
+        _, form, cm, tm, shift, delta, pc, pp, te, ce, ev = label
         now, late = [Fall(s)] + list(late_in), []
         if cm == "early":
             now.append(off(form, s))
@@ -468,6 +530,8 @@ class OffloadTable:
                      m + shift)
         else:
             child = ("seg", "F", self._child_form(s), s + 1, t, m + shift)
+        if ev:  # the container is not fetched back: the parent's forward recreates it
+            mine = [Fall(s - 1)]
         later = [child] + mine + list(pres) + [Bwd(s)]
         return now, tuple(later)
 
@@ -536,12 +600,23 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                 Q[key] = max(0, best)
         return Q[key]
 
-    def opt_a(s, t, form, bc=None, cq=None):
+    def rneed(s, form):
+        return th[s] + x[s + 1] + tape[s - 1] + fao[s - 1] - cu[form][s]
+
+    def evict(s, t, form):
+        if s == L:
+            return INF
+        lo = max(g(t) + tape[s] + fao[s], bneed[s] + th[s - 1] - cu[form][s], rneed(s, form))
+        return max(0, lo) if s == t else max(0, opt_a(s, t, form, ev=lo))
+
+    def opt_a(s, t, form, bc=None, cq=None, ev=None):
         ch = cform(s)
         c = cu[form][s] if form else 0
         h = th[s]
-        tape_moves = un[s + 1] and ok["t"][s + 1]
-        if bc is None and cq is None:
+        tape_moves = un[s + 1] and ok["t"][s + 1] and ev is None
+        if ev is not None:
+            lo = ev
+        elif bc is None and cq is None:
             lo = fneed(s, t)
         else:
             lo = max(g(t) + tape[s] + fao[s], bneed[s] + (bc or 0) - (cq or 0))
@@ -556,7 +631,8 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                          + (h if tm == "early" else 0))
                 pc = (c if cm == "late" else 0) + (h if tm == "late" else 0)
                 early_units = {0}  # the units prefetched early: any subset of the moved
-                for add in ((c,) if cm != "keep" else ()) + ((h,) if tm != "keep" else ()):
+                for add in ((c,) if cm != "keep" and ev is None else ()) + \
+                        ((h,) if tm != "keep" else ()):
                     early_units |= {u + add for u in early_units}
                 for ue in sorted(early_units):
                     for early_pre in ((False, True) if ue == 0 and (cm != "keep" or
@@ -602,6 +678,11 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
             fck = g(t) + x[s + 1] + fo[s]
             if recompute:
                 best = min(best, max(fck, RK[s, t]))
+                if not un[s + 1]:  # evictions (O.18)
+                    if ok["t"][s + 1]:
+                        best = min(best, max(fneed(s, t), evict(s + 1, t, "t") + dA[s]))
+                    if ok["p"][s + 1]:
+                        best = min(best, max(fck, bneed[s], evict(s + 1, t, "p") + x[s + 1]))
             K[s, t] = max(0, best)
             if s == 0:
                 continue

@@ -186,7 +186,12 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
     first op (before the child's own offload); each value that moved is prefetched
     (``Pre t_{s+1}`` before ``Pre C``) right before B_s (P), or *early*: right before the
     child's last op, after the child's own prefetches, when that child is the loss, ``Fall
-    B`` or option A.  A child that takes late offloads does not move its own container late.  Validity
+    B`` or option A.  A child that takes late offloads does not move its own container late.
+    *Evictions*: a segment that keeps its input, takes no late offload and no prefetch
+    ahead, and whose output is saved, may run ``Fall_s <child> B_s`` or ``Fck_s <child>
+    B_s`` where the child (s+1, t) moves its container (t_{s+1}, or x_{s+1}) right after
+    its first op or one op later, moves no tape, and has ``Fall_s`` instead of the
+    prefetch right before its ``B_{s+1}``.  Validity
     is left to the interpreter.  ``extended=False``: the grammar of O.10 alone (no late
     offload, no tape move, no early prefetch)."""
     L = chain.length
@@ -226,11 +231,31 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
                         yield [f"Fall{s}"] + late + early + child + after + pre + [f"B{s}"]
             if cm == "late" or pre:
                 continue
+            if cm == "keep" and not pending and extended and bw and chain.output_saved[s]:
+                # evictions: the child's container sent away for good, recreated by Fall_s
+                for first, cc in (("Fall", "t"), ("Fck", "x")):
+                    for child in evicting(s + 1, t, cc, s):
+                        yield [f"{first}{s}"] + child + [f"B{s}"]
             for k in range(s + 1, t + 1):
                 for child in seg(k, t, True, "x"):
                     for rest in seg(s, k - 1, cm == "early", c):
                         yield ([f"Fck{s}"] + late + o + [f"Fn{j}" for j in range(s + 1, k)]
                                + child + p + rest)
+
+    def evicting(s, t, c, parent):
+        """Child (s, t) whose container (``c``) is offloaded right after its first op or
+        one op later and never fetched back: ``Fall_parent`` right before B_s instead."""
+        o, redo = [f"Off{c}{s}"], [f"Fall{parent}"]
+        if s == t:
+            if t < L:
+                yield [f"Fall{s}"] + o + redo + [f"B{s}"]
+            return
+        child_c = "t" if chain.output_saved[s] else "x"
+        for when in ("early", "late"):
+            if when == "late" and s + 1 >= L:
+                continue
+            for child in seg(s + 1, t, True, child_c, o if when == "late" else ()):
+                yield [f"Fall{s}"] + (o if when == "early" else []) + child + redo + [f"B{s}"]
 
     yield from seg(0, L, False, "t")
 
@@ -242,7 +267,8 @@ def best_persistent_offload(chain: Chain, budget: int, recompute: bool = True,
     the grammar it accepts: an oracle for ``dp-offload`` by enumeration."""
     best, least = None, None
     for tokens in persistent_offload_schedules(chain, extended):
-        if not recompute and any(t.startswith(("Fn", "Fck")) for t in tokens):
+        if not recompute and (any(t.startswith(("Fn", "Fck")) for t in tokens)
+                              or sum(t.startswith("Fall") for t in tokens) > chain.length):
             continue
         ref = TwoStreamReference(chain)
         if not all(ref.apply(t) for t in tokens) or ref.bwd_next != -1:

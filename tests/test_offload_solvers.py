@@ -463,9 +463,9 @@ def test_ilp_offload_at_its_time_limit_gives_a_certified_bound():
 def test_the_offload_dp_gap_certificate():
     """O.11 (c): where the class is not optimal.  proofs/certificates/offload_dp_gap.json:
     exhaustive-offload beats dp-offload (replayed and re-proven by tests/test_proofs.py),
-    while remat alone (the chain without its channel) the persistent DP is optimal: the gap
-    is the class's placement of transfers (the optimum offloads t1 and never fetches it
-    back, recomputing it instead: an eviction the grammar does not have)."""
+    while remat alone (the chain without its channel) the persistent DP is optimal and the
+    class gains nothing over it: the gap is the class's placement of transfers (the optimum
+    offloads a value two ops after its last use, which the grammar does not have)."""
     from pathlib import Path
     from remat_theory.analysis.certificates import load
     cert = load(Path(__file__).resolve().parent.parent / "proofs" / "certificates"

@@ -96,8 +96,9 @@ class ScheduleClass:
         if self.key in (PERSISTENT_OFFLOAD_KEY, STORE_ALL_OFFLOAD_KEY):
             if not is_persistent_offload(chain, schedule):
                 return False
-            if self.key == STORE_ALL_OFFLOAD_KEY and any(op.kind in ("Fn", "Fck")
-                                                         for op in schedule):
+            if self.key == STORE_ALL_OFFLOAD_KEY and (
+                    any(op.kind in ("Fn", "Fck") for op in schedule)
+                    or schedule.count("Fall") != chain.length):  # an eviction recomputes
                 return False
             return _replays(chain, schedule)
         if self.key in (OFFLOAD_KEY, NO_REMAT_KEY):
@@ -252,8 +253,11 @@ def is_persistent_offload(chain, schedule) -> bool:
     own offload; each value that moved is prefetched (``Pre t_{s+1}`` before ``Pre C``)
     right before B_s (P) or *early*: right before the child's last op, after the child's
     own prefetches, when the child is the loss, ``Fall B`` or option A.  A child that takes late offloads is not
-    the loss and does not move its own container late.  Validity is the simulator's to
-    decide."""
+    the loss and does not move its own container late.  *Evictions*: a segment that keeps
+    its input, takes no late offload and no prefetch ahead, and whose output is saved may
+    run ``Fall_s <child> B_s`` or ``Fck_s <child> B_s`` where the child moves its container
+    (right after its first op or one op later), moves no tape, and has ``Fall_s`` instead
+    of the prefetch right before its last op.  Validity is the simulator's to decide."""
     ops = list(schedule)
     L = chain.length
     pos = [0]
@@ -292,20 +296,27 @@ def is_persistent_offload(chain, schedule) -> bool:
                 got.append(tuple(v))
         return got
 
-    def seg(s, t, fresh, form, late=(), pre=None):
+    def seg(s, t, fresh, form, late=(), pre=None, ev=None):
         """Parse segment (s, t); ``late``: the parent's offloads it may take after its
         first op; ``pre(taken)``: the parent's prefetches it may take before its last op
-        (None: none).  Returns (late offloads taken, prefetches taken)."""
+        (None: none); ``ev``: the parent's stage when its forward may recreate this
+        segment's container right before the last op (an eviction).  Returns (late
+        offloads taken, prefetches taken, whether the container was evicted)."""
         if s == t:
             if t == L:
                 early = take_pre(pre([]) if pre else [])
                 expect("Loss", None)
-                return [], early
+                return [], early, False
             expect("Fall", s)
             got = take_late(late)
+            if ev is not None and not got and is_(peek(), "Off", s, form) and \
+                    is_(ops[pos[0] + 1] if pos[0] + 1 < len(ops) else None, "Fall", ev):
+                pos[0] += 2
+                expect("B", s)
+                return got, [], True
             early = take_pre(pre(got) if pre else [])
             expect("B", s)
-            return got, early
+            return got, early, False
         op = peek()
         if op is None or op.index != s or op.kind not in ("Fall", "Fck"):
             raise ValueError
@@ -315,6 +326,9 @@ def is_persistent_offload(chain, schedule) -> bool:
         off = fresh and s >= 1 and is_(peek(), "Off", s, form)
         if off:
             pos[0] += 1
+        # an eviction by this segment: it keeps its input, takes no late offload, and its
+        # output is saved (the recreated tape holds it)
+        ev_child = s if not pending and not off and chain.saved(s + 1) else None
         if op.kind == "Fall":
             unsaved = not chain.saved(s + 1)  # t_{s+1} holds no input: a tape that may move
             t_early = unsaved and is_(peek(), "Off", s + 1, "t")
@@ -331,22 +345,43 @@ def is_persistent_offload(chain, schedule) -> bool:
                         else ()) + ((["Pre", s, form],) if off or ("Off", s, form) in taken
                                     else ())
 
-            taken, early = seg(s + 1, t, True, "x" if unsaved else "t", offer, mine)
-            for v in mine(taken):
+            taken, early, evicted = seg(s + 1, t, True, "x" if unsaved else "t", offer, mine,
+                                        ev_child)
+            moved = mine(taken)
+            if evicted:
+                if moved:
+                    raise ValueError
+            elif ev is not None and not got and not t_early and \
+                    ("Off", s + 1, "t") not in taken and \
+                    (off or ("Off", s, form) in taken) and not early and \
+                    is_(peek(), "Fall", ev):
+                # this segment's own container evicted: its parent's forward instead of
+                # the prefetch
+                pos[0] += 1
+                expect("B", s)
+                return got, [], True
+            for v in moved:
                 if tuple(v) not in early:
                     expect(*v)
             early_parent = take_pre(pre(got) if pre else [])
+            if evicted and early_parent:
+                raise ValueError
             expect("B", s)
-            return got, early_parent
+            return got, early_parent, False
         k = s + 1  # option B: its last op is its part's, offered no prefetch
         while k < t and (o := peek()) is not None and o.kind == "Fn" and o.index == k:
             pos[0] += 1
             k += 1
-        seg(k, t, True, "x")
+        _, _, evicted = seg(k, t, True, "x", (), None, ev_child if k == s + 1 else None)
+        if evicted:
+            if pre is not None and take_pre(pre(got)):
+                raise ValueError
+            expect("B", s)
+            return got, [], False
         if off:
             expect("Pre", s, form)
         seg(s, k - 1, off, form)
-        return got, []
+        return got, [], False
 
     try:
         seg(0, L, False, "t")

@@ -9,7 +9,7 @@ found is described by the moves the class grammar has no word for (proofs/offloa
 O.11 (d)):
 
 - ``eviction``: a value offloaded and never fetched back (recomputed instead, or not
-  needed again);
+  needed again); the class has one shape of it (O.18), so a gap with it uses another;
 - ``early prefetch``: a prefetch issued two or more compute ops before the next one that
   reads the value (the class has one op ahead: its copy overlaps a child's last op);
 - ``late offload``: an offload issued two or more compute ops after the last one that read
@@ -19,8 +19,9 @@ O.11 (d)):
 Reads are the referee's: a forward of stage i reads x_i (plain, or in t_i when x_i is
 saved), B_i reads t_{i+1} and x_i when saved, the loss x_L; so the tape of an unsaved
 output is read by its backward only.  The labels name moves of the extended class of
-issue 30 (O.16); the figures before it (O.11 (d)) used coarser ones (any offload after a
-non-reading op, any prefetch before one, any move of an unsaved output's tape).
+issue 30 (O.16, O.18); the figures before it (O.11 (d)) used coarser ones (any offload after a
+non-reading op, any prefetch before one, any move of an unsaved output's tape).  Rerun
+``--redescribe`` on a results file to relabel its rows without solving.
 
 An instance may have several.  Usage (the results file it writes is
 ``benchmarks/results/offload_dp_gap.json``):

@@ -734,7 +734,8 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
 
 @register(NAME, optimal_for=CLASS, exact=True,
           description="Persistent dynamic program with offloading (segment inputs and "
-                      "unsaved outputs' tapes, early or late, prefetched early or not; a "
+                      "unsaved outputs' tapes, early or late, prefetched early or not, "
+                      "or evicted and recomputed; a "
                       "chain with bandwidth; O(L^3 M)): optimal over persistent+offload, "
                       "exact integer memory or slots.",
           variants={"dp-offload-slots": {"slots": 64},

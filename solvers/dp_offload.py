@@ -20,9 +20,9 @@ too, the value held during it); each one that moved is prefetched right before B
 (``P``) or right before the child's last op (its copy overlapping that op, the value held
 during it).  C moves only in a segment that starts *fresh* (right after C was made or
 prefetched), and not late in a child that itself takes late offloads.  *Evictions* (O.18):
-a segment that keeps its input, whose output is saved, may run ``Fall_s [child] B_s`` or
-``Fck_s [child] B_s`` where the child sends its container away for good and ``Fall_s``
-recreates it right before the child's ``B_{s+1}``.  Every time is then
+a segment that keeps its input, whose input and output are saved, may run ``Fall_s [child]
+B_s`` or ``Fck_s [child] B_s`` where the child sends its container away for good and
+``Fall_s`` recreates it right before the child's ``B_{s+1}``.  Every time is then
 a constant of the choices (O.10, O.16): a fresh segment starts with the channel free; a
 child taking late offloads starts with it busy for a known ``delta``; a child whose parent
 prefetches early ends with its last op stretched to ``max(time, copies)``.
@@ -229,7 +229,9 @@ class OffloadTable:
         yield from self._cands_a(s, t, None)
         if self.recompute:
             yield (self.cut(self.RK[s, t] + self.fwd[s], self._fck_need(s, t)), ("B", None))
-            if not self.un[s + 1]:  # evictions (O.18): the child's container recreated
+            if not self.un[s + 1] and not self.un[s]:  # evictions (O.18): the child's
+                # container recreated by Fall_s, which needs x_s (an unsaved plain x_s it
+                # would free, so the first Fall_s would have freed it too)
                 b = self.bwd[s]
                 if self.ct["t"][s + 1] < INF:
                     row = self.at(self.evict(s + 1, t, "t"), -self.dA[s]) + (self.fall[s] + b)
@@ -678,7 +680,7 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
             fck = g(t) + x[s + 1] + fo[s]
             if recompute:
                 best = min(best, max(fck, RK[s, t]))
-                if not un[s + 1]:  # evictions (O.18)
+                if not un[s + 1] and not un[s]:  # evictions (O.18)
                     if ok["t"][s + 1]:
                         best = min(best, max(fneed(s, t), evict(s + 1, t, "t") + dA[s]))
                     if ok["p"][s + 1]:

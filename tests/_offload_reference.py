@@ -188,7 +188,7 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
     child's last op, after the child's own prefetches, when that child is the loss, ``Fall
     B`` or option A.  A child that takes late offloads does not move its own container late.
     *Evictions*: a segment that keeps its input, takes no late offload and no prefetch
-    ahead, and whose output is saved, may run ``Fall_s <child> B_s`` or ``Fck_s <child>
+    ahead, and whose input and output are saved, may run ``Fall_s <child> B_s`` or ``Fck_s <child>
     B_s`` where the child (s+1, t) moves its container (t_{s+1}, or x_{s+1}) right after
     its first op or one op later, moves no tape, and has ``Fall_s`` instead of the
     prefetch right before its ``B_{s+1}``.  Validity
@@ -231,7 +231,8 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
                         yield [f"Fall{s}"] + late + early + child + after + pre + [f"B{s}"]
             if cm == "late" or pre:
                 continue
-            if cm == "keep" and not pending and extended and bw and chain.output_saved[s]:
+            if (cm == "keep" and not pending and extended and bw and chain.output_saved[s]
+                    and (s == 0 or chain.output_saved[s - 1])):
                 # evictions: the child's container sent away for good, recreated by Fall_s
                 for first, cc in (("Fall", "t"), ("Fck", "x")):
                     for child in evicting(s + 1, t, cc, s):

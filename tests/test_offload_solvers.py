@@ -503,3 +503,48 @@ def test_the_class_parser_is_the_enumerated_grammar(stages, seed):
                 if near not in members:
                     assert not classes.is_persistent_offload(chain,
                                                              Schedule.parse(" ".join(near)))
+
+
+@pytest.mark.parametrize("stages", [4, 6])
+def test_dp_offload_on_longer_chains_with_unsaved_outputs(stages):
+    """Beyond the enumeration's reach: on random chains of 4 and 6 stages with some
+    outputs unsaved and copies from a third to three forwards, at budgets from the class's
+    least to store-all's, dp-offload's schedule replays in the referee to its value (the
+    registry checks it), is a member of its class, and is no slower than dp (remat only)
+    or save-on-cpu (a member, O.17)."""
+    from benchmarks.offload_dp_gap import with_channel
+    from remat_theory.analysis import families
+
+    for seed in range(4):
+        for ratio in (0.3, 1.0, 3.0):
+            chain = with_channel(families.make("random", stages, seed), ratio, seed)
+            least = registry.solve(chain, 0, "dp-offload").min_budget
+            hi = chain.store_all_memory()
+            for budget in sorted({least, (least + hi) // 2, hi}):
+                sol = registry.solve(chain, budget, "dp-offload")
+                assert sol.status == "optimal"
+                assert classes.PERSISTENT_OFFLOAD.contains(chain, sol.schedule)
+                for other, c in (("dp", chain.replace(bandwidth=None)),
+                                 ("save-on-cpu", chain)):
+                    ref = registry.solve(c, budget, other)
+                    if ref.schedule is not None:
+                        assert sol.makespan <= ref.makespan + 1e-9
+
+
+def test_dp_offload_evicts_only_where_its_input_survives():
+    """O.18 needs the segment's input saved: a Fall_s frees an unsaved plain x_s, so the
+    recomputing Fall_s could not read it.  The profiled resnet chain (x_2 unsaved) at
+    1 GB/s, where an eviction at stage 2 would otherwise be chosen: the schedule replays
+    (the registry checks it) and stays in the class."""
+    from pathlib import Path
+    import json
+
+    path = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+            / "offload_chains" / "resnet-small.json")
+    chain = Chain.from_dict(json.loads(path.read_text())).replace(bandwidth=1e9)
+    assert not chain.output_saved[1]  # x_2 unsaved
+    sol = registry.solve(chain, 14347721, "dp-offload", slots=1000)
+    assert sol.schedule is not None
+    assert classes.PERSISTENT_OFFLOAD.contains(chain, sol.schedule)
+    ref = registry.solve(chain.replace(bandwidth=None), 14347721, "dp", slots=1000)
+    assert ref.schedule is None or sol.makespan <= ref.makespan + 1e-9

@@ -254,7 +254,8 @@ def is_persistent_offload(chain, schedule) -> bool:
     right before B_s (P) or *early*: right before the child's last op, after the child's
     own prefetches, when the child is the loss, ``Fall B`` or option A.  A child that takes late offloads is not
     the loss and does not move its own container late.  *Evictions*: a segment that keeps
-    its input, takes no late offload and no prefetch ahead, and whose output is saved may
+    its input, takes no late offload and no prefetch ahead, and whose input and output are
+    saved may
     run ``Fall_s <child> B_s`` or ``Fck_s <child> B_s`` where the child moves its container
     (right after its first op or one op later), moves no tape, and has ``Fall_s`` instead
     of the prefetch right before its last op.  Validity is the simulator's to decide."""
@@ -328,7 +329,8 @@ def is_persistent_offload(chain, schedule) -> bool:
             pos[0] += 1
         # an eviction by this segment: it keeps its input, takes no late offload, and its
         # output is saved (the recreated tape holds it)
-        ev_child = s if not pending and not off and chain.saved(s + 1) else None
+        ev_child = (s if not pending and not off and chain.saved(s + 1) and chain.saved(s)
+                    else None)
         if op.kind == "Fall":
             unsaved = not chain.saved(s + 1)  # t_{s+1} holds no input: a tape that may move
             t_early = unsaved and is_(peek(), "Off", s + 1, "t")

@@ -57,8 +57,8 @@ from typing import Iterable, NamedTuple
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError
 from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, OFF, PRE, Op, Schedule
-from remat_theory.model.simulator import (SimulationResult, State, check_budget, replay_arguments,
-                                          register_two_stream, transition)
+from remat_theory.model.simulator import (SimulationResult, State, _named_bits, check_budget,
+                                          register_two_stream, replay_arguments, transition)
 
 COMPUTE, CHANNEL = "compute", "channel"
 
@@ -146,13 +146,22 @@ class Timing(NamedTuple):
 
 
 def _describe(chain: Chain, st: OffloadState) -> str:
-    text = st.dev.describe(chain)
-    L = chain.length
-    host = [f"x{i}" for i in range(L + 1) if st.host_plain >> i & 1]
-    host += [f"t{i}" for i in range(1, L + 1) if st.host_tapes >> i & 1]
-    pend = [f"x{i}" for i in range(L + 1) if st.pend_plain >> i & 1]
-    pend += [f"t{i}" for i in range(1, L + 1) if st.pend_tapes >> i & 1]
-    out = f"device {text}, host {{{', '.join(host)}}}"
+    return _where_text(chain.length, _where(st))
+
+
+def _where(st: OffloadState) -> tuple:
+    """Where the values are (what :func:`_where_text` describes): five immutable fields,
+    kept by each step of a replay at no cost and described on demand."""
+    return (st.dev, st.host_plain, st.host_tapes, st.pend_plain, st.pend_tapes)
+
+
+def _where_text(L: int, where: tuple) -> str:
+    """``device {x0, t2, d3}, host {x1}, leaving {t1}``: in time linear in L (the names of
+    a mask's bits, as the single-stream simulator's description finds them)."""
+    dev, host_plain, host_tapes, pend_plain, pend_tapes = where
+    host = _named_bits("x", host_plain, L) + _named_bits("t", host_tapes & ~1, L)
+    pend = _named_bits("x", pend_plain, L) + _named_bits("t", pend_tapes & ~1, L)
+    out = f"device {dev.describe(L)}, host {{{', '.join(host)}}}"
     return out + (f", leaving {{{', '.join(pend)}}}" if pend else "")
 
 
@@ -181,15 +190,37 @@ def reads(chain: Chain, dev: State, op: Op) -> list:
     return out
 
 
+def _bits(mask: int):
+    """The set bits of ``mask``, lowest first (a step per set bit, not per index)."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
 def _pending_bytes(chain: Chain, st: OffloadState) -> int:
-    L = chain.length
-    total = 0
-    for i in range(1, L + 1):
-        if st.pend_plain >> i & 1:
-            total += chain.x_size[i]
-        if st.pend_tapes >> i & 1:
-            total += chain.tape_held[i - 1]
-    return total
+    """Bytes of the device copies still leaving: the values offloaded since the last compute
+    op, a handful, found by their bits (never a scan of the chain)."""
+    x, tp = chain.x_size, chain.tape_held
+    return (sum(x[i] for i in _bits(st.pend_plain))
+            + sum(tp[i - 1] for i in _bits(st.pend_tapes)))
+
+
+def _made(new: int, old: int) -> int:
+    """The bits set in ``new`` and not in ``old`` (``new & ~old``, without the complement
+    of a big integer when nothing changed)."""
+    return 0 if new == old else (new ^ old) & new
+
+
+def _kept(host: int, made: int, below: int) -> int:
+    """``host`` less the bits of ``made`` and those at ``below`` and above (``host &
+    ~made & (1 << below) - 1``, with no work where nothing is cleared, the common case)."""
+    gone = host & made
+    if gone:
+        host ^= gone
+    if host.bit_length() > below:
+        host &= (1 << below) - 1
+    return host
 
 
 def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
@@ -197,6 +228,33 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
     """Issue ``op`` after the prefix summarized by ``st``: the new state and the op's
     :class:`Timing`, or a string saying why the op is invalid (the budget is the caller's
     to check against the timing's peak)."""
+    r = _advance(chain, st, op, allow_drop)
+    if isinstance(r, str):
+        return r
+    new, tm, writes = r
+    if writes:
+        ready, lastread = list(st.ready), list(st.lastread)
+        _write(ready, lastread, writes)
+        new = new._replace(ready=tuple(ready), lastread=tuple(lastread))
+    return new, tm
+
+
+def _write(ready, lastread, writes) -> None:
+    """Apply :func:`_advance`'s writes, in order: (value id, ready time or None for
+    unchanged, last read)."""
+    for v, r, last in writes:
+        if r is not None:
+            ready[v] = r
+        lastread[v] = last
+
+
+def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
+             ) -> "tuple[OffloadState, Timing, tuple] | str":
+    """:func:`step`'s work in time independent of the chain's length (but for the bit
+    operations on the state's masks): the new state with ``st``'s own ``ready`` and
+    ``lastread``, the op's :class:`Timing`, and the writes to ``ready`` and ``lastread``
+    that the new state needs (:func:`_write`), which :func:`step` applies to copies and
+    :func:`simulate_offload` in place."""
     L = chain.length
     dev = st.dev
     if op.kind in (OFF, PRE):
@@ -229,16 +287,18 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
             start = max(st.H, st.ready[vid])
             copy_end = start + transfer_time(chain, size)
             done = max(copy_end, st.lastread[vid])
+            # bit is set where it is cleared (on the device, on the host): an exclusive
+            # or, cheaper than a mask's complement on a long chain's big integers
             if target == "x":
-                dev = State(dev.plain & ~bit, dev.tapes, dev.bwd_next)
+                dev = State(dev.plain ^ bit, dev.tapes, dev.bwd_next)
                 new = st._replace(dev=dev, host_plain=st.host_plain | bit,
                                   pend_plain=st.pend_plain | bit)
             else:
-                dev = State(dev.plain, dev.tapes & ~bit, dev.bwd_next)
+                dev = State(dev.plain, dev.tapes ^ bit, dev.bwd_next)
                 new = st._replace(dev=dev, host_tapes=st.host_tapes | bit,
                                   pend_tapes=st.pend_tapes | bit)
             new = new._replace(H=copy_end, O=max(st.O, done))
-            return new, Timing(CHANNEL, start, done, mem, mem, mem)
+            return new, Timing(CHANNEL, start, done, mem, mem, mem), ()
         if not on_host:
             return f"{name} is not on the host" + (" (it is on the device)" if on_dev else
                                                    " (offload it first)")
@@ -246,51 +306,39 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
             return f"{op.token}: the bandwidth is 0, so the copy of {name} never ends"
         start = max(st.H, st.C)
         end = start + transfer_time(chain, size)
-        ready = list(st.ready)
-        ready[vid] = end
-        lastread = list(st.lastread)
-        lastread[vid] = 0.0
         if target == "x":
             new = st._replace(dev=State(dev.plain | bit, dev.tapes, dev.bwd_next),
-                              host_plain=st.host_plain & ~bit)
+                              host_plain=st.host_plain ^ bit)
         else:
             new = st._replace(dev=State(dev.plain, dev.tapes | bit, dev.bwd_next),
-                              host_tapes=st.host_tapes & ~bit)
-        new = new._replace(memory=mem + size, H=end, ready=tuple(ready),
-                           lastread=tuple(lastread))
-        return new, Timing(CHANNEL, start, end, mem, mem + size, mem + size)
+                              host_tapes=st.host_tapes ^ bit)
+        new = new._replace(memory=mem + size, H=end)
+        return new, Timing(CHANNEL, start, end, mem, mem + size, mem + size), ((vid, end, 0.0),)
 
     # a compute op: it waits for the pending copies and releases them, then the
     # single-stream rules decide validity, peak and memory after
     r = transition(chain, dev, 0, op, allow_drop)
     if isinstance(r, str):
         return _with_host_hint(chain, st, op, r)
-    mem = st.memory - _pending_bytes(chain, st)
+    mem = st.memory - (_pending_bytes(chain, st) if st.pend_plain | st.pend_tapes else 0)
     peak = mem + r.peak
     after = mem + r.memory_after
     read = reads(chain, dev, op)
     start = max(st.C, st.O, max((st.ready[v] for v in read), default=0.0))
     end = start + r.time
-    ready = list(st.ready)
-    lastread = list(st.lastread)
-    for v in read:
-        if lastread[v] < end:
-            lastread[v] = end
+    lastread = st.lastread
+    writes = [(v, None, end) for v in read if lastread[v] < end]
     new_dev = r.state
-    made_plain = new_dev.plain & ~dev.plain
-    made_tapes = new_dev.tapes & ~dev.tapes
-    for i in range(L + 1):
-        if made_plain >> i & 1:
-            ready[i], lastread[i] = end, 0.0
-        if made_tapes >> i & 1:
-            ready[L + 1 + i], lastread[L + 1 + i] = end, 0.0
+    made_plain = _made(new_dev.plain, dev.plain)
+    made_tapes = _made(new_dev.tapes, dev.tapes)
+    writes += [(i, end, 0.0) for i in _bits(made_plain)]
+    writes += [(L + 1 + i, end, 0.0) for i in _bits(made_tapes)]
     # host copies nothing reads any more: recomputed ones, and those whose backward ran
-    keep = (1 << (new_dev.bwd_next + 1)) - 1 if new_dev.bwd_next >= 0 else 0
-    hp = st.host_plain & ~made_plain & keep
-    ht = st.host_tapes & ~made_tapes & (keep << 1 | 1)
-    new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, tuple(ready),
-                       tuple(lastread))
-    return new, Timing(COMPUTE, start, end, mem, peak, after)
+    # (x_i for i > bwd_next, t_i for i > bwd_next + 1)
+    hp = _kept(st.host_plain, made_plain, new_dev.bwd_next + 1)
+    ht = _kept(st.host_tapes, made_tapes, new_dev.bwd_next + 2)
+    new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, st.ready, lastread)
+    return new, Timing(COMPUTE, start, end, mem, peak, after), writes
 
 
 def _with_host_hint(chain: Chain, st: OffloadState, op: Op, why: str) -> str:
@@ -321,7 +369,15 @@ class OffloadStep:
     memory_before: int
     peak: int
     memory_after: int
-    held: str = field(default="")
+    where: tuple = field(repr=False)  # where the values are after it (:func:`_where`)
+    length: int = field(repr=False)  # L, to describe them
+
+    @property
+    def held(self) -> str:
+        """Where the values are after the op, e.g. ``device {x0, t2}, host {t1}`` (built on
+        demand, as the single-stream simulator's: the text of every step of a long
+        schedule is quadratic in its length)."""
+        return _where_text(self.length, self.where)
 
     def to_dict(self) -> dict:
         return {"step": self.step, "op": self.op, "stream": self.stream, "start": self.start,
@@ -355,21 +411,27 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
         raise InvalidScheduleError(
             f"budget {budget} is below the size of the input x0 ({x0}), which is always held")
     st = OffloadState.initial(chain)
+    # the times by value, written in place (a step's tuples would be copied at every op)
+    ready, lastread = list(st.ready), list(st.lastread)
+    st = st._replace(ready=ready, lastread=lastread)
+    L = chain.length
     profile = []
     peak = x0
     for k, op in enumerate(schedule):
-        r = step(chain, st, op, allow_drop)
+        r = _advance(chain, st, op, allow_drop)
         if isinstance(r, str):
             raise InvalidScheduleError(r, k, op.token)
-        new, tm = r
+        new, tm, writes = r
         if budget is not None and tm.peak > budget:
             raise BudgetExceededError(
                 f"peak memory {tm.peak} exceeds the budget {budget} (held {tm.memory_before} "
                 f"before it; {_describe(chain, st)})", k, op.token, tm.peak, budget)
+        if writes:
+            _write(ready, lastread, writes)
         profile.append(OffloadStep(k, op.token, tm.stream, tm.start, tm.end - tm.start,
-                                   tm.memory_before, tm.peak, tm.memory_after,
-                                   _describe(chain, new)))
-        peak = max(peak, tm.peak)
+                                   tm.memory_before, tm.peak, tm.memory_after, _where(new), L))
+        if tm.peak > peak:
+            peak = tm.peak
         st = new
     if not st.is_final():
         if st.dev.bwd_next == chain.length:

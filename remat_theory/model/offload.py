@@ -201,9 +201,14 @@ def _bits(mask: int):
 def _pending_bytes(chain: Chain, st: OffloadState) -> int:
     """Bytes of the device copies still leaving: the values offloaded since the last compute
     op, a handful, found by their bits (never a scan of the chain)."""
-    x, tp = chain.x_size, chain.tape_held
-    return (sum(x[i] for i in _bits(st.pend_plain))
-            + sum(tp[i - 1] for i in _bits(st.pend_tapes)))
+    total = 0
+    for mask, sizes, shift in ((st.pend_plain, chain.x_size, 0),
+                               (st.pend_tapes, chain.tape_held, 1)):
+        while mask:
+            low = mask & -mask
+            total += sizes[low.bit_length() - 1 - shift]
+            mask ^= low
+    return total
 
 
 def _made(new: int, old: int) -> int:
@@ -234,7 +239,10 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
     new, tm, writes = r
     if writes:
         ready, lastread = list(st.ready), list(st.lastread)
-        _write(ready, lastread, writes)
+        for v, t, last in writes:  # _write, inline: exact search steps millions of times
+            if t is not None:
+                ready[v] = t
+            lastread[v] = last
         new = new._replace(ready=tuple(ready), lastread=tuple(lastread))
     return new, tm
 
@@ -331,12 +339,17 @@ def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
     new_dev = r.state
     made_plain = _made(new_dev.plain, dev.plain)
     made_tapes = _made(new_dev.tapes, dev.tapes)
-    writes += [(i, end, 0.0) for i in _bits(made_plain)]
-    writes += [(L + 1 + i, end, 0.0) for i in _bits(made_tapes)]
+    if made_plain:
+        writes += [(i, end, 0.0) for i in _bits(made_plain)]
+    if made_tapes:
+        writes += [(L + 1 + i, end, 0.0) for i in _bits(made_tapes)]
     # host copies nothing reads any more: recomputed ones, and those whose backward ran
     # (x_i for i > bwd_next, t_i for i > bwd_next + 1)
-    hp = _kept(st.host_plain, made_plain, new_dev.bwd_next + 1)
-    ht = _kept(st.host_tapes, made_tapes, new_dev.bwd_next + 2)
+    hp, ht = st.host_plain, st.host_tapes
+    if hp:
+        hp = _kept(hp, made_plain, new_dev.bwd_next + 1)
+    if ht:
+        ht = _kept(ht, made_tapes, new_dev.bwd_next + 2)
     new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, st.ready, lastread)
     return new, Timing(COMPUTE, start, end, mem, peak, after), writes
 

@@ -156,3 +156,37 @@ def test_solvers_schedules_and_their_mutations(L, seed):
                 _same(chain, tokens[:j] + [tokens[j]] + tokens[j:])
             checked += 1
     assert checked >= 4
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_the_check_is_called_as_the_replay_goes_and_the_totals_are_the_profiles():
+    """``check`` is called every CHECK_EVERY ops, and raising in it stops the replay;
+    ``profile=False`` gives the same makespan and peak, with no profile; the registry's
+    replay (``replay_totals``) of a long schedule with transfers calls it too."""
+    from remat_theory.model import offload
+    from remat_theory.model.fast_replay import replay_totals
+    from solvers.offload_baselines import offload_all_schedule
+
+    chain = Chain.homogeneous(3000, x_size=3, tape_size=5).replace(bandwidth=2.0)
+    sched = offload_all_schedule(chain, 1)
+    calls = []
+    full = simulate_offload(chain, sched, check=calls.append)
+    assert len(calls) == -(-len(sched) // offload.CHECK_EVERY) and set(calls) == {offload.REPLAYING}
+    bare = simulate_offload(chain, sched, profile=False)
+    assert (bare.makespan, bare.peak_memory, bare.profile) == (full.makespan, full.peak_memory, ())
+    assert len(full.profile) == len(sched)
+
+    def stop_at_second(what):
+        calls.append(what)
+        if len(calls) > 1:
+            raise _Stop(what)
+
+    for replay in (lambda c: simulate_offload(chain, sched, check=c),
+                   lambda c: replay_totals(chain, sched, check=c)):
+        calls = []
+        with pytest.raises(_Stop):
+            replay(stop_at_second)
+    assert replay_totals(chain, sched) == (full.makespan, full.peak_memory)

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError
@@ -61,6 +61,7 @@ from remat_theory.model.simulator import (SimulationResult, State, _named_bits, 
                                           register_two_stream, replay_arguments, transition)
 
 COMPUTE, CHANNEL = "compute", "channel"
+REPLAYING = "replaying the schedule with transfers in the two-stream simulator (the referee)"
 
 
 class OffloadState(NamedTuple):
@@ -412,11 +413,22 @@ class OffloadSimulationResult(SimulationResult):
         return tuple(s for s in self.profile if s.stream == CHANNEL)
 
 
+#: Operations replayed between two calls of :func:`simulate_offload`'s ``check``.
+CHECK_EVERY = 1 << 13
+
+
 def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
-                     budget: int | None = None, allow_drop: bool = False
+                     budget: int | None = None, allow_drop: bool = False, *,
+                     check: "Callable[[str], None] | None" = None, profile: bool = True
                      ) -> OffloadSimulationResult:
     """Replay a two-stream schedule (module docstring); raise :class:`InvalidScheduleError`
-    (or :class:`BudgetExceededError`) naming the first invalid step."""
+    (or :class:`BudgetExceededError`) naming the first invalid step.
+
+    In time linear in the schedule's length (and for each op, the bit operations on the
+    state's masks, big integers of L bits: about 1 us per op at 100,000 stages).
+    ``check(what)``, when given, is called every :data:`CHECK_EVERY` ops (a deadline's
+    check, which raises to stop the replay); ``profile=False`` keeps no profile (the
+    result's is empty): the makespan and the peak only, as the registry's replay needs."""
     schedule = replay_arguments(chain, schedule)
     budget = check_budget(budget)
     x0 = chain.x_size[0]
@@ -428,9 +440,11 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
     ready, lastread = list(st.ready), list(st.lastread)
     st = st._replace(ready=ready, lastread=lastread)
     L = chain.length
-    profile = []
+    steps = []
     peak = x0
     for k, op in enumerate(schedule):
+        if check is not None and not k % CHECK_EVERY:
+            check(REPLAYING)
         r = _advance(chain, st, op, allow_drop)
         if isinstance(r, str):
             raise InvalidScheduleError(r, k, op.token)
@@ -441,8 +455,10 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
                 f"before it; {_describe(chain, st)})", k, op.token, tm.peak, budget)
         if writes:
             _write(ready, lastread, writes)
-        profile.append(OffloadStep(k, op.token, tm.stream, tm.start, tm.end - tm.start,
-                                   tm.memory_before, tm.peak, tm.memory_after, _where(new), L))
+        if profile:
+            steps.append(OffloadStep(k, op.token, tm.stream, tm.start, tm.end - tm.start,
+                                     tm.memory_before, tm.peak, tm.memory_after, _where(new),
+                                     L))
         if tm.peak > peak:
             peak = tm.peak
         st = new
@@ -453,7 +469,7 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
             why = f"the last gradient computed is d{st.dev.bwd_next + 1}"
         raise InvalidScheduleError(f"the schedule ends without computing d0 ({why})")
     return OffloadSimulationResult(makespan=st.makespan, peak_memory=peak,
-                                   profile=tuple(profile), budget=budget)
+                                   profile=tuple(steps), budget=budget)
 
 
 def has_transfers(schedule: Iterable) -> bool:

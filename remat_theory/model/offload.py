@@ -102,10 +102,11 @@ class OffloadState(NamedTuple):
         """The times that decide every continuation's times, with those that can no longer
         matter set to 0 (a ready time or last read no later than both streams' free times;
         an offload completion no later than C)."""
-        low = min(self.C, self.H)
-        return ((self.C, self.H, self.O if self.O > self.C else 0.0)
-                + tuple(t if t > low else 0.0 for t in self.ready)
-                + tuple(t if t > self.H else 0.0 for t in self.lastread))
+        C, H, O = self.C, self.H, self.O
+        low = min(C, H)
+        return tuple([C, H, O if O > C else 0.0]
+                     + [t if t > low else 0.0 for t in self.ready]
+                     + [t if t > H else 0.0 for t in self.lastread])
 
 
 def dominates(a: tuple, b: tuple) -> bool:
@@ -191,14 +192,6 @@ def reads(chain: Chain, dev: State, op: Op) -> list:
     return out
 
 
-def _bits(mask: int):
-    """The set bits of ``mask``, lowest first (a step per set bit, not per index)."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
-
-
 def _pending_bytes(chain: Chain, st: OffloadState) -> int:
     """Bytes of the device copies still leaving: the values offloaded since the last compute
     op, a handful, found by their bits (never a scan of the chain)."""
@@ -210,12 +203,6 @@ def _pending_bytes(chain: Chain, st: OffloadState) -> int:
             total += sizes[low.bit_length() - 1 - shift]
             mask ^= low
     return total
-
-
-def _made(new: int, old: int) -> int:
-    """The bits set in ``new`` and not in ``old`` (``new & ~old``, without the complement
-    of a big integer when nothing changed)."""
-    return 0 if new == old else (new ^ old) & new
 
 
 def _kept(host: int, made: int, below: int) -> int:
@@ -234,36 +221,16 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
     """Issue ``op`` after the prefix summarized by ``st``: the new state and the op's
     :class:`Timing`, or a string saying why the op is invalid (the budget is the caller's
     to check against the timing's peak)."""
-    r = _advance(chain, st, op, allow_drop)
-    if isinstance(r, str):
-        return r
-    new, tm, writes = r
-    if writes:
-        ready, lastread = list(st.ready), list(st.lastread)
-        for v, t, last in writes:  # _write, inline: exact search steps millions of times
-            if t is not None:
-                ready[v] = t
-            lastread[v] = last
-        new = new._replace(ready=tuple(ready), lastread=tuple(lastread))
-    return new, tm
+    return _advance(chain, st, op, allow_drop, False)
 
 
-def _write(ready, lastread, writes) -> None:
-    """Apply :func:`_advance`'s writes, in order: (value id, ready time or None for
-    unchanged, last read)."""
-    for v, r, last in writes:
-        if r is not None:
-            ready[v] = r
-        lastread[v] = last
-
-
-def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
-             ) -> "tuple[OffloadState, Timing, tuple] | str":
-    """:func:`step`'s work in time independent of the chain's length (but for the bit
-    operations on the state's masks): the new state with ``st``'s own ``ready`` and
-    ``lastread``, the op's :class:`Timing`, and the writes to ``ready`` and ``lastread``
-    that the new state needs (:func:`_write`), which :func:`step` applies to copies and
-    :func:`simulate_offload` in place."""
+def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool, inplace: bool
+             ) -> "tuple[OffloadState, Timing] | str":
+    """:func:`step`, in time independent of the chain's length (but for the bit operations
+    on the state's masks) when ``inplace``: ``st.ready`` and ``st.lastread`` are then lists,
+    written in place and shared by the new state (:func:`simulate_offload`); otherwise the
+    new state has new tuples (exact search keeps every state).  Nothing is written before
+    the op is found valid."""
     L = chain.length
     dev = st.dev
     if op.kind in (OFF, PRE):
@@ -277,8 +244,10 @@ def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
         vid = value_id(chain, target, i)
         size = value_size(chain, target, i)
         bit = 1 << i
-        on_dev = (dev.plain if target == "x" else dev.tapes) & bit
-        on_host = (st.host_plain if target == "x" else st.host_tapes) & bit
+        plain, tapes, bwd_next = dev
+        hp, ht, pp, pt = st.host_plain, st.host_tapes, st.pend_plain, st.pend_tapes
+        on_dev = (plain if target == "x" else tapes) & bit
+        on_host = (hp if target == "x" else ht) & bit
         mem = st.memory
         if op.kind == OFF:
             if target == "x" and i == 0:
@@ -287,7 +256,7 @@ def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
                 return f"{name} is not on the device" + (" (it is on the host)" if on_host else "")
             if size and not chain.bandwidth:
                 return f"{op.token}: the bandwidth is 0, so the copy of {name} never ends"
-            if (st.pend_plain if target == "x" else st.pend_tapes) & bit:
+            if (pp if target == "x" else pt) & bit:
                 # its earlier device copy is still leaving: one pending bit per value
                 # cannot count two copies, and a second copy to the host adds nothing
                 return (f"{name} was offloaded since the last compute op and its device "
@@ -296,18 +265,15 @@ def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
             start = max(st.H, st.ready[vid])
             copy_end = start + transfer_time(chain, size)
             done = max(copy_end, st.lastread[vid])
-            # bit is set where it is cleared (on the device, on the host): an exclusive
-            # or, cheaper than a mask's complement on a long chain's big integers
+            # bit is set where it is cleared (on the device): an exclusive or, cheaper
+            # than a mask's complement on a long chain's big integers
             if target == "x":
-                dev = State(dev.plain ^ bit, dev.tapes, dev.bwd_next)
-                new = st._replace(dev=dev, host_plain=st.host_plain | bit,
-                                  pend_plain=st.pend_plain | bit)
+                plain, hp, pp = plain ^ bit, hp | bit, pp | bit
             else:
-                dev = State(dev.plain, dev.tapes ^ bit, dev.bwd_next)
-                new = st._replace(dev=dev, host_tapes=st.host_tapes | bit,
-                                  pend_tapes=st.pend_tapes | bit)
-            new = new._replace(H=copy_end, O=max(st.O, done))
-            return new, Timing(CHANNEL, start, done, mem, mem, mem), ()
+                tapes, ht, pt = tapes ^ bit, ht | bit, pt | bit
+            new = OffloadState(State(plain, tapes, bwd_next), hp, ht, pp, pt, mem, st.C,
+                               copy_end, max(st.O, done), st.ready, st.lastread)
+            return new, Timing(CHANNEL, start, done, mem, mem, mem)
         if not on_host:
             return f"{name} is not on the host" + (" (it is on the device)" if on_dev else
                                                    " (offload it first)")
@@ -316,13 +282,18 @@ def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
         start = max(st.H, st.C)
         end = start + transfer_time(chain, size)
         if target == "x":
-            new = st._replace(dev=State(dev.plain | bit, dev.tapes, dev.bwd_next),
-                              host_plain=st.host_plain ^ bit)
+            plain, hp = plain | bit, hp ^ bit  # bit is set on the host
         else:
-            new = st._replace(dev=State(dev.plain, dev.tapes | bit, dev.bwd_next),
-                              host_tapes=st.host_tapes ^ bit)
-        new = new._replace(memory=mem + size, H=end)
-        return new, Timing(CHANNEL, start, end, mem, mem + size, mem + size), ((vid, end, 0.0),)
+            tapes, ht = tapes | bit, ht ^ bit
+        ready, lastread = (st.ready, st.lastread) if inplace else \
+            (list(st.ready), list(st.lastread))
+        ready[vid] = end
+        lastread[vid] = 0.0
+        if not inplace:
+            ready, lastread = tuple(ready), tuple(lastread)
+        new = OffloadState(State(plain, tapes, bwd_next), hp, ht, pp, pt, mem + size, st.C,
+                           end, st.O, ready, lastread)
+        return new, Timing(CHANNEL, start, end, mem, mem + size, mem + size)
 
     # a compute op: it waits for the pending copies and releases them, then the
     # single-stream rules decide validity, peak and memory after
@@ -333,17 +304,24 @@ def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
     peak = mem + r.peak
     after = mem + r.memory_after
     read = reads(chain, dev, op)
-    start = max(st.C, st.O, max((st.ready[v] for v in read), default=0.0))
+    ready, lastread = (st.ready, st.lastread) if inplace else \
+        (list(st.ready), list(st.lastread))
+    start = max(st.C, st.O, max([ready[v] for v in read], default=0.0))
     end = start + r.time
-    lastread = st.lastread
-    writes = [(v, None, end) for v in read if lastread[v] < end]
+    for v in read:
+        if lastread[v] < end:
+            lastread[v] = end
     new_dev = r.state
-    made_plain = _made(new_dev.plain, dev.plain)
-    made_tapes = _made(new_dev.tapes, dev.tapes)
-    if made_plain:
-        writes += [(i, end, 0.0) for i in _bits(made_plain)]
-    if made_tapes:
-        writes += [(L + 1 + i, end, 0.0) for i in _bits(made_tapes)]
+    made_plain = 0 if new_dev.plain == dev.plain else (new_dev.plain ^ dev.plain) & new_dev.plain
+    made_tapes = 0 if new_dev.tapes == dev.tapes else (new_dev.tapes ^ dev.tapes) & new_dev.tapes
+    for m, base in ((made_plain, 0), (made_tapes, L + 1)):
+        while m:  # the values it made (one or two), bit by bit
+            low = m & -m
+            v = base + low.bit_length() - 1
+            ready[v], lastread[v] = end, 0.0
+            m ^= low
+    if not inplace:
+        ready, lastread = tuple(ready), tuple(lastread)
     # host copies nothing reads any more: recomputed ones, and those whose backward ran
     # (x_i for i > bwd_next, t_i for i > bwd_next + 1)
     hp, ht = st.host_plain, st.host_tapes
@@ -351,8 +329,8 @@ def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool
         hp = _kept(hp, made_plain, new_dev.bwd_next + 1)
     if ht:
         ht = _kept(ht, made_tapes, new_dev.bwd_next + 2)
-    new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, st.ready, lastread)
-    return new, Timing(COMPUTE, start, end, mem, peak, after), writes
+    new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, ready, lastread)
+    return new, Timing(COMPUTE, start, end, mem, peak, after)
 
 
 def _with_host_hint(chain: Chain, st: OffloadState, op: Op, why: str) -> str:
@@ -445,16 +423,14 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
     for k, op in enumerate(schedule):
         if check is not None and not k % CHECK_EVERY:
             check(REPLAYING)
-        r = _advance(chain, st, op, allow_drop)
+        r = _advance(chain, st, op, allow_drop, True)
         if isinstance(r, str):
             raise InvalidScheduleError(r, k, op.token)
-        new, tm, writes = r
-        if budget is not None and tm.peak > budget:
+        new, tm = r
+        if budget is not None and tm.peak > budget:  # (st's masks: as before the op)
             raise BudgetExceededError(
                 f"peak memory {tm.peak} exceeds the budget {budget} (held {tm.memory_before} "
                 f"before it; {_describe(chain, st)})", k, op.token, tm.peak, budget)
-        if writes:
-            _write(ready, lastread, writes)
         if profile:
             steps.append(OffloadStep(k, op.token, tm.stream, tm.start, tm.end - tm.start,
                                      tm.memory_before, tm.peak, tm.memory_after, _where(new),

@@ -150,6 +150,18 @@ def test_an_offload_baseline_stops_at_its_limit_or_is_refused(name, fake_clock):
     (remedy,) = [r for r in e.value.remedies if r.options]
     assert remedy.options[0][0] == "time_limit" and remedy.options[0][2] >= est
 
+
+def test_auto_on_a_long_chain_with_a_channel_says_why_it_did_not_decide():
+    """auto at a time limit too short for any route on 100,000 stages with a channel: the
+    offload DP is refused (its table) and so is remat alone (its baseline's estimate):
+    time_limit with no schedule, saying so, never that the DP's class has no schedule."""
+    chain = Chain.homogeneous(100_000, fwd_time=1.0, bwd_time=2.0, x_size=3,
+                              tape_size=5).replace(bandwidth=5.0)
+    sol = solvers.solve(chain, chain.store_all_memory() // 4, "auto", time_limit=2.0)
+    assert sol.status == TIME_LIMIT and sol.schedule is None
+    assert "the offload DP gave no answer" in sol.message and "has none" not in sol.message
+    assert "dp-offload: solver 'dp-offload'" in sol.message and "raise the time limit" in sol.message
+
 # ------------------------------------------------------------------ refusals before tables
 
 @pytest.fixture

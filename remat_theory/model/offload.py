@@ -44,6 +44,12 @@ When ops run (times)
     The makespan is the end of the last op, ``max(C, H, O)``.  With no transfer the compute
     ops run back to back: the makespan is the sum of their times, as always.
 
+The replay (:func:`simulate_offload`) writes the times by value in place and finds the
+leaving bytes and the values an op made from their bits, so an op's work does not grow
+with the chain (but for the big-integer masks), and describes where the values are only
+when a step's ``held`` is read; tests/test_offload_sim_linear.py compares it with its first,
+quadratic, implementation.
+
 Every start is a maximum of state times plus durations, so an op never starts later from
 a state whose times are all earlier: :func:`dominates` is the exact dominance that exact
 search (:mod:`solvers.offload_exhaustive`) uses, over the engine's own :func:`step`.
@@ -402,8 +408,9 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
     """Replay a two-stream schedule (module docstring); raise :class:`InvalidScheduleError`
     (or :class:`BudgetExceededError`) naming the first invalid step.
 
-    In time linear in the schedule's length (and for each op, the bit operations on the
-    state's masks, big integers of L bits: about 1 us per op at 100,000 stages).
+    In time linear in the schedule's length, but for the bit operations on the state's masks
+    (big integers of L bits, as the single-stream simulator's: at 100,000 stages about 25
+    of the 40 us an op takes; benchmarks/results/offload_sim_speed.json).
     ``check(what)``, when given, is called every :data:`CHECK_EVERY` ops (a deadline's
     check, which raises to stop the replay); ``profile=False`` keeps no profile (the
     result's is empty): the makespan and the peak only, as the registry's replay needs."""

@@ -35,8 +35,8 @@ from solvers.registry import Option, register  # noqa: F401 - Option: the regist
 #: The two-stream replay of the baselines' schedules (remat_theory.model.offload; about 4
 #: ops per stage), seconds per op on a chain of L stages: a constant part (the op's Python
 #: steps) and a part in L (the state's masks are big integers of L bits, which an op
-#: copies).  The slow end of what benchmarks/bench_offload_sim.py measured on a loaded
-#: 2-core machine: 15-19 us per op at 1,000 and 10,000 stages, 41 us at 100,000.  Done
+#: copies).  From what benchmarks/bench_offload_sim.py measured on a loaded 2-core
+#: machine: 11-28 us per op at 1,000 and 10,000 stages, 26-41 us at 100,000.  Done
 #: once: the registry's replay of the same schedule is remembered.  A time limit that
 #: cannot hold the estimate is refused up front; one that can is still checked as the
 #: replay goes.

@@ -409,8 +409,8 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
     (or :class:`BudgetExceededError`) naming the first invalid step.
 
     In time linear in the schedule's length, but for the bit operations on the state's masks
-    (big integers of L bits, as the single-stream simulator's: at 100,000 stages about 25
-    of the 40 us an op takes; benchmarks/results/offload_sim_speed.json).
+    (big integers of L bits, as the single-stream simulator's: an op takes 9-28 us from 100
+    to 10,000 stages, 26-32 us at 100,000; benchmarks/results/offload_sim_speed.json).
     ``check(what)``, when given, is called every :data:`CHECK_EVERY` ops (a deadline's
     check, which raises to stop the replay); ``profile=False`` keeps no profile (the
     result's is empty): the makespan and the peak only, as the registry's replay needs."""

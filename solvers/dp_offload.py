@@ -454,7 +454,8 @@ class OffloadTable:
                 if form is None:
                     k = pick(self._cands_rk(s, t), m, self.RK[s, t][m])[1]
                     return ([Fn(j) for j in range(s + 1, k)],
-                            (("seg", "F", "p", k, t, m - self.x[k]), ("seg", "K", "t", s, k - 1, m)))
+                            (("seg", "F", "p", k, t, m - self.x[k]),
+                             ("seg", "K", "t", s, k - 1, m)))
                 c = self.cu[form][s]
                 k = pick(self._cands_ro(form, s, t), m, self.RO[form][s, t][m])[1]
                 return ([Fn(j) for j in range(s + 1, k)],

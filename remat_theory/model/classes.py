@@ -242,23 +242,23 @@ def classify(chain, schedule) -> ScheduleClass:
 
 def is_persistent_offload(chain, schedule) -> bool:
     """True when the tokens of ``schedule`` follow the grammar of the class
-    ``persistent+offload`` (proofs/offload.md, O.10 and O.16): segment (s, t) is the loss
-    (s = t = L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s E <s+1, t> P B_s`` or
-    option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s,
-    k-1>``.  C is the segment's input container (the tape t_s, or a plain x_s: after Fck,
-    or where the output is unsaved), moved only by a segment that starts fresh (after C was
-    made or prefetched), never x_0.  In option A, C and the tape t_{s+1} of an unsaved
-    output (it holds no input) are each kept, offloaded right after Fall_s (E: ``Off C``
-    then ``Off t_{s+1}``) or *late*: right after the child's first op, before the child's
-    own offload; each value that moved is prefetched (``Pre t_{s+1}`` before ``Pre C``)
-    right before B_s (P) or *early*: right before the child's last op, after the child's
-    own prefetches, when the child is the loss, ``Fall B`` or option A.  A child that takes late offloads is not
-    the loss and does not move its own container late.  *Evictions*: a segment that keeps
-    its input, takes no late offload and no prefetch ahead, and whose input and output are
-    saved may
-    run ``Fall_s <child> B_s`` or ``Fck_s <child> B_s`` where the child moves its container
-    (right after its first op or one op later), moves no tape, and has ``Fall_s`` instead
-    of the prefetch right before its last op.  Validity is the simulator's to decide."""
+    ``persistent+offload`` (proofs/offload.md, O.10, O.16 and O.18): segment (s, t) is the
+    loss (s = t = L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s E <s+1, t> P B_s`` or
+    option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``.  C is the
+    segment's input container (the tape t_s, or a plain x_s: after Fck, or where the output
+    is unsaved), moved only by a segment that starts fresh (after C was made or
+    prefetched), never x_0.  In option A, C and the tape t_{s+1} of an unsaved output (it
+    holds no input) are each kept, offloaded right after Fall_s (E: ``Off C`` then ``Off
+    t_{s+1}``) or *late*: right after the child's first op, before the child's own
+    offload; each value that moved is prefetched (``Pre t_{s+1}`` before ``Pre C``) right
+    before B_s (P) or *early*: right before the child's last op, after the child's own
+    prefetches, when the child is the loss, ``Fall B`` or option A.  A child that takes
+    late offloads is not the loss and does not move its own container late.  *Evictions*:
+    a segment that keeps its input, takes no late offload and no prefetch ahead, and whose
+    input and output are saved may run ``Fall_s <child> B_s`` or ``Fck_s <child> B_s``
+    where the child moves its container (right after its first op or one op later), moves
+    no tape, and has ``Fall_s`` instead of the prefetch right before its last op.
+    Validity is the simulator's to decide."""
     ops = list(schedule)
     L = chain.length
     pos = [0]

@@ -341,13 +341,14 @@ def drop_in_states(stages, x: torch.Tensor) -> dict:
                 carried=carried_step_bytes(list(stages), x))
 
 
-def baseline_schedule_peaks(chain, stages, segments) -> list:
+def baseline_schedule_peaks(chain, stages, segments, carried: int = 0) -> list:
     """The budgets at which the drop-in's solver sees ``checkpoint_sequential``'s own schedule
     (solver ``periodic``, each segment count) fit: its peak on the rounded chain the drop-in
-    solves, plus the shared-parameter reserve.  (The exact chain's peak is up to a few
-    rounding units lower: at that budget the rounded DP must pick another schedule.)"""
+    solves, plus the shared-parameter reserve and ``carried`` (:func:`drop_in_states`).
+    (The exact chain's peak is up to a few rounding units lower: at that budget the rounded
+    DP must pick another schedule.)"""
     rc = rounded_chain(chain, auto_unit(chain))
-    reserve = 2 * shared_parameter_bytes(stages)
+    reserve = 2 * shared_parameter_bytes(stages) + carried
     out = []
     for k in segments:
         if not 1 <= k <= chain.length:
@@ -639,7 +640,7 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         segs = list(segments if segments is not None else range(2, L + 1))
         if budgets is None:
             states = drop_in_states(w.stages, w.example_input)
-            cover = baseline_schedule_peaks(chain, w.stages, segs)
+            cover = baseline_schedule_peaks(chain, w.stages, segs, states["carried"])
             if hf and w.hf:  # each Hugging Face every-K-layers schedule's level too
                 cover += hf_schedule_peaks(chain, w.stages, range(1, _hf_layers(w.model) + 1),
                                            loss_bytes=prof.loss_bytes, **states)

@@ -899,6 +899,12 @@ class CheckpointedSequential(nn.Module):
     def _plain(self, x: torch.Tensor) -> torch.Tensor:
         for s in self.stages:
             x = s(x)
+        # plain autograd recomputes nothing: the values the first stage handed the others
+        # (a seam capture's rotary tables, masks) are not read again, so they are let go
+        # now, as the model's own forward lets them go (autograd keeps what it saved)
+        runner = getattr(self.stages[0], "runner", None) if len(self.stages) else None
+        if runner is not None:
+            runner.ctx = {}
         return x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -62,7 +62,10 @@ whole, for plain autograd what a reduction buffer holds beyond a scalar, e.g. an
 the CPU, the size of the output: plain autograd starts that much above store-all).  Parameters, gradients and optimizer state are not
 part of it, except one thing autograd adds: the summed gradient of parameters used by
 several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
-below store-all plus that reserve is solved with it taken out).
+below store-all plus that reserve is solved with it taken out), and, for a chain captured
+at the model's seams, the values its first stage hands the others (rotary tables, position
+ids, masks), made anew at every step and held to its end: every budget reserves them too
+(:func:`carried_step_bytes`, :meth:`CheckpointedSequential.carried_bytes`).
 On the CPU an int or float budget also covers the random-generator states the checkpoints
 keep (only for segments where a stage draws random numbers: ``draws_random``), counted at
 each operation (:func:`~remat_theory.torch.nested.checkpoint_state_bytes`); the plan's

@@ -419,9 +419,19 @@ def _valid_cuts(order, facts, x0, primary, keep):
     return cuts, (least or 0)
 
 
+def _is_block(model, path: str) -> bool:
+    """A repeated block: a module, not itself a container, held by a container."""
+    mod = _submodule(model, path)
+    parent = _submodule(model, path.rpartition(".")[0])
+    return mod is not None and not isinstance(mod, _CONTAINERS) and isinstance(parent, _CONTAINERS)
+
+
 def _is_block_boundary(model, a_stack, b_stack) -> bool:
-    """No repeated block (a non-container module held by a container) spans the cut, or the
-    innermost module spanning it is itself a container (between two of its children)."""
+    """No repeated block spans the cut, or the innermost module spanning it is itself a
+    container (between two of its children), or the cut is the edge of a repeated block
+    nested in the one spanning it (Swin's stages hold their blocks in a ``ModuleList``, which
+    a module stack does not list: the cut between ``layers.0.blocks.0`` and
+    ``layers.0.blocks.1`` is spanned by ``layers.0`` and is still a layer's edge)."""
     common = []
     for x, y in zip(a_stack, b_stack):
         if x != y:
@@ -432,12 +442,19 @@ def _is_block_boundary(model, a_stack, b_stack) -> bool:
     inner = _submodule(model, common[-1])
     if isinstance(inner, _CONTAINERS):
         return True
-    for path in common:
-        mod = _submodule(model, path)
-        parent = _submodule(model, path.rpartition(".")[0])
-        if mod is not None and not isinstance(mod, _CONTAINERS) and isinstance(parent, _CONTAINERS):
-            return False
-    return True
+    if not any(_is_block(model, path) for path in common):
+        return True
+    return any(_in_stack(model, path) for path in a_stack[len(common):] + b_stack[len(common):])
+
+
+def _in_stack(model, path: str) -> bool:
+    """A layer of a repeated stack: a block whose container holds another of its class (not
+    the parts of a ``Sequential`` of different modules, as ConvNeXt's downsampling)."""
+    if not _is_block(model, path):
+        return False
+    mod = _submodule(model, path)
+    parent = _submodule(model, path.rpartition(".")[0])
+    return sum(type(m) is type(mod) for m in parent.children()) >= 2
 
 
 def _choose(model, order, facts, cuts, granularity) -> list:
@@ -961,14 +978,19 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     order = [n for n in tr.gm.graph.nodes
              if n in keep and n.op not in ("placeholder", "get_attr", "output")]
     cuts, least = _valid_cuts(order, facts, tr.x0, primary, keep)
-    cuts = _drop_view_stages(facts, tr.x0, primary, _distinct(cuts))
+    distinct = _distinct(cuts)
+    cuts = _drop_view_stages(facts, tr.x0, primary, distinct)
     if not cuts:
         raise CaptureError(
             f"no valid cut in {type(model).__name__}: at every point of its forward at least "
             f"{max(least, 2)} activations needing gradients are live (or the one live is "
             f"modified in place later), so it is one stage; split it by hand into an "
             f"nn.Sequential or a list of stage modules")
-    chosen = _choose(model, order, facts, cuts, granularity)
+    # a layer's output is often a view of its last operation's result (OPT's
+    # ``(residual + h).view(shape)``): the cut after the view is the layer's edge and the
+    # one before it is not, so the block rule sees both, and the views are merged after
+    chosen = _choose(model, order, facts, distinct if granularity == "block" else cuts,
+                     granularity)
     chosen = _drop_view_stages(facts, tr.x0, primary, chosen)
     plan = _Plan(order, [p for p, _ in chosen], [a for _, a in chosen], len(cuts))
     builder = _StageBuilder(model, tr, facts, plan, primary)

@@ -34,7 +34,9 @@ holds:
 ``granularity`` chooses among the valid cuts: ``"block"`` (default) cuts between the
 children of containers (``nn.Sequential``, ``nn.ModuleList``) and between modules outside
 any repeated block, never inside one block (one stage per transformer layer or residual
-block); ``"fine"`` takes every valid cut (mid-block cuts included: more freedom for the
+block) except at the edge of a layer of a stack nested in it (Swin's and ConvNeXt's stages
+hold their layers in a ``ModuleList``: one stage per layer there too); a layer whose output
+is a view of its last result (OPT's ``(residual + h).view(shape)``) is cut after the view; ``"fine"`` takes every valid cut (mid-block cuts included: more freedom for the
 solver, more stages); an integer n takes at most n stages of balanced size (the size of a
 stage: the elements of the new tensors its nodes produce).
 
@@ -462,11 +464,23 @@ def _choose(model, order, facts, cuts, granularity) -> list:
         return list(cuts)
     if granularity == "block":
         pos = {n: i for i, n in enumerate(order)}
+        at = {a: p for p, a in cuts}
         out = []
         for p, a in cuts:
             first_user = min((pos[u] for u in a.users if u in pos and pos[u] >= p), default=p)
             if _is_block_boundary(model, _stack(a), _stack(order[first_user])):
-                out.append((p, a))
+                # a layer's output that is a view of its last result (OPT's
+                # ``(residual + h).view(shape)``): cut before the views, so that the stage
+                # returns new memory and the next one starts with the views (a compiled
+                # checkpoint keeps a region's output only where it is no view)
+                r = a
+                while facts[r].alias is not None and facts[r].alias in at:
+                    r = facts[r].alias
+                q = at.get(r, p)
+                if q < p and all(facts[n].alias is not None for n in order[q:p]):
+                    p, a = q, r
+                if not out or out[-1] != (p, a):
+                    out.append((p, a))
         return out
     n = granularity
     weight = [facts[v].size for v in order]
@@ -617,17 +631,18 @@ def _label(model, nodes, facts, order) -> str:
     the outermost module on its stack whose nodes are all in this stage (a whole layer:
     ``transformer.h.3``), else the innermost one (part of a layer: ``transformer.h.3.attn``),
     each named once, in order, a module left out when some of its submodules are named."""
+    # views make no memory and do not count (a layer's closing view runs in the next stage)
     every, mine = {}, {}
     for n in order:
-        for p in _stack(n):
+        for p in _stack(n) if facts[n].alias is None else ():
             every[p] = every.get(p, 0) + 1
     for n in nodes:
-        for p in _stack(n):
+        for p in _stack(n) if facts[n].alias is None else ():
             mine[p] = mine.get(p, 0) + 1
     out = []
     for n in nodes:
         st = _stack(n)
-        if not st or not facts[n].grad:
+        if not st or not facts[n].grad or facts[n].alias is not None:
             continue
         name = next((p for p in st if mine.get(p) == every.get(p)), st[-1])
         if name not in out:

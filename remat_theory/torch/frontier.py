@@ -482,7 +482,7 @@ def _remat_compiled(w: Workload, tree, stages, pt: Point, backend: str, index: i
 
 
 #: chains up to this many stages: every single-level schedule is evaluated (2^(L-1) sets)
-FLAT_EXHAUSTIVE_STAGES = 12
+FLAT_EXHAUSTIVE_STAGES = 14
 
 
 def single_level_tree(checkpoints, length: int) -> Segment:

@@ -320,3 +320,70 @@ def test_loss_bytes_is_the_loss_tensor_a_caller_holds():
         want = loss.untyped_storage().nbytes() + loss.element_size()
         got = profile_details(stages, x, loss_fn, repeats=1, warmup=0).loss_bytes
         assert got == want, (got, want)
+
+
+# ----------------------------------------------------------- what the stage times measure
+_WORK = [0.0]  # work units done, the fake clock of the timing tests below
+
+
+def _hooks_active() -> bool:
+    return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+
+
+class _Counting(nn.Module):
+    """A Linear that counts its work: a forward costs 1 unit plain, 1.5 under saved-tensor
+    hooks (a checkpoint's forward, its recomputation); its backward costs 2."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        _WORK[0] += 1.5 if _hooks_active() else 1.0
+        y = torch.tanh(self.lin(x))
+        if y.requires_grad:
+            y.register_hook(lambda g: _WORK.__setitem__(0, _WORK[0] + 2.0))
+        return y
+
+
+def test_stage_times_are_what_the_drop_in_runs(monkeypatch):
+    """fall_time and bwd_time time plain autograd (a kept stage in the drop-in: no hooks);
+    fwd_time is the checkpoint's forward plus the hooked recomputation's excess over a plain
+    recording forward (what recomputing a stage adds in the drop-in), by a fake clock that
+    counts the stages' work."""
+    from remat_theory.torch import profiler
+
+    def fake(self, fn):
+        before = _WORK[0]
+        fn()
+        return _WORK[0] - before
+    monkeypatch.setattr(profiler._Timer, "__call__", fake)
+    torch.manual_seed(0)
+    model = nn.Sequential(*[_Counting(6) for _ in range(3)])
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    res = profile_details(model, x, lambda out: ((out - y) ** 2).mean(), repeats=2, warmup=1)
+    chain = res.chain
+    assert list(chain.fall_time) == [1.0] * 3
+    assert list(chain.bwd_time) == [2.0] * 3 + [0.0]
+    assert res.executor_times == {"fck": [1.5] * 3, "fall": [1.5] * 3}
+    assert list(chain.fwd_time) == [2.0] * 3  # 1.5 + (1.5 - 1.0)
+
+
+def test_plain_timing_pass_is_a_full_backward():
+    """The plain pass (each stage on a detached input, its backward from its output's
+    gradient) gives the eager model's parameter gradients: it times a whole step."""
+    from remat_theory.torch.profiler import _plain_pass
+
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3))
+    x, y = torch.randn(4, 5), torch.randn(4, 3)
+
+    def loss_fn(out):
+        return ((out - y) ** 2).mean()
+    loss_fn(model(x)).backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    t_f, t_b, t_loss = _plain_pass(list(model), loss_fn, x, lambda fn: (fn(), 0.25)[1])
+    assert t_f == [0.25] * 3 and t_b == [0.25] * 3 and t_loss == 0.25
+    for p, e in zip(model.parameters(), expected):
+        torch.testing.assert_close(p.grad, e, rtol=0, atol=1e-6)

@@ -104,6 +104,9 @@ class ProfileResult:
     # the loss on: the loss tensor's storage (a reduction buffer the size of x_L for an MSE
     # on the CPU, 4 B for a cross-entropy) and the gradient seeding the backward
     loss_bytes: int = 8
+    # per stage, the executor's own times (its saved-tensor hooks included): "fck" (a
+    # checkpoint's first forward) and "fall" (a recomputation); see _measure_times
+    executor_times: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"chain": self.chain.to_dict(), "hook_tape_size": self.hook_tape_size,
@@ -115,7 +118,7 @@ class ProfileResult:
                 "saves_output": self.saves_output, "ops": self.ops, "device": self.device,
                 "bwd_release": self.bwd_release, "bwd_below_table": self.bwd_below_table,
                 "draws_random": self.draws_random, "input_grad_bytes": self.input_grad_bytes,
-                "loss_bytes": self.loss_bytes}
+                "loss_bytes": self.loss_bytes, "executor_times": self.executor_times}
 
 
 CLOCKS = ("wall", "process")
@@ -274,14 +277,34 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
                          mem["fwd_overhead"], mem["fall_overhead"], times["nograd"],
                          mem["param_grad_bytes"], mem["saves_input"], mem["saves_output"],
                          mem["ops"], str(dev), mem["bwd_release"], mem["bwd_below_table"],
-                         mem["draws_random"], input_grad, mem["loss_bytes"])
+                         mem["draws_random"], input_grad, mem["loss_bytes"],
+                         {"fck": times["executor_fck"], "fall": times["executor_fall"]})
 
 
 def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
-    """Median seconds of each operation: Fck_i (no-grad), Fall_i (recording), Loss, B_i."""
+    """Median seconds of each operation, as the drop-in (:mod:`.module`) runs it.
+
+    The drop-in runs a kept stage as plain autograd and a checkpointed segment through a
+    non-reentrant ``torch.utils.checkpoint``: its first forward in autograd mode with every
+    saved tensor discarded, its recomputation, in the backward, in autograd mode under
+    saved-tensor hooks, then its backward.  So, per round:
+
+    * the executor's Fck_i (autograd mode, saved tensors discarded: a checkpoint's first
+      forward) and Fall_i (recording under the executor's saved-tensor hooks: what a
+      recomputation runs), then its Loss and B_i;
+    * a plain-autograd pass: each stage called on a detached copy of its input (no hooks),
+      the loss, then each stage's own backward: ``fall_time[i]`` and ``bwd_time``, what a kept
+      stage costs;
+    * ``fwd_time[i]`` = Fck_i + max(0, hooked Fall_i - plain Fall_i): the chain charges a
+      recomputed stage Fck + Fall + B, while the drop-in pays the checkpoint's forward, a
+      recomputation under hooks (dearer than a plain recording forward) and the backward.
+
+    Measured on the small Llama and GPT-2 (``benchmarks/recompute_cost.py``, docs/torch.md):
+    the executor's per-operation times summed to 1.15-1.18 times a plain step, the plain
+    pass's to about 1.0, and the hooked recomputation cost 1.26 times a plain forward."""
     L = len(stages)
     timer = _Timer(dev, clock, queue_kernels)
-    fall_t, nograd_t, bwd_t = ([[] for _ in range(L)] for _ in range(3))
+    ex_fall, ex_fck, plain_fall, plain_bwd = ([[] for _ in range(L)] for _ in range(4))
     loss_t = []
     # parsed once, outside the timed calls: a schedule's operations are parsed before it runs
     fck, fall, back = ([Op.parse(f"{k}{i}") for i in range(L)] for k in ("Fck", "Fall", "B"))
@@ -290,24 +313,67 @@ def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, que
         timer.next_round()
         _clear_grads(params)
         ex = ScheduleExecutor(stages, loss_fn, x0)
-        times = [timer(lambda i=i: ex.step(fck[i])) for i in range(L)]
+        t_fck = [timer(lambda i=i: ex.step(fck[i])) for i in range(L)]
         for i in range(1, L + 1):
             ex.step(Op.parse(f"Dropx{i}"))
-        times_all = [timer(lambda i=i: ex.step(fall[i])) for i in range(L)]
-        t_loss = timer(lambda: ex.step(loss))
-        times_b = {i: timer(lambda i=i: ex.step(back[i])) for i in range(L - 1, -1, -1)}
+        t_fall = [timer(lambda i=i: ex.step(fall[i])) for i in range(L)]
+        ex.step(loss)
+        for i in range(L - 1, -1, -1):
+            ex.step(back[i])
         del ex
+        _clear_grads(params)
+        t_plain_f, t_plain_b, t_loss = _plain_pass(stages, loss_fn, x0, timer)
         if rep < warmup:
             continue
         for i in range(L):
-            nograd_t[i].append(times[i])
-            fall_t[i].append(times_all[i])
-            bwd_t[i].append(times_b[i])
+            ex_fck[i].append(t_fck[i])
+            ex_fall[i].append(t_fall[i])
+            plain_fall[i].append(t_plain_f[i])
+            plain_bwd[i].append(t_plain_b[i])
         loss_t.append(t_loss)
     _clear_grads(params)
     med = statistics.median
-    return {"nograd": [med(v) for v in nograd_t], "fall": [med(v) for v in fall_t],
-            "bwd": [med(v) for v in bwd_t] + [med(loss_t)]}
+    fall = [med(v) for v in plain_fall]
+    hooked = [med(v) for v in ex_fall]
+    return {"nograd": [med(a) + max(0.0, h - f) for a, h, f in zip(ex_fck, hooked, fall)],
+            "fall": fall, "bwd": [med(v) for v in plain_bwd] + [med(loss_t)],
+            "executor_fck": [med(v) for v in ex_fck], "executor_fall": hooked}
+
+
+def _plain_pass(stages, loss_fn, x0, timer):
+    """One store-all step of the stages as plain autograd, each stage timed alone: its
+    forward on a detached input (needing a gradient where the executor's does: a float x_0
+    and every later input), the loss forward and backward, then each stage's backward from
+    the gradient of its output.  No saved-tensor hooks, no executor: what a kept stage costs
+    in the drop-in.  Returns (forward times, backward times, loss time)."""
+    L = len(stages)
+    ins, outs, t_f, t_b = [], [], [0.0] * L, [0.0] * L
+    x = x0.detach()
+    for i, s in enumerate(stages):
+        z = x.detach()
+        if z.is_floating_point() or z.is_complex():
+            z.requires_grad_()
+        box = []
+        t_f[i] = timer(lambda s=s, z=z: box.append(s(z)))
+        ins.append(z)
+        outs.append(box[0])
+        x = box[0]
+    del x, box, z
+    last = outs[-1].detach().requires_grad_()
+
+    def run_loss():
+        loss_fn(last).backward()
+    t_loss = timer(run_loss)
+    grad = last.grad
+    del last
+    for i in range(L - 1, -1, -1):
+        y, g = outs[i], grad
+        outs[i] = None
+        t_b[i] = timer(lambda: torch.autograd.backward(y, g))
+        del y, g
+        grad = ins[i].grad
+        ins[i] = None
+    return t_f, t_b, t_loss
 
 
 def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:

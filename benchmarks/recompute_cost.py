@@ -130,9 +130,9 @@ def main(argv) -> int:
         p = profs[-1]
         fall, fck, back = sum(p["fall"]), sum(p["nograd"][i] for i in recomputed), sum(p["bwd"])
         res["profile.Fall"].append(fall / base)
-        res["profile.executor_Fall"].append(sum(p["executor_fall"]) / base)
+        res["profile.executor_Fall"].append(sum(p.get("executor_fall", p["fall"])) / base)
         res["profile.executor_Fck_recomputed"].append(
-            sum(p["executor_fck"][i] for i in recomputed) / base)
+            sum(p.get("executor_fck", p["nograd"])[i] for i in recomputed) / base)
         res["profile.B+Loss"].append(back / base)
         res["profile.Fck_recomputed"].append(fck / base)
         res["profile.Fall_recomputed"].append(sum(p["fall"][i] for i in recomputed) / base)

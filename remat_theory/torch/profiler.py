@@ -37,9 +37,16 @@ Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0.  For every stage i (the stages of
   output of a Linear followed by a ReLU is unsaved: plain autograd frees it as soon as the
   ReLU has read it.  ``tape_size[i]`` is still all Fall_i adds, the output included; the
   chain holds ``tape_size[i] - x_size[i+1]`` of it as the tape when the output is unsaved.
-* ``fwd_time[i]``: median over repeats of the no-grad forward (Fn/Fck); ``fall_time[i]``:
-  of the recording forward (Fall); ``bwd_time[i]``: of B_i; ``bwd_time[L]``: of the loss
-  forward and backward.  Times are seconds, CUDA events on a GPU (with the stage's kernels
+* ``fall_time[i]``, ``bwd_time[i]``: median over repeats of stage i's forward and backward
+  as plain autograd runs them (each stage on a detached input, no saved-tensor hooks): what
+  a kept stage costs in the drop-in, whose kept stages are plain autograd; ``bwd_time[L]``:
+  the loss forward and backward.  ``fwd_time[i]`` (Fn/Fck): the executor's Fck_i (autograd
+  mode, every saved tensor discarded: a non-reentrant checkpoint's first forward) plus what
+  the recomputation's saved-tensor hooks add to a recording forward (the executor's Fall_i
+  minus the plain one, at least 0): the chain charges a recomputed stage Fck + Fall + B,
+  the drop-in pays the checkpoint's forward, a hooked recomputation and the backward
+  (:func:`_measure_times`; the executor's own times: ``ProfileResult.executor_times``).
+  Times are seconds, CUDA events on a GPU (with the stage's kernels
   queued ahead, see :class:`_Timer`), ``time.perf_counter`` on the CPU (where operations are
   synchronous), or there ``time.process_time`` with ``clock="process"``.
 
@@ -50,8 +57,10 @@ like the weights and the optimizer state.  A backward that *adds* into an existi
 (a parameter shared by several stages, as in the unrolled RNN) allocates the stage's
 gradient, adds it and frees it: that transient is the backward's own and is in its overhead.
 
-Everything is measured by running the real executor operations on the real stages, so the
-chain describes exactly what the executor will do.  Profiling leaves the model as it was:
+Memory is measured by running the real executor operations on the real stages, so the
+chain's bytes describe exactly what the executor will do; times describe the drop-in (the
+executor's hooks make its own store-all run 1.15-1.2 times a plain step on the small
+Llama and GPT-2, docs/torch.md).  Profiling leaves the model as it was:
 buffers (BatchNorm statistics), parameter ``.grad`` and random generator states are
 restored afterwards.  On the CPU it needs ``torch.profiler`` to be free (no other profiler
 session running).

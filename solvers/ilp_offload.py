@@ -50,12 +50,13 @@ import time
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import AT_LEAST, Remedy, SolverError, SolverLimitError
-from remat_theory.model.schedule import Schedule
+from remat_theory.model.schedule import Op, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
 
 from solvers import registry
 from solvers.dp_offload import copy_time
+from solvers.ilp_offload_normal import normal_length_bound, op_weight
 from solvers.registry import Option, register
 
 NAME = "ilp-offload"
@@ -174,6 +175,14 @@ def op_table(chain: Chain) -> list:
     return ops
 
 
+def _weight(chain: Chain, o: _Op) -> int:
+    """O.21's charge of a compute op (0 for a transfer)."""
+    if not o.compute:
+        return 0
+    op = Op.parse(o.token)
+    return op_weight(chain, op.kind, op.index)
+
+
 def values(chain: Chain) -> list:
     L = chain.length
     return [("x", i) for i in range(1, L + 1)] + [("t", i) for i in range(1, L + 1)]
@@ -188,7 +197,21 @@ def size(chain: Chain, v) -> int:
 _FLOAT_SLACK = 1e-9
 
 
-def length_bound(chain: Chain, makespan: float) -> int | None:
+def length_bound(chain: Chain, makespan: float, normal_form: bool = True) -> int | None:
+    """An upper bound on the number of ops of the schedules that ``ilp-offload``'s
+    certificate must cover at makespan at most ``makespan``: with ``normal_form`` (the
+    default) those in the normal form of O.20, at most the smaller of O.14's bound
+    (:func:`general_length_bound`, every schedule) and O.21's
+    (:func:`~solvers.ilp_offload_normal.normal_length_bound`); some optimal schedule is in
+    normal form (O.20), which is all the certificate needs.  None with a zero-time
+    forward; non-decreasing in ``makespan``."""
+    bound = general_length_bound(chain, makespan)
+    if normal_form and bound is not None:
+        bound = min(bound, normal_length_bound(chain, makespan))
+    return bound
+
+
+def general_length_bound(chain: Chain, makespan: float) -> int | None:
     """O.14: an upper bound on the number of ops of every valid schedule (no Drop) of
     makespan at most ``makespan``; None when some forward takes no time (nothing then
     bounds how often it runs) or the makespan is infinite; 0 below the ideal makespan
@@ -236,8 +259,8 @@ def _from_bits(b: int) -> float:
 
 
 def longer_schedule_bound(chain: Chain, n: int) -> float | None:
-    """O.15: a lower bound on the makespan of every valid schedule (no Drop) of MORE than
-    ``n`` ops: the least float ``V >= 0`` with ``length_bound(V) > n`` (0.0 when even the
+    """O.15: a lower bound on the makespan of every normal-form schedule (O.20; no Drop) of
+    MORE than ``n`` ops: the least float ``V >= 0`` with ``length_bound(V) > n`` (0.0 when even the
     shortest makespan allows more than ``n`` ops); None when some forward takes no time
     (no length bound exists, so nothing bounds the longer schedules).
 
@@ -270,7 +293,8 @@ class Model:
     """The MILP of the module docstring on ``chain`` at ``budget`` with ``N`` positions and
     the makespan bounded by ``ub`` (big-M)."""
 
-    def __init__(self, chain: Chain, budget: int, N: int, ub: float):
+    def __init__(self, chain: Chain, budget: int, N: int, ub: float,
+                 normal_form: bool = True):
         import highspy
 
         from solvers._highs import silence_highs_banner
@@ -278,6 +302,7 @@ class Model:
         self.chain, self.N = chain, N
         L = chain.length
         self.ops = ops = op_table(chain)
+        weight = [_weight(chain, o) for o in ops]
         V = values(chain)
         h = self.h = highspy.Highs()
         h.silent()
@@ -303,6 +328,11 @@ class Model:
         C, H, O = [0.0], [0.0], [0.0]
         self.u = u = []
         comp_time, copy_time_ = [], []  # per position: the duration on each stream
+        # the normal form (O.20): pf[v], a prefetch of v not yet touched by a compute op
+        pf = [dict(dev0)]
+        touch = {v: [k for k, o in enumerate(ops) if v in o.reads or
+                     (o.cond is not None and o.cond[0] == v)] for v in V}
+        charged, moved = [], []  # O.21's count: transfers <= the compute ops' weights
         act_prev = None
         x0 = chain.x_size[0]
         for p in range(1, N + 1):
@@ -330,6 +360,14 @@ class Model:
                 if o.off is not None:  # the referee refuses a second offload of a value
                     # whose device copy is still leaving (Off v, Pre v, Off v)
                     h.addConstr(up[k] + pl[o.off] <= 1)
+                if normal_form:
+                    if o.off is not None:  # (P): a prefetch is touched before v moves
+                        h.addConstr(up[k] + pf[-1][o.off] <= 1)
+                    if o.pre is not None:  # (Q): no Pre v while v's copy is leaving
+                        h.addConstr(up[k] + pl[o.pre] <= 1)
+                    for v in o.clears:  # (P): a prefetch is touched before v is freed
+                        if k not in touch[v]:
+                            h.addConstr(up[k] + pf[-1][v] <= 1)
                 if o.bn_ge is not None:
                     h.addConstr(up[k] <= sum(pb[j] for j in js if j >= o.bn_ge))
                 if o.bn_eq is not None:
@@ -366,6 +404,14 @@ class Model:
                 h.addConstr(lv[v] + comp <= 1)
                 for s_ in offv:
                     h.addConstr(lv[v] >= s_)
+            if normal_form:
+                pn = {v: B() for v in V}
+                for v in V:
+                    frame(pn[v], pf[-1][v], [up[k] for k, o in enumerate(ops) if o.pre == v],
+                          [up[k] for k in touch[v]])
+                pf.append(pn)
+                charged += [weight[k] * up[k] for k, o in enumerate(ops) if weight[k]]
+                moved += [up[k] for k, o in enumerate(ops) if not o.compute]
             for j in js:
                 into = [up[k] for k, o in enumerate(ops) if o.bn_move and o.bn_move[1] == j]
                 out = [up[k] for k, o in enumerate(ops) if o.bn_move and o.bn_move[0] == j]
@@ -412,6 +458,20 @@ class Model:
             dev.append(d), host.append(hs), leave.append(lv), bn.append(b)
             R.append(Rp), Q.append(Qp), C.append(Cp), H.append(Hp), O.append(Op)
         h.addConstr(bn[-1][-1] == 1)
+        # valid cuts (every valid schedule meets them, O.14's proof): each backward and
+        # the loss run exactly once, each stage's Fall at least once
+        for j in range(-1, L):
+            once = [up[k] for up in u for k, o in enumerate(ops)
+                    if o.bn_move and o.bn_move[1] == j]
+            h.addConstr(sum(once) == 1)
+        for i in range(L):
+            falls = [up[k] for up in u for k, o in enumerate(ops) if o.token == f"Fall{i}"]
+            h.addConstr(sum(falls) >= 1)
+        if normal_form:
+            for v in V:  # (P): no prefetch left untouched at the end
+                h.addConstr(pf[-1][v] == 0)
+            if moved:  # O.21: every transfer is charged to a compute op
+                h.addConstr(sum(moved) <= sum(charged))
         self.Z = Z = h.addVariable(lb=0.0, ub=ub)
         for t in (C[-1], H[-1], O[-1]):
             h.addConstr(Z >= t)
@@ -435,7 +495,7 @@ class Model:
         if time_limit is not None:
             h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("mip_abs_gap", 1e-9)
+        h.setOptionValue("mip_abs_gap", _GAP_TOLERANCE)
         if self._impossible:
             import highspy
             return highspy.HighsModelStatus.kInfeasible, None
@@ -460,6 +520,9 @@ def _incumbent(chain: Chain, budget: int):
             return sol.schedule, sol.makespan
     return None
 
+
+#: The MIP's absolute optimality gap: a makespan within it of the dual bound is optimal.
+_GAP_TOLERANCE = 1e-9
 
 #: proven=True refuses a model with more positions than this (HiGHS: 1 stage and ~12
 #: positions in seconds; 2 stages and 20 positions past minutes).
@@ -605,6 +668,13 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
             raise SolverError(f"{NAME}: the model is infeasible but {inc[0]} fits")
         return _infeasible_or_unbounded(chain, budget, N, extra)
     within = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
+    if within is None:
+        # stopped before HiGHS had a dual bound: nothing is known of the schedules of at
+        # most N ops but what binds every schedule (O.15 a: W_0, the ideal makespan less
+        # the float slack; None with a zero-time forward).  Not W_N: that bounds only the
+        # longer schedules, and taking it alone here once reported a bound above the
+        # optimum (and, with the closing rule below, a false optimum)
+        within = longer_schedule_bound(chain, 0)
     schedule = makespan = peak = None
     if info.primal_solution_status == 2:  # feasible
         schedule = model.schedule()
@@ -616,6 +686,17 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
     # the dual bound covers the schedules of at most N ops (the MILP's feasible set: the
     # incumbent caps Z, and an optimum is at most it); O.15 bounds the longer ones
     bound, cls = _bound_info(chain, extra, N, within)
+    if (makespan is not None and bound is not None and cls == classes.OFFLOAD_KEY
+            and bound >= makespan - _GAP_TOLERANCE):
+        # the bound over all schedules (O.15 c) met a valid schedule's makespan, within the
+        # MIP's own optimality tolerance (mip_abs_gap): it is optimal, whether HiGHS had
+        # found that schedule itself or not (it starts without the incumbent)
+        extra["closed_at_time_limit"] = True
+        return Solution.optimal(NAME, budget, schedule, makespan, peak,
+                                optimal_for=cls, bound=min(bound, makespan), info=extra,
+                                message="optimal over all schedules: the lower bound over "
+                                        "all schedules (O.15) reached this schedule's "
+                                        "makespan when the time limit stopped the MIP")
     return Solution.time_limit(NAME, budget, schedule=schedule, makespan=makespan,
                                peak_memory=peak, bound=bound, optimal_for=cls, info=extra,
                                message=f"time limit reached: not proven optimal; lower "

@@ -83,7 +83,8 @@ def test_every_valid_schedule_fits_the_length_bound():
             else:
                 moves = {}
         assert most_moves <= 3
-        assert len(s) <= length_bound(chain, sim.makespan), (chain, s)
+        # O.14 holds for every schedule (the walks are rarely in O.20's normal form)
+        assert len(s) <= length_bound(chain, sim.makespan, normal_form=False), (chain, s)
     assert seen >= 100 and most_moves == 3  # the walks reach the Pre-Off-Pre case
 
 

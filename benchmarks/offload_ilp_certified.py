@@ -121,10 +121,18 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--max-proven-ops", type=int, default=24)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rows-from", default=None, metavar="JSONL",
+                    help="summarize the rows a run printed on stderr (one JSON object a "
+                         "line, e.g. an interrupted run's) instead of solving")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    res = run(a.stages, a.seeds, a.points, [float(x) for x in a.ratios.split(",")],
-              a.time_limit, a.max_proven_ops)
+    if a.rows_from:
+        with open(a.rows_from) as f:
+            rows = [json.loads(line) for line in f if line.startswith("{")]
+        res = {"rows": rows, "summary": summarize(rows)}
+    else:
+        res = run(a.stages, a.seeds, a.points, [float(x) for x in a.ratios.split(",")],
+                  a.time_limit, a.max_proven_ops)
     res["command"] = ("python benchmarks/offload_ilp_certified.py --stages "
                       + " ".join(map(str, a.stages)) + f" --seeds {a.seeds} --points "
                       f"{a.points} --ratios {a.ratios} --time-limit {a.time_limit:g} "

@@ -490,6 +490,42 @@ class Model:
                     out.append(self.ops[k].token)
         return Schedule.parse(" ".join(out))
 
+    def start_from(self, schedule: Schedule) -> bool:
+        """Give HiGHS a valid schedule of at most N ops as a start: its op binaries (the
+        read-source variant the referee's state picks), every other op binary 0; HiGHS
+        completes the state and the times (a start only: it changes no answer, and one
+        it cannot complete is dropped).  False when the schedule does not fit here."""
+        import numpy as np
+
+        from remat_theory.model.offload import OffloadState, step
+
+        chain, ops = self.chain, self.ops
+        if len(schedule) > self.N:
+            return False
+        st = OffloadState.initial(chain)
+        idx, val = [], []
+        for p, op in enumerate(schedule):
+            def on(v):
+                bits = st.dev.plain if v[0] == "x" else st.dev.tapes
+                return bool(bits >> v[1] & 1)
+            pick = [k for k, o in enumerate(ops) if o.token == op.token
+                    and all(on(v) for v in o.pre_dev) and not any(on(v) for v in o.pre_not_dev)]
+            if not pick:
+                return False
+            for k, var in self.u[p].items():
+                idx.append(var.index)
+                val.append(1.0 if k == pick[0] else 0.0)
+            r = step(chain, st, op)
+            if isinstance(r, str):
+                return False
+            st = r[0]
+        for up in self.u[len(schedule):]:
+            for var in up.values():
+                idx.append(var.index)
+                val.append(0.0)
+        self.h.setSolution(len(idx), np.array(idx, dtype=np.int32), np.array(val, dtype=float))
+        return True
+
     def solve(self, time_limit: float | None):
         h = self.h
         if time_limit is not None:
@@ -648,6 +684,8 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
         raise SolverLimitError(f"{NAME}: {chain.length} stages and {N} positions make about "
                                f"{binaries:,} binaries (limit {MAX_BINARIES:,})", solver=NAME)
     model = Model(chain, budget, N, ub)
+    if inc is not None:  # a start for HiGHS (its answer is the MILP's either way)
+        model.start_from(inc[0])
     left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
     status, info = model.solve(left)
     st = highspy.HighsModelStatus

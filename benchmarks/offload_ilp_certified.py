@@ -9,7 +9,9 @@ length bound of the incumbent's makespan: O.14's before the normal form
 (``length_bound(..., normal_form=False)``, recorded as ``n_before``: the MILP was refused
 past ``max_proven_ops`` and HiGHS did not finish at 26+ positions in 5 minutes on two
 stages, proofs/offload.md O.14), O.21's now (``n_after``).  The "before" column counts the
-instances whose old bound fit the guard, an upper bound on what the old solver certified.
+instances whose old bound fit the old guard (16), an upper bound on what the old solver
+certified (both bounds are taken at the same incumbent, now the best of dp-offload,
+save-on-cpu and offload-all; before, dp-offload's alone).
 
 Usage (the results file is ``benchmarks/results/offload_ilp_certified.json``):
 

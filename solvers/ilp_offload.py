@@ -27,10 +27,16 @@ lower bound on it.  N is the option ``max_ops`` (default: the incumbent's length
 of at most N ops), which contains the incumbent.  An incumbent (``dp-offload``'s schedule,
 else store-all's) bounds the makespan (big-M) and starts the search.
 
-Beyond N (proofs/offload.md, O.14): when every forward takes a positive time, a schedule
-of makespan at most V has at most :func:`length_bound` (V) ops, so an optimum V* found
-with N >= length_bound(V*) is the optimum over ALL schedules (class ``all+offload``): the
-answer certifies itself.  ``proven=True`` picks N =
+The MILP keeps only the schedules in the normal form of proofs/offload.md O.20 (no
+prefetch left untouched, no offload undone before a compute op: flags ``pf`` and two
+rules), which keeps an optimum at every N (O.20 ii), with the cut "transfers at most the
+compute ops' charges" (O.21) and "each backward once, each Fall at least once".
+
+Beyond N (proofs/offload.md, O.14, O.21-O.22): when every forward takes a positive time, a
+normal-form schedule of makespan at most V has at most :func:`length_bound` (V) ops, and
+some optimal schedule is in normal form, so an optimum V* found with N >=
+length_bound(V*) is the optimum over ALL schedules (class ``all+offload``): the answer
+certifies itself.  ``proven=True`` picks N =
 length_bound(incumbent's makespan) so that it does.  Two valid cuts of the same lemma
 (each stream runs its ops one after another within the makespan: the compute ops' times
 add up to at most Z, and so do the copies') tighten the relaxation.
@@ -545,16 +551,25 @@ def class_key(n: int) -> str:
 
 
 def _incumbent(chain: Chain, budget: int):
-    """A valid schedule to start from and bound the makespan: dp-offload's (exact memory
-    when small, else slots), else store-all's; None when neither fits."""
-    for opts in ({}, {"slots": 64}):
+    """A valid schedule to start from and bound the makespan: the best of dp-offload's
+    (exact memory when small, else slots; its class contains store-all) and the
+    baselines save-on-cpu and offload-all (they move the tape of an unsaved output, which
+    dp-offload's class does not: O.11 c), fewer ops first on a tie; None when none fits."""
+    found = []
+    for name, opts in (("dp-offload", {}), ("dp-offload", {"slots": 64}),
+                       ("save-on-cpu", {}), ("offload-all", {})):
+        if name == "dp-offload" and any(f[2] == name for f in found):
+            continue  # the exact table answered: no need for slots
         try:
-            sol = registry.solve(chain, budget, "dp-offload", **opts)
+            sol = registry.solve(chain, budget, name, **opts)
         except SolverError:
             continue
-        if sol.schedule is not None:
-            return sol.schedule, sol.makespan
-    return None
+        if sol.schedule is not None and sol.makespan is not None:
+            found.append((sol.makespan, len(sol.schedule), name, sol.schedule))
+    if not found:
+        return None
+    best = min(found, key=lambda f: (f[0], f[1]))
+    return best[3], best[0]
 
 
 #: The MIP's absolute optimality gap: a makespan within it of the dual bound is optimal.
@@ -582,7 +597,8 @@ def _certify(chain: Chain, N: int, value: float | None) -> tuple:
     elif lb is None:
         why = "no makespan known"
     else:
-        why = (f"a better schedule would have at most {lb} ops (O.14), more than the "
+        why = (f"a better schedule in normal form would have at most {lb} ops (O.14, "
+               f"O.21; some optimal schedule is in that form, O.20), more than the "
                f"{N} positions: not proven over longer schedules (proven=true or "
                f"max_ops >= {lb} proves it); every schedule of more than {N} ops takes "
                f"at least {longer:.10g} (O.15)")
@@ -614,7 +630,8 @@ def _bound_info(chain: Chain, extra: dict, N: int, within: float | None) -> tupl
           description="MILP of the two-stream model (positions x ops, exact times by "
                       "big-M): optimal over the schedules of at most max_ops operations, "
                       "and over all schedules when max_ops reaches the length bound of "
-                      "the optimum (proofs/offload.md O.14; proven=true picks it); a "
+                      "the optimum (proofs/offload.md O.14, O.20-O.22; proven=true "
+                      "picks it); a "
                       "certified lower bound at a time limit.",
           classes=(classes.OFFLOAD_OPS_FAMILY, classes.OFFLOAD_KEY),
           max_stages=2, reference_max_stages=3,
@@ -626,7 +643,7 @@ def _bound_info(chain: Chain, extra: dict, N: int, within: float | None) -> tupl
                    "extra_ops": Option("int", "positions beyond the incumbent's length "
                                        "(when max_ops is not given)", minimum=0),
                    "proven": Option("bool", "take as many positions as a schedule better "
-                                    "than the incumbent can have (O.14), so that the "
+                                    "than the incumbent can have (O.14, O.21), so that the "
                                     "answer is the optimum over all schedules"),
                    "max_proven_ops": Option("int", "with proven: refuse beyond this many "
                                             "positions (a guard)", minimum=1),
@@ -667,7 +684,7 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
         if bound_n > max_proven_ops:
             raise SolverLimitError(
                 f"{NAME}: proven needs {bound_n} positions here (the length bound of the "
-                f"incumbent's makespan {inc[1]:g}, O.14); max_proven_ops = "
+                f"incumbent's makespan {inc[1]:g}, O.14 and O.21); max_proven_ops = "
                 f"{max_proven_ops}", solver=NAME,
                 remedies=(Remedy(options=(("max_proven_ops", AT_LEAST, bound_n),),
                                  note="the MILP may then take very long"),))

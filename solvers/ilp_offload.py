@@ -24,8 +24,9 @@ the referee's and the referee's times are feasible: the least makespan ``Z >= C,
 the MILP is the referee's optimum over sequences of at most N tokens, its dual bound a
 lower bound on it.  N is the option ``max_ops`` (default: the incumbent's length plus
 ``extra_ops``); the claims are about the class ``all+offload<=N`` (schedules of the model
-of at most N ops), which contains the incumbent.  An incumbent (``dp-offload``'s schedule,
-else store-all's) bounds the makespan (big-M) and starts the search.
+of at most N ops), which contains the incumbent.  An incumbent (the best of
+``dp-offload``'s, ``save-on-cpu``'s and ``offload-all``'s schedules, else a fewest-ops
+schedule found over placements) bounds the makespan (big-M) and starts the search.
 
 The MILP keeps only the schedules in the normal form of proofs/offload.md O.20 (no
 prefetch left untouched, no offload undone before a compute op: flags ``pf`` and two
@@ -485,7 +486,7 @@ class Model:
         for durs in (comp_time, copy_time_):
             if durs:
                 h.addConstr(Z >= sum(durs))
-        self.binaries = N * (len(ops) + 3 * len(V) + len(js))
+        self.binaries = N * (len(ops) + (4 if normal_form else 3) * len(V) + len(js))
 
     def schedule(self) -> Schedule:
         h = self.h
@@ -567,17 +568,51 @@ def _incumbent(chain: Chain, budget: int):
         if sol.schedule is not None and sol.makespan is not None:
             found.append((sol.makespan, len(sol.schedule), name, sol.schedule))
     if not found:
-        return None
+        return _fewest_ops_schedule(chain, budget)
     best = min(found, key=lambda f: (f[0], f[1]))
     return best[3], best[0]
+
+
+def _fewest_ops_schedule(chain: Chain, budget: int, max_states: int = 200_000):
+    """(schedule, makespan) of a valid schedule within ``budget`` with the fewest ops: a
+    breadth-first search over where the values are (memory and validity depend on that
+    alone, O.3), for the budgets where neither dp-offload's class nor the baselines fit
+    (an unsaved output's tape must move, O.11 c); None when none is found within
+    ``max_states`` placements."""
+    from collections import deque
+
+    from remat_theory.model.offload import OffloadState, step
+    from solvers.offload_exhaustive import _moves
+
+    st0 = OffloadState.initial(chain)
+    if st0.memory > budget:
+        return None
+    seen = {st0.logical()}
+    queue = deque([(st0, ())])
+    while queue and len(seen) <= max_states:
+        st, path = queue.popleft()
+        for op in _moves(chain, st, True, 0):
+            r = step(chain, st, op)
+            if isinstance(r, str) or r[1].peak > budget:
+                continue
+            new = r[0]
+            if new.logical() in seen:
+                continue
+            if new.is_final():
+                schedule = Schedule(path + (op,))
+                return schedule, simulate(chain, schedule).makespan
+            seen.add(new.logical())
+            queue.append((new, path + (op,)))
+    return None
 
 
 #: The MIP's absolute optimality gap: a makespan within it of the dual bound is optimal.
 _GAP_TOLERANCE = 1e-9
 
-#: proven=True refuses a model with more positions than this (HiGHS: 1 stage and ~12
-#: positions in seconds; 2 stages and 20 positions past minutes).
-DEFAULT_MAX_PROVEN_OPS = 16
+#: proven=True refuses a model with more positions than this (HiGHS, with the normal form
+#: of O.20-O.22: 1 stage in under a second; 2 stages and 12-22 positions mostly in
+#: seconds, sometimes past 20 s: benchmarks/results/offload_ilp_certified.json).
+DEFAULT_MAX_PROVEN_OPS = 24
 
 
 def _certify(chain: Chain, N: int, value: float | None) -> tuple:
@@ -696,7 +731,7 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
         inc = None
     ub = inc[1] if inc is not None else _loose_upper_bound(chain, N)
     nops = len(op_table(chain))
-    binaries = N * (nops + 6 * chain.length + chain.length + 2)
+    binaries = N * (nops + 8 * chain.length + chain.length + 2)
     if binaries > MAX_BINARIES:
         raise SolverLimitError(f"{NAME}: {chain.length} stages and {N} positions make about "
                                f"{binaries:,} binaries (limit {MAX_BINARIES:,})", solver=NAME)

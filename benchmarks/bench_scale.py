@@ -1,7 +1,8 @@
 """Every registered solver on long chains under a time limit: does the limit hold?
 
 For each length L of ``--stages`` (a homogeneous chain: fwd 1, bwd 2, x 3, tape 5, budget a
-quarter of store-all), each time limit T of ``--time-limits`` and each solver, two runs, each
+quarter of store-all; with ``--bandwidth``, a copy channel too, and by default the solvers
+that model it), each time limit T of ``--time-limits`` and each solver, two runs, each
 in a fresh process killed after ``--kill`` seconds:
 
 - ``cli``: ``remat solve chain.json --budget B --solver S --time-limit T --json``, its wall
@@ -17,7 +18,10 @@ per run; ``--out`` writes them all, with the command and the machine's load, as 
     python benchmarks/bench_scale.py --stages 1000,10000,100000,1000000 --time-limits 2,10 \
         --out benchmarks/results/scale_limits.json
 
-docs/solvers.md ("Time limits at scale") shows the table of that file.
+    python benchmarks/bench_scale.py --bandwidth 5 --stages 1000,10000,100000 \
+        --time-limits 2,10 --out benchmarks/results/scale_limits_offload.json
+
+docs/solvers.md ("Time limits at scale") shows the tables of those files.
 """
 from __future__ import annotations
 
@@ -32,47 +36,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PY = r"""
+# One process: the chain loaded once, then each solver of the comma-separated list solved
+# in turn, a JSON line each (a ``python`` run is this with one solver).
+SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import solvers
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
-path, budget, name, tl = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+path, budget, tl, names = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 solvers.names()
 t1 = time.perf_counter()
 chain = Chain.load(path)
 t2 = time.perf_counter()
-try:
-    sol = solvers.solve(chain, budget, name, time_limit=tl)
-    out = {"status": sol.status, "message": sol.message[:160]}
-except RematError as e:
-    out = {"status": "refused", "message": str(e)[:160]}
-out.update(wall_s=round(time.perf_counter() - t2, 3), load_s=round(t2 - t1, 3),
-           import_s=round(t1 - t0, 3))
-print(json.dumps(out), flush=True)
-"""
-
-
-BATCH = r"""
-import json, sys, time
-import solvers
-from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
-path, budget, tl = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-names = sys.argv[4].split(",")
-solvers.names()
-t0 = time.perf_counter()
-chain = Chain.load(path)
-load = time.perf_counter() - t0
-for name in names:
-    t1 = time.perf_counter()
+for name in names.split(","):
+    t3 = time.perf_counter()
     try:
         sol = solvers.solve(chain, budget, name, time_limit=tl)
         out = {"status": sol.status, "message": sol.message[:160]}
     except RematError as e:
         out = {"status": "refused", "message": str(e)[:160]}
-    out.update(solver=name, wall_s=round(time.perf_counter() - t1, 3), load_s=round(load, 3))
+    out.update(solver=name, wall_s=round(time.perf_counter() - t3, 3),
+               load_s=round(t2 - t1, 3), import_s=round(t1 - t0, 3))
     print(json.dumps(out), flush=True)
 """
 
@@ -98,14 +83,21 @@ def warm_bytecode() -> None:
 def run_python_batch(path: Path, budget: int, names: list, limit: float, kill: float) -> dict:
     """``python`` runs of every solver in one process (the chain loaded once): each line
     as :func:`run_python`'s; a solver not reached before ``kill`` is missing."""
-    env = _env()
+    out, _ = _run_script(path, budget, names, limit, kill)
+    return out
+
+
+def _run_script(path: Path, budget: int, names: list, limit: float, kill: float):
+    """:data:`SCRIPT` in a fresh process: its lines by solver, and its stderr (None when
+    killed after ``kill`` seconds)."""
     try:
-        r = subprocess.run([sys.executable, "-c", BATCH, str(path), str(budget), f"{limit:g}",
+        r = subprocess.run([sys.executable, "-c", SCRIPT, str(path), str(budget), f"{limit:g}",
                             ",".join(names)], capture_output=True, text=True, timeout=kill,
-                           env=env)
-        text = r.stdout
+                           env=_env())
+        text, err = r.stdout, r.stderr
     except subprocess.TimeoutExpired as e:
         text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = None
     out = {}
     for line in text.splitlines():
         try:
@@ -113,7 +105,7 @@ def run_python_batch(path: Path, budget: int, names: list, limit: float, kill: f
         except json.JSONDecodeError:
             continue
         out[d.pop("solver")] = d
-    return out
+    return out, err
 
 
 def holds(wall: float, limit: float) -> bool:
@@ -143,16 +135,12 @@ def run_cli(path: Path, budget: int, name: str, limit: float, kill: float) -> di
 
 
 def run_python(path: Path, budget: int, name: str, limit: float, kill: float) -> dict:
-    env = _env()
-    try:
-        r = subprocess.run([sys.executable, "-c", PY, str(path), str(budget), name, f"{limit:g}"],
-                           capture_output=True, text=True, timeout=kill, env=env)
-    except subprocess.TimeoutExpired:
+    out, err = _run_script(path, budget, [name], limit, kill)
+    if name in out:
+        return out[name]
+    if err is None:
         return {"status": f"killed after {kill:g} s"}
-    line = r.stdout.strip()
-    if not line:
-        return {"status": "error", "message": (r.stderr.strip().splitlines() or [""])[-1][:200]}
-    return json.loads(line)
+    return {"status": "error", "message": (err.strip().splitlines() or [""])[-1][:200]}
 
 
 SHORT = {"feasible": "feas", "optimal": "opt", "infeasible": "infeas", "time_limit": "limit",
@@ -194,7 +182,12 @@ def main(argv=None) -> int:
     p.add_argument("--stages", default="1000,10000,100000,1000000")
     p.add_argument("--time-limits", default="2,10")
     p.add_argument("--kill", type=float, default=120.0, help="seconds before a run is killed")
-    p.add_argument("--solvers", default=None, help="comma-separated (default: every registered)")
+    p.add_argument("--solvers", default=None,
+                   help="comma-separated (default: every registered; with --bandwidth, every "
+                        "one that models it and their variants)")
+    p.add_argument("--bandwidth", type=float, default=None,
+                   help="the chain's copy channel (bytes per second): the offload solvers' "
+                        "runs (default: no channel)")
     p.add_argument("--modes", default="cli,python",
                    help="cli, python (a process per solve) and/or python-batch (the python "
                         "runs of every solver in one process per L and T, the chain loaded "
@@ -210,7 +203,13 @@ def main(argv=None) -> int:
     import solvers
     from remat_theory.model.chain import Chain
 
-    names = args.solvers.split(",") if args.solvers else solvers.names()
+    if args.solvers:
+        names = args.solvers.split(",")
+    elif args.bandwidth is not None:
+        names = [label for n in solvers.names() if "bandwidth" in solvers.get(n).supports
+                 for label in (n, *(v.label for v in solvers.get(n).variants))]
+    else:
+        names = solvers.names()
     limits = [float(v) for v in args.time_limits.split(",")]
     modes = args.modes.split(",")
     rows = []
@@ -218,6 +217,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for L in (int(v) for v in args.stages.split(",")):
             chain = Chain.homogeneous(L, fwd_time=1.0, bwd_time=2.0, x_size=3, tape_size=5)
+            if args.bandwidth is not None:
+                chain = chain.replace(bandwidth=args.bandwidth)
             budget = chain.store_all_memory() // 4
             path = Path(tmp) / f"homogeneous-{L}.json"
             chain.save(path)
@@ -243,7 +244,9 @@ def main(argv=None) -> int:
         doc = {"command": "python benchmarks/bench_scale.py " + " ".join(
                    a for a in (argv if argv is not None else sys.argv[1:])),
                "chain": "Chain.homogeneous(L, fwd_time=1.0, bwd_time=2.0, x_size=3, "
-                        "tape_size=5), budget store_all_memory() // 4",
+                        "tape_size=5)" + ("" if args.bandwidth is None else
+                                          f".replace(bandwidth={args.bandwidth:g})")
+                        + ", budget store_all_memory() // 4",
                "holds": "wall_s <= 1.1 * time_limit + 2",
                "load_average_at_end": os.getloadavg(),
                "cpu_count": os.cpu_count(),

@@ -135,9 +135,16 @@ def solve(chain: Chain, budget: int, time_limit: float, run, answer, tried: list
                       time_limit, proofs, keep_message=True)
     class_min = class_only[0].min_budget if class_only else None
     more = f"; a persistent+offload schedule exists from {class_min}" if class_min else ""
+    # what happened, no more: the DP may have found its class empty, or not run at all
+    # (refused, out of time), and remat alone may have been refused too
+    dp = (f"the offload DP's class has none in {budget}" if class_only else
+          "the offload DP gave no answer")
+    refusals = [t for t in tried if not t.endswith(tuple(f": {s}" for s in (
+        OPTIMAL, FEASIBLE, INFEASIBLE, "time_limit")))]
+    why = f" (refused: {'; '.join(refusals)})" if refusals and not class_only else ""
     sol = Solution.time_limit(
         "auto", budget, info={"class_min_budget": class_min},
-        message=f"no schedule found, and none proven impossible (not proven optimal): the "
-                f"offload DP's class has none in {budget}; exact search in the two-stream "
-                f"model (up to {EXHAUSTIVE_MAX_STAGES} stages) did not decide it{more}")
+        message=f"no schedule found, and none proven impossible (not proven optimal): {dp}; "
+                f"exact search in the two-stream model (up to {EXHAUSTIVE_MAX_STAGES} stages) "
+                f"did not decide it{more}{why}")
     return answer(sol, "auto", "not decided", tried, time_limit, proofs, keep_message=True)

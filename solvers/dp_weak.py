@@ -63,9 +63,8 @@ from remat_theory.model.errors import InternalError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
 from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
 
-from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, peak,
-                                refuse_by_length, refuse_if_too_big, shift, slot_info,
-                                all_sizes, time_up)
+from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, all_sizes, peak,
+                                refuse_by_length, refuse_if_too_big, slot_info, time_up)
 from solvers._schedules import unfold
 from solvers.registry import Option, register
 

@@ -26,17 +26,29 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import AT_LEAST, Remedy, SolverLimitError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, OffT, PreT, Schedule
 from remat_theory.model.fast_replay import replay_totals
-from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
 
 from solvers._deadline import check as deadline_check
 from solvers._schedules import BUILDING, TIME_LIMIT
 from solvers.registry import Option, register  # noqa: F401 - Option: the registrations' type
 
-#: Seconds per stage squared of the two-stream replay (remat_theory.model.offload), done
-#: twice (here, then by the registry): measured 2.7 s for 400 stages on a loaded 2-core
-#: machine.  A time limit that cannot hold the estimate is refused up front.
-TWO_STREAM_S_PER_STAGE2 = 2e-5
+#: The two-stream replay of the baselines' schedules (remat_theory.model.offload; about 4
+#: ops per stage), seconds per op on a chain of L stages: a constant part (the op's Python
+#: steps) and a part in L (the state's masks are big integers of L bits, which an op
+#: copies).  From what benchmarks/bench_offload_sim.py measured on a loaded 2-core
+#: machine: 11-28 us per op at 1,000 and 10,000 stages, 26-41 us at 100,000.  Done
+#: once: the registry's replay of the same schedule is remembered.  A time limit that
+#: cannot hold the estimate is refused up front; one that can is still checked as the
+#: replay goes.
+TWO_STREAM_S_PER_OP = 2e-5
+TWO_STREAM_S_PER_OP_STAGE = 3e-10
+OPS_PER_STAGE = 4
+
+
+def replay_estimate(chain: Chain) -> float:
+    """Seconds the two-stream replay of a baseline's schedule is expected to take."""
+    L = chain.length
+    return OPS_PER_STAGE * L * (TWO_STREAM_S_PER_OP + TWO_STREAM_S_PER_OP_STAGE * L)
 
 
 def refuse_if_slow(name: str, chain: Chain, time_limit: float | None) -> None:
@@ -44,16 +56,17 @@ def refuse_if_slow(name: str, chain: Chain, time_limit: float | None) -> None:
     long for the two-stream replay to finish within ``time_limit``."""
     if time_limit is None or chain.bandwidth is None:
         return
-    est = TWO_STREAM_S_PER_STAGE2 * chain.length ** 2
+    est = replay_estimate(chain)
     if est <= time_limit:
         return
     raise SolverLimitError(
         f"solver {name!r}: replaying its schedule with transfers on {chain.length} stages takes "
-        f"about {est:.3g} s (the two-stream simulator is quadratic in the length), beyond the "
-        f"time limit of {time_limit:g} s", solver=name, estimate_s=est,
+        f"about {est:.3g} s (the two-stream simulator, {OPS_PER_STAGE} operations per stage), "
+        f"beyond the time limit of {time_limit:g} s", solver=name, estimate_s=est,
         remedies=(Remedy(options=(("time_limit", AT_LEAST, math.ceil(est)),)),
                   Remedy(solver="store-all", note="on the chain without bandwidth: no "
                                                    "transfers, any length")))
+
 
 def offload_all_schedule(chain: Chain, lookahead: int = 1) -> Schedule:
     """Store-all with tapes offloaded after use and prefetched ``lookahead`` backwards
@@ -83,10 +96,10 @@ def offload_all_schedule(chain: Chain, lookahead: int = 1) -> Schedule:
 
 def _solve(name: str, chain: Chain, budget: int, lookahead: int) -> Solution:
     schedule = offload_all_schedule(chain, lookahead)
-    if chain.bandwidth is None:  # store-all: the vectorised replay (the simulator's answer)
-        sim = replay_totals(chain, schedule, check=deadline_check)
-    else:
-        sim = simulate(chain, schedule)
+    # the simulator's answer (store-all: the vectorised replay; with transfers, the
+    # two-stream replay), checking the deadline as it goes; the registry's replay of the
+    # same schedule is then remembered, not done again
+    sim = replay_totals(chain, schedule, check=deadline_check)
     if sim.peak_memory > budget:
         return Solution.infeasible(name, budget, min_budget=sim.peak_memory,
                                    message=f"{name} needs a budget of at least "

@@ -127,6 +127,41 @@ def test_the_solver_gets_the_limit_less_the_replay_reserve(monkeypatch):
         assert seen == {"time_limit": 7.0 - reserve, "deadline": 7.0 - reserve}
 
 
+
+@pytest.mark.parametrize("name", ["save-on-cpu", "offload-all"])
+def test_an_offload_baseline_stops_at_its_limit_or_is_refused(name, fake_clock):
+    """On a chain with a copy channel: the two-stream replay of the answer checks the
+    deadline as it goes (a fake second per check: a 3 s limit expires in it, and the answer
+    is time_limit with no schedule); a limit the replay's estimate cannot fit is refused up
+    front, naming a limit that would do."""
+    from solvers.offload_baselines import replay_estimate
+    chain = Chain.homogeneous(5_000, fwd_time=1.0, bwd_time=2.0, x_size=3,
+                              tape_size=5).replace(bandwidth=5.0)
+    assert replay_estimate(chain) < 3.0
+    fake_clock(1.0)
+    sol = solvers.solve(chain, chain.store_all_memory(), name, time_limit=3.0)
+    assert sol.status == TIME_LIMIT, (sol.status, sol.message)
+    assert sol.schedule is None and sol.makespan is None
+    assert "two-stream simulator" in sol.message and "not proven optimal" in sol.message
+    long = Chain.homogeneous(100_000, x_size=3, tape_size=5).replace(bandwidth=5.0)
+    est = replay_estimate(long)
+    with pytest.raises(SolverLimitError, match="two-stream simulator") as e:
+        solvers.solve(long, long.store_all_memory(), name, time_limit=est / 2)
+    (remedy,) = [r for r in e.value.remedies if r.options]
+    assert remedy.options[0][0] == "time_limit" and remedy.options[0][2] >= est
+
+
+def test_auto_on_a_long_chain_with_a_channel_says_why_it_did_not_decide():
+    """auto at a time limit too short for any route on 100,000 stages with a channel: the
+    offload DP is refused (its table) and so is remat alone (its baseline's estimate):
+    time_limit with no schedule, saying so, never that the DP's class has no schedule."""
+    chain = Chain.homogeneous(100_000, fwd_time=1.0, bwd_time=2.0, x_size=3,
+                              tape_size=5).replace(bandwidth=5.0)
+    sol = solvers.solve(chain, chain.store_all_memory() // 4, "auto", time_limit=2.0)
+    assert sol.status == TIME_LIMIT and sol.schedule is None
+    assert "the offload DP gave no answer" in sol.message and "has none" not in sol.message
+    assert "dp-offload: solver 'dp-offload'" in sol.message and "raise the time limit" in sol.message
+
 # ------------------------------------------------------------------ refusals before tables
 
 @pytest.fixture

@@ -56,6 +56,16 @@ def _step_and_compare(ck, stages, x0, loss_fn, params, state, modules):
     return peak + storage_bytes(x)
 
 
+def _network(name: str, stages_kept: int | None = None):
+    """A test-scale network on the device: the network, its stages (the first
+    ``stages_kept``), their parameters, the stages as one module and its initial state."""
+    net = build(name, "test").to(DEVICE)
+    stages = split_stages(net.model)[:stages_kept]
+    params = stage_parameters(stages)
+    modules = torch.nn.ModuleList(stages)
+    return net, stages, params, modules, copy.deepcopy(modules.state_dict())
+
+
 # rnn aside: its shared cell's gradient reserve (CheckpointedSequential.shared_gradient_reserve)
 # exceeds what offloading saves on its test-scale chain, so no budget below store-all fits
 def _allowed(ck) -> int:
@@ -67,11 +77,7 @@ def _allowed(ck) -> int:
 
 @pytest.mark.parametrize("network", ["mlp", "resnet", "transformer"])
 def test_save_on_cpu_plan_trains_like_plain_autograd(network):
-    net = build(network, "test").to(DEVICE)
-    stages = split_stages(net.model)
-    params = stage_parameters(stages)
-    modules = torch.nn.ModuleList(stages)
-    state = copy.deepcopy(modules.state_dict())
+    net, stages, params, modules, state = _network(network)
     ck = CheckpointedSequential(net.model, 0.95, "save-on-cpu", example_input=net.example_input,
                                 loss_fn=net.loss_fn, bandwidth=1e9, profile_repeats=1)
     assert isinstance(ck.plan.tree, OffloadRun) and ck.plan.tree.transfers > 0
@@ -85,11 +91,7 @@ def test_save_on_cpu_plan_trains_like_plain_autograd(network):
 def test_dp_offload_plan_trains_like_plain_autograd(network):
     """The class DP's plan at its smallest feasible budget on the profiled chain, where it
     offloads."""
-    net = build(network, "test").to(DEVICE)
-    stages = split_stages(net.model)
-    params = stage_parameters(stages)
-    modules = torch.nn.ModuleList(stages)
-    state = copy.deepcopy(modules.state_dict())
+    net, stages, params, modules, state = _network(network)
     probe = CheckpointedSequential(net.model, 1.0, "dp-offload", example_input=net.example_input,
                                    loss_fn=net.loss_fn, bandwidth=1e9, profile_repeats=1)
     L = probe.chain.length
@@ -106,11 +108,7 @@ def test_dp_offload_plan_trains_like_plain_autograd(network):
 
 
 def test_exhaustive_offload_plan_on_a_slice_trains_like_plain_autograd():
-    net = build("mlp", "test").to(DEVICE)
-    stages = split_stages(net.model)[:4]
-    params = stage_parameters(stages)
-    modules = torch.nn.ModuleList(stages)
-    state = copy.deepcopy(modules.state_dict())
+    net, stages, params, modules, state = _network("mlp", 4)
     ck = CheckpointedSequential(stages, 0.7, "exhaustive-offload",
                                 example_input=net.example_input, loss_fn=_square_loss,
                                 bandwidth=1e9, profile_repeats=1, unit=1)

@@ -37,6 +37,7 @@ from typing import Callable, Iterable, NamedTuple
 import numpy as np
 
 from remat_theory.model.chain import Chain
+from remat_theory.model.offload import simulate_offload
 from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, Schedule
 from remat_theory.model.simulator import (State, check_budget, check_final, check_x0,
                                           checked_step, replay_arguments, simulate)
@@ -82,12 +83,14 @@ def replay_totals(chain: Chain, schedule: Schedule | str | Iterable, budget: int
                   allow_drop: bool = False, check: Callable[[str], None] | None = None
                   ) -> Totals:
     """The makespan and peak :func:`simulate` measures, or the error it raises; see the
-    module docstring.  Schedules with transfers and short schedules are replayed by the
-    reference itself.
+    module docstring.  Short schedules are replayed by the reference itself, and long ones
+    with transfers by the two-stream simulator's (:func:`~remat_theory.model.offload.
+    simulate_offload`, without its profile).
 
     ``check(what)``, when given, is called between the steps of the computation (a
     deadline's check, which raises to stop the replay): each step is a few vectorised
-    passes, about a second for 3 million operations."""
+    passes, about a second for 3 million operations; the two-stream replay calls it every
+    8,192 operations."""
     schedule = replay_arguments(chain, schedule)
     for s, c, d, totals in _MEMO:  # the same objects (immutable) replayed a moment ago
         if s is schedule and c is chain and d == allow_drop and (
@@ -116,7 +119,12 @@ def _replay_totals(chain, schedule, budget, allow_drop, check) -> Totals:
         except OverflowError:  # a stage index beyond int64: the reference refuses it
             code = None
     if code is None or (code == C_OTHER).any():  # short, or with transfers
-        r = simulate(chain, schedule, budget, allow_drop)
+        if code is not None and any(op.is_transfer for op in schedule):
+            # the two-stream model: its replay, without a profile, checking as it goes
+            r = simulate_offload(chain, schedule, budget, allow_drop, check=check,
+                                 profile=False)
+        else:
+            r = simulate(chain, schedule, budget, allow_drop)
         return Totals(r.makespan, r.peak_memory)
     budget = check_budget(budget)
     check_x0(chain, budget)

@@ -44,6 +44,12 @@ When ops run (times)
     The makespan is the end of the last op, ``max(C, H, O)``.  With no transfer the compute
     ops run back to back: the makespan is the sum of their times, as always.
 
+The replay (:func:`simulate_offload`) writes the times by value in place and finds the
+leaving bytes and the values an op made from their bits, so an op's work does not grow
+with the chain (but for the big-integer masks), and describes where the values are only
+when a step's ``held`` is read; tests/test_offload_sim_linear.py compares it with its first,
+quadratic, implementation.
+
 Every start is a maximum of state times plus durations, so an op never starts later from
 a state whose times are all earlier: :func:`dominates` is the exact dominance that exact
 search (:mod:`solvers.offload_exhaustive`) uses, over the engine's own :func:`step`.
@@ -52,15 +58,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError
 from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, OFF, PRE, Op, Schedule
-from remat_theory.model.simulator import (SimulationResult, State, check_budget, replay_arguments,
-                                          register_two_stream, transition)
+from remat_theory.model.simulator import (SimulationResult, State, _named_bits, check_budget,
+                                          register_two_stream, replay_arguments, transition)
 
 COMPUTE, CHANNEL = "compute", "channel"
+REPLAYING = "replaying the schedule with transfers in the two-stream simulator (the referee)"
 
 
 class OffloadState(NamedTuple):
@@ -101,10 +108,11 @@ class OffloadState(NamedTuple):
         """The times that decide every continuation's times, with those that can no longer
         matter set to 0 (a ready time or last read no later than both streams' free times;
         an offload completion no later than C)."""
-        low = min(self.C, self.H)
-        return ((self.C, self.H, self.O if self.O > self.C else 0.0)
-                + tuple(t if t > low else 0.0 for t in self.ready)
-                + tuple(t if t > self.H else 0.0 for t in self.lastread))
+        C, H, O = self.C, self.H, self.O
+        low = min(C, H)
+        return tuple([C, H, O if O > C else 0.0]
+                     + [t if t > low else 0.0 for t in self.ready]
+                     + [t if t > H else 0.0 for t in self.lastread])
 
 
 def dominates(a: tuple, b: tuple) -> bool:
@@ -146,13 +154,22 @@ class Timing(NamedTuple):
 
 
 def _describe(chain: Chain, st: OffloadState) -> str:
-    text = st.dev.describe(chain)
-    L = chain.length
-    host = [f"x{i}" for i in range(L + 1) if st.host_plain >> i & 1]
-    host += [f"t{i}" for i in range(1, L + 1) if st.host_tapes >> i & 1]
-    pend = [f"x{i}" for i in range(L + 1) if st.pend_plain >> i & 1]
-    pend += [f"t{i}" for i in range(1, L + 1) if st.pend_tapes >> i & 1]
-    out = f"device {text}, host {{{', '.join(host)}}}"
+    return _where_text(chain.length, _where(st))
+
+
+def _where(st: OffloadState) -> tuple:
+    """Where the values are (what :func:`_where_text` describes): five immutable fields,
+    kept by each step of a replay at no cost and described on demand."""
+    return (st.dev, st.host_plain, st.host_tapes, st.pend_plain, st.pend_tapes)
+
+
+def _where_text(L: int, where: tuple) -> str:
+    """``device {x0, t2, d3}, host {x1}, leaving {t1}``: in time linear in L (the names of
+    a mask's bits, as the single-stream simulator's description finds them)."""
+    dev, host_plain, host_tapes, pend_plain, pend_tapes = where
+    host = _named_bits("x", host_plain, L) + _named_bits("t", host_tapes & ~1, L)
+    pend = _named_bits("x", pend_plain, L) + _named_bits("t", pend_tapes & ~1, L)
+    out = f"device {dev.describe(L)}, host {{{', '.join(host)}}}"
     return out + (f", leaving {{{', '.join(pend)}}}" if pend else "")
 
 
@@ -182,14 +199,27 @@ def reads(chain: Chain, dev: State, op: Op) -> list:
 
 
 def _pending_bytes(chain: Chain, st: OffloadState) -> int:
-    L = chain.length
+    """Bytes of the device copies still leaving: the values offloaded since the last compute
+    op, a handful, found by their bits (never a scan of the chain)."""
     total = 0
-    for i in range(1, L + 1):
-        if st.pend_plain >> i & 1:
-            total += chain.x_size[i]
-        if st.pend_tapes >> i & 1:
-            total += chain.tape_held[i - 1]
+    for mask, sizes, shift in ((st.pend_plain, chain.x_size, 0),
+                               (st.pend_tapes, chain.tape_held, 1)):
+        while mask:
+            low = mask & -mask
+            total += sizes[low.bit_length() - 1 - shift]
+            mask ^= low
     return total
+
+
+def _kept(host: int, made: int, below: int) -> int:
+    """``host`` less the bits of ``made`` and those at ``below`` and above (``host &
+    ~made & (1 << below) - 1``, with no work where nothing is cleared, the common case)."""
+    gone = host & made
+    if gone:
+        host ^= gone
+    if host.bit_length() > below:
+        host &= (1 << below) - 1
+    return host
 
 
 def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
@@ -197,6 +227,16 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
     """Issue ``op`` after the prefix summarized by ``st``: the new state and the op's
     :class:`Timing`, or a string saying why the op is invalid (the budget is the caller's
     to check against the timing's peak)."""
+    return _advance(chain, st, op, allow_drop, False)
+
+
+def _advance(chain: Chain, st: OffloadState, op: Op, allow_drop: bool, inplace: bool
+             ) -> "tuple[OffloadState, Timing] | str":
+    """:func:`step`, in time independent of the chain's length (but for the bit operations
+    on the state's masks) when ``inplace``: ``st.ready`` and ``st.lastread`` are then lists,
+    written in place and shared by the new state (:func:`simulate_offload`); otherwise the
+    new state has new tuples (exact search keeps every state).  Nothing is written before
+    the op is found valid."""
     L = chain.length
     dev = st.dev
     if op.kind in (OFF, PRE):
@@ -210,8 +250,10 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
         vid = value_id(chain, target, i)
         size = value_size(chain, target, i)
         bit = 1 << i
-        on_dev = (dev.plain if target == "x" else dev.tapes) & bit
-        on_host = (st.host_plain if target == "x" else st.host_tapes) & bit
+        plain, tapes, bwd_next = dev
+        hp, ht, pp, pt = st.host_plain, st.host_tapes, st.pend_plain, st.pend_tapes
+        on_dev = (plain if target == "x" else tapes) & bit
+        on_host = (hp if target == "x" else ht) & bit
         mem = st.memory
         if op.kind == OFF:
             if target == "x" and i == 0:
@@ -220,7 +262,7 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
                 return f"{name} is not on the device" + (" (it is on the host)" if on_host else "")
             if size and not chain.bandwidth:
                 return f"{op.token}: the bandwidth is 0, so the copy of {name} never ends"
-            if (st.pend_plain if target == "x" else st.pend_tapes) & bit:
+            if (pp if target == "x" else pt) & bit:
                 # its earlier device copy is still leaving: one pending bit per value
                 # cannot count two copies, and a second copy to the host adds nothing
                 return (f"{name} was offloaded since the last compute op and its device "
@@ -229,15 +271,14 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
             start = max(st.H, st.ready[vid])
             copy_end = start + transfer_time(chain, size)
             done = max(copy_end, st.lastread[vid])
+            # bit is set where it is cleared (on the device): an exclusive or, cheaper
+            # than a mask's complement on a long chain's big integers
             if target == "x":
-                dev = State(dev.plain & ~bit, dev.tapes, dev.bwd_next)
-                new = st._replace(dev=dev, host_plain=st.host_plain | bit,
-                                  pend_plain=st.pend_plain | bit)
+                plain, hp, pp = plain ^ bit, hp | bit, pp | bit
             else:
-                dev = State(dev.plain, dev.tapes & ~bit, dev.bwd_next)
-                new = st._replace(dev=dev, host_tapes=st.host_tapes | bit,
-                                  pend_tapes=st.pend_tapes | bit)
-            new = new._replace(H=copy_end, O=max(st.O, done))
+                tapes, ht, pt = tapes ^ bit, ht | bit, pt | bit
+            new = OffloadState(State(plain, tapes, bwd_next), hp, ht, pp, pt, mem, st.C,
+                               copy_end, max(st.O, done), st.ready, st.lastread)
             return new, Timing(CHANNEL, start, done, mem, mem, mem)
         if not on_host:
             return f"{name} is not on the host" + (" (it is on the device)" if on_dev else
@@ -246,18 +287,18 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
             return f"{op.token}: the bandwidth is 0, so the copy of {name} never ends"
         start = max(st.H, st.C)
         end = start + transfer_time(chain, size)
-        ready = list(st.ready)
-        ready[vid] = end
-        lastread = list(st.lastread)
-        lastread[vid] = 0.0
         if target == "x":
-            new = st._replace(dev=State(dev.plain | bit, dev.tapes, dev.bwd_next),
-                              host_plain=st.host_plain & ~bit)
+            plain, hp = plain | bit, hp ^ bit  # bit is set on the host
         else:
-            new = st._replace(dev=State(dev.plain, dev.tapes | bit, dev.bwd_next),
-                              host_tapes=st.host_tapes & ~bit)
-        new = new._replace(memory=mem + size, H=end, ready=tuple(ready),
-                           lastread=tuple(lastread))
+            tapes, ht = tapes | bit, ht ^ bit
+        ready, lastread = (st.ready, st.lastread) if inplace else \
+            (list(st.ready), list(st.lastread))
+        ready[vid] = end
+        lastread[vid] = 0.0
+        if not inplace:
+            ready, lastread = tuple(ready), tuple(lastread)
+        new = OffloadState(State(plain, tapes, bwd_next), hp, ht, pp, pt, mem + size, st.C,
+                           end, st.O, ready, lastread)
         return new, Timing(CHANNEL, start, end, mem, mem + size, mem + size)
 
     # a compute op: it waits for the pending copies and releases them, then the
@@ -265,31 +306,36 @@ def step(chain: Chain, st: OffloadState, op: Op, allow_drop: bool = False
     r = transition(chain, dev, 0, op, allow_drop)
     if isinstance(r, str):
         return _with_host_hint(chain, st, op, r)
-    mem = st.memory - _pending_bytes(chain, st)
+    mem = st.memory - (_pending_bytes(chain, st) if st.pend_plain | st.pend_tapes else 0)
     peak = mem + r.peak
     after = mem + r.memory_after
     read = reads(chain, dev, op)
-    start = max(st.C, st.O, max((st.ready[v] for v in read), default=0.0))
+    ready, lastread = (st.ready, st.lastread) if inplace else \
+        (list(st.ready), list(st.lastread))
+    start = max(st.C, st.O, max([ready[v] for v in read], default=0.0))
     end = start + r.time
-    ready = list(st.ready)
-    lastread = list(st.lastread)
     for v in read:
         if lastread[v] < end:
             lastread[v] = end
     new_dev = r.state
-    made_plain = new_dev.plain & ~dev.plain
-    made_tapes = new_dev.tapes & ~dev.tapes
-    for i in range(L + 1):
-        if made_plain >> i & 1:
-            ready[i], lastread[i] = end, 0.0
-        if made_tapes >> i & 1:
-            ready[L + 1 + i], lastread[L + 1 + i] = end, 0.0
+    made_plain = 0 if new_dev.plain == dev.plain else (new_dev.plain ^ dev.plain) & new_dev.plain
+    made_tapes = 0 if new_dev.tapes == dev.tapes else (new_dev.tapes ^ dev.tapes) & new_dev.tapes
+    for m, base in ((made_plain, 0), (made_tapes, L + 1)):
+        while m:  # the values it made (one or two), bit by bit
+            low = m & -m
+            v = base + low.bit_length() - 1
+            ready[v], lastread[v] = end, 0.0
+            m ^= low
+    if not inplace:
+        ready, lastread = tuple(ready), tuple(lastread)
     # host copies nothing reads any more: recomputed ones, and those whose backward ran
-    keep = (1 << (new_dev.bwd_next + 1)) - 1 if new_dev.bwd_next >= 0 else 0
-    hp = st.host_plain & ~made_plain & keep
-    ht = st.host_tapes & ~made_tapes & (keep << 1 | 1)
-    new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, tuple(ready),
-                       tuple(lastread))
+    # (x_i for i > bwd_next, t_i for i > bwd_next + 1)
+    hp, ht = st.host_plain, st.host_tapes
+    if hp:
+        hp = _kept(hp, made_plain, new_dev.bwd_next + 1)
+    if ht:
+        ht = _kept(ht, made_tapes, new_dev.bwd_next + 2)
+    new = OffloadState(new_dev, hp, ht, 0, 0, after, end, st.H, 0.0, ready, lastread)
     return new, Timing(COMPUTE, start, end, mem, peak, after)
 
 
@@ -321,7 +367,15 @@ class OffloadStep:
     memory_before: int
     peak: int
     memory_after: int
-    held: str = field(default="")
+    where: tuple = field(repr=False)  # where the values are after it (:func:`_where`)
+    length: int = field(repr=False)  # L, to describe them
+
+    @property
+    def held(self) -> str:
+        """Where the values are after the op, e.g. ``device {x0, t2}, host {t1}`` (built on
+        demand, as the single-stream simulator's: the text of every step of a long
+        schedule is quadratic in its length)."""
+        return _where_text(self.length, self.where)
 
     def to_dict(self) -> dict:
         return {"step": self.step, "op": self.op, "stream": self.stream, "start": self.start,
@@ -343,11 +397,23 @@ class OffloadSimulationResult(SimulationResult):
         return tuple(s for s in self.profile if s.stream == CHANNEL)
 
 
+#: Operations replayed between two calls of :func:`simulate_offload`'s ``check``.
+CHECK_EVERY = 1 << 13
+
+
 def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
-                     budget: int | None = None, allow_drop: bool = False
+                     budget: int | None = None, allow_drop: bool = False, *,
+                     check: "Callable[[str], None] | None" = None, profile: bool = True
                      ) -> OffloadSimulationResult:
     """Replay a two-stream schedule (module docstring); raise :class:`InvalidScheduleError`
-    (or :class:`BudgetExceededError`) naming the first invalid step."""
+    (or :class:`BudgetExceededError`) naming the first invalid step.
+
+    In time linear in the schedule's length, but for the bit operations on the state's masks
+    (big integers of L bits, as the single-stream simulator's: an op takes 9-28 us from 100
+    to 10,000 stages, 26-32 us at 100,000; benchmarks/results/offload_sim_speed.json).
+    ``check(what)``, when given, is called every :data:`CHECK_EVERY` ops (a deadline's
+    check, which raises to stop the replay); ``profile=False`` keeps no profile (the
+    result's is empty): the makespan and the peak only, as the registry's replay needs."""
     schedule = replay_arguments(chain, schedule)
     budget = check_budget(budget)
     x0 = chain.x_size[0]
@@ -355,21 +421,29 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
         raise InvalidScheduleError(
             f"budget {budget} is below the size of the input x0 ({x0}), which is always held")
     st = OffloadState.initial(chain)
-    profile = []
+    # the times by value, written in place (a step's tuples would be copied at every op)
+    ready, lastread = list(st.ready), list(st.lastread)
+    st = st._replace(ready=ready, lastread=lastread)
+    L = chain.length
+    steps = []
     peak = x0
     for k, op in enumerate(schedule):
-        r = step(chain, st, op, allow_drop)
+        if check is not None and not k % CHECK_EVERY:
+            check(REPLAYING)
+        r = _advance(chain, st, op, allow_drop, True)
         if isinstance(r, str):
             raise InvalidScheduleError(r, k, op.token)
         new, tm = r
-        if budget is not None and tm.peak > budget:
+        if budget is not None and tm.peak > budget:  # (st's masks: as before the op)
             raise BudgetExceededError(
                 f"peak memory {tm.peak} exceeds the budget {budget} (held {tm.memory_before} "
                 f"before it; {_describe(chain, st)})", k, op.token, tm.peak, budget)
-        profile.append(OffloadStep(k, op.token, tm.stream, tm.start, tm.end - tm.start,
-                                   tm.memory_before, tm.peak, tm.memory_after,
-                                   _describe(chain, new)))
-        peak = max(peak, tm.peak)
+        if profile:
+            steps.append(OffloadStep(k, op.token, tm.stream, tm.start, tm.end - tm.start,
+                                     tm.memory_before, tm.peak, tm.memory_after, _where(new),
+                                     L))
+        if tm.peak > peak:
+            peak = tm.peak
         st = new
     if not st.is_final():
         if st.dev.bwd_next == chain.length:
@@ -378,7 +452,7 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
             why = f"the last gradient computed is d{st.dev.bwd_next + 1}"
         raise InvalidScheduleError(f"the schedule ends without computing d0 ({why})")
     return OffloadSimulationResult(makespan=st.makespan, peak_memory=peak,
-                                   profile=tuple(profile), budget=budget)
+                                   profile=tuple(steps), budget=budget)
 
 
 def has_transfers(schedule: Iterable) -> bool:

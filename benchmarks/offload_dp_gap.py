@@ -6,23 +6,27 @@ peak and at several channel speeds, it compares ``dp-offload`` (the optimum of t
 ``persistent+offload``, O.10) with ``exhaustive-offload`` (the optimum over every schedule,
 O.5).  Where they differ, no optimal schedule is in the class, and the optimal schedule
 found is described by the moves the class grammar has no word for (proofs/offload.md
-O.11 (c)):
+O.11 (d)):
 
 - ``eviction``: a value offloaded and never fetched back (recomputed instead, or not
-  needed again);
-- ``early prefetch``: a prefetch issued before a compute op that does not read the value
-  (its copy overlaps that op; ``offload-all`` prefetches one backward ahead);
-- ``unsaved tape``: the tape of a stage whose output no backward reads moved (the class
-  moves containers only, and such a tape holds no stage input);
-- ``late offload``: an offload issued after a compute op that does not read the value
-  (the class offloads a container right after the forward that reads it, so its copy
-  overlaps that forward; a later offload overlaps later ops);
+  needed again); the class has one shape of it (O.18), so a gap with it uses another;
+- ``early prefetch``: a prefetch issued two or more compute ops before the next one that
+  reads the value (the class has one op ahead: its copy overlaps a child's last op);
+- ``late offload``: an offload issued two or more compute ops after the last one that read
+  or made the value (the class has one op late: its copy overlaps the child's first op);
 - ``other``: none of these (the class's other limits: which values move, and when).
+
+Reads are the referee's: a forward of stage i reads x_i (plain, or in t_i when x_i is
+saved), B_i reads t_{i+1} and x_i when saved, the loss x_L; so the tape of an unsaved
+output is read by its backward only.  The labels name moves of the extended class of
+issue 30 (O.16, O.18); the figures before it (O.11 (d)) used coarser ones (any offload after a
+non-reading op, any prefetch before one, any move of an unsaved output's tape).  Rerun
+``--redescribe`` on a results file to relabel its rows without solving.
 
 An instance may have several.  Usage (the results file it writes is
 ``benchmarks/results/offload_dp_gap.json``):
 
-    python benchmarks/offload_dp_gap.py --stages 2 3 --seeds 12 --points 5 \
+    python benchmarks/offload_dp_gap.py --stages 2 3 --seeds 10 --points 5 \
         --ratios 0.3,1,3 --out benchmarks/results/offload_dp_gap.json
 """
 from __future__ import annotations
@@ -56,29 +60,49 @@ def features(chain, schedule) -> list:
     out = set()
     for k, op in enumerate(ops):
         if op.kind == "Off":
-            if not any(o.kind == "Pre" and o.target == op.target and o.index == op.index
-                       for o in ops[k + 1:]):
+            v = (op.target, op.index)
+            if not any(o.kind == "Pre" and (o.target, o.index) == v for o in ops[k + 1:]):
                 out.add("eviction")
-            if op.target == "t" and not chain.output_saved[op.index - 1]:
-                out.add("unsaved tape")
-            last = next((o for o in reversed(ops[:k]) if not o.is_transfer), None)
-            if last is not None and not _reads(chain, last, op.target, op.index):
+            between = 0  # compute ops since the last one that read or made v
+            for o in reversed(ops[:k]):
+                if o.kind == "Pre" and (o.target, o.index) == v:
+                    break
+                if not o.is_transfer:
+                    if v in _touches(chain, o):
+                        break
+                    between += 1
+            if between >= 2:
                 out.add("late offload")
         if op.kind == "Pre":
-            nxt = next((o for o in ops[k + 1:] if not o.is_transfer), None)
-            if nxt is not None and not _reads(chain, nxt, op.target, op.index):
+            ahead = 0  # compute ops before the next one that reads v
+            for o in ops[k + 1:]:
+                if not o.is_transfer:
+                    if (op.target, op.index) in _touches(chain, o):
+                        break
+                    ahead += 1
+            if ahead >= 2:
                 out.add("early prefetch")
     return sorted(out) or ["other"]
 
 
-def _reads(chain, op, target: str, i: int) -> bool:
-    """Whether compute op ``op`` can read value (target, i): a forward of stage i or a
-    backward B_i reads x_i (plain or in t_i); B_{i-1} reads t_i; the loss reads x_L."""
+def _touches(chain, op) -> set:
+    """The values (target, index) compute op ``op`` reads or makes: a forward of stage i
+    reads x_i (plain, or in t_i when x_i is saved) and makes x_{i+1} (Fn, Fck) or t_{i+1}
+    and, when that output is unsaved, a plain x_{i+1} (Fall); B_i reads t_{i+1} and x_i
+    when saved; the loss reads x_L."""
+    def saved(i):
+        return chain.saved(i)
+
     if op.kind == "Loss":
-        return i == chain.length
+        i = chain.length
+        return {("x", i)} | ({("t", i)} if saved(i) else set())
+    i = op.index
+    reads = {("x", i)} | ({("t", i)} if i >= 1 and saved(i) else set())
     if op.kind == "B":
-        return op.index == i or (target == "t" and op.index == i - 1)
-    return op.index == i
+        return ({("t", i + 1)} | reads) if saved(i) or i == 0 else {("t", i + 1)}
+    if op.kind == "Fall":
+        return reads | {("t", i + 1), ("x", i + 1)}
+    return reads | {("x", i + 1)}
 
 
 def run(stages, seeds, points, ratios) -> dict:

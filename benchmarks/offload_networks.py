@@ -6,8 +6,8 @@ the chain's own compute times, from the profile), at budgets from the least one 
 reaches to store-all's peak, the makespan (relative to the ideal, store-all's) of:
 
 - remat only: ``dp`` (the persistent optimum, the chain without its channel);
-- offload only: ``dp-offload-only`` (store-all, each tape offloaded once or kept: the
-  best of its class, ``store-all+offload``) and the baselines ``save-on-cpu`` and
+- offload only: ``dp-offload-only`` (store-all with the transfers of ``dp-offload``'s
+  class: the best of ``store-all+offload``) and the baselines ``save-on-cpu`` and
   ``offload-all`` (``torch.autograd.graph.save_on_cpu`` and its overlapped version);
 - the combination: ``dp-offload`` (class ``persistent+offload``).
 

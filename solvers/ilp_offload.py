@@ -554,8 +554,9 @@ def class_key(n: int) -> str:
 def _incumbent(chain: Chain, budget: int):
     """A valid schedule to start from and bound the makespan: the best of dp-offload's
     (exact memory when small, else slots; its class contains store-all) and the
-    baselines save-on-cpu and offload-all (they move the tape of an unsaved output, which
-    dp-offload's class does not: O.11 c), fewer ops first on a tie; None when none fits."""
+    baselines save-on-cpu and offload-all (outside its class, sometimes better: O.11),
+    fewer ops first on a tie; else a fewest-ops schedule over placements; None when none
+    fits."""
     found = []
     for name, opts in (("dp-offload", {}), ("dp-offload", {"slots": 64}),
                        ("save-on-cpu", {}), ("offload-all", {})):

@@ -176,40 +176,100 @@ class TwoStreamReference:
         return makespan, max([self.c.x_size[0]] + [p for _, _, _, _, p, _ in self.ops])
 
 
-def persistent_offload_schedules(chain: Chain):
+def persistent_offload_schedules(chain: Chain, extended: bool = True):
     """Every token sequence of the grammar of the class ``persistent+offload``
-    (proofs/offload.md, O.10), written from its text: segment (s, t) is the loss, ``Fall_s
-    B_s``, ``Fall_s [Off C] <s+1, t> [Pre C] B_s`` or ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1}
-    <k, t> [Pre C] <s, k-1>``; C is offloaded only by a fresh segment (a child, or the second
-    part after a prefetch), never x_0.  Validity is left to the interpreter."""
+    (proofs/offload.md, O.10 and O.16), written from its text: segment (s, t) is the loss,
+    ``Fall_s B_s``, option A ``Fall_s E <s+1, t> P B_s`` or option B ``Fck_s [Off C]
+    Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``.  In option A each of the container C
+    (a fresh segment's, never x_0) and the tape t_{s+1} of an unsaved output is kept,
+    offloaded right after Fall_s (E, in that order) or *late*: right after the child's
+    first op (before the child's own offload); each value that moved is prefetched
+    (``Pre t_{s+1}`` before ``Pre C``) right before B_s (P), or *early*: right before the
+    child's last op, after the child's own prefetches, when that child is the loss, ``Fall
+    B`` or option A.  A child that takes late offloads does not move its own container late.
+    *Evictions*: a segment that keeps its input, takes no late offload and no prefetch
+    ahead, and whose input and output are saved, may run ``Fall_s <child> B_s`` or ``Fck_s <child>
+    B_s`` where the child (s+1, t) moves its container (t_{s+1}, or x_{s+1}) right after
+    its first op or one op later, moves no tape, and has ``Fall_s`` instead of the
+    prefetch right before its ``B_{s+1}``.  Validity
+    is left to the interpreter.  ``extended=False``: the grammar of O.10 alone (no late
+    offload, no tape move, no early prefetch)."""
     L = chain.length
+    bw = chain.bandwidth is not None
 
-    def seg(s, t, fresh, c):
+    def seg(s, t, fresh, c, late=(), pre=()):
+        late, pre = list(late), list(pre)
         if s == t:
-            yield ["Loss"] if t == L else [f"Fall{s}", f"B{s}"]
+            if t < L:
+                yield [f"Fall{s}"] + late + pre + [f"B{s}"]
+            elif not late:
+                yield pre + ["Loss"]
             return
-        offs = [False, True] if fresh and s >= 1 and chain.bandwidth is not None else [False]
-        for off in offs:
-            o, p = ([f"Off{c}{s}"], [f"Pre{c}{s}"]) if off else ([], [])
-            child_c = "t" if chain.output_saved[s] else "x"
-            for child in seg(s + 1, t, True, child_c):
-                yield [f"Fall{s}"] + o + child + p + [f"B{s}"]
+        pending = bool(late)
+        cmodes = ["keep"]
+        if fresh and s >= 1 and bw:
+            cmodes += ["early"] if pending or not extended else ["early", "late"]
+        unsaved = not chain.output_saved[s]
+        tmodes = ["keep", "early", "late"] if unsaved and bw and extended else ["keep"]
+        child_c = "t" if chain.output_saved[s] else "x"
+        for cm in cmodes:
+            o, p = ([f"Off{c}{s}"], [f"Pre{c}{s}"]) if cm != "keep" else ([], [])
+            for tm in tmodes:
+                ot = [f"Offt{s + 1}"]
+                early = (o if cm == "early" else []) + (ot if tm == "early" else [])
+                child_late = (o if cm == "late" else []) + (ot if tm == "late" else [])
+                mine = ([f"Pret{s + 1}"] if tm != "keep" else []) + p
+                # each prefetch right before B_s, or early: right before the child's last op
+                splits = [[]]
+                for v in mine:
+                    splits = [sp + [w] for sp in splits for w in ((False, True) if extended
+                                                                   else (False,))]
+                for sp in splits:
+                    ahead = [v for v, e in zip(mine, sp) if e]
+                    after = [v for v, e in zip(mine, sp) if not e]
+                    for child in seg(s + 1, t, True, child_c, child_late, ahead):
+                        yield [f"Fall{s}"] + late + early + child + after + pre + [f"B{s}"]
+            if cm == "late" or pre:
+                continue
+            if (cm == "keep" and not pending and extended and bw and chain.output_saved[s]
+                    and (s == 0 or chain.output_saved[s - 1])):
+                # evictions: the child's container sent away for good, recreated by Fall_s
+                for first, cc in (("Fall", "t"), ("Fck", "x")):
+                    for child in evicting(s + 1, t, cc, s):
+                        yield [f"{first}{s}"] + child + [f"B{s}"]
             for k in range(s + 1, t + 1):
                 for child in seg(k, t, True, "x"):
-                    for rest in seg(s, k - 1, off, c):
-                        yield ([f"Fck{s}"] + o + [f"Fn{j}" for j in range(s + 1, k)] + child
-                               + p + rest)
+                    for rest in seg(s, k - 1, cm == "early", c):
+                        yield ([f"Fck{s}"] + late + o + [f"Fn{j}" for j in range(s + 1, k)]
+                               + child + p + rest)
+
+    def evicting(s, t, c, parent):
+        """Child (s, t) whose container (``c``) is offloaded right after its first op or
+        one op later and never fetched back: ``Fall_parent`` right before B_s instead."""
+        o, redo = [f"Off{c}{s}"], [f"Fall{parent}"]
+        if s == t:
+            if t < L:
+                yield [f"Fall{s}"] + o + redo + [f"B{s}"]
+            return
+        child_c = "t" if chain.output_saved[s] else "x"
+        for when in ("early", "late"):
+            if when == "late" and s + 1 >= L:
+                continue
+            for child in seg(s + 1, t, True, child_c, o if when == "late" else ()):
+                yield [f"Fall{s}"] + (o if when == "early" else []) + child + redo + [f"B{s}"]
 
     yield from seg(0, L, False, "t")
 
 
-def best_persistent_offload(chain: Chain, budget: int, recompute: bool = True):
+def best_persistent_offload(chain: Chain, budget: int, recompute: bool = True,
+                            extended: bool = True):
     """``(best, least)``: (makespan, tokens) of the fastest schedule of the grammar that the
     interpreter accepts within ``budget`` (or None), and the least peak of any schedule of
     the grammar it accepts: an oracle for ``dp-offload`` by enumeration."""
     best, least = None, None
-    for tokens in persistent_offload_schedules(chain):
-        if not recompute and any(t.startswith(("Fn", "Fck")) for t in tokens):
+    for tokens in persistent_offload_schedules(chain, extended):
+        if not recompute and (any(t.startswith(("Fn", "Fck")) for t in tokens)
+                              or sum(t.startswith("Fall") for t in tokens) > chain.length):
             continue
         ref = TwoStreamReference(chain)
         if not all(ref.apply(t) for t in tokens) or ref.bwd_next != -1:

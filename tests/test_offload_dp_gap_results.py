@@ -2,7 +2,7 @@
 ``benchmarks/results/offload_dp_gap.json`` (``benchmarks/offload_dp_gap.py``), replayed.
 
 For the first gap instance of each kind the file reports (an eviction, an early prefetch,
-an unsaved output's tape moved, none of these), the chain is rebuilt from its seed, the
+a late offload, none of these: the first label of its row), the chain is rebuilt from its seed, the
 optimal schedule the file stores replays in the referee to the optimum, ``dp-offload``
 solves to the value stored, above it, and the schedule has the moves the file names.  And
 the file's summary is its rows' (no hand-edited figures).

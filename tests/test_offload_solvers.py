@@ -23,7 +23,8 @@ from solvers.exhaustive import min_feasible_budget as canonical_min_budget
 from solvers.offload_baselines import offload_all_schedule
 from solvers.offload_exhaustive import min_feasible_budget
 
-from _offload_reference import TwoStreamReference, best_persistent_offload
+from _offload_reference import (TwoStreamReference, best_persistent_offload,
+                               persistent_offload_schedules)
 
 
 def _with_bandwidth(chain: Chain, ratio: float) -> Chain:
@@ -218,8 +219,11 @@ def test_offload_solvers_are_registered_with_their_classes():
     # transfers without recomputation: the smaller class (the claim of exhaustive-offload-only)
     assert classes.classify(c, s) == classes.NO_REMAT
     assert not classes.ALL.contains(c, s) and classes.OFFLOAD.contains(c, s)
-    r = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # recomputes F0
+    # recomputes F0; x1 offloaded two ops after the Fall1 that read it: outside the class DP's
+    r = Schedule.parse("Fck0 Fall1 Fall2 Loss Offx1 B2 Prex1 B1 Fall0 B0")
     assert classes.classify(c, r) == classes.OFFLOAD and not classes.NO_REMAT.contains(c, r)
+    late = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # one op late
+    assert classes.classify(c, late) == classes.PERSISTENT_OFFLOAD
 
 
 def test_infeasible_budget_says_the_smallest_feasible_one():
@@ -283,8 +287,9 @@ def test_scaling_sizes_scales_the_bandwidth_and_keeps_every_offload_optimum(seed
 def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio, where):
     """O.10/O.11: dp-offload's answer is the best member of its grammar (every member
     enumerated and replayed by the independent interpreter), its smallest budget is the
-    grammar's least peak; exhaustive-offload <= dp-offload <= dp (persistent, remat only)
-    and <= save-on-cpu (a member of the class when every output is saved)."""
+    grammar's least peak; exhaustive-offload <= dp-offload <= dp (persistent, remat only),
+    <= save-on-cpu (a member of the class) and <= the best member of O.10's smaller
+    grammar."""
     chain = _with_bandwidth(chain, ratio)
     lo, hi = min_feasible_budget(chain), chain.store_all_memory()
     budget = lo + int(where * (hi - lo))
@@ -302,10 +307,14 @@ def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio,
     if dp.schedule is not None:
         assert sol.makespan <= dp.makespan + 1e-9
     soc = registry.solve(chain, budget, "save-on-cpu")
-    if soc.schedule is not None and all(chain.output_saved):  # (it moves unsaved outputs'
-        # tapes, which hold no input, not in the grammar)
+    if soc.schedule is not None:  # a member (unsaved outputs' tapes: late moves, O.16)
         assert classes.PERSISTENT_OFFLOAD.contains(chain, soc.schedule)
         assert sol.makespan <= soc.makespan + 1e-9
+    # the class of O.10 (no late offload, no tape move, no early prefetch) is a subset
+    old, old_least = best_persistent_offload(chain, budget, extended=False)
+    assert old_least is None or least <= old_least
+    if old is not None:
+        assert sol.makespan <= old[0] + 1e-9
 
 
 @settings(max_examples=10, deadline=None)
@@ -344,13 +353,22 @@ def test_dp_offload_scales_to_long_chains_with_slots():
 
 
 def test_the_class_grammar_parser():
-    """classes.is_persistent_offload: members (save-on-cpu, dp's schedules) and
-    non-members (offload-all prefetches a backward ahead; an offload by a stale segment)."""
+    """classes.is_persistent_offload: members (save-on-cpu, offload-all, dp's schedules) and
+    non-members (a prefetch two backwards ahead, an offload two ops late, an offload by a
+    stale segment)."""
     c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
     soc = offload_all_schedule(c, 0)
     assert classes.PERSISTENT_OFFLOAD.contains(c, soc)
     assert classes.classify(c, soc) == classes.NO_REMAT  # the smaller class first
-    assert not classes.PERSISTENT_OFFLOAD.contains(c, offload_all_schedule(c, 1))
+    # offload-all prefetches one backward ahead: right before the child's last op (O.16)
+    c4 = Chain.homogeneous(4, x_size=4, tape_size=6).replace(bandwidth=4.0)
+    assert classes.PERSISTENT_OFFLOAD.contains(c4, offload_all_schedule(c4, 1))
+    two_ahead = Schedule.parse("Fall0 Fall1 Offt1 Fall2 Fall3 Loss Pret1 B3 B2 B1 B0")
+    two_late = Schedule.parse("Fall0 Fall1 Fall2 Fall3 Offt1 Loss B3 B2 Pret1 B1 B0")
+    one_late = Schedule.parse("Fall0 Fall1 Fall2 Offt1 Fall3 Loss B3 B2 Pret1 B1 B0")
+    for s, member in ((two_ahead, False), (two_late, False), (one_late, True)):
+        assert classes.OFFLOAD.contains(c4, s)
+        assert classes.PERSISTENT_OFFLOAD.contains(c4, s) == member
     r = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 Offt2 B1 Fall0 B0")
     assert not classes.PERSISTENT_OFFLOAD.contains(c, r)  # Offt2: not a container there
     m = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 B1 Fall0 B0")
@@ -445,9 +463,9 @@ def test_ilp_offload_at_its_time_limit_gives_a_certified_bound():
 def test_the_offload_dp_gap_certificate():
     """O.11 (c): where the class is not optimal.  proofs/certificates/offload_dp_gap.json:
     exhaustive-offload beats dp-offload (replayed and re-proven by tests/test_proofs.py),
-    while remat alone (the chain without its channel) the persistent DP is optimal: the gap
-    is the class's placement of transfers (the optimum offloads t1 and never fetches it
-    back, recomputing it instead: an eviction the grammar does not have)."""
+    while remat alone (the chain without its channel) the persistent DP is optimal and the
+    class gains nothing over it: the gap is the class's placement of transfers (the optimum
+    offloads a value two ops after its last use, which the grammar does not have)."""
     from pathlib import Path
     from remat_theory.analysis.certificates import load
     cert = load(Path(__file__).resolve().parent.parent / "proofs" / "certificates"
@@ -461,3 +479,72 @@ def test_the_offload_dp_gap_certificate():
         assert sol.status == "optimal"
         assert sol.makespan == pytest.approx(cert.facts["remat_only_optimum"]) == dp
     assert not classes.PERSISTENT_OFFLOAD.contains(c, Schedule(cert.solutions["opt"]["schedule"]))
+
+
+@pytest.mark.parametrize("stages,seed", [(1, 0), (2, 1), (2, 2), (3, 3), (3, 4)])
+def test_the_class_parser_is_the_enumerated_grammar(stages, seed):
+    """O.16: classes.is_persistent_offload accepts every token sequence of the grammar as
+    enumerated from its text (tests/_offload_reference.py), and none of the sequences one
+    swap of adjacent tokens or one deletion away that the enumeration does not contain
+    (valid or not: the parser decides the grammar, the referee validity)."""
+    from remat_theory.analysis import families
+    import random
+
+    chain = families.make("random", stages, seed)
+    r = random.Random(seed)
+    chain = chain.replace(bandwidth=1.0, output_saved=[r.random() < 0.5
+                                                       for _ in range(stages)])
+    members = {tuple(s) for s in persistent_offload_schedules(chain)}
+    for s in members:
+        assert classes.is_persistent_offload(chain, Schedule.parse(" ".join(s))), s
+    for s in r.sample(sorted(members), min(150, len(members))):
+        for i in range(len(s) - 1):
+            for near in (s[:i] + (s[i + 1], s[i]) + s[i + 2:], s[:i] + s[i + 1:]):
+                if near not in members:
+                    assert not classes.is_persistent_offload(chain,
+                                                             Schedule.parse(" ".join(near)))
+
+
+@pytest.mark.parametrize("stages", [4, 6])
+def test_dp_offload_on_longer_chains_with_unsaved_outputs(stages):
+    """Beyond the enumeration's reach: on random chains of 4 and 6 stages with some
+    outputs unsaved and copies from a third to three forwards, at budgets from the class's
+    least to store-all's, dp-offload's schedule replays in the referee to its value (the
+    registry checks it), is a member of its class, and is no slower than dp (remat only)
+    or save-on-cpu (a member, O.17)."""
+    from benchmarks.offload_dp_gap import with_channel
+    from remat_theory.analysis import families
+
+    for seed in range(4):
+        for ratio in (0.3, 1.0, 3.0):
+            chain = with_channel(families.make("random", stages, seed), ratio, seed)
+            least = registry.solve(chain, 0, "dp-offload").min_budget
+            hi = chain.store_all_memory()
+            for budget in sorted({least, (least + hi) // 2, hi}):
+                sol = registry.solve(chain, budget, "dp-offload")
+                assert sol.status == "optimal"
+                assert classes.PERSISTENT_OFFLOAD.contains(chain, sol.schedule)
+                for other, c in (("dp", chain.replace(bandwidth=None)),
+                                 ("save-on-cpu", chain)):
+                    ref = registry.solve(c, budget, other)
+                    if ref.schedule is not None:
+                        assert sol.makespan <= ref.makespan + 1e-9
+
+
+def test_dp_offload_evicts_only_where_its_input_survives():
+    """O.18 needs the segment's input saved: a Fall_s frees an unsaved plain x_s, so the
+    recomputing Fall_s could not read it.  The profiled resnet chain (x_2 unsaved) at
+    1 GB/s, where an eviction at stage 2 would otherwise be chosen: the schedule replays
+    (the registry checks it) and stays in the class."""
+    from pathlib import Path
+    import json
+
+    path = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+            / "offload_chains" / "resnet-small.json")
+    chain = Chain.from_dict(json.loads(path.read_text())).replace(bandwidth=1e9)
+    assert not chain.output_saved[1]  # x_2 unsaved
+    sol = registry.solve(chain, 14347721, "dp-offload", slots=1000)
+    assert sol.schedule is not None
+    assert classes.PERSISTENT_OFFLOAD.contains(chain, sol.schedule)
+    ref = registry.solve(chain.replace(bandwidth=None), 14347721, "dp", slots=1000)
+    assert ref.schedule is None or sol.makespan <= ref.makespan + 1e-9

@@ -178,18 +178,25 @@ def test_the_runner_measures_every_point_of_a_hand_split_network():
     checkpoint_sequential; no HF (an nn.Sequential has none), no compiler."""
     torch.manual_seed(0)
     w = from_network(build("transformer", "test"))
-    from remat_theory.torch.profiler import profile
-    chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=1)
+    from remat_theory.torch.module import plain_loss_bytes
+    from remat_theory.torch.profiler import profile_details
+    prof = profile_details(list(w.stages), w.example_input, w.loss_fn, repeats=1)
+    chain = prof.chain
     store_all = chain.store_all_memory()
     # the drop-in's smallest feasible budget (its checkpoints' random-generator states
-    # counted: this transformer draws, dropout)
-    low = remat_breakpoints(chain, w.stages, **drop_in_states(w.stages, w.example_input))[0]
+    # counted: this transformer draws, dropout; the loss tensor as profiled)
+    low = remat_breakpoints(chain, w.stages, loss_bytes=prof.loss_bytes,
+                            **drop_in_states(w.stages, w.example_input))[0]
     assert low < store_all
-    rec = run_frontier(w, repeats=2, budgets=(1, low, store_all), segments=(2, 3),
+    # where the drop-in runs plain autograd: store-all and the loss tensor beyond a scalar
+    top = store_all + plain_loss_bytes(prof.loss_bytes)
+    rec = run_frontier(w, repeats=2, budgets=(1, low, top), segments=(2, 3),
                        compile_budgets=(), compiled_points=0, profile_repeats=1)
     by = {p["method"]: p for p in rec["points"]}
+    by["remat:1.0000"] = by[f"remat:{top / store_all:.4f}"]
     assert set(by) == {"plain", "plain:2", "hf_checkpointing", f"remat:{1 / store_all:.4f}",
                        f"remat:{low / store_all:.4f}", "remat:1.0000",
+                       f"remat:{top / store_all:.4f}",
                        "checkpoint_sequential:2", "checkpoint_sequential:3"}
     assert by["hf_checkpointing"]["status"] == "unsupported"
     assert by[f"remat:{1 / store_all:.4f}"]["status"] == "infeasible"
@@ -381,3 +388,125 @@ def _top(tree):
 def _holds_checkpoint(node):
     from remat_theory.torch.nested import Checkpointed
     return any(isinstance(n, Checkpointed) for n in _top(node))
+
+
+def _hf_oracle_schedule(L: int, checkpointed) -> "Schedule":
+    """Hugging Face's every-k-layers schedule written out op by op from its definition: a
+    checkpointed stage runs without its tape in the forward (keeping its input) and again
+    with it just before its backward; every other stage keeps its tape."""
+    from remat_theory.model.schedule import Op, Schedule
+    ops = [Op("Fck", i) if i in checkpointed else Op("Fall", i) for i in range(L)]
+    ops.append(Op("Loss"))
+    for i in range(L - 1, -1, -1):
+        if i in checkpointed:
+            ops.append(Op("Fall", i))
+        ops.append(Op("B", i))
+    return Schedule(ops)
+
+
+def test_a_breakpoint_sits_at_each_hugging_face_level():
+    """Each HF every-k-layers schedule on the captured chain is the hand-written one (every
+    k-th layer's stage recomputed, as transformers checkpoints ``layer_index % k == 0``); its
+    level is at least its simulated peak; and the breakpoints, spread to their fewest,
+    still keep the lowest level at or above it, where the DP is no slower than HF's
+    schedule on the chain it solves."""
+    pytest.importorskip("transformers")
+    from remat_theory.model.simulator import simulate
+    from remat_theory.torch.frontier import (_hf_layers, hf_schedule_peaks, hf_schedule_tree)
+    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.torch.module import shared_parameter_bytes
+    from remat_theory.torch.nested import nested_schedule
+    from remat_theory.torch.profiler import profile_details
+    torch.manual_seed(0)
+    w = build_workload("llama", "test")
+    stages = list(w.stages)
+    L = len(stages)
+    layers = [i for i, s in enumerate(stages) if s.kind == "layer"]
+    n = _hf_layers(w.model)
+    assert n >= 2 and len(layers) == n
+    prof = profile_details(stages, w.example_input, w.loss_fn, repeats=1)
+    chain, rc = prof.chain, rounded_chain(prof.chain, auto_unit(prof.chain))
+    states = drop_in_states(stages, w.example_input)
+    reserve = 2 * shared_parameter_bytes(stages)
+    ks = list(range(1, n + 1))
+    levels = hf_schedule_peaks(chain, stages, ks, loss_bytes=prof.loss_bytes, **states)
+    every = remat_breakpoints(chain, stages, max_points=10**6, loss_bytes=prof.loss_bytes,
+                              **states)
+    few = remat_breakpoints(chain, stages, max_points=2, cover=levels,
+                            loss_bytes=prof.loss_bytes, **states)
+    bare = remat_breakpoints(chain, stages, max_points=2, loss_bytes=prof.loss_bytes, **states)
+    assert len(bare) == 2 and len(every) > 2
+    # the spread alone skips some HF level's breakpoint: the cover is what keeps it
+    assert any(next(b for b in every if b >= level) not in bare for level in levels)
+    for k, level in zip(ks, levels):
+        hand = _hf_oracle_schedule(L, {layers[j] for j in range(0, n, k)})
+        tree = hf_schedule_tree(stages, k)
+        assert [o.token for o in nested_schedule(tree, L)] == hand.tokens(), k
+        sim = simulate(rc, hand)
+        assert level >= sim.peak_memory + reserve
+        at = next(b for b in every if b >= level)  # the level's breakpoint: kept
+        assert at in few, (k, level, every, few)
+        below = [b for b in every if b < at]
+        assert not below or below[-1] < level
+        ck = CheckpointedSequential(stages, at, example_input=w.example_input,
+                                    loss_fn=w.loss_fn, chain=chain,
+                                    loss_bytes=prof.loss_bytes,
+                                    input_grad_bytes=prof.input_grad_bytes)
+        assert ck.plan.predicted_peak <= at
+        assert ck.solution.makespan <= simulate(chain, hand).makespan + 1e-9, k
+
+
+def test_breakpoints_count_the_profiled_loss_tensor():
+    """With an MSE loss the loss tensor holds a buffer the size of the output on the CPU
+    (``ProfileResult.loss_bytes``): the breakpoints given it are the drop-in's own levels
+    (the lowest is its smallest feasible budget, the highest the budget where it runs plain
+    autograd), and without it the lowest is below what the drop-in accepts."""
+    from torch import nn
+
+    from remat_theory.torch.module import plain_loss_bytes
+    from remat_theory.torch.profiler import profile_details
+    torch.manual_seed(0)
+    stages = [nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 32))
+              for _ in range(5)]
+    x = torch.randn(16, 32)
+
+    def loss_fn(y):
+        return nn.functional.mse_loss(y, torch.zeros_like(y))
+    prof = profile_details(stages, x, loss_fn, repeats=1)
+    assert prof.loss_bytes > 8  # the precondition: a loss tensor beyond a scalar
+    chain = prof.chain
+    sizes = dict(loss_bytes=prof.loss_bytes, input_grad_bytes=prof.input_grad_bytes)
+    states = drop_in_states(stages, x)
+    got = remat_breakpoints(chain, stages, max_points=10**6, **sizes, **states)
+    bare = remat_breakpoints(chain, stages, max_points=10**6, **states)
+    assert got[-1] == chain.store_all_memory() + plain_loss_bytes(prof.loss_bytes)
+    top = CheckpointedSequential(stages, got[-1], example_input=x, loss_fn=loss_fn,
+                                 chain=chain, **sizes)
+    assert top.plan.tree is None  # plain autograd there
+    with pytest.raises(InfeasibleBudgetError) as e:
+        CheckpointedSequential(stages, got[0] - 1, example_input=x, loss_fn=loss_fn,
+                               chain=chain, **sizes)
+    assert e.value.smallest_feasible == got[0]
+    assert bare[0] < got[0]
+    for b in got:
+        ck = CheckpointedSequential(stages, b, example_input=x, loss_fn=loss_fn, chain=chain,
+                                    **sizes)
+        assert ck.plan.predicted_peak <= b
+
+
+def test_no_hugging_face_schedule_is_claimed_where_its_layers_nest_or_are_absent():
+    """Swin's stages are checkpointing layers holding its blocks (HF's schedule is nested
+    there); ResNet has none: neither gets a single-level HF schedule on its seams."""
+    pytest.importorskip("transformers")
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from remat_theory.torch.frontier import hf_schedule_tree
+    from remat_theory.torch.frontier_networks import build_workload
+    swin = build_workload("swin", "test")
+    layers = [m for m in swin.model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    assert any(isinstance(s, GradientCheckpointingLayer)
+               for m in layers for s in list(m.modules())[1:])  # the precondition: nested
+    assert hf_schedule_tree(list(swin.stages), 1) is None
+    resnet = build_workload("resnet", "test")
+    assert not any(isinstance(m, GradientCheckpointingLayer) for m in resnet.model.modules())
+    assert hf_schedule_tree(list(resnet.stages), 1) is None

@@ -96,8 +96,9 @@ class ScheduleClass:
         if self.key in (PERSISTENT_OFFLOAD_KEY, STORE_ALL_OFFLOAD_KEY):
             if not is_persistent_offload(chain, schedule):
                 return False
-            if self.key == STORE_ALL_OFFLOAD_KEY and any(op.kind in ("Fn", "Fck")
-                                                         for op in schedule):
+            if self.key == STORE_ALL_OFFLOAD_KEY and (
+                    any(op.kind in ("Fn", "Fck") for op in schedule)
+                    or schedule.count("Fall") != chain.length):  # an eviction recomputes
                 return False
             return _replays(chain, schedule)
         if self.key in (OFFLOAD_KEY, NO_REMAT_KEY):
@@ -241,18 +242,33 @@ def classify(chain, schedule) -> ScheduleClass:
 
 def is_persistent_offload(chain, schedule) -> bool:
     """True when the tokens of ``schedule`` follow the grammar of the class
-    ``persistent+offload`` (proofs/offload.md, O.10): segment (s, t) is the loss (s = t =
-    L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s [Off C] <s+1, t> [Pre C] B_s`` or
-    option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``, where C is the
+    ``persistent+offload`` (proofs/offload.md, O.10, O.16 and O.18): segment (s, t) is the
+    loss (s = t = L), ``Fall_s B_s`` (s = t < L), option A ``Fall_s E <s+1, t> P B_s`` or
+    option B ``Fck_s [Off C] Fn_{s+1} .. Fn_{k-1} <k, t> [Pre C] <s, k-1>``.  C is the
     segment's input container (the tape t_s, or a plain x_s: after Fck, or where the output
-    is unsaved), offloaded only by a segment that starts fresh (after C was made or
-    prefetched) and never x_0.  Validity is the simulator's to decide."""
+    is unsaved), moved only by a segment that starts fresh (after C was made or
+    prefetched), never x_0.  In option A, C and the tape t_{s+1} of an unsaved output (it
+    holds no input) are each kept, offloaded right after Fall_s (E: ``Off C`` then ``Off
+    t_{s+1}``) or *late*: right after the child's first op, before the child's own
+    offload; each value that moved is prefetched (``Pre t_{s+1}`` before ``Pre C``) right
+    before B_s (P) or *early*: right before the child's last op, after the child's own
+    prefetches, when the child is the loss, ``Fall B`` or option A.  A child that takes
+    late offloads is not the loss and does not move its own container late.  *Evictions*:
+    a segment that keeps its input, takes no late offload and no prefetch ahead, and whose
+    input and output are saved may run ``Fall_s <child> B_s`` or ``Fck_s <child> B_s``
+    where the child moves its container (right after its first op or one op later), moves
+    no tape, and has ``Fall_s`` instead of the prefetch right before its last op.
+    Validity is the simulator's to decide."""
     ops = list(schedule)
     L = chain.length
     pos = [0]
 
     def peek():
         return ops[pos[0]] if pos[0] < len(ops) else None
+
+    def is_(op, kind, index, target=None):
+        return op is not None and op.kind == kind and op.index == index and \
+            (target is None or op.target == target)
 
     def expect(kind, index, target=None):
         op = peek()
@@ -261,37 +277,113 @@ def is_persistent_offload(chain, schedule) -> bool:
             raise ValueError
         pos[0] += 1
 
-    def seg(s, t, fresh, form):
+    def take_late(late):
+        """The parent's late offloads offered to this segment, consumed in order where they
+        follow its first op."""
+        got = []
+        for kind, index, target in late:
+            if is_(peek(), kind, index, target):
+                pos[0] += 1
+                got.append((kind, index, target))
+        return got
+
+    def take_pre(pre):
+        """The parent's prefetches taken right before this segment's last op (any of them,
+        in order)."""
+        got = []
+        for v in pre:
+            if is_(peek(), *v):
+                pos[0] += 1
+                got.append(tuple(v))
+        return got
+
+    def seg(s, t, fresh, form, late=(), pre=None, ev=None):
+        """Parse segment (s, t); ``late``: the parent's offloads it may take after its
+        first op; ``pre(taken)``: the parent's prefetches it may take before its last op
+        (None: none); ``ev``: the parent's stage when its forward may recreate this
+        segment's container right before the last op (an eviction).  Returns (late
+        offloads taken, prefetches taken, whether the container was evicted)."""
         if s == t:
             if t == L:
+                early = take_pre(pre([]) if pre else [])
                 expect("Loss", None)
-            else:
-                expect("Fall", s)
+                return [], early, False
+            expect("Fall", s)
+            got = take_late(late)
+            if ev is not None and not got and is_(peek(), "Off", s, form) and \
+                    is_(ops[pos[0] + 1] if pos[0] + 1 < len(ops) else None, "Fall", ev):
+                pos[0] += 2
                 expect("B", s)
-            return
+                return got, [], True
+            early = take_pre(pre(got) if pre else [])
+            expect("B", s)
+            return got, early, False
         op = peek()
         if op is None or op.index != s or op.kind not in ("Fall", "Fck"):
             raise ValueError
         pos[0] += 1
-        nxt = peek()
-        off = (fresh and s >= 1 and nxt is not None and nxt.kind == "Off" and nxt.index == s
-               and nxt.target == form)
+        got = take_late(late)
+        pending = bool(got)
+        off = fresh and s >= 1 and is_(peek(), "Off", s, form)
         if off:
             pos[0] += 1
+        # an eviction by this segment: it keeps its input, takes no late offload, and its
+        # output is saved (the recreated tape holds it)
+        ev_child = (s if not pending and not off and chain.saved(s + 1) and chain.saved(s)
+                    else None)
         if op.kind == "Fall":
-            seg(s + 1, t, True, "t" if chain.saved(s + 1) else "x")
-            if off:
-                expect("Pre", s, form)
+            unsaved = not chain.saved(s + 1)  # t_{s+1} holds no input: a tape that may move
+            t_early = unsaved and is_(peek(), "Off", s + 1, "t")
+            if t_early:
+                pos[0] += 1
+            offer = []
+            if fresh and s >= 1 and not off and not pending:
+                offer.append(("Off", s, form))
+            if unsaved and not t_early:
+                offer.append(("Off", s + 1, "t"))
+
+            def mine(taken):  # what this segment moved, in prefetch order
+                return ((["Pre", s + 1, "t"],) if t_early or ("Off", s + 1, "t") in taken
+                        else ()) + ((["Pre", s, form],) if off or ("Off", s, form) in taken
+                                    else ())
+
+            taken, early, evicted = seg(s + 1, t, True, "x" if unsaved else "t", offer, mine,
+                                        ev_child)
+            moved = mine(taken)
+            if evicted:
+                if moved:
+                    raise ValueError
+            elif ev is not None and not got and not t_early and \
+                    ("Off", s + 1, "t") not in taken and \
+                    (off or ("Off", s, form) in taken) and not early and \
+                    is_(peek(), "Fall", ev):
+                # this segment's own container evicted: its parent's forward instead of
+                # the prefetch
+                pos[0] += 1
+                expect("B", s)
+                return got, [], True
+            for v in moved:
+                if tuple(v) not in early:
+                    expect(*v)
+            early_parent = take_pre(pre(got) if pre else [])
+            if evicted and early_parent:
+                raise ValueError
             expect("B", s)
-            return
-        k = s + 1
+            return got, early_parent, False
+        k = s + 1  # option B: its last op is its part's, offered no prefetch
         while k < t and (o := peek()) is not None and o.kind == "Fn" and o.index == k:
             pos[0] += 1
             k += 1
-        seg(k, t, True, "x")
+        _, _, evicted = seg(k, t, True, "x", (), None, ev_child if k == s + 1 else None)
+        if evicted:
+            if pre is not None and take_pre(pre(got)):
+                raise ValueError
+            expect("B", s)
+            return got, [], False
         if off:
             expect("Pre", s, form)
         seg(s, k - 1, off, form)
+        return got, [], False
 
     try:
         seg(0, L, False, "t")

@@ -73,11 +73,12 @@ from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch.nested import Checkpointed, End, Kept, Segment, nested_schedule
 from remat_theory.torch.frontier_networks import Workload, from_network
-from remat_theory.torch.module import (RNG_STATE_BYTES, CheckpointedSequential, dropin_peak,
+from remat_theory.torch.module import (LOSS_BYTES, RNG_STATE_BYTES, CheckpointedSequential,
+                                       dropin_peak, plain_loss_bytes,
                                        format_bytes, parse_bytes, run_traceable, shared_parameter_bytes,
                                        smallest_with_states, solve_with_states,
                                        traceable_prelude)
-from remat_theory.torch.profiler import profile, stage_draws
+from remat_theory.torch.profiler import profile, profile_details, stage_draws
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.tracker import allocator_peak
 
@@ -238,7 +239,8 @@ def _compile_budget(w: Workload, r: float, backend: str, index: int) -> Method:
 
 def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 1024,
                       max_points: int = 16, solver_options=None, cover=(), draws=None,
-                      state_bytes: int = 0) -> list:
+                      state_bytes: int = 0, loss_bytes: int | None = None,
+                      input_grad_bytes: int = 0) -> list:
     """Budgets (bytes of the chain) where the drop-in's makespan steps down, from its smallest
     feasible budget to store-all, as :class:`CheckpointedSequential` solves them: through
     its own :func:`~remat_theory.torch.module.solve_with_states` (the same rounding, the
@@ -251,12 +253,24 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
     More than ``max_points`` levels: the lowest, store-all and evenly spread ones between
     (by memory), and, for each budget of ``cover`` (the chain's predicted peak of a
     baseline's own schedule, e.g. ``checkpoint_sequential``'s), the lowest level at or above
-    it, so that the baseline's schedule level is measured even where the spread skips it."""
+    it, so that the baseline's schedule level is measured even where the spread skips it.
+
+    ``loss_bytes`` and ``input_grad_bytes``: the profile's (``ProfileResult``; what the
+    drop-in is given with its chain).  The loss tensor and its seed are part of the peak a
+    budget must hold (:func:`solve_with_states`; None: :data:`LOSS_BYTES`), and plain
+    autograd starts :func:`plain_loss_bytes` above store-all.  ``input_grad_bytes`` lowers
+    only the predicted peak of B_0 (the batch needs no gradient), never the budget a
+    schedule needs (the solver plans with the table's B_0), so it moves no level; it is
+    accepted so that one profile's figures go to both."""
+    del input_grad_bytes  # see above: it changes no schedule's fit
     opts = dict(solver_options or {})
     unit = auto_unit(chain)
     reserve = 2 * shared_parameter_bytes(stages)
-    store_all = chain.store_all_memory() + reserve  # the drop-in's plain autograd
-    rule = dict(solver=solver, solver_options=opts, stages=list(stages), shared_reserve=reserve)
+    # the drop-in's plain autograd
+    store_all = chain.store_all_memory() + reserve + plain_loss_bytes(
+        LOSS_BYTES if loss_bytes is None else loss_bytes)
+    rule = dict(solver=solver, solver_options=opts, stages=list(stages), shared_reserve=reserve,
+                loss_bytes=loss_bytes)
     cache = {}
 
     def makespan(b):
@@ -338,6 +352,74 @@ def baseline_schedule_peaks(chain, stages, segments) -> list:
     return out
 
 
+def hf_schedule_tree(stages, k: int) -> Segment | None:
+    """The nested form of Hugging Face's ``activation_checkpointing_enable(every_n_layers=k)``
+    on a chain captured at the model's layers (:mod:`~remat_theory.torch.seams`): the stage
+    of each layer whose index is a multiple of ``k`` (transformers checkpoints
+    ``layer_index % every_n_layers == 0``) is one checkpointed segment replayed once, every
+    other stage (the prefix, the other layers, the suffix) is kept.  A layer's stage that
+    also runs other code (``first``: the prefix and layer 0; ``replay``: a layer and the glue
+    to the next) is checkpointed whole.  A layer's index is the one transformers gives it
+    (its place among the model's ``GradientCheckpointingLayer`` modules, in ``modules()``
+    order).  None where the stages are not a seam capture, where a seam is not such a layer,
+    or where such layers nest (Swin's stages hold its blocks: HF's schedule is then nested,
+    not one checkpoint per seam)."""
+    L = len(stages)
+    kinds = [getattr(s, "kind", None) for s in stages]
+    if L == 0 or any(kd not in ("prefix", "layer", "first", "replay", "suffix") for kd in kinds):
+        return None
+    if k < 1:
+        raise RematError(f"every_n_layers = {k!r} must be >= 1")
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:  # pragma: no cover - older transformers
+        return None
+    runner = stages[0].runner
+    layers = [m for m in runner.model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if any(isinstance(sub, GradientCheckpointingLayer)
+           for m in layers for sub in list(m.modules())[1:]):
+        return None
+    index = {id(m): j for j, m in enumerate(layers)}
+    seam_index = {}
+    for i, kd in enumerate(kinds):
+        if kd in ("layer", "first", "replay"):
+            j = index.get(id(runner.seams[stages[i].k].module))
+            if j is None:
+                return None
+            seam_index[i] = j
+    node = End(L, loss=True)
+    for i in range(L - 1, -1, -1):
+        if i in seam_index and seam_index[i] % k == 0:
+            node = Checkpointed(i, i + 1, node, Kept(i, End(i + 1)))
+        else:
+            node = Kept(i, node)
+    return node
+
+
+def hf_schedule_peaks(chain, stages, ks, *, draws=None, state_bytes: int = 0,
+                      loss_bytes: int | None = None) -> list:
+    """The budgets at which the drop-in's solver sees Hugging Face's every-``k``-layers
+    schedule (:func:`hf_schedule_tree`, each ``k`` of ``ks``) fit, as
+    :func:`solve_with_states` asks of a schedule: its peak on the rounded chain the solver
+    sees, and its peak on the chain with the generator states its checkpoints keep and the
+    loss tensor (the fit), whichever is larger, plus the shared-parameter reserve.  At any
+    budget from there the DP's schedule is at least as fast as HF's on the rounded chain."""
+    from remat_theory.torch.module import _level  # the drop-in's own fit of a schedule
+    rc = rounded_chain(chain, auto_unit(chain))
+    reserve = 2 * shared_parameter_bytes(stages)
+    out = []
+    for k in ks:
+        tree = hf_schedule_tree(stages, k)
+        if tree is None:
+            continue
+        sched = nested_schedule(tree, chain.length)
+        rpeak = simulate(rc, sched).peak_memory
+        _, _, fit = _level(chain, types.SimpleNamespace(schedule=sched), "hf", list(stages),
+                           draws, state_bytes, loss_bytes)
+        out.append(int(max(rpeak, fit)) + reserve)
+    return out
+
+
 def remat_method(w: Workload, ck: CheckpointedSequential):
     def step():
         out = ck(w.example_input)
@@ -347,11 +429,16 @@ def remat_method(w: Workload, ck: CheckpointedSequential):
     return step
 
 
-def drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int = 0):
+def drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int = 0,
+            sizes=None):
+    """The drop-in at ``budget`` on ``chain``; ``sizes``: the profile's ``loss_bytes`` and
+    ``input_grad_bytes`` (``ProfileResult``), as the drop-in would find them profiling
+    itself (without: :data:`LOSS_BYTES` and no B_0 saving)."""
     try:
         ck = CheckpointedSequential(w.stages, budget=budget, solver=solver,
                                     example_input=w.example_input, loss_fn=w.loss_fn,
-                                    chain=chain, optimizer_state=optimizer_bytes or None)
+                                    chain=chain, optimizer_state=optimizer_bytes or None,
+                                    **(sizes or {}))
     except InfeasibleBudgetError as e:
         pt.status, pt.detail = "infeasible", str(e)[:400]
         return None
@@ -537,23 +624,29 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         methods.append(Method(Point("remat", "remat", status="error",
                                      detail=f"capture failed: {w.capture_error}")))
     else:
-        chain = profile(list(w.stages), w.example_input, w.loss_fn, repeats=profile_repeats,
-                        clock=profile_clock(w.example_input))
+        prof = profile_details(list(w.stages), w.example_input, w.loss_fn,
+                               repeats=profile_repeats, clock=profile_clock(w.example_input))
+        chain = prof.chain
+        sizes = dict(loss_bytes=prof.loss_bytes, input_grad_bytes=prof.input_grad_bytes)
         L = len(w.stages)
         segs = list(segments if segments is not None else range(2, L + 1))
         if budgets is None:
+            states = drop_in_states(w.stages, w.example_input)
+            cover = baseline_schedule_peaks(chain, w.stages, segs)
+            if hf and w.hf:  # each Hugging Face every-K-layers schedule's level too
+                cover += hf_schedule_peaks(chain, w.stages, range(1, _hf_layers(w.model) + 1),
+                                           loss_bytes=prof.loss_bytes, **states)
             budgets = remat_breakpoints(chain, w.stages, solver, max_points=max_points,
-                                        cover=baseline_schedule_peaks(chain, w.stages, segs),
-                                        **drop_in_states(w.stages, w.example_input))
+                                        cover=cover, **sizes, **states)
         store_all = chain.store_all_memory()
         for b in budgets:
             pt = Point(f"remat:{b / store_all:.4f}", "remat", int(b))
-            ck = drop_in(w, int(b), solver, chain, pt)
+            ck = drop_in(w, int(b), solver, chain, pt, sizes=sizes)
             methods.append(Method(pt, None if ck is None else remat_method(w, ck)))
         for text in step_budgets:
             total = parse_bytes(text, "step budget")
             pt = Point(f"remat_step:{text}", "remat", text)
-            ck = drop_in(w, str(text), solver, chain, pt, optimizer_bytes)
+            ck = drop_in(w, str(text), solver, chain, pt, optimizer_bytes, sizes=sizes)
             pt.budget = total - optimizer_bytes
             methods.append(Method(pt, None if ck is None else remat_method(w, ck)))
         if offload_solvers:
@@ -917,5 +1010,5 @@ def plot(records: list, path, title: str = "") -> None:
 
 __all__ = ["Point", "Method", "prepare", "plain_method", "hf_methods", "checkpoint_sequential_method",
            "drop_in", "remat_method", "measure", "noise", "dominance", "run_frontier", "format_table",
-           "plot", "remat_breakpoints", "drop_in_states", "FAMILIES", "BASELINES",
-           "DEFAULT_COMPILE_BUDGETS"]
+           "plot", "remat_breakpoints", "drop_in_states", "hf_schedule_tree", "hf_schedule_peaks",
+           "FAMILIES", "BASELINES", "DEFAULT_COMPILE_BUDGETS"]

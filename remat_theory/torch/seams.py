@@ -29,8 +29,13 @@ what the model does (the same kernels, the same masks, the same saved tensors).
      then the output, or the element of the output tuple, that the next seam receives);
      otherwise (code between two seams: Swin's patch merging) the stage *replays* the
      model's forward from the seam to the next one (below);
-   * the *suffix* replays the forward from the last seam's output to the model's output
-     (final norm, head).
+   * the *suffix* goes from the last seam's output to the model's output (final norm,
+     head): where the probe's record shows that the modules called after the last layer
+     are the whole computation (each reads, as its only tensor, the previous one's output
+     or a view of it, not written in place since, and the model's output is the last one's
+     output or a view of it; checked bit for bit on the example), it calls those modules
+     directly; otherwise it replays the forward (below), which runs the model's prelude
+     (masks, positions) again.
 
    A replay runs the model's forward with every module that ran entirely before the
    stage's entry point replaced by a stand-in that returns zeros of the recorded shape
@@ -90,6 +95,8 @@ class _Call:
     kwargs: dict = field(default_factory=dict)
     output: object = None
     depth: int = 0
+    hidden_version: int | None = None  # the hidden input's version counter at the call
+    out_versions: tuple = ()  # each output leaf's version counter at the return (None: no tensor)
 
 
 def probe(model: nn.Module, args, kwargs) -> list:
@@ -102,6 +109,8 @@ def probe(model: nn.Module, args, kwargs) -> list:
 
     def pre(mod, a, kw):
         c = _Call(names.get(id(mod), "?"), mod, clock[0], args=a, kwargs=dict(kw), depth=len(stack))
+        h = _hidden_of(c)
+        c.hidden_version = None if h is None else h._version
         clock[0] += 1
         calls.append(c)
         stack.append(c)
@@ -111,6 +120,8 @@ def probe(model: nn.Module, args, kwargs) -> list:
         c.exit = clock[0]
         clock[0] += 1
         c.output = out
+        c.out_versions = tuple(t._version if isinstance(t, torch.Tensor) else None
+                               for t in pytree.tree_leaves(out))
 
     try:
         for m in model.modules():
@@ -318,6 +329,8 @@ class _Runner:
         self.ctx: dict = {}  # "x0": input; k: (args, kwargs) of seam k
         self.shape = None  # (shape, dtype) of the example x_0
         self.standins: dict = {}  # spec leaf -> (expanded zero, its version): made once
+        # the suffix as its module calls alone (_direct_suffix), or None: it replays
+        self.direct = None
         self._fill_standins()
 
     def _fill_standins(self):
@@ -525,6 +538,8 @@ class SeamStage(nn.Module):
             return r.call_seam(self.k, x)
         if self.kind == "first":  # the input goes straight into the first layer
             return r.call_seam(0, r.prefix(x))
+        if self.kind == "suffix" and r.direct is not None:
+            return _run_direct(r.direct, x)
         return r.replay(self.k, x)
 
     def extra_repr(self) -> str:
@@ -611,12 +626,122 @@ def plan(model, args, kwargs, x0_slot, out_index):
             glue = [c for c in _maximal(calls, s.exit, nxt.enter, ()) if c not in _ancestors(calls, nxt)]
             specs.append(("replay", k, [s] + glue))
     post = _maximal(calls, last.exit, float("inf"), ())
+    direct = None
     if pytree.tree_leaves(out)[out_index] is pytree.tree_leaves(last.output)[made[-1].out_leaf]:
         pass  # the last layer's output is the model's: no suffix stage
     else:
         specs.append(("suffix", len(seams), post))
+        direct = _direct_suffix(last, made[-1].out_leaf, post, out, out_index)
     del out
-    return runner_seams, stubs, specs
+    return runner_seams, stubs, specs, direct
+
+
+def _view_of(src: torch.Tensor, dst: torch.Tensor):
+    """How ``dst`` reads ``src``: ``()`` when it is ``src`` or has its storage, shape, strides
+    and offset (the same values); ``(size, stride, offset)`` when it is another view of the
+    same storage (an ``as_strided`` of ``src`` gives its values); None otherwise."""
+    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor)):
+        return None
+    if dst is src:
+        return ()
+    if (dst.dtype != src.dtype or dst.device != src.device or src.is_sparse or dst.is_sparse
+            or dst.untyped_storage().data_ptr() != src.untyped_storage().data_ptr()):
+        return None
+    if (dst.shape == src.shape and dst.stride() == src.stride()
+            and dst.storage_offset() == src.storage_offset()):
+        return ()
+    return (tuple(dst.shape), tuple(dst.stride()), dst.storage_offset() - src.storage_offset())
+
+
+def _apply_view(x: torch.Tensor, view):
+    if not view:
+        return x
+    size, stride, delta = view
+    return x.as_strided(size, stride, x.storage_offset() + delta)
+
+
+@dataclass
+class _PostStep:
+    module: nn.Module
+    slot: tuple  # where its hidden input is: ('a', 0) or ('k', name)
+    args: tuple  # the other arguments, as recorded (no tensors)
+    kwargs: dict
+    view: tuple  # how its hidden input reads the previous output (_view_of)
+    out_leaf: int  # the leaf of its output the next step (or the model's output) reads
+
+
+def _direct_suffix(last: _Call, last_leaf: int, post: list, out, out_index: int):
+    """The suffix as its module calls alone, where the record shows that the code after the
+    last layer does nothing else to the hidden state: each module after the last layer (the
+    outermost calls: a final norm, a head) reads, as its only tensor argument, the previous
+    one's output (the last layer's first) or a view of it, unchanged since (its version
+    counter: no in-place write between), and the model's output is the last module's output
+    or a view of it.  Then calling those modules on x reproduces the model's output without
+    running the model's forward again (its prelude of masks and positions, the transformers
+    ``forward`` Python).  None (the suffix replays the forward) where any of that fails,
+    where a module keeps running statistics (a second call would update them), or where the
+    modules called so do not give the model's output bit for bit on the example."""
+    if not post:
+        return None
+    src_call, src_leaf = last, last_leaf
+    steps = []
+    for c in post:
+        slot = _hidden_slot(c)
+        if slot is None or c.exit < 0:
+            return None
+        h = _hidden_of(c)
+        rest = (c.args[1:], {k: v for k, v in c.kwargs.items() if k != slot[1]}) \
+            if slot[0] == "a" else (c.args, {k: v for k, v in c.kwargs.items() if k != slot[1]})
+        if any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(rest)):
+            return None  # it reads another tensor (a mask): the forward's code makes it
+        if any(getattr(m, "track_running_stats", False) and m.training
+               for m in c.module.modules()):
+            return None
+        src = pytree.tree_leaves(src_call.output)[src_leaf]
+        view = _view_of(src, h)
+        if view is None or src_call.out_versions[src_leaf] != c.hidden_version:
+            return None
+        leaves = pytree.tree_leaves(c.output)
+        if slot[0] == "k" and c.args:
+            return None  # keep the calls simple: a keyword hidden state with positional others
+        steps.append([c.module, slot, tuple(rest[0]), dict(rest[1]), view, -1])
+        src_call = c
+        # the leaf the next call (or the model's output) reads
+        nxt = [_hidden_of(o) for o in post[post.index(c) + 1:post.index(c) + 2]]
+        target = nxt[0] if nxt else pytree.tree_leaves(out)[out_index]
+        found = [i for i, t in enumerate(leaves) if _view_of(t, target) is not None]
+        if not found:
+            return None
+        src_leaf = steps[-1][5] = found[0]
+    final = pytree.tree_leaves(out)[out_index]
+    src = pytree.tree_leaves(src_call.output)[src_leaf]
+    last_view = _view_of(src, final)
+    if last_view is None or src._version != src_call.out_versions[src_leaf]:
+        return None
+    direct = ([_PostStep(*st) for st in steps], last_view)
+    x = pytree.tree_leaves(last.output)[last_leaf]
+    dev = x.device
+    try:  # the check: the same values, bit for bit, generators untouched
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), torch.no_grad():
+            got = _run_direct(direct, x.detach())
+    except Exception:  # noqa: BLE001 - any failure: the suffix replays the forward instead
+        return None
+    if not (got.shape == final.shape and got.dtype == final.dtype and torch.equal(got, final)):
+        return None
+    return direct
+
+
+def _run_direct(direct, x):
+    steps, last_view = direct
+    v = x
+    for st in steps:
+        h = _apply_view(v, st.view)
+        if st.slot[0] == "a":
+            out = st.module(h, *st.args, **st.kwargs)
+        else:
+            out = st.module(*st.args, **{st.slot[1]: h}, **st.kwargs)
+        v = pytree.tree_leaves(out)[st.out_leaf]
+    return _apply_view(v, last_view)
 
 
 def _label(calls) -> str:
@@ -630,7 +755,7 @@ def build_stages(model, args, kwargs, x0_slot, out_index, dense=False):
     stand-ins are zeros of full size (for a forward that cannot read an expanded tensor)
     instead of one expanded zero."""
     x0 = args[x0_slot[1]] if x0_slot[0] == "a" else kwargs[x0_slot[1]]
-    seams, stubs, specs = plan(model, args, kwargs, x0_slot, out_index)
+    seams, stubs, specs, direct = plan(model, args, kwargs, x0_slot, out_index)
     runner = _Runner(model, args, kwargs, x0_slot, seams, stubs, out_index, dense=dense)
     runner.shape = (tuple(x0.shape), x0.dtype)
     stages = []
@@ -646,4 +771,6 @@ def build_stages(model, args, kwargs, x0_slot, out_index, dense=False):
     rest = [p for p in model.parameters() if id(p) not in covered]
     if rest:  # parameters the ancestors' own code uses: the suffix trains them
         stages[-1].extra = nn.ParameterList(rest)
+        direct = None  # that code is more than the modules' calls: it replays
+    runner.direct = direct
     return stages, runner

@@ -209,26 +209,20 @@ def test_free_copies_never_make_the_milp_offload_a_leaving_value_again():
     assert sol.optimal_for == "all+offload"
 
 
-def test_an_incumbent_where_neither_the_dp_nor_the_baselines_fit():
-    """Where only a schedule moving an unsaved output's tape fits (dp-offload's class has no
-    such move, O.11 c; save-on-cpu and offload-all do not fit), the incumbent that bounds
+def test_the_fewest_ops_incumbent():
+    """Where neither dp-offload's class nor the baselines fit, the incumbent that bounds
     ``proven``'s length is a fewest-ops schedule found over placements: valid within the
-    budget (replayed), and no schedule of fewer ops fits (exhaustive-offload -o max_ops)."""
-    import importlib.util
-    import pathlib
-
-    from solvers.ilp_offload import _incumbent
-    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "offload_dp_gap.py"
-    spec = importlib.util.spec_from_file_location("offload_dp_gap", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    from remat_theory.analysis import families
-    chain = mod.with_channel(families.make("random", 2, 5), 1.0, 5)
-    budget = min_feasible_budget(chain)
-    for name in ("dp-offload", "save-on-cpu", "offload-all"):
-        assert registry.solve(chain, budget, name).schedule is None
-    schedule, makespan = _incumbent(chain, budget)
-    sim = simulate(chain, schedule, budget)
-    assert sim.makespan == makespan and sim.peak_memory <= budget
-    fewer = registry.solve(chain, budget, "exhaustive-offload", max_ops=len(schedule) - 1)
-    assert fewer.status == "infeasible"
+    budget (replayed), and no schedule of fewer ops fits (exhaustive-offload -o max_ops);
+    below the smallest feasible budget there is none."""
+    from solvers.ilp_offload import _fewest_ops_schedule
+    rng = random.Random(31)
+    for k in range(6):
+        chain = _random_chain(rng, 1 + k % 2)
+        chain = chain.replace(output_saved=[rng.random() < 0.5 for _ in range(chain.length)])
+        budget = min_feasible_budget(chain)
+        schedule, makespan = _fewest_ops_schedule(chain, budget)
+        sim = simulate(chain, schedule, budget)
+        assert sim.makespan == makespan and sim.peak_memory <= budget
+        fewer = registry.solve(chain, budget, "exhaustive-offload", max_ops=len(schedule) - 1)
+        assert fewer.status == "infeasible"
+        assert _fewest_ops_schedule(chain, budget - 1) is None

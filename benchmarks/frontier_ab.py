@@ -82,7 +82,7 @@ def main(argv) -> int:
         key = ck._first_key
         peak = dropin_peak(w.stages, sim, checkpoint_state_bytes(tree, states["draws"],
                                                                  states["state_bytes"]),
-                           sched, prof.input_grad_bytes, prof.loss_bytes)
+                           sched, prof.input_grad_bytes, prof.loss_bytes) + states["carried"]
         ck.plans[key] = Plan(key, chain, ck.plan.budget, dataclasses.replace(
             ck.solution, schedule=sched, makespan=sim.makespan, peak_memory=sim.peak_memory),
             sched, tree, peak)

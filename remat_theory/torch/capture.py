@@ -34,7 +34,9 @@ holds:
 ``granularity`` chooses among the valid cuts: ``"block"`` (default) cuts between the
 children of containers (``nn.Sequential``, ``nn.ModuleList``) and between modules outside
 any repeated block, never inside one block (one stage per transformer layer or residual
-block); ``"fine"`` takes every valid cut (mid-block cuts included: more freedom for the
+block) except at the edge of a layer of a stack nested in it (Swin's and ConvNeXt's stages
+hold their layers in a ``ModuleList``: one stage per layer there too); a layer whose output
+is a view of its last result (OPT's ``(residual + h).view(shape)``) is cut after the view; ``"fine"`` takes every valid cut (mid-block cuts included: more freedom for the
 solver, more stages); an integer n takes at most n stages of balanced size (the size of a
 stage: the elements of the new tensors its nodes produce).
 
@@ -419,9 +421,19 @@ def _valid_cuts(order, facts, x0, primary, keep):
     return cuts, (least or 0)
 
 
+def _is_block(model, path: str) -> bool:
+    """A repeated block: a module, not itself a container, held by a container."""
+    mod = _submodule(model, path)
+    parent = _submodule(model, path.rpartition(".")[0])
+    return mod is not None and not isinstance(mod, _CONTAINERS) and isinstance(parent, _CONTAINERS)
+
+
 def _is_block_boundary(model, a_stack, b_stack) -> bool:
-    """No repeated block (a non-container module held by a container) spans the cut, or the
-    innermost module spanning it is itself a container (between two of its children)."""
+    """No repeated block spans the cut, or the innermost module spanning it is itself a
+    container (between two of its children), or the cut is the edge of a repeated block
+    nested in the one spanning it (Swin's stages hold their blocks in a ``ModuleList``, which
+    a module stack does not list: the cut between ``layers.0.blocks.0`` and
+    ``layers.0.blocks.1`` is spanned by ``layers.0`` and is still a layer's edge)."""
     common = []
     for x, y in zip(a_stack, b_stack):
         if x != y:
@@ -432,12 +444,19 @@ def _is_block_boundary(model, a_stack, b_stack) -> bool:
     inner = _submodule(model, common[-1])
     if isinstance(inner, _CONTAINERS):
         return True
-    for path in common:
-        mod = _submodule(model, path)
-        parent = _submodule(model, path.rpartition(".")[0])
-        if mod is not None and not isinstance(mod, _CONTAINERS) and isinstance(parent, _CONTAINERS):
-            return False
-    return True
+    if not any(_is_block(model, path) for path in common):
+        return True
+    return any(_in_stack(model, path) for path in a_stack[len(common):] + b_stack[len(common):])
+
+
+def _in_stack(model, path: str) -> bool:
+    """A layer of a repeated stack: a block whose container holds another of its class (not
+    the parts of a ``Sequential`` of different modules, as ConvNeXt's downsampling)."""
+    if not _is_block(model, path):
+        return False
+    mod = _submodule(model, path)
+    parent = _submodule(model, path.rpartition(".")[0])
+    return sum(type(m) is type(mod) for m in parent.children()) >= 2
 
 
 def _choose(model, order, facts, cuts, granularity) -> list:
@@ -445,11 +464,23 @@ def _choose(model, order, facts, cuts, granularity) -> list:
         return list(cuts)
     if granularity == "block":
         pos = {n: i for i, n in enumerate(order)}
+        at = {a: p for p, a in cuts}
         out = []
         for p, a in cuts:
             first_user = min((pos[u] for u in a.users if u in pos and pos[u] >= p), default=p)
             if _is_block_boundary(model, _stack(a), _stack(order[first_user])):
-                out.append((p, a))
+                # a layer's output that is a view of its last result (OPT's
+                # ``(residual + h).view(shape)``): cut before the views, so that the stage
+                # returns new memory and the next one starts with the views (a compiled
+                # checkpoint keeps a region's output only where it is no view)
+                r = a
+                while facts[r].alias is not None and facts[r].alias in at:
+                    r = facts[r].alias
+                q = at.get(r, p)
+                if q < p and all(facts[n].alias is not None for n in order[q:p]):
+                    p, a = q, r
+                if not out or out[-1] != (p, a):
+                    out.append((p, a))
         return out
     n = granularity
     weight = [facts[v].size for v in order]
@@ -600,17 +631,18 @@ def _label(model, nodes, facts, order) -> str:
     the outermost module on its stack whose nodes are all in this stage (a whole layer:
     ``transformer.h.3``), else the innermost one (part of a layer: ``transformer.h.3.attn``),
     each named once, in order, a module left out when some of its submodules are named."""
+    # views make no memory and do not count (a layer's closing view runs in the next stage)
     every, mine = {}, {}
     for n in order:
-        for p in _stack(n):
+        for p in _stack(n) if facts[n].alias is None else ():
             every[p] = every.get(p, 0) + 1
     for n in nodes:
-        for p in _stack(n):
+        for p in _stack(n) if facts[n].alias is None else ():
             mine[p] = mine.get(p, 0) + 1
     out = []
     for n in nodes:
         st = _stack(n)
-        if not st or not facts[n].grad:
+        if not st or not facts[n].grad or facts[n].alias is not None:
             continue
         name = next((p for p in st if mine.get(p) == every.get(p)), st[-1])
         if name not in out:
@@ -961,14 +993,19 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     order = [n for n in tr.gm.graph.nodes
              if n in keep and n.op not in ("placeholder", "get_attr", "output")]
     cuts, least = _valid_cuts(order, facts, tr.x0, primary, keep)
-    cuts = _drop_view_stages(facts, tr.x0, primary, _distinct(cuts))
+    distinct = _distinct(cuts)
+    cuts = _drop_view_stages(facts, tr.x0, primary, distinct)
     if not cuts:
         raise CaptureError(
             f"no valid cut in {type(model).__name__}: at every point of its forward at least "
             f"{max(least, 2)} activations needing gradients are live (or the one live is "
             f"modified in place later), so it is one stage; split it by hand into an "
             f"nn.Sequential or a list of stage modules")
-    chosen = _choose(model, order, facts, cuts, granularity)
+    # a layer's output is often a view of its last operation's result (OPT's
+    # ``(residual + h).view(shape)``): the cut after the view is the layer's edge and the
+    # one before it is not, so the block rule sees both, and the views are merged after
+    chosen = _choose(model, order, facts, distinct if granularity == "block" else cuts,
+                     granularity)
     chosen = _drop_view_stages(facts, tr.x0, primary, chosen)
     plan = _Plan(order, [p for p, _ in chosen], [a for _, a in chosen], len(cuts))
     builder = _StageBuilder(model, tr, facts, plan, primary)

@@ -29,7 +29,8 @@ from remat_theory.model.errors import InfeasibleBudgetError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch.capture import StageChain
 from remat_theory.torch.confirm import measure_run
-from remat_theory.torch.module import CheckpointedSequential, shared_parameter_bytes
+from remat_theory.torch.module import (CheckpointedSequential, carried_step_bytes,
+                                       shared_parameter_bytes)
 from remat_theory.torch.networks import build
 from remat_theory.torch.profiler import prime_forward, profile_details
 from remat_theory.torch.rounding import auto_unit, rounded_chain
@@ -71,11 +72,23 @@ def _step(fn, params, stages=None, x0=None):
     arguments a chain captured at the model's seams hands its layers: GPT-Neo's 512 KiB
     float attention mask) is then replaced inside the session, where the CPU meter sees
     both its allocation and the free of the copy it replaces.  Without it, the free of the
-    copy made before the session is not reported and the replacement counts as held."""
+    copy made before the session is not reported and the replacement counts as held.
+    Those values are then released (inside the session: the meter sees the frees), so that
+    the step's own copy counts as the step's memory, as the model holds it (it makes them in
+    its forward and frees them at the step's end) and as the drop-in reserves it
+    (:func:`~remat_theory.torch.module.carried_step_bytes`)."""
     for p in params:
         p.grad = None
     torch.manual_seed(SEED)
-    prime = None if stages is None else (lambda: prime_forward(stages, x0, x0.device))
+
+    def prime():
+        prime_forward(stages, x0, x0.device)
+        runner = getattr(stages[0], "runner", None) if stages else None
+        if runner is not None:
+            runner.ctx = {}
+
+    if stages is None:
+        prime = None
     meter = AllocatorMeter(None, persistent=lambda: [p.grad for p in params], prime=prime)
     with meter:
         with meter.op("step"):
@@ -158,7 +171,8 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
         # that much more, so that it runs the same schedule
         # (and the random-generator states its checkpoints keep, which the chain does not
         # count: where they do not fit, the drop-in runs at its own smallest feasible budget)
-        dropin_budget = budget + 2 * shared_parameter_bytes(stages)
+        # and the values the first stage hands the others (carried_step_bytes)
+        dropin_budget = budget + 2 * shared_parameter_bytes(stages) + carried_step_bytes(stages, x0)
         ck = None
         for _ in range(3):
             try:

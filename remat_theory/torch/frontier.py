@@ -74,6 +74,7 @@ from remat_theory.model.simulator import simulate
 from remat_theory.torch.nested import Checkpointed, End, Kept, Segment, nested_schedule
 from remat_theory.torch.frontier_networks import Workload, from_network
 from remat_theory.torch.module import (LOSS_BYTES, RNG_STATE_BYTES, CheckpointedSequential,
+                                       carried_step_bytes,
                                        dropin_peak, plain_loss_bytes,
                                        format_bytes, parse_bytes, run_traceable, shared_parameter_bytes,
                                        smallest_with_states, solve_with_states,
@@ -240,7 +241,7 @@ def _compile_budget(w: Workload, r: float, backend: str, index: int) -> Method:
 def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 1024,
                       max_points: int = 16, solver_options=None, cover=(), draws=None,
                       state_bytes: int = 0, loss_bytes: int | None = None,
-                      input_grad_bytes: int = 0) -> list:
+                      input_grad_bytes: int = 0, carried: int = 0) -> list:
     """Budgets (bytes of the chain) where the drop-in's makespan steps down, from its smallest
     feasible budget to store-all, as :class:`CheckpointedSequential` solves them: through
     its own :func:`~remat_theory.torch.module.solve_with_states` (the same rounding, the
@@ -261,11 +262,13 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
     autograd starts :func:`plain_loss_bytes` above store-all.  ``input_grad_bytes`` lowers
     only the predicted peak of B_0 (the batch needs no gradient), never the budget a
     schedule needs (the solver plans with the table's B_0), so it moves no level; it is
-    accepted so that one profile's figures go to both."""
+    accepted so that one profile's figures go to both.  ``carried``: the bytes of the values
+    the first stage hands the others, which the drop-in reserves at every budget
+    (:func:`~remat_theory.torch.module.carried_step_bytes`; :func:`drop_in_states` gives it)."""
     del input_grad_bytes  # see above: it changes no schedule's fit
     opts = dict(solver_options or {})
     unit = auto_unit(chain)
-    reserve = 2 * shared_parameter_bytes(stages)
+    reserve = 2 * shared_parameter_bytes(stages) + carried
     # the drop-in's plain autograd
     store_all = chain.store_all_memory() + reserve + plain_loss_bytes(
         LOSS_BYTES if loss_bytes is None else loss_bytes)
@@ -330,18 +333,22 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
 def drop_in_states(stages, x: torch.Tensor) -> dict:
     """``draws`` and ``state_bytes`` for :func:`remat_breakpoints`, as the drop-in finds them
     for input ``x``: which stages draw random numbers (:func:`stage_draws`) and the bytes of
-    one kept generator state (on the CPU; on CUDA the states are host memory: 0)."""
+    one kept generator state (on the CPU; on CUDA the states are host memory: 0), and
+    ``carried``: the bytes of the values the first stage hands the others, which the drop-in
+    reserves at every budget (:func:`~remat_theory.torch.module.carried_step_bytes`)."""
     return dict(draws=tuple(stage_draws(list(stages), x)),
-                state_bytes=RNG_STATE_BYTES if x.device.type == "cpu" else 0)
+                state_bytes=RNG_STATE_BYTES if x.device.type == "cpu" else 0,
+                carried=carried_step_bytes(list(stages), x))
 
 
-def baseline_schedule_peaks(chain, stages, segments) -> list:
+def baseline_schedule_peaks(chain, stages, segments, carried: int = 0) -> list:
     """The budgets at which the drop-in's solver sees ``checkpoint_sequential``'s own schedule
     (solver ``periodic``, each segment count) fit: its peak on the rounded chain the drop-in
-    solves, plus the shared-parameter reserve.  (The exact chain's peak is up to a few
-    rounding units lower: at that budget the rounded DP must pick another schedule.)"""
+    solves, plus the shared-parameter reserve and ``carried`` (:func:`drop_in_states`).
+    (The exact chain's peak is up to a few rounding units lower: at that budget the rounded
+    DP must pick another schedule.)"""
     rc = rounded_chain(chain, auto_unit(chain))
-    reserve = 2 * shared_parameter_bytes(stages)
+    reserve = 2 * shared_parameter_bytes(stages) + carried
     out = []
     for k in segments:
         if not 1 <= k <= chain.length:
@@ -397,16 +404,17 @@ def hf_schedule_tree(stages, k: int) -> Segment | None:
 
 
 def hf_schedule_peaks(chain, stages, ks, *, draws=None, state_bytes: int = 0,
-                      loss_bytes: int | None = None) -> list:
+                      loss_bytes: int | None = None, carried: int = 0) -> list:
     """The budgets at which the drop-in's solver sees Hugging Face's every-``k``-layers
     schedule (:func:`hf_schedule_tree`, each ``k`` of ``ks``) fit, as
     :func:`solve_with_states` asks of a schedule: its peak on the rounded chain the solver
     sees, and its peak on the chain with the generator states its checkpoints keep and the
-    loss tensor (the fit), whichever is larger, plus the shared-parameter reserve.  At any
+    loss tensor (the fit), whichever is larger, plus the shared-parameter reserve and the
+    values the first stage hands the others (``carried``, :func:`drop_in_states`).  At any
     budget from there the DP's schedule is at least as fast as HF's on the rounded chain."""
     from remat_theory.torch.module import _level  # the drop-in's own fit of a schedule
     rc = rounded_chain(chain, auto_unit(chain))
-    reserve = 2 * shared_parameter_bytes(stages)
+    reserve = 2 * shared_parameter_bytes(stages) + carried
     out = []
     for k in ks:
         tree = hf_schedule_tree(stages, k)
@@ -474,7 +482,7 @@ def _remat_compiled(w: Workload, tree, stages, pt: Point, backend: str, index: i
 
 
 #: chains up to this many stages: every single-level schedule is evaluated (2^(L-1) sets)
-FLAT_EXHAUSTIVE_STAGES = 12
+FLAT_EXHAUSTIVE_STAGES = 14
 
 
 def single_level_tree(checkpoints, length: int) -> Segment:
@@ -632,7 +640,7 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         segs = list(segments if segments is not None else range(2, L + 1))
         if budgets is None:
             states = drop_in_states(w.stages, w.example_input)
-            cover = baseline_schedule_peaks(chain, w.stages, segs)
+            cover = baseline_schedule_peaks(chain, w.stages, segs, states["carried"])
             if hf and w.hf:  # each Hugging Face every-K-layers schedule's level too
                 cover += hf_schedule_peaks(chain, w.stages, range(1, _hf_layers(w.model) + 1),
                                            loss_bytes=prof.loss_bytes, **states)

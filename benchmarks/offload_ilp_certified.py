@@ -27,45 +27,30 @@ import pathlib
 import sys
 import time
 
-from remat_theory.analysis import families
 from solvers import registry
 from solvers.ilp_offload import _incumbent, length_bound
-from solvers.offload_exhaustive import min_feasible_budget
 from remat_theory.model.errors import SolverLimitError
 
 _GAP = pathlib.Path(__file__).with_name("offload_dp_gap.py")
 _spec = importlib.util.spec_from_file_location("offload_dp_gap", _GAP)
 _gap = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_gap)
-with_channel = _gap.with_channel
 
 OLD_GUARD = 16  # max_proven_ops before this change
 
 
 def run(stages, seeds, points, ratios, time_limit, guard) -> dict:
     rows = []
-    for L in stages:
-        for seed in range(seeds):
-            base = families.make("random", L, seed)
-            for ratio in ratios:
-                for unsaved in (None, seed):
-                    chain = with_channel(base, ratio, unsaved)
-                    lo, hi = min_feasible_budget(chain), chain.store_all_memory()
-                    budgets = sorted({lo + k * (hi - lo) // max(points - 1, 1)
-                                      for k in range(points)})
-                    for b in budgets:
-                        rows.append(one(chain, L, seed, ratio, unsaved is not None, b, lo,
-                                        hi, time_limit, guard))
-                        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    for keys, chain, b in _gap.instances(stages, seeds, points, ratios):
+        rows.append(one(keys, chain, b, time_limit, guard))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return {"rows": rows, "summary": summarize(rows)}
 
 
-def one(chain, L, seed, ratio, unsaved, b, lo, hi, time_limit, guard) -> dict:
+def one(keys, chain, b, time_limit, guard) -> dict:
     ex = registry.solve(chain, b, "exhaustive-offload")
     inc = _incumbent(chain, b)
-    row = {"stages": L, "seed": seed, "ratio": ratio, "unsaved_outputs": unsaved,
-           "budget": b, "budget_frac": (b - lo) / (hi - lo) if hi > lo else 1.0,
-           "optimum": ex.makespan, "optimum_ops": len(ex.schedule),
+    row = {**keys, "optimum": ex.makespan, "optimum_ops": len(ex.schedule),
            "incumbent": inc[1] if inc else None,
            "n_before": length_bound(chain, inc[1], normal_form=False) if inc else None,
            "n_after": length_bound(chain, inc[1]) if inc else None}

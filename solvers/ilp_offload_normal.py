@@ -1,5 +1,5 @@
 """A normal form of two-stream schedules, and the length bound it gives (proofs/offload.md,
-O.20-O.21): what lets ``ilp-offload -o proven=true`` certify chains whose copies are cheap.
+O.20-O.21): what lets ``ilp-offload`` with ``proven=True`` certify chains whose copies are cheap.
 
 A compute op *touches* a value v (``x_i``, ``i >= 1``, or ``t_i``) when it reads v on the
 device (the referee's :func:`~remat_theory.model.offload.reads`) or when it is the ``Fall_i``

@@ -105,8 +105,10 @@ def _touches(chain, op) -> set:
     return reads | {("x", i + 1)}
 
 
-def run(stages, seeds, points, ratios) -> dict:
-    rows = []
+def instances(stages, seeds, points, ratios):
+    """The grid both offload benchmarks measure: random chains of each length and seed, each
+    copy-time ratio, every output saved or some unsaved, ``points`` budgets from the
+    smallest feasible to store-all. Yields (row keys, chain, budget)."""
     for L in stages:
         for seed in range(seeds):
             base = families.make("random", L, seed)
@@ -117,20 +119,26 @@ def run(stages, seeds, points, ratios) -> dict:
                     budgets = sorted({lo + k * (hi - lo) // max(points - 1, 1)
                                       for k in range(points)})
                     for b in budgets:
-                        ex = registry.solve(chain, b, "exhaustive-offload")
-                        dp = registry.solve(chain, b, "dp-offload")
-                        assert ex.status == "optimal", (chain, b, ex.status)
-                        row = {"stages": L, "seed": seed, "ratio": ratio,
-                               "unsaved_outputs": unsaved is not None,
-                               "budget": b, "budget_frac": (b - lo) / (hi - lo) if hi > lo else 1.0,
-                               "optimum": ex.makespan,
-                               "dp_offload": dp.makespan if dp.schedule is not None else None}
-                        gap = row["dp_offload"] is None or dp.makespan > ex.makespan * (1 + 1e-9)
-                        row["dp_optimal"] = not gap
-                        if gap:
-                            row["optimal_schedule"] = str(ex.schedule)
-                            row["features"] = features(chain, ex.schedule)
-                        rows.append(row)
+                        yield ({"stages": L, "seed": seed, "ratio": ratio,
+                                "unsaved_outputs": unsaved is not None, "budget": b,
+                                "budget_frac": (b - lo) / (hi - lo) if hi > lo else 1.0},
+                               chain, b)
+
+
+def run(stages, seeds, points, ratios) -> dict:
+    rows = []
+    for keys, chain, b in instances(stages, seeds, points, ratios):
+        ex = registry.solve(chain, b, "exhaustive-offload")
+        dp = registry.solve(chain, b, "dp-offload")
+        assert ex.status == "optimal", (chain, b, ex.status)
+        row = {**keys, "optimum": ex.makespan,
+               "dp_offload": dp.makespan if dp.schedule is not None else None}
+        gap = row["dp_offload"] is None or dp.makespan > ex.makespan * (1 + 1e-9)
+        row["dp_optimal"] = not gap
+        if gap:
+            row["optimal_schedule"] = str(ex.schedule)
+            row["features"] = features(chain, ex.schedule)
+        rows.append(row)
     return {"rows": rows, "summary": summarize(rows)}
 
 

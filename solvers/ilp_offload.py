@@ -24,13 +24,20 @@ the referee's and the referee's times are feasible: the least makespan ``Z >= C,
 the MILP is the referee's optimum over sequences of at most N tokens, its dual bound a
 lower bound on it.  N is the option ``max_ops`` (default: the incumbent's length plus
 ``extra_ops``); the claims are about the class ``all+offload<=N`` (schedules of the model
-of at most N ops), which contains the incumbent.  An incumbent (``dp-offload``'s schedule,
-else store-all's) bounds the makespan (big-M) and starts the search.
+of at most N ops), which contains the incumbent.  An incumbent (the best of
+``dp-offload``'s, ``save-on-cpu``'s and ``offload-all``'s schedules, else a fewest-ops
+schedule found over placements) bounds the makespan (big-M) and starts the search.
 
-Beyond N (proofs/offload.md, O.14): when every forward takes a positive time, a schedule
-of makespan at most V has at most :func:`length_bound` (V) ops, so an optimum V* found
-with N >= length_bound(V*) is the optimum over ALL schedules (class ``all+offload``): the
-answer certifies itself.  ``proven=True`` picks N =
+The MILP keeps only the schedules in the normal form of proofs/offload.md O.20 (no
+prefetch left untouched, no offload undone before a compute op: flags ``pf`` and two
+rules), which keeps an optimum at every N (O.20 ii), with the cut "transfers at most the
+compute ops' charges" (O.21) and "each backward once, each Fall at least once".
+
+Beyond N (proofs/offload.md, O.14, O.21-O.22): when every forward takes a positive time, a
+normal-form schedule of makespan at most V has at most :func:`length_bound` (V) ops, and
+some optimal schedule is in normal form, so an optimum V* found with N >=
+length_bound(V*) is the optimum over ALL schedules (class ``all+offload``): the answer
+certifies itself.  ``proven=True`` picks N =
 length_bound(incumbent's makespan) so that it does.  Two valid cuts of the same lemma
 (each stream runs its ops one after another within the makespan: the compute ops' times
 add up to at most Z, and so do the copies') tighten the relaxation.
@@ -50,12 +57,13 @@ import time
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import AT_LEAST, Remedy, SolverError, SolverLimitError
-from remat_theory.model.schedule import Schedule
+from remat_theory.model.schedule import Op, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
 
 from solvers import registry
 from solvers.dp_offload import copy_time
+from solvers.ilp_offload_normal import normal_length_bound, op_weight
 from solvers.registry import Option, register
 
 NAME = "ilp-offload"
@@ -174,6 +182,14 @@ def op_table(chain: Chain) -> list:
     return ops
 
 
+def _weight(chain: Chain, o: _Op) -> int:
+    """O.21's charge of a compute op (0 for a transfer)."""
+    if not o.compute:
+        return 0
+    op = Op.parse(o.token)
+    return op_weight(chain, op.kind, op.index)
+
+
 def values(chain: Chain) -> list:
     L = chain.length
     return [("x", i) for i in range(1, L + 1)] + [("t", i) for i in range(1, L + 1)]
@@ -188,7 +204,21 @@ def size(chain: Chain, v) -> int:
 _FLOAT_SLACK = 1e-9
 
 
-def length_bound(chain: Chain, makespan: float) -> int | None:
+def length_bound(chain: Chain, makespan: float, normal_form: bool = True) -> int | None:
+    """An upper bound on the number of ops of the schedules that ``ilp-offload``'s
+    certificate must cover at makespan at most ``makespan``: with ``normal_form`` (the
+    default) those in the normal form of O.20, at most the smaller of O.14's bound
+    (:func:`general_length_bound`, every schedule) and O.21's
+    (:func:`~solvers.ilp_offload_normal.normal_length_bound`); some optimal schedule is in
+    normal form (O.20), which is all the certificate needs.  None with a zero-time
+    forward; non-decreasing in ``makespan``."""
+    bound = general_length_bound(chain, makespan)
+    if normal_form and bound is not None:
+        bound = min(bound, normal_length_bound(chain, makespan))
+    return bound
+
+
+def general_length_bound(chain: Chain, makespan: float) -> int | None:
     """O.14: an upper bound on the number of ops of every valid schedule (no Drop) of
     makespan at most ``makespan``; None when some forward takes no time (nothing then
     bounds how often it runs) or the makespan is infinite; 0 below the ideal makespan
@@ -236,8 +266,8 @@ def _from_bits(b: int) -> float:
 
 
 def longer_schedule_bound(chain: Chain, n: int) -> float | None:
-    """O.15: a lower bound on the makespan of every valid schedule (no Drop) of MORE than
-    ``n`` ops: the least float ``V >= 0`` with ``length_bound(V) > n`` (0.0 when even the
+    """O.15: a lower bound on the makespan of every normal-form schedule (O.20; no Drop) of
+    MORE than ``n`` ops: the least float ``V >= 0`` with ``length_bound(V) > n`` (0.0 when even the
     shortest makespan allows more than ``n`` ops); None when some forward takes no time
     (no length bound exists, so nothing bounds the longer schedules).
 
@@ -270,7 +300,8 @@ class Model:
     """The MILP of the module docstring on ``chain`` at ``budget`` with ``N`` positions and
     the makespan bounded by ``ub`` (big-M)."""
 
-    def __init__(self, chain: Chain, budget: int, N: int, ub: float):
+    def __init__(self, chain: Chain, budget: int, N: int, ub: float,
+                 normal_form: bool = True):
         import highspy
 
         from solvers._highs import silence_highs_banner
@@ -278,6 +309,7 @@ class Model:
         self.chain, self.N = chain, N
         L = chain.length
         self.ops = ops = op_table(chain)
+        weight = [_weight(chain, o) for o in ops]
         V = values(chain)
         h = self.h = highspy.Highs()
         h.silent()
@@ -303,6 +335,11 @@ class Model:
         C, H, O = [0.0], [0.0], [0.0]
         self.u = u = []
         comp_time, copy_time_ = [], []  # per position: the duration on each stream
+        # the normal form (O.20): pf[v], a prefetch of v not yet touched by a compute op
+        pf = [dict(dev0)]
+        touch = {v: [k for k, o in enumerate(ops) if v in o.reads or
+                     (o.cond is not None and o.cond[0] == v)] for v in V}
+        charged, moved = [], []  # O.21's count: transfers <= the compute ops' weights
         act_prev = None
         x0 = chain.x_size[0]
         for p in range(1, N + 1):
@@ -330,6 +367,14 @@ class Model:
                 if o.off is not None:  # the referee refuses a second offload of a value
                     # whose device copy is still leaving (Off v, Pre v, Off v)
                     h.addConstr(up[k] + pl[o.off] <= 1)
+                if normal_form:
+                    if o.off is not None:  # (P): a prefetch is touched before v moves
+                        h.addConstr(up[k] + pf[-1][o.off] <= 1)
+                    if o.pre is not None:  # (Q): no Pre v while v's copy is leaving
+                        h.addConstr(up[k] + pl[o.pre] <= 1)
+                    for v in o.clears:  # (P): a prefetch is touched before v is freed
+                        if k not in touch[v]:
+                            h.addConstr(up[k] + pf[-1][v] <= 1)
                 if o.bn_ge is not None:
                     h.addConstr(up[k] <= sum(pb[j] for j in js if j >= o.bn_ge))
                 if o.bn_eq is not None:
@@ -366,6 +411,14 @@ class Model:
                 h.addConstr(lv[v] + comp <= 1)
                 for s_ in offv:
                     h.addConstr(lv[v] >= s_)
+            if normal_form:
+                pn = {v: B() for v in V}
+                for v in V:
+                    frame(pn[v], pf[-1][v], [up[k] for k, o in enumerate(ops) if o.pre == v],
+                          [up[k] for k in touch[v]])
+                pf.append(pn)
+                charged += [weight[k] * up[k] for k, o in enumerate(ops) if weight[k]]
+                moved += [up[k] for k, o in enumerate(ops) if not o.compute]
             for j in js:
                 into = [up[k] for k, o in enumerate(ops) if o.bn_move and o.bn_move[1] == j]
                 out = [up[k] for k, o in enumerate(ops) if o.bn_move and o.bn_move[0] == j]
@@ -412,6 +465,20 @@ class Model:
             dev.append(d), host.append(hs), leave.append(lv), bn.append(b)
             R.append(Rp), Q.append(Qp), C.append(Cp), H.append(Hp), O.append(Op)
         h.addConstr(bn[-1][-1] == 1)
+        # valid cuts (every valid schedule meets them, O.14's proof): each backward and
+        # the loss run exactly once, each stage's Fall at least once
+        for j in range(-1, L):
+            once = [up[k] for up in u for k, o in enumerate(ops)
+                    if o.bn_move and o.bn_move[1] == j]
+            h.addConstr(sum(once) == 1)
+        for i in range(L):
+            falls = [up[k] for up in u for k, o in enumerate(ops) if o.token == f"Fall{i}"]
+            h.addConstr(sum(falls) >= 1)
+        if normal_form:
+            for v in V:  # (P): no prefetch left untouched at the end
+                h.addConstr(pf[-1][v] == 0)
+            if moved:  # O.21: every transfer is charged to a compute op
+                h.addConstr(sum(moved) <= sum(charged))
         self.Z = Z = h.addVariable(lb=0.0, ub=ub)
         for t in (C[-1], H[-1], O[-1]):
             h.addConstr(Z >= t)
@@ -419,7 +486,7 @@ class Model:
         for durs in (comp_time, copy_time_):
             if durs:
                 h.addConstr(Z >= sum(durs))
-        self.binaries = N * (len(ops) + 3 * len(V) + len(js))
+        self.binaries = N * (len(ops) + (4 if normal_form else 3) * len(V) + len(js))
 
     def schedule(self) -> Schedule:
         h = self.h
@@ -430,12 +497,48 @@ class Model:
                     out.append(self.ops[k].token)
         return Schedule.parse(" ".join(out))
 
+    def start_from(self, schedule: Schedule) -> bool:
+        """Give HiGHS a valid schedule of at most N ops as a start: its op binaries (the
+        read-source variant the referee's state picks), every other op binary 0; HiGHS
+        completes the state and the times (a start only: it changes no answer, and one
+        it cannot complete is dropped).  False when the schedule does not fit here."""
+        import numpy as np
+
+        from remat_theory.model.offload import OffloadState, step
+
+        chain, ops = self.chain, self.ops
+        if len(schedule) > self.N:
+            return False
+        st = OffloadState.initial(chain)
+        idx, val = [], []
+        for p, op in enumerate(schedule):
+            def on(v):
+                bits = st.dev.plain if v[0] == "x" else st.dev.tapes
+                return bool(bits >> v[1] & 1)
+            pick = [k for k, o in enumerate(ops) if o.token == op.token
+                    and all(on(v) for v in o.pre_dev) and not any(on(v) for v in o.pre_not_dev)]
+            if not pick:
+                return False
+            for k, var in self.u[p].items():
+                idx.append(var.index)
+                val.append(1.0 if k == pick[0] else 0.0)
+            r = step(chain, st, op)
+            if isinstance(r, str):
+                return False
+            st = r[0]
+        for up in self.u[len(schedule):]:
+            for var in up.values():
+                idx.append(var.index)
+                val.append(0.0)
+        self.h.setSolution(len(idx), np.array(idx, dtype=np.int32), np.array(val, dtype=float))
+        return True
+
     def solve(self, time_limit: float | None):
         h = self.h
         if time_limit is not None:
             h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("mip_abs_gap", 1e-9)
+        h.setOptionValue("mip_abs_gap", _GAP_TOLERANCE)
         if self._impossible:
             import highspy
             return highspy.HighsModelStatus.kInfeasible, None
@@ -448,22 +551,69 @@ def class_key(n: int) -> str:
     return f"{classes.OFFLOAD_KEY}<={n}"
 
 
-def _incumbent(chain: Chain, budget: int):
-    """A valid schedule to start from and bound the makespan: dp-offload's (exact memory
-    when small, else slots), else store-all's; None when neither fits."""
-    for opts in ({}, {"slots": 64}):
+def offload_incumbent(chain: Chain, budget: int):
+    """A valid schedule to start from and bound the makespan: the best of dp-offload's
+    (exact memory when small, else slots; its class contains store-all) and the
+    baselines save-on-cpu and offload-all (outside its class, sometimes better: O.11),
+    fewer ops first on a tie; else a fewest-ops schedule over placements; None when none
+    fits."""
+    found = []
+    for name, opts in (("dp-offload", {}), ("dp-offload", {"slots": 64}),
+                       ("save-on-cpu", {}), ("offload-all", {})):
+        if name == "dp-offload" and any(f[2] == name for f in found):
+            continue  # the exact table answered: no need for slots
         try:
-            sol = registry.solve(chain, budget, "dp-offload", **opts)
+            sol = registry.solve(chain, budget, name, **opts)
         except SolverError:
             continue
-        if sol.schedule is not None:
-            return sol.schedule, sol.makespan
+        if sol.schedule is not None and sol.makespan is not None:
+            found.append((sol.makespan, len(sol.schedule), name, sol.schedule))
+    if not found:
+        return _fewest_ops_schedule(chain, budget)
+    best = min(found, key=lambda f: (f[0], f[1]))
+    return best[3], best[0]
+
+
+def _fewest_ops_schedule(chain: Chain, budget: int, max_states: int = 200_000):
+    """(schedule, makespan) of a valid schedule within ``budget`` with the fewest ops: a
+    breadth-first search over where the values are (memory and validity depend on that
+    alone, O.3), for the budgets where neither dp-offload's class nor the baselines fit
+    (an unsaved output's tape must move, O.11 c); None when none is found within
+    ``max_states`` placements."""
+    from collections import deque
+
+    from remat_theory.model.offload import OffloadState, step
+    from solvers.offload_exhaustive import _moves
+
+    st0 = OffloadState.initial(chain)
+    if st0.memory > budget:
+        return None
+    seen = {st0.logical()}
+    queue = deque([(st0, ())])
+    while queue and len(seen) <= max_states:
+        st, path = queue.popleft()
+        for op in _moves(chain, st, True, 0):
+            r = step(chain, st, op)
+            if isinstance(r, str) or r[1].peak > budget:
+                continue
+            new = r[0]
+            if new.logical() in seen:
+                continue
+            if new.is_final():
+                schedule = Schedule(path + (op,))
+                return schedule, simulate(chain, schedule).makespan
+            seen.add(new.logical())
+            queue.append((new, path + (op,)))
     return None
 
 
-#: proven=True refuses a model with more positions than this (HiGHS: 1 stage and ~12
-#: positions in seconds; 2 stages and 20 positions past minutes).
-DEFAULT_MAX_PROVEN_OPS = 16
+#: The MIP's absolute optimality gap: a makespan within it of the dual bound is optimal.
+_GAP_TOLERANCE = 1e-9
+
+#: proven=True refuses a model with more positions than this (HiGHS, with the normal form
+#: of O.20-O.22: 1 stage in under a second; 2 stages and 12-22 positions mostly in
+#: seconds, sometimes past 20 s: benchmarks/results/offload_ilp_certified.json).
+DEFAULT_MAX_PROVEN_OPS = 24
 
 
 def _certify(chain: Chain, N: int, value: float | None) -> tuple:
@@ -483,7 +633,8 @@ def _certify(chain: Chain, N: int, value: float | None) -> tuple:
     elif lb is None:
         why = "no makespan known"
     else:
-        why = (f"a better schedule would have at most {lb} ops (O.14), more than the "
+        why = (f"a better schedule in normal form would have at most {lb} ops (O.14, "
+               f"O.21; some optimal schedule is in that form, O.20), more than the "
                f"{N} positions: not proven over longer schedules (proven=true or "
                f"max_ops >= {lb} proves it); every schedule of more than {N} ops takes "
                f"at least {longer:.10g} (O.15)")
@@ -515,7 +666,8 @@ def _bound_info(chain: Chain, extra: dict, N: int, within: float | None) -> tupl
           description="MILP of the two-stream model (positions x ops, exact times by "
                       "big-M): optimal over the schedules of at most max_ops operations, "
                       "and over all schedules when max_ops reaches the length bound of "
-                      "the optimum (proofs/offload.md O.14; proven=true picks it); a "
+                      "the optimum (proofs/offload.md O.14, O.20-O.22; proven=true "
+                      "picks it); a "
                       "certified lower bound at a time limit.",
           classes=(classes.OFFLOAD_OPS_FAMILY, classes.OFFLOAD_KEY),
           max_stages=2, reference_max_stages=3,
@@ -527,7 +679,7 @@ def _bound_info(chain: Chain, extra: dict, N: int, within: float | None) -> tupl
                    "extra_ops": Option("int", "positions beyond the incumbent's length "
                                        "(when max_ops is not given)", minimum=0),
                    "proven": Option("bool", "take as many positions as a schedule better "
-                                    "than the incumbent can have (O.14), so that the "
+                                    "than the incumbent can have (O.14, O.21), so that the "
                                     "answer is the optimum over all schedules"),
                    "max_proven_ops": Option("int", "with proven: refuse beyond this many "
                                             "positions (a guard)", minimum=1),
@@ -554,7 +706,7 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
             remedies=(Remedy(options=(("max_stages", AT_LEAST, chain.length),),
                              note="to force it, best with a time_limit"),))
     t0 = time.perf_counter()
-    inc = _incumbent(chain, budget)
+    inc = offload_incumbent(chain, budget)
     if proven and max_ops is None:
         if inc is None:
             return _infeasible_or_unbounded(chain, budget, None)
@@ -568,7 +720,7 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
         if bound_n > max_proven_ops:
             raise SolverLimitError(
                 f"{NAME}: proven needs {bound_n} positions here (the length bound of the "
-                f"incumbent's makespan {inc[1]:g}, O.14); max_proven_ops = "
+                f"incumbent's makespan {inc[1]:g}, O.14 and O.21); max_proven_ops = "
                 f"{max_proven_ops}", solver=NAME,
                 remedies=(Remedy(options=(("max_proven_ops", AT_LEAST, bound_n),),
                                  note="the MILP may then take very long"),))
@@ -580,11 +732,13 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
         inc = None
     ub = inc[1] if inc is not None else _loose_upper_bound(chain, N)
     nops = len(op_table(chain))
-    binaries = N * (nops + 6 * chain.length + chain.length + 2)
+    binaries = N * (nops + 8 * chain.length + chain.length + 2)
     if binaries > MAX_BINARIES:
         raise SolverLimitError(f"{NAME}: {chain.length} stages and {N} positions make about "
                                f"{binaries:,} binaries (limit {MAX_BINARIES:,})", solver=NAME)
     model = Model(chain, budget, N, ub)
+    if inc is not None:  # a start for HiGHS (its answer is the MILP's either way)
+        model.start_from(inc[0])
     left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
     status, info = model.solve(left)
     st = highspy.HighsModelStatus
@@ -605,6 +759,13 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
             raise SolverError(f"{NAME}: the model is infeasible but {inc[0]} fits")
         return _infeasible_or_unbounded(chain, budget, N, extra)
     within = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
+    if within is None:
+        # stopped before HiGHS had a dual bound: nothing is known of the schedules of at
+        # most N ops but what binds every schedule (O.15 a: W_0, the ideal makespan less
+        # the float slack; None with a zero-time forward).  Not W_N: that bounds only the
+        # longer schedules, and taking it alone here once reported a bound above the
+        # optimum (and, with the closing rule below, a false optimum)
+        within = longer_schedule_bound(chain, 0)
     schedule = makespan = peak = None
     if info.primal_solution_status == 2:  # feasible
         schedule = model.schedule()
@@ -616,6 +777,17 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
     # the dual bound covers the schedules of at most N ops (the MILP's feasible set: the
     # incumbent caps Z, and an optimum is at most it); O.15 bounds the longer ones
     bound, cls = _bound_info(chain, extra, N, within)
+    if (makespan is not None and bound is not None and cls == classes.OFFLOAD_KEY
+            and bound >= makespan - _GAP_TOLERANCE):
+        # the bound over all schedules (O.15 c) met a valid schedule's makespan, within the
+        # MIP's own optimality tolerance (mip_abs_gap): it is optimal, whether HiGHS had
+        # found that schedule itself or not (it starts without the incumbent)
+        extra["closed_at_time_limit"] = True
+        return Solution.optimal(NAME, budget, schedule, makespan, peak,
+                                optimal_for=cls, bound=min(bound, makespan), info=extra,
+                                message="optimal over all schedules: the lower bound over "
+                                        "all schedules (O.15) reached this schedule's "
+                                        "makespan when the time limit stopped the MIP")
     return Solution.time_limit(NAME, budget, schedule=schedule, makespan=makespan,
                                peak_memory=peak, bound=bound, optimal_for=cls, info=extra,
                                message=f"time limit reached: not proven optimal; lower "

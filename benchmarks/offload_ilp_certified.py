@@ -28,7 +28,7 @@ import sys
 import time
 
 from solvers import registry
-from solvers.ilp_offload import _incumbent, length_bound
+from solvers.ilp_offload import length_bound, offload_incumbent
 from remat_theory.model.errors import SolverLimitError
 
 _GAP = pathlib.Path(__file__).with_name("offload_dp_gap.py")
@@ -49,7 +49,7 @@ def run(stages, seeds, points, ratios, time_limit, guard) -> dict:
 
 def one(keys, chain, b, time_limit, guard) -> dict:
     ex = registry.solve(chain, b, "exhaustive-offload")
-    inc = _incumbent(chain, b)
+    inc = offload_incumbent(chain, b)
     row = {**keys, "optimum": ex.makespan, "optimum_ops": len(ex.schedule),
            "incumbent": inc[1] if inc else None,
            "n_before": length_bound(chain, inc[1], normal_form=False) if inc else None,

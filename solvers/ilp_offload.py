@@ -551,7 +551,7 @@ def class_key(n: int) -> str:
     return f"{classes.OFFLOAD_KEY}<={n}"
 
 
-def _incumbent(chain: Chain, budget: int):
+def offload_incumbent(chain: Chain, budget: int):
     """A valid schedule to start from and bound the makespan: the best of dp-offload's
     (exact memory when small, else slots; its class contains store-all) and the
     baselines save-on-cpu and offload-all (outside its class, sometimes better: O.11),
@@ -706,7 +706,7 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
             remedies=(Remedy(options=(("max_stages", AT_LEAST, chain.length),),
                              note="to force it, best with a time_limit"),))
     t0 = time.perf_counter()
-    inc = _incumbent(chain, budget)
+    inc = offload_incumbent(chain, budget)
     if proven and max_ops is None:
         if inc is None:
             return _infeasible_or_unbounded(chain, budget, None)

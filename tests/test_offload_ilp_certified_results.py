@@ -11,7 +11,7 @@ import pytest
 
 from remat_theory.analysis import families
 from solvers import registry
-from solvers.ilp_offload import _incumbent, length_bound
+from solvers.ilp_offload import length_bound, offload_incumbent
 
 ROOT = pathlib.Path(__file__).parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "offload_ilp_certified.json"
@@ -54,7 +54,7 @@ def test_rows_rebuild_to_their_optimum_and_bounds(results):
         ex = registry.solve(chain, r["budget"], "exhaustive-offload")
         assert ex.makespan == pytest.approx(r["optimum"], rel=1e-12)
         assert ex.makespan >= chain.ideal_makespan() * (1 - 1e-12)
-        inc = _incumbent(chain, r["budget"])
+        inc = offload_incumbent(chain, r["budget"])
         assert inc[1] == pytest.approx(r["incumbent"], rel=1e-12)
         assert length_bound(chain, inc[1], normal_form=False) == r["n_before"]
         assert length_bound(chain, inc[1]) == r["n_after"] <= r["n_before"]

@@ -278,8 +278,39 @@ def _trace_fx(model, args, kwargs, x0) -> _Traced:
     return _Traced(gm, "fx", ph_values, x0_node, fixed, pytree.tree_leaves(out_node.args[0]))
 
 
+@contextlib.contextmanager
+def _masks_as_compiled():
+    """Let ``transformers`` skip a mask it would skip outside ``torch.export`` (while this
+    export runs).  A causal or bidirectional mask without padding is left to SDPA's
+    ``is_causal`` (no mask tensor) in eager runs and under ``torch.compile``; under
+    ``torch.export`` ``transformers`` always builds it, since an exported graph serving
+    other shapes must not hard-code that choice.  The stages captured here accept only the
+    example's shapes (the chain checks x_0) and the choice depends only on those shapes and
+    on there being no padding mask (a padding mask given as an input is traced, and then
+    ``transformers`` still builds the mask), so it holds for every input the chain takes.
+    The built mask cost memory and kernels the model does not run: SDPA's CPU kernel saves
+    it, as a float tensor, for its backward (OPT small: 65,536 B, a 4 x 1 x 64 x 64 mask,
+    which the model compiled whole does not hold)."""
+    import sys
+    mu = sys.modules.get("transformers.masking_utils")
+    if mu is None or not callable(getattr(mu, "is_torchdynamo_exporting", None)):
+        yield
+        return
+    was = mu.is_torchdynamo_exporting
+    mu.is_torchdynamo_exporting = _not_exporting
+    try:
+        yield
+    finally:
+        mu.is_torchdynamo_exporting = was
+
+
+def _not_exporting() -> bool:
+    return False
+
+
 def _trace_export(model, args, kwargs, x0) -> _Traced:
-    ep = torch.export.export(model, tuple(args), kwargs=dict(kwargs))
+    with _masks_as_compiled():
+        ep = torch.export.export(model, tuple(args), kwargs=dict(kwargs))
     gm = ep.module()
     graph = gm.graph
     for n in list(graph.nodes):  # shape guards of the exported module: the chain checks x_0

@@ -10,7 +10,7 @@ quartiles).  Each round runs, forward and backward timed apart:
   remat:R    the drop-in (DP) at its lowest breakpoint and its middle one (R: the budget
              over store-all), against the chain's predicted time over store-all
   ex_sa      the executor running the store-all schedule op by op (no timer inside)
-  profile    one round of the profiler's own timing (``_measure_times``, repeats 1): its
+  profile    one round of the profiler's own timing (``measure_times``, repeats 1): its
              Fck (``fwd_time``), Fall and B+Loss sums and the executor's own Fck and
              (hooked) Fall, so the chain's store-all prediction
              (sum Fall + B + Loss) and its HF prediction (that + the layers' Fck) are taken
@@ -38,7 +38,7 @@ from remat_theory.torch.frontier import (Point, drop_in, drop_in_states, hf_meth
 from remat_theory.torch.frontier_networks import build_workload
 from remat_theory.torch.module import CheckpointedSequential, Plan, dropin_peak
 from remat_theory.torch.nested import checkpoint_state_bytes, nested_schedule
-from remat_theory.torch.profiler import _measure_times, profile_details, stage_parameters
+from remat_theory.torch.profiler import measure_times, profile_details, stage_parameters
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -101,7 +101,7 @@ def main(argv) -> int:
     profs = []
 
     def profile_round():
-        profs.append(_measure_times(w.stages, w.loss_fn, w.example_input, sp,
+        profs.append(measure_times(w.stages, w.loss_fn, w.example_input, sp,
                                     torch.device("cpu"), 1, 0, "process", True))
         return 0.0, 0.0
 

@@ -45,7 +45,7 @@ Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0.  For every stage i (the stages of
   the recomputation's saved-tensor hooks add to a recording forward (the executor's Fall_i
   minus the plain one, at least 0): the chain charges a recomputed stage Fck + Fall + B,
   the drop-in pays the checkpoint's forward, a hooked recomputation and the backward
-  (:func:`_measure_times`; the executor's own times: ``ProfileResult.executor_times``).
+  (:func:`measure_times`; the executor's own times: ``ProfileResult.executor_times``).
   Times are seconds, CUDA events on a GPU (with the stage's kernels
   queued ahead, see :class:`_Timer`), ``time.perf_counter`` on the CPU (where operations are
   synchronous), or there ``time.process_time`` with ``clock="process"``.
@@ -114,7 +114,7 @@ class ProfileResult:
     # on the CPU, 4 B for a cross-entropy) and the gradient seeding the backward
     loss_bytes: int = 8
     # per stage, the executor's own times (its saved-tensor hooks included): "fck" (a
-    # checkpoint's first forward) and "fall" (a recomputation); see _measure_times
+    # checkpoint's first forward) and "fall" (a recomputation); see measure_times
     executor_times: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -272,7 +272,7 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
         _check_stages(stages, x0)
         # Time first: the warm-up runs also make whatever a stage allocates once and keeps
         # (library workspaces, lazily built caches) before memory is measured.
-        times = _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock,
+        times = measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock,
                                queue_kernels)
         mem = _measure_memory(stages, loss_fn, x0, params, dev)
         input_grad = _input_grad_bytes(stages, x0, params, dev, mem["bwd_release"][0])
@@ -290,7 +290,7 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
                          {"fck": times["executor_fck"], "fall": times["executor_fall"]})
 
 
-def _measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
+def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
     """Median seconds of each operation, as the drop-in (:mod:`.module`) runs it.
 
     The drop-in runs a kept stage as plain autograd and a checkpointed segment through a

@@ -365,8 +365,15 @@ def test_stage_times_are_what_the_drop_in_runs(monkeypatch):
     chain = res.chain
     assert list(chain.fall_time) == [1.0] * 3
     assert list(chain.bwd_time) == [2.0] * 3 + [0.0]
-    assert res.executor_times == {"fck": [1.5] * 3, "fall": [1.5] * 3}
+    assert res.executor_times == {"fck": [1.5] * 3, "fall": [1.5] * 3,
+                                  "bwd": [2.0] * 3 + [0.0]}
     assert list(chain.fwd_time) == [2.0] * 3  # 1.5 + (1.5 - 1.0)
+    # what the ScheduleExecutor takes (remat confirm predicts with it): every op hooked
+    ex = res.executor_chain()
+    assert list(ex.fwd_time) == [1.5] * 3 and list(ex.fall_time) == [1.5] * 3
+    assert list(ex.bwd_time) == [2.0] * 3 + [0.0]
+    assert ex.replace(fwd_time=chain.fwd_time, fall_time=chain.fall_time,
+                      bwd_time=chain.bwd_time) == chain  # the sizes are the chain's
 
 
 def test_plain_timing_pass_is_a_full_backward():

@@ -189,7 +189,7 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
     if dev.type == "cuda":
         clock = "wall"
     prof = profile_details(stages, x0, loss_fn, dev, repeats=profile_repeats, name=name, clock=clock)
-    chain = prof.chain
+    chain = prof.executor_chain()  # confirm runs the ScheduleExecutor: its own times
     if offload or bandwidth is not None:
         if bandwidth is None:
             from remat_theory.torch.bandwidth import measure_bandwidth

@@ -114,8 +114,21 @@ class ProfileResult:
     # on the CPU, 4 B for a cross-entropy) and the gradient seeding the backward
     loss_bytes: int = 8
     # per stage, the executor's own times (its saved-tensor hooks included): "fck" (a
-    # checkpoint's first forward) and "fall" (a recomputation); see measure_times
+    # checkpoint's first forward), "fall" (a recomputation) and "bwd" (B_i, the Loss last);
+    # see measure_times and executor_chain
     executor_times: dict = field(default_factory=dict)
+
+    def executor_chain(self) -> Chain:
+        """The chain with the times :class:`ScheduleExecutor` takes (every operation under
+        its saved-tensor hooks), for predicting a schedule the executor runs (``remat
+        confirm``); :attr:`chain` has the drop-in's (kept stages as plain autograd).  Sizes
+        are the same.  Without executor times (a profile read from an older file), the
+        chain itself."""
+        t = self.executor_times
+        if not all(t.get(k) for k in ("fck", "fall", "bwd")):
+            return self.chain
+        return self.chain.replace(fwd_time=list(t["fck"]), fall_time=list(t["fall"]),
+                                  bwd_time=list(t["bwd"]))
 
     def to_dict(self) -> dict:
         return {"chain": self.chain.to_dict(), "hook_tape_size": self.hook_tape_size,
@@ -287,7 +300,8 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
                          mem["param_grad_bytes"], mem["saves_input"], mem["saves_output"],
                          mem["ops"], str(dev), mem["bwd_release"], mem["bwd_below_table"],
                          mem["draws_random"], input_grad, mem["loss_bytes"],
-                         {"fck": times["executor_fck"], "fall": times["executor_fall"]})
+                         {"fck": times["executor_fck"], "fall": times["executor_fall"],
+                          "bwd": times["executor_bwd"]})
 
 
 def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
@@ -314,6 +328,7 @@ def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queu
     L = len(stages)
     timer = _Timer(dev, clock, queue_kernels)
     ex_fall, ex_fck, plain_fall, plain_bwd = ([[] for _ in range(L)] for _ in range(4))
+    ex_bwd = [[] for _ in range(L + 1)]  # the executor's B_0 .. B_{L-1}, then its Loss
     loss_t = []
     # parsed once, outside the timed calls: a schedule's operations are parsed before it runs
     fck, fall, back = ([Op.parse(f"{k}{i}") for i in range(L)] for k in ("Fck", "Fall", "B"))
@@ -326,9 +341,8 @@ def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queu
         for i in range(1, L + 1):
             ex.step(Op.parse(f"Dropx{i}"))
         t_fall = [timer(lambda i=i: ex.step(fall[i])) for i in range(L)]
-        ex.step(loss)
-        for i in range(L - 1, -1, -1):
-            ex.step(back[i])
+        t_back = [timer(lambda: ex.step(loss))]
+        t_back += [timer(lambda i=i: ex.step(back[i])) for i in range(L - 1, -1, -1)]
         del ex
         _clear_grads(params)
         t_plain_f, t_plain_b, t_loss = _plain_pass(stages, loss_fn, x0, timer)
@@ -339,6 +353,8 @@ def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queu
             ex_fall[i].append(t_fall[i])
             plain_fall[i].append(t_plain_f[i])
             plain_bwd[i].append(t_plain_b[i])
+            ex_bwd[i].append(t_back[L - i])
+        ex_bwd[L].append(t_back[0])
         loss_t.append(t_loss)
     _clear_grads(params)
     med = statistics.median
@@ -346,7 +362,8 @@ def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queu
     hooked = [med(v) for v in ex_fall]
     return {"nograd": [med(a) + max(0.0, h - f) for a, h, f in zip(ex_fck, hooked, fall)],
             "fall": fall, "bwd": [med(v) for v in plain_bwd] + [med(loss_t)],
-            "executor_fck": [med(v) for v in ex_fck], "executor_fall": hooked}
+            "executor_fck": [med(v) for v in ex_fck], "executor_fall": hooked,
+            "executor_bwd": [med(v) for v in ex_bwd]}
 
 
 def _plain_pass(stages, loss_fn, x0, timer):

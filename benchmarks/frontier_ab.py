@@ -45,6 +45,24 @@ from remat_theory.torch.profiler import profile_details
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def dropin_on_schedule(w, chain, tree, sched, prof, states, sizes):
+    """A drop-in made to run ``sched`` (the nested schedule of ``tree``) on ``chain``, whatever
+    its own solver would choose: its first plan replaced by that schedule, with the peak
+    the drop-in predicts for it.  Returns (drop-in, simulation, predicted peak)."""
+    sim = simulate(chain, sched)
+    ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
+                                example_input=w.example_input, loss_fn=w.loss_fn,
+                                chain=chain, solver_options={"segments": 2}, **sizes)
+    key = ck._first_key
+    peak = dropin_peak(w.stages, sim, checkpoint_state_bytes(tree, states["draws"],
+                                                             states["state_bytes"]),
+                       sched, prof.input_grad_bytes, prof.loss_bytes) + states["carried"]
+    ck.plans[key] = Plan(key, chain, ck.plan.budget, dataclasses.replace(
+        ck.solution, schedule=sched, makespan=sim.makespan, peak_memory=sim.peak_memory),
+        sched, tree, peak)
+    return ck, sim, peak
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--network", required=True)
@@ -75,17 +93,7 @@ def main(argv) -> int:
         # one checkpoint, the rest kept): the executor's and the stages' cost, same schedule
         tree = hf_schedule_tree(w.stages, k)
         sched = nested_schedule(tree, chain.length)
-        sim = simulate(chain, sched)
-        ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
-                                    example_input=w.example_input, loss_fn=w.loss_fn,
-                                    chain=chain, solver_options={"segments": 2}, **sizes)
-        key = ck._first_key
-        peak = dropin_peak(w.stages, sim, checkpoint_state_bytes(tree, states["draws"],
-                                                                 states["state_bytes"]),
-                           sched, prof.input_grad_bytes, prof.loss_bytes) + states["carried"]
-        ck.plans[key] = Plan(key, chain, ck.plan.budget, dataclasses.replace(
-            ck.solution, schedule=sched, makespan=sim.makespan, peak_memory=sim.peak_memory),
-            sched, tree, peak)
+        ck, sim, peak = dropin_on_schedule(w, chain, tree, sched, prof, states, sizes)
         same = Point(f"remat_same_schedule:hf{k}", "remat", int(sim.peak_memory))
         same.predicted_peak, same.predicted_time = peak, sim.makespan
         methods.append(Method(same, remat_method(w, ck)))

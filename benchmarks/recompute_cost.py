@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import json
 import statistics
 import sys
@@ -36,9 +35,11 @@ from remat_theory.torch.executor import ScheduleExecutor
 from remat_theory.torch.frontier import (Point, drop_in, drop_in_states, hf_methods,
                                          hf_schedule_tree, remat_breakpoints)
 from remat_theory.torch.frontier_networks import build_workload
-from remat_theory.torch.module import CheckpointedSequential, Plan, dropin_peak
-from remat_theory.torch.nested import checkpoint_state_bytes, nested_schedule
+from remat_theory.torch.nested import nested_schedule
 from remat_theory.torch.profiler import measure_times, profile_details, stage_parameters
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from frontier_ab import dropin_on_schedule  # noqa: E402  (the sibling benchmark)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -58,17 +59,7 @@ def main(argv) -> int:
     hfs = nested_schedule(tree, L)
     sa = Schedule([f"Fall{i}" for i in range(L)] + ["Loss"]
                   + [f"B{i}" for i in reversed(range(L))])
-    sim = simulate(ch, hfs)
-    ck = CheckpointedSequential(w.stages, ch.store_all_memory() - 1, "periodic",
-                                example_input=w.example_input, loss_fn=w.loss_fn, chain=ch,
-                                solver_options={"segments": 2}, **sizes)
-    key = ck._first_key
-    peak = dropin_peak(w.stages, sim, checkpoint_state_bytes(tree, states["draws"],
-                                                             states["state_bytes"]),
-                       hfs, prof.input_grad_bytes, prof.loss_bytes) + states["carried"]
-    ck.plans[key] = Plan(key, ch, ck.plan.budget, dataclasses.replace(
-        ck.solution, schedule=hfs, makespan=sim.makespan, peak_memory=sim.peak_memory),
-        hfs, tree, peak)
+    ck, sim, _ = dropin_on_schedule(w, ch, tree, hfs, prof, states, sizes)
     cksa = drop_in(w, 10 * ch.store_all_memory(), "dp", ch, Point("sa", "remat", 0), sizes=sizes)
     store_t = simulate(ch, sa).makespan
     # remat's own points: the DP at its lowest breakpoint and at the middle one

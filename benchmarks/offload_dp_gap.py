@@ -207,10 +207,15 @@ def main(argv=None) -> int:
                       f"{a.points} --ratios {a.ratios}"
                       + (f" --out {a.out}" if a.out else ""))
     res["seconds"] = round(time.perf_counter() - t0, 1)
-    text = json.dumps(res, indent=1)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    return write_results(res, a.out)
+
+
+def write_results(res: dict, out: str | None) -> int:
+    """Both offload sweeps' ending: the whole results file to ``out`` (when given), the
+    command and summary to stdout."""
+    if out:
+        with open(out, "w") as f:
+            f.write(json.dumps(res, indent=1) + "\n")
     print(json.dumps({"command": res["command"], "summary": res["summary"]}, indent=1))
     return 0
 

@@ -129,12 +129,7 @@ def main(argv=None) -> int:
     res["note"] = ("one run on a shared 2-core machine (times are indicative); "
                    "'old_bound_within_guard_before' is an upper bound on what proven=true "
                    "certified before the normal form (O.14's bound at most 16 positions)")
-    text = json.dumps(res, indent=1)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-    print(json.dumps({"command": res["command"], "summary": res["summary"]}, indent=1))
-    return 0
+    return _gap.write_results(res, a.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,333 @@
+"""Profile a model at its layers, in place, for one input shape: the chain the plan solves.
+
+The chain's stages are the model's layer calls (:mod:`.layers`); its input x_0 is the first
+layer's hidden state and its loss stage is everything after the last layer (final norm,
+head, the loss the model computes from ``labels``), forward and backward together.  What
+runs before the first layer (embeddings, masks, positions) is not a stage: it runs once,
+its tape is held to the end of the step (``prefix_bytes`` beside the chain) and its backward
+is the step's last operation (``end_peak``).
+
+Measured with :class:`~remat_theory.torch.tracker.AllocatorMeter` (the allocator's own
+accounting, kernels' allocations included), one profiler session for the whole profile, on
+the user's own model and batch: each layer called with the arguments the model gave it
+(recorded by one forward), its hidden state a fresh leaf.  Per layer: a no-grad forward
+(``fwd_time``, ``fwd_overhead``), a recording forward (``fall_time``, ``tape_size``: what it
+leaves allocated, ``fall_overhead``) and its backward from a seed gradient (``bwd_time``,
+``bwd_overhead``).  Times are a separate, unmetered pass (the profiler's bookkeeping would
+inflate them).  The model's state is left as it was: parameter gradients, buffers, the
+random generators (:func:`~remat_theory.torch.stages.model_state_kept`).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils import _pytree as pytree
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
+from remat_theory.torch.stages import model_state_kept
+from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
+
+__all__ = ["LayerProfile", "profile_layers", "device_of"]
+
+
+@dataclass
+class LayerProfile:
+    """The chain of one input shape (bytes, seconds) and what is held beside it."""
+
+    chain: Chain
+    prefix_bytes: int  # the prefix's tape held through the step, beyond the chain's x_0
+    end_peak: int  # the prefix's backward, the step's last operation: its peak (bytes)
+    prefix_time: float  # its forward and backward (seconds)
+    shared_grad_bytes: int  # gradients of values several layers read, held in the backward
+    draws: list = field(default_factory=list)  # per layer: its forward draws random numbers
+
+    @property
+    def fixed_bytes(self) -> int:
+        return self.prefix_bytes + self.shared_grad_bytes
+
+    @property
+    def store_all_bytes(self) -> int:
+        """The step's activation peak without recomputation, as the model predicts it."""
+        return max(self.chain.store_all_memory() + self.fixed_bytes, self.end_peak)
+
+
+class _Stop(BaseException):
+    def __init__(self, value):
+        super().__init__("stop")
+        self.value = value
+
+
+def device_of(model, args, kwargs) -> torch.device:
+    for t in pytree.tree_leaves((args, kwargs)):
+        if isinstance(t, torch.Tensor):
+            return t.device
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _rng(dev) -> list:
+    states = [torch.get_rng_state()]
+    if dev.type == "cuda":
+        states.append(torch.cuda.get_rng_state(dev))
+    return states
+
+
+def _draws(before, after) -> bool:
+    return any(not torch.equal(a, b) for a, b in zip(before, after))
+
+
+@dataclass
+class _Recorded:
+    args: tuple
+    kwargs: dict
+    grad_names: list  # positions/keys (besides the hidden state) of tensors needing a gradient
+    draws: bool = False
+
+
+def _record(model, layers, args, kwargs, dev) -> list:
+    """One recording forward; each layer call's arguments, detached (hidden state included),
+    and whether it draws random numbers."""
+    modules = {id(lc.module) for lc in layers}
+    rec, pending = [], []
+
+    def pre(mod, a, kw):
+        if id(mod) not in modules:
+            return
+        lc = layers[len(rec) + len(pending)] if len(rec) + len(pending) < len(layers) else None
+        if lc is None or lc.module is not mod:
+            return
+        grads = []
+        for i, v in enumerate(a):
+            if isinstance(v, torch.Tensor) and v.requires_grad and ("a", i) != lc.slot:
+                grads.append(("a", i))
+        for k, v in kw.items():
+            if isinstance(v, torch.Tensor) and v.requires_grad and ("k", k) != lc.slot:
+                grads.append(("k", k))
+        det = tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in a)
+        dkw = {k: (None if is_cache(v) else v.detach() if isinstance(v, torch.Tensor) else v)
+               for k, v in kw.items()}
+        pending.append((_Recorded(det, dkw, grads), _rng(dev)))
+
+    def post(mod, a, kw, out):
+        if pending and layers[len(rec)].module is mod:
+            r, before = pending.pop()
+            r.draws = _draws(before, _rng(dev))
+            rec.append(r)
+
+    handles = []
+    try:
+        for m in {id(lc.module): lc.module for lc in layers}.values():
+            handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
+            handles.append(m.register_forward_hook(post, with_kwargs=True))
+        with torch.enable_grad():
+            out = model(*args, **kwargs)
+        del out
+    finally:
+        for h in handles:
+            h.remove()
+    if len(rec) != len(layers):
+        raise RematError(f"the model called {len(rec)} of its {len(layers)} layers on this input "
+                         f"(a forward that skips layers, e.g. layerdrop, cannot be planned: turn "
+                         f"it off in the model's config)")
+    return rec
+
+
+def _layer_inputs(lc, r: _Recorded):
+    h = hidden_of(lc.slot, r.args, r.kwargs).detach().requires_grad_(True)
+    a, kw = with_hidden(lc.slot, r.args, r.kwargs, h)
+    a, kw = list(a), dict(kw)
+    extra = []
+    for kind, key in r.grad_names:
+        t = (a[key] if kind == "a" else kw[key]).detach().requires_grad_(True)
+        extra.append(t)
+        if kind == "a":
+            a[key] = t
+        else:
+            kw[key] = t
+    return h, tuple(a), kw, extra
+
+
+def _time(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _measure_layer(lc, r, op, sync):
+    """No-grad forward, recording forward, backward of one layer call; returns times and
+    the output size.  ``op(label)`` is a meter's context (or a no-op for timing)."""
+    h, a, kw, extra = _layer_inputs(lc, r)
+    times = {}
+    with op("fck"):
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            y = lc.module(*a, **kw)
+        del y
+        sync()
+        times["fck"] = time.perf_counter() - t0
+    with op("fall"):
+        t0 = time.perf_counter()
+        with torch.enable_grad():
+            out = lc.module(*a, **kw)
+        y = leaf_of(out, lc.out_leaf)
+        del out
+        sync()
+        times["fall"] = time.perf_counter() - t0
+    seed = torch.ones_like(y)
+    out_bytes = storage_bytes(y)
+    with op("bwd"):
+        t0 = time.perf_counter()
+        torch.autograd.backward(y, seed, inputs=[h] + extra + [
+            p for p in lc.module.parameters() if p.requires_grad])
+        sync()
+        times["bwd"] = time.perf_counter() - t0
+    shared = sum(storage_bytes(t) for t in extra)
+    del y, seed, h, a, kw, extra
+    return times, out_bytes, shared
+
+
+def _prefix(model, first, args, kwargs, op, sync):
+    """The code before the first layer, stopped at it; then its backward."""
+    def stop(mod, a, kw):
+        raise _Stop((a, kw))
+
+    handle = first.module.register_forward_pre_hook(stop, with_kwargs=True)
+    t = {}
+    try:
+        with op("prefix"):
+            t0 = time.perf_counter()
+            try:
+                with torch.enable_grad():
+                    model(*args, **kwargs)
+                raise RematError("the model returned without calling its first layer")
+            except _Stop as s:
+                a, kw = s.value
+            sync()
+            t["fwd"] = time.perf_counter() - t0
+    finally:
+        handle.remove()
+    h = hidden_of(first.slot, a, kw)
+    if h.requires_grad:
+        seed = torch.ones_like(h)
+        with op("prefix_bwd"):
+            t0 = time.perf_counter()
+            torch.autograd.backward(h, seed)
+            sync()
+            t["bwd"] = time.perf_counter() - t0
+        del seed
+    del h, a, kw
+    return t
+
+
+def _suffix(model, layers, args, kwargs, loss_of, op, sync):
+    """Everything after the last layer with the loss, forward (recording) and backward; the
+    layers before run without grad."""
+    last = layers[-1]
+    n = sum(lc.module is last.module for lc in layers)  # the last layer's module's calls
+    stack = contextlib.ExitStack()
+    seen, held = [0], {}
+    t = {}
+
+    def post(mod, a, kw, out):
+        seen[0] += 1
+        if seen[0] != n:
+            return None
+        leaves, spec = pytree.tree_flatten(out)
+        h = leaves[last.out_leaf].detach().requires_grad_(True)
+        held["h"] = h
+        leaves[last.out_leaf] = h
+        stack.enter_context(torch.enable_grad())
+        stack.enter_context(op("suffix"))
+        held["t0"] = time.perf_counter()
+        return pytree.tree_unflatten(leaves, spec)
+
+    handle = last.module.register_forward_hook(post, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            with stack:  # the hook enters grad mode and the meter's op; both end here
+                out = model(*args, **kwargs)
+                loss = loss_of(out)
+                del out
+                sync()
+                t["fwd"] = time.perf_counter() - held["t0"]
+    finally:
+        handle.remove()
+    with op("suffix_bwd"):
+        t0 = time.perf_counter()
+        loss.backward()
+        sync()
+        t["bwd"] = time.perf_counter() - t0
+    x_last = storage_bytes(held["h"])
+    del loss, held
+    return t, x_last
+
+
+def _pass(model, layers, rec, args, kwargs, loss_of, op, sync):
+    per = [_measure_layer(lc, r, op, sync) for lc, r in zip(layers, rec)]
+    pre = _prefix(model, layers[0], args, kwargs, op, sync)
+    suf, x_last = _suffix(model, layers, args, kwargs, loss_of, op, sync)
+    return per, pre, suf, x_last
+
+
+def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> LayerProfile:
+    """Profile ``model`` (in training mode) at ``layers`` on the inputs (args, kwargs)."""
+    dev = device_of(model, args, kwargs)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    params = [p for p in model.parameters() if p.requires_grad]
+    with model_state_kept([model], dev):
+        for p in params:
+            p.grad = None
+        rec = _record(model, layers, args, kwargs, dev)
+        nop = lambda label: contextlib.nullcontext()  # noqa: E731
+        # a timing pass, which is also the warm-up (lazily built caches exist before memory
+        # is measured), the metered pass, a second timing pass; each time the faster one
+        per, pre, suf, x_last = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
+        for p in params:
+            p.grad = None
+        meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params if p.grad is not None])
+        with meter:
+            _pass(model, layers, rec, args, kwargs, loss_of, meter.op, sync)
+        ops = meter.results()
+        for p in params:
+            p.grad = None
+        per2, pre2, suf2, _ = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
+        per = [({k: min(a[0][k], b[0][k]) for k in a[0]},) + a[1:] for a, b in zip(per, per2)]
+        pre = {k: min(pre[k], pre2[k]) for k in pre}
+        suf = {k: min(suf[k], suf2[k]) for k in suf}
+    by = {}
+    for o in ops:
+        by.setdefault(o.label, []).append(o)
+    n = len(layers)
+    x = [storage_bytes(hidden_of(lc.slot, r.args, r.kwargs)) for lc, r in zip(layers, rec)]
+    x.append(x_last)
+    tape, f_ovh, a_ovh, b_ovh = [], [], [], []
+    for i in range(n):
+        fck, fall, bwd = by["fck"][i], by["fall"][i], by["bwd"][i]
+        out_b = per[i][1]
+        tp = max(fall.after - fall.before, x[i + 1], out_b)
+        tape.append(tp)
+        f_ovh.append(max(0, fck.peak - fck.before - x[i + 1]))
+        a_ovh.append(max(0, fall.peak - fall.before - tp))
+        b_ovh.append(max(0, bwd.peak - bwd.before - x[i]))
+    s, sb = by["suffix"][0], by["suffix_bwd"][0]
+    b_ovh.append(max(0, max(s.peak, sb.peak) - s.before - x[n]))
+    bwd_time = [per[i][0]["bwd"] for i in range(n)] + [suf["fwd"] + suf["bwd"]]
+    chain = Chain(fwd_time=[per[i][0]["fck"] for i in range(n)], bwd_time=bwd_time,
+                  x_size=x, tape_size=tape, fwd_overhead=f_ovh, bwd_overhead=b_ovh,
+                  fall_time=[per[i][0]["fall"] for i in range(n)], fall_overhead=a_ovh,
+                  name=name)
+    p = by["prefix"][0]
+    prefix_tape = max(0, p.after - p.before)
+    if "prefix_bwd" in by:
+        end_peak = by["prefix_bwd"][0].peak - p.before
+    else:
+        end_peak = prefix_tape
+    shared = max((per[i][2] for i in range(n)), default=0)
+    return LayerProfile(chain, max(0, prefix_tape - x[0]), max(end_peak, 0),
+                        pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
+                        [r.draws for r in rec])

@@ -41,7 +41,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import find_layers
-from remat_theory.torch.inplace.plan import LayerPlan, make_plan, parse_budget
+from remat_theory.torch.inplace.plan import Gradients, LayerPlan, make_plan, parse_budget
 from remat_theory.torch.inplace.profile import LayerProfile, profile_layers
 from remat_theory.torch.inplace.run import StepRun
 
@@ -72,6 +72,17 @@ def default_loss(output):
     if not leaves:
         raise RematError("the model's output has no loss and no floating tensor; pass loss_fn=")
     return leaves[0].float().sum()
+
+
+def _gradients(model, layers) -> Gradients:
+    """Bytes of parameter gradients by layer (at its module's last call) and the rest."""
+    def size(params):
+        return sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    last: dict = {}
+    for i, lc in enumerate(layers):
+        last[id(lc.module)] = (i, lc.module)
+    by_layer = {i: size(m.parameters()) for i, m in last.values()}
+    return Gradients(by_layer, size(model.parameters()) - sum(by_layer.values()))
 
 
 def _describe_value(v):
@@ -148,6 +159,7 @@ class RematHandle:
             self.layers, out = find_layers(model, args, kwargs)
             del out
             self.chained = [lc.chained for lc in self.layers]
+            self.gradients = _gradients(model, self.layers)
             self._plan_for(args, kwargs)
         finally:
             model.train(was)
@@ -184,7 +196,7 @@ class RematHandle:
                                       name=type(self.model).__name__)
             finally:
                 self._busy = False
-            plan = make_plan(key, prof, self.budget, self.grad_bytes, self.chained,
+            plan = make_plan(key, prof, self.budget, self.gradients, self.chained,
                              solver=self.solver, solver_options=self.solver_options,
                              describe=_shapes(key))
             self.plans[key] = plan

@@ -30,7 +30,7 @@ from remat_theory.torch.module import format_bytes, parse_bytes
 from remat_theory.torch.nested import Checkpointed, End, Kept, Segment, nested_form
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
-__all__ = ["ENGINE_MARGIN", "LayerPlan", "make_plan", "parse_budget", "segments_of"]
+__all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "step_peak", "make_plan", "parse_budget", "segments_of"]
 
 ENGINE_MARGIN = 0.01
 """Share of a step budget (bytes) kept for the engine's own buffers beyond the model's."""
@@ -66,6 +66,7 @@ class LayerPlan:
     predicted_peak: int  # activations, bytes
     grad_bytes: int  # the parameters' gradients
     predicted_time: float  # seconds: the layers' schedule, the suffix and the prefix
+    predicted_step_peak: int  # activations and the parameters' gradients as they appear
 
     @property
     def chain(self) -> Chain:
@@ -74,10 +75,6 @@ class LayerPlan:
     @property
     def schedule(self) -> Schedule | None:
         return None if self.solution is None else self.solution.schedule
-
-    @property
-    def predicted_step_peak(self) -> int:
-        return self.predicted_peak + self.grad_bytes
 
     @property
     def recomputed(self) -> int:
@@ -110,64 +107,106 @@ def segments_of(tree) -> list:
     return out
 
 
-def _activation_budget(kind, value, prof: LayerProfile, grad_bytes: int) -> int:
-    if kind == "fraction":
-        return int(value * prof.store_all_bytes)
-    return value - grad_bytes - int(math.ceil(value * ENGINE_MARGIN))
+@dataclass(frozen=True)
+class Gradients:
+    """When the parameters' gradients appear in a step (bytes): ``by_layer[i]`` at the first
+    backward of layer i's module (the backward runs from the last layer down, so a module
+    called several times gets it at its last call's backward), ``other`` (the prefix's and
+    the suffix's parameters, tied embeddings included) counted from the loss on."""
+
+    by_layer: dict
+    other: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_layer.values()) + self.other
 
 
-def _user_units(kind, activations: int, prof: LayerProfile, grad_bytes: int):
-    """The budget, in the user's units, whose activation share is ``activations``."""
-    if kind == "fraction":
-        return activations / prof.store_all_bytes
-    step = int(math.ceil((activations + grad_bytes) / (1 - ENGINE_MARGIN)))
-    while step - grad_bytes - int(math.ceil(step * ENGINE_MARGIN)) < activations:
-        step += 1
-    return step
+def step_peak(prof: LayerProfile, schedule, grads: Gradients):
+    """(the step's peak in bytes, activations and gradients together, the makespan) of
+    ``schedule``: the simulator's memory at every operation, the values held beside the
+    chain, and the gradients made so far.  A backward's (and the loss's) peak is what it
+    was measured to rise above the memory held when it starts (``LayerProfile.bwd_rise``),
+    which autograd keeps below the operation table's by freeing the tape as it goes."""
+    sim = simulate(prof.chain, schedule)
+    made, peak = 0, 0
+    n = prof.chain.length
+    for st in sim.profile:
+        at = st.peak
+        if st.op == "Loss":
+            made += grads.other
+            at = st.memory_before + prof.bwd_rise[n]
+        elif st.op.startswith("B"):
+            i = int(st.op[1:])
+            made += grads.by_layer.get(i, 0)
+            at = st.memory_before + prof.bwd_rise[i]
+        peak = max(peak, at + prof.fixed_bytes + made)
+    return max(peak, prof.end_peak + grads.total), sim.makespan
 
 
 def _say(kind, v) -> str:
     return f"{v:.4f} of store-all" if kind == "fraction" else format_bytes(v)
 
 
-def make_plan(key, prof: LayerProfile, budget, grad_bytes: int, chained: list, *,
+def _solve(chain, budget: int, solver, options, unit):
+    if budget <= 0:
+        return None
+    sol = solver_registry.solve(rounded_chain(chain, unit), budget, solver, **options)
+    return sol if sol.schedule is not None else None
+
+
+def _fits(prof, grads, kind, limit, chain_budget, solver, options, unit):
+    """The solver's schedule for ``chain_budget`` if the step it makes fits ``limit``."""
+    sol = _solve(prof.chain, chain_budget, solver, options, unit)
+    if sol is None:
+        return None
+    if kind == "fraction":
+        peak = max(simulate(prof.chain, sol.schedule).peak_memory + prof.fixed_bytes, prof.end_peak)
+    else:
+        peak = step_peak(prof, sol.schedule, grads)[0]
+    return (sol, peak) if peak <= limit else None
+
+
+def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, *,
               solver: str = "dp", solver_options=None, describe: str = "") -> LayerPlan:
-    """Solve one shape's chain for ``budget`` (see the module docstring)."""
+    """Solve one shape's chain for ``budget`` (see the module docstring).
+
+    A fraction is of the activations alone: the solver gets it less what is held beside the
+    chain.  A step budget also holds the gradients, which appear as the backward goes: the
+    solver is first given the budget less all of them (always safe), then larger shares,
+    each schedule checked against the step's real timeline (:func:`step_peak`), and the
+    largest share that fits is kept (the fastest schedule)."""
     kind, value = parse_budget(budget)
+    options = dict(solver_options or {})
     chain = prof.chain
-    act = _activation_budget(kind, value, prof, grad_bytes)
-    plain_time = sum(chain.fall_time) + sum(chain.bwd_time)
-    if act >= prof.store_all_bytes:
-        return LayerPlan(key, prof, act, None, None, prof.store_all_bytes, grad_bytes,
-                         plain_time + prof.prefix_time)
-    chain_budget = act - prof.fixed_bytes
+    total = grads.total
+    if kind == "fraction":
+        limit = int(value * prof.store_all_bytes)
+        plain = prof.store_all_bytes
+    else:
+        limit = value - int(math.ceil(value * ENGINE_MARGIN))
+        plain = step_peak(prof, _store_all(chain), grads)[0]
+    plain_time = sum(chain.fall_time) + sum(chain.bwd_time) + prof.prefix_time
+    if plain <= limit:
+        return LayerPlan(key, prof, limit, None, None, prof.store_all_bytes, total, plain_time,
+                         plain if kind == "bytes" else prof.store_all_bytes + total)
     unit = auto_unit(chain)
-    sol = None
-    if chain_budget > 0 and act >= prof.end_peak:
-        sol = solver_registry.solve(rounded_chain(chain, unit), chain_budget, solver,
-                                    **dict(solver_options or {}))
-    if sol is None or sol.schedule is None:
-        least = None
-        probe = solver_registry.solve(rounded_chain(chain, unit), max(chain_budget, 1), solver,
-                                      **dict(solver_options or {}))
-        smallest_chain = (probe.peak_memory if probe.schedule is not None else probe.min_budget)
-        if smallest_chain is not None:
-            least = max(smallest_chain + prof.fixed_bytes, prof.end_peak)
-        store_all = _user_units(kind, prof.store_all_bytes, prof, grad_bytes)
-        msg = (f"budget {_say(kind, value)} cannot be met on input {describe} by solver "
-               f"{solver!r}")
-        smallest = None
-        if least is not None:
-            smallest = _user_units(kind, least, prof, grad_bytes)
-            msg += f"; the smallest feasible budget is {_say(kind, smallest)}"
-        msg += f" (store-all needs {_say(kind, store_all)}"
-        if kind == "bytes":
-            msg += (f"; both figures are the whole step, parameter gradients "
-                    f"{format_bytes(grad_bytes)} included")
-        msg += ")"
-        raise InfeasibleBudgetError(msg, value, smallest)
-    schedule = sol.schedule
-    tree = nested_form(schedule, chain.length)
+    base = limit - prof.fixed_bytes - (0 if kind == "fraction" else total)
+    best = _fits(prof, grads, kind, limit, base, solver, options, unit)
+    if kind == "bytes":  # larger shares: a binary search on the gradients' reserve
+        lo, hi = 0, total
+        while hi - lo > max(unit, total // 64):
+            mid = (lo + hi) // 2
+            got = _fits(prof, grads, kind, limit, limit - prof.fixed_bytes - mid, solver,
+                        options, unit)
+            if got is not None:
+                best, hi = got, mid
+            else:
+                lo = mid
+    if best is None:
+        raise _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe)
+    sol, peak = best
+    tree = nested_form(sol.schedule, chain.length)
     for seg in segments_of(tree):
         for j in range(seg.s, seg.k - 1):
             if not chained[j]:
@@ -176,6 +215,50 @@ def make_plan(key, prof: LayerProfile, budget, grad_bytes: int, chained: list, *
                     f"the model runs code of its own between layer {j} and layer {j + 1} (its "
                     f"output is not the next layer's input): such a segment cannot be "
                     f"recomputed layer by layer; please report this model")
-    sim = simulate(chain, schedule)
-    peak = max(sim.peak_memory + prof.fixed_bytes, prof.end_peak)
-    return LayerPlan(key, prof, act, sol, tree, peak, grad_bytes, sim.makespan + prof.prefix_time)
+    step, makespan = step_peak(prof, sol.schedule, grads)
+    act = max(simulate(chain, sol.schedule).peak_memory + prof.fixed_bytes, prof.end_peak)
+    return LayerPlan(key, prof, limit, sol, tree, act, total, makespan + prof.prefix_time, step)
+
+
+def _store_all(chain):
+    n = chain.length
+    return [f"Fall{i}" for i in range(n)] + ["Loss"] + [f"B{i}" for i in reversed(range(n))]
+
+
+def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe):
+    """The error for a budget no schedule of the solver fits, naming the smallest that the
+    solver's least-memory schedule needs, in the same units as the budget and store-all."""
+    chain = prof.chain
+    probe = solver_registry.solve(rounded_chain(chain, unit), 1, solver, **options)
+    least = probe.min_budget
+    smallest = None
+    if least is not None:
+        sol = _solve(chain, least, solver, options, unit)
+        if sol is not None:
+            if kind == "fraction":
+                need = max(simulate(chain, sol.schedule).peak_memory + prof.fixed_bytes,
+                           prof.end_peak)
+                smallest = need / prof.store_all_bytes
+            else:
+                need = step_peak(prof, sol.schedule, grads)[0]
+                smallest = _with_margin(need)
+    store_all = 1.0 if kind == "fraction" else _with_margin(plain)
+    msg = f"budget {_say(kind, value)} cannot be met on input {describe} by solver {solver!r}"
+    if smallest is not None:
+        msg += (f"; the smallest budget its least-memory schedule fits is "
+                f"{_say(kind, smallest)}")
+    msg += f" (store-all needs {_say(kind, store_all)}"
+    if kind == "bytes":
+        msg += (f"; both figures are the whole step, the parameters' gradients "
+                f"({format_bytes(grads.total)}) and the engine's margin included")
+    return InfeasibleBudgetError(msg + ")", value, smallest)
+
+
+def _with_margin(need: int) -> int:
+    """The smallest step budget whose share after :data:`ENGINE_MARGIN` is ``need``."""
+    step = int(math.ceil(need / (1 - ENGINE_MARGIN)))
+    while step - int(math.ceil(step * ENGINE_MARGIN)) < need:
+        step += 1
+    while step - 1 - int(math.ceil((step - 1) * ENGINE_MARGIN)) >= need:
+        step -= 1
+    return step

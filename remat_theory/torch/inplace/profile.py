@@ -45,6 +45,10 @@ class LayerProfile:
     prefix_time: float  # its forward and backward (seconds)
     shared_grad_bytes: int  # gradients of values several layers read, held in the backward
     draws: list = field(default_factory=list)  # per layer: its forward draws random numbers
+    # per backward (the loss last): bytes its measured peak rises above what is held when it
+    # starts; below the operation table's x_size + bwd_overhead where autograd frees the
+    # tape as it goes (plan.step_peak uses it)
+    bwd_rise: list = field(default_factory=list)
 
     @property
     def fixed_bytes(self) -> int:
@@ -267,6 +271,52 @@ def _suffix(model, layers, args, kwargs, loss_of, op, sync):
     return t, x_last
 
 
+def _real_rises(model, layers, args, kwargs, loss_of) -> list:
+    """Per layer, bytes its backward rose above the memory held when it started, in one real
+    step of the model (live tensors, :class:`~remat_theory.torch.tracker.MemoryTracker`;
+    the step's gradient of each layer's output marks where its backward starts).  In a
+    real step autograd has already let go of what the layer above no longer needs, which a
+    backward measured alone still holds."""
+    from remat_theory.torch.tracker import MemoryTracker
+    tracker = MemoryTracker()
+    marks: list = []
+    calls = [0]
+
+    def mark(g):
+        marks.append((tracker.current, tracker.peak))
+        tracker.reset_peak()
+
+    def post(mod, a, kw, out):
+        if calls[0] < len(layers) and layers[calls[0]].module is mod:
+            y = leaf_of(out, layers[calls[0]].out_leaf)
+            calls[0] += 1
+            if y.requires_grad:
+                y.register_hook(mark)
+        return None
+
+    for p in model.parameters():  # accumulated in place: the gradients are not counted
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+    handles = [m.register_forward_hook(post, with_kwargs=True)
+               for m in {id(lc.module): lc.module for lc in layers}.values()]
+    try:
+        with tracker, torch.enable_grad():
+            loss = loss_of(model(*args, **kwargs))
+            loss.backward()
+            del loss
+            marks.append((tracker.current, tracker.peak))
+    finally:
+        for h in handles:
+            h.remove()
+    # marks: d_n, d_{n-1}, ..., d_1, end; B_i runs from mark of d_{i+1} to that of d_i
+    n = len(layers)
+    if len(marks) != n + 1:
+        return [None] * n
+    starts = marks[:-1][::-1]  # starts[i]: the mark of d_{i+1}
+    ends = marks[1:][::-1]  # ends[i]: the peak up to d_i
+    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)]
+
+
 def _pass(model, layers, rec, args, kwargs, loss_of, op, sync):
     per = [_measure_layer(lc, r, op, sync) for lc, r in zip(layers, rec)]
     pre = _prefix(model, layers[0], args, kwargs, op, sync)
@@ -295,6 +345,9 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         ops = meter.results()
         for p in params:
             p.grad = None
+        real = _real_rises(model, layers, args, kwargs, loss_of)
+        for p in params:
+            p.grad = None
         per2, pre2, suf2, _ = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
         per = [({k: min(a[0][k], b[0][k]) for k in a[0]},) + a[1:] for a, b in zip(per, per2)]
         pre = {k: min(pre[k], pre2[k]) for k in pre}
@@ -316,6 +369,9 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         b_ovh.append(max(0, bwd.peak - bwd.before - x[i]))
     s, sb = by["suffix"][0], by["suffix_bwd"][0]
     b_ovh.append(max(0, max(s.peak, sb.peak) - s.before - x[n]))
+    rise = [max(0, by["bwd"][i].peak - by["bwd"][i].before) for i in range(n)]
+    rise = [r if q is None else min(r, q) for r, q in zip(rise, real)]
+    rise.append(max(0, max(s.peak, sb.peak) - s.before))
     bwd_time = [per[i][0]["bwd"] for i in range(n)] + [suf["fwd"] + suf["bwd"]]
     chain = Chain(fwd_time=[per[i][0]["fck"] for i in range(n)], bwd_time=bwd_time,
                   x_size=x, tape_size=tape, fwd_overhead=f_ovh, bwd_overhead=b_ovh,
@@ -330,4 +386,4 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     shared = max((per[i][2] for i in range(n)), default=0)
     return LayerProfile(chain, max(0, prefix_tape - x[0]), max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
-                        [r.draws for r in rec])
+                        [r.draws for r in rec], rise)

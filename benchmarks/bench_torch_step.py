@@ -40,6 +40,7 @@ Writes ``benchmarks/results/torch_step_overhead.json`` (``--out``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import random
@@ -54,6 +55,7 @@ import torch.utils.checkpoint
 import solvers
 from remat_theory.model.schedule import Schedule
 from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, profile, split_stages
+from remat_theory.torch.call_inputs import example_inputs
 from remat_theory.torch.nested import StageRunner, nested_form, recomputed_stages, run_nested
 from remat_theory.torch.module import shared_parameter_bytes
 from remat_theory.torch.rounding import auto_unit, rounded_chain
@@ -165,8 +167,12 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
     def dropin_ckseq(inp):
         return run_nested(tree, inp, StageRunner(stages))
 
-    variants = {"plain": net.model, "dropin_1.0": ck_one, "dropin_sa+1%": ck_sa,
-                "dropin_dp": ck_dp, "ckseq": ckseq, "dropin_ckseq": dropin_ckseq}
+    others = example_inputs(stages)  # a captured chain's masks go with every call
+    variants = {"plain": functools.partial(net.model, **others),
+                "dropin_1.0": functools.partial(ck_one, **others),
+                "dropin_sa+1%": functools.partial(ck_sa, **others),
+                "dropin_dp": functools.partial(ck_dp, **others), "ckseq": ckseq,
+                "dropin_ckseq": dropin_ckseq}
     names = list(variants)
     peaks = {}
     for p in params:  # allocated before tracking: parameter gradients are not activations

@@ -96,12 +96,13 @@ def main(argv) -> int:
                                     torch.device("cpu"), 1, 0, "process", True))
         return 0.0, 0.0
 
+    others = w.other_inputs  # the example's masks: the drop-in takes them with every call
     methods = {"plain": split(lambda: w.call(w.model)), "hf": split(lambda: w.call(hfmodel)),
-               "drop_sa": split(lambda: cksa(w.example_input)),
-               "drop_hf": split(lambda: ck(w.example_input)), "ex_sa": ex_sa,
+               "drop_sa": split(lambda: cksa(w.example_input, **others)),
+               "drop_hf": split(lambda: ck(w.example_input, **others)), "ex_sa": ex_sa,
                "profile": profile_round}
     for name, (c, _) in points.items():
-        methods[name] = split(lambda c=c: c(w.example_input))
+        methods[name] = split(lambda c=c: c(w.example_input, **others))
     every = list(w.model.parameters()) + sp + list(hfmodel.parameters())
     res = collections.defaultdict(list)
     for r in range(args.rounds + 1):

@@ -35,6 +35,7 @@ import torch
 from remat_theory.model.errors import RematError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch import CheckpointedSequential, build, profile_details, split_stages
+from remat_theory.torch.call_inputs import example_inputs
 from remat_theory.torch.profiler import prime_forward
 from remat_theory.torch.stages import stage_parameters
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
@@ -93,7 +94,7 @@ def network_record(name: str, scale: str, fraction: float, device) -> dict:
     def dropin_step(ck):
         def step():
             x = x0.detach().requires_grad_(grad_input)
-            loss = loss_fn(ck(x))
+            loss = loss_fn(ck(x, **example_inputs(stages)))
             loss.backward()
         return step
 

@@ -21,6 +21,7 @@ from remat_theory.cli import main  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.torch import (CaptureError, CheckpointedSequential, ScheduleExecutor,  # noqa: E402
                                 build, profile, split_stages, to_stages)
+from remat_theory.torch.call_inputs import example_inputs  # noqa: E402
 from remat_theory.torch.networks import TargetLoss, TorchvisionStyleResNet  # noqa: E402
 from remat_theory.torch.stages import stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
@@ -202,7 +203,7 @@ def test_stages_reproduce_the_model_forward_and_gradients(name, granularity):
     state = copy.deepcopy(model.state_dict())
     ref = _step(model, call, loss_fn)
     model.load_state_dict(state)
-    got = _step(model, lambda: chain(x0), loss_fn)
+    got = _step(model, lambda: chain(x0, **example_inputs(chain)), loss_fn)
     model.load_state_dict(state)
     assert len(chain) >= 3
     if name in BUILTIN and granularity == "block":  # the hand split: the Sequential's children
@@ -403,14 +404,13 @@ def test_fixed_inputs_can_be_replaced():
     model = chain.original
     model.eval  # noqa: B018 - the chain keeps train mode (export)
     new = torch.ones_like(mask)
-    chain.set_inputs(attention_mask=new)
-    try:
-        torch.manual_seed(SEED)
-        got = chain(x0)
-        torch.manual_seed(SEED)
-        assert torch.equal(got, model(x0, attention_mask=new).logits)
-    finally:
-        chain.set_inputs(attention_mask=mask)
+    torch.manual_seed(SEED)
+    got = chain(x0, attention_mask=new)  # the other inputs go with each call
+    torch.manual_seed(SEED)
+    assert torch.equal(got, model(x0, attention_mask=new).logits)
+    with pytest.raises(RematError, match="attention_mask not given"):
+        chain(x0)
+    chain(x0, attention_mask=mask)
     with pytest.raises(CaptureError, match="'labels' is not a fixed input"):
         chain.set_inputs(labels=new)
 

@@ -6,6 +6,7 @@ This subpackage is the only part of remat that imports torch; ``import remat_the
 never does.  Modules:
 
 * :mod:`.capture`: :func:`to_stages`, any model captured as a chain of stages (:class:`StageChain`).
+* :mod:`.call_inputs`: a captured chain's other inputs (masks, labels), given with every call.
 * :mod:`.stages`: how a model becomes stages (``split_stages``).
 * :mod:`.tracker`: :class:`MemoryTracker`, live tensor bytes and their peak on any device.
 * :mod:`.executor`: :class:`ScheduleExecutor` / :func:`execute`, and :func:`plain_backprop`.

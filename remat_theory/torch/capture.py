@@ -66,6 +66,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch import seams
+from remat_theory.torch.call_inputs import ChainInputs
 from remat_theory.torch.seams import CaptureError
 
 GRANULARITIES = ("block", "fine")
@@ -703,7 +704,10 @@ class StageChain(nn.Module):
     method : ``"modules"`` (at the layers, eager), ``"fx"`` or ``"export"``.
     valid_cuts : how many distinct valid cuts the graph has (``granularity="fine"`` takes
         them all: ``valid_cuts + 1`` stages).
-    fixed_inputs : dict name -> tensor, the model's other tensor inputs (see :meth:`set_inputs`).
+    fixed_inputs : dict name -> tensor, the model's other tensor inputs installed now (the
+        example's, or the last call's).  They belong to each call: ``chain(x, attention_mask=
+        ..., labels=...)`` passes them (every one; a call without them raises), see
+        :mod:`.call_inputs`.
     """
 
     def __init__(self, model: nn.Module, stages: list, *, example_input, method: str,
@@ -720,6 +724,7 @@ class StageChain(nn.Module):
         self.captured_training = model.training
         self.training = model.training
         self._fixed = dict(fixed)
+        self._inputs = ChainInputs(self._fixed, self.stages, CaptureError)
         self._device = _device_of(self) or example_input.device
 
     def __len__(self) -> int:
@@ -737,45 +742,34 @@ class StageChain(nn.Module):
 
     @property
     def fixed_inputs(self) -> dict:
-        return {name: self._fixed_tensor(name) for name in self._fixed}
-
-    def _fixed_tensor(self, name):
-        buf = f"_remat_input_{name}".replace(" ", "_")
-        for s in self.stages:
-            if buf in s._buffers:
-                return s._buffers[buf]
-        return self._fixed[name]
+        """The other inputs installed now: the example's, or the last call's."""
+        return {name: self._inputs.current(name) for name in self._fixed}
 
     def set_inputs(self, **tensors) -> None:
-        """Replace fixed inputs (e.g. ``attention_mask=``) for the following forwards."""
-        for name, t in tensors.items():
-            if name not in self._fixed:
-                raise CaptureError(f"{name!r} is not a fixed input of this chain (fixed inputs: "
-                                   f"{', '.join(self._fixed) or 'none'})")
-            if not isinstance(t, torch.Tensor):
-                raise CaptureError(f"fixed input {name} must be a tensor, got {type(t).__name__}")
-            old = self._fixed_tensor(name)
-            if self.method == "export" and (t.shape != old.shape or t.dtype != old.dtype):
-                raise CaptureError(f"fixed input {name}: the chain was captured by torch.export "
-                                   f"for shape {list(old.shape)}, {old.dtype}; got "
-                                   f"{list(t.shape)}, {t.dtype}")
-            buf = f"_remat_input_{name}".replace(" ", "_")
-            for s in self.stages:
-                if buf in s._buffers:
-                    s._buffers[buf] = t
-            self._fixed[name] = t
+        """Install other inputs (e.g. ``attention_mask=``) for the NEXT call only (the
+        call need not repeat them; the one after must give its own).  Prefer passing them
+        with the call: ``chain(x, attention_mask=...)``."""
+        self._inputs.set_next(tensors)
 
-    def forward(self, x):
+    def forward(self, x, **others):
+        """The stages in order on ``x``; ``others``: the chain's other inputs for this call
+        (every one, of the captured shapes; see :mod:`.call_inputs`)."""
+        self._inputs.take(others, "chain")
+        return self._run(x)
+
+    def _run(self, x):
         for s in self.stages:
             x = s(x)
         return x
 
-    def original_forward(self, x0):
-        """The captured model itself on input ``x0`` (the other inputs: the chain's fixed
-        inputs), returning the tensor the chain outputs: the reference the chain answers to."""
+    def original_forward(self, x0, **others):
+        """The captured model itself on input ``x0`` (the other inputs: ``others``, by
+        default the installed ones, :attr:`fixed_inputs`), returning the tensor the chain
+        outputs: the reference the chain answers to."""
         args, kwargs, (kind, key), index = self._call
         args, kwargs = list(args), dict(kwargs)
-        for name, t in self._fixed.items():
+        self._inputs.check(others)
+        for name, t in dict(self.fixed_inputs, **others).items():
             if name.startswith("input "):
                 args[int(name.split()[1])] = t
             else:
@@ -804,6 +798,7 @@ class StageChain(nn.Module):
             for name, b in list(s._buffers.items()):
                 if b is not None:
                     s._buffers[name] = fn(b)
+        self._inputs.moved(fn)
         device = _device_of(self)
         if device is not None and device != self._device:
             for s in self.stages:
@@ -948,7 +943,7 @@ def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
         runner.fixed = chain._fixed
         try:
             with _kept(model, x0.device, seed), torch.enable_grad():
-                got = chain(_fresh_x0(x0))
+                got = chain(_fresh_x0(x0), **fixed)
         except Exception as e:  # noqa: BLE001 - a stand-in the forward cannot read: try dense
             why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
             continue
@@ -1049,7 +1044,7 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     chain._call = (tuple(args), dict(kwargs), ("a", 0) if args else ("k", next(iter(kwargs))), index)
     if check:
         with _kept(model, x0.device, seed), torch.enable_grad():
-            got = chain(_fresh_x0(x0))
+            got = chain(_fresh_x0(x0), **chain._inputs.example)
         if not _reproduces(got, ref_leaves[index]):
             raise CaptureError("the captured stages do not reproduce the model's output (please "
                                "report this model); split it by hand meanwhile")

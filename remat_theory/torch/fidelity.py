@@ -27,6 +27,7 @@ import solvers as solver_registry
 
 from remat_theory.model.errors import InfeasibleBudgetError
 from remat_theory.model.simulator import simulate
+from remat_theory.torch.call_inputs import example_inputs
 from remat_theory.torch.capture import StageChain
 from remat_theory.torch.confirm import measure_run
 from remat_theory.torch.module import (CheckpointedSequential, carried_step_bytes,
@@ -110,6 +111,7 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
         model_params = list(chain_mod.original.parameters())
         params += [p for p in model_params if all(p is not q for q in params)]
     x0, loss_fn = net.example_input, net.loss_fn
+    others = example_inputs(stages)  # the example's masks: the drop-in takes them per call
     rec = {"network": name, "scale": scale, "stages": len(stages),
            "labels": [getattr(s, "label", type(s).__name__) for s in stages],
            "method": getattr(chain_mod, "method", "sequential")}
@@ -133,7 +135,7 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
                                 draws_random=prof.draws_random,
                                 input_grad_bytes=prof.input_grad_bytes,
                                 loss_bytes=prof.loss_bytes)
-    d_peak, d_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
+    d_peak, d_grads = _step(lambda: loss_fn(ck(x0, **others)), params, stages, x0)
     restore()
     same, rel = _equal(e_grads, d_grads)
     x0b = storage_bytes(x0)
@@ -198,7 +200,7 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
                                    default=0.0))
         if ck is None:
             continue
-        dp_peak, dp_grads = _step(lambda: loss_fn(ck(x0)), params, stages, x0)
+        dp_peak, dp_grads = _step(lambda: loss_fn(ck(x0, **others)), params, stages, x0)
         restore()
         same_schedule = ck.schedule == sol.schedule
         row.update(dropin_peak=dp_peak + x0b, dropin_budget=dropin_budget,

@@ -429,8 +429,10 @@ def hf_schedule_peaks(chain, stages, ks, *, draws=None, state_bytes: int = 0,
 
 
 def remat_method(w: Workload, ck: CheckpointedSequential):
+    others = w.other_inputs  # one batch, the example's: its masks go with every call
+
     def step():
-        out = ck(w.example_input)
+        out = ck(w.example_input, **others)
         loss = w.loss_fn(out)
         del out
         loss.backward()

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch.call_inputs import example_inputs
 from remat_theory.torch.capture import StageChain, to_stages
 from remat_theory.torch.networks import TargetLoss, _gen, _transformers, build
 from remat_theory.torch.stages import split_stages
@@ -51,6 +52,13 @@ class Workload:
         if self.inputs is None:
             return list(self.stages)
         return split_stages(to_stages(self.model, self.inputs, method="export"))
+
+    @property
+    def other_inputs(self) -> dict:
+        """The other inputs (masks) of the captured chain's example, on x_0's device: the
+        drop-in takes them with every call, ``ck(x0, **w.other_inputs)``."""
+        dev = self.example_input.device
+        return {n: t.to(dev) for n, t in example_inputs(self.stages or []).items()}
 
     @property
     def hf(self) -> bool:

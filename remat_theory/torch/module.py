@@ -98,6 +98,7 @@ from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.model.schedule import B, LOSS, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
+from remat_theory.torch.call_inputs import GuardedRunner, inputs_of
 from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
                                        checkpoint_state_bytes, nested_form, recomputed_stages,
                                        run_nested)
@@ -560,6 +561,8 @@ class CheckpointedSequential(nn.Module):
         self.bandwidth = check_bandwidth(bandwidth)
         stages = split_stages(model)
         self.stages = nn.ModuleList(stages)
+        # a captured chain's other inputs (masks, labels): given with every call
+        object.__setattr__(self, "_call_inputs", inputs_of(stages))
         self.step_budget = None
         if isinstance(budget, str):
             self.step_budget = parse_bytes(budget)
@@ -910,7 +913,15 @@ class CheckpointedSequential(nn.Module):
             runner.ctx = {}
         return x
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, **others) -> torch.Tensor:
+        """One call on ``x``; ``others``: the other inputs of a captured chain for this
+        call (``ck(x, attention_mask=..., labels=...)``, every one; see :mod:`.call_inputs`)."""
+        keeper = self._call_inputs
+        if keeper is not None:
+            token = keeper.take(others, "ck")
+        elif others:
+            raise RematError(f"these stages take no other inputs ({', '.join(others)} given): "
+                             f"only a chain captured from a dict example has them")
         if not (self.training and torch.is_grad_enabled()) or not (
                 x.requires_grad or any(p.requires_grad for p in self.parameters())):
             return self._plain(x)
@@ -919,19 +930,21 @@ class CheckpointedSequential(nn.Module):
             return self._plain(x)
         if isinstance(plan.tree, OffloadRun):
             return self._run_offload(plan, x)
-        return self._run_schedule(plan.tree, x)
+        return self._run_schedule(plan.tree, x, None if keeper is None else token)
 
     @torch.compiler.disable
     def _run_offload(self, plan: Plan, x: torch.Tensor) -> torch.Tensor:
         return run_offload(plan.tree, self.stages_list, x, plan.chain.output_saved)
 
     @torch.compiler.disable
-    def _run_schedule(self, tree, x: torch.Tensor) -> torch.Tensor:
+    def _run_schedule(self, tree, x: torch.Tensor, token=None) -> torch.Tensor:
         # Kept out of torch.compile: a compiled graph would recompute what the compiler
         # chooses, not what the schedule says.  Compiled stages (compile_stages) still run
         # compiled in here.
-        return run_nested(tree, x, StageRunner(self.stages_list), self.early_stop,
-                          self._draws.get(input_key(x)))
+        runner = StageRunner(self.stages_list)
+        if token is not None:  # recomputations check that the call's inputs are installed
+            runner = GuardedRunner(runner, self._call_inputs, token)
+        return run_nested(tree, x, runner, self.early_stop, self._draws.get(input_key(x)))
 
 
 def _traceable_segment(tree, stages, x):

@@ -19,6 +19,8 @@ after each recomputed call), the random generators (replayed by the checkpoint).
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.utils.checkpoint import _checkpoint_without_reentrant_generator
 
@@ -57,7 +59,8 @@ class StepRun:
         if lc.module is not module:
             raise RematError(f"layer call {j} is {type(module).__name__}, not "
                              f"{lc.path} as when profiled: the model's forward takes another path "
-                             f"on this call")
+                             f"on this call (a layer skipped at random, e.g. layerdrop: set the "
+                             f"config's layerdrop to 0)")
         x = args[lc.slot[1]] if lc.slot[0] == "a" else kwargs.get(lc.slot[1])
         if self.open and j > 0 and not (self.last_out is not None and x is self.last_out):
             raise RematError(f"layer {lc.path} does not read the previous layer's output inside a "
@@ -128,5 +131,4 @@ class StepRun:
 
 
 def _no_context():
-    import contextlib
     return contextlib.nullcontext(), contextlib.nullcontext()

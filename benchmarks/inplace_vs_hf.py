@@ -1,0 +1,143 @@
+"""The in-place API against the ORIGINAL eager model and Hugging Face's every-layer
+checkpointing, on small transformers configurations (CPU, one thread).
+
+Per network: the step's peak as the allocator measures it (``AllocatorMeter``, parameter
+gradients included, from the forward to the end of ``loss.backward()``) and its time, for
+the eager model, ``gradient_checkpointing_enable()`` (every layer), and
+``rematerialize(model, budget)`` at HF's measured peak (or, where the plan refuses it, at
+the smallest budget it accepts, which it names) and at 0.5 of store-all.  The three models
+are copies of one; their steps are interleaved, ``--rounds`` times, the median taken.  The
+losses and gradients of the remat model are checked against the eager one on each step.
+
+    python benchmarks/inplace_vs_hf.py                       # writes results/inplace_vs_hf.json
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from remat_theory.model.errors import InfeasibleBudgetError
+from remat_theory.torch.inplace import rematerialize
+from remat_theory.torch.tracker import AllocatorMeter
+
+
+def networks(batch: int, length: int):
+    import transformers as tf
+    small = dict(vocab_size=1000)
+    return {
+        "llama": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**small, hidden_size=128, intermediate_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=4)),
+        "qwen2": lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(**small, hidden_size=128, intermediate_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2)),
+        "gpt2": lambda: tf.GPT2LMHeadModel(tf.GPT2Config(**small, n_embd=128, n_layer=6, n_head=4)),
+        "opt": lambda: tf.OPTForCausalLM(tf.OPTConfig(**small, hidden_size=128, ffn_dim=256, num_hidden_layers=6, num_attention_heads=4, word_embed_proj_dim=128)),
+        "bert": lambda: tf.BertForSequenceClassification(tf.BertConfig(**small, hidden_size=128, num_hidden_layers=6, num_attention_heads=4, intermediate_size=256)),
+    }
+
+
+def make_batch(name, seed, batch, length):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 1000, (batch, length), generator=g)
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[1, length // 2:] = 0
+    labels = torch.randint(0, 2, (batch,), generator=g) if name == "bert" else ids.clone()
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def measure(model, b, seed):
+    for p in model.parameters():
+        p.grad = None
+    meter = AllocatorMeter("cpu")
+    torch.manual_seed(seed)
+    with meter:
+        with meter.op("step"):
+            t0 = time.perf_counter()
+            loss = model(**b).loss
+            loss.backward()
+            t = time.perf_counter() - t0
+    grads = [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    return meter.peak, t, float(loss), grads
+
+
+def max_rel(ga, gb) -> float:
+    worst = 0.0
+    for a, b in zip(ga, gb):
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                return float("inf")
+            continue
+        worst = max(worst, float((a - b).abs().max() / b.abs().max().clamp_min(1e-12)))
+    return worst
+
+
+def run(name, build, rounds, batch, length):
+    torch.manual_seed(0)
+    base = build().train()
+    b = make_batch(name, 1, batch, length)
+    eager = copy.deepcopy(base)
+    hf = copy.deepcopy(base)
+    hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    hf_peak = measure(hf, b, 0)[0]
+    rows = {}
+    for label, budget in (("remat@hf", hf_peak), ("remat@0.5", 0.5)):
+        m = copy.deepcopy(base)
+        note = None
+        try:
+            h = rematerialize(m, budget, b)
+        except InfeasibleBudgetError as e:
+            note = f"refused {budget}: smallest it accepts {e.smallest_feasible}"
+            budget = e.smallest_feasible
+            h = rematerialize(m, budget, b)
+        rows[label] = (m, h, budget, note)
+    models = {"eager": eager, "hf_every_layer": hf} | {k: v[0] for k, v in rows.items()}
+    got = {k: [] for k in models}
+    worst = {k: 0.0 for k in rows}
+    for r in range(rounds):
+        res = {k: measure(m, b, r) for k, m in models.items()}
+        for k, v in res.items():
+            got[k].append(v)
+        for k in rows:
+            worst[k] = max(worst[k], max_rel(res[k][3], res["eager"][3]),
+                           abs(res[k][2] - res["eager"][2]) / abs(res["eager"][2]))
+    out = {"batch": batch, "length": length, "rounds": rounds}
+    for k, vals in got.items():
+        out[k] = {"peak_bytes": max(v[0] for v in vals),
+                  "time_s": statistics.median(v[1] for v in vals)}
+    for k, (m, h, budget, note) in rows.items():
+        out[k].update(budget=budget, note=note, predicted_step_peak=h.plan.predicted_step_peak,
+                      recomputed=h.plan.recomputed, schedule=str(h.plan.schedule),
+                      max_rel_diff_vs_eager=worst[k])
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--networks", default="llama,qwen2,gpt2,opt,bert")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--length", type=int, default=128)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "inplace_vs_hf.json"))
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    nets = networks(a.batch, a.length)
+    results = {}
+    for name in a.networks.split(","):
+        results[name] = run(name, nets[name], a.rounds, a.batch, a.length)
+        r = results[name]
+        print(f"{name}: eager {r['eager']['peak_bytes']} B {r['eager']['time_s']:.3f} s | HF "
+              f"{r['hf_every_layer']['peak_bytes']} B {r['hf_every_layer']['time_s']:.3f} s | "
+              + " | ".join(f"{k} {r[k]['peak_bytes']} B {r[k]['time_s']:.3f} s (budget "
+                           f"{r[k]['budget']}, diff {r[k]['max_rel_diff_vs_eager']:.1e})"
+                           for k in ("remat@hf", "remat@0.5")), flush=True)
+    results["command"] = "python benchmarks/inplace_vs_hf.py " + " ".join(argv or [])
+    Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -127,7 +127,9 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
     ``schedule``: the simulator's memory at every operation, the values held beside the
     chain, and the gradients made so far.  A backward's (and the loss's) peak is what it
     was measured to rise above the memory held when it starts (``LayerProfile.bwd_rise``),
-    which autograd keeps below the operation table's by freeing the tape as it goes."""
+    which autograd keeps below the operation table's by freeing the tape as it goes, less
+    the layer's output where its backward does not read it (the table's tape holds it to
+    B_i; autograd let it go at B_{i+1})."""
     sim = simulate(prof.chain, schedule)
     made, peak = 0, 0
     n = prof.chain.length
@@ -138,8 +140,12 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
             at = st.memory_before + prof.bwd_rise[n]
         elif st.op.startswith("B"):
             i = int(st.op[1:])
+            at = st.memory_before + prof.bwd_rise[i]  # the layer's gradients in its rise
+            if not prof.saves_output[i]:  # x_{i+1}, in the table's tape, is gone by now
+                at -= prof.chain.x_size[i + 1]
+            peak = max(peak, at + prof.fixed_bytes + made)
             made += grads.by_layer.get(i, 0)
-            at = st.memory_before + prof.bwd_rise[i]
+            continue
         peak = max(peak, at + prof.fixed_bytes + made)
     return max(peak, prof.end_peak + grads.total), sim.makespan
 
@@ -185,11 +191,12 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
         plain = prof.store_all_bytes
     else:
         limit = value - int(math.ceil(value * ENGINE_MARGIN))
-        plain = step_peak(prof, _store_all(chain), grads)[0]
+    plain_step = step_peak(prof, _store_all(chain), grads)[0]
+    plain = prof.store_all_bytes if kind == "fraction" else plain_step
     plain_time = sum(chain.fall_time) + sum(chain.bwd_time) + prof.prefix_time
     if plain <= limit:
         return LayerPlan(key, prof, limit, None, None, prof.store_all_bytes, total, plain_time,
-                         plain if kind == "bytes" else prof.store_all_bytes + total)
+                         plain_step)
     unit = auto_unit(chain)
     base = limit - prof.fixed_bytes - (0 if kind == "fraction" else total)
     best = _fits(prof, grads, kind, limit, base, solver, options, unit)

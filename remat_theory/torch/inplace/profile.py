@@ -46,9 +46,13 @@ class LayerProfile:
     shared_grad_bytes: int  # gradients of values several layers read, held in the backward
     draws: list = field(default_factory=list)  # per layer: its forward draws random numbers
     # per backward (the loss last): bytes its measured peak rises above what is held when it
-    # starts; below the operation table's x_size + bwd_overhead where autograd frees the
-    # tape as it goes (plan.step_peak uses it)
+    # starts, a layer's own parameter gradients included (the loss: without them); below
+    # the operation table's x_size + bwd_overhead where autograd frees the tape as it goes
+    # (plan.step_peak uses it)
     bwd_rise: list = field(default_factory=list)
+    # per layer: its backward reads its own output (autograd saved it); where it does not,
+    # the output is gone by the time its backward runs (the next layer's backward let it go)
+    saves_output: list = field(default_factory=list)
 
     @property
     def fixed_bytes(self) -> int:
@@ -174,14 +178,22 @@ def _measure_layer(lc, r, op, sync):
         del y
         sync()
         times["fck"] = time.perf_counter() - t0
+    saved: list = []
+
+    def pack(t):
+        saved.append(t.untyped_storage().data_ptr())
+        return t
+
     with op("fall"):
         t0 = time.perf_counter()
-        with torch.enable_grad():
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = lc.module(*a, **kw)
         y = leaf_of(out, lc.out_leaf)
         del out
         sync()
         times["fall"] = time.perf_counter() - t0
+    times["saves_output"] = y.untyped_storage().data_ptr() in saved
+    del saved
     seed = torch.ones_like(y)
     out_bytes = storage_bytes(y)
     with op("bwd"):
@@ -272,9 +284,10 @@ def _suffix(model, layers, args, kwargs, loss_of, op, sync):
 
 
 def _real_rises(model, layers, args, kwargs, loss_of) -> list:
-    """Per layer, bytes its backward rose above the memory held when it started, in one real
-    step of the model (live tensors, :class:`~remat_theory.torch.tracker.MemoryTracker`;
-    the step's gradient of each layer's output marks where its backward starts).  In a
+    """Per layer, bytes its backward rose above the memory held when it started, its
+    parameters' gradients included, in one real step of the model (live tensors,
+    :class:`~remat_theory.torch.tracker.MemoryTracker`; the step's gradient of each layer's
+    output marks where its backward starts).  In a
     real step autograd has already let go of what the layer above no longer needs, which a
     backward measured alone still holds."""
     from remat_theory.torch.tracker import MemoryTracker
@@ -294,9 +307,6 @@ def _real_rises(model, layers, args, kwargs, loss_of) -> list:
                 y.register_hook(mark)
         return None
 
-    for p in model.parameters():  # accumulated in place: the gradients are not counted
-        if p.requires_grad:
-            p.grad = torch.zeros_like(p)
     handles = [m.register_forward_hook(post, with_kwargs=True)
                for m in {id(lc.module): lc.module for lc in layers}.values()]
     try:
@@ -350,6 +360,8 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
             p.grad = None
         per2, pre2, suf2, _ = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
         per = [({k: min(a[0][k], b[0][k]) for k in a[0]},) + a[1:] for a, b in zip(per, per2)]
+        for a, b in zip(per, per2):
+            a[0]["saves_output"] = b[0]["saves_output"]
         pre = {k: min(pre[k], pre2[k]) for k in pre}
         suf = {k: min(suf[k], suf2[k]) for k in suf}
     by = {}
@@ -369,7 +381,10 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         b_ovh.append(max(0, bwd.peak - bwd.before - x[i]))
     s, sb = by["suffix"][0], by["suffix_bwd"][0]
     b_ovh.append(max(0, max(s.peak, sb.peak) - s.before - x[n]))
-    rise = [max(0, by["bwd"][i].peak - by["bwd"][i].before) for i in range(n)]
+    last = {id(lc.module): i for i, lc in enumerate(layers)}
+    own = [sum(q.numel() * q.element_size() for q in lc.module.parameters() if q.requires_grad)
+           if last[id(lc.module)] == i else 0 for i, lc in enumerate(layers)]
+    rise = [max(0, by["bwd"][i].peak - by["bwd"][i].before) + own[i] for i in range(n)]
     rise = [r if q is None else min(r, q) for r, q in zip(rise, real)]
     rise.append(max(0, max(s.peak, sb.peak) - s.before))
     bwd_time = [per[i][0]["bwd"] for i in range(n)] + [suf["fwd"] + suf["bwd"]]
@@ -386,4 +401,5 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     shared = max((per[i][2] for i in range(n)), default=0)
     return LayerProfile(chain, max(0, prefix_tape - x[0]), max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
-                        [r.draws for r in rec], rise)
+                        [r.draws for r in rec], rise,
+                        [bool(per[i][0]["saves_output"]) for i in range(n)])

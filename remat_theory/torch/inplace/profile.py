@@ -8,14 +8,17 @@ its tape is held to the end of the step (``prefix_bytes`` beside the chain) and 
 is the step's last operation (``end_peak``).
 
 Measured with :class:`~remat_theory.torch.tracker.AllocatorMeter` (the allocator's own
-accounting, kernels' allocations included), one profiler session for the whole profile, on
+accounting, kernels' allocations included), one profiler session for the whole profile
+(on the CPU, a forward of more than :data:`ALLOCATOR_METER_OPS` operations is measured by
+live tensors instead: the profiler's event log would cost far more than the step), on
 the user's own model and batch: each layer called with the arguments the model gave it
 (recorded by one forward), its hidden state a fresh leaf.  Per layer: a no-grad forward
 (``fwd_time``, ``fwd_overhead``), a recording forward (``fall_time``, ``tape_size``: what it
 leaves allocated, ``fall_overhead``) and its backward from a seed gradient (``bwd_time``,
 ``bwd_overhead``).  Times are a separate, unmetered pass (the profiler's bookkeeping would
 inflate them).  The model's state is left as it was: parameter gradients, buffers, the
-random generators (:func:`~remat_theory.torch.stages.model_state_kept`).
+random generators, torch's (:func:`~remat_theory.torch.stages.model_state_kept`),
+numpy's and Python's.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
 from remat_theory.torch.stages import model_state_kept
-from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
+from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
 
 __all__ = ["LayerProfile", "profile_layers", "device_of"]
 
@@ -101,7 +104,7 @@ def _record(model, layers, args, kwargs, dev) -> list:
     """One recording forward; each layer call's arguments, detached (hidden state included),
     and whether it draws random numbers."""
     modules = {id(lc.module) for lc in layers}
-    rec, pending = [], []
+    rec, pending, glue, after = [], [], [], [None]
 
     def pre(mod, a, kw):
         if id(mod) not in modules:
@@ -116,6 +119,8 @@ def _record(model, layers, args, kwargs, dev) -> list:
         for k, v in kw.items():
             if isinstance(v, torch.Tensor) and v.requires_grad and ("k", k) != lc.slot:
                 grads.append(("k", k))
+        if rec and not pending and _draws(after[0], _rng(dev)):
+            glue.append(len(rec) - 1)  # the model's own code drew random numbers since
         det = tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in a)
         dkw = {k: (None if is_cache(v) else v.detach() if isinstance(v, torch.Tensor) else v)
                for k, v in kw.items()}
@@ -124,7 +129,8 @@ def _record(model, layers, args, kwargs, dev) -> list:
     def post(mod, a, kw, out):
         if pending and layers[len(rec)].module is mod:
             r, before = pending.pop()
-            r.draws = _draws(before, _rng(dev))
+            after[0] = _rng(dev)
+            r.draws = _draws(before, after[0])
             rec.append(r)
 
     handles = []
@@ -142,7 +148,24 @@ def _record(model, layers, args, kwargs, dev) -> list:
         raise RematError(f"the model called {len(rec)} of its {len(layers)} layers on this input "
                          f"(a forward that skips layers, e.g. layerdrop, cannot be planned: turn "
                          f"it off in the model's config)")
+    glue = [j for j in glue if layers[j].chained]  # elsewhere no segment spans the glue
+    if glue:
+        j = glue[0]
+        switch = _random_switch(model)
+        raise RematError(
+            f"{type(model).__name__} draws random numbers between its layers {layers[j].path} "
+            f"and {layers[j + 1].path} (a layer skipped at random: layerdrop): a recomputed "
+            f"segment would not replay them; turn it off"
+            + (f" ({switch})" if switch else " in the model's config"))
     return rec
+
+
+def _random_switch(model) -> str:
+    config = getattr(model, "config", None)
+    for name in ("layerdrop", "encoder_layerdrop", "decoder_layerdrop", "drop_path_rate"):
+        if getattr(config, name, 0):
+            return f"config.{name} = {getattr(config, name)}: set it to 0"
+    return ""
 
 
 def _layer_inputs(lc, r: _Recorded):
@@ -334,12 +357,80 @@ def _pass(model, layers, rec, args, kwargs, loss_of, op, sync):
     return per, pre, suf, x_last
 
 
+ALLOCATOR_METER_OPS = 2_000
+"""Above this many aten operations in a no-grad forward, the CPU profile counts live
+tensors (:class:`_TrackerMeter`) instead of the allocator's events (:class:`AllocatorMeter`,
+a ``torch.profiler`` session whose event log grows with every operation: 5.0 GB of RSS for
+the 60,009 events of one step of a small Mamba, whose reference scan is a loop of small
+operations, against 0.8 GB for the step itself)."""
+
+
+class _TrackerMeter:
+    """:class:`AllocatorMeter`'s interface over :class:`MemoryTracker` (live tensor storages;
+    its memory stays that of the live tensors, whatever the number of operations).  What it
+    does not see: an allocation made and freed inside one kernel.  The parameters'
+    gradients are made before it starts and accumulated in place, so they are not counted,
+    as the allocator meter's ``persistent`` leaves them out."""
+
+    def __init__(self, params) -> None:
+        self.params = params
+        self.tracker = None
+        self._ops: list = []
+
+    def __enter__(self):
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        self.tracker = MemoryTracker()
+        self.tracker.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.tracker.__exit__(*exc)
+
+    @contextlib.contextmanager
+    def op(self, label: str):
+        t = self.tracker
+        before = t.refresh()
+        t.reset_peak()
+        yield
+        after = t.refresh()
+        self._ops.append(OpMemory(label, before, max(t.peak, after, before), after))
+
+    def results(self) -> list:
+        return list(self._ops)
+
+
+def _forward_ops(model, args, kwargs) -> int:
+    """aten operations of one no-grad forward."""
+    tracker = MemoryTracker()
+    with tracker, torch.no_grad():
+        model(*args, **kwargs)
+    return tracker.ops
+
+
+@contextlib.contextmanager
+def _host_generators_kept():
+    """Python's and numpy's generators as they were: a model may draw from them in its
+    forward (wav2vec2's SpecAugment draws its masks with numpy), and a profile made inside
+    a user's call must not change what that call draws."""
+    import random
+
+    import numpy as np
+    py, npy = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(py)
+        np.random.set_state(npy)
+
+
 def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> LayerProfile:
     """Profile ``model`` (in training mode) at ``layers`` on the inputs (args, kwargs)."""
     dev = device_of(model, args, kwargs)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     params = [p for p in model.parameters() if p.requires_grad]
-    with model_state_kept([model], dev):
+    with model_state_kept([model], dev), _host_generators_kept():
         for p in params:
             p.grad = None
         rec = _record(model, layers, args, kwargs, dev)
@@ -349,7 +440,10 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         per, pre, suf, x_last = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
         for p in params:
             p.grad = None
-        meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params if p.grad is not None])
+        if dev.type == "cpu" and _forward_ops(model, args, kwargs) > ALLOCATOR_METER_OPS:
+            meter = _TrackerMeter(params)
+        else:
+            meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params if p.grad is not None])
         with meter:
             _pass(model, layers, rec, args, kwargs, loss_of, meter.op, sync)
         ops = meter.results()

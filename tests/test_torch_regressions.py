@@ -91,3 +91,51 @@ def test_identity_loss_fn_on_a_scalar_last_stage_runs_with_plain_gradients():
     r = _run_isolated(IDENTITY_LOSS)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (
         f"exit status {r.returncode} (-11: SIGSEGV)\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+
+
+# --------------------------------------------------------------- 2. eval of an exported chain
+def _tiny_albert():
+    tf = pytest.importorskip("transformers")
+    cfg = tf.AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                          num_attention_heads=2, intermediate_size=64,
+                          max_position_embeddings=16, hidden_dropout_prob=0.1,
+                          attention_probs_dropout_prob=0.1)
+    torch.manual_seed(0)
+    model = tf.AlbertModel(cfg).train()
+    ids = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(1))
+    return model, ids
+
+
+def test_eval_of_an_exported_chain_computes_the_models_eval_output():
+    """An exported graph keeps the training-mode dropout of its capture: in eval mode the
+    chain answers with the model's own eval forward, and its stages refuse to run."""
+    model, ids = _tiny_albert()
+    chain = to_stages(model, ids, method="export")
+    assert chain.method == "export"
+    chain.eval()
+    assert not model.training
+    with torch.no_grad():
+        a, b = chain(ids), chain(ids)
+        want = copy.deepcopy(model).eval()(ids).last_hidden_state
+    assert torch.equal(a, b)
+    assert torch.equal(a, want)
+    with pytest.raises(CaptureError, match="captured by torch.export in train mode"):
+        chain.stages[0](ids)
+    # back in training mode, the captured graph runs again (dropout on)
+    chain.train()
+    torch.manual_seed(3)
+    got = chain(ids)
+    torch.manual_seed(3)
+    assert torch.equal(got, model(ids).last_hidden_state)
+    assert not torch.equal(got, want)
+
+
+def test_model_eval_alone_switches_an_exported_chain_too():
+    """``model.eval()`` (not the chain's) also reaches the chain: two passes agree."""
+    model, ids = _tiny_albert()
+    chain = to_stages(model, ids)  # ALBERT falls back to export
+    assert chain.method == "export"
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(chain(ids), chain(ids))
+        assert torch.equal(chain(ids), model(ids).last_hidden_state)

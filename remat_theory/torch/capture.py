@@ -47,7 +47,8 @@ the model's and load both ways.
 
 What the chain does not see: Python-level decisions made while tracing are fixed (the
 branches taken for the example; with export also the shapes and ``self.training``); a
-chain captured by export refuses a mode change (recapture after ``model.eval()``) and
+chain captured by export answers in another mode (``chain.eval()``) with the model's own
+forward, its stages refuse to run in it (:mod:`.export_mode`), and it refuses
 inputs of other shapes, and rewrites the devices its graph names when moved with ``.to()``.
 Constants handed between stages and fixed inputs live outside the chain's activations,
 like the parameters.  A stage's recomputation replays its random draws and BatchNorm
@@ -66,6 +67,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch import seams
+from remat_theory.torch.export_mode import guard_stages, in_other_mode
 from remat_theory.torch.seams import CaptureError
 
 GRANULARITIES = ("block", "fine")
@@ -766,6 +768,8 @@ class StageChain(nn.Module):
             self._fixed[name] = t
 
     def forward(self, x):
+        if in_other_mode(self):  # an exported graph keeps its capture's mode (export_mode)
+            return self.original_forward(x)
         for s in self.stages:
             x = s(x)
         return x
@@ -787,11 +791,7 @@ class StageChain(nn.Module):
         return pytree.tree_leaves(self.original(*args, **kwargs))[index]
 
     def train(self, mode: bool = True):
-        if self.method == "export" and bool(mode) != self.captured_training:
-            was = "train" if self.captured_training else "eval"
-            raise CaptureError(f"this chain was captured by torch.export in {was} mode, which "
-                               f"the graph keeps (dropout, BatchNorm); capture again after "
-                               f"model.{'train' if mode else 'eval'}()")
+        # an export chain in another mode than its capture's runs the model (export_mode)
         super().train(mode)
         self.original.training = mode
         for s in self.stages:
@@ -1043,6 +1043,8 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     stages = [builder.build(k) for k in range(len(plan.cuts) + 1)]
     for s in stages:
         s.train(model.training)
+    if tr.method == "export":
+        guard_stages(stages, model, model.training)
     chain = StageChain(model, stages, example_input=x0, method=tr.method,
                        granularity=granularity, valid_cuts=len(cuts),
                        fixed={name: tr.ph_values[n] for n, name in tr.fixed.items()})

@@ -139,3 +139,79 @@ def test_model_eval_alone_switches_an_exported_chain_too():
     with torch.no_grad():
         assert torch.equal(chain(ids), chain(ids))
         assert torch.equal(chain(ids), model(ids).last_hidden_state)
+
+
+# --------------------------------------------------------------- 3. capture and the caller's input
+def _tiny_wav2vec2():
+    tf = pytest.importorskip("transformers")
+    cfg = tf.Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=64, conv_dim=(32, 32), conv_kernel=(10, 3),
+                            conv_stride=(5, 2), num_feat_extract_layers=2, mask_time_prob=0,
+                            layerdrop=0, hidden_dropout=0.0, attention_dropout=0.0,
+                            activation_dropout=0.0, feat_proj_dropout=0.0)
+    torch.manual_seed(0)
+    return tf.Wav2Vec2Model(cfg).train(), torch.randn(2, 400, generator=torch.Generator().manual_seed(2))
+
+
+def test_wav2vec2_captures_without_touching_the_callers_input():
+    """wav2vec2's feature extractor sets ``requires_grad`` on a view of its input in training
+    mode, which torch refuses on a differentiable input: the capture used to let torch's raw
+    RuntimeError out.  It now captures (by export), reproduces the model, trains under the
+    drop-in with the model's gradients, and leaves the caller's input as it was."""
+    from remat_theory.torch import CheckpointedSequential
+    model, x = _tiny_wav2vec2()
+    ref = copy.deepcopy(model)
+    chain = to_stages(model, x)
+    assert not x.requires_grad and x.grad_fn is None
+    with torch.no_grad():
+        assert torch.equal(chain(x), ref(x).last_hidden_state)
+    ck = CheckpointedSequential(chain, 0.9, example_input=x, profile_repeats=1)
+    assert ck.plan.recomputed > 0
+    out = ck(x)
+    out.sum().backward()
+    want = ref(x).last_hidden_state
+    want.sum().backward()
+    assert torch.allclose(out, want)
+    for (name, a), b in zip(model.named_parameters(), ref.parameters()):
+        assert (a.grad is None) == (b.grad is None), name
+        if a.grad is not None:
+            assert torch.allclose(a.grad, b.grad, rtol=1e-5, atol=1e-6), name
+    assert not x.requires_grad and x.grad is None
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_capture_leaves_the_callers_input_alone(requires_grad):
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Linear(8, 8)
+            self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+        def forward(self, x):
+            h = self.inp(x)
+            for layer in self.layers:
+                h = torch.tanh(layer(h)) + h
+            return h
+
+    for method in ("auto", "export"):
+        x = torch.randn(2, 8, requires_grad=requires_grad)
+        before = x.detach().clone()
+        to_stages(Stack(), x, method=method)
+        assert x.requires_grad == requires_grad and x.grad is None and x.is_leaf, method
+        assert torch.equal(x.detach(), before)
+
+
+def test_a_failing_forward_is_a_capture_error_naming_the_model():
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.lin(x) @ torch.ones(3, 3)  # a shape error inside torch
+
+    x = torch.randn(2, 8)
+    with pytest.raises(CaptureError, match=r"capturing Broken failed: RuntimeError.*by hand") as e:
+        to_stages(Broken(), x)
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert not x.requires_grad

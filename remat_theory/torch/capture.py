@@ -67,6 +67,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch import seams
+from remat_theory.torch.capture_guard import capture_errors, detached_inputs, refuses_grad_input
 from remat_theory.torch.export_mode import guard_stages, in_other_mode
 from remat_theory.torch.seams import CaptureError
 
@@ -934,7 +935,7 @@ def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
         try:
             with _kept(model, x0.device, seed):
                 stages, runner = seams.build_stages(model, a, kw, slot, index, dense)
-        except seams.SeamError as e:
+        except Exception as e:  # noqa: BLE001 - SeamError, or the model's forward failed
             if strict:
                 raise CaptureError(f"cannot capture {type(model).__name__} at its layers: {e}") from None
             return None
@@ -961,6 +962,7 @@ def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
     return None
 
 
+@capture_errors
 def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=None,
               method: str = "auto", seed: int = 0, check: bool = True) -> StageChain:
     """Capture ``model`` as a chain of stages that the profiler and executor accept.
@@ -995,7 +997,8 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     ------
     CaptureError
         An input is not a tensor, neither method can trace the model (both failures are
-        named), or no valid cut exists.
+        named), no valid cut exists, or the model's forward fails (any failure is a
+        CaptureError, :mod:`.capture_guard`).  The caller's tensors are never changed.
 
     Example
     -------
@@ -1006,9 +1009,17 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
         raise CaptureError(f"model must be an nn.Module, got {type(model).__name__}")
     _check_options(granularity, method)
     args, kwargs, _, x0 = _inputs(model, example_inputs)
+    args, kwargs, x0 = detached_inputs(args, kwargs, x0)  # never the caller's tensor
     a, kw = _clone_inputs(args, kwargs, x0)
-    with _kept(model, x0.device, seed), torch.enable_grad():
-        ref = model(*a, **kw)
+    try:
+        with _kept(model, x0.device, seed), torch.enable_grad():
+            ref = model(*a, **kw)
+    except RuntimeError as e:  # it sets requires_grad on its input (capture_guard)
+        if not refuses_grad_input(e):
+            raise
+        a, kw = _clone_inputs(args, kwargs, None)
+        with _kept(model, x0.device, seed), torch.enable_grad():
+            ref = model(*a, **kw)
     index = _primary_index(ref, output)
     ref_leaves = [t.detach() if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(ref)]
     del ref, a, kw

@@ -215,3 +215,57 @@ def test_a_failing_forward_is_a_capture_error_naming_the_model():
         to_stages(Broken(), x)
     assert isinstance(e.value.__cause__, RuntimeError)
     assert not x.requires_grad
+
+
+# --------------------------------------------------------------- 4. the figures of an infeasible budget
+def _shared_stages():
+    """Stages sharing one Linear (an unrolled cell): the drop-in reserves its summed gradient."""
+    torch.manual_seed(0)
+    shared = nn.Linear(32, 32)
+    stages = [nn.Linear(32, 32), nn.Tanh()]
+    for _ in range(3):
+        stages += [shared, nn.Tanh(), nn.Linear(32, 32), nn.Tanh()]
+    return stages, torch.randn(16, 32, generator=torch.Generator().manual_seed(4))
+
+
+def test_infeasible_budget_names_figures_that_are_accepted():
+    """Both figures of the error count the reserve (shared gradients): the smallest feasible
+    budget named is accepted, and the store-all figure named runs store-all (it used to
+    leave the reserve out, so that budget was itself refused)."""
+    import re
+
+    from remat_theory.model.errors import InfeasibleBudgetError
+    from remat_theory.torch import CheckpointedSequential
+
+    stages, x = _shared_stages()
+    with pytest.raises(InfeasibleBudgetError) as e:
+        CheckpointedSequential(stages, 1000, example_input=x, profile_repeats=1)
+    text = str(e.value)
+    smallest = int(re.search(r"smallest feasible budget is (\d+) B", text).group(1))
+    store_all = int(re.search(r"store-all needs (\d+) B", text).group(1))
+    assert smallest == e.value.smallest_feasible
+    ck = CheckpointedSequential(stages, smallest, example_input=x, profile_repeats=1)
+    assert ck.plan.tree is not None and ck.plan.recomputed > 0
+    ck = CheckpointedSequential(stages, store_all, example_input=x, profile_repeats=1)
+    assert ck.plan.tree is None and ck.plan.recomputed == 0  # plain autograd
+    ck = CheckpointedSequential(stages, store_all - 1, example_input=x, profile_repeats=1)
+    assert ck.plan.tree is not None
+    assert "both figures with the reserve" in text
+
+
+def test_infeasible_step_budget_names_the_plain_step_it_accepts():
+    import re
+
+    from remat_theory.model.errors import InfeasibleBudgetError
+    from remat_theory.torch import CheckpointedSequential
+
+    stages, x = _shared_stages()
+    with pytest.raises(InfeasibleBudgetError) as e:
+        CheckpointedSequential(stages, "40000B", example_input=x, profile_repeats=1)
+    text = str(e.value)
+    smallest = int(re.search(r"smallest feasible step budget is (\d+) B", text).group(1))
+    plain = int(re.search(r"plain step needs about (\d+) B", text).group(1))
+    ck = CheckpointedSequential(stages, f"{smallest}B", example_input=x, profile_repeats=1)
+    assert ck.plan.tree is not None
+    ck = CheckpointedSequential(stages, f"{plain}B", example_input=x, profile_repeats=1)
+    assert ck.plan.tree is None and ck.plan.recomputed == 0  # plain autograd

@@ -1,3 +1,4 @@
+import importlib.util
 import os
 
 import pytest
@@ -12,6 +13,18 @@ settings.register_profile(
 settings.register_profile(
     "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# torch is optional (pip install -e ".[test]" has none): --doctest-modules would import the
+# torch tests' device helper to look for doctests, which fails at collection without torch.
+# The torch test files skip themselves (pytest.importorskip).
+def _has_torch() -> bool:
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+collect_ignore = [] if _has_torch() else ["torch_device.py"]
 
 
 @pytest.fixture

@@ -47,7 +47,8 @@ the model's and load both ways.
 
 What the chain does not see: Python-level decisions made while tracing are fixed (the
 branches taken for the example; with export also the shapes and ``self.training``); a
-chain captured by export refuses a mode change (recapture after ``model.eval()``) and
+chain captured by export answers in another mode (``chain.eval()``) with the model's own
+forward, its stages refuse to run in it (:mod:`.export_mode`), and it refuses
 inputs of other shapes, and rewrites the devices its graph names when moved with ``.to()``.
 Constants handed between stages and fixed inputs live outside the chain's activations,
 like the parameters.  A stage's recomputation replays its random draws and BatchNorm
@@ -67,6 +68,8 @@ from torch.utils import _pytree as pytree
 from remat_theory.model.errors import RematError
 from remat_theory.torch import seams
 from remat_theory.torch.call_inputs import ChainInputs
+from remat_theory.torch.capture_guard import capture_errors, detached_inputs, refuses_grad_input
+from remat_theory.torch.export_mode import guard_stages, in_other_mode
 from remat_theory.torch.seams import CaptureError
 
 GRANULARITIES = ("block", "fine")
@@ -755,6 +758,8 @@ class StageChain(nn.Module):
         """The stages in order on ``x``; ``others``: the chain's other inputs for this call
         (every one, of the captured shapes; see :mod:`.call_inputs`)."""
         self._inputs.take(others, "chain")
+        if in_other_mode(self):  # an exported graph keeps its capture's mode (export_mode)
+            return self.original_forward(x)
         return self._run(x)
 
     def _run(self, x):
@@ -781,11 +786,7 @@ class StageChain(nn.Module):
         return pytree.tree_leaves(self.original(*args, **kwargs))[index]
 
     def train(self, mode: bool = True):
-        if self.method == "export" and bool(mode) != self.captured_training:
-            was = "train" if self.captured_training else "eval"
-            raise CaptureError(f"this chain was captured by torch.export in {was} mode, which "
-                               f"the graph keeps (dropout, BatchNorm); capture again after "
-                               f"model.{'train' if mode else 'eval'}()")
+        # an export chain in another mode than its capture's runs the model (export_mode)
         super().train(mode)
         self.original.training = mode
         for s in self.stages:
@@ -929,7 +930,7 @@ def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
         try:
             with _kept(model, x0.device, seed):
                 stages, runner = seams.build_stages(model, a, kw, slot, index, dense)
-        except seams.SeamError as e:
+        except Exception as e:  # noqa: BLE001 - SeamError, or the model's forward failed
             if strict:
                 raise CaptureError(f"cannot capture {type(model).__name__} at its layers: {e}") from None
             return None
@@ -956,6 +957,7 @@ def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
     return None
 
 
+@capture_errors
 def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=None,
               method: str = "auto", seed: int = 0, check: bool = True) -> StageChain:
     """Capture ``model`` as a chain of stages that the profiler and executor accept.
@@ -990,7 +992,8 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     ------
     CaptureError
         An input is not a tensor, neither method can trace the model (both failures are
-        named), or no valid cut exists.
+        named), no valid cut exists, or the model's forward fails (any failure is a
+        CaptureError, :mod:`.capture_guard`).  The caller's tensors are never changed.
 
     Example
     -------
@@ -1001,9 +1004,17 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
         raise CaptureError(f"model must be an nn.Module, got {type(model).__name__}")
     _check_options(granularity, method)
     args, kwargs, _, x0 = _inputs(model, example_inputs)
+    args, kwargs, x0 = detached_inputs(args, kwargs, x0)  # never the caller's tensor
     a, kw = _clone_inputs(args, kwargs, x0)
-    with _kept(model, x0.device, seed), torch.enable_grad():
-        ref = model(*a, **kw)
+    try:
+        with _kept(model, x0.device, seed), torch.enable_grad():
+            ref = model(*a, **kw)
+    except RuntimeError as e:  # it sets requires_grad on its input (capture_guard)
+        if not refuses_grad_input(e):
+            raise
+        a, kw = _clone_inputs(args, kwargs, None)
+        with _kept(model, x0.device, seed), torch.enable_grad():
+            ref = model(*a, **kw)
     index = _primary_index(ref, output)
     ref_leaves = [t.detach() if isinstance(t, torch.Tensor) else t for t in pytree.tree_leaves(ref)]
     del ref, a, kw
@@ -1038,6 +1049,8 @@ def to_stages(model: nn.Module, example_inputs, *, granularity="block", output=N
     stages = [builder.build(k) for k in range(len(plan.cuts) + 1)]
     for s in stages:
         s.train(model.training)
+    if tr.method == "export":
+        guard_stages(stages, model, model.training)
     chain = StageChain(model, stages, example_input=x0, method=tr.method,
                        granularity=granularity, valid_cuts=len(cuts),
                        fixed={name: tr.ph_values[n] for n, name in tr.fixed.items()})

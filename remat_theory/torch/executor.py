@@ -550,10 +550,15 @@ class ScheduleExecutor:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 z = _Source.apply(self._dummy, src.detach(), slot)
                 loss = self.loss_fn(z)
+            z_view = src.detach()
             del z, src
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise RematError("loss_fn must return a tensor with one element")
-            self._free_loss_input(L, bool(saved))
+            # a loss that is x_L itself (or a view of it: ``loss_fn=lambda y: y`` on a last
+            # stage returning a scalar) lives on x_L's storage: releasing it would free the
+            # loss under the backward
+            self._free_loss_input(L, bool(saved) or _same_storage(loss, z_view))
+            del z_view
             torch.autograd.backward(loss)
         # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer
         # (MSE on the CPU: the size of x_L), which a caller's ``loss.backward()`` holds to

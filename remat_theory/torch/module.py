@@ -816,7 +816,7 @@ class CheckpointedSequential(nn.Module):
                     + (f", {format_bytes(self.optimizer_bytes)} to optimizer state"
                        if self.optimizer_bytes else "")
                     + f"; the plain step needs about "
-                      f"{format_bytes(self.smallest_step_budget(chain, store_all))})",
+                      f"{format_bytes(self.plain_step_bytes(chain))})",
                     self.step_budget, smallest)
             if peak is None:
                 raise InfeasibleBudgetError(
@@ -832,7 +832,9 @@ class CheckpointedSequential(nn.Module):
                     + (f" (the random-generator states its checkpoints keep take the "
                        f"solver's schedule {extra} B over this budget, and no schedule of a "
                        f"smaller peak fits with its states)" if extra else "")
-                    + f" (store-all needs {store_all + plain_extra} B)", budget, smallest)
+                    + f" (store-all needs {store_all + self._fixed_reserve() + plain_extra} B"
+                    + (", both figures with the reserve" if self._fixed_reserve() else "")
+                    + ")", budget, smallest)
         saving = self._input_grad.get(key, 0)
         if saving and not isinstance(tree, OffloadRun):  # B_0 makes no d_0 (see Plan)
             states = (checkpoint_state_bytes(tree, draws, state_bytes)

@@ -23,7 +23,7 @@ import numpy as np
 
 from remat_theory.model import fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import AT_LEAST, AT_MOST, Remedy, SolverLimitError
+from remat_theory.model.errors import AT_LEAST, AT_MOST, InternalError, Remedy, SolverLimitError
 from remat_theory.model.schedule import Schedule
 # the simulator's answer (makespan, peak), vectorised for long schedules
 from remat_theory.model.fast_replay import replay_totals as simulate
@@ -53,6 +53,10 @@ HEURISTIC_FALLBACK = "revolve"
 
 NEVER = Deadline(None)
 
+#: ``fp``/``fps`` of a forward pass that crosses a barrier (:class:`UnitChain`): above any
+#: memory value (budgets and sizes are below 2^53, so sums with it stay inside int64).
+BLOCKED = 2 ** 62
+
 
 class UnitChain:
     """A chain's sizes in integer memory units, as numpy arrays (internal to the DPs).
@@ -65,10 +69,16 @@ class UnitChain:
     ``fp[s, k]`` (k > s) is the largest peak, minus held memory, of the forward pass
     Fck_s Fn_{s+1} .. Fn_{k-1}: max(x[s+1] + fo[s], max_{s<j<k} x[j] + x[j+1] + fo[j])
     (0 for k <= s).
+
+    ``barriers`` (the ``dp`` option): stage indices j after which no forward pass goes on,
+    the passes with s <= j < k - 1 (they run both Fn/Fck_j and Fn_{j+1}); ``fp[s, k]`` of
+    such a pass is :data:`BLOCKED`, above any memory value, so that every table built on
+    ``fp``/``fps`` (options, min-memory, the rebuilt choice) leaves it out.  ``pass_cap[s]``
+    is the longest pass from s that crosses none (k - s <= pass_cap[s]; L - s without one).
     """
 
     def __init__(self, x, tape, fo, bo, fwd, bwd, fao=None, fall=None, held=None,
-                 unsaved=None):
+                 unsaved=None, barriers=()):
         self.x = np.asarray(x, dtype=np.int64)
         self.tape = np.asarray(tape, dtype=np.int64)
         self.fo = np.asarray(fo, dtype=np.int64)
@@ -95,6 +105,15 @@ class UnitChain:
         # B_s at the end of a segment starting at s: t_{s+1}, d_{s+1}, the new d_s, and x_s
         # unless Fall_s freed it (unsaved).
         self.bneed = self.th + self.x[1:] + self.x[:L] - self.ux[:L] + self.bo[:L]
+        self.barriers = tuple(sorted({int(j) for j in barriers}))
+        if self.barriers and not (0 <= self.barriers[0] and self.barriers[-1] < L - 1):
+            raise InternalError(f"UnitChain: barriers {self.barriers} must be in [0, {L - 2}]")
+        cap, nxt, bset = [0] * (L + 1), None, set(self.barriers)
+        for s in range(L, -1, -1):
+            if s in bset:
+                nxt = s  # the first barrier j >= s
+            cap[s] = L - s if nxt is None else nxt + 1 - s
+        self.pass_cap = cap
         self._fp = None
         self._fps = None
 
@@ -114,6 +133,9 @@ class UnitChain:
             for j in range(2, L + 1):
                 N = L + 1 - j
                 np.maximum(fps[:N, j - 1], step[j - 1:j - 1 + N], out=fps[:N, j])
+            for s, c in enumerate(self.pass_cap):  # passes that cross a barrier
+                if c < L - s:
+                    fps[s, c + 1:L - s + 1] = BLOCKED
             self._fps = fps
         return self._fps
 
@@ -128,21 +150,24 @@ class UnitChain:
                 if s + 2 <= L:
                     np.maximum.accumulate(np.maximum(step[s + 1:L], fp[s, s + 1]),
                                           out=fp[s, s + 2:])
+                if self.barriers:
+                    fp[s, s + self.pass_cap[s] + 1:] = BLOCKED
             self._fp = fp
         return self._fp
 
     @classmethod
-    def exact(cls, chain: Chain) -> tuple["UnitChain", int]:
+    def exact(cls, chain: Chain, barriers=()) -> tuple["UnitChain", int]:
         """Sizes divided by their gcd; returns (unit chain, gcd in bytes)."""
         g = chain.size_gcd()
         a = chain.array  # int64 (every size is below 2**53): divided at once
         return cls(a("x_size") // g, a("tape_size") // g, a("fwd_overhead") // g,
                    a("bwd_overhead") // g, a("fwd_time"), a("bwd_time"),
                    a("fall_overhead") // g, a("fall_time"), held=a("tape_held") // g,
-                   unsaved=_unsaved(chain)), g
+                   unsaved=_unsaved(chain), barriers=barriers), g
 
     @classmethod
-    def rounded(cls, chain: Chain, budget: int, slots: int, down: bool = False) -> "UnitChain":
+    def rounded(cls, chain: Chain, budget: int, slots: int, down: bool = False,
+                barriers=()) -> "UnitChain":
         """Sizes in slots of budget/slots bytes, rounded up (or down when ``down``).
 
         Every value held is rounded on its own (a held tape ``tape_held[i]`` too, beside
@@ -160,7 +185,7 @@ class UnitChain:
                    [r(v) for v in chain.fwd_overhead], [r(v) for v in chain.bwd_overhead],
                    chain.fwd_time, chain.bwd_time, [r(v) for v in chain.fall_overhead],
                    chain.fall_time, held=[r(v) for v in chain.tape_held],
-                   unsaved=_unsaved(chain))
+                   unsaved=_unsaved(chain), barriers=barriers)
 
     def size_gcd(self) -> int:
         """gcd of every unit size (1 when all are zero)."""
@@ -176,7 +201,8 @@ class UnitChain:
         if g == 1:
             return self
         return UnitChain(self.x // g, self.tape // g, self.fo // g, self.bo // g, self.fwd,
-                         self.bwd, self.fao // g, self.fall, held=self.th // g, unsaved=self.un)
+                         self.bwd, self.fao // g, self.fall, held=self.th // g, unsaved=self.un,
+                         barriers=self.barriers)
 
     def g(self, t: int) -> int:
         """Size of the gradient live at the start of a segment ending at t."""

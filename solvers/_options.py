@@ -34,10 +34,25 @@ def option_error(message: str) -> Exception:
     return SolverOptionError(message)
 
 
-#: ``int`` (``minimum``/``maximum``; ``maximum="L"``: the chain's length), ``real``
-#: (``minimum``), ``seconds`` (a positive number of seconds), ``fraction`` (a number in
-#: (0, 1]), ``bool``, ``choice`` (one of ``choices``), ``str``.
-KINDS = ("int", "real", "seconds", "fraction", "bool", "choice", "str")
+#: ``int`` (``minimum``/``maximum``; ``maximum="L"``: the chain's length, ``"L-2"``: two
+#: less), ``real`` (``minimum``), ``seconds`` (a positive number of seconds), ``fraction`` (a
+#: number in (0, 1]), ``bool``, ``choice`` (one of ``choices``), ``str``, ``indices`` (a
+#: list of integers, each in ``[minimum, maximum]``; normalised to a sorted tuple without
+#: repeats).
+KINDS = ("int", "real", "seconds", "fraction", "bool", "choice", "str", "indices")
+
+
+def _maximum_of(maximum, chain):
+    """``maximum`` with ``"L"`` / ``"L-k"`` read on ``chain`` (None when it is not known)."""
+    if not isinstance(maximum, str):
+        return maximum
+    return None if chain is None else chain.length + int(maximum[1:] or 0)
+
+
+def _maximum_text(maximum) -> str:
+    if isinstance(maximum, str):
+        return "the number of stages" + maximum[1:].replace("-", " - ")
+    return str(maximum)
 
 
 @dataclass(frozen=True)
@@ -74,11 +89,10 @@ class Option:
                                f"{self.type_text()}")
         kind, err = self.kind, option_error
         if kind == "int":
-            maximum = self.maximum
-            if maximum == "L":
-                maximum = None if chain is None else chain.length
-            return check_int(value, name, minimum=self.minimum, maximum=maximum, error=err,
-                             owner=owner)
+            return check_int(value, name, minimum=self.minimum,
+                             maximum=_maximum_of(self.maximum, chain), error=err, owner=owner)
+        if kind == "indices":
+            return self._check_indices(value, name, owner, chain)
         if kind == "real":
             return check_real(value, name, minimum=self.minimum, error=err, owner=owner)
         if kind == "seconds":
@@ -96,6 +110,26 @@ class Option:
             raise err(f"{owner} {name} = {value!r} must be a string")
         return value
 
+    def _check_indices(self, value, name: str, owner: str, chain) -> tuple:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise option_error(f"{owner} {name} = {value!r} must be a list of integers")
+        maximum = _maximum_of(self.maximum, chain)
+        out = set()
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise option_error(f"{owner} {name} = {value!r}: {v!r} is not an integer")
+            v = int(v)
+            if ((self.minimum is not None and v < self.minimum)
+                    or (maximum is not None and v > maximum)):
+                lo = "" if self.minimum is None else f"{self.minimum} <= "
+                hi = "" if self.maximum is None else f" <= {_maximum_text(self.maximum)}"
+                now = ("" if not isinstance(self.maximum, str) or maximum is None
+                       else f" = {maximum} on this chain")
+                raise option_error(f"{owner} {name} = {value!r}: {v} is out of range (each "
+                                   f"must be {lo}j{hi}{now})")
+            out.add(v)
+        return tuple(sorted(out))
+
     def type_text(self) -> str:
         """What a value must be, in words: ``an integer >= 1``."""
         kind = self.kind
@@ -104,7 +138,13 @@ class Option:
             if self.minimum is not None:
                 text += f" >= {self.minimum}"
             if self.maximum is not None:
-                text += f" and <= {'the number of stages' if self.maximum == 'L' else self.maximum}"
+                text += f" and <= {_maximum_text(self.maximum)}"
+        elif kind == "indices":
+            text = "a list of integers"
+            if self.minimum is not None:
+                text += f" >= {self.minimum}"
+            if self.maximum is not None:
+                text += f" and <= {_maximum_text(self.maximum)}"
         elif kind == "real":
             text = "a finite number" + ("" if self.minimum is None else f" >= {self.minimum:g}")
         elif kind == "seconds":

@@ -57,6 +57,12 @@ its lower bound.  A table over 8 GiB, or (with a time limit) an estimate over te
 the limit, is refused before any work, naming a ``slots`` value that fits
 (:class:`~remat_theory.model.errors.SolverLimitError`).
 
+Barriers (option ``barriers``): the forward passes across a barrier j (s <= j < k - 1) get
+``fp[s, k]`` above any memory value, so option B, the min-memory table and the rebuilt
+choice all leave them out; the value table only reduces the passes that remain
+(``UnitChain.pass_cap``).  The answer is then optimal among the persistent schedules with
+no such pass, and claims nothing about the whole class.
+
 Memory modes: exact integers (every size and the budget divided by the chain's size gcd) or
 ``slots=S`` (sizes rounded *up* to multiples of budget/S: every schedule found fits in the
 real budget; ``info`` reports the slot size, the rounding loss and the budget for which the
@@ -73,7 +79,8 @@ from numpy.lib.stride_tricks import as_strided
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import EQ, InternalError, Remedy, SolverError, SolverOptionError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
-from remat_theory.model.solution import CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, OPTIMAL, Solution
+from remat_theory.model.solution import (CLASS_NONE, CLASS_PERSISTENT, FEASIBLE, INFEASIBLE,
+                                         OPTIMAL, Solution)
 
 from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, peak,
                                 refuse_by_length, refuse_if_too_big, slot_info, all_sizes,
@@ -159,8 +166,9 @@ def min_units(uc: UnitChain) -> int:
     return int(uc.x[0] + skewed_min_memory(uc)[0, uc.L])
 
 
-def min_feasible_budget(chain: Chain) -> int:
-    """The smallest budget (bytes) at which ANY persistent schedule of ``chain`` exists.
+def min_feasible_budget(chain: Chain, barriers=()) -> int:
+    """The smallest budget (bytes) at which ANY persistent schedule of ``chain`` exists
+    (with ``barriers``, :func:`solve_dp`'s option: any without a pass across them).
 
     Exact: computed on sizes divided by their gcd by the DP's own min-memory recursion
     (:func:`min_memory_table`).  Persistent schedules are a subset of all schedules, so this
@@ -169,7 +177,8 @@ def min_feasible_budget(chain: Chain) -> int:
     """
     if not isinstance(chain, Chain):
         raise SolverError(f"chain must be a Chain, got {type(chain).__name__}")
-    uc, g = UnitChain.exact(chain)
+    barriers = BARRIERS.check(barriers, "barriers", "dp", chain)
+    uc, g = UnitChain.exact(chain, barriers)
     return min_units(uc) * g
 
 
@@ -245,6 +254,7 @@ class PersistentTable:
         dA = [int(v) for v in uc.dA]
         gl = [int(v) for v in uc.x[1:]] + [0]
         fps1 = [int(v) for v in fps[:, 1]]
+        cap = uc.pass_cap  # longest pass from s crossing no barrier
         cf = [float(v) for v in uc.cf]  # pass prefix times (Fck/Fn)
         # A saturated row holds the segment's ideal time, each Fall and each B once:
         # (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s]).
@@ -314,13 +324,16 @@ class PersistentTable:
                             else:  # past M (only when d < 0, never on the optimal path):
                                 # the child at M, as value() reads it
                                 row[max(a1, e):b] = V[s + 1][n - 1][W - 1] + fb[s]
-                    # option B: pass s -> k, W(k, t, m - x[k]), W(s, k-1, m)
+                    # option B: pass s -> k, W(k, t, m - x[k]), W(s, k-1, m); only the
+                    # passes that cross no barrier: k - s <= cap[s] (= n without barriers)
                     lo = max(a, g + fps1[s])
                     if lo < b:
-                        left, right = V[s][:n], CT[s + 1:t + 1]
-                        hi = min(g + fp_t[s], b)  # thresholds g + fp[s, k], non-decreasing in k
+                        nk = min(n, cap[s])
+                        left, right = V[s][:nk], CT[s + 1:s + 1 + nk]
+                        # thresholds g + fp[s, k], non-decreasing in k
+                        hi = min(g + (fp_t[s] if nk == n else int(fps[s, nk])), b)
                         if hi > lo:  # memory values where only a prefix of k is allowed
-                            thr = g + fps[s, 1:n + 1]
+                            thr = g + fps[s, 1:nk + 1]
                             blk = left[:, lo:hi] + right[:, lo:hi]
                             part = np.minimum.accumulate(blk, axis=0)
                             cnt = np.searchsorted(thr, marr[lo:hi], side="right")
@@ -462,6 +475,41 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
     return time_up("dp", CLASS_PERSISTENT, chain, budget, deadline, where, info)
 
 
+#: The ``barriers`` option (:func:`solve_dp`).
+BARRIERS = Option("indices", "stages j after which no checkpointed forward pass goes on (no "
+                  "recomputed segment holds both j and j+1); optimal only among such "
+                  "persistent schedules (status feasible, no class claimed)", minimum=0,
+                  maximum="L-2")
+
+#: What an answer with barriers is optimal among (``info["optimal_among"]``).
+AMONG_BARRIERS = "persistent schedules with no forward pass across a barrier"
+
+
+def _with_barriers(sol: Solution, barriers: tuple) -> Solution:
+    """``sol`` (solved on a chain whose passes across ``barriers`` were left out) with no
+    claim about the persistent class: a proof of optimality (or of infeasibility) holds only
+    among the persistent schedules without such a pass, which ``info`` and the message say;
+    ``min_budget`` is the smallest budget of those."""
+    where = f"after stage{'s' if len(barriers) > 1 else ''} {', '.join(map(str, barriers))}"
+    info = {**sol.info, "barriers": list(barriers)}
+    if sol.status == OPTIMAL:
+        info["optimal_among"] = AMONG_BARRIERS
+        return sol.replace(status=FEASIBLE, optimal_for=CLASS_NONE, bound=None, info=info,
+                           message=f"optimal among {AMONG_BARRIERS} (barriers {where}); not "
+                                   f"proven optimal among all persistent schedules")
+    if sol.status == INFEASIBLE:
+        slots = " with sizes rounded up to slots" if info.get("memory") == "slots" else ""
+        return sol.replace(optimal_for=CLASS_NONE, info=info, message=(
+            f"no persistent schedule without a forward pass across the barriers {where} fits "
+            f"in {sol.budget}{slots}; the smallest budget at which one does (exact memory) is "
+            f"{sol.min_budget}"))
+    if sol.status == FEASIBLE and sol.bound is not None:  # slot_bound: over the same schedules
+        info["lower_bound_among"] = (sol.bound, AMONG_BARRIERS)
+    note = f"barriers {where}: no forward pass crosses them"
+    return sol.replace(optimal_for=CLASS_NONE, bound=None if sol.status == FEASIBLE else sol.bound,
+                       info=info, message=f"{sol.message}; {note}" if sol.message else note)
+
+
 @register("dp", optimal_for=CLASS_PERSISTENT, exact=True,
           description="Rotor persistent dynamic program, exact integer memory or slots.",
           variants={"dp-slots": {"slots": 64}},
@@ -472,9 +520,11 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
                    "slot_bound": Option("bool", "with slots, also solve at the guaranteed "
                                         "budget to bound the rounding loss"),
                    "time_limit": Option("seconds", "for the whole run, table building "
-                                        "included (status time_limit past it)", none=True)})
+                                        "included (status time_limit past it)", none=True),
+                   "barriers": BARRIERS})
 def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
-             slot_bound: bool = False, time_limit: float | None = None) -> Solution:
+             slot_bound: bool = False, time_limit: float | None = None,
+             barriers: tuple = ()) -> Solution:
     """Optimal persistent schedule (Beaumont et al., Rotor, section 4), exact in memory.
 
     Options
@@ -491,14 +541,32 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
         With a limit, a run estimated at more than ten times it is refused up front
         (:class:`SolverLimitError` with the estimate and a ``slots`` value that fits), as is
         any table over 8 GiB.
+    barriers : stage indices j (0 <= j <= L - 2) where no checkpointed forward pass goes on
+        from stage j to stage j+1: no pass ``Fck_s Fn_{s+1} .. Fn_{k-1}`` with s <= j < k - 1
+        (no ``Fn_{j+1}`` at all), so no recomputed segment holds both stages; ``Fck_{j+1}``
+        and ``Fall_{j+1}`` are allowed.  The table leaves those passes out
+        (:class:`UnitChain`, ``fp`` above any memory), so the answer is optimal among the
+        persistent schedules without them: status ``feasible`` (``optimal_for`` none, no
+        bound), ``info["optimal_among"]`` and the message saying so, ``info["barriers"]``;
+        ``min_budget`` is the smallest budget of those schedules.  Empty (the default): the
+        plain DP.
     """
     deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
+    barriers = BARRIERS.check(barriers, "barriers", "dp", chain)  # called directly too
+    sol = _solve(chain, budget, slots, slot_bound, deadline, barriers)
+    return _with_barriers(sol, barriers) if barriers else sol
+
+
+def _solve(chain: Chain, budget: int, slots: int | None, slot_bound: bool, deadline: Deadline,
+           barriers: tuple) -> Solution:
+    """:func:`solve_dp` on the chain whose passes across ``barriers`` are left out, with the
+    persistent class's claims (:func:`_with_barriers` withdraws them)."""
     if slot_bound and slots is None:
         raise SolverOptionError("solver 'dp': option slot_bound needs slots",
                                 remedies=(Remedy(options=(("slots", EQ, None),)),))
     # a float32 value per segment at least: refused from the length before any O(L) work
     refuse_by_length("dp", chain.length, work_estimate(chain.length, 0, 4)[0])
-    uc_exact, gcd = UnitChain.exact(chain)
+    uc_exact, gcd = UnitChain.exact(chain, barriers)
     if slots is None:
         info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}
         try:
@@ -516,7 +584,7 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
                         bound=makespan, optimal_for=CLASS_PERSISTENT, min_budget=min_budget,
                         info=info)
     info = {"memory": "slots", **slot_info(chain, budget, slots)}
-    uc = UnitChain.rounded(chain, budget, slots)
+    uc = UnitChain.rounded(chain, budget, slots, barriers=barriers)
     try:
         makespan, schedule, _ = solve_units(uc, slots, deadline, deadline.limit, slots)
         if schedule is None:
@@ -537,7 +605,8 @@ def solve_dp(chain: Chain, budget: int, *, slots: int | None = None,
             status, bound = OPTIMAL, makespan
             info["rounding_exact"] = True
         elif slot_bound:
-            lb, _, _ = solve_units(UnitChain.rounded(chain, budget, slots, down=True), slots,
+            lb, _, _ = solve_units(UnitChain.rounded(chain, budget, slots, down=True,
+                                                   barriers=barriers), slots,
                                    deadline, deadline.limit, slots)
             bound = lb
             info["lower_bound_from"] = "sizes rounded down"

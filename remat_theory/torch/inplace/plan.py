@@ -185,6 +185,10 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
     kind, value = parse_budget(budget)
     options = dict(solver_options or {})
     chain = prof.chain
+    barriers = [j for j in range(chain.length - 1) if not chained[j]]
+    if barriers and solver == "dp" and "barriers" not in options:
+        # the model's own code between two layers: no checkpointed segment may span it
+        options["barriers"] = barriers
     total = grads.total
     if kind == "fraction":
         limit = int(value * prof.store_all_bytes)
@@ -218,10 +222,11 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
         for j in range(seg.s, seg.k - 1):
             if not chained[j]:
                 raise RematError(
-                    f"the schedule recomputes layers {seg.s}..{seg.k - 1} as one segment, but "
-                    f"the model runs code of its own between layer {j} and layer {j + 1} (its "
-                    f"output is not the next layer's input): such a segment cannot be "
-                    f"recomputed layer by layer; please report this model")
+                    f"the schedule of solver {solver!r} recomputes layers {seg.s}..{seg.k - 1} "
+                    f"as one segment, but the model runs code of its own between layer {j} "
+                    f"and layer {j + 1} (its output is not the next layer's input): such a "
+                    f"segment cannot be recomputed layer by layer; solver 'dp' keeps its "
+                    f"segments apart there (its barriers option)")
     step, makespan = step_peak(prof, sol.schedule, grads)
     act = max(simulate(chain, sol.schedule).peak_memory + prof.fixed_bytes, prof.end_peak)
     return LayerPlan(key, prof, limit, sol, tree, act, total, makespan + prof.prefix_time, step)

@@ -81,3 +81,97 @@ def test_profiling_a_scan_costs_about_what_a_step_costs():
     step = max(r["plain"] - r["base"], 1)
     assert r["recomputed"] > 0
     assert r["remat"] - r["plain"] <= 3 * step + 150 * 2**20, r
+
+
+def llama():
+    torch.manual_seed(0)
+    return tf.LlamaForCausalLM(tf.LlamaConfig(
+        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+        num_attention_heads=2, num_key_value_heads=2)).train()
+
+
+def tokens(seed, n=2, length=16):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 100, (n, length), generator=g)
+    mask = torch.ones(n, length, dtype=torch.long)
+    mask[0, length - 3:] = 0
+    return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+
+def grads(m):
+    out = [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+    m.zero_grad(set_to_none=True)
+    return out
+
+
+def same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert (x is None) == (y is None)
+        if x is not None:
+            assert float((x - y).abs().max() / y.abs().max().clamp_min(1e-12)) <= 1e-5
+
+
+def test_torch_compile_of_the_model_autocast_and_generate():
+    """The user's other tools on the rematerialized model: torch.compile(model) (its layers
+    run eagerly: the plan's checkpoints are not the compiler's), autocast (a plan of its
+    own), generate (inference: plain, the cache untouched)."""
+    model = llama()
+    ref = copy.deepcopy(model)
+    handle = rematerialize(model, 0.5, tokens(0))
+    assert handle.plan.recomputed > 0
+    cm, cr = torch.compile(model, backend="aot_eager"), torch.compile(ref, backend="aot_eager")
+    for s in (1, 2):
+        a, b = cm(**tokens(s)).loss, cr(**tokens(s)).loss
+        a.backward()
+        b.backward()
+        assert torch.allclose(a, b, rtol=1e-5, atol=0)
+        same(grads(model), grads(ref))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a, b = model(**tokens(3)).loss, ref(**tokens(3)).loss
+    a.backward()
+    b.backward()
+    assert torch.equal(a, b)
+    same(grads(model), grads(ref))
+    assert len(handle.plans) == 2  # autocast is a plan of its own
+    model.eval()
+    ref.eval()
+    prompt = tokens(4)["input_ids"][:, :5]
+    assert torch.equal(model.generate(prompt, max_new_tokens=4, do_sample=False),
+                       ref.generate(prompt, max_new_tokens=4, do_sample=False))
+    handle.remove()
+    assert "forward" not in model.model.layers[0].__dict__
+
+
+def test_gradient_accumulation_and_a_state_dict_round_trip():
+    model = llama()
+    ref = copy.deepcopy(model)
+    rematerialize(model, 0.5, tokens(0))
+    for m in (model, ref):  # two micro-batches accumulated, then the step's gradients
+        for s in (1, 2):
+            (m(**tokens(s)).loss / 2).backward()
+    same(grads(model), grads(ref))
+    state = model.state_dict()
+    assert state.keys() == ref.state_dict().keys()
+    fresh = llama()
+    rematerialize(fresh, 0.5, tokens(0))
+    fresh.load_state_dict(state)  # strict: the model's own keys
+    a, b = fresh(**tokens(5)).loss, ref(**tokens(5)).loss
+    a.backward()
+    b.backward()
+    assert torch.equal(a, b)
+    same(grads(fresh), grads(ref))
+
+
+def test_a_cache_passed_in_training_is_never_appended_by_a_recomputation():
+    """use_cache=True given by the caller in training: the forward fills the cache as the
+    model does; the recomputations run without it (each would append its keys again)."""
+    model = llama()
+    ref = copy.deepcopy(model)
+    rematerialize(model, 0.5, tokens(0))
+    b = dict(tokens(1), use_cache=True)
+    out, want = model(**b), ref(**b)
+    out.loss.backward()
+    want.loss.backward()
+    same(grads(model), grads(ref))
+    assert out.past_key_values.get_seq_length() == want.past_key_values.get_seq_length() == 16

@@ -28,6 +28,10 @@ What it guarantees.
   layer's keys and values for the step); a recomputation never touches a cache.
 * Gradients are autograd's own: the backward is ``loss.backward()``; dropout draws the same
   masks when recomputed.
+* ``torch.compile(model)`` compiles what lies between the layers; the layers themselves run
+  eagerly (their ``forward`` wrapped in ``torch.compiler.disable`` as an instance attribute,
+  taken away by ``remove()``): the plan's checkpoints are not the compiler's, and a
+  compiled layer would save other tensors than its recomputation.
 * ``handle.remove()`` takes every hook away.
 """
 from __future__ import annotations
@@ -166,7 +170,11 @@ class RematHandle:
         modules = {id(lc.module): lc.module for lc in self.layers}
         self._handles.append(model.register_forward_pre_hook(self._model_pre, with_kwargs=True))
         self._handles.append(model.register_forward_hook(self._model_post, always_call=True))
+        self._eager_layers = []
         for m in modules.values():
+            if "forward" not in m.__dict__:  # layers run eagerly under torch.compile(model)
+                m.forward = torch.compiler.disable(m.forward)
+                self._eager_layers.append(m)
             self._handles.append(m.register_forward_pre_hook(self._layer_pre, with_kwargs=True))
             self._handles.append(m.register_forward_hook(self._layer_post))
         model._remat_handle = self
@@ -207,6 +215,7 @@ class RematHandle:
         return plan
 
     # ------------------------------------------------------------------ hooks
+    @torch.compiler.disable
     def _model_pre(self, module, args, kwargs):
         if self._busy:
             return None
@@ -221,6 +230,7 @@ class RematHandle:
             self._run = StepRun(plan, self.layers)
         return args, kwargs
 
+    @torch.compiler.disable
     def _model_post(self, module, args, output):
         run, self._run = self._run, None
         if run is not None and not self._busy:
@@ -230,11 +240,13 @@ class RematHandle:
                 run.finish()
         return None
 
+    @torch.compiler.disable
     def _layer_pre(self, module, args, kwargs):
         if self._run is not None and not self._busy:
             self._run.before(module, args, kwargs)
         return None
 
+    @torch.compiler.disable
     def _layer_post(self, module, args, output):
         if self._run is not None and not self._busy:
             self._run.after(module, output)
@@ -246,6 +258,9 @@ class RematHandle:
         for h in self._handles:
             h.remove()
         self._handles = []
+        for m in self._eager_layers:
+            del m.forward
+        self._eager_layers = []
         if self._run is not None:
             self._run.abort()
             self._run = None

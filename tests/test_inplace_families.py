@@ -182,6 +182,9 @@ def test_a_family_trains_in_place_exactly_like_the_eager_model(name):
     model.train()
     ref.train()
     handle = rematerialize(model, 0.5, data[0])
+    # one stage per layer call: T5's and BART's encoder and decoder layers, ALBERT's one
+    # shared layer once per call, DeBERTa's layers reading the relative embeddings
+    assert len(handle.layers) == LAYERS, [lc.path for lc in handle.layers]
     # the layers' forwards, counted in the forward and in the backward (the recomputations)
     calls = {"forward": 0, "backward": 0}
     phase = ["forward"]

@@ -5,6 +5,8 @@ budget with :class:`CheckpointedSequential`.
 This subpackage is the only part of remat that imports torch; ``import remat_theory``
 never does.  Modules:
 
+* :mod:`.inplace`: :func:`rematerialize`, a plan attached to the user's model in place (the
+  model stays the model: its own forward, output and ``state_dict``; docs/train.md).
 * :mod:`.capture`: :func:`to_stages`, any model captured as a chain of stages (:class:`StageChain`).
 * :mod:`.call_inputs`: a captured chain's other inputs (masks, labels), given with every call.
 * :mod:`.stages`: how a model becomes stages (``split_stages``).
@@ -20,6 +22,7 @@ never does.  Modules:
   plans; :mod:`.frontier_offload`: ``remat_offload`` frontier points.
 """
 from remat_theory.torch.capture import CaptureError, StageChain, to_stages
+from remat_theory.torch.inplace import RematHandle, rematerialize
 from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, execute, plain_backprop
 from remat_theory.torch.bandwidth import measure_bandwidth
 from remat_theory.torch.module import CheckpointedSequential
@@ -30,6 +33,6 @@ from remat_theory.torch.stages import split_stages
 from remat_theory.torch.tracker import MemoryTracker
 
 __all__ = ["CaptureError", "CheckpointedSequential", "ExecutionResult", "MemoryTracker",
-           "NETWORKS", "Network", "OffloadExecutor", "ProfileResult", "ScheduleExecutor",
+           "NETWORKS", "Network", "OffloadExecutor", "ProfileResult", "RematHandle", "ScheduleExecutor",
            "StageChain", "build", "execute", "measure_bandwidth", "plain_backprop", "profile",
-           "profile_details", "split_stages", "to_stages"]
+           "profile_details", "rematerialize", "split_stages", "to_stages"]

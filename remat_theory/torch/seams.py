@@ -63,7 +63,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 
-_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 _GC_LAYER = "GradientCheckpointingLayer"
 
 
@@ -139,7 +139,7 @@ def _grad_tensors(value) -> list:
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def _hidden_slot(c: _Call):
+def hidden_slot(c: _Call):
     """Where the call's first activation is: ('a', 0) or ('k', name); None if none."""
     if c.args and isinstance(c.args[0], torch.Tensor):
         return ("a", 0) if c.args[0].requires_grad else None
@@ -150,7 +150,7 @@ def _hidden_slot(c: _Call):
 
 
 def _hidden_of(c: _Call):
-    slot = _hidden_slot(c)
+    slot = hidden_slot(c)
     return None if slot is None else (c.args[0] if slot[0] == "a" else c.kwargs[slot[1]])
 
 
@@ -163,7 +163,7 @@ def _in_place(c: _Call) -> bool:
                for t in pytree.tree_leaves(c.output))
 
 
-def _inside(a: _Call, b: _Call) -> bool:
+def inside(a: _Call, b: _Call) -> bool:
     """Call a happens inside call b."""
     return b.enter < a.enter and a.exit < b.exit
 
@@ -187,19 +187,19 @@ def find_seams(model: nn.Module, calls: list) -> list:
     for c in calls:
         count[id(c.module)] = count.get(id(c.module), 0) + 1
     cand = [c for c in calls if count[id(c.module)] == 1 and c.exit >= 0
-            and _hidden_slot(c) is not None and not isinstance(c.module, _CONTAINERS)
+            and hidden_slot(c) is not None and not isinstance(c.module, CONTAINERS)
             and not _in_place(c)]
     gc = [c for c in cand if _is_gc_layer(c.module)]
     if gc:
-        seams = [c for c in gc if not any(_inside(o, c) for o in gc if o is not c)]
+        seams = [c for c in gc if not any(inside(o, c) for o in gc if o is not c)]
     else:
-        in_cont = [c for c in cand if isinstance(_parent(model, c.path), _CONTAINERS)]
+        in_cont = [c for c in cand if isinstance(_parent(model, c.path), CONTAINERS)]
         kinds: dict = {}
         for c in in_cont:  # a stack repeats its layers: a class seen once is not one
             kinds[type(c.module)] = kinds.get(type(c.module), 0) + 1
         in_cont = [c for c in in_cont if kinds[type(c.module)] >= 2]
-        seams = [c for c in in_cont if not any(_inside(c, o) for o in in_cont if o is not c)]
-        seams = _refine(seams, [c for c in cand if isinstance(_parent(model, c.path), _CONTAINERS)],
+        seams = [c for c in in_cont if not any(inside(c, o) for o in in_cont if o is not c)]
+        seams = _refine(seams, [c for c in cand if isinstance(_parent(model, c.path), CONTAINERS)],
                         calls)
     seams.sort(key=lambda c: c.enter)
     return seams
@@ -212,11 +212,11 @@ def _refine(seams, in_cont, calls) -> list:
     out = []
     for s in seams:
         sout = _grad_tensors(s.output)
-        last = [c for c in calls if _inside(c, s) and sout and c.output is sout[0]]
+        last = [c for c in calls if inside(c, s) and sout and c.output is sout[0]]
         inner = None
         for c in sorted(last, key=lambda c: c.depth):
             parent = c.path.rpartition(".")[0]
-            kids = [o for o in in_cont if _inside(o, s) and o.path.rpartition(".")[0] == parent]
+            kids = [o for o in in_cont if inside(o, s) and o.path.rpartition(".")[0] == parent]
             if kids and c in kids:
                 inner = kids
                 break
@@ -550,18 +550,18 @@ class SeamStage(nn.Module):
 def _maximal(calls, lo: int, hi: int, exclude) -> list:
     """Outermost calls that start after ``lo`` and end before ``hi`` (clock values), the
     calls in ``exclude`` (ancestors of an entry point) left out."""
-    inside = [c for c in calls if lo < c.enter and c.exit < hi and c.exit >= 0 and c not in exclude]
-    return [c for c in inside if not any(_inside(c, o) for o in inside if o is not c)]
+    within = [c for c in calls if lo < c.enter and c.exit < hi and c.exit >= 0 and c not in exclude]
+    return [c for c in within if not any(inside(c, o) for o in within if o is not c)]
 
 
 def _ancestors(calls, c) -> list:
-    return [o for o in calls if _inside(c, o)]
+    return [o for o in calls if inside(c, o)]
 
 
 def plan(model, args, kwargs, x0_slot, out_index):
     """Probe the model and lay out its seam stages.  Returns (runner, stage specs) or
     raises :class:`SeamError` saying why the model has no usable stack."""
-    if isinstance(model, _CONTAINERS):
+    if isinstance(model, CONTAINERS):
         raise SeamError("the model is a container: its children are its stages")
     calls, out = probe(model, args, kwargs)
     seams = find_seams(model, calls)
@@ -570,11 +570,11 @@ def plan(model, args, kwargs, x0_slot, out_index):
     x0 = args[x0_slot[1]] if x0_slot[0] == "a" else kwargs[x0_slot[1]]
     straight = _hidden_of(seams[0]) is x0  # no prefix: the first stage is the first layer
     for a, b in zip(seams, seams[1:]):
-        if _inside(a, b) or _inside(b, a) or a.exit > b.enter:
+        if inside(a, b) or inside(b, a) or a.exit > b.enter:
             raise SeamError(f"layers {a.path} and {b.path} overlap")
     made = []
     for k, s in enumerate(seams):
-        slot = _hidden_slot(s)
+        slot = hidden_slot(s)
         hidden = _hidden_of(s)
         others = [t for t in _grad_tensors((s.args, s.kwargs)) if t is not hidden]
         if others:
@@ -588,7 +588,7 @@ def plan(model, args, kwargs, x0_slot, out_index):
             leaf = direct[0] if direct else (grads[0] if grads else -1)
             is_direct = bool(direct)
         else:  # the leaf the next module call reads (a final norm), else the first
-            later = [_hidden_of(c) for c in calls if c.enter > s.exit and _hidden_slot(c)]
+            later = [_hidden_of(c) for c in calls if c.enter > s.exit and hidden_slot(c)]
             read = [i for i in grads if any(leaves[i] is t for t in later)]
             leaf, is_direct = (read or grads or [-1])[0], True
         if leaf < 0:
@@ -686,7 +686,7 @@ def _direct_suffix(last: _Call, last_leaf: int, post: list, out, out_index: int)
     src_call, src_leaf = last, last_leaf
     steps = []
     for c in post:
-        slot = _hidden_slot(c)
+        slot = hidden_slot(c)
         if slot is None or c.exit < 0:
             return None
         h = _hidden_of(c)

@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
-from remat_theory.torch.seams import _CONTAINERS, _hidden_slot, _inside, find_seams, probe
+from remat_theory.torch.seams import CONTAINERS, hidden_slot, inside, find_seams, probe
 
 __all__ = ["LayerCall", "find_layers", "hidden_of", "leaf_of", "with_hidden", "is_cache"]
 
@@ -65,7 +65,7 @@ class LayerCall:
 
 def _chained(a, b) -> bool:
     """Call b's hidden state is a leaf of call a's output (no code in between)."""
-    h = hidden_of(_hidden_slot(b), b.args, b.kwargs)
+    h = hidden_of(hidden_slot(b), b.args, b.kwargs)
     return any(t is h for t in pytree.tree_leaves(a.output))
 
 
@@ -75,7 +75,7 @@ def _repeated_calls(calls) -> list:
     best: list = []
     by_module: dict = {}
     for c in calls:
-        if c.exit >= 0 and _hidden_slot(c) is not None and not isinstance(c.module, _CONTAINERS):
+        if c.exit >= 0 and hidden_slot(c) is not None and not isinstance(c.module, CONTAINERS):
             by_module.setdefault(id(c.module), []).append(c)
     for group in by_module.values():
         group.sort(key=lambda c: c.enter)
@@ -94,7 +94,7 @@ def find_layers(model: nn.Module, args, kwargs) -> tuple:
     calls, out = probe(model, args, kwargs)
     seams = find_seams(model, calls)
     shared = _repeated_calls(calls)
-    if len(shared) > len(seams) and not any(_inside(s, c) for s in shared for c in seams):
+    if len(shared) > len(seams) and not any(inside(s, c) for s in shared for c in seams):
         seams = shared
     if not seams:
         raise RematError(f"{type(model).__name__} has no repeated stack of layers that take "
@@ -102,18 +102,18 @@ def find_layers(model: nn.Module, args, kwargs) -> tuple:
                          f"blocks, or transformers' layers): wrap its blocks in an "
                          f"nn.ModuleList, or use CheckpointedSequential on a list of stages")
     for a, b in zip(seams, seams[1:]):
-        if _inside(a, b) or _inside(b, a) or a.exit > b.enter:
+        if inside(a, b) or inside(b, a) or a.exit > b.enter:
             raise RematError(f"layers {a.path} and {b.path} overlap")
     layers = []
     for k, s in enumerate(seams):
-        slot = _hidden_slot(s)
+        slot = hidden_slot(s)
         leaves = pytree.tree_leaves(s.output)
         grads = [i for i, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.requires_grad]
         if not grads:
             raise RematError(f"layer {s.path} returns no tensor needing a gradient")
         leaf, chained = grads[0], False
         if k + 1 < len(seams):
-            nxt = hidden_of(_hidden_slot(seams[k + 1]), seams[k + 1].args, seams[k + 1].kwargs)
+            nxt = hidden_of(hidden_slot(seams[k + 1]), seams[k + 1].args, seams[k + 1].kwargs)
             direct = [i for i, t in enumerate(leaves) if t is nxt]
             if direct:
                 leaf, chained = direct[0], True

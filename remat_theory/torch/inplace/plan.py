@@ -112,7 +112,8 @@ class Gradients:
     """When the parameters' gradients appear in a step (bytes): ``by_layer[i]`` at the first
     backward of layer i's module (the backward runs from the last layer down, so a module
     called several times gets it at its last call's backward), ``other`` (the prefix's and
-    the suffix's parameters, tied embeddings included) counted from the loss on."""
+    the suffix's parameters, tied embeddings included): from the loss on, but for those
+    only the prefix's backward makes (``LayerProfile.prefix_grad_bytes``), at the end."""
 
     by_layer: dict
     other: int
@@ -135,8 +136,8 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
     n = prof.chain.length
     for st in sim.profile:
         at = st.peak
-        if st.op == "Loss":
-            made += grads.other
+        if st.op == "Loss":  # the suffix's gradients; the prefix's come at the end
+            made += max(0, grads.other - prof.prefix_grad_bytes)
             at = st.memory_before + prof.bwd_rise[n]
         elif st.op.startswith("B"):
             i = int(st.op[1:])

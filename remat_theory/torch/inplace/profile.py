@@ -56,6 +56,9 @@ class LayerProfile:
     # per layer: its backward reads its own output (autograd saved it); where it does not,
     # the output is gone by the time its backward runs (the next layer's backward let it go)
     saves_output: list = field(default_factory=list)
+    # the gradients of the prefix's own parameters (embeddings), made by its backward at the
+    # step's end: of the gradients outside the layers, those not there from the loss on
+    prefix_grad_bytes: int = 0
 
     @property
     def fixed_bytes(self) -> int:
@@ -350,10 +353,31 @@ def _real_rises(model, layers, args, kwargs, loss_of) -> list:
     return [max(0, ends[i][1] - starts[i][0]) for i in range(n)]
 
 
-def _pass(model, layers, rec, args, kwargs, loss_of, op, sync):
+def _pass(model, layers, rec, args, kwargs, loss_of, op, sync, detect=False):
+    """Every measurement once.  With ``detect``, ``pre["grads"]``: the bytes of the
+    gradients only the prefix's backward makes (its parameters, not read after the last
+    layer, as a tied embedding is): they appear at the end of the step, not at the loss."""
     per = [_measure_layer(lc, r, op, sync) for lc, r in zip(layers, rec)]
+    if not detect:
+        pre = _prefix(model, layers[0], args, kwargs, op, sync)
+        suf, x_last = _suffix(model, layers, args, kwargs, loss_of, op, sync)
+        return per, pre, suf, x_last
+    params = [p for p in model.parameters() if p.requires_grad]
+    saved = [p.grad for p in params]
+    for p in params:
+        p.grad = None
     pre = _prefix(model, layers[0], args, kwargs, op, sync)
+    by_prefix = {id(p) for p in params if p.grad is not None}
+    for p in params:
+        p.grad = None
     suf, x_last = _suffix(model, layers, args, kwargs, loss_of, op, sync)
+    by_suffix = {id(p) for p in params if p.grad is not None}
+    layer_params = {id(p) for lc in layers for p in lc.module.parameters()}
+    pre["grads"] = sum(p.numel() * p.element_size() for p in params
+                       if id(p) in by_prefix and id(p) not in by_suffix
+                       and id(p) not in layer_params)
+    for p, g in zip(params, saved):
+        p.grad = g
     return per, pre, suf, x_last
 
 
@@ -437,7 +461,8 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         nop = lambda label: contextlib.nullcontext()  # noqa: E731
         # a timing pass, which is also the warm-up (lazily built caches exist before memory
         # is measured), the metered pass, a second timing pass; each time the faster one
-        per, pre, suf, x_last = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
+        per, pre, suf, x_last = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync,
+                                      detect=True)
         for p in params:
             p.grad = None
         if dev.type == "cpu" and _forward_ops(model, args, kwargs) > ALLOCATOR_METER_OPS:
@@ -456,7 +481,7 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         per = [({k: min(a[0][k], b[0][k]) for k in a[0]},) + a[1:] for a, b in zip(per, per2)]
         for a, b in zip(per, per2):
             a[0]["saves_output"] = b[0]["saves_output"]
-        pre = {k: min(pre[k], pre2[k]) for k in pre}
+        pre = dict(pre, **{k: min(pre[k], pre2[k]) for k in pre2})
         suf = {k: min(suf[k], suf2[k]) for k in suf}
     by = {}
     for o in ops:
@@ -496,4 +521,4 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     return LayerProfile(chain, max(0, prefix_tape - x[0]), max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
                         [r.draws for r in rec], rise,
-                        [bool(per[i][0]["saves_output"]) for i in range(n)])
+                        [bool(per[i][0]["saves_output"]) for i in range(n)], pre["grads"])

@@ -126,19 +126,17 @@ class Gradients:
 def step_peak(prof: LayerProfile, schedule, grads: Gradients):
     """(the step's peak in bytes, activations and gradients together, the makespan) of
     ``schedule``: the simulator's memory at every operation, the values held beside the
-    chain, and the gradients made so far.  A backward's (and the loss's) peak is what it
-    was measured to rise above the memory held when it starts (``LayerProfile.bwd_rise``),
+    chain, and the gradients made so far.  A layer's backward's peak is what it was
+    measured to rise above the memory held when it starts (``LayerProfile.bwd_rise``),
     which autograd keeps below the operation table's by freeing the tape as it goes, less
     the layer's output where its backward does not read it (the table's tape holds it to
     B_i; autograd let it go at B_{i+1})."""
     sim = simulate(prof.chain, schedule)
     made, peak = 0, 0
-    n = prof.chain.length
     for st in sim.profile:
         at = st.peak
         if st.op == "Loss":  # the suffix's gradients; the prefix's come at the end
             made += max(0, grads.other - prof.prefix_grad_bytes)
-            at = st.memory_before + prof.bwd_rise[n]
         elif st.op.startswith("B"):
             i = int(st.op[1:])
             at = st.memory_before + prof.bwd_rise[i]  # the layer's gradients in its rise
@@ -152,7 +150,9 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
 
 
 def _say(kind, v) -> str:
-    return f"{v:.4f} of store-all" if kind == "fraction" else format_bytes(v)
+    """A budget in its units; a fraction rounded up (the figure named must be accepted)."""
+    return (f"{math.ceil(v * 10_000) / 10_000:.4f} of store-all" if kind == "fraction"
+            else format_bytes(v))
 
 
 def _solve(chain, budget: int, solver, options, unit):
@@ -174,6 +174,31 @@ def _fits(prof, grads, kind, limit, chain_budget, solver, options, unit):
     return (sol, peak) if peak <= limit else None
 
 
+def _search(prof, grads, kind, limit, solver, options, unit):
+    """(solution, peak) of the fastest schedule found whose step fits ``limit``, or None."""
+    total = grads.total
+    base = limit - prof.fixed_bytes - (0 if kind == "fraction" else total)
+    best = _fits(prof, grads, kind, limit, base, solver, options, unit)
+    if kind == "bytes":  # larger shares: a binary search on the gradients' reserve
+        lo, hi = 0, total
+        while hi - lo > max(unit, total // 64):
+            mid = (lo + hi) // 2
+            got = _fits(prof, grads, kind, limit, limit - prof.fixed_bytes - mid, solver,
+                        options, unit)
+            if got is not None:
+                best, hi = got, mid
+            else:
+                lo = mid
+    return best
+
+
+def _limit(kind, value, prof) -> int:
+    """The bytes a budget gives the step's activations (a fraction) or the whole step."""
+    if kind == "fraction":
+        return int(value * prof.store_all_bytes)
+    return value - int(math.ceil(value * ENGINE_MARGIN))
+
+
 def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, *,
               solver: str = "dp", solver_options=None, describe: str = "") -> LayerPlan:
     """Solve one shape's chain for ``budget`` (see the module docstring).
@@ -191,11 +216,7 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
         # the model's own code between two layers: no checkpointed segment may span it
         options["barriers"] = barriers
     total = grads.total
-    if kind == "fraction":
-        limit = int(value * prof.store_all_bytes)
-        plain = prof.store_all_bytes
-    else:
-        limit = value - int(math.ceil(value * ENGINE_MARGIN))
+    limit = _limit(kind, value, prof)
     plain_step = step_peak(prof, _store_all(chain), grads)[0]
     plain = prof.store_all_bytes if kind == "fraction" else plain_step
     plain_time = sum(chain.fall_time) + sum(chain.bwd_time) + prof.prefix_time
@@ -203,18 +224,7 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
         return LayerPlan(key, prof, limit, None, None, prof.store_all_bytes, total, plain_time,
                          plain_step)
     unit = auto_unit(chain)
-    base = limit - prof.fixed_bytes - (0 if kind == "fraction" else total)
-    best = _fits(prof, grads, kind, limit, base, solver, options, unit)
-    if kind == "bytes":  # larger shares: a binary search on the gradients' reserve
-        lo, hi = 0, total
-        while hi - lo > max(unit, total // 64):
-            mid = (lo + hi) // 2
-            got = _fits(prof, grads, kind, limit, limit - prof.fixed_bytes - mid, solver,
-                        options, unit)
-            if got is not None:
-                best, hi = got, mid
-            else:
-                lo = mid
+    best = _search(prof, grads, kind, limit, solver, options, unit)
     if best is None:
         raise _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe)
     sol, peak = best
@@ -239,27 +249,45 @@ def _store_all(chain):
 
 
 def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe):
-    """The error for a budget no schedule of the solver fits, naming the smallest that the
-    solver's least-memory schedule needs, in the same units as the budget and store-all."""
+    """The error for a budget no schedule of the solver fits, naming the smallest budget the
+    plan accepts (searched from the solver's least-memory schedule upward, to a resolution
+    of one rounding unit or 1/1024 of the budget: the budget named is accepted, one
+    resolution less is not), in the same units as the budget and store-all."""
     chain = prof.chain
     probe = solver_registry.solve(rounded_chain(chain, unit), 1, solver, **options)
-    least = probe.min_budget
     smallest = None
-    if least is not None:
-        sol = _solve(chain, least, solver, options, unit)
-        if sol is not None:
-            if kind == "fraction":
-                need = max(simulate(chain, sol.schedule).peak_memory + prof.fixed_bytes,
-                           prof.end_peak)
-                smallest = need / prof.store_all_bytes
+    if probe.min_budget is not None:
+        least = probe.min_budget + prof.fixed_bytes  # no schedule below: a lower bound
+        sol = _solve(chain, probe.min_budget, solver, options, unit)
+        guess = least if sol is None or kind == "fraction" else max(
+            least, step_peak(prof, sol.schedule, grads)[0])
+        if kind == "fraction":
+            lo, hi = least / prof.store_all_bytes, max(guess, prof.end_peak) / prof.store_all_bytes
+            resolution = unit / prof.store_all_bytes
+        else:
+            lo, hi = _with_margin(least), _with_margin(max(guess, prof.end_peak))
+            resolution = max(unit, hi // 1024)
+
+        def accepted(v):
+            return _search(prof, grads, kind, _limit(kind, v, prof), solver, options,
+                           unit) is not None
+
+        gap = resolution
+        for _ in range(64):  # a budget that is accepted, then down to the resolution
+            if accepted(hi):
+                smallest = hi
+                break
+            lo, hi, gap = hi, hi + gap, gap * 2
+        while smallest is not None and hi - lo > resolution:
+            mid = (lo + hi) / 2 if kind == "fraction" else (lo + hi) // 2
+            if accepted(mid):
+                smallest = hi = mid
             else:
-                need = step_peak(prof, sol.schedule, grads)[0]
-                smallest = _with_margin(need)
+                lo = mid
     store_all = 1.0 if kind == "fraction" else _with_margin(plain)
     msg = f"budget {_say(kind, value)} cannot be met on input {describe} by solver {solver!r}"
     if smallest is not None:
-        msg += (f"; the smallest budget its least-memory schedule fits is "
-                f"{_say(kind, smallest)}")
+        msg += f"; the smallest feasible budget is {_say(kind, smallest)}"
     msg += f" (store-all needs {_say(kind, store_all)}"
     if kind == "bytes":
         msg += (f"; both figures are the whole step, the parameters' gradients "

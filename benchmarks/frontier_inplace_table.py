@@ -52,8 +52,8 @@ def row(n: str, rec: dict) -> str:
         hf = pts.get("hf_checkpointing:1")
         hf_cell = ("-" if hf is None or hf["status"] != "ok" else
                    f"{_mib(hf['peak'])} / {_mib(hf['step_peak'])}")
-        return (f"| {n} {shape} | {hf_cell} | - | in-place API failed: `{why[:300]}` | - | - "
-                f"| - | - | - | - | - |")
+        return (f"| {n} {shape} | {hf_cell} | - | in-place API failed: `{why[:300]}` "
+                + "| - " * 9 + "|")
     clock = d["clock"]
     by = d.get("noise_by_clock", {})
     nz = " / ".join("-" if "tolerance" not in by.get(c, {}) else f"{by[c]['tolerance']:.3f}"
@@ -72,48 +72,59 @@ def row(n: str, rec: dict) -> str:
         low = min(ok, key=lambda p: p["peak"])
         plain = pts["plain"]
         hf_text = "-" if hf is None else f"{hf['status']}: {hf['detail'][:120]}"
-        return (f"| {n} {shape} | {hf_text} | - | no HF point; in-place lowest "
-                f"{_mib(low['peak'])} / {_mib(low['step_peak'])} ({low['method']}, "
-                f"{low['recomputed']} recomputed), {_ratio(low, plain, clock):.2f} x plain "
-                f"| - | - | {nz} | - | - | {over_cell} | {grads} |")
+        cells = []
+        for mem in ("peak", "step_peak"):
+            low = min(ok, key=lambda p: (p[mem], p["step_peak"]))
+            cells += [f"no HF point; lowest {low['method'].removeprefix('remat_inplace:')} "
+                      f"({low['recomputed']} recomputed): {_mib(low[mem])}",
+                      f"{_ratio(low, plain, clock):.2f} x plain", "-"]
+        return (f"| {n} {shape} | {hf_text} | - | " + " | ".join(cells)
+                + f" | {nz} | {len(ok)} | {over_cell} | {grads} |")
     at = pts.get("remat_inplace:hf1")
     if at is None:
         asked = "-"
     elif "refused:" in at["detail"]:
         asked = (f"refused; smallest_feasible {at['budget']:,} B = "
-                 f"{at['budget'] / hf['step_peak']:.3f} x HF's step peak")
+                 f"{at['budget'] / hf['step_peak']:.3f} x HF's step peak; ran there: "
+                 f"{at['recomputed']} recomputed, step {_mib(at['step_peak'])} MiB")
     else:
-        asked = f"accepted ({at['recomputed']} layer forwards recomputed)"
-    r1 = next(r for r in d["rows"] if r["baseline"] == "hf_checkpointing:1")
-    if r1["remat"] is not None:
-        p = pts[r1["remat"]]
-        best = (f"{p['method']}: {_mib(p['peak'])} / {_mib(p['step_peak'])}, "
-                f"{_ms(p, clock)} ms")
-        ratio = r1["time_ratio"]
-        verdict = ("no slower" if ratio <= 1 + tol else "SLOWER")
-    else:
-        p = min(ok, key=lambda q: (q["peak"], q["step_peak"]))
-        ratio = _ratio(p, hf, clock)
-        best = (f"none at <= HF's memory; nearest {p['method']}: {_mib(p['peak'])} / "
-                f"{_mib(p['step_peak'])} (ABOVE HF by {p['peak'] - hf['peak']:,} B), "
-                f"{_ms(p, clock)} ms")
-        verdict = "NOT at HF's memory"
-    hf_rows = [r for r in d["rows"] if r["family"] == "hf_checkpointing"]
-    bad = [r for r in hf_rows if not r["dominated"]]
-    every_k = ("yes, all %d" % len(hf_rows) if not bad else "no: " + ", ".join(
-        f"{r['baseline']} " + ("none at <= memory" if r["time_ratio"] is None
-                               else f"{r['time_ratio']:.3f}") for r in bad))
+        asked = (f"accepted: {at['recomputed']} recomputed, step {_mib(at['step_peak'])} MiB")
+    cells = []
+    for dd in (d, rec["dominance_inplace_step"]):
+        mem = dd["memory"]
+        r1 = next(r for r in dd["rows"] if r["baseline"] == "hf_checkpointing:1")
+        tol = dd["tolerance"]
+        if r1["remat"] is not None:
+            p = pts[r1["remat"]]
+            ratio = r1["time_ratio"]
+            best = (f"{p['method'].removeprefix('remat_inplace:')} ({p['recomputed']} "
+                    f"recomputed): {_mib(p[mem])}, {_ms(p, clock)} ms")
+            verdict = "no slower" if ratio <= 1 + tol else f"SLOWER ({ratio - 1:+.1%})"
+        else:
+            p = min(ok, key=lambda q: (q[mem], q["step_peak"]))
+            ratio = _ratio(p, hf, clock)
+            best = (f"none; nearest {p['method'].removeprefix('remat_inplace:')}: "
+                    f"{_mib(p[mem])} (ABOVE by {p[mem] - hf[mem]:,} B), {_ms(p, clock)} ms")
+            verdict = "NOT at HF's memory"
+        hf_rows = [r for r in dd["rows"] if r["family"] == "hf_checkpointing"]
+        bad = [r for r in hf_rows if not r["dominated"]]
+        every_k = (f"{len(hf_rows) - len(bad)}/{len(hf_rows)}" + ("" if not bad else " (not: " + ", ".join(
+            f"K={r['baseline'].split(':')[1]} " + ("none at <= memory" if r["time_ratio"] is None
+                                                   else f"{r['time_ratio']:.3f}")
+            for r in bad) + ")"))
+        cells += [best, f"{ratio:.3f} {verdict}", every_k]
     return (f"| {n} {shape} | {_mib(hf['peak'])} / {_mib(hf['step_peak'])}, {_ms(hf, clock)} ms "
-            f"| {asked} | {best} | {ratio:.3f} | {verdict} | {nz} | {every_k} "
-            f"| {len(ok)} | {over_cell} | {grads} |")
+            f"| {asked} | " + " | ".join(cells) + f" | {nz} | {len(ok)} | {over_cell} "
+            f"| {grads} |")
 
 
 def table(nets) -> list:
-    out = ["| network | HF every layer: MiB / step MiB, ms | in-place at HF's step peak as "
-           "budget | fastest in-place point at <= HF's memory: MiB / step MiB, ms | time / HF "
-           "| verdict | noise: thread CPU / wall (judged on) | every HF every-K point matched "
-           "| in-place points | step peak above budget | gradients |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| network | HF every layer: MiB / step MiB, ms | in-place given HF's step peak as "
+           "its budget | by activation MiB: fastest in-place at <= HF's | time / HF, verdict "
+           "| HF every-K points matched | by step MiB: fastest in-place at <= HF's | time / HF, "
+           "verdict | HF every-K points matched | noise: thread CPU / wall (judged on) "
+           "| in-place points | step peak above its budget | gradients |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in nets:
         for rec in json.loads((RESULTS / f"frontier_inplace_{n}.json").read_text()):
             out.append(row(n, rec))
@@ -132,6 +143,9 @@ def main(argv) -> int:
             for rec in recs:
                 rec["dominance"] = dominance(rec["points"])
                 rec["dominance_inplace"] = dominance(rec["points"], families=("remat_inplace",))
+                rec["dominance_inplace_step"] = dominance(rec["points"],
+                                                          families=("remat_inplace",),
+                                                          memory="step_peak")
             path.write_text(json.dumps(recs, indent=1) + "\n")
     print("\n".join(table(nets)))
     return 0

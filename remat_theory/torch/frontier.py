@@ -483,7 +483,8 @@ def _inplace_loss(w: Workload):
 
 
 def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
-                        max_points: int = 16, cover=(), solver_options=None) -> tuple:
+                        max_points: int = 16, cover=(), solver_options=None,
+                        fraction: bool = False, keep_lowest: int = 0) -> tuple:
     """``(budgets, smallest, plain_budget)``: step budgets (bytes, the in-place API's units)
     where the in-place plan's predicted time steps down, from the smallest budget it accepts
     to the smallest that runs plain autograd, found as :func:`remat_breakpoints` finds the
@@ -491,10 +492,19 @@ def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
     (:func:`~remat_theory.torch.inplace.plan.make_plan`) from ``probe``'s profile (a
     :class:`~remat_theory.torch.inplace.RematHandle`), each level at its lowest budget; more
     than ``max_points`` levels: the lowest, plain and evenly spread ones between, plus, for
-    each budget of ``cover``, the lowest level at or above it."""
+    each budget of ``cover``, the lowest level at or above it, and the ``keep_lowest`` lowest.
+
+    ``fraction``: the same in the API's other units, fractions of its predicted activation
+    peak without recomputation (the plan then bounds activations, gradients apart); the
+    budgets are floats, bisected on the bytes they stand for, and the lowest is the least
+    activation budget the plan accepts (found by bisection: the ``smallest_feasible`` a
+    refused fraction names can itself be refused)."""
     from remat_theory.torch.inplace.plan import _with_margin, make_plan
 
     plan0 = probe.plan
+    if fraction:
+        return _inplace_fraction_breakpoints(probe, solver, resolution, max_points, cover,
+                                             solver_options, keep_lowest)
     rule = dict(solver=solver, solver_options=solver_options)
     cache = {}
 
@@ -541,8 +551,67 @@ def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
         idx = {round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)}
         for c in cover:
             idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
+        idx |= set(range(min(keep_lowest, len(out))))
         out = [out[i] for i in sorted(idx)]
     return out, smallest, plain_budget
+
+
+def _inplace_fraction_breakpoints(probe, solver, resolution, max_points, cover, solver_options,
+                                  keep_lowest) -> tuple:
+    from remat_theory.torch.inplace.plan import make_plan
+
+    plan0 = probe.plan
+    store_all = plan0.profile.store_all_bytes
+    cache = {}
+
+    def level(b):  # b: bytes of activations; the API is given b / store_all
+        if b not in cache:
+            try:
+                p = make_plan(plan0.key, plan0.profile, min(1.0, b / store_all), probe.gradients,
+                              probe.chained, solver=solver, solver_options=solver_options)
+                cache[b] = "plain" if p.tree is None else round(p.predicted_time, 12)
+            except InfeasibleBudgetError:
+                cache[b] = None
+        return cache[b]
+
+    if level(store_all) is None:
+        return [], None, 1.0
+    lo, hi = 1, store_all  # the least accepted: bisection (level(hi) is accepted)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if level(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    smallest = hi
+    step = max(1, store_all // resolution)
+    found = {smallest, store_all}
+
+    def bisect(a, fa, b, fb):
+        if fa == fb:
+            return
+        if b - a <= step:
+            found.add(b)
+            return
+        m = (a + b) // 2
+        fm = level(m)
+        bisect(a, fa, m, fm)
+        bisect(m, fm, b, fb)
+
+    bisect(smallest, level(smallest), store_all, level(store_all))
+    levels, out = set(), []
+    for b in sorted(found):
+        key = level(b)
+        if key is not None and key not in levels:
+            levels.add(key)
+            out.append(b)
+    if len(out) > max_points:
+        idx = {round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)}
+        for c in cover:
+            idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
+        idx |= set(range(min(keep_lowest, len(out))))
+        out = [out[i] for i in sorted(idx)]
+    return [min(1.0, b / store_all) for b in out], smallest / store_all, 1.0
 
 
 def _inplace_point(w: Workload, label: str, budget, why: str, solver: str, example,
@@ -637,6 +706,13 @@ def inplace_methods(w: Workload, solver: str = "dp", *, hf_levels=(), max_points
                f"hf_checkpointing:{k}'s measured activation peak {a} B over the plan's "
                f"predicted store-all {store_all} B") for k, _, a in hf_levels]
     asked.append(("fraction-smallest", 1e-6, "a fraction below any plan's"))
+    if budgets is None:  # the plan's levels in fractions (activations alone), lowest kept
+        fracs, fsmall, _ = inplace_breakpoints(
+            probe, solver, max_points=max(4, max_points // 2), fraction=True, keep_lowest=3,
+            cover=[a for _, _, a in hf_levels])
+        asked += [(f"f{f:.4f}", f, "the least activation fraction the plan accepts"
+                   if f == fsmall else "a breakpoint of the plan's predicted time over "
+                   "fractions") for f in fracs if f < 1.0]
     asked.append(("store-all", 1.0, "fraction 1.0: plain autograd through the hooks"))
     probe.remove()
     for label, b, why in asked:

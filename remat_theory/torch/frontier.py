@@ -31,6 +31,13 @@ one way to run a training step (forward, loss, backward) on the same parameters:
   checkpoints alone and holds far more than predicted.
 - ``remat_step:S`` (``step_budgets``): the drop-in with a budget of the whole step in bytes
   (``budget="6GiB"``); its point says whether the allocator's step peak stayed within it.
+- ``remat_inplace:X`` (asked by name: ``families``): the in-place API
+  (:func:`~remat_theory.torch.inplace.rematerialize`) on a copy of the ORIGINAL model, its
+  hooks attached, run by the same step as ``plain``, at the breakpoints of its plan's
+  predicted time over byte budgets and over fraction budgets, at each Hugging Face
+  every-K level's measured step peak (bytes) and activation peak (fraction), and at 1.0
+  (:func:`inplace_methods`); a refused budget runs at the ``smallest_feasible`` it names,
+  recorded in the point's ``detail``.
 
 Each method is measured the same way: every step starts with no parameter gradient (as after
 ``optimizer.zero_grad()``).  ``peak`` is what the allocator holds above the step's start,

@@ -510,3 +510,35 @@ def test_no_hugging_face_schedule_is_claimed_where_its_layers_nest_or_are_absent
     resnet = build_workload("resnet", "test")
     assert not any(isinstance(m, GradientCheckpointingLayer) for m in resnet.model.modules())
     assert hf_schedule_tree(list(resnet.stages), 1) is None
+
+
+def test_the_in_place_api_as_a_method_of_the_frontier():
+    """``remat_inplace``: the in-place API on copies of the original model, selected alone
+    with plain and HF (nothing captured), at its plan's breakpoints, at each HF level's
+    measured step peak (refused budgets run at the smallest feasible, which is recorded),
+    and at plain autograd through the hooks; gradients equal plain's bit for bit."""
+    pytest.importorskip("transformers")
+    from remat_theory.torch.frontier_networks import build_workload
+    w = build_workload("llama", "test", granularity=None)
+    assert w.stages is None
+    rec = run_frontier(w, repeats=2, families=("plain", "hf_checkpointing", "remat_inplace"))
+    fams = {p["family"] for p in rec["points"]}
+    assert fams == {"plain", "hf_checkpointing", "remat_inplace"}
+    pts = {p["method"]: p for p in rec["points"]}
+    inplace = [p for p in rec["points"] if p["family"] == "remat_inplace"]
+    assert all(p["status"] == "ok" and p["grads_equal"] for p in inplace)
+    assert {"remat_inplace:hf1", "remat_inplace:hf2", "remat_inplace:store-all",
+            "remat_inplace:fraction-smallest"} <= set(pts)
+    hf1 = pts["remat_inplace:hf1"]
+    if "refused:" in hf1["detail"]:
+        assert hf1["budget"] > pts["hf_checkpointing:1"]["step_peak"]
+    else:
+        assert hf1["budget"] == pts["hf_checkpointing:1"]["step_peak"]
+    assert pts["remat_inplace:store-all"]["recomputed"] == 0
+    assert pts["remat_inplace:hf1"]["recomputed"] > 0
+    assert "inplace_store_all" in rec["dominance_inplace"]["noise"]
+    assert rec["dominance_inplace_step"]["memory"] == "step_peak"
+    # the in-place rows compare HF's points with in-place points only
+    assert all(r["remat"] is None or r["remat"].startswith("remat_inplace:")
+               for r in rec["dominance_inplace"]["rows"])
+    assert "remat_inplace" in format_table(rec)

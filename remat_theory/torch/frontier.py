@@ -31,6 +31,13 @@ one way to run a training step (forward, loss, backward) on the same parameters:
   checkpoints alone and holds far more than predicted.
 - ``remat_step:S`` (``step_budgets``): the drop-in with a budget of the whole step in bytes
   (``budget="6GiB"``); its point says whether the allocator's step peak stayed within it.
+- ``remat_inplace:X`` (asked by name: ``families``): the in-place API
+  (:func:`~remat_theory.torch.inplace.rematerialize`) on a copy of the ORIGINAL model, its
+  hooks attached, run by the same step as ``plain``, at the breakpoints of its plan's
+  predicted time over byte budgets and over fraction budgets, at each Hugging Face
+  every-K level's measured step peak (bytes) and activation peak (fraction), and at 1.0
+  (:func:`inplace_methods`); a refused budget runs at the ``smallest_feasible`` it names,
+  recorded in the point's ``detail``.
 
 Each method is measured the same way: every step starts with no parameter gradient (as after
 ``optimizer.zero_grad()``).  ``peak`` is what the allocator holds above the step's start,
@@ -84,9 +91,11 @@ from remat_theory.torch.rounding import auto_unit, rounded_chain
 from remat_theory.torch.tracker import allocator_peak
 
 FAMILIES = ("plain", "hf_checkpointing", "checkpoint_sequential", "compile_budget", "remat",
-            "remat_compiled", "remat_offload")
+            "remat_compiled", "remat_offload", "remat_inplace")
 BASELINES = FAMILIES[:4]
-REMAT = ("remat", "remat_compiled")
+REMAT = ("remat", "remat_compiled", "remat_inplace")
+DEFAULT_FAMILIES = FAMILIES[:-1]
+"""What :func:`prepare` runs unless told (``remat_inplace`` is asked for by name)."""
 DEFAULT_COMPILE_BUDGETS = (0.0, 0.3, 0.6, 1.0)
 MIN_TOLERANCE = 0.02
 
@@ -116,6 +125,7 @@ class Point:
     predicted_time: float | None = None
     budget: int | None = None
     within_budget: bool | None = None
+    recomputed: int | None = None  # remat_inplace: layer forwards its plan recomputes per step
 
 
 class Method:
@@ -461,6 +471,262 @@ def drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int 
     return ck
 
 
+# ------------------------------------------------------------------------ the in-place API
+def _inplace_example(w: Workload):
+    """The ``example`` the in-place API takes for ``w``: what ``w.call`` calls the model
+    with (a kwargs dict, or the one positional tensor); None for a workload built from
+    stages (no call of the original model to give)."""
+    return w.inputs
+
+
+def _inplace_loss(w: Workload):
+    """output -> the frontier's loss, as the in-place API's ``loss_fn`` (profiled as the
+    chain's loss stage): the workload's own loss on the tensor ``w.call`` hands it."""
+    from remat_theory.torch.frontier_networks import _leaf
+
+    def loss_fn(out, _loss=w.loss_fn):
+        return _loss(_leaf(out))
+    return loss_fn
+
+
+def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
+                        max_points: int = 16, cover=(), solver_options=None,
+                        fraction: bool = False, keep_lowest: int = 0) -> tuple:
+    """``(budgets, smallest, plain_budget)``: step budgets (bytes, the in-place API's units)
+    where the in-place plan's predicted time steps down, from the smallest budget it accepts
+    to the smallest that runs plain autograd, found as :func:`remat_breakpoints` finds the
+    drop-in's: bisection (to ``plain_budget / resolution`` bytes) on the plan the API makes
+    (:func:`~remat_theory.torch.inplace.plan.make_plan`) from ``probe``'s profile (a
+    :class:`~remat_theory.torch.inplace.RematHandle`), each level at its lowest budget; more
+    than ``max_points`` levels: the lowest, plain and evenly spread ones between, plus, for
+    each budget of ``cover``, the lowest level at or above it, and the ``keep_lowest`` lowest.
+
+    ``fraction``: the same in the API's other units, fractions of its predicted activation
+    peak without recomputation (the plan then bounds activations, gradients apart); the
+    budgets are floats, bisected on the bytes they stand for, and the lowest is the least
+    activation budget the plan accepts (found by bisection: the ``smallest_feasible`` a
+    refused fraction names can itself be refused)."""
+    from remat_theory.torch.inplace.plan import _with_margin, make_plan
+
+    plan0 = probe.plan
+    if fraction:
+        return _inplace_fraction_breakpoints(probe, solver, resolution, max_points, cover,
+                                             solver_options, keep_lowest)
+    rule = dict(solver=solver, solver_options=solver_options)
+    cache = {}
+
+    def level(b):
+        if b not in cache:
+            try:
+                p = make_plan(plan0.key, plan0.profile, int(b), probe.gradients, probe.chained,
+                              **rule)
+                cache[b] = "plain" if p.tree is None else round(p.predicted_time, 12)
+            except InfeasibleBudgetError:
+                cache[b] = None
+        return cache[b]
+
+    plain_budget = _with_margin(plan0.predicted_step_peak)
+    try:
+        make_plan(plan0.key, plan0.profile, 1, probe.gradients, probe.chained, **rule)
+        smallest = 1
+    except InfeasibleBudgetError as e:
+        smallest = e.smallest_feasible
+    if smallest is None or level(smallest) is None:
+        return [], smallest, plain_budget
+    step = max(1, plain_budget // resolution)
+    found = {smallest, plain_budget}
+
+    def bisect(a, fa, b, fb):
+        if fa == fb:
+            return
+        if b - a <= step:
+            found.add(b)
+            return
+        m = (a + b) // 2
+        fm = level(m)
+        bisect(a, fa, m, fm)
+        bisect(m, fm, b, fb)
+
+    bisect(smallest, level(smallest), plain_budget, level(plain_budget))
+    levels, out = set(), []
+    for b in sorted(found):
+        key = level(b)
+        if key is not None and key not in levels:
+            levels.add(key)
+            out.append(b)
+    if len(out) > max_points:
+        idx = {round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)}
+        for c in cover:
+            idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
+        idx |= set(range(min(keep_lowest, len(out))))
+        out = [out[i] for i in sorted(idx)]
+    return out, smallest, plain_budget
+
+
+def _inplace_fraction_breakpoints(probe, solver, resolution, max_points, cover, solver_options,
+                                  keep_lowest) -> tuple:
+    from remat_theory.torch.inplace.plan import make_plan
+
+    plan0 = probe.plan
+    store_all = plan0.profile.store_all_bytes
+    cache = {}
+
+    def level(b):  # b: bytes of activations; the API is given b / store_all
+        if b not in cache:
+            try:
+                p = make_plan(plan0.key, plan0.profile, min(1.0, b / store_all), probe.gradients,
+                              probe.chained, solver=solver, solver_options=solver_options)
+                cache[b] = "plain" if p.tree is None else round(p.predicted_time, 12)
+            except InfeasibleBudgetError:
+                cache[b] = None
+        return cache[b]
+
+    if level(store_all) is None:
+        return [], None, 1.0
+    lo, hi = 1, store_all  # the least accepted: bisection (level(hi) is accepted)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if level(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    smallest = hi
+    step = max(1, store_all // resolution)
+    found = {smallest, store_all}
+
+    def bisect(a, fa, b, fb):
+        if fa == fb:
+            return
+        if b - a <= step:
+            found.add(b)
+            return
+        m = (a + b) // 2
+        fm = level(m)
+        bisect(a, fa, m, fm)
+        bisect(m, fm, b, fb)
+
+    bisect(smallest, level(smallest), store_all, level(store_all))
+    levels, out = set(), []
+    for b in sorted(found):
+        key = level(b)
+        if key is not None and key not in levels:
+            levels.add(key)
+            out.append(b)
+    if len(out) > max_points:
+        idx = {round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)}
+        for c in cover:
+            idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
+        idx |= set(range(min(keep_lowest, len(out))))
+        out = [out[i] for i in sorted(idx)]
+    return [min(1.0, b / store_all) for b in out], smallest / store_all, 1.0
+
+
+def _inplace_point(w: Workload, label: str, budget, why: str, solver: str, example,
+                   loss_fn) -> Method:
+    """One ``remat_inplace`` point: a copy of the ORIGINAL model with
+    ``rematerialize(copy, budget, example)``'s hooks attached, run by the same step as
+    ``plain`` (``w.call``, the loss, ``backward``).  A budget the API refuses
+    (:class:`InfeasibleBudgetError`) is retried at the ``smallest_feasible`` it names, and
+    the point says so (``detail``)."""
+    from remat_theory.torch.inplace import rematerialize
+
+    pt = Point(f"remat_inplace:{label}", "remat_inplace", label)
+    model = copy.deepcopy(w.model)
+    notes = [f"asked {budget!r} ({why})"]
+    try:
+        try:
+            handle = rematerialize(model, budget, example, solver=solver, loss_fn=loss_fn)
+        except InfeasibleBudgetError as e:
+            notes.append(f"refused: {e}")
+            if e.smallest_feasible is None:
+                raise
+            budget = e.smallest_feasible
+            notes.append(f"ran at its smallest_feasible {budget!r}")
+            handle = rematerialize(model, budget, example, solver=solver, loss_fn=loss_fn)
+    except InfeasibleBudgetError as e:
+        pt.status, pt.detail = "infeasible", "; ".join(notes + [str(e)])[:800]
+        return Method(pt)
+    except Exception as e:  # noqa: BLE001 - the API refusing the model is a result
+        pt.status = "error"
+        pt.detail = "; ".join(notes + [f"{type(e).__name__}: {e}"])[:800]
+        return Method(pt)
+    plan = handle.plan
+    pt.budget = budget if isinstance(budget, int) else None
+    pt.param = budget
+    pt.predicted_peak = int(plan.predicted_step_peak)
+    pt.predicted_time = float(plan.predicted_time)
+    pt.recomputed = plan.recomputed
+    pt.detail = "; ".join(notes + [
+        f"plan: {len(handle.layers)} layers, {plan.recomputed} layer forwards recomputed, "
+        f"predicted step peak {plan.predicted_step_peak} B, activations {plan.predicted_peak} B"
+        + ("" if plan.tree is None else f", schedule {plan.tree}")])[:1200]
+
+    def step(model=model):
+        w.loss_fn(w.call(model)).backward()
+    return Method(pt, step, params=[p for p in model.parameters() if p.requires_grad])
+
+
+def inplace_methods(w: Workload, solver: str = "dp", *, hf_levels=(), max_points: int = 16,
+                    budgets=None) -> list:
+    """``remat_inplace`` points: the in-place API
+    (:func:`~remat_theory.torch.inplace.rematerialize`) on copies of the ORIGINAL model, at
+    step budgets (bytes of the whole step, the API's units) derived as the drop-in's are:
+    every breakpoint of its plan's predicted time (:func:`inplace_breakpoints`, at most
+    ``max_points`` spread, with the level at or above each of ``hf_levels`` kept), and each
+    of ``hf_levels``: ``(K, bytes)``, Hugging Face's every-K-layers step measured by the
+    same meter: ``(K, step_peak, peak)``, its step peak given as the budget itself, and its
+    activation peak as a fraction budget (of the plan's predicted activation peak without
+    recomputation, the API's float units), and the smallest fraction the plan accepts.
+    ``budgets``: explicit
+    budgets instead of the breakpoints (ints: bytes; floats: fractions).  Plus the plan at
+    budget 1.0 (plain autograd through the hooks: the noise pair beside plain)."""
+    from remat_theory.torch.inplace import rematerialize
+
+    example = _inplace_example(w)
+    if example is None:
+        return [Method(Point("remat_inplace", "remat_inplace", status="unsupported",
+                              detail="the workload has no call of the original model to give "
+                                     "the in-place API as its example"))]
+    loss_fn = _inplace_loss(w)
+    try:
+        probe = rematerialize(copy.deepcopy(w.model), 1.0, example, solver=solver,
+                              loss_fn=loss_fn)
+    except Exception as e:  # noqa: BLE001 - the API refusing the model is a result
+        return [_error(Point("remat_inplace", "remat_inplace"), e)]
+    out = []
+    if budgets is None:
+        levels, smallest, plain_budget = inplace_breakpoints(
+            probe, solver, max_points=max_points, cover=[b for _, b, _ in hf_levels])
+        asked = [(f"{b / plain_budget:.4f}", int(b),
+                  "the smallest budget the plan accepts" if b == smallest else
+                  "the smallest plain-autograd budget" if b == plain_budget else
+                  "a breakpoint of the plan's predicted time") for b in levels]
+    else:
+        asked = [(f"{b}", b, "given") for b in budgets]
+    asked += [(f"hf{k}", int(b), f"hf_checkpointing:{k}'s measured step peak")
+              for k, b, _ in hf_levels]
+    # the API's other units, a fraction of its own (predicted) activation peak without
+    # recomputation: HF's measured activation peak (gradients apart) in them, and the
+    # smallest fraction the plan accepts (asked 1e-6: refused, run at smallest_feasible)
+    store_all = probe.plan.profile.store_all_bytes
+    asked += [(f"hf{k}-fraction", min(1.0, a / store_all),
+               f"hf_checkpointing:{k}'s measured activation peak {a} B over the plan's "
+               f"predicted store-all {store_all} B") for k, _, a in hf_levels]
+    asked.append(("fraction-smallest", 1e-6, "a fraction below any plan's"))
+    if budgets is None:  # the plan's levels in fractions (activations alone), lowest kept
+        fracs, fsmall, _ = inplace_breakpoints(
+            probe, solver, max_points=max(4, max_points // 2), fraction=True, keep_lowest=3,
+            cover=[a for _, _, a in hf_levels])
+        asked += [(f"f{f:.4f}", f, "the least activation fraction the plan accepts"
+                   if f == fsmall else "a breakpoint of the plan's predicted time over "
+                   "fractions") for f in fracs if f < 1.0]
+    asked.append(("store-all", 1.0, "fraction 1.0: plain autograd through the hooks"))
+    probe.remove()
+    for label, b, why in asked:
+        out.append(_inplace_point(w, label, b, why, solver, example, loss_fn))
+    return out
+
+
 def _remat_compiled(w: Workload, tree, stages, pt: Point, backend: str, index: int) -> Method:
     prelude = traceable_prelude(stages)
     pt.backend = backend
@@ -611,7 +877,8 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
             compile_budgets=DEFAULT_COMPILE_BUDGETS, compiled_points: int = 4,
             backend: str = "inductor", step_budgets=(), optimizer_bytes: int = 0,
             segments=None, hf: bool = True, profile_repeats: int = 3, offload_solvers=(),
-            bandwidth="measure", offload_budgets=None, offload_points: int = 4) -> tuple:
+            bandwidth="measure", offload_budgets=None, offload_points: int = 4,
+            families=None, inplace_max_points: int = 16, inplace_budgets=None) -> tuple:
     """Build every method for ``w``; returns ``(methods, chain)`` (chain None when the model
     could not be captured: the remat points then say why).
 
@@ -624,23 +891,48 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
     those budgets also hold (the measured step runs no optimizer, so a point is within its
     budget when its step peak plus these bytes is).  ``offload_solvers``: solvers of the
     ``remat_offload`` points, with ``bandwidth``, ``offload_budgets`` and ``offload_points``
-    (:func:`~remat_theory.torch.frontier_offload.offload_methods`; empty: none)."""
+    (:func:`~remat_theory.torch.frontier_offload.offload_methods`; empty: none).
+
+    ``families``: the method families to run (:data:`FAMILIES`; default
+    :data:`DEFAULT_FAMILIES`, every one but ``remat_inplace``; ``plain`` always runs).  The
+    chain is profiled only for the families that run over captured stages.
+    ``remat_inplace`` (:func:`inplace_methods`): the in-place API on copies of the original
+    model, at its plan's breakpoints (at most ``inplace_max_points``) or ``inplace_budgets``,
+    and at each Hugging Face every-K level's step peak, measured here first by the same
+    meter (when ``hf_checkpointing`` runs too)."""
+    fams = set(DEFAULT_FAMILIES if families is None else families) | {"plain"}
+    unknown = fams - set(FAMILIES)
+    if unknown:
+        raise RematError(f"unknown method families {sorted(unknown)}: choose from "
+                         f"{', '.join(FAMILIES)}")
     methods = [Method(Point("plain", "plain", 1), plain_method(w)),
                Method(Point("plain:2", "plain", 2), plain_method(w))]
+    hf = hf and "hf_checkpointing" in fams
     if hf:
         methods += hf_methods(w)
+    staged = {"remat", "checkpoint_sequential", "remat_offload", "remat_compiled"}
+    if "remat" not in fams:
+        step_budgets = ()
+    if "remat_offload" not in fams:
+        offload_solvers = ()
+    if "remat_compiled" not in fams:
+        compiled_points = 0
+    if "compile_budget" not in fams:
+        compile_budgets = ()
     chain = None
-    if w.stages is None:
+    if fams & staged and w.stages is None:
         methods.append(Method(Point("remat", "remat", status="error",
                                      detail=f"capture failed: {w.capture_error}")))
-    else:
+    elif fams & staged:
         prof = profile_details(list(w.stages), w.example_input, w.loss_fn,
                                repeats=profile_repeats, clock=profile_clock(w.example_input))
         chain = prof.chain
         sizes = dict(loss_bytes=prof.loss_bytes, input_grad_bytes=prof.input_grad_bytes)
         L = len(w.stages)
         segs = list(segments if segments is not None else range(2, L + 1))
-        if budgets is None:
+        if "remat" not in fams:
+            budgets = []
+        elif budgets is None:
             states = drop_in_states(w.stages, w.example_input)
             cover = baseline_schedule_peaks(chain, w.stages, segs, states["carried"])
             if hf and w.hf:  # each Hugging Face every-K-layers schedule's level too
@@ -667,11 +959,21 @@ def prepare(w: Workload, *, solver: str = "dp", budgets=None, max_points: int = 
         if compiled_points:
             methods += _compiled_sweep(w, compiled_points, backend, profile_repeats)
         seq = nn.Sequential(*w.stages)
-        for k in segs:
+        for k in (segs if "checkpoint_sequential" in fams else ()):
             methods.append(Method(Point(f"checkpoint_sequential:{k}", "checkpoint_sequential", k),
                                    checkpoint_sequential_method(w, seq, k)))
     for i, r in enumerate(compile_budgets):
         methods.append(_compile_budget(w, float(r), backend, i))
+    if "remat_inplace" in fams:
+        levels = []
+        for m in methods:  # each HF every-K level's step peak, by the meter measure() uses
+            if m.point.family == "hf_checkpointing" and m.step is not None:
+                dev = next(iter(m.params)).device
+                _run(m, m.params, dev)
+                _measure_peaks(m, m.params, dev)
+                levels.append((m.point.param, m.point.step_peak, m.point.peak))
+        methods += inplace_methods(w, solver, hf_levels=levels, max_points=inplace_max_points,
+                                   budgets=inplace_budgets)
     return methods, chain
 
 
@@ -770,7 +1072,8 @@ def measure(methods: list, params, device: torch.device, *, repeats: int = 5,
         m.point.time, m.point.spread = _median_spread(m.point.times)
         if m.point.cpu_times:
             m.point.cpu_time, m.point.cpu_spread = _median_spread(m.point.cpu_times)
-        if isinstance(m.point.param, str) and m.point.budget is not None:
+        if ((isinstance(m.point.param, str) or m.point.family == "remat_inplace")
+                and m.point.budget is not None):
             m.point.within_budget = m.point.step_peak <= m.point.budget
     _zero_grads(params)
     return [m.point for m in methods]
@@ -821,11 +1124,18 @@ def noise(points: list, clock: str = "wall") -> dict:
         out["remat_store_all_half_iqr"] = _half_iqr(top, ok["plain"], key)
         out["remat_store_all_peak_ratio"] = top["peak"] / max(1, ok["plain"]["peak"])
         spreads.append(out["remat_store_all_half_iqr"])
+    inplace = [p for p in points if p["family"] == "remat_inplace" and p["status"] == "ok"
+               and p.get(key) and p.get("recomputed") == 0]
+    if inplace and "plain" in ok:  # the in-place API's plain-autograd plan: plain's kernels
+        top = next((p for p in inplace if p["method"] == "remat_inplace:store-all"), inplace[-1])
+        out["inplace_store_all"] = _paired(top, ok["plain"], key)
+        out["inplace_store_all_half_iqr"] = _half_iqr(top, ok["plain"], key)
+        spreads.append(out["inplace_store_all_half_iqr"])
     if not ok:
         return out
     out["tolerance"] = max([MIN_TOLERANCE] + spreads
                            + [abs(v - 1) for k, v in out.items()
-                              if k in ("plain_repeat", "remat_store_all")])
+                              if k in ("plain_repeat", "remat_store_all", "inplace_store_all")])
     return out
 
 
@@ -839,30 +1149,34 @@ def choose_clock(points: list) -> tuple:
     return min(have, key=lambda c: by[c]["tolerance"]), by
 
 
-def dominance(points: list, tolerance: float | None = None, clock: str | None = None) -> dict:
-    """For every baseline point, the remat point (eager or compiled) with no more memory and
-    the least time (per-round ratio on ``clock``, default :func:`choose_clock`'s: the one
-    with less noise), and whether that ratio is within ``1 + tolerance`` (default:
-    :func:`noise`'s on that clock).  Also each family's lowest peak and the issue's goals."""
+def dominance(points: list, tolerance: float | None = None, clock: str | None = None,
+              families=REMAT, memory: str = "peak") -> dict:
+    """For every baseline point, the remat point (of ``families``: by default the drop-in,
+    compiled and in-place ones) with no more memory and the least time (per-round ratio on
+    ``clock``, default :func:`choose_clock`'s: the one with less noise), and whether that
+    ratio is within ``1 + tolerance`` (default: :func:`noise`'s on that clock).  Also each
+    family's lowest peak and the issue's goals.  ``memory``: the measure compared, ``peak``
+    (parameter gradients apart, the frontier's) or ``step_peak`` (the whole step: what the
+    in-place API's byte budgets bound); the rows' and ``lowest``'s ``peak`` are that one."""
     pts = [asdict(p) if isinstance(p, Point) else p for p in points]
     clock, by_clock = choose_clock(pts) if clock is None else (clock, {
         c: noise(pts, c) for c in CLOCKS})
     key = CLOCKS[clock]
     nz = by_clock[clock]
     tol = nz.get("tolerance", MIN_TOLERANCE) if tolerance is None else tolerance
-    ok = [p for p in pts if p["status"] == "ok" and p["peak"] is not None and p.get(key)]
-    remat = [p for p in ok if p["family"] in REMAT and not p["method"].startswith("remat_step")]
+    ok = [p for p in pts if p["status"] == "ok" and p[memory] is not None and p.get(key)]
+    remat = [p for p in ok if p["family"] in families and not p["method"].startswith("remat_step")]
     rows = []
     for b in (p for p in ok if p["family"] in BASELINES and p["method"] != "plain:2"):
-        cands = [(r, _paired(r, b, key)) for r in remat if r["peak"] <= b["peak"]]
+        cands = [(r, _paired(r, b, key)) for r in remat if r[memory] <= b[memory]]
         best = min(cands, key=lambda c: c[1], default=None)
         compiled = [c for c in cands if c[0]["family"] == "remat_compiled"]
         bestc = min(compiled, key=lambda c: c[1], default=None)
         rows.append({
-            "baseline": b["method"], "family": b["family"], "peak": b["peak"],
+            "baseline": b["method"], "family": b["family"], "peak": b[memory],
             "time": statistics.median(b[key]),
             "remat": None if best is None else best[0]["method"],
-            "remat_peak": None if best is None else best[0]["peak"],
+            "remat_peak": None if best is None else best[0][memory],
             "remat_time": None if best is None else statistics.median(best[0][key]),
             "time_ratio": None if best is None else best[1],
             "compiled_time_ratio": None if bestc is None else bestc[1],
@@ -872,16 +1186,17 @@ def dominance(points: list, tolerance: float | None = None, clock: str | None = 
     for p in ok:
         if p["method"].startswith("remat_step"):
             continue
-        if p["family"] not in lowest or p["peak"] < lowest[p["family"]]["peak"]:
-            lowest[p["family"]] = {"method": p["method"], "peak": p["peak"], "time": p["time"],
+        if p["family"] not in lowest or p[memory] < lowest[p["family"]]["peak"]:
+            lowest[p["family"]] = {"method": p["method"], "peak": p[memory], "time": p["time"],
                                    "cpu_time": p.get("cpu_time")}
-    remat_low = min((lowest[f]["peak"] for f in REMAT if f in lowest), default=None)
+    remat_low = min((lowest[f]["peak"] for f in families if f in lowest), default=None)
     base_low = {f: lowest[f]["peak"] for f in BASELINES if f in lowest}
     below = remat_low is not None and all(remat_low < v for v in base_low.values())
     fam_ok = {f: all(r["dominated"] for r in rows if r["family"] == f) for f in BASELINES}
     comp_rows = [r for r in rows if r["family"] == "compile_budget"]
     return {
         "rows": rows, "lowest": lowest, "noise": nz, "tolerance": tol, "clock": clock,
+        "memory": memory,
         "noise_by_clock": by_clock,
         "remat_lowest_below_baselines": below,
         "all_dominated": bool(rows) and all(r["dominated"] for r in rows),
@@ -940,6 +1255,10 @@ def run_frontier(w, *, device="cpu", repeats: int = 5, seed: int = 0, **kw) -> d
         "points": [asdict(p) for p in points],
     }
     rec["dominance"] = dominance(rec["points"])
+    if any(p["family"] == "remat_inplace" for p in rec["points"]):
+        rec["dominance_inplace"] = dominance(rec["points"], families=("remat_inplace",))
+        rec["dominance_inplace_step"] = dominance(rec["points"], families=("remat_inplace",),
+                                                  memory="step_peak")
     rec["wall_time"] = time.perf_counter() - t0
     return rec
 
@@ -968,7 +1287,9 @@ def format_table(record: dict) -> str:
         elif p["within_budget"] is not None:
             lines.append(f"  {p['method']}: step peak {format_bytes(p['step_peak'])} "
                          f"{'within' if p['within_budget'] else 'ABOVE'} the budget "
-                         f"{format_bytes(p['budget'])}")
+                         f"{format_bytes(p['budget'])}"
+                         + ("; the asked budget was refused" if "refused:" in p["detail"]
+                            else ""))
     return "\n".join(lines)
 
 
@@ -979,7 +1300,7 @@ def _mib(v) -> str:
 _STYLE = {"remat": ("o", "C0", "-"), "remat_compiled": ("o", "C9", "-"),
           "plain": ("s", "k", "none"), "hf_checkpointing": ("v", "C3", ":"),
           "checkpoint_sequential": ("^", "C1", "none"), "compile_budget": ("D", "C2", ":"),
-          "remat_offload": ("P", "C4", "--")}
+          "remat_offload": ("P", "C4", "--"), "remat_inplace": ("*", "C5", "-")}
 
 
 def plot(records: list, path, title: str = "") -> None:
@@ -1021,4 +1342,5 @@ def plot(records: list, path, title: str = "") -> None:
 __all__ = ["Point", "Method", "prepare", "plain_method", "hf_methods", "checkpoint_sequential_method",
            "drop_in", "remat_method", "measure", "noise", "dominance", "run_frontier", "format_table",
            "plot", "remat_breakpoints", "drop_in_states", "hf_schedule_tree", "hf_schedule_peaks",
-           "FAMILIES", "BASELINES", "DEFAULT_COMPILE_BUDGETS"]
+           "FAMILIES", "BASELINES", "DEFAULT_COMPILE_BUDGETS", "DEFAULT_FAMILIES",
+           "inplace_methods", "inplace_breakpoints"]

@@ -91,7 +91,8 @@ def _leaf(out) -> torch.Tensor:
 
 def _make(name, model, inputs, loss_fn, granularity, config) -> Workload:
     """A workload from a model and its inputs (a tensor or a dict of keyword inputs): the
-    chain is captured here; a capture failure is kept (``capture_error``), not raised."""
+    chain is captured here (``granularity`` None: not captured, ``stages`` None); a capture
+    failure is kept (``capture_error``), not raised."""
     model.train()
     if isinstance(inputs, dict):
         x0 = next(iter(inputs.values()))
@@ -104,6 +105,9 @@ def _make(name, model, inputs, loss_fn, granularity, config) -> Workload:
         def call(m, _x=inputs):
             return _leaf(m(_x))
     stages, error = None, ""
+    if granularity is None:
+        return Workload(name, model, call, loss_fn, x0, None, "not captured (granularity None)",
+                        config, inputs)
     try:
         stages = split_stages(to_stages(model, inputs, granularity=granularity))
     except Exception as e:  # noqa: BLE001 - a capture failure is a result of the frontier
@@ -250,7 +254,9 @@ def build_workload(name: str, scale: str = "small", *, batch: int | None = None,
                    size: int | None = None, granularity="block", seed: int = 0) -> Workload:
     """A frontier workload by name: one of :data:`WORKLOADS` (scale ``test`` or ``small``), or
     any network :func:`~remat_theory.torch.networks.build` knows (its scales).  The image
-    side of ``size`` must suit the model (a multiple of ViT's patch, of Swin's windows)."""
+    side of ``size`` must suit the model (a multiple of ViT's patch, of Swin's windows).
+    ``granularity=None``: the built-ins are not captured as a chain (for the methods that run
+    the original model alone: plain, Hugging Face's, compile_budget, the in-place API)."""
     for label, v in (("batch", batch), ("size", size)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise RematError(f"{label} = {v!r} must be a positive integer")

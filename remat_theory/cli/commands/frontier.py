@@ -69,6 +69,22 @@ def _optimizer_bytes(text: str, gradient_bytes: int) -> int:
                          f"bytes with a unit (e.g. 2GiB)") from None
 
 
+METHODS = ("plain", "hf_checkpointing", "checkpoint_sequential", "compile_budget", "remat",
+           "remat_compiled", "remat_offload", "remat_inplace")
+"""The method families of :data:`remat_theory.torch.frontier.FAMILIES` (kept here so that
+``--help`` needs no torch)."""
+
+
+def _methods(text: str) -> list:
+    out = [t for t in text.replace(",", " ").split() if t]
+    if not out:
+        raise RematError("--methods is empty")
+    bad = [t for t in out if t not in METHODS]
+    if bad:
+        raise RematError(f"--methods: {', '.join(bad)} not among {', '.join(METHODS)}")
+    return out
+
+
 def add_arguments(p) -> None:
     p.add_argument("--network", required=True,
                    help="llama, qwen2, opt, gpt-neo, gpt2, distilbert, vit, convnext, swin, "
@@ -116,6 +132,17 @@ def add_arguments(p) -> None:
     p.add_argument("--bandwidth", default="measure",
                    help="the copy channel of the remat_offload points: bytes per second, or "
                         "measure (default)")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated method families to run: " + ", ".join(METHODS)
+                        + " (plain always runs; default every one but remat_inplace, the "
+                          "in-place API, which runs only when named)")
+    p.add_argument("--inplace-max-points", type=positive_int, default=16,
+                   dest="inplace_max_points",
+                   help="at most this many breakpoints of the in-place API's plan (plus each "
+                        "Hugging Face level and plain); default 16")
+    p.add_argument("--tag", default=None,
+                   help="with --out, write frontier_TAG_NETWORK.json/.png (default "
+                        "frontier_NETWORK)")
     p.add_argument("--repeats", type=positive_int, default=5, help="interleaved timed rounds")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write frontier_NETWORK.json and .png there (default: print only)")
@@ -154,9 +181,13 @@ def run(args) -> int:
                              f"measure") from None
         if not bandwidth > 0:
             raise RematError(f"--bandwidth {args.bandwidth!r} must be > 0")
+    families = None if args.methods is None else _methods(args.methods)
+    if args.tag is not None and not args.tag.replace("-", "").replace("_", "").isalnum():
+        raise RematError(f"--tag {args.tag!r}: letters, digits, - and _ only")
     torch, device = torch_device(args.device, args.threads, "frontier")
     from remat_theory.torch.frontier import format_table, plot, run_frontier
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.torch.frontier import DEFAULT_FAMILIES
+    from remat_theory.torch.frontier_networks import WORKLOADS, build_workload
     from remat_theory.torch.module import gradient_bytes, parse_bytes
 
     for text in step_budgets:
@@ -165,7 +196,11 @@ def run(args) -> int:
     records = []
     configs = [(b, s) for b in batches for s in sizes]
     for k, (batch, size) in enumerate(configs):
-        w = build_workload(args.network, args.scale, batch=batch, size=size)
+        staged = {"remat", "checkpoint_sequential", "remat_offload", "remat_compiled"}
+        capture = (args.network not in WORKLOADS or args.budget_bytes is not None
+                   or bool(staged & set(DEFAULT_FAMILIES if families is None else families)))
+        w = build_workload(args.network, args.scale, batch=batch, size=size,
+                           **({} if capture else {"granularity": None}))
         budgets = None
         if fractions is not None and w.stages is not None:
             from remat_theory.torch.profiler import profile
@@ -182,7 +217,8 @@ def run(args) -> int:
                                compiled_points=0 if args.no_compile else args.compiled_points,
                                backend=args.backend, hf=not args.no_hf,
                                step_budgets=step_budgets, optimizer_bytes=opt,
-                               offload_solvers=offload_solvers, bandwidth=bandwidth)
+                               offload_solvers=offload_solvers, bandwidth=bandwidth,
+                               families=families, inplace_max_points=args.inplace_max_points)
         rec.update(scale=args.scale, batch=batch, size=size, command=command)
         records.append(rec)
         if not args.json:
@@ -191,7 +227,7 @@ def run(args) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        stem = f"frontier_{args.network}"
+        stem = f"frontier_{args.network}" if args.tag is None else f"frontier_{args.tag}_{args.network}"
         (out / f"{stem}.json").write_text(json.dumps(records, indent=1) + "\n")
         plot(records, out / f"{stem}.png", title=f"{args.network}: time per step vs peak memory")
         if not args.json:

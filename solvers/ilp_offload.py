@@ -56,7 +56,8 @@ import time
 
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import AT_LEAST, Remedy, SolverError, SolverLimitError
+from remat_theory.model.errors import (AT_LEAST, Remedy, SolverContractError, SolverError,
+                                       SolverLimitError)
 from remat_theory.model.schedule import Op, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
@@ -564,7 +565,7 @@ def offload_incumbent(chain: Chain, budget: int):
             continue  # the exact table answered: no need for slots
         try:
             sol = registry.solve(chain, budget, name, **opts)
-        except SolverError:
+        except (SolverError, SolverContractError):
             continue
         if sol.schedule is not None and sol.makespan is not None:
             found.append((sol.makespan, len(sol.schedule), name, sol.schedule))

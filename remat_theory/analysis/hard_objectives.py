@@ -60,7 +60,7 @@ from remat_theory.analysis.certificates import Certificate, solution_entry
 from remat_theory.analysis.hard_search import (_build, _delete_stage, _repeat_stage, _values,
                                                shrink)
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 from remat_theory.model.validation import check_int
 
@@ -224,7 +224,7 @@ def opt_at(chain: Chain, budget: int, cfg: GapConfig):
     try:
         sol = solvers.solve(chain, budget, "exhaustive", time_limit=cfg.opt_time_limit,
                             max_stages=OPT_MAX_STAGES)
-    except RematError:
+    except (RematError, SolverContractError):
         return None
     if sol.status != OPTIMAL or sol.optimal_for != CLASS_ALL:
         return None
@@ -295,7 +295,7 @@ def ratio_at(chain: Chain, budget: int, cfg: GapConfig) -> float | None:
         return class_min_budget(chain, cfg.target) / max(budget, 1)
     try:
         sol = solvers.solve(chain, budget, cfg.target)
-    except RematError:
+    except (RematError, SolverContractError):
         return None
     if sol.status != OPTIMAL or sol.makespan is None:
         return None
@@ -456,7 +456,7 @@ def run_restart(task: tuple) -> RestartOutcome:
         except Anomaly as e:
             anomalies.append((str(e), e.chain, e.budget))
             s = None
-        except RematError:
+        except (RematError, SolverContractError):
             s = None
         if s is None or s.budget is None:
             if fresh:
@@ -538,7 +538,7 @@ def _keeps(chain: Chain, budget: int, cfg: GapConfig, target: float) -> bool:
         try:
             return (class_min_budget(chain, cfg.target)
                     / max(1, global_min_budget(chain))) >= target - 1e-12
-        except RematError:
+        except (RematError, SolverContractError):
             return False
     r = ratio_at(chain, budget, cfg)
     return r is not None and r >= target - 1e-12

@@ -43,7 +43,7 @@ from solvers import registry
 from remat_theory.analysis.certificates import Certificate, solution_entry
 from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 from remat_theory.model.validation import check_int
 
@@ -176,7 +176,7 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
     infeasible or unproven)."""
     try:
         opt, opt_opts = _opt(chain, budget, cfg)
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         return Evaluation(None, anomaly=f"OPT solver failed: {e}")
     sols = {"opt": (opt, opt_opts)}
     if opt.status != OPTIMAL or opt.optimal_for != CLASS_ALL:
@@ -184,7 +184,7 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
     target_name, target_opts = cfg.target_call()
     try:
         sol = solvers.solve(chain, budget, target_name, **target_opts)
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         return Evaluation(None, sols, anomaly=f"solver {cfg.target} failed: {e}")
     sols[cfg.target] = (sol, target_opts)
     if cfg.objective == "ilp-time":

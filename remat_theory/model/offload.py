@@ -455,9 +455,4 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
                                    profile=tuple(steps), budget=budget)
 
 
-def has_transfers(schedule: Iterable) -> bool:
-    """True when a schedule holds an offload or a prefetch."""
-    return any(op.kind in (OFF, PRE) for op in schedule)
-
-
 register_two_stream(simulate_offload)

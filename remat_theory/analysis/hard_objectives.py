@@ -26,15 +26,20 @@ searched: most moves of the local search are rejected by the bound alone.
 **Constraints** (:class:`GapConfig`): ``min_time`` (every time, recording forwards
 included, at least this), ``fall_at_least_fwd`` (a recording forward takes at least the
 time of a no-grad one), ``all_saved`` (every output saved), ``fall_costs`` and
-``overheads`` (whether those fields may differ from their defaults).  Every chain drawn,
-moved or shrunk is projected onto them (:func:`constrain`), so a result satisfies them.
+``overheads`` (whether those fields may differ from their defaults).  A chain drawn, or
+moved one entry at a time, is projected onto them (:func:`constrain`); a stage repeated or
+removed, and each step of the shrinking, is kept only when it satisfies them
+(:func:`satisfies`): so a result satisfies them.  The fields are read from the table
+(:mod:`remat_theory.model.fields`): the base fields and those of the ``fall-costs`` and
+``unsaved-outputs`` variations are drawn and moved; no other optional field is drawn (no
+``bandwidth``: a result never offloads).
 
 **The search** (:func:`run_restart`, :func:`search`): restarts from random chains and from
 *structured* seeds (one or two early stages with large forward times, small times
 elsewhere, large overheads; with recording costs, one or two stages whose no-grad
 transient is large and recording transient small: the shapes of the gaps found so far),
 each a local search that changes one entry at a time (a small step, a fresh value, a
-scaling by 2 or 1/2, a time set to the largest or smallest allowed, an output flipped, a
+scaling by 2 or 1/2, an entry set to the largest or smallest allowed, an output flipped, a
 stage repeated or removed, a stage's transients split as in the seeds) and keeps a move
 when the score does not drop.  The best chain is then shrunk with
 :func:`remat_theory.analysis.hard_search.shrink` at its budget (fewest stages first),
@@ -59,6 +64,7 @@ from solvers.dp import UnitChain
 from remat_theory.analysis.certificates import Certificate, solution_entry
 from remat_theory.analysis.hard_search import (_build, _delete_stage, _repeat_stage, _values,
                                                shrink)
+from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
@@ -68,8 +74,13 @@ OBJECTIVES = ("dp-gap", "dp-weak-gap", "budget-gap")
 CLASS_SOLVERS = ("dp", "dp-weak")
 MAX_STAGES = 6  # the default longest chain: exhaustive search takes under a second a budget
 OPT_MAX_STAGES = 10  # the longest allowed: exhaustive search's registered reference range
-_TIMES = ("fwd_time", "bwd_time", "fall_time")
-_SIZES = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead", "fall_overhead")
+# The fields come from the table (remat_theory.model.fields), in its order: the times, the
+# transient overheads (``overheads``), the fields of the fall-costs variation
+# (``fall_costs``); a move changes a base field or one of those (the search draws no other
+# optional field: not offload's bandwidth).
+_TIMES = tuple(f.name for f in chain_fields.of_kind("time"))
+_OVERHEADS = tuple(f.name for f in chain_fields.FIELDS if f.transient)
+_FALL_COSTS = tuple(f for f in chain_fields.OPTIONAL if f.variation == "fall-costs")
 
 
 @dataclass(frozen=True)
@@ -140,8 +151,7 @@ class GapConfig:
 
 def satisfies(chain: Chain, cfg: GapConfig) -> bool:
     """Whether ``chain`` meets every constraint of ``cfg``."""
-    times = list(chain.fwd_time) + list(chain.bwd_time) + list(chain.fall_time)
-    if any(t < cfg.min_time for t in times):
+    if any(t < cfg.min_time for f in _TIMES for t in getattr(chain, f)):
         return False
     if cfg.fall_at_least_fwd and any(a < b for a, b in zip(chain.fall_time, chain.fwd_time)):
         return False
@@ -149,8 +159,7 @@ def satisfies(chain: Chain, cfg: GapConfig) -> bool:
         return False
     if not cfg.fall_costs and chain.has_fall_costs:
         return False
-    if not cfg.overheads and (any(chain.fwd_overhead) or any(chain.bwd_overhead)
-                              or any(chain.fall_overhead)):
+    if not cfg.overheads and any(any(getattr(chain, f)) for f in _OVERHEADS):
         return False
     return True
 
@@ -168,7 +177,7 @@ def constrain(vals: dict, cfg: GapConfig) -> dict:
     if cfg.all_saved:
         vals["output_saved"] = [True] * len(vals["output_saved"])
     if not cfg.overheads:
-        for f in ("fwd_overhead", "bwd_overhead", "fall_overhead"):
+        for f in _OVERHEADS:
             vals[f] = [0] * len(vals[f])
     for i in range(len(vals["tape_size"])):
         vals["tape_size"][i] = max(vals["tape_size"][i], vals["x_size"][i + 1])
@@ -377,11 +386,9 @@ def mutate(rng: np.random.Generator, chain: Chain, cfg: GapConfig) -> Chain:
         i = int(rng.integers(L))
         vals["output_saved"][i] = not vals["output_saved"][i]
         return _make(vals, cfg) or chain
-    fields = ["fwd_time", "bwd_time", "x_size", "tape_size"]
-    if cfg.overheads:
-        fields += ["fwd_overhead", "bwd_overhead"]
+    fields = [f.name for f in chain_fields.BASE if cfg.overheads or not f.transient]
     if cfg.fall_costs:
-        fields += ["fall_time"] + (["fall_overhead"] if cfg.overheads else [])
+        fields += [f.name for f in _FALL_COSTS if cfg.overheads or not f.transient]
     f = fields[int(rng.integers(len(fields)))]
     i = int(rng.integers(len(vals[f])))
     is_time = f in _TIMES

@@ -584,7 +584,7 @@ def _fewest_ops_schedule(chain: Chain, budget: int, max_states: int = 200_000):
     from collections import deque
 
     from remat_theory.model.offload import OffloadState, step
-    from solvers.offload_exhaustive import _moves
+    from solvers.offload_exhaustive import moves
 
     st0 = OffloadState.initial(chain)
     if st0.memory > budget:
@@ -593,7 +593,7 @@ def _fewest_ops_schedule(chain: Chain, budget: int, max_states: int = 200_000):
     queue = deque([(st0, ())])
     while queue and len(seen) <= max_states:
         st, path = queue.popleft()
-        for op in _moves(chain, st, True, 0):
+        for op in moves(chain, st, True, 0):
             r = step(chain, st, op)
             if isinstance(r, str) or r[1].peak > budget:
                 continue

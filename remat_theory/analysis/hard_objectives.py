@@ -62,8 +62,8 @@ from solvers import exhaustive as _ex
 from solvers.dp import UnitChain
 
 from remat_theory.analysis.certificates import Certificate, solution_entry
-from remat_theory.analysis.hard_search import (_build, _delete_stage, _repeat_stage, _values,
-                                               shrink)
+from remat_theory.analysis.hard_search import (build_chain, chain_values, delete_stage,
+                                               repeat_stage, shrink)
 from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError, SolverContractError
@@ -165,8 +165,8 @@ def satisfies(chain: Chain, cfg: GapConfig) -> bool:
 
 
 def constrain(vals: dict, cfg: GapConfig) -> dict:
-    """Project the field lists ``vals`` (layout of ``hard_search._values``) onto ``cfg``'s
-    constraints, in place; returns ``vals``."""
+    """Project the field lists ``vals`` (layout of :func:`hard_search.chain_values`) onto
+    ``cfg``'s constraints, in place; returns ``vals``."""
     for f in _TIMES:
         vals[f] = [float(max(cfg.min_time, t)) for t in vals[f]]
     if not cfg.fall_costs:
@@ -185,7 +185,7 @@ def constrain(vals: dict, cfg: GapConfig) -> dict:
 
 
 def _make(vals: dict, cfg: GapConfig) -> Chain | None:
-    return _build(constrain(vals, cfg), "hard")
+    return build_chain(constrain(vals, cfg), "hard")
 
 
 # ---------------------------------------------------------------------- values
@@ -369,7 +369,7 @@ def _split_transient(rng: np.random.Generator, S: int) -> tuple[int, int]:
 
 def mutate(rng: np.random.Generator, chain: Chain, cfg: GapConfig) -> Chain:
     """One local move (module docstring); the result satisfies the constraints."""
-    vals = _values(chain)
+    vals = chain_values(chain)
     L = chain.length
     if cfg.fall_costs and cfg.overheads and rng.random() < 0.04:
         i = int(rng.integers(L))
@@ -377,10 +377,10 @@ def mutate(rng: np.random.Generator, chain: Chain, cfg: GapConfig) -> Chain:
         return _make(vals, cfg) or chain
     u = rng.random()
     if u < 0.05 and L < cfg.max_stages:
-        c = _repeat_stage(chain, int(rng.integers(L)))
+        c = repeat_stage(chain, int(rng.integers(L)))
         return c if c is not None and satisfies(c, cfg) else chain
     if u < 0.10 and L > cfg.min_stages:
-        c = _delete_stage(chain, int(rng.integers(L)), bool(rng.random() < 0.5))
+        c = delete_stage(chain, int(rng.integers(L)), bool(rng.random() < 0.5))
         return c if c is not None and satisfies(c, cfg) else chain
     if u < 0.16 and not cfg.all_saved:
         i = int(rng.integers(L))

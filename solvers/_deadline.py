@@ -11,12 +11,14 @@ import contextlib
 import contextvars
 import time
 
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import InternalError
 
 
-class DeadlineExpired(RematError):
+class DeadlineExpired(InternalError):
     """Raised by :meth:`Deadline.check` when the time is up; ``what`` names the step that was
-    running.  Solvers catch it and answer ``time_limit`` with what they have in hand."""
+    running.  Solvers catch it and answer ``time_limit`` with what they have in hand (and
+    :func:`solvers.solve` catches what they leave): one that escapes is a bug of remat, an
+    :class:`~remat_theory.model.errors.InternalError`, not bad input."""
 
     def __init__(self, what: str, limit: float):
         super().__init__(f"time limit of {limit:g} s reached while {what}")

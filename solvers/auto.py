@@ -52,7 +52,8 @@ import math
 import time
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import AT_LEAST, RematError, Remedy, SolverError, SolverLimitError
+from remat_theory.model.errors import (AT_LEAST, RematError, Remedy, SolverContractError,
+                                       SolverError, SolverLimitError)
 from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, FEASIBLE, INFEASIBLE, Solution
 
 from remat_theory.model import classes
@@ -247,7 +248,7 @@ def _run(chain: Chain, budget: int, name: str, opts: dict, deadline: Deadline, t
         opts["time_limit"] = deadline.remaining(0.05)
     try:
         sol = registry.solve(chain, budget, name, **opts)
-    except SolverError as e:
+    except (SolverError, SolverContractError) as e:
         tried.append(f"{name}: {e}")
         return None
     tried.append(f"{name}: {sol.status}")
@@ -348,7 +349,7 @@ def _fallback(chain: Chain, budget: int, tried: list, last, time_limit: float, p
         t0 = time.perf_counter()
         try:
             sol = registry.solve(chain, budget, name, **opts)
-        except RematError as e:
+        except (RematError, SolverContractError) as e:
             tried.append(f"{name}: {e}")
             continue
         if per_unit is None:

@@ -517,8 +517,9 @@ def _with_barriers(sol: Solution, barriers: tuple) -> Solution:
           options={"slots": Option("int", "round sizes up to budget/slots (valid, optimal for "
                                    "the rounded sizes only; status feasible)", minimum=1,
                                    none=True),
-                   "slot_bound": Option("bool", "with slots, also solve at the guaranteed "
-                                        "budget to bound the rounding loss"),
+                   "slot_bound": Option("bool", "with slots, also solve with sizes rounded "
+                                        "down: a lower bound on the exact persistent "
+                                        "optimum (status optimal where the two agree)"),
                    "time_limit": Option("seconds", "for the whole run, table building "
                                         "included (status time_limit past it)", none=True),
                    "barriers": BARRIERS})

@@ -53,7 +53,7 @@ import time
 from remat_theory.model import classes, persistence
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (AT_LEAST, EQ, InternalError, Note, RematError, Remedy,
-                                       SolverLimitError, SolverOptionError)
+                                       SolverContractError, SolverLimitError, SolverOptionError)
 from remat_theory.model.schedule import LOSS_OP, Bwd, DropT, DropX, Fall, Fck, Fn, Schedule
 from remat_theory.model.simulator import State, simulate, transition
 from remat_theory.model.solution import Solution
@@ -460,7 +460,7 @@ def weak_incumbent(chain: Chain, budget: int, schedule_class: str,
     try:
         weak = registry.solve(chain, budget, "dp-weak",
                               time_limit=None if time_limit is None else time_limit / 10)
-    except RematError:
+    except (RematError, SolverContractError):
         return None
     return weak.schedule
 

@@ -16,7 +16,7 @@ budget and its source as attributes) when no schedule at all fits the budget.
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import InfeasibleBudgetError, RematError
+from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverContractError
 
 from solvers import registry
 from solvers.exhaustive import DEFAULT_MAX_STAGES, min_feasible_budget
@@ -44,7 +44,7 @@ def smallest_feasible_budget(chain: Chain, max_exhaustive_stages: int | None = N
             continue
         try:
             sol = registry.solve(chain, max(0, lb - 1), name)
-        except RematError:
+        except (RematError, SolverContractError):
             continue
         if sol.min_budget is not None:
             return sol.min_budget, name

@@ -56,7 +56,8 @@ import time
 
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import AT_LEAST, Remedy, SolverError, SolverLimitError
+from remat_theory.model.errors import (AT_LEAST, Remedy, SolverContractError, SolverError,
+                                       SolverLimitError)
 from remat_theory.model.schedule import Op, Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import CLASS_NONE, Solution
@@ -564,7 +565,7 @@ def offload_incumbent(chain: Chain, budget: int):
             continue  # the exact table answered: no need for slots
         try:
             sol = registry.solve(chain, budget, name, **opts)
-        except SolverError:
+        except (SolverError, SolverContractError):
             continue
         if sol.schedule is not None and sol.makespan is not None:
             found.append((sol.makespan, len(sol.schedule), name, sol.schedule))
@@ -583,7 +584,7 @@ def _fewest_ops_schedule(chain: Chain, budget: int, max_states: int = 200_000):
     from collections import deque
 
     from remat_theory.model.offload import OffloadState, step
-    from solvers.offload_exhaustive import _moves
+    from solvers.offload_exhaustive import moves
 
     st0 = OffloadState.initial(chain)
     if st0.memory > budget:
@@ -592,7 +593,7 @@ def _fewest_ops_schedule(chain: Chain, budget: int, max_states: int = 200_000):
     queue = deque([(st0, ())])
     while queue and len(seen) <= max_states:
         st, path = queue.popleft()
-        for op in _moves(chain, st, True, 0):
+        for op in moves(chain, st, True, 0):
             r = step(chain, st, op)
             if isinstance(r, str) or r[1].peak > budget:
                 continue

@@ -220,7 +220,7 @@ def search_normal_form(chain: Chain, budget: int, *, max_states: int = 1_000_000
     in the state): ``(schedule, makespan)``, or ``(None, None)`` when none fits; raises
     RuntimeError past ``max_states`` or ``time_limit``.  The check of O.20: its optimum is
     ``exhaustive-offload``'s."""
-    from solvers.offload_exhaustive import _dominates, _moves, lower_bound
+    from solvers.offload_exhaustive import dominates, lower_bound, moves
 
     t0 = time.perf_counter()
     st0 = OffloadState.initial(chain)
@@ -233,7 +233,7 @@ def search_normal_form(chain: Chain, budget: int, *, max_states: int = 1_000_000
     while heap:
         f, _, _, idx, st, unused = heapq.heappop(heap)
         times = st.times()
-        if any(t != times and _dominates(t, times) for t in front[(st.logical(), unused)]):
+        if any(t != times and dominates(t, times) for t in front[(st.logical(), unused)]):
             continue
         if st.is_final() and not unused:
             ops, k = [], idx
@@ -244,7 +244,7 @@ def search_normal_form(chain: Chain, budget: int, *, max_states: int = 1_000_000
         if len(nodes) > max_states or (time_limit is not None
                                        and time.perf_counter() - t0 > time_limit):
             raise RuntimeError("search_normal_form: limit reached")
-        for op in _moves(chain, st, True, 0):
+        for op in moves(chain, st, True, 0):
             nu = unused
             if op.kind in (OFF, PRE):
                 v = _vid(chain, op.target, op.index)
@@ -270,9 +270,9 @@ def search_normal_form(chain: Chain, budget: int, *, max_states: int = 1_000_000
             key = (new.logical(), nu)
             tm = new.times()
             known = front.setdefault(key, [])
-            if any(_dominates(o, tm) for o in known):
+            if any(dominates(o, tm) for o in known):
                 continue
-            known[:] = [o for o in known if not _dominates(tm, o)]
+            known[:] = [o for o in known if not dominates(tm, o)]
             known.append(tm)
             nodes.append((idx, op))
             heapq.heappush(heap, (g, -new.C, next(counter), len(nodes) - 1, new, nu))

@@ -80,7 +80,7 @@ def _ops(L: int) -> tuple:
     return fwd, tuple(Bwd(i) for i in range(L)), transfers
 
 
-def _moves(chain: Chain, st: OffloadState, recompute: bool, falls: int):
+def moves(chain: Chain, st: OffloadState, recompute: bool, falls: int):
     """The ops to try from ``st``, in a fixed order.  Ops the referee would refuse for a
     reason read off the placement alone (a forward whose input is missing or whose output
     is held, an offload of a value whose device copy is still leaving) are not offered (a
@@ -124,7 +124,7 @@ def _moves(chain: Chain, st: OffloadState, recompute: bool, falls: int):
             yield pre_t
 
 
-def _dominates(a: tuple, b: tuple) -> bool:
+def dominates(a: tuple, b: tuple) -> bool:
     """:func:`~remat_theory.model.offload.dominates`, without a generator per call."""
     return all(map(le, a, b))
 
@@ -196,7 +196,7 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
         f, _, _, idx, st, falls, depth = heapq.heappop(heap)
         bound = f
         times = key_times(st, depth)
-        if any(t != times and _dominates(t, times) for t in front[(st.logical(), falls)]):
+        if any(t != times and dominates(t, times) for t in front[(st.logical(), falls)]):
             continue
         if st.is_final():
             ops = []
@@ -211,7 +211,7 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
             return None, None, None, bound, "time_limit"
         if max_ops is not None and depth >= max_ops:
             continue
-        for op in _moves(chain, st, recompute, falls):
+        for op in moves(chain, st, recompute, falls):
             r = step(chain, st, op)
             if isinstance(r, str) or r[1].peak > budget:
                 continue
@@ -223,9 +223,9 @@ def search(chain: Chain, budget: int, *, recompute: bool = True,
             key = (new.logical(), nf)
             t = key_times(new, depth + 1)
             known = front.setdefault(key, [])
-            if any(_dominates(o, t) for o in known):
+            if any(dominates(o, t) for o in known):
                 continue
-            known[:] = [o for o in known if not _dominates(t, o)]
+            known[:] = [o for o in known if not dominates(t, o)]
             known.append(t)
             nodes.append((idx, op, max(nodes[idx][2], r[1].peak)))
             # ties: the state whose compute stream is further along first
@@ -272,7 +272,7 @@ def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
             continue
         if st.is_final():
             return b
-        for op in _moves(chain, st, recompute, falls):
+        for op in moves(chain, st, recompute, falls):
             r = step(chain, st, op)
             if isinstance(r, str):
                 continue

@@ -463,7 +463,7 @@ def _call_plugin(info: SolverInfo, label: str, chain: Chain, budget: int, option
         pass
     try:
         return info.func(chain, budget, **options)
-    except (RematError, MemoryError):
+    except (RematError, DeadlineExpired, SolverContractError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - the plug-in's own bug, named as its
         raise PluginError(f"plug-in solver {label!r} raised {type(e).__name__}: {e}",

@@ -25,7 +25,8 @@ from remat_theory.cli import main
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import (AT_MOST, InfeasibleBudgetError, InternalError,
                                        PluginError, RematError, Remedy, ScheduleParseError,
-                                       SolverLimitError, SolverOptionError)
+                                       SolverContractError, SolverError, SolverLimitError,
+                                       SolverOptionError)
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.solution import Solution
 from solvers.exhaustive import min_feasible_budget
@@ -73,6 +74,27 @@ def test_an_invariant_failure_is_a_bug_not_bad_input(three, capsys, monkeypatch)
     monkeypatch.setattr(dp, "solve_units", broken)
     code, out, err = run(capsys, "solve", three, "--budget", 17, "--solver", "dp")
     assert code == 1 and err.startswith("remat: internal error (this is a bug): InternalError")
+
+
+def test_a_false_answer_or_an_escaped_deadline_is_a_bug_not_bad_input(three, capsys):
+    """A solver's false answer and a deadline no solver caught are failures of the code,
+    not of the input: neither is a RematError (so no ``except RematError`` takes them for
+    bad input).  The command line names a false answer as the solver's bug (it may be a
+    plug-in's), with exit code 1 like any other bug."""
+    from solvers._deadline import DeadlineExpired
+
+    for cls in (SolverContractError, DeadlineExpired):
+        assert issubclass(cls, InternalError)
+        assert not issubclass(cls, (RematError, SolverError, ValueError))
+
+    def liar(chain, budget):
+        sol = solvers.solve(chain, budget, "store-all")
+        return sol.replace(solver="liar", makespan=sol.makespan - 1)
+
+    with registry.registered("liar", liar, optimal_for="none"):
+        code, out, err = run(capsys, "solve", three, "--budget", 1000, "--solver", "liar")
+    line = one_line(code, err, "a false answer", "solver 'liar' claims makespan", exit_code=1)
+    assert "internal error" not in line
 
 
 def test_plain_value_errors_are_named_classes():

@@ -193,13 +193,13 @@ def test_config_validation():
 
 
 def test_repeat_and_delete_stage_are_inverse():
-    from remat_theory.analysis.hard_search import _delete_stage, _repeat_stage
+    from remat_theory.analysis.hard_search import delete_stage, repeat_stage
 
     for i in range(GAP_CHAIN.length):
-        longer = _repeat_stage(GAP_CHAIN, i)
+        longer = repeat_stage(GAP_CHAIN, i)
         assert longer.length == GAP_CHAIN.length + 1
         assert longer.x_size[i + 1] == longer.x_size[i + 2] == GAP_CHAIN.x_size[i + 1]
-        assert _delete_stage(longer, i + 1, keep_output=True) == GAP_CHAIN
+        assert delete_stage(longer, i + 1, keep_output=True) == GAP_CHAIN
 
 
 def test_moves_and_shrinks_carry_the_optional_fields():
@@ -208,15 +208,15 @@ def test_moves_and_shrinks_carry_the_optional_fields():
     turns an unsaved output back into a saved one when the property allows it."""
     import numpy as np
 
-    from remat_theory.analysis.hard_search import _delete_stage, _mutate, _repeat_stage
+    from remat_theory.analysis.hard_search import _mutate, delete_stage, repeat_stage
 
     c = GAP_CHAIN.replace(fall_time=[11.0, 5.0, 9.0, 4.0], fall_overhead=[0, 2, 0, 1],
                           output_saved=[True, False, True, False])
     for i in range(c.length):
-        longer = _repeat_stage(c, i)
+        longer = repeat_stage(c, i)
         assert longer.output_saved[i] == longer.output_saved[i + 1] == c.output_saved[i]
         assert longer.fall_time[i + 1] == c.fall_time[i]
-        assert _delete_stage(longer, i + 1, keep_output=True) == c
+        assert delete_stage(longer, i + 1, keep_output=True) == c
     cfg = SearchConfig("dp-gap", variations=("fall-costs", "unsaved-outputs"), max_stages=6)
     rng = np.random.default_rng(0)
     seen_flip = False

@@ -26,15 +26,20 @@ searched: most moves of the local search are rejected by the bound alone.
 **Constraints** (:class:`GapConfig`): ``min_time`` (every time, recording forwards
 included, at least this), ``fall_at_least_fwd`` (a recording forward takes at least the
 time of a no-grad one), ``all_saved`` (every output saved), ``fall_costs`` and
-``overheads`` (whether those fields may differ from their defaults).  Every chain drawn,
-moved or shrunk is projected onto them (:func:`constrain`), so a result satisfies them.
+``overheads`` (whether those fields may differ from their defaults).  A chain drawn, or
+moved one entry at a time, is projected onto them (:func:`constrain`); a stage repeated or
+removed, and each step of the shrinking, is kept only when it satisfies them
+(:func:`satisfies`): so a result satisfies them.  The fields are read from the table
+(:mod:`remat_theory.model.fields`): the base fields and those of the ``fall-costs`` and
+``unsaved-outputs`` variations are drawn and moved; no other optional field is drawn (no
+``bandwidth``: a result never offloads).
 
 **The search** (:func:`run_restart`, :func:`search`): restarts from random chains and from
 *structured* seeds (one or two early stages with large forward times, small times
 elsewhere, large overheads; with recording costs, one or two stages whose no-grad
 transient is large and recording transient small: the shapes of the gaps found so far),
 each a local search that changes one entry at a time (a small step, a fresh value, a
-scaling by 2 or 1/2, a time set to the largest or smallest allowed, an output flipped, a
+scaling by 2 or 1/2, an entry set to the largest or smallest allowed, an output flipped, a
 stage repeated or removed, a stage's transients split as in the seeds) and keeps a move
 when the score does not drop.  The best chain is then shrunk with
 :func:`remat_theory.analysis.hard_search.shrink` at its budget (fewest stages first),
@@ -57,10 +62,11 @@ from solvers import exhaustive as _ex
 from solvers.dp import UnitChain
 
 from remat_theory.analysis.certificates import Certificate, solution_entry
-from remat_theory.analysis.hard_search import (_build, _delete_stage, _repeat_stage, _values,
-                                               shrink)
+from remat_theory.analysis.hard_search import (build_chain, chain_values, delete_stage,
+                                               repeat_stage, shrink)
+from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 from remat_theory.model.validation import check_int
 
@@ -68,8 +74,13 @@ OBJECTIVES = ("dp-gap", "dp-weak-gap", "budget-gap")
 CLASS_SOLVERS = ("dp", "dp-weak")
 MAX_STAGES = 6  # the default longest chain: exhaustive search takes under a second a budget
 OPT_MAX_STAGES = 10  # the longest allowed: exhaustive search's registered reference range
-_TIMES = ("fwd_time", "bwd_time", "fall_time")
-_SIZES = ("x_size", "tape_size", "fwd_overhead", "bwd_overhead", "fall_overhead")
+# The fields come from the table (remat_theory.model.fields), in its order: the times, the
+# transient overheads (``overheads``), the fields of the fall-costs variation
+# (``fall_costs``); a move changes a base field or one of those (the search draws no other
+# optional field: not offload's bandwidth).
+_TIMES = tuple(f.name for f in chain_fields.of_kind("time"))
+_OVERHEADS = tuple(f.name for f in chain_fields.FIELDS if f.transient)
+_FALL_COSTS = tuple(f for f in chain_fields.OPTIONAL if f.variation == "fall-costs")
 
 
 @dataclass(frozen=True)
@@ -140,8 +151,7 @@ class GapConfig:
 
 def satisfies(chain: Chain, cfg: GapConfig) -> bool:
     """Whether ``chain`` meets every constraint of ``cfg``."""
-    times = list(chain.fwd_time) + list(chain.bwd_time) + list(chain.fall_time)
-    if any(t < cfg.min_time for t in times):
+    if any(t < cfg.min_time for f in _TIMES for t in getattr(chain, f)):
         return False
     if cfg.fall_at_least_fwd and any(a < b for a, b in zip(chain.fall_time, chain.fwd_time)):
         return False
@@ -149,15 +159,14 @@ def satisfies(chain: Chain, cfg: GapConfig) -> bool:
         return False
     if not cfg.fall_costs and chain.has_fall_costs:
         return False
-    if not cfg.overheads and (any(chain.fwd_overhead) or any(chain.bwd_overhead)
-                              or any(chain.fall_overhead)):
+    if not cfg.overheads and any(any(getattr(chain, f)) for f in _OVERHEADS):
         return False
     return True
 
 
 def constrain(vals: dict, cfg: GapConfig) -> dict:
-    """Project the field lists ``vals`` (layout of ``hard_search._values``) onto ``cfg``'s
-    constraints, in place; returns ``vals``."""
+    """Project the field lists ``vals`` (layout of :func:`hard_search.chain_values`) onto
+    ``cfg``'s constraints, in place; returns ``vals``."""
     for f in _TIMES:
         vals[f] = [float(max(cfg.min_time, t)) for t in vals[f]]
     if not cfg.fall_costs:
@@ -168,7 +177,7 @@ def constrain(vals: dict, cfg: GapConfig) -> dict:
     if cfg.all_saved:
         vals["output_saved"] = [True] * len(vals["output_saved"])
     if not cfg.overheads:
-        for f in ("fwd_overhead", "bwd_overhead", "fall_overhead"):
+        for f in _OVERHEADS:
             vals[f] = [0] * len(vals[f])
     for i in range(len(vals["tape_size"])):
         vals["tape_size"][i] = max(vals["tape_size"][i], vals["x_size"][i + 1])
@@ -176,7 +185,7 @@ def constrain(vals: dict, cfg: GapConfig) -> dict:
 
 
 def _make(vals: dict, cfg: GapConfig) -> Chain | None:
-    return _build(constrain(vals, cfg), "hard")
+    return build_chain(constrain(vals, cfg), "hard")
 
 
 # ---------------------------------------------------------------------- values
@@ -224,7 +233,7 @@ def opt_at(chain: Chain, budget: int, cfg: GapConfig):
     try:
         sol = solvers.solve(chain, budget, "exhaustive", time_limit=cfg.opt_time_limit,
                             max_stages=OPT_MAX_STAGES)
-    except RematError:
+    except (RematError, SolverContractError):
         return None
     if sol.status != OPTIMAL or sol.optimal_for != CLASS_ALL:
         return None
@@ -295,7 +304,7 @@ def ratio_at(chain: Chain, budget: int, cfg: GapConfig) -> float | None:
         return class_min_budget(chain, cfg.target) / max(budget, 1)
     try:
         sol = solvers.solve(chain, budget, cfg.target)
-    except RematError:
+    except (RematError, SolverContractError):
         return None
     if sol.status != OPTIMAL or sol.makespan is None:
         return None
@@ -360,7 +369,7 @@ def _split_transient(rng: np.random.Generator, S: int) -> tuple[int, int]:
 
 def mutate(rng: np.random.Generator, chain: Chain, cfg: GapConfig) -> Chain:
     """One local move (module docstring); the result satisfies the constraints."""
-    vals = _values(chain)
+    vals = chain_values(chain)
     L = chain.length
     if cfg.fall_costs and cfg.overheads and rng.random() < 0.04:
         i = int(rng.integers(L))
@@ -368,20 +377,18 @@ def mutate(rng: np.random.Generator, chain: Chain, cfg: GapConfig) -> Chain:
         return _make(vals, cfg) or chain
     u = rng.random()
     if u < 0.05 and L < cfg.max_stages:
-        c = _repeat_stage(chain, int(rng.integers(L)))
+        c = repeat_stage(chain, int(rng.integers(L)))
         return c if c is not None and satisfies(c, cfg) else chain
     if u < 0.10 and L > cfg.min_stages:
-        c = _delete_stage(chain, int(rng.integers(L)), bool(rng.random() < 0.5))
+        c = delete_stage(chain, int(rng.integers(L)), bool(rng.random() < 0.5))
         return c if c is not None and satisfies(c, cfg) else chain
     if u < 0.16 and not cfg.all_saved:
         i = int(rng.integers(L))
         vals["output_saved"][i] = not vals["output_saved"][i]
         return _make(vals, cfg) or chain
-    fields = ["fwd_time", "bwd_time", "x_size", "tape_size"]
-    if cfg.overheads:
-        fields += ["fwd_overhead", "bwd_overhead"]
+    fields = [f.name for f in chain_fields.BASE if cfg.overheads or not f.transient]
     if cfg.fall_costs:
-        fields += ["fall_time"] + (["fall_overhead"] if cfg.overheads else [])
+        fields += [f.name for f in _FALL_COSTS if cfg.overheads or not f.transient]
     f = fields[int(rng.integers(len(fields)))]
     i = int(rng.integers(len(vals[f])))
     is_time = f in _TIMES
@@ -456,7 +463,7 @@ def run_restart(task: tuple) -> RestartOutcome:
         except Anomaly as e:
             anomalies.append((str(e), e.chain, e.budget))
             s = None
-        except RematError:
+        except (RematError, SolverContractError):
             s = None
         if s is None or s.budget is None:
             if fresh:
@@ -538,7 +545,7 @@ def _keeps(chain: Chain, budget: int, cfg: GapConfig, target: float) -> bool:
         try:
             return (class_min_budget(chain, cfg.target)
                     / max(1, global_min_budget(chain))) >= target - 1e-12
-        except RematError:
+        except (RematError, SolverContractError):
             return False
     r = ratio_at(chain, budget, cfg)
     return r is not None and r >= target - 1e-12

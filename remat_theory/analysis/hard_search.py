@@ -43,7 +43,7 @@ from solvers import registry
 from remat_theory.analysis.certificates import Certificate, solution_entry
 from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 from remat_theory.model.validation import check_int
 
@@ -176,7 +176,7 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
     infeasible or unproven)."""
     try:
         opt, opt_opts = _opt(chain, budget, cfg)
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         return Evaluation(None, anomaly=f"OPT solver failed: {e}")
     sols = {"opt": (opt, opt_opts)}
     if opt.status != OPTIMAL or opt.optimal_for != CLASS_ALL:
@@ -184,7 +184,7 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
     target_name, target_opts = cfg.target_call()
     try:
         sol = solvers.solve(chain, budget, target_name, **target_opts)
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         return Evaluation(None, sols, anomaly=f"solver {cfg.target} failed: {e}")
     sols[cfg.target] = (sol, target_opts)
     if cfg.objective == "ilp-time":
@@ -208,7 +208,7 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
 
 # ---------------------------------------------------------------------- instances as lists
 
-def _values(chain: Chain) -> dict:
+def chain_values(chain: Chain) -> dict:
     """Every field as a list: times, sizes (ints), flags; a field of one number (a rate)
     as a list of that one value (None where absent)."""
     return {f.name: [getattr(chain, f.name)] if f.scalar else
@@ -230,7 +230,7 @@ def _set(vals: dict, f: str, i: int, new) -> None:
     vals[f][i] = new
 
 
-def _build(vals: dict, name: str = "hard") -> Chain | None:
+def build_chain(vals: dict, name: str = "hard") -> Chain | None:
     try:
         return Chain(name=name, **{f.name: vals[f.name][0] if f.scalar and f.name in vals
                                    else vals.get(f.name) for f in chain_fields.FIELDS})
@@ -275,7 +275,7 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
     """One local move: change one stage value (or the budget) by a small step, or (less
     often) repeat a stage or remove one, keeping the budget: repeating the middle of a
     hard pattern is how gaps that grow with L are found (proofs/persistence_gap.md)."""
-    vals = _values(chain)
+    vals = chain_values(chain)
     searched = _searched(cfg)
     fields = [f.name for f in chain_fields.BASE if f.kind != "flag"
               and (cfg.overheads or not f.transient)]
@@ -283,23 +283,23 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
     for rate in (f for f in searched if f.scalar):
         if rng.random() < 0.1:  # a faster or slower channel
             vals[rate.name] = [float(vals[rate.name][0] * rng.choice([0.5, 0.8, 1.25, 2.0]))]
-            c = _build(vals)
+            c = build_chain(vals)
             return (c, budget) if c is not None else (chain, budget)
     for flag in (f for f in searched if f.kind == "flag"):
         if rng.random() < 0.1:  # flip one entry (whether a backward reads an output)
             i = int(rng.integers(len(vals[flag.name])))
             vals[flag.name][i] = not vals[flag.name][i]
-            c = _build(vals)
+            c = build_chain(vals)
             if c is None:
                 return chain, budget
             return c, max(0, budget + c.memory_lower_bound() - chain.memory_lower_bound())
     u = rng.random()
     if u < 0.08 and chain.length < cfg.max_stages:
         i = int(rng.integers(1, chain.length + 1)) if chain.length > 1 else 1
-        c = _repeat_stage(chain, min(i, chain.length - 1))
+        c = repeat_stage(chain, min(i, chain.length - 1))
         return (c, budget) if c is not None else (chain, budget)
     if u < 0.12 and chain.length > cfg.min_stages:
-        c = _delete_stage(chain, int(rng.integers(chain.length)), bool(rng.random() < 0.5))
+        c = delete_stage(chain, int(rng.integers(chain.length)), bool(rng.random() < 0.5))
         return (c, budget) if c is not None else (chain, budget)
     if rng.random() < 0.2:
         step = int(rng.choice([-3, -2, -1, 1, 2, 3]))
@@ -318,7 +318,7 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
         vals["tape_size"][i - 1] = max(vals["tape_size"][i - 1], new)
     if f == "tape_size":
         vals["tape_size"][i] = max(new, vals["x_size"][i + 1])
-    c = _build(vals)
+    c = build_chain(vals)
     if c is None:
         return chain, budget
     # keep the budget at the same distance above the memory lower bound
@@ -413,7 +413,7 @@ def _complexity(chain: Chain, budget: int) -> tuple:
     """Shrink order: fewer stages, then fewer flag entries off their default (unsaved
     outputs), then smaller sum of values (an optional field counts its distance from its
     default: recording costs where they differ from the no-grad ones), then smaller budget."""
-    vals = _values(chain)
+    vals = chain_values(chain)
     flags = 0
     total = sum(sum(vals[n]) for n in _BASE_TIME + _BASE_SIZE)
     for f in chain_fields.OPTIONAL:
@@ -428,22 +428,22 @@ def _complexity(chain: Chain, budget: int) -> tuple:
     return (chain.length, flags, total, budget)
 
 
-def _repeat_stage(chain: Chain, i: int) -> Chain | None:
+def repeat_stage(chain: Chain, i: int) -> Chain | None:
     """The chain with forward stage i repeated: F_i, then a copy of it whose input is x_{i+1}
     (activation x_{i+1} appears twice)."""
-    v = _values(chain)
+    v = chain_values(chain)
     new = {f.name: (v[f.name] if f.scalar else
                     v[f.name][:i + 2] + v[f.name][i + 1:] if f.per == "activation"
                     else v[f.name][:i + 1] + v[f.name][i:]) for f in chain_fields.FIELDS}
-    return _build(new, chain.name)
+    return build_chain(new, chain.name)
 
 
-def _delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
+def delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
     """The chain without forward stage i (keep_output: x_{i+1} replaces x_i as its input)."""
     L = chain.length
     if L <= 1:
         return None
-    v = _values(chain)
+    v = chain_values(chain)
     drop_x = i if keep_output else i + 1
     if drop_x == L + 1 or (drop_x == 0 and not keep_output):
         return None
@@ -452,7 +452,7 @@ def _delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
                     else v[f.name][:i] + v[f.name][i + 1:]) for f in chain_fields.FIELDS}
     for j in range(L - 1):  # restore tape >= next activation
         new["tape_size"][j] = max(new["tape_size"][j], new["x_size"][j + 1])
-    return _build(new, chain.name)
+    return build_chain(new, chain.name)
 
 
 def _candidates(chain: Chain, budget: int):
@@ -460,14 +460,14 @@ def _candidates(chain: Chain, budget: int):
     L = chain.length
     for i in range(L):
         for keep_output in (False, True):
-            c = _delete_stage(chain, i, keep_output)
+            c = delete_stage(chain, i, keep_output)
             if c is None:
                 continue
             lb_drop = chain.memory_lower_bound() - c.memory_lower_bound()
             for b in sorted({budget, budget - lb_drop, c.store_all_memory() - 1}):
                 if b >= 0:
                     yield c, b
-    vals = _values(chain)
+    vals = chain_values(chain)
     for fd in chain_fields.OPTIONAL:  # flags back to the classic table, one entry at a time
         if fd.kind != "flag":
             continue
@@ -475,7 +475,7 @@ def _candidates(chain: Chain, budget: int):
             if v != fd.default:
                 w = {k: list(x) for k, x in vals.items()}
                 w[fd.name][i] = fd.default
-                c = _build(w, chain.name)
+                c = build_chain(w, chain.name)
                 if c is not None:
                     yield c, budget
                     yield c, budget + c.memory_lower_bound() - chain.memory_lower_bound()
@@ -487,7 +487,7 @@ def _candidates(chain: Chain, budget: int):
         if vals[fd.name] != default:
             w = {k: list(x) for k, x in vals.items()}
             w[fd.name] = list(default)
-            c = _build(w, chain.name)
+            c = build_chain(w, chain.name)
             if c is not None:
                 yield c, budget
     for f in _BASE_TIME + _BASE_SIZE:
@@ -501,7 +501,7 @@ def _candidates(chain: Chain, budget: int):
                 _set(w, f, i, float(new) if f in _BASE_TIME else new)
                 if f == "x_size" and i >= 1:
                     w["tape_size"][i - 1] = max(w["tape_size"][i - 1], new)
-                c = _build(w, chain.name)
+                c = build_chain(w, chain.name)
                 if c is None:
                     continue
                 if f in _BASE_SIZE:
@@ -514,7 +514,7 @@ def _candidates(chain: Chain, budget: int):
         w = {k: list(x) for k, x in vals.items()}
         for f in time_fields:
             w[f] = [float(int(t) // g) for t in w[f]]
-        c = _build(w, chain.name)
+        c = build_chain(w, chain.name)
         if c is not None:
             yield c, budget
     gs = math.gcd(chain.size_gcd(), budget)
@@ -651,4 +651,5 @@ def _json_num(v):
 
 
 __all__ = ["OBJECTIVES", "SearchConfig", "Evaluation", "evaluate", "random_instance",
-           "run_restart", "shrink", "search", "SearchResult", "Found", "certificate"]
+           "run_restart", "shrink", "search", "SearchResult", "Found", "certificate",
+           "chain_values", "build_chain", "repeat_stage", "delete_stage"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.analysis.parallel import parallel_map
 from remat_theory.model.simulator import simulate
 
@@ -43,7 +43,7 @@ def _pareto_task(item):
     opts = {"time_limit": time_limit} if time_limit and "time_limit" in info.options else {}
     try:
         sol = solvers.solve(chain, budget, name, **opts)
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         return {"solver": name, "budget": budget, "status": "error", "makespan": None,
                 "error": str(e)}
     return {"solver": name, "budget": budget, "status": sol.status, "makespan": sol.makespan,

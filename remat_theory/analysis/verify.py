@@ -73,8 +73,8 @@ from remat_theory.analysis import families
 from remat_theory.analysis.parallel import TaskFailedError, parallel_map
 from remat_theory.model import classes, fields
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import (InfeasibleBudgetError, RematError, SolverError,
-                                       SolverLimitError, SolverOptionError)
+from remat_theory.model.errors import (InfeasibleBudgetError, RematError, SolverContractError,
+                                       SolverError, SolverLimitError, SolverOptionError)
 from remat_theory.model.solution import CLASS_NONE, INFEASIBLE, OPTIMAL, TIME_LIMIT
 from remat_theory.model.validation import check_int
 
@@ -333,7 +333,7 @@ def _solve_record(chain: Chain, budget: int, spec: tuple, task: ChainTask) -> di
     except SolverLimitError as e:  # refused before any work: neither bad input nor a finding
         rec.update(status=REFUSED, message=str(e), wall_time=time.perf_counter() - t0)
         return rec
-    except SolverError as e:  # SolverContractError: a false answer
+    except (SolverContractError, SolverError) as e:  # a false answer, or another failure
         rec.update(status="error", error=f"{e}", wall_time=time.perf_counter() - t0)
         return rec
     except Exception as e:  # noqa: BLE001 - a crash on valid input is a finding, not a stop

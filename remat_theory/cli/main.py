@@ -11,6 +11,10 @@ Errors never show a traceback:
   ...`` naming the field, index, step or option and exits with code 2; its ways out (the
   error's :class:`~remat_theory.model.errors.Remedy` facts) are spelt in the command's own
   syntax by :mod:`remat_theory.cli.render` (``--slots 40 or less``, ``-o pairs=true``);
+* a false answer of a solver (:class:`~remat_theory.model.errors.SolverContractError`: an
+  invalid schedule, a claim the simulator refutes) is that solver's bug, which may be a
+  plug-in's rather than remat's: one line ``remat: error: COMMAND: a false answer, ...``
+  naming the solver and the claim, exit code 1;
 * any other exception (:class:`~remat_theory.model.errors.InternalError`, or anything that
   is not a :class:`~remat_theory.model.errors.RematError`) is a bug of remat: one line
   ``remat: internal error (this is a bug): ...`` naming the exception and where it was
@@ -36,7 +40,7 @@ import traceback
 
 from remat_theory import __version__
 from remat_theory.cli.render import error_text, one_line
-from remat_theory.model.errors import PluginError, RematError
+from remat_theory.model.errors import PluginError, RematError, SolverContractError
 
 USER_ERROR, BUG = 2, 1
 
@@ -140,6 +144,9 @@ def report(exc: BaseException, command: str | None) -> tuple[int, str]:
     """The exit code and the one line for ``exc`` (see the module docstring)."""
     if isinstance(exc, RematError):
         return USER_ERROR, f"remat: error: {error_text(exc, command)}"
+    if isinstance(exc, SolverContractError):  # the solver's bug (maybe a plug-in's), not remat's
+        return BUG, (f"remat: error: {command or 'remat'}: a false answer, a bug of the solver "
+                     f"and not of the input: {one_line(exc)}")
     if isinstance(exc, MemoryError):
         return USER_ERROR, (f"remat: error: {command or 'remat'}: out of memory: the problem is "
                             f"too large for this machine (use smaller inputs, fewer slots, or a "

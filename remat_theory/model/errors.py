@@ -12,11 +12,13 @@ a limit of a solver           :class:`SolverLimitError` (the problem is too larg
                               before any work: neither bad input nor a finding)
 infeasibility                 :class:`InfeasibleBudgetError` (no schedule fits)
 an invalid schedule           :class:`InvalidScheduleError`, :class:`BudgetExceededError`
-a false answer of a solver    :class:`SolverContractError` (``remat verify``'s findings)
 a user's plug-in failed       :class:`PluginError` (it raised, or has the wrong signature)
 a bug of remat                :class:`InternalError`: *not* a :class:`RematError` (an
                               invariant of remat failed; the command line says "this is
                               a bug" and exits 1)
+a false answer of a solver    :class:`SolverContractError`, an :class:`InternalError`
+                              (``remat verify``'s findings; the command line names it as
+                              the solver's bug and exits 1)
 ===========================  ==========================================================
 
 Every :class:`RematError` names the field, index, token, option or schedule step at fault
@@ -181,9 +183,10 @@ class InfeasibleBudgetError(RematError):
 
 
 class SolverError(RematError):
-    """Base class of the solver errors: a solver was misused (:class:`SolverOptionError`),
-    refused a problem beyond its limits (:class:`SolverLimitError`) or returned something
-    false (:class:`SolverContractError`).  Catch this to catch all three."""
+    """Base class of the solver errors a user can act on: a solver was misused
+    (:class:`SolverOptionError`) or refused a problem beyond its limits
+    (:class:`SolverLimitError`).  A false answer (:class:`SolverContractError`) is not one
+    of them: it is a bug of the solver, an :class:`InternalError`."""
 
 
 class SolverOptionError(SolverError):
@@ -192,11 +195,15 @@ class SolverOptionError(SolverError):
     option and the value.  Nothing was solved: this is bad input, not a finding."""
 
 
-class SolverContractError(SolverError):
+class SolverContractError(InternalError):
     """A solver returned something false: a schedule the simulator rejects (invalid, or over
     the budget), a claimed makespan or peak the simulator does not measure, or a result that
     is not a solution at all.  ``remat verify`` counts these (and only these, besides
-    crashes) as violations."""
+    crashes) as violations.
+
+    The solver's bug, never the input's: an :class:`InternalError`, not a
+    :class:`RematError` (nor a :class:`SolverError`), so that no ``except RematError``
+    takes it for bad input; a caller that tolerates a false answer catches it by name."""
 
 
 class SolverLimitError(SolverError):

@@ -63,7 +63,7 @@ from typing import Callable, Iterable, NamedTuple
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError
 from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, OFF, PRE, Op, Schedule
-from remat_theory.model.simulator import (SimulationResult, State, _named_bits, check_budget,
+from remat_theory.model.simulator import (SimulationResult, State, check_budget, named_bits,
                                           register_two_stream, replay_arguments, transition)
 
 COMPUTE, CHANNEL = "compute", "channel"
@@ -167,8 +167,8 @@ def _where_text(L: int, where: tuple) -> str:
     """``device {x0, t2, d3}, host {x1}, leaving {t1}``: in time linear in L (the names of
     a mask's bits, as the single-stream simulator's description finds them)."""
     dev, host_plain, host_tapes, pend_plain, pend_tapes = where
-    host = _named_bits("x", host_plain, L) + _named_bits("t", host_tapes & ~1, L)
-    pend = _named_bits("x", pend_plain, L) + _named_bits("t", pend_tapes & ~1, L)
+    host = named_bits("x", host_plain, L) + named_bits("t", host_tapes & ~1, L)
+    pend = named_bits("x", pend_plain, L) + named_bits("t", pend_tapes & ~1, L)
     out = f"device {dev.describe(L)}, host {{{', '.join(host)}}}"
     return out + (f", leaving {{{', '.join(pend)}}}" if pend else "")
 
@@ -453,11 +453,6 @@ def simulate_offload(chain: Chain, schedule: "Schedule | str | Iterable",
         raise InvalidScheduleError(f"the schedule ends without computing d0 ({why})")
     return OffloadSimulationResult(makespan=st.makespan, peak_memory=peak,
                                    profile=tuple(steps), budget=budget)
-
-
-def has_transfers(schedule: Iterable) -> bool:
-    """True when a schedule holds an offload or a prefetch."""
-    return any(op.kind in (OFF, PRE) for op in schedule)
 
 
 register_two_stream(simulate_offload)

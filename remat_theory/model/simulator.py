@@ -47,8 +47,8 @@ class State(NamedTuple):
     def describe(self, chain: Chain | int) -> str:
         """The values held, e.g. ``{x0, t2, d3}`` (``chain`` or its length)."""
         L = chain if isinstance(chain, int) else chain.length
-        held = _named_bits("x", self.plain, L)
-        held += _named_bits("t", self.tapes & ~1, L)
+        held = named_bits("x", self.plain, L)
+        held += named_bits("t", self.tapes & ~1, L)
         if self.bwd_next < L:
             held.append(f"d{self.bwd_next + 1}")
         return "{" + ", ".join(held) + "}"
@@ -60,7 +60,7 @@ def _names(prefix: str, L: int) -> np.ndarray:
     return np.array([f"{prefix}{i}" for i in range(L + 1)], dtype=object)
 
 
-def _named_bits(prefix: str, mask: int, L: int) -> list:
+def named_bits(prefix: str, mask: int, L: int) -> list:
     """The names ``prefix<i>`` of the set bits i <= L of ``mask``, in increasing i: in time
     linear in L (a shift per index was quadratic, and a profile describes every step of a
     long schedule)."""

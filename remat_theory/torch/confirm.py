@@ -53,7 +53,7 @@ import torch
 
 import solvers as solver_registry
 
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch.executor import plain_backprop
 from remat_theory.torch.offload_executor import executor_for
@@ -309,7 +309,7 @@ def _run_one(st: _Setup, sname: str, frac: float, budget: int) -> dict:
         if strip:
             target = target.replace(bandwidth=None)
         sol = solver_registry.solve(target, budget, sname, **opts)
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         rec["status"], rec["message"] = "error", str(e)
         return rec
     rec.update(status=sol.status, min_budget=sol.min_budget, solve_time=sol.wall_time,

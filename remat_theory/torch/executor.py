@@ -215,7 +215,7 @@ class StageSaves:
     output: bool
 
 
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     sa, sb = a.untyped_storage(), b.untyped_storage()
     return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
 
@@ -404,7 +404,7 @@ class ScheduleExecutor:
         for j in [j for j in plain if not new_state.plain >> j & 1]:
             x = plain.pop(j)
             tape = tapes.get(j)
-            if tape is not None and new_state.tapes >> j & 1 and _same_storage(x, tape.output):
+            if tape is not None and new_state.tapes >> j & 1 and same_storage(x, tape.output):
                 self._release(x)
             del x
         for j in [j for j in tapes if not new_state.tapes >> j & 1]:
@@ -557,7 +557,7 @@ class ScheduleExecutor:
             # a loss that is x_L itself (or a view of it: ``loss_fn=lambda y: y`` on a last
             # stage returning a scalar) lives on x_L's storage: releasing it would free the
             # loss under the backward
-            self._free_loss_input(L, bool(saved) or _same_storage(loss, z_view))
+            self._free_loss_input(L, bool(saved) or same_storage(loss, z_view))
             del z_view
             torch.autograd.backward(loss)
         # A fresh 4-byte scalar: the loss's own storage can be a larger reduction buffer
@@ -585,7 +585,7 @@ class ScheduleExecutor:
             if self.release_loss_input and tape is not None and not read:
                 self._release(tape.output)
             return
-        if tape is not None and _same_storage(x, tape.output):
+        if tape is not None and same_storage(x, tape.output):
             if read:
                 return
             self._values.plain.pop(L)

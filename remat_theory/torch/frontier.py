@@ -76,7 +76,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 import solvers as solver_registry
 from solvers.periodic import periodic_checkpoints
 
-from remat_theory.model.errors import InfeasibleBudgetError, RematError
+from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverContractError
 from remat_theory.model.simulator import simulate
 from remat_theory.torch.nested import Checkpointed, End, Kept, Segment, nested_schedule
 from remat_theory.torch.frontier_networks import Workload, from_network
@@ -462,7 +462,7 @@ def drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int 
     except InfeasibleBudgetError as e:
         pt.status, pt.detail = "infeasible", str(e)[:400]
         return None
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         pt.status, pt.detail = "refused", str(e)[:400]
         return None
     pt.budget = ck.step_budget if ck.step_budget is not None else ck.budget

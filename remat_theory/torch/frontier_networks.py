@@ -26,7 +26,7 @@ from torch import nn
 from remat_theory.model.errors import RematError
 from remat_theory.torch.call_inputs import example_inputs
 from remat_theory.torch.capture import StageChain, to_stages
-from remat_theory.torch.networks import TargetLoss, _gen, _transformers, build
+from remat_theory.torch.networks import TargetLoss, build, import_transformers, seeded_generator
 from remat_theory.torch.stages import split_stages
 
 
@@ -154,7 +154,7 @@ _RESNET = {"test": (8, [8, 16], [1, 1], "basic"), "small": (32, [32, 64, 128, 25
 
 
 def _lm(name, scale, batch, size, granularity):
-    tf = _transformers()
+    tf = import_transformers()
     c = dict(_LM[scale])
     b, s = batch or c["batch"], size or c["seq"]
     d, n, h, v = c["d"], c["layers"], c["heads"], c["vocab"]
@@ -186,13 +186,13 @@ def _lm(name, scale, batch, size, granularity):
         model = tf.GPT2LMHeadModel(cfg)
     else:  # pragma: no cover - guarded by WORKLOADS
         raise RematError(f"unknown language model {name!r}")
-    ids = torch.randint(1, v, (b, s), generator=_gen(0))
+    ids = torch.randint(1, v, (b, s), generator=seeded_generator(0))
     return _make(name, model, ids, TargetLoss(ids.clone(), "lm"), granularity,
                  {"batch": b, "seq": s, "hidden": d, "layers": n, "heads": h, "vocab": v})
 
 
 def _distilbert(scale, batch, size, granularity):
-    tf = _transformers()
+    tf = import_transformers()
     c = dict(_LM[scale])
     b, s = batch or c["batch"], size or c["seq"]
     d, n, h, v = c["d"], c["layers"], c["heads"], c["vocab"]
@@ -200,7 +200,7 @@ def _distilbert(scale, batch, size, granularity):
                               max_position_embeddings=s, dropout=0.0, attention_dropout=0.0,
                               seq_classif_dropout=0.0, num_labels=3, pad_token_id=0)
     model = tf.DistilBertForSequenceClassification(cfg)
-    g = _gen(0)
+    g = seeded_generator(0)
     ids = torch.randint(1, v, (b, s), generator=g)
     mask = torch.ones(b, s, dtype=torch.long)
     mask[b // 2:, s - s // 4:] = 0
@@ -211,7 +211,7 @@ def _distilbert(scale, batch, size, granularity):
 
 
 def _image(name, scale, batch, size, granularity):
-    tf = _transformers()
+    tf = import_transformers()
     c = dict(_IMG[scale])
     b, side = batch or c["batch"], size or c["side"]
     if name == "vit":
@@ -240,7 +240,7 @@ def _image(name, scale, batch, size, granularity):
         model = tf.ResNetForImageClassification(cfg)
     else:  # pragma: no cover - guarded by WORKLOADS
         raise RematError(f"unknown image model {name!r}")
-    g = _gen(0)
+    g = seeded_generator(0)
     x = torch.randn(b, 3, side, side, generator=g)
     target = torch.randint(0, 10, (b,), generator=g)
     return _make(name, model, x, TargetLoss(target, "ce"), granularity, {"batch": b, "side": side})

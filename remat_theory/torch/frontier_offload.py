@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import solvers as solver_registry
 
-from remat_theory.model.errors import InfeasibleBudgetError, RematError
+from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverContractError
 from remat_theory.torch.module import CheckpointedSequential, shared_parameter_bytes
 from remat_theory.torch.offload_module import chain_with_bandwidth, check_bandwidth
 from remat_theory.torch.rounding import auto_unit, rounded_chain
@@ -75,7 +75,7 @@ def offload_methods(w, chain, Point, Method, remat_method, *, solvers=DEFAULT_SO
         else:
             try:
                 low = solver_registry.solve(solve_chain, store_all, name).min_budget
-            except RematError as e:  # e.g. exhaustive-offload's stage guard
+            except (RematError, SolverContractError) as e:  # e.g. exhaustive-offload's stage guard
                 pt = Point(f"{FAMILY}:{name}", FAMILY, status="refused", detail=str(e)[:400])
                 out.append(Method(pt))
                 continue
@@ -96,7 +96,7 @@ def offload_methods(w, chain, Point, Method, remat_method, *, solvers=DEFAULT_SO
                 pt.status, pt.detail = "infeasible", f"{name}: {e}"[:400]
                 out.append(Method(pt))
                 continue
-            except RematError as e:
+            except (RematError, SolverContractError) as e:
                 pt.status, pt.detail = "refused", f"{name}: {e}"[:400]
                 out.append(Method(pt))
                 continue

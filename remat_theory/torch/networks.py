@@ -120,7 +120,7 @@ class RecurrentStep(nn.Module):
 SCALES = ("test", "small", "large")
 
 
-def _gen(seed: int) -> torch.Generator:
+def seeded_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
@@ -134,7 +134,7 @@ def mlp(scale: str = "small", seed: int = 0, batch: int | None = None,
     for _ in range(depth - 1):
         layers += [nn.ReLU(), nn.Dropout(0.1), nn.Linear(width, width)]
     layers += [nn.ReLU(), nn.Linear(width, classes)]
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, width, generator=g)
     target = torch.randint(0, classes, (batch,), generator=g)
     return Network("mlp", nn.Sequential(*layers), x, TargetLoss(target, "ce"))
@@ -154,7 +154,7 @@ def resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
     model = nn.Sequential(
         nn.Conv2d(3, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
         nn.Sequential(*blocks), PoolHead((2, 3), 4 * c, 10))
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, 3, side, side, generator=g)
     target = torch.randint(0, 10, (batch,), generator=g)
     return Network("resnet", model, x, TargetLoss(target, "ce"))
@@ -171,7 +171,7 @@ def transformer(scale: str = "small", seed: int = 0, batch: int | None = None,
     mods += [nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, batch_first=True)
              for _ in range(layers)]
     mods += [PoolHead(1, d, feat)]
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, seq, feat, generator=g)
     target = torch.randn(batch, feat, generator=g)
     return Network("transformer", nn.Sequential(*mods), x, TargetLoss(target, "mse"))
@@ -184,7 +184,7 @@ def rnn(scale: str = "small", seed: int = 0, batch: int | None = None,
     batch, steps = batch or batch_, size or steps
     torch.manual_seed(seed)
     cell = nn.GRUCell(feat, hidden)
-    g = _gen(seed)
+    g = seeded_generator(seed)
     seq = torch.randn(steps, batch, feat, generator=g)
     mods = [RecurrentStep(cell, seq[t].clone()) for t in range(steps)]
     mods += [nn.Linear(hidden, 4)]
@@ -256,7 +256,7 @@ def tv_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
     batch, side = batch or batch_, size or side
     torch.manual_seed(seed)
     model = TorchvisionStyleResNet(width, blocks, 10)
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, 3, side, side, generator=g)
     target = torch.randint(0, 10, (batch,), generator=g)
     model.train()
@@ -264,7 +264,7 @@ def tv_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
                    TargetLoss(target, "ce"))
 
 
-def _transformers():
+def import_transformers():
     """transformers, imported on request (an optional dependency), its warnings quiet."""
     try:
         import transformers
@@ -277,7 +277,7 @@ def _transformers():
 
 def gpt2(scale: str = "small", seed: int = 0, batch: int | None = None,
          size: int | None = None, granularity="block") -> Network:
-    tf = _transformers()
+    tf = import_transformers()
     batch_, seq, d, layers, heads, vocab = {
         "test": (2, 16, 32, 2, 2, 100), "small": (8, 128, 128, 4, 4, 1000),
         "large": (8, 1024, 768, 12, 12, 50257)}[scale]
@@ -286,7 +286,7 @@ def gpt2(scale: str = "small", seed: int = 0, batch: int | None = None,
     cfg = tf.GPT2Config(n_layer=layers, n_embd=d, n_head=heads, n_positions=seq,
                         vocab_size=vocab, use_cache=False, bos_token_id=0, eos_token_id=0)
     model = tf.GPT2LMHeadModel(cfg).train()
-    ids = torch.randint(0, vocab, (batch, seq), generator=_gen(seed))
+    ids = torch.randint(0, vocab, (batch, seq), generator=seeded_generator(seed))
     return Network("gpt2", to_stages(model, ids, granularity=granularity), ids,
                    TargetLoss(ids.clone(), "lm"))
 
@@ -298,7 +298,7 @@ _ENCODER_SIZES = {"test": (2, 16, 32, 2, 2, 100, 3), "small": (8, 128, 128, 4, 4
 
 def bert(scale: str = "small", seed: int = 0, batch: int | None = None,
          size: int | None = None, granularity="block") -> Network:
-    tf = _transformers()
+    tf = import_transformers()
     batch_, seq, d, layers, heads, vocab, classes = _ENCODER_SIZES[scale]
     batch, seq = batch or batch_, size or seq
     torch.manual_seed(seed)
@@ -306,7 +306,7 @@ def bert(scale: str = "small", seed: int = 0, batch: int | None = None,
                         num_attention_heads=heads, intermediate_size=4 * d,
                         max_position_embeddings=seq, num_labels=classes)
     model = tf.BertForSequenceClassification(cfg).train()
-    g = _gen(seed)
+    g = seeded_generator(seed)
     ids = torch.randint(0, vocab, (batch, seq), generator=g)
     mask = torch.ones(batch, seq, dtype=torch.long)
     mask[batch // 2:, seq - seq // 4:] = 0  # half the batch padded
@@ -318,7 +318,7 @@ def bert(scale: str = "small", seed: int = 0, batch: int | None = None,
 def _vit_like(name: str, config: str, model_cls: str, scale: str, seed: int,
               batch: int | None, size: int | None, granularity) -> Network:
     """A transformers image classifier of the ViT shape (ViT, DeiT) at a named scale."""
-    tf = _transformers()
+    tf = import_transformers()
     batch_, side, patch, d, layers, heads = {
         "test": (2, 16, 4, 32, 2, 2), "small": (8, 64, 8, 128, 4, 4),
         "large": (64, 224, 16, 768, 12, 12)}[scale]
@@ -331,7 +331,7 @@ def _vit_like(name: str, config: str, model_cls: str, scale: str, seed: int,
                               num_hidden_layers=layers, num_attention_heads=heads,
                               intermediate_size=4 * d, num_labels=10)
     model = getattr(tf, model_cls)(cfg).train()
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, 3, side, side, generator=g)
     target = torch.randint(0, 10, (batch,), generator=g)
     return Network(name.lower(), to_stages(model, x, granularity=granularity), x,
@@ -346,7 +346,7 @@ def vit(scale: str = "small", seed: int = 0, batch: int | None = None,
 
 def hf_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
               size: int | None = None, granularity="block") -> Network:
-    tf = _transformers()
+    tf = import_transformers()
     batch_, side, emb, hidden, depths, kind = {
         "test": (2, 32, 8, [8, 16], [1, 1], "basic"),
         "small": (16, 64, 32, [32, 64, 128, 256], [1, 1, 1, 1], "basic"),
@@ -356,7 +356,7 @@ def hf_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
     cfg = tf.ResNetConfig(num_channels=3, embedding_size=emb, hidden_sizes=hidden,
                           depths=depths, layer_type=kind, num_labels=10)
     model = tf.ResNetForImageClassification(cfg).train()
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, 3, side, side, generator=g)
     target = torch.randint(0, 10, (batch,), generator=g)
     return Network("hf-resnet", to_stages(model, x, granularity=granularity), x,
@@ -426,13 +426,13 @@ _LM_MODELS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
 def _decoder_lm(family: str):
     def make(scale: str = "small", seed: int = 0, batch: int | None = None,
              size: int | None = None, granularity="block") -> Network:
-        tf = _transformers()
+        tf = import_transformers()
         batch_, seq, d, layers, heads, vocab = _LM_SIZES[scale]
         batch, seq = batch or batch_, size or seq
         torch.manual_seed(seed)
         cfg = _lm_config(tf, family, seq, d, layers, heads, vocab)
         model = getattr(tf, _LM_MODELS[family])(cfg).train()
-        ids = torch.randint(1, vocab, (batch, seq), generator=_gen(seed))
+        ids = torch.randint(1, vocab, (batch, seq), generator=seeded_generator(seed))
         return Network(family, to_stages(model, ids, granularity=granularity), ids,
                        TargetLoss(ids.clone(), "lm"))
     make.__name__ = family.replace("-", "_")
@@ -443,7 +443,7 @@ def _decoder_lm(family: str):
 def _encoder(family: str):
     def make(scale: str = "small", seed: int = 0, batch: int | None = None,
              size: int | None = None, granularity="block") -> Network:
-        tf = _transformers()
+        tf = import_transformers()
         batch_, seq, d, layers, heads, vocab, classes = _ENCODER_SIZES[scale]
         batch, seq = batch or batch_, size or seq
         torch.manual_seed(seed)
@@ -458,7 +458,7 @@ def _encoder(family: str):
                                       hidden_dim=4 * d, max_position_embeddings=seq,
                                       num_labels=classes, pad_token_id=0)
             model = tf.DistilBertForSequenceClassification(cfg).train()
-        g = _gen(seed)
+        g = seeded_generator(seed)
         ids = torch.randint(2, vocab, (batch, seq), generator=g)
         mask = torch.ones(batch, seq, dtype=torch.long)
         mask[batch // 2:, seq - seq // 4:] = 0  # half the batch padded
@@ -471,7 +471,7 @@ def _encoder(family: str):
 
 def convnext(scale: str = "small", seed: int = 0, batch: int | None = None,
              size: int | None = None, granularity="block") -> Network:
-    tf = _transformers()
+    tf = import_transformers()
     batch_, side, hidden, depths = {
         "test": (2, 32, [8, 16], [2, 2]), "small": (8, 64, [32, 64, 128, 256], [2, 2, 2, 2]),
         "large": (64, 224, [96, 192, 384, 768], [3, 3, 9, 3])}[scale]
@@ -480,7 +480,7 @@ def convnext(scale: str = "small", seed: int = 0, batch: int | None = None,
     cfg = tf.ConvNextConfig(num_channels=3, hidden_sizes=hidden, depths=depths,
                             num_stages=len(depths), num_labels=10, drop_path_rate=0.0)
     model = tf.ConvNextForImageClassification(cfg).train()
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, 3, side, side, generator=g)
     target = torch.randint(0, 10, (batch,), generator=g)
     return Network("convnext", to_stages(model, x, granularity=granularity), x,
@@ -489,7 +489,7 @@ def convnext(scale: str = "small", seed: int = 0, batch: int | None = None,
 
 def swin(scale: str = "small", seed: int = 0, batch: int | None = None,
          size: int | None = None, granularity="block") -> Network:
-    tf = _transformers()
+    tf = import_transformers()
     batch_, side, emb, depths, heads, window = {
         "test": (2, 32, 16, [2, 2], [2, 4], 4), "small": (16, 64, 32, [2, 2, 2], [2, 4, 8], 4),
         "large": (64, 224, 96, [2, 2, 6, 2], [3, 6, 12, 24], 7)}[scale]
@@ -499,7 +499,7 @@ def swin(scale: str = "small", seed: int = 0, batch: int | None = None,
                         depths=depths, num_heads=heads, window_size=window, num_labels=10,
                         drop_path_rate=0.0)
     model = tf.SwinForImageClassification(cfg).train()
-    g = _gen(seed)
+    g = seeded_generator(seed)
     x = torch.randn(batch, 3, side, side, generator=g)
     target = torch.randint(0, 10, (batch,), generator=g)
     return Network("swin", to_stages(model, x, granularity=granularity), x,
@@ -510,14 +510,14 @@ def t5_encoder(scale: str = "small", seed: int = 0, batch: int | None = None,
                size: int | None = None, granularity="block") -> Network:
     """transformers' T5EncoderModel (relative position bias, RMS norms, no head): MSE of its
     last hidden state against a fixed random target."""
-    tf = _transformers()
+    tf = import_transformers()
     batch_, seq, d, layers, heads, vocab, _ = _ENCODER_SIZES[scale]
     batch, seq = batch or batch_, size or seq
     torch.manual_seed(seed)
     cfg = tf.T5Config(vocab_size=vocab, d_model=d, d_kv=d // heads, d_ff=4 * d,
                       num_layers=layers, num_heads=heads, pad_token_id=0)
     model = tf.T5EncoderModel(cfg).train()
-    g = _gen(seed)
+    g = seeded_generator(seed)
     ids = torch.randint(1, vocab, (batch, seq), generator=g)
     target = torch.randn(batch, seq, d, generator=g)
     return Network("t5-encoder", to_stages(model, ids, granularity=granularity), ids,

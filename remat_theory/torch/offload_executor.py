@@ -59,7 +59,7 @@ import torch
 from remat_theory.model.errors import InvalidScheduleError
 from remat_theory.model.offload import OffloadState, reads, step as offload_step, value_id
 from remat_theory.model.schedule import OFF, PRE, Op, Schedule
-from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, _same_storage
+from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, same_storage
 from remat_theory.torch.stages import stage_buffers, stage_parameters
 from remat_theory.torch.tracker import AllocatorMeter
 
@@ -178,7 +178,7 @@ class OffloadExecutor(ScheduleExecutor):
         plain = self._values.plain
         for j in [j for j in plain if not new_state.plain >> j & 1]:
             away = self._away.get(value_id(self._ochain, "t", j))
-            if away is not None and _same_storage(plain[j], away.obj.output):
+            if away is not None and same_storage(plain[j], away.obj.output):
                 self._release(plain.pop(j))
         old = self._ostate.dev
         super()._commit(new_state)
@@ -197,7 +197,7 @@ class OffloadExecutor(ScheduleExecutor):
         # the host
         x = self._values.plain.get(L)
         away = self._away.get(value_id(self._ochain, "t", L))
-        if x is not None and away is not None and _same_storage(x, away.obj.output):
+        if x is not None and away is not None and same_storage(x, away.obj.output):
             if not read:
                 self._release(self._values.plain.pop(L))
             return

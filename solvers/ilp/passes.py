@@ -40,7 +40,7 @@ def staged_incumbent(chain: Chain, budget: int, solver: str, threads: int, deadl
     try:
         sub = solve_passes(chain, budget, seeds.STAGED_PASSES, True, solver, True, threads,
                            Deadline(cap))
-    except RematError:  # DeadlineExpired included: its own share of the time ran out
+    except (RematError, DeadlineExpired):  # e.g. its own share of the time ran out
         return None, None
     info["staged"] = {"passes": seeds.STAGED_PASSES, "pairs": True, "status": sub.status,
                       "makespan": sub.makespan, "wall_time": round(sub.wall_time, 3)}

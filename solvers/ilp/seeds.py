@@ -8,7 +8,7 @@ and dp-weak's O(L^4 M) table takes minutes at 100 stages.
 from __future__ import annotations
 
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 
 from solvers import registry
 from solvers._deadline import Deadline
@@ -80,7 +80,7 @@ def incumbent(chain: Chain, budget: int, use_dp: bool, deadline: Deadline | None
             try:
                 # the estimate can be wrong: the DP gets its share of the time as a limit
                 sol = registry.solve(chain, budget, nm, time_limit=_dp_limit(deadline))
-            except RematError:
+            except (RematError, SolverContractError):
                 continue
             if sol.schedule is not None:
                 return sol.schedule, sol.makespan, nm
@@ -102,5 +102,5 @@ def smallest_weak_schedule(chain: Chain, deadline: Deadline | None = None):
         low = registry.solve(chain, 0, "dp-weak", time_limit=_dp_limit(deadline)).min_budget
         return registry.solve(chain, low, "dp-weak", time_limit=_dp_limit(deadline)
                               ).schedule if low is not None else None
-    except RematError:
+    except (RematError, SolverContractError):
         return None

@@ -95,8 +95,7 @@ def run(args) -> int:
         c = Chain.from_dict(h.chain)
         print(f"{label} to L={c.length}, budget {h.budget}, score {_fmt(h.score)}:")
         d = c.to_dict()
-        for f in ("fwd_time", "bwd_time", "x_size", "tape_size", "fwd_overhead", "bwd_overhead",
-                  "fall_time", "fall_overhead", "output_saved"):
+        for f in chain_fields.names():  # the table's order; JSON holds those that are set
             if f in d:
                 print(f"  {f:13s} {d[f]}")
     for path in written:

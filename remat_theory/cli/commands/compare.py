@@ -27,7 +27,7 @@ import sys
 import solvers
 
 from remat_theory.analysis.progress import Progress
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.solution import CLASS_ALL, INFEASIBLE, OPTIMAL
 from remat_theory.cli.render import printable
 from remat_theory.cli.commands._common import (budget_arg, load_chain, positive_float, print_json,
@@ -138,7 +138,7 @@ def run_one(chain, budget: int, name: str, time_limit: float | None) -> dict:
     try:
         with stdout_to_stderr():
             sol = solvers.solve(chain, budget, name, **opts)
-    except RematError as e:
+    except (RematError, SolverContractError) as e:
         return _row(name, info, error=f"{type(e).__name__}: {e}")
     return _row(name, info, sol)
 

@@ -45,7 +45,8 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import find_layers
-from remat_theory.torch.inplace.plan import Gradients, LayerPlan, make_plan, parse_budget
+from remat_theory.torch.inplace.plan import (Gradients, LayerPlan, calibrate, make_plan,
+                                             parse_budget)
 from remat_theory.torch.inplace.profile import LayerProfile, profile_layers
 from remat_theory.torch.inplace.run import StepRun
 
@@ -204,6 +205,7 @@ class RematHandle:
                                       name=type(self.model).__name__)
             finally:
                 self._busy = False
+            calibrate(prof, self.gradients)
             plan = make_plan(key, prof, self.budget, self.gradients, self.chained,
                              solver=self.solver, solver_options=self.solver_options,
                              describe=_shapes(key))

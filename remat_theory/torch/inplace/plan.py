@@ -30,7 +30,7 @@ from remat_theory.torch.module import format_bytes, parse_bytes
 from remat_theory.torch.nested import Checkpointed, End, Kept, Segment, nested_form
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
-__all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "step_peak", "make_plan", "parse_budget", "segments_of"]
+__all__ = ["ENGINE_MARGIN", "Gradients", "calibrate", "LayerPlan", "step_peak", "make_plan", "parse_budget", "segments_of"]
 
 ENGINE_MARGIN = 0.01
 """Share of a step budget (bytes) kept for the engine's own buffers beyond the model's."""
@@ -133,6 +133,7 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
     B_i; autograd let it go at B_{i+1})."""
     sim = simulate(prof.chain, schedule)
     made, peak = 0, 0
+    factor = prof.calibration
     for st in sim.profile:
         at = st.peak
         if st.op == "Loss":  # the suffix's gradients; the prefix's come at the end
@@ -146,7 +147,20 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
             made += grads.by_layer.get(i, 0)
             continue
         peak = max(peak, at + prof.fixed_bytes + made)
-    return max(peak, prof.end_peak + grads.total), sim.makespan
+    return int(math.ceil(factor * max(peak, prof.end_peak + grads.total))), sim.makespan
+
+
+def calibrate(prof: LayerProfile, grads: Gradients) -> None:
+    """Set ``prof.calibration``: the factor (at least 1) by which the model under-predicts
+    the plain step the profile measured (the allocator's peak of one real step without
+    recomputation); every prediction is raised by it.  What it covers: memory the chain
+    does not model, chiefly the backward of code between two layers that are not chained
+    (a convolutional network's downsampling, whose kernels allocate workspaces)."""
+    prof.calibration = 1.0
+    measured = prof.plain_step_measured
+    predicted = step_peak(prof, _store_all(prof.chain), grads)[0]
+    if measured and predicted:
+        prof.calibration = max(1.0, measured / predicted)
 
 
 def _say(kind, v) -> str:
@@ -168,7 +182,7 @@ def _fits(prof, grads, kind, limit, chain_budget, solver, options, unit):
     if sol is None:
         return None
     if kind == "fraction":
-        peak = max(simulate(prof.chain, sol.schedule).peak_memory + prof.fixed_bytes, prof.end_peak)
+        peak = _activations(prof, grads, sol.schedule)
     else:
         peak = step_peak(prof, sol.schedule, grads)[0]
     return (sol, peak) if peak <= limit else None
@@ -195,7 +209,7 @@ def _search(prof, grads, kind, limit, solver, options, unit):
 def _limit(kind, value, prof) -> int:
     """The bytes a budget gives the step's activations (a fraction) or the whole step."""
     if kind == "fraction":
-        return int(value * prof.store_all_bytes)
+        return int(value * prof.store_all_activations)
     return value - int(math.ceil(value * ENGINE_MARGIN))
 
 
@@ -218,10 +232,10 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
     total = grads.total
     limit = _limit(kind, value, prof)
     plain_step = step_peak(prof, _store_all(chain), grads)[0]
-    plain = prof.store_all_bytes if kind == "fraction" else plain_step
+    plain = prof.store_all_activations if kind == "fraction" else plain_step
     plain_time = sum(chain.fall_time) + sum(chain.bwd_time) + prof.prefix_time
     if plain <= limit:
-        return LayerPlan(key, prof, limit, None, None, prof.store_all_bytes, total, plain_time,
+        return LayerPlan(key, prof, limit, None, None, prof.store_all_activations, total, plain_time,
                          plain_step)
     unit = auto_unit(chain)
     best = _search(prof, grads, kind, limit, solver, options, unit)
@@ -239,8 +253,14 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
                     f"segment cannot be recomputed layer by layer; solver 'dp' keeps its "
                     f"segments apart there (its barriers option)")
     step, makespan = step_peak(prof, sol.schedule, grads)
-    act = max(simulate(chain, sol.schedule).peak_memory + prof.fixed_bytes, prof.end_peak)
+    act = _activations(prof, grads, sol.schedule)
     return LayerPlan(key, prof, limit, sol, tree, act, total, makespan + prof.prefix_time, step)
+
+
+def _activations(prof, grads, schedule) -> int:
+    """The step's activation peak (gradients apart) of ``schedule``, calibrated."""
+    peak = max(simulate(prof.chain, schedule).peak_memory + prof.fixed_bytes, prof.end_peak)
+    return int(math.ceil(prof.calibration * peak))
 
 
 def _store_all(chain):
@@ -262,8 +282,9 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
         guess = least if sol is None or kind == "fraction" else max(
             least, step_peak(prof, sol.schedule, grads)[0])
         if kind == "fraction":
-            lo, hi = least / prof.store_all_bytes, max(guess, prof.end_peak) / prof.store_all_bytes
-            resolution = unit / prof.store_all_bytes
+            whole = prof.store_all_activations
+            lo, hi = least / whole, max(guess, prof.end_peak) * prof.calibration / whole
+            resolution = unit / whole
         else:
             lo, hi = _with_margin(least), _with_margin(max(guess, prof.end_peak))
             resolution = max(unit, hi // 1024)

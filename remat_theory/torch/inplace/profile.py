@@ -23,6 +23,7 @@ numpy's and Python's.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -43,7 +44,7 @@ class LayerProfile:
     """The chain of one input shape (bytes, seconds) and what is held beside it."""
 
     chain: Chain
-    prefix_bytes: int  # the prefix's tape held through the step, beyond the chain's x_0
+    prefix_bytes: int  # the prefix's tape (and what code between unchained layers holds), beyond x_0
     end_peak: int  # the prefix's backward, the step's last operation: its peak (bytes)
     prefix_time: float  # its forward and backward (seconds)
     shared_grad_bytes: int  # gradients of values several layers read, held in the backward
@@ -59,10 +60,19 @@ class LayerProfile:
     # the gradients of the prefix's own parameters (embeddings), made by its backward at the
     # step's end: of the gradients outside the layers, those not there from the loss on
     prefix_grad_bytes: int = 0
+    # one plain step of the model (no recomputation) as the allocator measured it, bytes,
+    # gradients included; None where the profile counted live tensors
+    plain_step_measured: int | None = None
+    calibration: float = 1.0  # set by plan.calibrate: predictions are raised by it
 
     @property
     def fixed_bytes(self) -> int:
         return self.prefix_bytes + self.shared_grad_bytes
+
+    @property
+    def store_all_activations(self) -> int:
+        """:attr:`store_all_bytes` raised by the calibration (what a fraction is of)."""
+        return int(math.ceil(self.calibration * self.store_all_bytes))
 
     @property
     def store_all_bytes(self) -> int:
@@ -312,48 +322,63 @@ def _suffix(model, layers, args, kwargs, loss_of, op, sync):
     return t, x_last
 
 
-def _real_rises(model, layers, args, kwargs, loss_of) -> list:
+def _real_rises(model, layers, args, kwargs, loss_of, step_meter=None) -> list:
     """Per layer, bytes its backward rose above the memory held when it started, its
     parameters' gradients included, in one real step of the model (live tensors,
     :class:`~remat_theory.torch.tracker.MemoryTracker`; the step's gradient of each layer's
-    output marks where its backward starts).  In a
-    real step autograd has already let go of what the layer above no longer needs, which a
-    backward measured alone still holds."""
+    output marks where its backward starts).  In a real step autograd has already let go of
+    what the layer above no longer needs, which a backward measured alone still holds.
+    Also, per layer j, the bytes the model's own code between layer j and j+1 leaves held
+    (a downsampling between two stages of a convolutional network, Swin's patch merging):
+    ``(rises, glue)``."""
     from remat_theory.torch.tracker import MemoryTracker
     tracker = MemoryTracker()
     marks: list = []
     calls = [0]
+    after: dict = {}
+    glue = [0] * len(layers)
 
     def mark(g):
         marks.append((tracker.current, tracker.peak))
         tracker.reset_peak()
 
+    def pre(mod, a, kw):
+        j = calls[0]
+        if 0 < j < len(layers) and layers[j].module is mod and j - 1 in after:
+            glue[j - 1] = tracker.refresh() - after[j - 1]
+
     def post(mod, a, kw, out):
         if calls[0] < len(layers) and layers[calls[0]].module is mod:
             y = leaf_of(out, layers[calls[0]].out_leaf)
+            after[calls[0]] = tracker.refresh()
             calls[0] += 1
             if y.requires_grad:
                 y.register_hook(mark)
         return None
 
-    handles = [m.register_forward_hook(post, with_kwargs=True)
-               for m in {id(lc.module): lc.module for lc in layers}.values()]
+    modules = {id(lc.module): lc.module for lc in layers}.values()
+    handles = [m.register_forward_hook(post, with_kwargs=True) for m in modules]
+    handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in modules]
     try:
-        with tracker, torch.enable_grad():
-            loss = loss_of(model(*args, **kwargs))
-            loss.backward()
-            del loss
-            marks.append((tracker.current, tracker.peak))
+        with contextlib.ExitStack() as stack:
+            if step_meter is not None:  # the plain step's peak, as the allocator saw it
+                stack.enter_context(step_meter)
+                stack.enter_context(step_meter.op("step"))
+            with tracker, torch.enable_grad():
+                loss = loss_of(model(*args, **kwargs))
+                loss.backward()
+                del loss
+                marks.append((tracker.current, tracker.peak))
     finally:
         for h in handles:
             h.remove()
     # marks: d_n, d_{n-1}, ..., d_1, end; B_i runs from mark of d_{i+1} to that of d_i
     n = len(layers)
     if len(marks) != n + 1:
-        return [None] * n
+        return [None] * n, glue
     starts = marks[:-1][::-1]  # starts[i]: the mark of d_{i+1}
     ends = marks[1:][::-1]  # ends[i]: the peak up to d_i
-    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)]
+    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)], glue
 
 
 def _pass(model, layers, rec, args, kwargs, loss_of, op, sync, detect=False):
@@ -477,7 +502,9 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         ops = meter.results()
         for p in params:
             p.grad = None
-        real = _real_rises(model, layers, args, kwargs, loss_of)
+        step_meter = None if isinstance(meter, _TrackerMeter) else AllocatorMeter(dev)
+        real, glue = _real_rises(model, layers, args, kwargs, loss_of, step_meter)
+        plain_step = None if step_meter is None else step_meter.peak
         for p in params:
             p.grad = None
         per2, pre2, suf2, _ = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
@@ -526,7 +553,12 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     else:
         end_peak = prefix_tape
     shared = max((per[i][2] for i in range(n)), default=0)
-    return LayerProfile(chain, max(0, prefix_tape - x[0]), max(end_peak, 0),
+    # the code between two layers that are not chained (no segment spans it): what it
+    # leaves held beyond the next layer's input, which the chain counts, is held beside the
+    # chain through the step (at most: it is let go when the backward passes it)
+    between = sum(max(0, glue[j] - x[j + 1]) for j in range(n - 1) if not layers[j].chained)
+    return LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
                         [r.draws for r in rec], rise,
-                        [bool(per[i][0]["saves_output"]) for i in range(n)], pre["grads"])
+                        [bool(per[i][0]["saves_output"]) for i in range(n)], pre["grads"],
+                        plain_step)

@@ -20,8 +20,8 @@ from remat_theory.model.schedule import B, FALL, FCK, FN, LOSS, Schedule
 from remat_theory.torch.stages import running_stat_buffers
 
 __all__ = ["Checkpointed", "End", "Kept", "NotNestedError", "Segment", "StageRunner",
-           "checkpoint_state_bytes", "nested_form", "nested_schedule", "recomputed_stages",
-           "run_nested"]
+           "checkpoint_state_bytes", "nested_form", "nested_schedule", "opened_segments",
+           "recomputed_stages", "run_nested"]
 
 
 @dataclass(frozen=True)
@@ -164,14 +164,14 @@ def _preserves(node: "Checkpointed", draws) -> bool:
     return draws is None or any(draws[node.s:node.k])
 
 
-def _reach(tree: Segment) -> list:
+def opened_segments(tree: Segment) -> list:
     """The checkpointed segments a forward of ``tree`` calls: those on its chain of
     ``rest`` links and, inside each, those its own function calls (its ``inner``)."""
     out = []
     while not isinstance(tree, End):
         if isinstance(tree, Checkpointed):
             out.append(tree)
-            out.extend(_reach(tree.inner))
+            out.extend(opened_segments(tree.inner))
         tree = tree.rest
     return out
 
@@ -226,12 +226,12 @@ def checkpoint_state_bytes(tree: Segment, draws, state_bytes: int) -> list:
         return int(_preserves(node, draws))
 
     for n in top:  # first calls: from the outer call to the end of each one's backward
-        for d in [n] + _reach(n.inner):
+        for d in [n] + opened_segments(n.inner):
             for j in range(pos[id(n)][0], pos[id(d)][2]):
                 live[j] += keep(d)
     for x in _all_checkpointed(tree):  # replays: fork_rng's state and the nested calls
         _, start, end = pos[id(x)]
-        extra = keep(x) + sum(keep(e) for e in _reach(x.inner))
+        extra = keep(x) + sum(keep(e) for e in opened_segments(x.inner))
         j = start
         while j < end and not back[j]:
             live[j] += extra

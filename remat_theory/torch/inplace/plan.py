@@ -27,10 +27,12 @@ from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 from remat_theory.torch.inplace.profile import LayerProfile
 from remat_theory.torch.module import format_bytes, parse_bytes
-from remat_theory.torch.nested import Checkpointed, End, Kept, Segment, nested_form
+from remat_theory.torch.nested import (Segment, nested_form, opened_segments,
+                                       recomputed_stages)
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
-__all__ = ["ENGINE_MARGIN", "Gradients", "calibrate", "LayerPlan", "step_peak", "make_plan", "parse_budget", "segments_of"]
+__all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "calibrate", "make_plan", "parse_budget",
+           "step_peak"]
 
 ENGINE_MARGIN = 0.01
 """Share of a step budget (bytes) kept for the engine's own buffers beyond the model's."""
@@ -79,32 +81,13 @@ class LayerPlan:
     @property
     def recomputed(self) -> int:
         """Layer forwards recomputed per step."""
-        return 0 if self.tree is None else _recomputed(self.tree)
+        return 0 if self.tree is None else recomputed_stages(self.tree)
 
     def __repr__(self) -> str:
         what = ("plain autograd" if self.tree is None
                 else f"{self.recomputed} layer forwards recomputed, solver {self.solution.solver}")
         return (f"LayerPlan({self.chain.length} layers, {what}; predicted step peak "
                 f"{format_bytes(self.predicted_step_peak)}, time {self.predicted_time:.4g} s)")
-
-
-def _recomputed(tree) -> int:
-    if isinstance(tree, Kept):
-        return _recomputed(tree.rest)
-    if isinstance(tree, Checkpointed):
-        return tree.k - tree.s + _recomputed(tree.rest) + _recomputed(tree.inner)
-    return 0
-
-
-def segments_of(tree) -> list:
-    """Every checkpointed segment a forward of ``tree`` opens, outer before inner."""
-    out = []
-    while not isinstance(tree, End):
-        if isinstance(tree, Checkpointed):
-            out.append(tree)
-            out.extend(segments_of(tree.inner))
-        tree = tree.rest
-    return out
 
 
 @dataclass(frozen=True)
@@ -243,7 +226,7 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
         raise _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe)
     sol, peak = best
     tree = nested_form(sol.schedule, chain.length)
-    for seg in segments_of(tree):
+    for seg in opened_segments(tree):
         for j in range(seg.s, seg.k - 1):
             if not chained[j]:
                 raise RematError(

@@ -26,8 +26,7 @@ from torch.utils.checkpoint import _checkpoint_without_reentrant_generator
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import is_cache, leaf_of, with_hidden
-from remat_theory.torch.inplace.plan import segments_of
-from remat_theory.torch.nested import run_nested
+from remat_theory.torch.nested import opened_segments, run_nested
 from remat_theory.torch.stages import running_stat_buffers
 
 __all__ = ["StepRun"]
@@ -44,7 +43,7 @@ class StepRun:
         self.index = 0
         self.open: list = []  # (segment, generator), innermost last
         starts: dict = {}
-        for seg in segments_of(plan.tree):
+        for seg in opened_segments(plan.tree):
             starts.setdefault(seg.s, []).append(seg)
         self.starts = starts
         self.last_out = None

@@ -506,7 +506,7 @@ def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
     budgets are floats, bisected on the bytes they stand for, and the lowest is the least
     activation budget the plan accepts (found by bisection: the ``smallest_feasible`` a
     refused fraction names can itself be refused)."""
-    from remat_theory.torch.inplace.plan import _with_margin, make_plan
+    from remat_theory.torch.inplace.plan import make_plan, step_budget
 
     plan0 = probe.plan
     if fraction:
@@ -525,7 +525,7 @@ def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
                 cache[b] = None
         return cache[b]
 
-    plain_budget = _with_margin(plan0.predicted_step_peak)
+    plain_budget = step_budget(plan0.predicted_step_peak)
     try:
         make_plan(plan0.key, plan0.profile, 1, probe.gradients, probe.chained, **rule)
         smallest = 1
@@ -533,8 +533,17 @@ def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
         smallest = e.smallest_feasible
     if smallest is None or level(smallest) is None:
         return [], smallest, plain_budget
-    step = max(1, plain_budget // resolution)
-    found = {smallest, plain_budget}
+    out = _level_breakpoints(level, smallest, plain_budget, max(1, plain_budget // resolution),
+                             max_points, cover, keep_lowest)
+    return out, smallest, plain_budget
+
+
+def _level_breakpoints(level, smallest: int, largest: int, step: int, max_points: int, cover,
+                       keep_lowest: int) -> list:
+    """The budgets in [smallest, largest] where ``level`` (the plan a budget gets) changes,
+    found by bisection to ``step``: one budget per level, at most ``max_points`` (evenly
+    spread, each budget of ``cover`` and the ``keep_lowest`` lowest kept)."""
+    found = {smallest, largest}
 
     def bisect(a, fa, b, fb):
         if fa == fb:
@@ -547,7 +556,7 @@ def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
         bisect(a, fa, m, fm)
         bisect(m, fm, b, fb)
 
-    bisect(smallest, level(smallest), plain_budget, level(plain_budget))
+    bisect(smallest, level(smallest), largest, level(largest))
     levels, out = set(), []
     for b in sorted(found):
         key = level(b)
@@ -560,7 +569,7 @@ def inplace_breakpoints(probe, solver: str = "dp", *, resolution: int = 1024,
             idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
         idx |= set(range(min(keep_lowest, len(out))))
         out = [out[i] for i in sorted(idx)]
-    return out, smallest, plain_budget
+    return out
 
 
 def _inplace_fraction_breakpoints(probe, solver, resolution, max_points, cover, solver_options,
@@ -568,7 +577,7 @@ def _inplace_fraction_breakpoints(probe, solver, resolution, max_points, cover, 
     from remat_theory.torch.inplace.plan import make_plan
 
     plan0 = probe.plan
-    store_all = plan0.profile.store_all_bytes
+    store_all = plan0.profile.store_all_activations
     cache = {}
 
     def level(b):  # b: bytes of activations; the API is given b / store_all
@@ -591,33 +600,8 @@ def _inplace_fraction_breakpoints(probe, solver, resolution, max_points, cover, 
         else:
             hi = mid
     smallest = hi
-    step = max(1, store_all // resolution)
-    found = {smallest, store_all}
-
-    def bisect(a, fa, b, fb):
-        if fa == fb:
-            return
-        if b - a <= step:
-            found.add(b)
-            return
-        m = (a + b) // 2
-        fm = level(m)
-        bisect(a, fa, m, fm)
-        bisect(m, fm, b, fb)
-
-    bisect(smallest, level(smallest), store_all, level(store_all))
-    levels, out = set(), []
-    for b in sorted(found):
-        key = level(b)
-        if key is not None and key not in levels:
-            levels.add(key)
-            out.append(b)
-    if len(out) > max_points:
-        idx = {round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)}
-        for c in cover:
-            idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
-        idx |= set(range(min(keep_lowest, len(out))))
-        out = [out[i] for i in sorted(idx)]
+    out = _level_breakpoints(level, smallest, store_all, max(1, store_all // resolution),
+                             max_points, cover, keep_lowest)
     return [min(1.0, b / store_all) for b in out], smallest / store_all, 1.0
 
 

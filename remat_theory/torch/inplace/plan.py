@@ -32,7 +32,7 @@ from remat_theory.torch.nested import (Segment, nested_form, opened_segments,
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
 __all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "calibrate", "make_plan", "parse_budget",
-           "step_peak"]
+           "step_budget", "step_peak"]
 
 ENGINE_MARGIN = 0.01
 """Share of a step budget (bytes) kept for the engine's own buffers beyond the model's."""
@@ -269,7 +269,7 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
             lo, hi = least / whole, max(guess, prof.end_peak) * prof.calibration / whole
             resolution = unit / whole
         else:
-            lo, hi = _with_margin(least), _with_margin(max(guess, prof.end_peak))
+            lo, hi = step_budget(least), step_budget(max(guess, prof.end_peak))
             resolution = max(unit, hi // 1024)
 
         def accepted(v):
@@ -288,7 +288,7 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
                 smallest = hi = mid
             else:
                 lo = mid
-    store_all = 1.0 if kind == "fraction" else _with_margin(plain)
+    store_all = 1.0 if kind == "fraction" else step_budget(plain)
     msg = f"budget {_say(kind, value)} cannot be met on input {describe} by solver {solver!r}"
     if smallest is not None:
         msg += f"; the smallest feasible budget is {_say(kind, smallest)}"
@@ -299,7 +299,7 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
     return InfeasibleBudgetError(msg + ")", value, smallest)
 
 
-def _with_margin(need: int) -> int:
+def step_budget(need: int) -> int:
     """The smallest step budget whose share after :data:`ENGINE_MARGIN` is ``need``."""
     step = int(math.ceil(need / (1 - ENGINE_MARGIN)))
     while step - int(math.ceil(step * ENGINE_MARGIN)) < need:

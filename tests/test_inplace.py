@@ -13,7 +13,7 @@ from torch.nn import functional as F  # noqa: E402
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.torch.inplace import rematerialize  # noqa: E402
-from remat_theory.torch.inplace.plan import ENGINE_MARGIN  # noqa: E402
+from remat_theory.torch.inplace.plan import ENGINE_MARGIN, make_plan  # noqa: E402
 from remat_theory.torch.tracker import AllocatorMeter  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -184,3 +184,27 @@ def test_the_measured_step_stays_within_the_predicted_peak(budget):
 def test_a_layer_stack_is_needed():
     with pytest.raises(RematError, match="no repeated stack"):
         rematerialize(nn.Linear(4, 4), 0.5, torch.randn(2, 4))
+
+
+def test_a_larger_budget_is_never_refused_where_a_smaller_one_is_accepted():
+    """Acceptance is monotone in the budget, in both units (a calibrated prediction once
+    refused 0.5 where it accepted 0.23); the smallest budget an error names is accepted.
+    One profile, planned at many budgets."""
+    torch.manual_seed(0)
+    model = Tiny(d=64, n=6).train()
+    handle = rematerialize(model, 1.0, batch(1, 8, 64))
+    plan = handle.plan
+    step = plan.predicted_step_peak
+
+    def accepts(budget):
+        try:
+            make_plan(plan.key, plan.profile, budget, handle.gradients, handle.chained)
+            return True
+        except InfeasibleBudgetError as e:
+            assert e.smallest_feasible is not None and e.smallest_feasible > budget
+            assert accepts(e.smallest_feasible)
+            return False
+
+    for units in ([f / 20 for f in range(1, 21)], [int(step * f / 20) for f in range(4, 23)]):
+        accepted = [accepts(b) for b in units]
+        assert accepted == sorted(accepted) and accepted[-1], (units, accepted)

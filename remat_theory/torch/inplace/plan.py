@@ -174,13 +174,14 @@ def _fits(prof, grads, kind, limit, chain_budget, solver, options, unit):
 def _search(prof, grads, kind, limit, solver, options, unit):
     """(solution, peak) of the fastest schedule found whose step fits ``limit``, or None."""
     total = grads.total
-    base = limit - prof.fixed_bytes - (0 if kind == "fraction" else total)
+    room = int(limit / prof.calibration)  # the predictions are raised by the calibration
+    base = room - prof.fixed_bytes - (0 if kind == "fraction" else total)
     best = _fits(prof, grads, kind, limit, base, solver, options, unit)
     if kind == "bytes":  # larger shares: a binary search on the gradients' reserve
         lo, hi = 0, total
         while hi - lo > max(unit, total // 64):
             mid = (lo + hi) // 2
-            got = _fits(prof, grads, kind, limit, limit - prof.fixed_bytes - mid, solver,
+            got = _fits(prof, grads, kind, limit, room - prof.fixed_bytes - mid, solver,
                         options, unit)
             if got is not None:
                 best, hi = got, mid

@@ -135,6 +135,27 @@ def run(name, build, rounds, batch, length):
     return out
 
 
+def table(path) -> str:
+    """The markdown table of docs/train.md from a results file."""
+    results = json.loads(Path(path).read_text())
+    mb = lambda b: f"{b / 1e6:.2f} MB"  # noqa: E731
+    rows = ["| network | layers | eager | HF every layer | remat at HF's peak (or the smallest it "
+            "accepts) | its peak / HF's | remat at 0.5 |", "|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        if not isinstance(r, dict):
+            continue
+        hf, at, half = r["hf_every_layer"], r["remat@hf"], r["remat@0.5"]
+        hf_text = (f"{mb(hf['peak_bytes'])}, {hf['time_s']:.2f} s" if hf["peak_bytes"]
+                   else "cannot checkpoint")
+        asked = "HF's peak" if at["note"] is None else f"refused; at {mb(at['budget'])}"
+        ratio = f"{at['peak_bytes'] / hf['peak_bytes']:.3f}" if hf["peak_bytes"] else "-"
+        rows.append(f"| {name} | {r.get('layers', '-')} | {mb(r['eager']['peak_bytes'])}, "
+                    f"{r['eager']['time_s']:.2f} s | {hf_text} | {mb(at['peak_bytes'])}, "
+                    f"{at['time_s']:.2f} s ({asked}) | {ratio} | {mb(half['peak_bytes'])}, "
+                    f"{half['time_s']:.2f} s |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--networks", default="llama,qwen2,gpt2,opt,bert,t5,bart,deberta-v2,albert")
@@ -142,7 +163,11 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--length", type=int, default=128)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "inplace_vs_hf.json"))
+    ap.add_argument("--table", action="store_true", help="print the table of --out and stop")
     a = ap.parse_args(argv)
+    if a.table:
+        print(table(a.out))
+        return
     torch.set_num_threads(1)
     nets = networks(a.batch, a.length)
     results = {}

@@ -79,6 +79,10 @@ FAMILIES = {
                               intermediate_size=INTER, num_hidden_layers=LAYERS, image_size=16,
                               patch_size=4, num_channels=3),
             "ViTForImageClassification", "image"),
+    # a scan (transformers' reference path without mamba_ssm: thousands of small operations)
+    "mamba": ("MambaConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, state_size=8,
+                                  num_hidden_layers=LAYERS, intermediate_size=INTER),
+              "MambaForCausalLM", "lm"),
     # kept aside: named by no other file of the repository
     "electra": ("ElectraConfig", dict(_ENC, embedding_size=16),
                 "ElectraForSequenceClassification", "cls"),

@@ -34,8 +34,12 @@ from remat_theory.torch.rounding import auto_unit, rounded_chain
 __all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "calibrate", "make_plan", "parse_budget",
            "step_budget", "step_peak"]
 
-ENGINE_MARGIN = 0.01
-"""Share of a step budget (bytes) kept for the engine's own buffers beyond the model's."""
+ENGINE_MARGIN = 0.03
+"""Share of a step budget (bytes) the plan keeps free: the engine's own buffers, and what the
+calibrated prediction still misses.  Measured/predicted step peaks on the CPU, small
+configurations: 0.80-1.009 on llama, gpt-neo, gpt2, opt, qwen2, convnext, swin, resnet,
+vit; BART's smallest accepted budget at 1% was exceeded by 0.7% (benchmarks/
+inplace_vs_hf.py): 3% is what was seen, not a proven bound."""
 
 
 def parse_budget(budget):

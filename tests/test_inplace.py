@@ -208,3 +208,19 @@ def test_a_larger_budget_is_never_refused_where_a_smaller_one_is_accepted():
     for units in ([f / 20 for f in range(1, 21)], [int(step * f / 20) for f in range(4, 23)]):
         accepted = [accepts(b) for b in units]
         assert accepted == sorted(accepted) and accepted[-1], (units, accepted)
+
+
+def test_a_forward_that_raises_leaves_no_checkpoint_open():
+    """An exception inside a checkpointed segment (a bad batch) closes the segment's
+    checkpoint: the next step is exact."""
+    torch.manual_seed(0)
+    model = Tiny().train()
+    ref = copy.deepcopy(model)
+    rematerialize(model, 0.4, batch(0))
+    bad = dict(batch(1), mask=torch.ones(4, 15))  # the blocks cannot broadcast it
+    with pytest.raises(RuntimeError):
+        model(**bad)
+    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+    out, g = step(model, batch(2), 3)
+    want, gw = step(ref, batch(2), 3)
+    assert_same(out, want, g, gw)

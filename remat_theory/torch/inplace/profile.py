@@ -47,7 +47,7 @@ class LayerProfile:
     prefix_bytes: int  # the prefix's tape (and what code between unchained layers holds), beyond x_0
     end_peak: int  # the prefix's backward, the step's last operation: its peak (bytes)
     prefix_time: float  # its forward and backward (seconds)
-    shared_grad_bytes: int  # gradients of values several layers read, held in the backward
+    shared_grad_bytes: int  # values several layers read (needing a gradient) and their gradient
     draws: list = field(default_factory=list)  # per layer: its forward draws random numbers
     # per backward (the loss last): bytes its measured peak rises above what is held when it
     # starts, a layer's own parameter gradients included (the loss: without them); below
@@ -57,9 +57,6 @@ class LayerProfile:
     # per layer: its backward reads its own output (autograd saved it); where it does not,
     # the output is gone by the time its backward runs (the next layer's backward let it go)
     saves_output: list = field(default_factory=list)
-    # the gradients of the prefix's own parameters (embeddings), made by its backward at the
-    # step's end: of the gradients outside the layers, those not there from the loss on
-    prefix_grad_bytes: int = 0
     # one plain step of the model (no recomputation) as the allocator measured it, bytes,
     # gradients included; None where the profile counted live tensors
     plain_step_measured: int | None = None
@@ -381,31 +378,11 @@ def _real_rises(model, layers, args, kwargs, loss_of, step_meter=None) -> list:
     return [max(0, ends[i][1] - starts[i][0]) for i in range(n)], glue
 
 
-def _pass(model, layers, rec, args, kwargs, loss_of, op, sync, detect=False):
-    """Every measurement once.  With ``detect``, ``pre["grads"]``: the bytes of the
-    gradients only the prefix's backward makes (its parameters, not read after the last
-    layer, as a tied embedding is): they appear at the end of the step, not at the loss."""
+def _pass(model, layers, rec, args, kwargs, loss_of, op, sync):
+    """Every measurement once (the layers alone, the prefix, the suffix)."""
     per = [_measure_layer(lc, r, op, sync) for lc, r in zip(layers, rec)]
-    if not detect:
-        pre = _prefix(model, layers[0], args, kwargs, op, sync)
-        suf, x_last = _suffix(model, layers, args, kwargs, loss_of, op, sync)
-        return per, pre, suf, x_last
-    params = [p for p in model.parameters() if p.requires_grad]
-    saved = [p.grad for p in params]
-    for p in params:
-        p.grad = None
     pre = _prefix(model, layers[0], args, kwargs, op, sync)
-    by_prefix = {id(p) for p in params if p.grad is not None}
-    for p in params:
-        p.grad = None
     suf, x_last = _suffix(model, layers, args, kwargs, loss_of, op, sync)
-    by_suffix = {id(p) for p in params if p.grad is not None}
-    layer_params = {id(p) for lc in layers for p in lc.module.parameters()}
-    pre["grads"] = sum(p.numel() * p.element_size() for p in params
-                       if id(p) in by_prefix and id(p) not in by_suffix
-                       and id(p) not in layer_params)
-    for p, g in zip(params, saved):
-        p.grad = g
     return per, pre, suf, x_last
 
 
@@ -489,8 +466,7 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         nop = lambda label: contextlib.nullcontext()  # noqa: E731
         # a timing pass, which is also the warm-up (lazily built caches exist before memory
         # is measured), the metered pass, a second timing pass; each time the faster one
-        per, pre, suf, x_last = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync,
-                                      detect=True)
+        per, pre, suf, x_last = _pass(model, layers, rec, args, kwargs, loss_of, nop, sync)
         for p in params:
             p.grad = None
         if dev.type == "cpu" and _forward_ops(model, args, kwargs) > ALLOCATOR_METER_OPS:
@@ -511,7 +487,7 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         per = [({k: min(a[0][k], b[0][k]) for k in a[0]},) + a[1:] for a, b in zip(per, per2)]
         for a, b in zip(per, per2):
             a[0]["saves_output"] = b[0]["saves_output"]
-        pre = dict(pre, **{k: min(pre[k], pre2[k]) for k in pre2})
+        pre = {k: min(pre[k], pre2[k]) for k in pre}
         suf = {k: min(suf[k], suf2[k]) for k in suf}
     by = {}
     for o in ops:
@@ -552,7 +528,16 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         end_peak = by["prefix_bwd"][0].peak - p.before
     else:
         end_peak = prefix_tape
-    shared = max((per[i][2] for i in range(n)), default=0)
+    # values needing a gradient that layers read besides their hidden state (T5's position
+    # bias, the encoder's states): each is held from where it is made to the step's end
+    # (the layers' recorded arguments keep it for their recomputations), and its gradient
+    # builds up in the backward
+    values = {}
+    for r in rec:
+        for kind, key in r.grad_names:
+            t = r.args[key] if kind == "a" else r.kwargs[key]
+            values[t.untyped_storage().data_ptr()] = storage_bytes(t)
+    shared = sum(values.values()) + max((per[i][2] for i in range(n)), default=0)
     # the code between two layers that are not chained (no segment spans it): what it
     # leaves held beyond the next layer's input, which the chain counts, is held beside the
     # chain through the step (at most: it is let go when the backward passes it)
@@ -560,5 +545,4 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     return LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
                         [r.draws for r in rec], rise,
-                        [bool(per[i][0]["saves_output"]) for i in range(n)], pre["grads"],
-                        plain_step)
+                        [bool(per[i][0]["saves_output"]) for i in range(n)], plain_step)

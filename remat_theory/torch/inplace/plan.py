@@ -1,16 +1,19 @@
 """The plan of one input shape: a budget in the user's units, the layers' chain, a schedule.
 
 Budgets (:func:`parse_budget`): a float in (0, 1] is a fraction of the step's activation
-peak without recomputation (``LayerProfile.store_all_bytes``); an int, or a str with a unit
-(``"6GiB"``), is the whole training step's peak above the resident model, as the allocator
-measures it from the start of the forward to the end of ``backward()``: activations, the
-parameters' gradients (counted whole: they all exist at the end of the backward), the loss,
-and :data:`ENGINE_MARGIN` of the rest for what autograd's engine holds beyond the model.
+peak without recomputation (``LayerProfile.store_all_activations``); an int, or a str with
+a unit (``"6GiB"``), is the whole training step's peak above the resident model, as the
+allocator measures it from the start of the forward to the end of ``backward()``:
+activations, the parameters' gradients as the backward makes them (:class:`Gradients`),
+the loss; :data:`ENGINE_MARGIN` of it is kept free.
 
 The solver sees the layers' chain with sizes rounded up to a unit
-(:mod:`remat_theory.torch.rounding`) and the budget left once the prefix's tape and the
-gradients of shared values are taken out; the schedule is then replayed on the exact chain
-by the simulator, which gives the predicted peak and time.
+(:mod:`remat_theory.torch.rounding`) and the budget left once what is held beside the chain
+(the prefix's tape, values several layers read) and the gradients are taken out; each
+schedule is then replayed on the exact chain by the simulator, with the gradients on the
+step's timeline and the profile's calibration (:func:`step_peak`), which gives the
+predicted peak and time.  An empirical prediction, not a bound: measured / predicted
+0.80-1.02 on the networks of docs/train.md and docs/torch.md.
 """
 from __future__ import annotations
 

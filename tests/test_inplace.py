@@ -224,3 +224,15 @@ def test_a_forward_that_raises_leaves_no_checkpoint_open():
     out, g = step(model, batch(2), 3)
     want, gw = step(ref, batch(2), 3)
     assert_same(out, want, g, gw)
+
+
+def test_a_second_backward_through_one_forward_is_refused_clearly():
+    """The plan lets a layer's arguments go after its last recomputation (they held a
+    decoder's masks to the step's end); a second backward of the same graph is refused."""
+    torch.manual_seed(0)
+    model = Tiny().train()
+    rematerialize(model, 0.4, batch(0))
+    loss = model(**batch(1)).loss
+    loss.backward(retain_graph=True)
+    with pytest.raises(RematError, match="second backward"):
+        loss.backward()

@@ -26,7 +26,8 @@ from torch.utils.checkpoint import _checkpoint_without_reentrant_generator
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import is_cache, leaf_of, with_hidden
-from remat_theory.torch.nested import opened_segments, run_nested
+from remat_theory.model.schedule import FALL, FCK, FN
+from remat_theory.torch.nested import nested_schedule, opened_segments, run_nested
 from remat_theory.torch.stages import running_stat_buffers
 
 __all__ = ["StepRun"]
@@ -46,6 +47,14 @@ class StepRun:
         for seg in opened_segments(plan.tree):
             starts.setdefault(seg.s, []).append(seg)
         self.starts = starts
+        # how many times a recomputation calls each layer: its arguments are kept until
+        # then and no longer (a kept layer's are never kept: nothing recomputes it)
+        n = len(layers)
+        forwards = [0] * n
+        for op in nested_schedule(plan.tree, n):
+            if op.kind in (FALL, FCK, FN):
+                forwards[op.index] += 1
+        self.remaining = [f - 1 for f in forwards]
         self.last_out = None
 
     # ------------------------------------------------------------------ hooks
@@ -64,9 +73,10 @@ class StepRun:
         if self.open and j > 0 and not (self.last_out is not None and x is self.last_out):
             raise RematError(f"layer {lc.path} does not read the previous layer's output inside a "
                              f"checkpointed segment: the model changed how its layers hand on")
-        a, kw = with_hidden(lc.slot, args, kwargs, None)
-        kw = {k: (None if is_cache(v) else v) for k, v in kw.items()}
-        self.calls[j] = (a, kw)
+        if self.remaining[j] > 0:
+            a, kw = with_hidden(lc.slot, args, kwargs, None)
+            kw = {k: (None if is_cache(v) else v) for k, v in kw.items()}
+            self.calls[j] = (a, kw)
         for seg in self.starts.get(j, ()):
             fn = self._segment_function(seg)
             gen = _checkpoint_without_reentrant_generator(fn, True, _no_context, "default",
@@ -107,12 +117,21 @@ class StepRun:
     # ------------------------------------------------------------------ recomputation
     def _run_layer(self, i: int, x):
         lc = self.layers[i]
+        if self.calls[i] is None:
+            raise RematError(
+                f"layer {lc.path} is recomputed more often than its plan says: a second "
+                f"backward through the same forward (backward(retain_graph=True), then "
+                f"backward again) is not supported by rematerialize(), which lets a layer's "
+                f"arguments go after its last planned recomputation; run the forward again")
         a, kw = self.calls[i]
         a, kw = with_hidden(lc.slot, a, kw, x)
         buffers = running_stat_buffers(lc.module)
         if buffers:
             with torch.no_grad():
                 saved = [b.clone() for b in buffers]
+        self.remaining[i] -= 1
+        if self.remaining[i] <= 0:  # its last recomputation: let its arguments go
+            self.calls[i] = None
         try:
             return leaf_of(lc.module(*a, **kw), lc.out_leaf)
         finally:

@@ -216,7 +216,7 @@ def _step_peak(model, b):
     return meter.peak
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2", "bert"])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "bert", "t5", "bart"])
 def test_at_hugging_faces_every_layer_memory(family):
     """Given HF's measured every-layer peak as its budget (or, where the plan refuses it, the
     smallest budget it accepts: its prediction and the 3% it keeps free put that at 1.0-1.14
@@ -230,6 +230,16 @@ def test_at_hugging_faces_every_layer_memory(family):
                                                    num_attention_heads=4, num_key_value_heads=4))
     elif family == "gpt2":
         model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=500, n_embd=64, n_layer=4, n_head=4))
+    elif family == "t5":  # encoder and decoder layers; position bias, encoder states
+        model = tf.T5ForConditionalGeneration(tf.T5Config(
+            vocab_size=500, d_model=64, d_ff=128, d_kv=16, num_layers=2, num_decoder_layers=2,
+            num_heads=4, decoder_start_token_id=0, pad_token_id=0))
+    elif family == "bart":
+        model = tf.BartForConditionalGeneration(tf.BartConfig(
+            vocab_size=500, d_model=64, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+            decoder_ffn_dim=128, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+            decoder_start_token_id=2))
     else:
         model = tf.BertForSequenceClassification(tf.BertConfig(
             vocab_size=500, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
@@ -239,7 +249,9 @@ def test_at_hugging_faces_every_layer_memory(family):
     ids = torch.randint(0, 500, (4, 64), generator=g)
     mask = torch.ones(4, 64, dtype=torch.long)
     mask[1, 40:] = 0
-    labels = torch.randint(0, 2, (4,), generator=g) if family == "bert" else ids.masked_fill(mask == 0, -100)
+    labels = (torch.randint(0, 2, (4,), generator=g) if family == "bert" else
+              torch.randint(3, 500, (4, 32), generator=g) if family in ("t5", "bart") else
+              ids.masked_fill(mask == 0, -100))
     b = {"input_ids": ids, "attention_mask": mask, "labels": labels}
     hf = copy.deepcopy(model)
     hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -304,40 +304,14 @@ def remat_breakpoints(chain, stages, solver: str = "dp", *, resolution: int = 10
         lo = smallest_with_states(chain, unit, lo, draws, state_bytes, **rule) or store_all
     if makespan(lo)[0] is None:
         return []
-    step = max(1, store_all // resolution)
-    found = {lo, store_all}
+    def level(b):  # the plan a budget gets: its makespan, plain autograd from store_all
+        return makespan(b)[0] if b < store_all else "store-all"
 
-    def bisect(a, fa, b, fb):
-        if fa == fb:
-            return
-        if b - a <= step:
-            found.add(b)
-            return
-        m = (a + b) // 2
-        fm = makespan(m)[0]
-        bisect(a, fa, m, fm)
-        bisect(m, fm, b, fb)
-
-    top = makespan(store_all)[0]
-    bisect(lo, makespan(lo)[0], store_all, top)
-    points = sorted(found)
     # the same schedule level reached at two budgets: keep the lower budget.  A budget the
     # drop-in refuses is no point: with the states counted its feasible budgets can have a
     # gap (a re-solve for less that never fits) above a lower budget that fits
-    levels, out = set(), []
-    for b in points:
-        key = makespan(b)[0] if b < store_all else "store-all"
-        if key is None:
-            continue
-        if key not in levels:
-            levels.add(key)
-            out.append(b)
-    if len(out) > max_points:
-        idx = {round(i * (len(out) - 1) / (max_points - 1)) for i in range(max_points)}
-        for c in cover:
-            idx.add(next((i for i, b in enumerate(out) if b >= c), len(out) - 1))
-        out = [out[i] for i in sorted(idx)]
-    return out
+    return _level_breakpoints(level, lo, store_all, max(1, store_all // resolution),
+                              max_points, cover, 0)
 
 
 def drop_in_states(stages, x: torch.Tensor) -> dict:

@@ -1,6 +1,6 @@
 """What graph capture gives the solver: stages and memory at each granularity.
 
-For every captured network (:data:`remat_theory.torch.networks.CAPTURED_NETWORKS`) and
+For every captured network (:data:`remat_theory.lab.networks.CAPTURED_NETWORKS`) and
 each granularity (``block``, ``fine``), the network is captured with ``to_stages``,
 profiled, and solved with the persistent DP; the table gives the capture method, the number
 of stages and of valid cuts, the capture time, and the smallest feasible activation budget
@@ -21,9 +21,10 @@ from pathlib import Path
 import torch
 
 import solvers
-from remat_theory.torch import build, profile
-from remat_theory.torch.networks import CAPTURED_NETWORKS
-from remat_theory.torch.rounding import auto_unit, rounded_chain
+from remat_theory.torch import profile
+from remat_theory.lab.networks import build
+from remat_theory.lab.networks import CAPTURED_NETWORKS
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
 
 
 def measure(name: str, scale: str, granularity, repeats: int) -> dict:

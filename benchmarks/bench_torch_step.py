@@ -54,11 +54,13 @@ import torch.utils.checkpoint
 
 import solvers
 from remat_theory.model.schedule import Schedule
-from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, profile, split_stages
-from remat_theory.torch.call_inputs import example_inputs
-from remat_theory.torch.nested import StageRunner, nested_form, recomputed_stages, run_nested
-from remat_theory.torch.module import shared_parameter_bytes
-from remat_theory.torch.rounding import auto_unit, rounded_chain
+from remat_theory.torch import CheckpointedSequential, MemoryTracker, profile, split_stages
+from remat_theory.lab.networks import build
+from remat_theory.torch.capture.call_inputs import example_inputs
+from remat_theory.torch.run.nested import StageRunner, run_nested
+from remat_theory.torch.plan.nested_form import nested_form, recomputed_stages
+from remat_theory.torch.plan.levels import shared_parameter_bytes
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
 
 
 def segments_schedule(length: int, segments: int) -> Schedule:

@@ -2,7 +2,7 @@
 ORIGINAL eager model: stages, capture method, eager vs drop-in peak at store-all (torch's
 allocator, same input and seed), gradients, and measured / predicted peak of the DP's
 schedule at three budgets between the smallest feasible one and store-all
-(:func:`remat_theory.torch.fidelity.check_network`).
+(:func:`remat_theory.lab.fidelity.check_network`).
 
     python benchmarks/capture_families.py --scale small --threads 1
     python benchmarks/capture_families.py --models llama,opt --scale test
@@ -29,8 +29,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from remat_theory.torch.fidelity import check_network
-    from remat_theory.torch.networks import FAMILIES
+    from remat_theory.lab.fidelity import check_network
+    from remat_theory.lab.networks import FAMILIES
 
     torch.set_num_threads(args.threads)
     names = args.models.split(",") if args.models else list(FAMILIES)

@@ -33,14 +33,16 @@ import torch
 
 import solvers
 from remat_theory.model.simulator import simulate
-from remat_theory.torch.frontier import (Method, Point, checkpoint_sequential_method, drop_in,
-                                         drop_in_states, hf_methods, hf_schedule_peaks,
-                                         hf_schedule_tree, measure, plain_method,
-                                         remat_breakpoints, remat_method)
-from remat_theory.torch.frontier_networks import build_workload
-from remat_theory.torch.module import CheckpointedSequential, Plan, dropin_peak
-from remat_theory.torch.nested import checkpoint_state_bytes, nested_schedule
-from remat_theory.torch.profiler import profile_details
+from remat_theory.lab.frontier_methods import (Method, Point, checkpoint_sequential_method,
+                                               drop_in, drop_in_states, hf_methods,
+                                               hf_schedule_peaks, hf_schedule_tree, plain_method,
+                                               remat_breakpoints, remat_method)
+from remat_theory.lab.frontier import measure
+from remat_theory.lab.frontier_networks import build_workload
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential, Plan
+from remat_theory.torch.plan.levels import dropin_peak
+from remat_theory.torch.plan.nested_form import checkpoint_state_bytes, nested_schedule
+from remat_theory.torch.profiling.profiler import profile_details
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

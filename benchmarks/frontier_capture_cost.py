@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from remat_theory.torch.frontier_networks import build_workload
+from remat_theory.lab.frontier_networks import build_workload
 
 
 def _quartiles(v: list) -> tuple:

@@ -136,7 +136,7 @@ def main(argv) -> int:
     have = {p.stem.removeprefix("frontier_inplace_") for p in RESULTS.glob("frontier_inplace_*.json")}
     nets = names or [n for n in ORDER if n in have]
     if "--reanalyse" in argv:
-        from remat_theory.torch.frontier import dominance
+        from remat_theory.lab.frontier import dominance
         for n in nets:
             path = RESULTS / f"frontier_inplace_{n}.json"
             recs = json.loads(path.read_text())

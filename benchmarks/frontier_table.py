@@ -9,7 +9,7 @@ checkpoint_sequential point better in both beyond noise; no compile_budget point
 both beyond noise) with the worst time ratio where a goal fails, and whether every eager
 method's gradients equal the plain model's bit for bit.
 ``--reanalyse`` first recomputes each file's analysis (``dominance``) and plot from its points with
-the installed :mod:`remat_theory.torch.frontier` (needs torch), keeping every measurement.
+the installed :mod:`remat_theory.lab.frontier` (needs torch), keeping every measurement.
 Usage: python benchmarks/frontier_table.py [--readme] [--reanalyse] [NETWORK ...]"""
 from __future__ import annotations
 
@@ -159,14 +159,14 @@ def main(argv) -> int:
     have = {p.stem.removeprefix("frontier_") for p in RESULTS.glob("frontier_*.json")}
     nets = names or [n for n in ORDER if n in have]
     if "--reanalyse" in argv:
-        from remat_theory.torch.frontier import dominance
+        from remat_theory.lab.frontier import dominance
         for n in nets:
             path = RESULTS / f"frontier_{n}.json"
             recs = json.loads(path.read_text())
             for rec in recs:
                 rec["dominance"] = dominance(rec["points"])
             path.write_text(json.dumps(recs, indent=1) + "\n")
-            from remat_theory.torch.frontier import plot
+            from remat_theory.lab.frontier import plot
             plot(recs, RESULTS / f"frontier_{n}.png", title=f"{n}: time per step vs peak memory")
     print("\n".join(readme(nets) if as_readme else table(nets)))
     return 0

@@ -1,5 +1,5 @@
 """How well do profiled stage times predict whole training steps on a GPU?  An A/B of the
-profiler's two ways of timing a stage on CUDA (see ``remat_theory.torch.profiler._Timer``):
+profiler's two ways of timing a stage on CUDA (see ``remat_theory.torch.profiling.profiler._Timer``):
 
 * ``idle``: the stage is timed from an idle GPU (``queue_kernels=False``), so the time the
   CPU takes to issue its first kernels is counted;
@@ -29,10 +29,11 @@ import torch
 
 import solvers
 from remat_theory.model.simulator import simulate
-from remat_theory.torch import build, split_stages
-from remat_theory.torch.executor import ScheduleExecutor
-from remat_theory.torch.profiler import profile_details
-from remat_theory.torch.rounding import auto_unit, rounded_chain
+from remat_theory.torch import split_stages
+from remat_theory.lab.networks import build
+from remat_theory.torch.run.executor import ScheduleExecutor
+from remat_theory.torch.profiling.profiler import profile_details
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
 
 VARIANTS = (("idle", False), ("queued", True), ("idle2", False), ("queued2", True))
 

@@ -31,12 +31,12 @@ import torch
 
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
-from remat_theory.torch.executor import ScheduleExecutor
-from remat_theory.torch.frontier import (Point, drop_in, drop_in_states, hf_methods,
-                                         hf_schedule_tree, remat_breakpoints)
-from remat_theory.torch.frontier_networks import build_workload
-from remat_theory.torch.nested import nested_schedule
-from remat_theory.torch.profiler import measure_times, profile_details, stage_parameters
+from remat_theory.torch.run.executor import ScheduleExecutor
+from remat_theory.lab.frontier_methods import (Point, drop_in, drop_in_states, hf_methods,
+                                               hf_schedule_tree, remat_breakpoints)
+from remat_theory.lab.frontier_networks import build_workload
+from remat_theory.torch.plan.nested_form import nested_schedule
+from remat_theory.torch.profiling.profiler import measure_times, profile_details, stage_parameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frontier_ab import dropin_on_schedule  # noqa: E402  (the sibling benchmark)

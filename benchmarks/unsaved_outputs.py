@@ -34,10 +34,11 @@ import torch
 
 from remat_theory.model.errors import RematError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch import CheckpointedSequential, build, profile_details, split_stages
-from remat_theory.torch.call_inputs import example_inputs
-from remat_theory.torch.profiler import prime_forward
-from remat_theory.torch.stages import stage_parameters
+from remat_theory.torch import CheckpointedSequential, profile_details, split_stages
+from remat_theory.lab.networks import build
+from remat_theory.torch.capture.call_inputs import example_inputs
+from remat_theory.torch.profiling.profiler import prime_forward
+from remat_theory.torch.capture.stages import stage_parameters
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
 
 

@@ -12,7 +12,7 @@ A pass ``Fck_s Fn_{s+1} .. Fn_{k-1}`` crosses the barrier j when s <= j < k - 1 
   that started at or before i - 1, and forbidding ``Fn_{j+1}`` forbids exactly the passes
   across j.
 
-No torch (remat_theory/torch/nested.py imports it): passes are read from the tokens here.
+No torch (remat_theory/torch/run/nested.py imports it): passes are read from the tokens here.
 """
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOORS = ("remat_theory.model", "remat_theory.analysis", "remat_theory.strategies",
-          "remat_theory.torch", "remat_theory.cli", "solvers", "benchmarks", "examples")
+          "remat_theory.torch", "remat_theory.lab", "remat_theory.cli", "solvers", "benchmarks",
+          "examples")
 
 
 def floor(module: str) -> str:
@@ -69,7 +70,7 @@ def test_the_check_sees_a_private_name_and_a_private_module(tmp_path):
     src = pkg / "x.py"
     src.write_text("from remat_theory.model.offload import reads, _reads\n"
                    "from solvers._schedules import segments_cost\n"
-                   "from remat_theory.torch.executor import _same_storage\n"
+                   "from remat_theory.torch.run.executor import _same_storage\n"
                    "def f():\n    from solvers import _deadline\n")
     global ROOT
     old, ROOT = ROOT, tmp_path

@@ -7,9 +7,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
-from remat_theory.torch import CheckpointedSequential, build  # noqa: E402
-from remat_theory.torch.module import (gradient_bytes, optimizer_state_bytes,  # noqa: E402
-                                       parse_bytes)
+from remat_theory.torch import CheckpointedSequential  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.torch.plan.budget import (gradient_bytes, optimizer_state_bytes, parse_bytes)  # noqa: E402
 from remat_theory.torch.tracker import allocator_peak  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
 
@@ -95,8 +95,8 @@ def test_the_step_reserve_holds_no_generator_state_the_schedule_already_counts()
     is still held as the allocator measures it."""
     import math
 
-    from remat_theory.torch.module import ENGINE_MARGIN, STEP_SLACK
-    from remat_theory.torch.profiler import stage_draws
+    from remat_theory.torch.plan.budget import ENGINE_MARGIN, STEP_SLACK
+    from remat_theory.torch.profiling.profiler import stage_draws
 
     net = build("mlp", "test")
     x, loss_fn = net.example_input, net.loss_fn
@@ -149,8 +149,8 @@ def test_budgets_hold_the_summed_gradient_of_shared_parameters_store_all_include
     of the chain from the smallest to store-all, and at the step budget that runs plain
     autograd, the allocator's peak stays within the budget, with the step starting without
     gradients (zero_grad()) or with them kept (gradient accumulation)."""
-    from remat_theory.torch.frontier import drop_in_states, remat_breakpoints
-    from remat_theory.torch.module import shared_parameter_bytes
+    from remat_theory.lab.frontier_methods import drop_in_states, remat_breakpoints
+    from remat_theory.torch.plan.levels import shared_parameter_bytes
 
     net = build("rnn", "small").to(DEVICE)
     x, loss_fn = net.example_input, net.loss_fn

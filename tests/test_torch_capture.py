@@ -19,11 +19,12 @@ from torch.nn import functional as F  # noqa: E402
 import solvers  # noqa: E402
 from remat_theory.cli import main  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch import (CaptureError, CheckpointedSequential, ScheduleExecutor,  # noqa: E402
-                                build, profile, split_stages, to_stages)
-from remat_theory.torch.call_inputs import example_inputs  # noqa: E402
-from remat_theory.torch.networks import TargetLoss, TorchvisionStyleResNet  # noqa: E402
-from remat_theory.torch.stages import stage_parameters  # noqa: E402
+from remat_theory.torch import (CaptureError, CheckpointedSequential, ScheduleExecutor, profile,  # noqa: E402
+                                split_stages, to_stages)
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.torch.capture.call_inputs import example_inputs  # noqa: E402
+from remat_theory.lab.networks import TargetLoss, TorchvisionStyleResNet  # noqa: E402
+from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -445,7 +446,7 @@ def test_export_capture_cuts_at_each_layer_and_trains_like_the_model(name):
     is the layer's edge; Swin's blocks sit in a ModuleList inside each stage, which a
     module stack does not list), and the stages train exactly like the original model."""
     pytest.importorskip("transformers")
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_networks import build_workload
     w = build_workload(name, "test")
     chain = to_stages(w.model, w.inputs, method="export")
     assert chain.method == "export"
@@ -477,21 +478,21 @@ def test_compiled_remat_over_the_export_capture_holds_its_prediction(name):
     cut before a layer's closing view, the layer's output was that view, which the
     partitioner does not keep: 1.68)."""
     pytest.importorskip("transformers")
-    from remat_theory.torch.frontier import (Method, Point, _compare, _compiled_sweep, _grads,
-                                             _measure_peaks, plain_method)
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_methods import Method, Point, compiled_sweep, plain_method
+    from remat_theory.lab.frontier import compare_grads, step_grads, measure_peaks
+    from remat_theory.lab.frontier_networks import build_workload
     w = build_workload(name, "test")
     params = list(w.model.parameters())
     ref = None
-    for m in _compiled_sweep(w, 3, "aot_eager_decomp_partition", 1):
+    for m in compiled_sweep(w, 3, "aot_eager_decomp_partition", 1):
         assert m.point.status == "ok", m.point.detail
-        _measure_peaks(m, params, torch.device("cpu"))
+        measure_peaks(m, params, torch.device("cpu"))
         tolerance = 1.25 if name == "opt" else 1.10
         assert m.point.peak <= tolerance * m.point.predicted_peak, (
             m.point.method, m.point.peak, m.point.predicted_peak)
         if ref is None:
-            ref = _grads(Method(Point("plain", "plain"), plain_method(w)), params, SEED)
-        _, rel = _compare(_grads(m, params, SEED), ref)
+            ref = step_grads(Method(Point("plain", "plain"), plain_method(w)), params, SEED)
+        _, rel = compare_grads(step_grads(m, params, SEED), ref)
         assert rel < 1e-5, (m.point.method, rel)  # compiled kernels round otherwise
 
 
@@ -511,7 +512,7 @@ def test_export_capture_runs_attention_without_a_mask_where_the_model_does():
     export capture (specialised to the example's shapes) now runs what the model runs.
     Before, each OPT layer read a built 2 x 1 x 16 x 16 mask through the context."""
     pytest.importorskip("transformers")
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_networks import build_workload
     w = build_workload("opt", "test")
     chain = to_stages(w.model, w.inputs, method="export")
     masks = _sdpa_masks(chain)
@@ -531,18 +532,18 @@ def test_compiled_store_all_over_the_export_capture_holds_what_the_compiled_mode
     own, so the compiler built and saved a second float mask beside the one the first layer
     built from its own; now the store-all run empties the context before and after."""
     pytest.importorskip("transformers")
-    from remat_theory.torch.frontier import (Point, Workload, _compile_budget,
-                                             _measure_peaks, _remat_compiled)
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_methods import Point, compile_budget_of, remat_compiled
+    from remat_theory.lab.frontier import Workload, measure_peaks
+    from remat_theory.lab.frontier_networks import build_workload
     w = build_workload(name, "test")
     params = list(w.model.parameters())
     stages = w.graph_stages()
     gw = Workload(w.name, w.model, w.call, w.loss_fn, w.example_input, stages)
     backend = "aot_eager_decomp_partition"
-    remat = _remat_compiled(gw, None, stages, Point("remat_compiled:1", "remat_compiled"),
+    remat = remat_compiled(gw, None, stages, Point("remat_compiled:1", "remat_compiled"),
                             backend, 0)
-    model = _compile_budget(w, 1.0, backend, 0)
+    model = compile_budget_of(w, 1.0, backend, 0)
     for m in (remat, model):
         assert m.point.status == "ok", m.point.detail
-        _measure_peaks(m, params, torch.device("cpu"))
+        measure_peaks(m, params, torch.device("cpu"))
     assert remat.point.peak <= model.point.peak, (remat.point.peak, model.point.peak)

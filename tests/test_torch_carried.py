@@ -14,13 +14,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
-from remat_theory.torch.fidelity import SEED  # noqa: E402
-from remat_theory.torch.module import (RNG_STATE_BYTES, CheckpointedSequential,  # noqa: E402
-                                       carried_step_bytes, schedule_levels, shared_parameter_bytes)
-from remat_theory.torch.networks import build  # noqa: E402
-from remat_theory.torch.profiler import prime_forward, profile_details  # noqa: E402
-from remat_theory.torch.rounding import auto_unit  # noqa: E402
-from remat_theory.torch.stages import split_stages, stage_parameters  # noqa: E402
+from remat_theory.lab.fidelity import SEED  # noqa: E402
+from remat_theory.torch.plan.budget import RNG_STATE_BYTES  # noqa: E402
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential  # noqa: E402
+from remat_theory.torch.capture.carried import release_carried  # noqa: E402
+from remat_theory.torch.plan.budget import carried_step_bytes  # noqa: E402
+from remat_theory.torch.plan.levels import schedule_levels, shared_parameter_bytes  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.torch.profiling.profiler import prime_forward, profile_details  # noqa: E402
+from remat_theory.torch.plan.rounding import auto_unit  # noqa: E402
+from remat_theory.torch.capture.stages import split_stages, stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -33,7 +36,7 @@ def _step_peak(ck, loss_fn, stages, params, x0) -> int:
 
     def prime():
         prime_forward(stages, x0, x0.device)
-        stages[0].runner.ctx = {}  # released inside the session: the step's copy is its own
+        release_carried(stages)  # released inside the session: the step's copy is its own
 
     torch.manual_seed(SEED)
     meter = AllocatorMeter(None, persistent=lambda: [p.grad for p in params], prime=prime)

@@ -31,7 +31,8 @@ def test_a_kept_stage_after_a_checkpoint_does_not_pull_the_segment_replay_forwar
     at the start of its backward, for the shortcut's weight gradient), holding the segment's
     tape beside the stage's: 1.37 times the prediction at the lowest level before
     ``run_traceable`` handed the checkpoint on through a region of one view (0.95 after)."""
-    from remat_theory.torch.frontier import Workload, _compiled_sweep, _measure_peaks
+    from remat_theory.lab.frontier import Workload, measure_peaks
+    from remat_theory.lab.frontier_methods import compiled_sweep
     torch.manual_seed(0)
     stages = [_Residual(64) for _ in range(5)]
     model = nn.Sequential(*stages)
@@ -39,9 +40,9 @@ def test_a_kept_stage_after_a_checkpoint_does_not_pull_the_segment_replay_forwar
     w = Workload("residual", model, lambda m: m(x), lambda y: y.square().mean(), x, stages)
     params = list(model.parameters())
     # aot_eager: the partitioner's regions without the decomposed kernels' own temporaries
-    [low] = _compiled_sweep(w, 1, "aot_eager", 1)
+    [low] = compiled_sweep(w, 1, "aot_eager", 1)
     assert low.point.status == "ok", low.point.detail
     assert "checkpoints [1, 2, 3, 4]" in low.point.detail  # every stage its own segment
-    _measure_peaks(low, params, torch.device("cpu"))
+    measure_peaks(low, params, torch.device("cpu"))
     assert low.point.peak <= 1.03 * low.point.predicted_peak, (low.point.peak,
                                                                 low.point.predicted_peak)

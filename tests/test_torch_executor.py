@@ -19,12 +19,13 @@ import solvers  # noqa: E402
 from remat_theory.model.errors import InvalidScheduleError, SolverLimitError  # noqa: E402
 from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
-from remat_theory.torch import (MemoryTracker, ScheduleExecutor, build, plain_backprop,  # noqa: E402
+from remat_theory.torch import (MemoryTracker, ScheduleExecutor, plain_backprop,  # noqa: E402
                                 profile, split_stages)
-from remat_theory.torch.nested import (NotNestedError, StageRunner, nested_form,  # noqa: E402
-                                        nested_schedule, run_nested)
-from remat_theory.torch.profiler import prime_forward  # noqa: E402
-from remat_theory.torch.stages import stage_parameters  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.torch.plan.nested_form import (NotNestedError, nested_form, nested_schedule)  # noqa: E402
+from remat_theory.torch.run.nested import StageRunner, run_nested  # noqa: E402
+from remat_theory.torch.profiling.profiler import prime_forward  # noqa: E402
+from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 

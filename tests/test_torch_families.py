@@ -13,8 +13,8 @@ pytest.importorskip("transformers")
 from torch import nn  # noqa: E402
 
 from remat_theory.torch import CaptureError, to_stages  # noqa: E402
-from remat_theory.torch.fidelity import check_network  # noqa: E402
-from remat_theory.torch.networks import FAMILIES, build  # noqa: E402
+from remat_theory.lab.fidelity import check_network  # noqa: E402
+from remat_theory.lab.networks import FAMILIES, build  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -192,7 +192,7 @@ def test_a_stack_the_input_goes_straight_into():
     assert all(torch.equal(p.grad, g) for p, g in zip(m.parameters(), want))
     assert torch.equal(xa.grad, xb.grad)
     # profiled and run under schedules: predictions exact, gradients the model's
-    from remat_theory.torch.networks import Network, TargetLoss
+    from remat_theory.lab.networks import Network, TargetLoss
     net = Network("straight", chain, x, TargetLoss(torch.randn(256, 8), "mse"))
     rec = check_network("straight", net=net)
     assert rec["grads_equal"] and 0.99 <= rec["dropin_over_eager"] <= 1.01, rec
@@ -219,7 +219,7 @@ def test_the_dropin_step_is_primed_so_replaced_state_is_not_counted_as_held():
     """The CPU meter is not told of the free of a block made before its session; the
     drop-in's step is primed as the profiler's are (``fidelity._step``).  Oracle: the same
     step on stages that keep nothing; without priming the kept copy counts as held."""
-    from remat_theory.torch.fidelity import _step
+    from remat_theory.lab.fidelity import _step
 
     n = 1 << 16  # 256 KiB: larger than anything else the step holds
     x0 = torch.randn(32, 16)
@@ -241,7 +241,7 @@ def test_the_stages_make_no_stand_in_per_step_and_a_written_stand_in_is_remade()
     """The stand-ins the seam stages return are made at capture: a training step through
     the stages calls ``aten::zeros`` no more often than the original model does (oracle: the
     model's own step under the profiler); one a forward wrote to is not handed out again."""
-    from remat_theory.torch import seams
+    from remat_theory.torch.capture import seams
 
     torch.manual_seed(0)
     m = _Stack()
@@ -259,15 +259,15 @@ def test_the_stages_make_no_stand_in_per_step_and_a_written_stand_in_is_remade()
         zeros_calls(lambda: m(ids)["logits"].sum().backward())
     assert torch.equal(chain(ids), m(ids)["logits"])
     cache = {}
-    spec = seams._spec(torch.ones(1, 1))
-    a = seams._standin(spec, False, cache)
-    assert seams._standin(spec, False, cache) is a and not a.any()
+    spec = seams.value_spec(torch.ones(1, 1))
+    a = seams.standin(spec, False, cache)
+    assert seams.standin(spec, False, cache) is a and not a.any()
     a.add_(1)  # a forward that writes into a stand-in
-    b = seams._standin(spec, False, cache)
+    b = seams.standin(spec, False, cache)
     assert b is not a and not b.any() and b.shape == (1, 1)
-    pair = seams._spec((torch.ones(1, 1), None, torch.ones(2, 3)))
-    c = seams._standin(pair, False, cache)
-    assert seams._standin(pair, False, cache) is c
+    pair = seams.value_spec((torch.ones(1, 1), None, torch.ones(2, 3)))
+    c = seams.standin(pair, False, cache)
+    assert seams.standin(pair, False, cache) is c
     c[0].mul_(2)  # a write to one element of a kept tuple: the tuple is made again
-    d = seams._standin(pair, False, cache)
+    d = seams.standin(pair, False, cache)
     assert d is not c and d[0] is not c[0] and d[1] is None and d[2].shape == (2, 3)

@@ -11,12 +11,13 @@ torch = pytest.importorskip("torch")
 import solvers  # noqa: E402
 from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
-from remat_theory.torch.module import CheckpointedSequential  # noqa: E402
-from remat_theory.torch.frontier import (Point, dominance, drop_in_states,  # noqa: E402
-                                         format_table, noise, remat_breakpoints, run_frontier)
-from remat_theory.torch.frontier_networks import from_network  # noqa: E402
-from remat_theory.torch.networks import build  # noqa: E402
-from remat_theory.torch.rounding import auto_unit, rounded_chain  # noqa: E402
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential  # noqa: E402
+from remat_theory.lab.frontier_methods import Point, drop_in_states, remat_breakpoints  # noqa: E402
+from remat_theory.lab.frontier import dominance, format_table, run_frontier  # noqa: E402
+from remat_theory.lab.frontier_noise import noise  # noqa: E402
+from remat_theory.lab.frontier_networks import from_network  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -137,7 +138,7 @@ def test_every_breakpoint_of_a_dropout_model_is_accepted_and_held_by_the_drop_in
     counted: the lowest is the drop-in's smallest feasible budget (one byte less is refused,
     naming it), and at every breakpoint the drop-in accepts the budget, predicts a peak
     within it, and the allocator measures the step's activation memory within it."""
-    from remat_theory.torch.profiler import profile
+    from remat_theory.torch.profiling.profiler import profile
     from remat_theory.torch.tracker import allocator_peak
     torch.manual_seed(0)
     w = from_network(build("transformer", "test"))
@@ -178,8 +179,8 @@ def test_the_runner_measures_every_point_of_a_hand_split_network():
     checkpoint_sequential; no HF (an nn.Sequential has none), no compiler."""
     torch.manual_seed(0)
     w = from_network(build("transformer", "test"))
-    from remat_theory.torch.module import plain_loss_bytes
-    from remat_theory.torch.profiler import profile_details
+    from remat_theory.torch.plan.levels import plain_loss_bytes
+    from remat_theory.torch.profiling.profiler import profile_details
     prof = profile_details(list(w.stages), w.example_input, w.loss_fn, repeats=1)
     chain = prof.chain
     store_all = chain.store_all_memory()
@@ -217,7 +218,7 @@ def test_the_runner_measures_every_point_of_a_hand_split_network():
 @pytest.mark.slow
 def test_every_method_on_a_tiny_transformers_network():
     pytest.importorskip("transformers")
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_networks import build_workload
     w = build_workload("gpt2", "test")
     rec = run_frontier(w, repeats=2, compile_budgets=(0.0, 1.0), compiled_points=3,
                        backend="aot_eager_decomp_partition", step_budgets=("1MiB",),
@@ -276,7 +277,7 @@ def test_flat_levels_are_the_pareto_front_of_every_single_level_schedule_by_the_
     import random
 
     from remat_theory.model.simulator import simulate
-    from remat_theory.torch.frontier import flat_levels
+    from remat_theory.lab.frontier_methods import flat_levels
     from solvers._schedules import segments_schedule
     rng = random.Random(7)
     for _ in range(6):
@@ -305,8 +306,8 @@ def test_single_level_tree_runs_the_segment_checkpoint_schedule_op_for_op():
     """The compiled family's nested form against the solvers' own segment schedule."""
     import itertools
 
-    from remat_theory.torch.frontier import single_level_tree
-    from remat_theory.torch.nested import nested_schedule
+    from remat_theory.lab.frontier_methods import single_level_tree
+    from remat_theory.torch.plan.nested_form import nested_schedule
     from solvers._schedules import segments_schedule
     for L in range(1, 8):
         chain = Chain(x_size=[4] * (L + 1), tape_size=[5] * L, fwd_time=[1.0] * L,
@@ -322,7 +323,7 @@ def test_single_level_tree_runs_the_segment_checkpoint_schedule_op_for_op():
 def _mlp_workload(n=8, width=64, batch=64):
     from torch import nn
 
-    from remat_theory.torch.frontier import Workload
+    from remat_theory.lab.frontier import Workload
     torch.manual_seed(0)
     stages = [nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
               for _ in range(n)]
@@ -339,10 +340,10 @@ def test_compiled_remat_holds_no_more_than_its_prediction_where_nesting_would_no
     compiled family now runs single-level schedules: at its lowest level the allocator's
     peak is at most its prediction (+3%), where the DP's lowest (nested) schedule, compiled
     the same way, holds what its outer checkpoints alone predict, far above its own."""
-    from remat_theory.torch.frontier import (_compiled_sweep, _remat_compiled, drop_in,
-                                             flat_drop_in, flat_levels)
-    from remat_theory.torch.nested import Checkpointed
-    from remat_theory.torch.profiler import profile
+    from remat_theory.lab.frontier_methods import (compiled_sweep, remat_compiled, drop_in,
+                                                   flat_drop_in, flat_levels)
+    from remat_theory.torch.plan.nested_form import Checkpointed
+    from remat_theory.torch.profiling.profiler import profile
     from remat_theory.torch.tracker import allocator_peak
     w = _mlp_workload()
     params = list(w.model.parameters())
@@ -356,7 +357,7 @@ def test_compiled_remat_holds_no_more_than_its_prediction_where_nesting_would_no
     # workspaces (aot_eager_decomp_partition's GELU backward holds ~4 more hidden-sized
     # temporaries than eager's one kernel, in every family alike)
     backend = "aot_eager"
-    [low] = _compiled_sweep(w, 1, backend, 1)
+    [low] = compiled_sweep(w, 1, backend, 1)
     assert low.point.status == "ok", low.point.detail
     assert peak_of(low) <= 1.03 * low.point.predicted_peak
     # the cause, measured: the DP's lowest schedule nests; compiled, it holds what its
@@ -372,7 +373,7 @@ def test_compiled_remat_holds_no_more_than_its_prediction_where_nesting_would_no
         if isinstance(n, Checkpointed):
             outer += [n.s, n.k]
     outer = sorted({c for c in outer if 0 < c < chain.length})
-    nested = _remat_compiled(w, tree, ck.stages_list, pt, backend, 99)
+    nested = remat_compiled(w, tree, ck.stages_list, pt, backend, 99)
     got = peak_of(nested)
     assert got > 1.5 * ck.plan.predicted_peak
     assert got == pytest.approx(flat_drop_in(chain, w.stages, outer)[1], rel=0.05)
@@ -386,7 +387,7 @@ def _top(tree):
 
 
 def _holds_checkpoint(node):
-    from remat_theory.torch.nested import Checkpointed
+    from remat_theory.torch.plan.nested_form import Checkpointed
     return any(isinstance(n, Checkpointed) for n in _top(node))
 
 
@@ -412,17 +413,17 @@ def test_a_breakpoint_sits_at_each_hugging_face_level():
     schedule on the chain it solves."""
     pytest.importorskip("transformers")
     from remat_theory.model.simulator import simulate
-    from remat_theory.torch.frontier import (_hf_layers, hf_schedule_peaks, hf_schedule_tree)
-    from remat_theory.torch.frontier_networks import build_workload
-    from remat_theory.torch.module import shared_parameter_bytes
-    from remat_theory.torch.nested import nested_schedule
-    from remat_theory.torch.profiler import profile_details
+    from remat_theory.lab.frontier_methods import hf_layers, hf_schedule_peaks, hf_schedule_tree
+    from remat_theory.lab.frontier_networks import build_workload
+    from remat_theory.torch.plan.levels import shared_parameter_bytes
+    from remat_theory.torch.plan.nested_form import nested_schedule
+    from remat_theory.torch.profiling.profiler import profile_details
     torch.manual_seed(0)
     w = build_workload("llama", "test")
     stages = list(w.stages)
     L = len(stages)
     layers = [i for i, s in enumerate(stages) if s.kind == "layer"]
-    n = _hf_layers(w.model)
+    n = hf_layers(w.model)
     assert n >= 2 and len(layers) == n
     prof = profile_details(stages, w.example_input, w.loss_fn, repeats=1)
     chain, rc = prof.chain, rounded_chain(prof.chain, auto_unit(prof.chain))
@@ -463,8 +464,8 @@ def test_breakpoints_count_the_profiled_loss_tensor():
     autograd), and without it the lowest is below what the drop-in accepts."""
     from torch import nn
 
-    from remat_theory.torch.module import plain_loss_bytes
-    from remat_theory.torch.profiler import profile_details
+    from remat_theory.torch.plan.levels import plain_loss_bytes
+    from remat_theory.torch.profiling.profiler import profile_details
     torch.manual_seed(0)
     stages = [nn.Sequential(nn.Linear(32, 128), nn.Tanh(), nn.Linear(128, 32))
               for _ in range(5)]
@@ -500,8 +501,8 @@ def test_no_hugging_face_schedule_is_claimed_where_its_layers_nest_or_are_absent
     pytest.importorskip("transformers")
     from transformers.modeling_layers import GradientCheckpointingLayer
 
-    from remat_theory.torch.frontier import hf_schedule_tree
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_methods import hf_schedule_tree
+    from remat_theory.lab.frontier_networks import build_workload
     swin = build_workload("swin", "test")
     layers = [m for m in swin.model.modules() if isinstance(m, GradientCheckpointingLayer)]
     assert any(isinstance(s, GradientCheckpointingLayer)
@@ -518,7 +519,7 @@ def test_the_in_place_api_as_a_method_of_the_frontier():
     measured step peak (refused budgets run at the smallest feasible, which is recorded),
     and at plain autograd through the hooks; gradients equal plain's bit for bit."""
     pytest.importorskip("transformers")
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_networks import build_workload
     w = build_workload("llama", "test", granularity=None)
     assert w.stages is None
     rec = run_frontier(w, repeats=2, families=("plain", "hf_checkpointing", "remat_inplace"))

@@ -16,8 +16,9 @@ torch = pytest.importorskip("torch")
 import solvers  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
-from remat_theory.torch import CheckpointedSequential, MemoryTracker, build, split_stages  # noqa: E402
-from remat_theory.torch.stages import stage_buffers, stage_parameters  # noqa: E402
+from remat_theory.torch import CheckpointedSequential, MemoryTracker, split_stages  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.torch.capture.stages import stage_buffers, stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -350,7 +351,7 @@ def test_the_budget_holds_with_parameters_shared_by_every_stage():
     gradient in a buffer held through the backward.  The drop-in reserves room for it: the
     measured peak of a step stays within the budget (at a budget where the simulator's
     prediction alone would leave no room for it)."""
-    from remat_theory.torch.module import shared_parameter_bytes
+    from remat_theory.torch.plan.levels import shared_parameter_bytes
 
     net = build("rnn", "test", batch=64).to(DEVICE)
     plain = copy.deepcopy(net.model)

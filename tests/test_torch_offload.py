@@ -1,4 +1,4 @@
-"""The offload executor (remat_theory/torch/offload_executor.py) against plain
+"""The offload executor (remat_theory/torch/run/offload_executor.py) against plain
 backpropagation and the two-stream referee (remat_theory/model/offload.py).
 
 Schedules with transfers (the baselines ``save-on-cpu`` and ``offload-all`` and the class DP
@@ -20,11 +20,12 @@ import solvers  # noqa: E402
 from remat_theory.model.errors import InvalidScheduleError  # noqa: E402
 from remat_theory.model.offload import OffloadState, simulate_offload, step  # noqa: E402
 from remat_theory.model.schedule import Op, Schedule  # noqa: E402
-from remat_theory.torch import build, plain_backprop, profile_details, split_stages  # noqa: E402
-from remat_theory.torch.confirm import measure_run  # noqa: E402
-from remat_theory.torch.offload_executor import OffloadExecutor, executor_for  # noqa: E402
-from remat_theory.torch.stages import stage_parameters  # noqa: E402
-from remat_theory.torch.executor import ScheduleExecutor  # noqa: E402
+from remat_theory.torch import plain_backprop, profile_details, split_stages  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.lab.confirm import measure_run  # noqa: E402
+from remat_theory.torch.run.offload_executor import OffloadExecutor, executor_for  # noqa: E402
+from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
+from remat_theory.torch.run.executor import ScheduleExecutor  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]

@@ -1,4 +1,4 @@
-"""Bandwidth measurement (remat_theory/torch/bandwidth.py) and the offload options of the
+"""Bandwidth measurement (remat_theory/torch/profiling/bandwidth.py) and the offload options of the
 torch commands: ``remat profile --offload``, ``remat confirm --offload/--bandwidth``."""
 import json
 
@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from remat_theory.cli import main  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch.bandwidth import measure_bandwidth, with_bandwidth  # noqa: E402
+from remat_theory.torch.profiling.bandwidth import measure_bandwidth, with_bandwidth  # noqa: E402
 from remat_theory.model.chain import Chain  # noqa: E402
 from torch_device import NAME  # noqa: E402
 

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 import solvers  # noqa: E402
 from remat_theory.model.offload import simulate_offload  # noqa: E402
-from remat_theory.torch.offload_executor import _numbers_saved  # noqa: E402
+from remat_theory.torch.run.offload_executor import _numbers_saved  # noqa: E402
 from test_torch_offload import _case  # noqa: E402 - the same harness
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]

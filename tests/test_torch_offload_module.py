@@ -1,4 +1,4 @@
-"""The drop-in with offload plans (remat_theory/torch/offload_module.py): a
+"""The drop-in with offload plans (remat_theory/torch/modules/offload.py): a
 ``CheckpointedSequential`` whose solver plans transfers runs them, and a training step gives
 plain autograd's gradients bit for bit, at the device peak the referee predicts."""
 import copy
@@ -9,10 +9,11 @@ torch = pytest.importorskip("torch")
 
 import solvers  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch import build, plain_backprop, split_stages  # noqa: E402
-from remat_theory.torch.module import CheckpointedSequential  # noqa: E402
-from remat_theory.torch.offload_module import OffloadRun  # noqa: E402
-from remat_theory.torch.stages import stage_parameters  # noqa: E402
+from remat_theory.torch import plain_backprop, split_stages  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential  # noqa: E402
+from remat_theory.torch.plan.offload import OffloadRun  # noqa: E402
+from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import allocator_peak, storage_bytes  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
 
@@ -144,8 +145,8 @@ def test_measured_bandwidth_gives_the_chain_a_channel():
 
 
 def test_frontier_offload_points_are_measured_with_plain_gradients():
-    from remat_theory.torch.frontier import run_frontier
-    from remat_theory.torch.frontier_networks import from_network
+    from remat_theory.lab.frontier import run_frontier
+    from remat_theory.lab.frontier_networks import from_network
 
     w = from_network(build("mlp", "test"))
     rec = run_frontier(w, device=DEVICE, repeats=1, offload_solvers=("save-on-cpu", "offload-all"),

@@ -8,7 +8,8 @@ from torch import nn  # noqa: E402
 
 from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch import build, profile, profile_details, split_stages  # noqa: E402
+from remat_theory.torch import profile, profile_details, split_stages  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, allocator_peak  # noqa: E402
 from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 
@@ -185,8 +186,8 @@ def test_allocator_measured_peaks_match_the_prediction(network):
     import solvers
 
     from remat_theory.model.simulator import simulate
-    from remat_theory.torch.confirm import measure_run
-    from remat_theory.torch.stages import stage_parameters
+    from remat_theory.lab.confirm import measure_run
+    from remat_theory.torch.capture.stages import stage_parameters
 
     net = build(network, "test").to(DEVICE)
     stages = split_stages(net.model)
@@ -273,7 +274,7 @@ def test_input_grad_bytes_is_what_b0_holds_less_without_d0():
     import torch
     from torch import nn
 
-    from remat_theory.torch.profiler import profile_details
+    from remat_theory.torch.profiling.profiler import profile_details
     from remat_theory.torch.tracker import AllocatorMeter
 
     torch.manual_seed(0)
@@ -308,7 +309,7 @@ def test_loss_bytes_is_the_loss_tensor_a_caller_holds():
     import torch.nn.functional as F
     from torch import nn
 
-    from remat_theory.torch.profiler import profile_details
+    from remat_theory.torch.profiling.profiler import profile_details
 
     torch.manual_seed(0)
     x, target = torch.randn(16, 32), torch.randn(16, 32)
@@ -351,7 +352,7 @@ def test_stage_times_are_what_the_drop_in_runs(monkeypatch):
     fwd_time is the checkpoint's forward plus the hooked recomputation's excess over a plain
     recording forward (what recomputing a stage adds in the drop-in), by a fake clock that
     counts the stages' work."""
-    from remat_theory.torch import profiler
+    from remat_theory.torch.profiling import profiler
 
     def fake(self, fn):
         before = _WORK[0]
@@ -379,7 +380,7 @@ def test_stage_times_are_what_the_drop_in_runs(monkeypatch):
 def test_plain_timing_pass_is_a_full_backward():
     """The plain pass (each stage on a detached input, its backward from its output's
     gradient) gives the eager model's parameter gradients: it times a whole step."""
-    from remat_theory.torch.profiler import _plain_pass
+    from remat_theory.torch.profiling.profiler import _plain_pass
 
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3))

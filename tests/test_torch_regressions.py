@@ -40,7 +40,7 @@ IDENTITY_LOSS = """
     from torch import nn
     import solvers
     from remat_theory.torch import CheckpointedSequential, ScheduleExecutor, profile
-    from remat_theory.torch.executor import plain_backprop
+    from remat_theory.torch.run.executor import plain_backprop
 
     torch.set_num_threads(1)
 

@@ -16,13 +16,15 @@ from torch import nn  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
 from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
-from remat_theory.torch import build, profile_details, split_stages  # noqa: E402
-from remat_theory.torch.fidelity import _step  # noqa: E402
-from remat_theory.torch.module import (RNG_STATE_BYTES, CheckpointedSequential,  # noqa: E402
-                                       dropin_peak)
-from remat_theory.torch.nested import checkpoint_state_bytes, nested_form  # noqa: E402
-from remat_theory.torch.profiler import stage_draws  # noqa: E402
-from remat_theory.torch.stages import stage_parameters  # noqa: E402
+from remat_theory.torch import profile_details, split_stages  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.lab.fidelity import _step  # noqa: E402
+from remat_theory.torch.plan.budget import RNG_STATE_BYTES  # noqa: E402
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential  # noqa: E402
+from remat_theory.torch.plan.levels import dropin_peak  # noqa: E402
+from remat_theory.torch.plan.nested_form import checkpoint_state_bytes, nested_form  # noqa: E402
+from remat_theory.torch.profiling.profiler import stage_draws  # noqa: E402
+from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import storage_bytes  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
@@ -117,7 +119,7 @@ def test_a_budget_is_never_refused_while_a_smaller_one_fits():
 
     from remat_theory.model.chain import Chain
     from remat_theory.model.schedule import LOSS
-    from remat_theory.torch.module import LOSS_BYTES, smallest_with_states, solve_with_states
+    from remat_theory.torch.plan.levels import LOSS_BYTES, smallest_with_states, solve_with_states
 
     chain = Chain(**_NONMONOTONE)
     draws, states = (True,) * chain.length, 2000

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from remat_theory.torch.capture import to_stages  # noqa: E402
+from remat_theory.torch.capture.chain import to_stages  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -89,7 +89,7 @@ def test_the_suffix_runs_its_modules_directly_only_where_that_is_the_model(tail,
 
 def test_a_direct_suffix_equals_the_replay_on_a_transformers_model():
     pytest.importorskip("transformers")
-    from remat_theory.torch.frontier_networks import build_workload
+    from remat_theory.lab.frontier_networks import build_workload
     w = build_workload("llama", "test")
     stages = list(w.stages)
     runner = stages[-1].runner

@@ -21,11 +21,12 @@ from remat_theory.model.errors import RematError, SolverLimitError  # noqa: E402
 from remat_theory.model.schedule import Schedule  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.strategies import chains  # noqa: E402
-from remat_theory.torch import (ScheduleExecutor, build, plain_backprop,  # noqa: E402
+from remat_theory.torch import (ScheduleExecutor, plain_backprop,  # noqa: E402
                                 profile, profile_details, split_stages)
-from remat_theory.torch.confirm import measure_run  # noqa: E402
-from remat_theory.torch.profiler import prime_forward, profile_details  # noqa: E402
-from remat_theory.torch.stages import stage_parameters  # noqa: E402
+from remat_theory.lab.networks import build  # noqa: E402
+from remat_theory.lab.confirm import measure_run  # noqa: E402
+from remat_theory.torch.profiling.profiler import prime_forward, profile_details  # noqa: E402
+from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
 
@@ -270,7 +271,7 @@ def test_rounding_keeps_the_held_tape_of_an_unsaved_output():
     """A tape of 1000 B around an unsaved output of 999 B, in units of 512 B: rounding the
     two apart would hold 0 B of tape where the real chain holds 1 B."""
     from remat_theory.model.chain import Chain
-    from remat_theory.torch.rounding import rounded_chain
+    from remat_theory.torch.plan.rounding import rounded_chain
 
     chain = Chain(fwd_time=[1], bwd_time=[1, 1], x_size=[4, 999], tape_size=[1000],
                   output_saved=[False])
@@ -286,7 +287,7 @@ def test_a_schedule_that_fits_the_rounded_chain_fits_the_real_one(chain, unit, f
     """Every held value of the rounded chain is at least the real one, so each peak is:
     an optimal schedule (exhaustive search) under a budget of the rounded chain replays
     within that budget on the real chain, at no larger a peak."""
-    from remat_theory.torch.rounding import rounded_chain
+    from remat_theory.torch.plan.rounding import rounded_chain
 
     r = rounded_chain(chain, unit)
     sol = solvers.solve(r, 0, "exhaustive")

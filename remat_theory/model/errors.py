@@ -225,6 +225,10 @@ class SolverLimitError(SolverError):
         super().__init__(problem, remedies=remedies)
 
 
+class CaptureError(RematError):
+    """A model cannot be captured as a chain of stages (untraceable, no valid cut, bad input)."""
+
+
 class PluginError(RematError):
     """A user's plug-in (a solver given as ``package.module:function`` or an entry point, a
     model factory of ``remat profile``) raised, or cannot be called as documented.  The

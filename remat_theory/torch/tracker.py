@@ -21,7 +21,7 @@ tensors are therefore never counted (they are resident memory, not activations);
 parameter gradient out of the count, allocate it before tracking starts (e.g.
 ``p.grad = torch.zeros_like(p)``: autograd then accumulates in place).  What it cannot see:
 workspace an operator allocates and frees inside one aten call, allocator rounding and
-caching (the CUDA cross-check in :mod:`remat_theory.torch.confirm` reports those), and
+caching (the CUDA cross-check in :mod:`remat_theory.lab.confirm` reports those), and
 memory held outside tensors.
 """
 from __future__ import annotations
@@ -32,11 +32,10 @@ import os
 from dataclasses import dataclass
 
 import torch
+from remat_theory.model.errors import RematError
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-
-from remat_theory.model.errors import RematError
 
 
 class MemoryTracker(TorchDispatchMode):

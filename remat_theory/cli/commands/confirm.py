@@ -2,7 +2,7 @@
 
 Profile the built-in networks, solve them at fractions of their store-all peak, execute the
 schedules with autograd and report predicted vs measured peak activation memory and time
-(see :mod:`remat_theory.torch.confirm`).  Needs torch.
+(see :mod:`remat_theory.lab.confirm`).  Needs torch.
 
 ``--offload`` gives each profiled chain a copy channel (its bandwidth measured, or
 ``--bandwidth``): the solvers that model it plan offloads, the others solve without it, and
@@ -188,7 +188,7 @@ def run(args) -> int:
     models = _names(args.models) if args.models else None
     solver_names = _names(args.solvers) if args.solvers else None
     torch, device = torch_device(args.device, args.threads, "confirm")
-    from remat_theory.torch import confirm as C
+    from remat_theory.lab import confirm as C
 
     clock = args.clock
     if clock == "auto":

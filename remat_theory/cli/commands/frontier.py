@@ -1,6 +1,6 @@
 """``remat frontier --network NAME [...]``: time per training step against allocator-measured
 peak memory, remat's schedules beside ``checkpoint_sequential`` and torch's memory-budgeted
-compiler, interleaved in one run (see :mod:`remat_theory.torch.frontier`).  Needs torch."""
+compiler, interleaved in one run (see :mod:`remat_theory.lab.frontier`).  Needs torch."""
 from __future__ import annotations
 
 import json
@@ -61,7 +61,7 @@ def _optimizer_bytes(text: str, gradient_bytes: int) -> int:
     t = text.strip().lower()
     if t in kinds:
         return kinds[t] * gradient_bytes
-    from remat_theory.torch.module import parse_bytes
+    from remat_theory.torch.plan.budget import parse_bytes
     try:
         return parse_bytes(text, "--optimizer-state")
     except RematError:
@@ -71,7 +71,7 @@ def _optimizer_bytes(text: str, gradient_bytes: int) -> int:
 
 METHODS = ("plain", "hf_checkpointing", "checkpoint_sequential", "compile_budget", "remat",
            "remat_compiled", "remat_offload", "remat_inplace")
-"""The method families of :data:`remat_theory.torch.frontier.FAMILIES` (kept here so that
+"""The method families of :data:`remat_theory.lab.frontier.FAMILIES` (kept here so that
 ``--help`` needs no torch)."""
 
 
@@ -185,10 +185,10 @@ def run(args) -> int:
     if args.tag is not None and not args.tag.replace("-", "").replace("_", "").isalnum():
         raise RematError(f"--tag {args.tag!r}: letters, digits, - and _ only")
     torch, device = torch_device(args.device, args.threads, "frontier")
-    from remat_theory.torch.frontier import format_table, plot, run_frontier
-    from remat_theory.torch.frontier import DEFAULT_FAMILIES
-    from remat_theory.torch.frontier_networks import WORKLOADS, build_workload
-    from remat_theory.torch.module import gradient_bytes, parse_bytes
+    from remat_theory.lab.frontier import format_table, plot, run_frontier
+    from remat_theory.lab.frontier import DEFAULT_FAMILIES
+    from remat_theory.lab.frontier_networks import WORKLOADS, build_workload
+    from remat_theory.torch.plan.budget import gradient_bytes, parse_bytes
 
     for text in step_budgets:
         parse_bytes(text, "--budget-bytes")
@@ -203,7 +203,7 @@ def run(args) -> int:
                            **({} if capture else {"granularity": None}))
         budgets = None
         if fractions is not None and w.stages is not None:
-            from remat_theory.torch.profiler import profile
+            from remat_theory.torch.profiling.profiler import profile
             store_all = profile(list(w.stages), w.example_input, w.loss_fn,
                                 repeats=1).store_all_memory()
             budgets = [max(1, int(f * store_all)) for f in fractions]

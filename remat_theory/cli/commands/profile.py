@@ -2,15 +2,15 @@
 file (remat-chain/1).  Needs torch.
 
 ``NAME`` is a built-in network (``mlp``, ``resnet``, ``transformer``, ``rnn``, and the
-captured families of :data:`~remat_theory.torch.networks.FAMILIES`: ``tv-resnet`` and the
+captured families of :data:`~remat_theory.lab.networks.FAMILIES`: ``tv-resnet`` and the
 transformers models, which need transformers), or ``module:function``: an importable zero-argument function returning
-``(model, example_inputs, loss_fn)`` (or a :class:`~remat_theory.torch.networks.Network`).
+``(model, example_inputs, loss_fn)`` (or a :class:`~remat_theory.lab.networks.Network`).
 ``model`` is any ``nn.Module``: an ``nn.Sequential`` or a list of modules is used as its
 stages; any other model is captured with
-:func:`~remat_theory.torch.capture.to_stages` (``--granularity``), and ``example_inputs``
+:func:`~remat_theory.torch.capture.chain.to_stages` (``--granularity``), and ``example_inputs``
 is then what ``to_stages`` takes (a tensor, a tuple, or a dict of keyword inputs).
 
-``--offload`` also measures the copy channel (:func:`remat_theory.torch.bandwidth.measure_bandwidth`:
+``--offload`` also measures the copy channel (:func:`remat_theory.torch.profiling.bandwidth.measure_bandwidth`:
 device <-> pinned host with CUDA events on a GPU; on the CPU the correctness mode's memcpy
 rate, not a PCIe figure) and writes it as the chain's ``bandwidth``, the slower direction;
 without it the chain has no ``bandwidth`` and every answer is as before.
@@ -72,7 +72,8 @@ def add_arguments(p) -> None:
 
 def _from_factory(spec: str, granularity):
     """(stages model, x_0, loss_fn) from ``module:function``."""
-    from remat_theory.torch import Network, to_stages
+    from remat_theory.torch import to_stages
+    from remat_theory.lab.networks import Network
     from remat_theory.torch.device import is_module, is_sequential
 
     module_name, _, func_name = spec.partition(":")
@@ -108,7 +109,8 @@ def run(args) -> int:
     if args.out:
         check_output_file(args.out, "--out")
     torch, device = torch_device(args.device, args.threads, "profile")
-    from remat_theory.torch import build, profile_details
+    from remat_theory.torch import profile_details
+    from remat_theory.lab.networks import build
 
     if ":" in args.model:
         model, x0, loss_fn = _from_factory(args.model, args.granularity)
@@ -123,7 +125,7 @@ def run(args) -> int:
     chain = res.chain
     copy = None
     if args.offload:
-        from remat_theory.torch.bandwidth import with_bandwidth
+        from remat_theory.torch.profiling.bandwidth import with_bandwidth
 
         chain, copy = with_bandwidth(chain, device)
     if args.out:

@@ -45,10 +45,10 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import find_layers
-from remat_theory.torch.inplace.plan import (Gradients, LayerPlan, calibrate, make_plan,
-                                             parse_budget)
+from remat_theory.torch.inplace.plan import Gradients, LayerPlan, calibrate, make_plan, parse_budget
 from remat_theory.torch.inplace.profile import LayerProfile, profile_layers
 from remat_theory.torch.inplace.run import StepRun
+
 
 __all__ = ["LayerPlan", "LayerProfile", "RematHandle", "rematerialize"]
 

@@ -2,7 +2,7 @@
 
 A *layer* here is one call of a module of the model's repeated stack (transformers'
 ``GradientCheckpointingLayer`` where the model marks them, else the children of a
-``ModuleList``/``Sequential`` found by :func:`remat_theory.torch.seams.find_seams`; a module
+``ModuleList``/``Sequential`` found by :func:`remat_theory.torch.capture.seams.find_seams`; a module
 called several times in a row, as ALBERT's one shared layer group, gives one layer per
 call).  The in-place API identifies a layer by its call index in the forward, not by the
 module, so that a shared module is several stages.
@@ -22,7 +22,8 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
-from remat_theory.torch.seams import CONTAINERS, hidden_slot, inside, find_seams, probe
+from remat_theory.torch.capture.seams import CONTAINERS, find_seams, hidden_slot, inside, probe
+
 
 __all__ = ["LayerCall", "find_layers", "hidden_of", "leaf_of", "with_hidden", "is_cache"]
 

@@ -8,7 +8,7 @@ activations, the parameters' gradients as the backward makes them (:class:`Gradi
 the loss; :data:`ENGINE_MARGIN` of it is kept free.
 
 The solver sees the layers' chain with sizes rounded up to a unit
-(:mod:`remat_theory.torch.rounding`) and the budget left once what is held beside the chain
+(:mod:`remat_theory.torch.plan.rounding`) and the budget left once what is held beside the chain
 (the prefix's tape, values several layers read) and the gradients are taken out; each
 schedule is then replayed on the exact chain by the simulator, with the gradients on the
 step's timeline and the profile's calibration (:func:`step_peak`), which gives the
@@ -22,17 +22,17 @@ import numbers
 from dataclasses import dataclass
 
 import solvers as solver_registry
-
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
 from remat_theory.torch.inplace.profile import LayerProfile
-from remat_theory.torch.module import format_bytes, parse_bytes
-from remat_theory.torch.nested import (Segment, nested_form, opened_segments,
-                                       recomputed_stages)
-from remat_theory.torch.rounding import auto_unit, rounded_chain
+from remat_theory.torch.plan.budget import format_bytes, parse_bytes
+from remat_theory.torch.plan.nested_form import (Segment, nested_form, opened_segments,
+                                                 recomputed_stages)
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
+
 
 __all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "calibrate", "make_plan", "parse_budget",
            "step_budget", "step_peak"]

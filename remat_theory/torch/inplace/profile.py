@@ -17,7 +17,7 @@ the user's own model and batch: each layer called with the arguments the model g
 leaves allocated, ``fall_overhead``) and its backward from a seed gradient (``bwd_time``,
 ``bwd_overhead``).  Times are a separate, unmetered pass (the profiler's bookkeeping would
 inflate them).  The model's state is left as it was: parameter gradients, buffers, the
-random generators, torch's (:func:`~remat_theory.torch.stages.model_state_kept`),
+random generators, torch's (:func:`~remat_theory.torch.capture.stages.model_state_kept`),
 numpy's and Python's.
 """
 from __future__ import annotations
@@ -32,9 +32,10 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture.stages import model_state_kept
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
-from remat_theory.torch.stages import model_state_kept
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
+
 
 __all__ = ["LayerProfile", "profile_layers", "device_of"]
 

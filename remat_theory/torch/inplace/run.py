@@ -9,7 +9,7 @@ backward first needs one of their tensors the checkpoint calls the segment's rec
 That recomputation calls the layers s..k-1 one after the other with the arguments the model
 gave them in this forward (masks, positions, encoder states: this call's, never another
 batch's), each layer's hidden state the previous one's output, in the segment's own nested
-form (:func:`remat_theory.torch.nested.run_nested`).  In the forward, the hooks open the
+form (:func:`remat_theory.torch.run.nested.run_nested`).  In the forward, the hooks open the
 inner segments the same way, so the forward and the recomputation save the same tensors
 in the same order, as the checkpoint requires.
 
@@ -25,10 +25,12 @@ import torch
 from torch.utils.checkpoint import _checkpoint_without_reentrant_generator
 
 from remat_theory.model.errors import RematError
-from remat_theory.torch.inplace.layers import is_cache, leaf_of, with_hidden
 from remat_theory.model.schedule import FALL, FCK, FN
-from remat_theory.torch.nested import nested_schedule, opened_segments, run_nested
-from remat_theory.torch.stages import running_stat_buffers
+from remat_theory.torch.capture.stages import running_stat_buffers
+from remat_theory.torch.inplace.layers import is_cache, leaf_of, with_hidden
+from remat_theory.torch.plan.nested_form import nested_schedule, opened_segments
+from remat_theory.torch.run.nested import run_nested
+
 
 __all__ = ["StepRun"]
 

@@ -1,9 +1,9 @@
 """The networks of the frontier, as a user has them: the original model, its inputs and a loss.
 
-A :class:`Workload` is what :mod:`remat_theory.torch.frontier` measures: the ORIGINAL eager
+A :class:`Workload` is what :mod:`remat_theory.lab.frontier` measures: the ORIGINAL eager
 model (``model``) and how one training step calls it (``call(model)`` returns the tensor the
 loss reads), and, for remat, the model captured as a chain of stages
-(:func:`~remat_theory.torch.capture.to_stages`; ``stages`` is None and ``capture_error`` says
+(:func:`~remat_theory.torch.capture.chain.to_stages`; ``stages`` is None and ``capture_error`` says
 why when it cannot be captured).  Every method of the frontier runs on the same parameters.
 
 The built-in workloads (:data:`WORKLOADS`) are ``transformers`` models made from small
@@ -13,7 +13,7 @@ method's gradients can be compared with the plain model's bit for bit: ``llama``
 ``distilbert`` (sequence classification, an attention mask padding half the batch),
 ``vit``, ``convnext``, ``swin`` and ``resnet`` (image classification).  Two scales: ``test``
 (tiny, for the test suite), ``small`` (the CPU frontier) and ``large`` (one GPU).  Any network of
-:func:`~remat_theory.torch.networks.build` is accepted too (:func:`from_network`).
+:func:`~remat_theory.lab.networks.build` is accepted too (:func:`from_network`).
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from typing import Callable
 import torch
 from torch import nn
 
+from remat_theory.lab.networks import TargetLoss, build, import_transformers, seeded_generator
 from remat_theory.model.errors import RematError
-from remat_theory.torch.call_inputs import example_inputs
-from remat_theory.torch.capture import StageChain, to_stages
-from remat_theory.torch.networks import TargetLoss, build, import_transformers, seeded_generator
-from remat_theory.torch.stages import split_stages
+from remat_theory.torch.capture.call_inputs import example_inputs
+from remat_theory.torch.capture.chain import StageChain, to_stages
+from remat_theory.torch.capture.stages import split_stages
 
 
 @dataclass
@@ -116,7 +116,7 @@ def _make(name, model, inputs, loss_fn, granularity, config) -> Workload:
 
 
 def from_network(net) -> Workload:
-    """A workload from a :class:`~remat_theory.torch.networks.Network` (built-in hand-split
+    """A workload from a :class:`~remat_theory.lab.networks.Network` (built-in hand-split
     networks: the model is its stage list; captured ones: the original model, called with the
     chain's example input and fixed inputs)."""
     model = net.model
@@ -253,7 +253,7 @@ WORKLOADS = ("llama", "qwen2", "opt", "gpt-neo", "gpt2", "distilbert", "vit", "c
 def build_workload(name: str, scale: str = "small", *, batch: int | None = None,
                    size: int | None = None, granularity="block", seed: int = 0) -> Workload:
     """A frontier workload by name: one of :data:`WORKLOADS` (scale ``test`` or ``small``), or
-    any network :func:`~remat_theory.torch.networks.build` knows (its scales).  The image
+    any network :func:`~remat_theory.lab.networks.build` knows (its scales).  The image
     side of ``size`` must suit the model (a multiple of ViT's patch, of Swin's windows).
     ``granularity=None``: the built-ins are not captured as a chain (for the methods that run
     the original model alone: plain, Hugging Face's, compile_budget, the in-place API)."""

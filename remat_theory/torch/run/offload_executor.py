@@ -1,7 +1,7 @@
 """Run schedules with offloads and prefetches (``Offx{i}``, ``Offt{i}``, ``Prex{i}``,
 ``Pret{i}``; docs/model.md, "Offloading") on a real network.
 
-:class:`OffloadExecutor` is the :class:`~remat_theory.torch.executor.ScheduleExecutor` plus a
+:class:`OffloadExecutor` is the :class:`~remat_theory.torch.run.executor.ScheduleExecutor` plus a
 copy channel.  Every operation is first replayed by the two-stream referee's own
 :func:`~remat_theory.model.offload.step` (on a unit chain with the network's
 ``output_saved``), which decides validity and where each value is after it, so that the
@@ -9,7 +9,7 @@ executor cannot drift from the model.
 
 What moves.  A plain activation x_i is one tensor: its storage moves.  A tape t_{i+1} is an
 autograd graph: the storages of the tensors it saved (seen by the executor's
-``saved_tensors_hooks`` pack hook, :class:`~remat_theory.torch.executor._Tape`), the stage
+``saved_tensors_hooks`` pack hook, :class:`~remat_theory.torch.run.executor._Tape`), the stage
 input aside (the tape refers to x_i, it does not hold it), parameters, buffers and the
 constants a captured chain hands between stages aside, plus the output x_{i+1} when
 ``output_saved[i]`` (the model's tape contains it).  A storage is moved, not a tensor:
@@ -57,11 +57,15 @@ import contextlib
 import torch
 
 from remat_theory.model.errors import InvalidScheduleError
-from remat_theory.model.offload import OffloadState, reads, step as offload_step, value_id
+from remat_theory.model.offload import OffloadState, reads
+from remat_theory.model.offload import step as offload_step
+from remat_theory.model.offload import value_id
 from remat_theory.model.schedule import OFF, PRE, Op, Schedule
-from remat_theory.torch.executor import ExecutionResult, ScheduleExecutor, same_storage
-from remat_theory.torch.stages import stage_buffers, stage_parameters
+from remat_theory.torch.capture.carried import carried_tensors
+from remat_theory.torch.capture.stages import stage_buffers, stage_parameters
+from remat_theory.torch.run.executor import ExecutionResult, ScheduleExecutor, same_storage
 from remat_theory.torch.tracker import AllocatorMeter
+
 
 __all__ = ["OffloadExecutor", "executor_for", "execute_offload"]
 
@@ -220,8 +224,6 @@ class OffloadExecutor(ScheduleExecutor):
         """Storages a tape may save but does not hold: parameters, buffers, x_0 (fixed), and
         the constants a captured chain's first stage hands on (remade by each of its runs,
         so read at every tape offload)."""
-        from remat_theory.torch.profiler import carried_tensors
-
         if self._resident is None:
             kept = stage_parameters(self.stages) + list(stage_buffers(self.stages))
             kept.append(self._values.plain[0])

@@ -5,7 +5,7 @@ A chain captured from a dict example (``{"input_ids": ..., "attention_mask": ...
 from where the chain installs them (a graph stage's ``_remat_input_*`` buffer, a seam
 capture's runner).  :class:`ChainInputs` is that place's keeper, one per chain, shared by
 its stages (``stage._remat_inputs``), so that the chain and
-:class:`~remat_theory.torch.module.CheckpointedSequential` (given the chain or its stage
+:class:`~remat_theory.torch.modules.checkpointed.CheckpointedSequential` (given the chain or its stage
 list) enforce one rule:
 
 * ``chain(x, attention_mask=..., labels=...)`` / ``ck(x, ...)`` take them per call, of the

@@ -24,7 +24,7 @@ Budgets below a solver's smallest feasible budget are reported as ``infeasible``
 smallest budget (``min_budget``), never clamped.
 
 Offloading (``offload=True``, ``remat confirm --offload``).  The profiled chain gets a
-``bandwidth`` (measured by :func:`~remat_theory.torch.bandwidth.measure_bandwidth`, or
+``bandwidth`` (measured by :func:`~remat_theory.torch.profiling.bandwidth.measure_bandwidth`, or
 given), the solvers that model the copy channel (``exhaustive-offload``, ``save-on-cpu``,
 ``offload-all``, ...) solve it, and every other solver solves the chain without it (remat
 only: a schedule without transfers is valid in the two-stream model with the same peak and
@@ -52,16 +52,16 @@ from dataclasses import dataclass
 import torch
 
 import solvers as solver_registry
-
+from remat_theory.lab.networks import CAPTURED_NETWORKS, NETWORKS, build
 from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch.executor import plain_backprop
-from remat_theory.torch.offload_executor import executor_for
-from remat_theory.torch.networks import CAPTURED_NETWORKS, NETWORKS, build
-from remat_theory.torch.profiler import prime_forward, profile_details
-from remat_theory.torch.rounding import auto_unit, rounded_chain
-from remat_theory.torch.stages import split_stages, stage_parameters
+from remat_theory.torch.capture.stages import split_stages, stage_parameters
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
+from remat_theory.torch.profiling.profiler import prime_forward, profile_details
+from remat_theory.torch.run.executor import plain_backprop
+from remat_theory.torch.run.offload_executor import executor_for
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
+
 
 DEFAULT_BUDGETS = (0.3, 0.5, 0.8)
 # Exact solvers whose cost does not grow with budget / size gcd: they see exact bytes.
@@ -99,7 +99,7 @@ def measure_run(stages, loss_fn, x0, schedule, params, device, output_saved=None
     has them: they are persistent memory outside the chain.
 
     A schedule with transfers runs on the
-    :class:`~remat_theory.torch.offload_executor.OffloadExecutor` (on the CPU in its
+    :class:`~remat_theory.torch.run.offload_executor.OffloadExecutor` (on the CPU in its
     correctness mode: host buffers are not counted, so ``peak`` is the device peak);
     ``host_peak`` is then the most bytes it held on the host at once (0 otherwise), and
     ``executor`` the executor run.  The device copies an offload leaves are released just
@@ -192,7 +192,7 @@ def confirm_network(name: str, budgets=DEFAULT_BUDGETS, solver_names=None, *, de
     chain = prof.executor_chain()  # confirm runs the ScheduleExecutor: its own times
     if offload or bandwidth is not None:
         if bandwidth is None:
-            from remat_theory.torch.bandwidth import measure_bandwidth
+            from remat_theory.torch.profiling.bandwidth import measure_bandwidth
 
             bandwidth = measure_bandwidth(dev).bandwidth
         chain = chain.replace(bandwidth=float(bandwidth))

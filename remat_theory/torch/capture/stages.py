@@ -1,8 +1,8 @@
 """How a network becomes a chain of stages.
 
 A stage is one ``nn.Module`` that maps one tensor to one tensor.  ``split_stages`` accepts
-a :class:`~remat_theory.torch.capture.StageChain` (any model, captured as a graph and cut
-by :func:`~remat_theory.torch.capture.to_stages`), an ``nn.Sequential`` (nested
+a :class:`~remat_theory.torch.capture.chain.StageChain` (any model, captured as a graph and cut
+by :func:`~remat_theory.torch.capture.chain.to_stages`), an ``nn.Sequential`` (nested
 ``nn.Sequential`` containers are flattened into their children, so
 ``Sequential(Sequential(a, b), c)`` has stages a, b, c) or an explicit list of modules
 (each element is one stage, as given; wrap several modules in a custom module or in an
@@ -17,7 +17,14 @@ import torch
 from torch import nn
 
 from remat_theory.model.errors import RematError
-from remat_theory.torch.capture import StageChain
+
+
+class Staged(nn.Module):
+    """A module made of a chain of stages, held in its ``stages`` (an ``nn.ModuleList``):
+    :class:`~remat_theory.torch.capture.chain.StageChain` is one.  :func:`split_stages`
+    takes its stages as they are."""
+
+    stages: nn.ModuleList
 
 
 def _flatten(seq: nn.Sequential, out: list) -> None:
@@ -31,7 +38,7 @@ def _flatten(seq: nn.Sequential, out: list) -> None:
 def split_stages(model) -> list:
     """The stages (modules) of ``model``: a :class:`StageChain` (its captured stages), an
     ``nn.Sequential`` (flattened) or a list."""
-    if isinstance(model, StageChain):
+    if isinstance(model, Staged):
         stages = list(model.stages)
     elif isinstance(model, nn.Sequential):
         stages: list = []
@@ -82,6 +89,25 @@ def running_stat_buffers(stage: nn.Module) -> list:
         if getattr(m, "track_running_stats", False) and m.training:
             out.extend(b for b in m.buffers(recurse=False) if b is not None)
     return out
+
+
+def rng_state(device) -> tuple:
+    """The random generators a stage on ``device`` draws from: (CPU state, the CUDA device's
+    state or None).  The one home of random-state saving in the torch layer."""
+    device = torch.device(device)
+    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def set_rng_state(state: tuple, device) -> None:
+    """Restore what :func:`rng_state` saved."""
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], torch.device(device))
+
+
+def rng_changed(before: tuple, device) -> bool:
+    """Whether a generator moved since ``before`` (:func:`rng_state`): a random draw."""
+    return any(a is not None and not torch.equal(a, b) for a, b in zip(before, rng_state(device)))
 
 
 @contextlib.contextmanager

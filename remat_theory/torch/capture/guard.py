@@ -1,4 +1,4 @@
-"""What :func:`~remat_theory.torch.capture.to_stages` promises the caller whatever the model
+"""What :func:`~remat_theory.torch.capture.chain.to_stages` promises the caller whatever the model
 does: it never changes the caller's tensors, and every failure is a :class:`CaptureError`.
 
 - The capture works on a detached alias of the example input x_0 (the same values; its own
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from remat_theory.model.errors import RematError
-from remat_theory.torch.seams import CaptureError
+from remat_theory.model.errors import CaptureError, RematError
 
 
 def detached_inputs(args, kwargs, x0):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 
-from remat_theory.torch.seams import CaptureError
+from remat_theory.model.errors import CaptureError
 
 
 def _mode(training: bool) -> str:

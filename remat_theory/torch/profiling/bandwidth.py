@@ -2,7 +2,7 @@
 each way; docs/model.md, "Offloading").
 
 :func:`measure_bandwidth` copies buffers of several sizes each way, the way the
-:class:`~remat_theory.torch.offload_executor.OffloadExecutor` copies values:
+:class:`~remat_theory.torch.run.offload_executor.OffloadExecutor` copies values:
 
 * on CUDA (untested on a GPU in this project's test suite): device -> pinned host and
   pinned host -> device, ``non_blocking`` on a separate stream, timed with CUDA events;
@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from remat_theory.model.errors import RematError
+
 
 CUDA_SIZES = (1 << 20, 8 << 20, 64 << 20, 256 << 20)
 CPU_SIZES = (1 << 16, 1 << 20, 16 << 20)
@@ -127,3 +128,13 @@ def with_bandwidth(chain, device="cpu", **kw):
     returns ``(chain, BandwidthResult)``."""
     res = measure_bandwidth(device, **kw)
     return chain.replace(bandwidth=res.bandwidth), res
+
+
+def chain_with_bandwidth(chain, bandwidth, device):
+    """``chain`` with the copy channel of ``bandwidth`` (:func:`~remat_theory.torch.plan.offload.check_bandwidth`); a chain
+    that has one already keeps it."""
+    if bandwidth is None or chain.bandwidth is not None:
+        return chain
+    if bandwidth == "measure":
+        bandwidth = measure_bandwidth(device).bandwidth
+    return chain.replace(bandwidth=float(bandwidth))

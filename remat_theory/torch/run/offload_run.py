@@ -1,9 +1,10 @@
-"""The drop-in's offload plans: :class:`~remat_theory.torch.module.CheckpointedSequential`
-running a schedule with transfers (``Offx``, ``Offt``, ``Prex``, ``Pret``).
+"""How the drop-in runs an offload plan (:class:`~remat_theory.torch.plan.offload.OffloadRun`):
+:class:`~remat_theory.torch.modules.checkpointed.CheckpointedSequential` running a schedule
+with transfers (``Offx``, ``Offt``, ``Prex``, ``Pret``).
 
 A schedule with transfers has no nested form (its offloads and prefetches are placed between
 operations that autograd's engine orders by itself), so the drop-in runs it with the
-:class:`~remat_theory.torch.offload_executor.OffloadExecutor`, operation by operation, the
+:class:`~remat_theory.torch.run.offload_executor.OffloadExecutor`, operation by operation, the
 way a reentrant checkpoint runs its segment:
 
 * ``ck(x)`` runs the schedule's operations before ``Loss`` (with the offloads and prefetches
@@ -32,62 +33,14 @@ on the profiling device).  On the CPU the executor runs in its correctness mode
 """
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from remat_theory.model.errors import RematError
-from remat_theory.model.schedule import LOSS, Schedule
-from remat_theory.torch.offload_executor import OffloadExecutor
-
-__all__ = ["OffloadRun", "check_bandwidth", "chain_with_bandwidth", "run_offload"]
+from remat_theory.torch.plan.offload import OffloadRun
+from remat_theory.torch.run.offload_executor import OffloadExecutor
 
 
-class OffloadRun:
-    """A plan's schedule with transfers, split at the ``Loss``: what the drop-in runs in
-    its forward (``before``) and in its backward (``after``)."""
-
-    def __init__(self, schedule: Schedule, length: int):
-        ops = list(schedule)
-        k = next((j for j, op in enumerate(ops) if op.kind == LOSS), None)
-        if k is None:
-            raise RematError("the schedule has no Loss operation")
-        self.schedule = schedule
-        self.before = ops[:k]
-        self.after = ops[k + 1:]
-        self.length = length
-
-    @property
-    def recomputed(self) -> int:
-        """Stage forwards recomputed per step."""
-        return self.schedule.forward_count() - self.length
-
-    @property
-    def transfers(self) -> int:
-        return sum(op.is_transfer for op in self.schedule)
-
-
-def check_bandwidth(bandwidth):
-    """``bandwidth=`` of the drop-in: None, ``"measure"`` or bytes per second (> 0)."""
-    if bandwidth is None or bandwidth == "measure":
-        return bandwidth
-    if isinstance(bandwidth, bool) or not isinstance(bandwidth, numbers.Real) or not bandwidth > 0 \
-            or bandwidth == float("inf"):
-        raise RematError(f"bandwidth = {bandwidth!r} must be bytes per second (a finite number "
-                         f"> 0), 'measure' or None")
-    return float(bandwidth)
-
-
-def chain_with_bandwidth(chain, bandwidth, device):
-    """``chain`` with the copy channel of ``bandwidth`` (:func:`check_bandwidth`); a chain
-    that has one already keeps it."""
-    if bandwidth is None or chain.bandwidth is not None:
-        return chain
-    if bandwidth == "measure":
-        from remat_theory.torch.bandwidth import measure_bandwidth
-
-        bandwidth = measure_bandwidth(device).bandwidth
-    return chain.replace(bandwidth=float(bandwidth))
+__all__ = ["run_offload"]
 
 
 class _Schedule(torch.autograd.Function):

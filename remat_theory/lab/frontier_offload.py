@@ -25,11 +25,13 @@ channel, which the others do not.
 from __future__ import annotations
 
 import solvers as solver_registry
-
 from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverContractError
-from remat_theory.torch.module import CheckpointedSequential, shared_parameter_bytes
-from remat_theory.torch.offload_module import chain_with_bandwidth, check_bandwidth
-from remat_theory.torch.rounding import auto_unit, rounded_chain
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential
+from remat_theory.torch.plan.levels import shared_parameter_bytes
+from remat_theory.torch.plan.offload import check_bandwidth
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
+from remat_theory.torch.profiling.bandwidth import chain_with_bandwidth
+
 
 FAMILY = "remat_offload"
 DEFAULT_SOLVERS = ("save-on-cpu", "offload-all", "dp-offload")

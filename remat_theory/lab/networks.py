@@ -18,8 +18,8 @@ per-operation Python overhead for times to be predictable; activations of 8 to 2
   the setting of Gruslys et al.).  The network input x_0 is the initial hidden state.
 
 Captured networks (:data:`CAPTURED_NETWORKS`): ordinary models, not split by hand, made a
-chain by :func:`~remat_theory.torch.capture.to_stages`; the :class:`Network`'s model is
-then a :class:`~remat_theory.torch.capture.StageChain` (``.original`` is the model).
+chain by :func:`~remat_theory.torch.capture.chain.to_stages`; the :class:`Network`'s model is
+then a :class:`~remat_theory.torch.capture.chain.StageChain` (``.original`` is the model).
 Random initialisation from small configurations; nothing is downloaded.
 
 * ``tv-resnet``: a torchvision-style ResNet written in plain torch (BasicBlocks with
@@ -40,7 +40,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from remat_theory.model.errors import RematError
-from remat_theory.torch.capture import to_stages
+from remat_theory.torch.capture.chain import to_stages
 
 
 @dataclass
@@ -551,7 +551,7 @@ def build(name: str, scale: str = "small", seed: int = 0, *, batch: int | None =
     batch size and input size (the MLP's width, the ResNet's image side, the transformer's
     sequence length, the RNN's number of steps; for the captured networks the image side or
     the sequence length).  ``granularity`` applies to the captured networks (see
-    :func:`~remat_theory.torch.capture.to_stages`)."""
+    :func:`~remat_theory.torch.capture.chain.to_stages`)."""
     known = {**NETWORKS, **CAPTURED_NETWORKS}
     if name not in known:
         raise RematError(f"unknown network {name!r} (known: {', '.join(known)})")

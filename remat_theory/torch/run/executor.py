@@ -13,7 +13,7 @@ table), and frees them when the table says so:
   (plain x_i, or the output inside t_i).  That is the model's rule "B_i needs t_{i+1} and
   x_i", and it is why freeing a plain x_i really frees its memory even while t_{i+1} lives.
 * d_i: the one live gradient.  The gradient with respect to a stage input is caught by a
-  tiny autograd function (:class:`_Source`) placed in front of the stage, which hands it to
+  tiny autograd function (:class:`Source`) placed in front of the stage, which hands it to
   the executor without the graph keeping a reference to the input tensor.
 
 Operations (tokens as in :mod:`remat_theory.model.schedule`):
@@ -33,7 +33,7 @@ Operations (tokens as in :mod:`remat_theory.model.schedule`):
 * ``B{i}``: the backward of t_{i+1}'s graph from d_{i+1}: gives d_i and accumulates the
   stage's parameter gradients into ``.grad``; frees d_{i+1}, t_{i+1} and a plain x_i.  By
   default (``release[i]`` true) the executor hands d_{i+1} and the tape over to autograd's
-  engine before it starts (:class:`_Seed`), so that each is freed as soon as the node that
+  engine before it starts (:class:`Seed`), so that each is freed as soon as the node that
   reads it has run, as in the plain ``loss.backward()`` the drop-in runs: the backward's
   peak is then what autograd's is, and the profiler measures it so.  Where that peak falls
   below "held + x_size[i]", which the operation table cannot express, the profiler holds
@@ -69,11 +69,11 @@ Two ways to run a schedule.  :class:`ScheduleExecutor` runs any schedule (non-pe
 ones and explicit deletions included) operation by operation, each checked against the
 simulator: the referee that the profiler and ``remat confirm`` use.  A persistent schedule
 (every one the DP finds) also has a *nested form*
-(:func:`remat_theory.torch.nested.nested_form`): each stage is kept
+(:func:`remat_theory.torch.run.nested.nested_form`): each stage is kept
 (``Fall .. B``) or starts a checkpointed segment (``Fck Fn ..``, replayed later), and
-:func:`~remat_theory.torch.nested.run_nested` runs it as ordinary autograd with one non-reentrant
+:func:`~remat_theory.torch.run.nested.run_nested` runs it as ordinary autograd with one non-reentrant
 ``torch.utils.checkpoint`` per checkpointed segment, so that autograd's own engine runs the
-backward.  That is what :class:`~remat_theory.torch.module.CheckpointedSequential` runs: it
+backward.  That is what :class:`~remat_theory.torch.modules.checkpointed.CheckpointedSequential` runs: it
 adds nothing to the stages it keeps, and everything autograd offers (``retain_graph``,
 ``torch.autograd.grad``, autocast) keeps working.
 """
@@ -81,7 +81,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.utils.checkpoint
@@ -89,179 +89,13 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InvalidScheduleError, RematError
-from remat_theory.model.schedule import B, DROP, FALL, FCK, FN, LOSS, Op, Schedule
+from remat_theory.model.schedule import DROP, FALL, FCK, FN, LOSS, B, Op, Schedule
 from remat_theory.model.simulator import State, transition
-from remat_theory.torch.stages import running_stat_buffers, split_stages
-
-
-class _Slot:
-    """Receives the gradient with respect to a stage input during B_i."""
-
-    __slots__ = ("grad",)
-
-    def __init__(self) -> None:
-        self.grad = None
-
-
-class _Source(torch.autograd.Function):
-    """Identity on x that makes the stage input differentiable without being a leaf.
-
-    ``dummy`` is an empty tensor that requires grad (so that the output requires grad);
-    the backward stores the incoming gradient, d_i, in ``slot`` and propagates nothing.
-    The graph holds no reference to x itself.
-    """
-
-    @staticmethod
-    def forward(ctx, dummy, x, slot):  # noqa: D401 - autograd signature
-        ctx.slot = slot
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        ctx.slot.grad = grad
-        ctx.slot = None
-        return None, None, None
-
-
-class _Seed(torch.autograd.Function):
-    """Hands the incoming gradient d_{i+1} of B_i to autograd's engine as the gradient of
-    the stage output ``y``, so that the engine holds the only reference to it.
-
-    ``torch.autograd.backward(y, d)`` keeps ``d`` (and ``y``) referenced by its caller for
-    the whole call, so both stay allocated until B_i ends.  Autograd's own backward (one
-    ``loss.backward()``, the drop-in) frees the incoming gradient as soon as the node that
-    reads it has run, and each saved tensor (the stage output among them) as soon as the
-    node that saved it has run.  Rooting B_i at this node's empty output instead, the
-    gradient reaches the stage's graph from inside the engine, and the caller drops ``y``
-    first: B_i frees d_{i+1} and the tape t_{i+1} as the drop-in's backward does.
-    """
-
-    @staticmethod
-    def forward(ctx, y, box):  # noqa: D401 - autograd signature
-        ctx.box = box
-        return y.new_empty(0)
-
-    @staticmethod
-    def backward(ctx, _):
-        d = ctx.box.pop()
-        ctx.box = None
-        return d, None
-
-
-def _discard(t):
-    """Pack hook of a forward that keeps no tape: nothing is saved."""
-    return None
-
-
-def _unreachable(_):  # pragma: no cover - the graph of a discarded forward is never run
-    raise RematError("internal: a forward that keeps no tape was differentiated")
-
-
-class _InputRef:
-    """What the pack hook stores instead of (a view of) the stage input."""
-
-    __slots__ = ("values", "index", "size", "stride", "offset", "dtype")
-
-    def __init__(self, values, index, size, stride, offset, dtype):
-        self.values = values  # weak reference to the executor's _Values
-        self.index = index
-        self.size = size
-        self.stride = stride
-        self.offset = offset
-        self.dtype = dtype
-
-    def unpack(self) -> torch.Tensor:
-        values = self.values()
-        if values is None:
-            raise RematError(f"the executor holding x{self.index} is gone; cannot run B{self.index}")
-        x = values.available(self.index)
-        if x is None:
-            raise RematError(f"x{self.index} is not available for the backward of stage {self.index}")
-        x = x.detach()
-        return x.as_strided(self.size, self.stride, x.storage_offset() + self.offset)
-
-
-@dataclass
-class _Tape:
-    output: torch.Tensor  # x_{i+1} with its autograd graph
-    slot: _Slot
-    # weak references to the tensors the graph saved (the stage input aside): what an
-    # offload of the tape moves (:mod:`.offload_executor`); dead once the backward ran
-    saved: list = field(default_factory=list)
-
-
-class _Values:
-    """The values held: plain activations and tapes, by index.  ``saved[i]``: whether x_i
-    can be read out of the tape t_i (``output_saved[i-1]``; an unsaved x_i is only plain)."""
-
-    def __init__(self, saved) -> None:
-        self.plain: dict = {}
-        self.tapes: dict = {}
-        self.saved = saved
-
-    def available(self, i: int):
-        if i in self.plain:
-            return self.plain[i]
-        tape = self.tapes.get(i)
-        return None if tape is None or not self.saved[i] else tape.output
-
-
-@dataclass(frozen=True)
-class StageSaves:
-    """What one recording forward of stage i saved for its backward, by storage: its input
-    x_i (or a view of it), its output x_{i+1} (or a view of its storage)."""
-
-    input: bool
-    output: bool
-
-
-def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
-
-
-def _check_output_saved(output_saved, length: int) -> tuple:
-    """``output_saved`` as a tuple of ``length`` bools; misuse raises naming the entry."""
-    if isinstance(output_saved, (str, bytes)) or not hasattr(output_saved, "__len__"):
-        raise RematError(f"output_saved must be a list of {length} booleans, got "
-                         f"{type(output_saved).__name__}")
-    flags = list(output_saved)
-    if len(flags) != length:
-        raise RematError(f"output_saved has length {len(flags)}, expected {length} (one per stage)")
-    for k, f in enumerate(flags):
-        if not (isinstance(f, bool) or type(f).__name__ == "bool_"):
-            raise RematError(f"output_saved[{k}] = {f!r} is not a boolean")
-    return tuple(bool(f) for f in flags)
-
-
-def _check_release(release, length: int) -> tuple:
-    if release is None:
-        return (True,) * length
-    release = tuple(release)
-    if len(release) != length or not all(isinstance(v, (bool, int)) for v in release):
-        raise RematError(f"release must be {length} booleans (one per stage), got {list(release)}")
-    return tuple(bool(v) for v in release)
-
-
-def _has_gradient(x: torch.Tensor) -> bool:
-    """A network input of integer type (token ids) has no gradient: d_0 is None."""
-    return x.is_floating_point() or x.is_complex()
-
-
-def _device_list(device: torch.device) -> list:
-    return [device] if device.type == "cuda" else []
-
-
-def _rng_state(device: torch.device):
-    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng_state(state, device: torch.device) -> None:
-    cpu, cuda = state
-    torch.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state(cuda, device)
+from remat_theory.torch.capture.stages import (rng_state, running_stat_buffers, set_rng_state,
+                                               split_stages)
+from remat_theory.torch.run.values import (InputRef, Seed, Slot, Source, StageSaves, Tape, Values,
+                                           check_output_saved, check_release, device_list, discard,
+                                           has_gradient, same_storage, unreachable)
 
 
 @dataclass
@@ -310,11 +144,11 @@ class ScheduleExecutor:
         self.device = x0.device
         self._unit = Chain.homogeneous(self.L, name="executor")
         if output_saved is not None:
-            self._unit = self._unit.replace(output_saved=_check_output_saved(output_saved, self.L))
+            self._unit = self._unit.replace(output_saved=check_output_saved(output_saved, self.L))
         self.output_saved = self._unit.output_saved
-        self.release = _check_release(release, self.L)
+        self.release = check_release(release, self.L)
         self._state = State.initial(self._unit)
-        self._values = _Values((True,) + self.output_saved)
+        self._values = Values((True,) + self.output_saved)
         self.saves: dict = {}
         self._values.plain[0] = x0.detach()
         self._dummy = torch.empty(0, device=x0.device, requires_grad=True)
@@ -435,7 +269,7 @@ class ScheduleExecutor:
         the running statistics unchanged."""
         if i not in self._rng:
             with self._paused():  # bookkeeping: not activation memory
-                self._rng[i] = _rng_state(self.device)
+                self._rng[i] = rng_state(self.device)
             yield
             return
         buffers = running_stat_buffers(self.stages[i])
@@ -443,8 +277,8 @@ class ScheduleExecutor:
             saved = [b.clone() for b in buffers]
         with contextlib.ExitStack() as fork:
             with self._paused():  # the generator state fork_rng saves is bookkeeping too
-                fork.enter_context(torch.random.fork_rng(devices=_device_list(self.device)))
-                _set_rng_state(self._rng[i], self.device)
+                fork.enter_context(torch.random.fork_rng(devices=device_list(self.device)))
+                set_rng_state(self._rng[i], self.device)
             yield
         with self._paused(), torch.no_grad():
             for b, s in zip(buffers, saved):
@@ -459,12 +293,12 @@ class ScheduleExecutor:
             # it), keeping nothing: autograd mode, as a non-reentrant checkpoint's first
             # forward, with every saved tensor discarded, and the output detached
             with self._replay(i), torch.enable_grad(), \
-                    torch.autograd.graph.saved_tensors_hooks(_discard, _unreachable):
-                z = self._input(i, src, _Slot())
+                    torch.autograd.graph.saved_tensors_hooks(discard, unreachable):
+                z = self._input(i, src, Slot())
                 y = stage(z)
                 del z
             return y.detach() if isinstance(y, torch.Tensor) else y
-        slot = _Slot()
+        slot = Slot()
         storage = src.untyped_storage()
         # The hooks live as long as the graph: they must not capture the input tensor.
         in_ptr, in_off, in_dev, in_dtype = (storage.data_ptr(), src.storage_offset(),
@@ -481,7 +315,7 @@ class ScheduleExecutor:
             if in_ptr and t.device == in_dev and t.dtype == in_dtype \
                     and t.untyped_storage().data_ptr() == in_ptr:
                 saves_input = True
-                return _InputRef(values_ref, i, tuple(t.size()), tuple(t.stride()),
+                return InputRef(values_ref, i, tuple(t.size()), tuple(t.stride()),
                                  t.storage_offset() - in_off, t.dtype)
             if log is not None:
                 log.append(t.detach())
@@ -491,7 +325,7 @@ class ScheduleExecutor:
             return d
 
         def unpack(p):
-            return p.unpack() if isinstance(p, _InputRef) else p
+            return p.unpack() if isinstance(p, InputRef) else p
 
         with self._replay(i), torch.enable_grad(), \
                 torch.autograd.graph.saved_tensors_hooks(pack, unpack):
@@ -510,14 +344,14 @@ class ScheduleExecutor:
         del saved_refs
         self.saves[i] = StageSaves(saves_input, saves_output)
         self._check_saves(i, saves_input, saves_output)
-        return _Tape(y, slot, saved_tensors)
+        return Tape(y, slot, saved_tensors)
 
-    def _input(self, i: int, src: torch.Tensor, slot: _Slot) -> torch.Tensor:
-        """The stage input: differentiable through :class:`_Source`, except x_0 when the
+    def _input(self, i: int, src: torch.Tensor, slot: Slot) -> torch.Tensor:
+        """The stage input: differentiable through :class:`Source`, except x_0 when the
         executor was made with ``input_grad=False`` (as a training batch: no d_0)."""
         if i == 0 and not self._x0_grad:
             return src.detach()
-        return _Source.apply(self._dummy, src.detach(), slot)
+        return Source.apply(self._dummy, src.detach(), slot)
 
     def _check_saves(self, i: int, saves_input: bool, saves_output: bool) -> None:
         """Refuse a chain whose ``output_saved`` says no backward reads a value that stage
@@ -537,7 +371,7 @@ class ScheduleExecutor:
             raise RematError("this executor has no loss_fn; use set_loss_grad")
         L = self.L
         src = self._values.available(L)
-        slot = _Slot()
+        slot = Slot()
         ptr = src.untyped_storage().data_ptr()
         saved = []
 
@@ -548,7 +382,7 @@ class ScheduleExecutor:
 
         with torch.enable_grad():
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                z = _Source.apply(self._dummy, src.detach(), slot)
+                z = Source.apply(self._dummy, src.detach(), slot)
                 loss = self.loss_fn(z)
             z_view = src.detach()
             del z, src
@@ -598,14 +432,14 @@ class ScheduleExecutor:
         # B_i frees d_{i+1} and t_{i+1} (operation table).  Released (``release[i]``, the
         # default): the executor lets go of both before the backward, so that autograd frees
         # each part as soon as it has been read, as in a plain ``loss.backward()``
-        # (:class:`_Seed`); held: they stay allocated until B_i ends.
+        # (:class:`Seed`); held: they stay allocated until B_i ends.
         tape = self._values.tapes.pop(i + 1)
         slot = tape.slot
         if self.release[i]:
             box = [self._grad]
             self._grad = None
             with torch.enable_grad():
-                root = _Seed.apply(tape.output, box)
+                root = Seed.apply(tape.output, box)
             del tape
             torch.autograd.backward(root, torch.empty(0, device=root.device))
             del root
@@ -617,7 +451,7 @@ class ScheduleExecutor:
         grad = slot.grad
         slot.grad = None
         if grad is None and not (i == 0 and (not self._x0_grad
-                                             or not _has_gradient(self._values.plain[0]))):
+                                             or not has_gradient(self._values.plain[0]))):
             raise RematError(f"the output of stage {i} does not depend differentiably on its input")
         self._grad = grad
 
@@ -634,7 +468,7 @@ def execute(model, schedule, x0: torch.Tensor, loss_fn, *, tracker=None,
 def plain_backprop(model, x0: torch.Tensor, loss_fn) -> ExecutionResult:
     """The reference: ordinary forward and backward with autograd, no checkpointing."""
     stages = model if isinstance(model, list) else split_stages(model)
-    x = x0.detach().requires_grad_(_has_gradient(x0))
+    x = x0.detach().requires_grad_(has_gradient(x0))
     y = x
     for s in stages:
         y = s(y)

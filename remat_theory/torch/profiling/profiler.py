@@ -5,7 +5,7 @@ Memory is what torch's allocator holds, measured per operation by an
 on the CPU through ``torch.profiler``'s memory events, on CUDA through the caching
 allocator's counters), in one pass of every operation the executor runs: Fck_0..Fck_{L-1},
 Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0.  For every stage i (the stages of
-:func:`~remat_theory.torch.stages.split_stages`):
+:func:`~remat_theory.torch.capture.stages.split_stages`):
 
 * ``x_size[i+1]``: bytes of the stage output (its storage; on CUDA the allocator's rounded
   block where larger); ``x_size[0]``: the input.
@@ -47,7 +47,7 @@ Fall_0..Fall_{L-1}, Loss, B_{L-1}..B_0.  For every stage i (the stages of
   the drop-in pays the checkpoint's forward, a hooked recomputation and the backward
   (:func:`measure_times`; the executor's own times: ``ProfileResult.executor_times``).
   Times are seconds, CUDA events on a GPU (with the stage's kernels
-  queued ahead, see :class:`_Timer`), ``time.perf_counter`` on the CPU (where operations are
+  queued ahead, see :class:`Timer`), ``time.perf_counter`` on the CPU (where operations are
   synchronous), or there ``time.process_time`` with ``clock="process"``.
 
 Parameter gradients are not activations: each step starts with them absent (as after
@@ -67,18 +67,18 @@ session running).
 """
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._pytree import tree_leaves as pytree_leaves
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.model.schedule import Op
-from remat_theory.torch.executor import ScheduleExecutor
-from remat_theory.torch.stages import model_state_kept, split_stages, stage_buffers, stage_parameters
+from remat_theory.torch.capture.carried import carried_tensors
+from remat_theory.torch.capture.stages import (model_state_kept, rng_changed, rng_state,
+                                               split_stages, stage_buffers, stage_parameters)
+from remat_theory.torch.profiling.times import check_clock, clear_grads, measure_times
+from remat_theory.torch.run.executor import ScheduleExecutor
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
 
 
@@ -143,91 +143,6 @@ class ProfileResult:
                 "loss_bytes": self.loss_bytes, "executor_times": self.executor_times}
 
 
-CLOCKS = ("wall", "process")
-
-
-def check_clock(clock: str) -> str:
-    if clock not in CLOCKS:
-        raise RematError(f"clock = {clock!r} is unknown (expected one of {', '.join(CLOCKS)})")
-    return clock
-
-
-class _Timer:
-    """Times a callable: CUDA events on a GPU; on the CPU ``time.perf_counter`` (clock
-    ``"wall"``) or ``time.process_time`` (clock ``"process"``: CPU time of this process, which
-    other processes' load does not inflate; equal to the work's wall time when torch runs on
-    one thread, and the sum over threads otherwise).
-
-    On a GPU the events time what the GPU does between them.  Timed from an idle GPU, that
-    includes the time the CPU takes to issue the stage's first kernels (Python, the executor,
-    autograd's dispatch), during which the GPU waits.  In a whole training step the CPU runs
-    ahead of the GPU and that time is hidden, so stage times taken this way add up to more
-    than the step takes.  So from the second round of calls on (:meth:`next_round`; the
-    profiler makes one round per repetition, warm-ups included), every call first queues a
-    GPU sleep twice as long as the CPU took to issue nine calls in ten of the previous round
-    (at most 50 ms): the stage's kernels are then all queued when its start event runs, as
-    they are in a step.  A stage whose CPU issue time exceeds its GPU time is then timed by
-    its GPU work alone (so a network whose steps are bound by the CPU's issue rate would run
-    slower than predicted).  Measured on an H200 (``benchmarks/gpu_timer_ab.py``, large
-    networks, whole schedules): step time / predicted time was 0.64-0.97 with stages timed
-    from an idle GPU and 0.994-1.032 with their kernels queued (one outlier in two runs:
-    1.17).  ``queue_kernels=False`` gives the former.
-    """
-
-    MAX_LEAD = 0.05
-
-    def __init__(self, device: torch.device, clock: str = "wall", queue_kernels: bool = True):
-        self.cuda = device.type == "cuda"
-        self.queue = queue_kernels and self.cuda and hasattr(torch.cuda, "_sleep")
-        self.now = time.process_time if check_clock(clock) == "process" else time.perf_counter
-        self.lead = 0.0  # seconds of GPU sleep queued before each timed call
-        self._issue = []  # CPU seconds to issue each call of this round
-        self._sleep_rate = None  # cycles per second of torch.cuda._sleep
-
-    def next_round(self) -> None:
-        if self._issue and self.queue:
-            q = sorted(self._issue)[int(0.9 * (len(self._issue) - 1))]
-            self.lead = min(self.MAX_LEAD, 2 * q)
-        self._issue = []
-
-    def _cycles_per_second(self) -> float:
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        cycles = 20_000_000
-        torch.cuda._sleep(1000)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        return cycles / (start.elapsed_time(end) / 1000.0)
-
-    def __call__(self, fn) -> float:
-        if self.cuda:
-            if self.lead > 0:
-                if self._sleep_rate is None:
-                    self._sleep_rate = self._cycles_per_second()
-                torch.cuda._sleep(int(self.lead * self._sleep_rate))
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            t0 = time.perf_counter()
-            fn()
-            self._issue.append(time.perf_counter() - t0)
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1000.0
-        t0 = self.now()
-        fn()
-        return self.now() - t0
-
-
-def _clear_grads(params) -> None:
-    """Parameter gradients start a step absent (``optimizer.zero_grad()``'s default): the
-    backward then allocates each one, and the meter counts it as persistent memory."""
-    for p in params:
-        p.grad = None
-
-
 def prime_forward(stages, x0: torch.Tensor, device) -> None:
     """One no-grad forward of every stage, the model's buffers, gradients and random
     generators left as they were: run first inside an :class:`AllocatorMeter`, so that state
@@ -262,9 +177,9 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
     device : where to run (the model and input are moved there; default: the input's device).
     repeats : timed repetitions per operation (the median is taken).
     warmup : untimed runs first.
-    clock : ``"wall"`` or ``"process"`` (CPU only; see :class:`_Timer`).
+    clock : ``"wall"`` or ``"process"`` (CPU only; see :class:`Timer`).
     queue_kernels : on a GPU, time each stage with its kernels queued behind a GPU sleep, as
-        in a training step (default), or from an idle GPU (see :class:`_Timer`).
+        in a training step (default), or from an idle GPU (see :class:`Timer`).
 
     Returns
     -------
@@ -304,104 +219,6 @@ def profile_details(model, example_input: torch.Tensor, loss_fn, device=None, *,
                           "bwd": times["executor_bwd"]})
 
 
-def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queue_kernels):
-    """Median seconds of each operation, as the drop-in (:mod:`.module`) runs it.
-
-    The drop-in runs a kept stage as plain autograd and a checkpointed segment through a
-    non-reentrant ``torch.utils.checkpoint``: its first forward in autograd mode with every
-    saved tensor discarded, its recomputation, in the backward, in autograd mode under
-    saved-tensor hooks, then its backward.  So, per round:
-
-    * the executor's Fck_i (autograd mode, saved tensors discarded: a checkpoint's first
-      forward) and Fall_i (recording under the executor's saved-tensor hooks: what a
-      recomputation runs), then its Loss and B_i;
-    * a plain-autograd pass: each stage called on a detached copy of its input (no hooks),
-      the loss, then each stage's own backward: ``fall_time[i]`` and ``bwd_time``, what a kept
-      stage costs;
-    * ``fwd_time[i]`` = Fck_i + max(0, hooked Fall_i - plain Fall_i): the chain charges a
-      recomputed stage Fck + Fall + B, while the drop-in pays the checkpoint's forward, a
-      recomputation under hooks (dearer than a plain recording forward) and the backward.
-
-    Measured on the small Llama and GPT-2 (``benchmarks/recompute_cost.py``, docs/torch.md):
-    the executor's per-operation times summed to 1.15-1.18 times a plain step, the plain
-    pass's to about 1.0, and the hooked recomputation cost 1.26 times a plain forward."""
-    L = len(stages)
-    timer = _Timer(dev, clock, queue_kernels)
-    ex_fall, ex_fck, plain_fall, plain_bwd = ([[] for _ in range(L)] for _ in range(4))
-    ex_bwd = [[] for _ in range(L + 1)]  # the executor's B_0 .. B_{L-1}, then its Loss
-    loss_t = []
-    # parsed once, outside the timed calls: a schedule's operations are parsed before it runs
-    fck, fall, back = ([Op.parse(f"{k}{i}") for i in range(L)] for k in ("Fck", "Fall", "B"))
-    loss = Op.parse("Loss")
-    for rep in range(warmup + repeats):
-        timer.next_round()
-        _clear_grads(params)
-        ex = ScheduleExecutor(stages, loss_fn, x0)
-        t_fck = [timer(lambda i=i: ex.step(fck[i])) for i in range(L)]
-        for i in range(1, L + 1):
-            ex.step(Op.parse(f"Dropx{i}"))
-        t_fall = [timer(lambda i=i: ex.step(fall[i])) for i in range(L)]
-        t_back = [timer(lambda: ex.step(loss))]
-        t_back += [timer(lambda i=i: ex.step(back[i])) for i in range(L - 1, -1, -1)]
-        del ex
-        _clear_grads(params)
-        t_plain_f, t_plain_b, t_loss = _plain_pass(stages, loss_fn, x0, timer)
-        if rep < warmup:
-            continue
-        for i in range(L):
-            ex_fck[i].append(t_fck[i])
-            ex_fall[i].append(t_fall[i])
-            plain_fall[i].append(t_plain_f[i])
-            plain_bwd[i].append(t_plain_b[i])
-            ex_bwd[i].append(t_back[L - i])
-        ex_bwd[L].append(t_back[0])
-        loss_t.append(t_loss)
-    _clear_grads(params)
-    med = statistics.median
-    fall = [med(v) for v in plain_fall]
-    hooked = [med(v) for v in ex_fall]
-    return {"nograd": [med(a) + max(0.0, h - f) for a, h, f in zip(ex_fck, hooked, fall)],
-            "fall": fall, "bwd": [med(v) for v in plain_bwd] + [med(loss_t)],
-            "executor_fck": [med(v) for v in ex_fck], "executor_fall": hooked,
-            "executor_bwd": [med(v) for v in ex_bwd]}
-
-
-def _plain_pass(stages, loss_fn, x0, timer):
-    """One store-all step of the stages as plain autograd, each stage timed alone: its
-    forward on a detached input (needing a gradient where the executor's does: a float x_0
-    and every later input), the loss forward and backward, then each stage's backward from
-    the gradient of its output.  No saved-tensor hooks, no executor: what a kept stage costs
-    in the drop-in.  Returns (forward times, backward times, loss time)."""
-    L = len(stages)
-    ins, outs, t_f, t_b = [], [], [0.0] * L, [0.0] * L
-    x = x0.detach()
-    for i, s in enumerate(stages):
-        z = x.detach()
-        if z.is_floating_point() or z.is_complex():
-            z.requires_grad_()
-        box = []
-        t_f[i] = timer(lambda s=s, z=z: box.append(s(z)))
-        ins.append(z)
-        outs.append(box[0])
-        x = box[0]
-    del x, box, z
-    last = outs[-1].detach().requires_grad_()
-
-    def run_loss():
-        loss_fn(last).backward()
-    t_loss = timer(run_loss)
-    grad = last.grad
-    del last
-    for i in range(L - 1, -1, -1):
-        y, g = outs[i], grad
-        outs[i] = None
-        t_b[i] = timer(lambda: torch.autograd.backward(y, g))
-        del y, g
-        grad = ins[i].grad
-        ins[i] = None
-    return t_f, t_b, t_loss
-
-
 def _measure_memory(stages, loss_fn, x0, params, dev) -> dict:
     """Sizes and overheads from one pass of every operation (:func:`_memory_pass`), each
     backward letting autograd free d_{i+1} and the tape as it goes (what a plain
@@ -435,7 +252,7 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
     L = len(stages)
     resident = {p.untyped_storage().data_ptr() for p in params}
     resident |= {b.untyped_storage().data_ptr() for b in stage_buffers(stages)}
-    _clear_grads(params)
+    clear_grads(params)
     meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params],
                            prime=lambda: prime_forward(stages, x0, dev))
     storage_x = [storage_bytes(x0)]
@@ -445,11 +262,11 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
         draws = []
         for i in range(L):
             with meter.paused():
-                rng = _rng_states(dev)
+                rng = rng_state(dev)
             with meter.op(f"Fck{i}"):
                 ex.step(Op.parse(f"Fck{i}"))
             with meter.paused():
-                draws.append(any(not torch.equal(a, b) for a, b in zip(rng, _rng_states(dev))))
+                draws.append(rng_changed(rng, dev))
                 del rng
             storage_x.append(storage_bytes(ex.available(i + 1)))
         for i in range(L):
@@ -493,7 +310,7 @@ def _memory_pass(stages, loss_fn, x0, params, dev, release) -> dict:
                 ex.step(Op.parse(f"B{i}"))
         saves = [ex.saves[i] for i in range(L)]
         del ex
-    _clear_grads(params)
+    clear_grads(params)
     ops = {r.label: r for r in meter.results()}
     x_size = [storage_x[0]] + [max(storage_x[i + 1], ops[f"Fck{i}"].after - ops[f"Fck{i}"].before)
                                for i in range(L)]
@@ -535,7 +352,7 @@ def _input_grad_bytes(stages, x0, params, dev, release0: bool) -> int:
         return 0
     rises = []
     for grad in (True, False):
-        _clear_grads(params)
+        clear_grads(params)
         meter = AllocatorMeter(dev, persistent=lambda: [p.grad for p in params],
                                prime=lambda: prime_forward(stages[:1], x0, dev))
         with meter:
@@ -551,7 +368,7 @@ def _input_grad_bytes(stages, x0, params, dev, release0: bool) -> int:
             del ex
         r = meter.results()[-1]
         rises.append(r.peak - r.before)
-    _clear_grads(params)
+    clear_grads(params)
     return max(0, rises[0] - rises[1])
 
 
@@ -564,33 +381,15 @@ def stage_draws(stages, x0: torch.Tensor, device=None) -> list:
     with model_state_kept(stages, dev), torch.no_grad():
         x = x0.to(dev)
         for s in stages:
-            before = _rng_states(dev)
+            before = rng_state(dev)
             x = s(x)
-            draws.append(any(not torch.equal(a, b) for a, b in zip(before, _rng_states(dev))))
+            draws.append(rng_changed(before, dev))
     return draws
-
-
-def _rng_states(dev) -> list:
-    """The random generators a stage on ``dev`` can draw from (CPU, and the device's)."""
-    states = [torch.get_rng_state()]
-    if dev.type == "cuda":
-        states.append(torch.cuda.get_rng_state(dev))
-    return states
-
-
-def carried_tensors(stages) -> list:
-    """Tensors a captured chain hands from its first stage to the others (attention masks,
-    rotary tables: :mod:`.seams`), held from one run of that stage to the next like the
-    parameters; a stage saving one for its backward adds nothing to its tape."""
-    runner = getattr(stages[0], "runner", None) if stages else None
-    if runner is None:
-        return []
-    return [t for t in pytree_leaves(runner.ctx) if isinstance(t, torch.Tensor)]
 
 
 def output_saved(saves) -> list:
     """``output_saved[i]`` from what each stage's recording forward saved
-    (:class:`~remat_theory.torch.executor.StageSaves`, one per stage): x_{i+1} is read by a
+    (:class:`~remat_theory.torch.run.executor.StageSaves`, one per stage): x_{i+1} is read by a
     backward when stage i saved it as its output or stage i+1 as its input.  x_L is read
     after its stage's forward only by the loss, which runs its backward at once."""
     L = len(saves)

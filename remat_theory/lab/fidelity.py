@@ -1,10 +1,10 @@
 """Is the chain the user's model?  One network, three questions, each against an
-independent oracle (``remat_theory.torch.fidelity.check_network``; used by the tests and by
+independent oracle (``remat_theory.lab.fidelity.check_network``; used by the tests and by
 ``benchmarks/capture_families.py``):
 
 1. **Hold what the model holds.**  One training step of the ORIGINAL eager model (its own
    ``forward``, the loss, ``backward``) and one of the drop-in
-   (:class:`~remat_theory.torch.module.CheckpointedSequential`) at budget 1.0, on the same
+   (:class:`~remat_theory.torch.modules.checkpointed.CheckpointedSequential`) at budget 1.0, on the same
    input from the same random seed, both measured by torch's allocator
    (:class:`~remat_theory.torch.tracker.AllocatorMeter`: bytes above the start, parameter
    gradients apart; the drop-in's step primed as the profiler's are, see ``_step``): the
@@ -16,7 +16,7 @@ independent oracle (``remat_theory.torch.fidelity.check_network``; used by the t
    where autograd holds it, and B_0 without the input's gradient, which a training batch
    does not need: ``ProfileResult.input_grad_bytes``).
 3. **Predict to the byte.**  The profiled chain's simulator peak for each schedule against
-   the executor's allocator peak (:func:`~remat_theory.torch.confirm.measure_run`, what
+   the executor's allocator peak (:func:`~remat_theory.lab.confirm.measure_run`, what
    ``remat confirm`` measures): the ratio measured / predicted.
 """
 from __future__ import annotations
@@ -24,19 +24,21 @@ from __future__ import annotations
 import torch
 
 import solvers as solver_registry
-
+from remat_theory.lab.confirm import measure_run
+from remat_theory.lab.networks import build
 from remat_theory.model.errors import InfeasibleBudgetError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch.call_inputs import example_inputs
-from remat_theory.torch.capture import StageChain
-from remat_theory.torch.confirm import measure_run
-from remat_theory.torch.module import (CheckpointedSequential, carried_step_bytes,
-                                       shared_parameter_bytes)
-from remat_theory.torch.networks import build
-from remat_theory.torch.profiler import prime_forward, profile_details
-from remat_theory.torch.rounding import auto_unit, rounded_chain
-from remat_theory.torch.stages import split_stages, stage_parameters
+from remat_theory.torch.capture.call_inputs import example_inputs
+from remat_theory.torch.capture.carried import release_carried
+from remat_theory.torch.capture.chain import StageChain
+from remat_theory.torch.capture.stages import split_stages, stage_parameters
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential
+from remat_theory.torch.plan.budget import carried_step_bytes
+from remat_theory.torch.plan.levels import shared_parameter_bytes
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
+from remat_theory.torch.profiling.profiler import prime_forward, profile_details
 from remat_theory.torch.tracker import AllocatorMeter, storage_bytes
+
 
 SEED = 1234
 # where the budgets of ``budgets=None`` sit between the smallest feasible one (0) and store-all (1)
@@ -68,7 +70,7 @@ def _step(fn, params, stages=None, x0=None):
     seed: (allocator peak above the start, parameter gradients apart; the gradients).
 
     With ``stages`` and ``x0``, a no-grad forward of the stages runs first inside the
-    measurement (:func:`~remat_theory.torch.profiler.prime_forward`, as the profiler and the
+    measurement (:func:`~remat_theory.torch.profiling.profiler.prime_forward`, as the profiler and the
     executor's measurement do): state the stages keep from one call to the next (the
     arguments a chain captured at the model's seams hands its layers: GPT-Neo's 512 KiB
     float attention mask) is then replaced inside the session, where the CPU meter sees
@@ -77,16 +79,14 @@ def _step(fn, params, stages=None, x0=None):
     Those values are then released (inside the session: the meter sees the frees), so that
     the step's own copy counts as the step's memory, as the model holds it (it makes them in
     its forward and frees them at the step's end) and as the drop-in reserves it
-    (:func:`~remat_theory.torch.module.carried_step_bytes`)."""
+    (:func:`~remat_theory.torch.plan.budget.carried_step_bytes`)."""
     for p in params:
         p.grad = None
     torch.manual_seed(SEED)
 
     def prime():
         prime_forward(stages, x0, x0.device)
-        runner = getattr(stages[0], "runner", None) if stages else None
-        if runner is not None:
-            runner.ctx = {}
+        release_carried(stages)
 
     if stages is None:
         prime = None
@@ -102,7 +102,7 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
     """The record of one network (see the module docstring).  ``budgets``: fractions of
     the store-all peak (default: three between the DP's smallest feasible budget and
     store-all, :data:`BUDGET_STEPS`); ``net``: a built
-    :class:`~remat_theory.torch.networks.Network` (default ``build(name, scale)``)."""
+    :class:`~remat_theory.lab.networks.Network` (default ``build(name, scale)``)."""
     net = net or build(name, scale)
     chain_mod = net.model
     stages = split_stages(chain_mod)

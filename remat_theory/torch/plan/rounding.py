@@ -19,7 +19,6 @@ the rounded chain would not fit the real one.  Pure Python; no torch needed.
 """
 from __future__ import annotations
 
-from remat_theory.model.chain import Chain
 
 
 def auto_unit(chain, units: int = 2048) -> int:

@@ -11,12 +11,12 @@
     optimizer.step()
 
 How it runs.  The solver's schedule is put in its nested form
-(:func:`~remat_theory.torch.nested.nested_form`): each stage is either *kept* (``Fall``:
+(:func:`~remat_theory.torch.run.nested.nested_form`): each stage is either *kept* (``Fall``:
 it runs as ordinary autograd and its tape lives until its backward) or starts a
 *checkpointed segment* (``Fck Fn ..``: only the segment's input is kept, and the segment is
 recomputed, in its own nested form, when the backward reaches it).  The forward is then
 ordinary autograd with one non-reentrant ``torch.utils.checkpoint`` call per checkpointed
-segment (:func:`~remat_theory.torch.nested.run_nested`), and ``backward()`` is autograd's
+segment (:func:`~remat_theory.torch.run.nested.run_nested`), and ``backward()`` is autograd's
 own engine.  Hence, as with the plain module: ``backward(retain_graph=True)`` then a second
 backward, ``torch.autograd.grad(loss, params)``, autocast with the backward outside the
 block, and the output gradient freed as soon as autograd has used it.  Dropout draws the
@@ -68,416 +68,55 @@ ids, masks), made anew at every step and held to its end: every budget reserves 
 (:func:`carried_step_bytes`, :meth:`CheckpointedSequential.carried_bytes`).
 On the CPU an int or float budget also covers the random-generator states the checkpoints
 keep (only for segments where a stage draws random numbers: ``draws_random``), counted at
-each operation (:func:`~remat_theory.torch.nested.checkpoint_state_bytes`); the plan's
+each operation (:func:`~remat_theory.torch.run.nested.checkpoint_state_bytes`); the plan's
 ``predicted_peak`` adds them and the summed gradients of shared parameters
 (:func:`shared_gradient_bytes`) to the simulator's peak: what the drop-in's step holds.
 
 Schedules of non-persistent solvers (``dtr``, some of ``exhaustive``'s, rarely
 ``dp-weak``'s) have no nested form; the module refuses them, naming the solver (run them
-with :class:`~remat_theory.torch.executor.ScheduleExecutor`).
+with :class:`~remat_theory.torch.run.executor.ScheduleExecutor`).
 
 Offloading: with ``bandwidth=`` (a copy channel) and a solver that plans transfers
 (``dp-offload``, ``save-on-cpu``, ``offload-all``, ``exhaustive-offload``), a schedule with
 offloads runs on the offload executor inside one autograd function
-(:mod:`~remat_theory.torch.offload_module`; docs/offload_torch.md).
+(:mod:`~remat_theory.torch.modules.offload`; docs/offload_torch.md).
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 import solvers as solver_registry
-
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InfeasibleBudgetError, RematError
-from remat_theory.model.schedule import B, LOSS, Schedule
+from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
 from remat_theory.model.solution import Solution
-from remat_theory.torch.call_inputs import GuardedRunner, inputs_of
-from remat_theory.torch.nested import (Checkpointed, Kept, NotNestedError, Segment, StageRunner,
-                                       checkpoint_state_bytes, nested_form, recomputed_stages,
-                                       run_nested)
-from remat_theory.torch.offload_module import (OffloadRun, chain_with_bandwidth, check_bandwidth,
-                                               run_offload)
-from remat_theory.torch.profiler import carried_tensors, profile_details, stage_draws
-from remat_theory.torch.rounding import auto_unit, rounded_chain
-from remat_theory.torch.stages import model_state_kept, split_stages
-
-
-LOSS_BYTES = 8
-"""What the drop-in's step holds beside the chain from the loss on: the loss value and the
-gradient seeding the backward (a float32 scalar each; the profile's Loss op keeps neither,
-measured: the drop-in's peak was 8 B above the plan's on BERT, test scale, at every
-budget).  Counted in :func:`dropin_peak`, so a schedule fitted with the random-generator
-states counted fits with them too."""
-
-
-def solve_with_states(chain: Chain, unit: int, budget: int, draws, state_bytes: int, *,
-                      solver: str, solver_options=None, stages=(), shared_reserve: int = 0,
-                      loss_bytes: int | None = None):
-    """How :class:`CheckpointedSequential` solves a budget of ``budget`` bytes of the chain
-    (the one home of that rule; :func:`~remat_theory.torch.frontier.remat_breakpoints` asks
-    it too): the solver's schedule on the chain rounded to ``unit``, for the budget less
-    ``shared_reserve`` (the summed gradient of shared parameters), provided the simulator's
-    peak with the random-generator states its checkpoints keep (``state_bytes`` each, only
-    for segments where a stage draws: ``draws``; counted at each operation by
-    :func:`~remat_theory.torch.nested.checkpoint_state_bytes`) and the loss tensor with its
-    seed (``loss_bytes``, ``ProfileResult.loss_bytes``; default :data:`LOSS_BYTES`) fits that
-    too.  Where it does not,
-    the schedule is the best (least makespan) of the solver's schedule levels
-    (:func:`schedule_levels`: its schedules from store-all down, one per distinct peak) whose
-    peak with the states fits.  So, for a solver whose schedule at a budget is the first
-    level that fits it (``dp``), the budgets that fit are exactly those at or above
-    :func:`smallest_with_states`'s answer: a budget is never refused while a smaller one
-    fits (fitting is not monotone in the target the solver gets, because the states sit
-    where the checkpoints are, and a schedule for less can keep more of them at its peak).
-    Returns (solution, nested form or None, the drop-in's predicted peak, bytes: where a
-    level was taken, the budget less ``shared_reserve`` less its peak on the rounded chain,
-    and where nothing fits, how far the states take the solver's schedule over); the peak
-    is None when nothing fits."""
-    opts = dict(solver_options or {})
-    room = budget - shared_reserve
-    sol = solver_registry.solve(rounded_chain(chain, unit), max(0, room), solver, **opts)
-    if sol.schedule is None:
-        return sol, None, None, 0
-    tree, peak, fit = _level(chain, sol, solver, stages, draws, state_bytes, loss_bytes)
-    # without states (``state_bytes`` 0: CUDA, or a caller that counts none) the solver's
-    # schedule is taken as it is, as the solver's levels are (remat_breakpoints)
-    if not state_bytes or isinstance(tree, OffloadRun) or fit <= room:
-        return sol, tree, peak, 0
-    best = None
-    for lsol, ltree, lpeak, lfit in schedule_levels(chain, unit, draws, state_bytes,
-                                                    solver=solver, solver_options=opts,
-                                                    stages=stages, loss_bytes=loss_bytes):
-        if lfit <= room and (best is None or lsol.makespan < best[0].makespan - 1e-12):
-            best = (lsol, ltree, lpeak)
-    if best is None:  # how far the states take the solver's schedule over
-        return sol, None, None, fit - room
-    return best[0], best[1], best[2], max(0, room - best[0].peak_memory)
-
-
-def _level(chain: Chain, sol, solver: str, stages, draws, state_bytes: int,
-           loss_bytes: int | None = None):
-    """(nested form or None, the drop-in's predicted peak, the peak a budget less the
-    shared-parameter reserve must hold: the simulator's with the random-generator states
-    the checkpoints keep and the loss value, :func:`dropin_peak` without the shared
-    gradients, which that reserve covers) of one solution's schedule."""
-    if any(op.is_transfer for op in sol.schedule):  # run by the offload executor
-        peak = simulate(chain, sol.schedule).peak_memory
-        return OffloadRun(sol.schedule, chain.length), peak, peak
-    try:
-        tree = nested_form(sol.schedule, chain.length)
-    except NotNestedError as e:
-        raise RematError(f"solver {solver!r} returned a schedule that is not "
-                         f"persistent ({e}); CheckpointedSequential runs persistent "
-                         f"schedules (e.g. solver='dp'); run this one with "
-                         f"ScheduleExecutor") from e
-    sim = simulate(chain, sol.schedule)
-    loss = LOSS_BYTES if loss_bytes is None else loss_bytes
-    if recomputed_stages(tree) == 0:  # store-all: plain autograd
-        extra = plain_loss_bytes(loss)
-        return (None, dropin_peak(stages, sim, None, sol.schedule, loss_bytes=extra),
-                dropin_peak((), sim, None, sol.schedule, loss_bytes=extra))
-    states = checkpoint_state_bytes(tree, draws, state_bytes) if state_bytes else None
-    return (tree, dropin_peak(stages, sim, states, sol.schedule, loss_bytes=loss),
-            dropin_peak((), sim, states, sol.schedule, loss_bytes=loss))
-
-
-def plain_loss_bytes(loss_bytes: int) -> int:
-    """What plain autograd's predicted peak adds for the loss: the loss tensor's storage
-    beyond a scalar and its seed (:data:`LOSS_BYTES`), which an int budget leaves aside at
-    store-all (a reduction buffer the size of x_L, for an MSE on the CPU)."""
-    return max(0, loss_bytes - LOSS_BYTES)
-
-
-_LEVELS: dict = {}
-
-
-def schedule_levels(chain: Chain, unit: int, draws, state_bytes: int, *, solver: str,
-                    solver_options=None, stages=(), loss_bytes: int | None = None) -> list:
-    """The solver's schedules on the chain rounded to ``unit`` from store-all down, one per
-    level: solved for store-all, then for one byte less than the peak of the schedule found,
-    until none is feasible.  For an exact solver (``dp``) every budget's schedule is one of
-    them (the first whose peak fits it).  A list of (solution, nested form or None, the
-    drop-in's predicted peak, the peak a budget less the shared-parameter reserve must
-    hold: with the random-generator states its checkpoints keep; :func:`solve_with_states`),
-    cached per chain and arguments."""
-    opts = dict(solver_options or {})
-    key = (chain, unit, None if draws is None else tuple(draws), state_bytes, solver,
-           tuple(sorted((k, repr(v)) for k, v in opts.items())), tuple(id(s) for s in stages),
-           loss_bytes)
-    if key in _LEVELS:
-        return _LEVELS[key]
-    rc = rounded_chain(chain, unit)
-    out, target = [], rc.store_all_memory()
-    while target >= 0:
-        sol = solver_registry.solve(rc, target, solver, **opts)
-        if sol.schedule is None:
-            break
-        out.append((sol,) + _level(chain, sol, solver, stages, draws, state_bytes, loss_bytes))
-        if sol.peak_memory > target:  # a solver that answers above its budget: stop
-            break
-        target = sol.peak_memory - 1
-    if len(_LEVELS) >= 32:
-        _LEVELS.clear()
-    _LEVELS[key] = out
-    return out
-
-
-def dropin_peak(stages, sim, states, schedule, input_grad_bytes: int = 0,
-                loss_bytes: int = LOSS_BYTES) -> int:
-    """The drop-in's predicted peak on a schedule (plain autograd at store-all): the
-    simulator's per operation, plus the checkpoints' generator states (``states``) and the
-    summed gradients of shared parameters (:func:`shared_gradient_bytes`) held then, the
-    loss tensor and the gradient seeding the backward from the loss on (``loss_bytes``:
-    ``ProfileResult.loss_bytes``, default :data:`LOSS_BYTES`; plain autograd passes
-    :func:`plain_loss_bytes`), and B_0
-    ``input_grad_bytes`` lower (``ProfileResult.input_grad_bytes``: the step's input needs
-    no gradient, so B_0 makes no d_0)."""
-    shared = shared_gradient_bytes(stages, schedule)
-    states = states or [0] * len(shared)
-    peak, held = 0, 0
-    for op, row, e, g in zip(schedule, sim.profile, states, shared):
-        if op.kind == LOSS:
-            held = loss_bytes
-        drop = input_grad_bytes if op.kind == B and op.index == 0 else 0
-        peak = max(peak, row.peak + e + g + held - drop)
-    return peak
-
-
-def smallest_with_states(chain: Chain, unit: int, start: int, draws, state_bytes: int, *,
-                         solver: str, solver_options=None, stages=(),
-                         shared_reserve: int = 0, loss_bytes: int | None = None) -> int | None:
-    """The smallest budget from ``start`` up to store-all (plus ``shared_reserve``) at which
-    :func:`solve_with_states` finds a schedule that fits (None if none): every budget from
-    there up fits, none below it does (the smallest peak of the solver's schedule levels,
-    :func:`schedule_levels`, plus ``shared_reserve``)."""
-    hi = chain.store_all_memory() + shared_reserve + plain_loss_bytes(
-        LOSS_BYTES if loss_bytes is None else loss_bytes)  # plain autograd from there
-    if start >= hi:
-        return hi
-    levels = schedule_levels(chain, unit, draws, state_bytes, solver=solver,
-                             solver_options=solver_options, stages=stages,
-                             loss_bytes=loss_bytes)
-    least = min((fit + shared_reserve for _, _, _, fit in levels), default=None)
-    if least is None:
-        return None
-    return min(hi, max(start, least))
-
-
-def carried_step_bytes(stages, x: torch.Tensor | None, device=None) -> int:
-    """Bytes of the values a chain captured at the model's seams hands from its first stage
-    to the others (rotary ``cos``/``sin``, position ids, attention masks:
-    :func:`~remat_theory.torch.profiler.carried_tensors`) for input ``x``: their distinct
-    storages, less those of the model's parameters and buffers and of the input.  The first
-    stage makes them anew at every step and they stay held until the next step's first
-    stage replaces them, so the step holds them from its first operation to its last, above
-    every schedule's peak (on the small Llama, 8 x 128: 14,848 B).  The drop-in reserves
-    them at every budget, like the shared gradients.  ``x`` None, or a chain not captured
-    at seams: 0.  Runs the first stage once without grad, the model's state kept."""
-    stages = list(stages)
-    if x is None or not stages or getattr(stages[0], "runner", None) is None:
-        return 0
-    with model_state_kept(stages, device or x.device), torch.no_grad():
-        out = stages[0](x.detach())
-    del out
-    skip = {t.untyped_storage().data_ptr() for s in stages
-            for t in list(s.parameters()) + list(s.buffers())}
-    skip.add(x.untyped_storage().data_ptr())
-    seen = {}
-    for t in carried_tensors(stages):
-        st = t.untyped_storage()
-        if st.data_ptr() and st.data_ptr() not in skip:
-            seen[st.data_ptr()] = st.nbytes()
-    return sum(seen.values())
-
-
-@dataclass
-class Plan:
-    """What the module runs for one input key: the chain profiled for it, the budget in
-    bytes, the solver's solution and schedule, its nested form (None: store-all, run as
-    plain autograd), and ``predicted_peak``: what the drop-in's step holds at its peak on an
-    input that needs no gradient (a training batch): the simulator's peak for the schedule
-    on the real chain, with the states its checkpoints keep and the summed gradients of
-    shared parameters, and B_0 without d_0 (:func:`dropin_peak`; an input that needs a
-    gradient makes B_0 up to ``ProfileResult.input_grad_bytes`` higher, within the budget:
-    the solver plans with the table's B_0)."""
-
-    key: tuple
-    chain: Chain
-    budget: int
-    solution: Solution
-    schedule: Schedule
-    tree: Segment | None
-    predicted_peak: int
-
-    @property
-    def recomputed(self) -> int:
-        """Stage forwards recomputed per step."""
-        if isinstance(self.tree, OffloadRun):
-            return self.tree.recomputed
-        return 0 if self.tree is None else recomputed_stages(self.tree)
-
-
-def shared_parameter_bytes(stages) -> int:
-    """Bytes of the parameters that more than one stage uses (an unrolled RNN's cell).
-
-    Autograd sums the gradients a parameter receives from its several uses in one buffer,
-    held from the first of those backwards to the last, and adds each new term to it: memory
-    the chain model, whose parameter gradients accumulate in place outside the budget, does
-    not count.  Measured with the allocator on the built-in rnn (small scale, one cell shared
-    by 33 stages, parameter gradients taken out of the peak), at six budgets from the
-    smallest to store-all: 0.80-0.96 times these bytes above the simulator's prediction when
-    the step starts without gradients (``zero_grad()``, the default ``set_to_none``), and
-    1.26-1.42 times when the gradients are kept and accumulated into (gradient accumulation,
-    ``zero_grad(set_to_none=False)``): the engine then holds the sum apart from ``.grad`` and
-    meets each new term beside it.  The drop-in reserves twice these bytes at every budget,
-    store-all included (a budget below store-all plus the reserve is solved with the
-    reserve taken out)."""
-    owner, shared = {}, {}
-    for k, stage in enumerate(stages):
-        for p in stage.parameters():
-            if owner.setdefault(id(p), k) != k:
-                shared[id(p)] = p.numel() * p.element_size()
-    return sum(shared.values())
-
-
-def shared_gradient_bytes(stages, schedule: Schedule) -> list:
-    """Per operation of ``schedule``, the bytes of the summed gradients of shared parameters
-    (:func:`shared_parameter_bytes`) that autograd's single backward holds then: a
-    parameter's first gradient waits in the engine's buffer from the backward of the last
-    stage that uses it (the first backward to reach it) to the backward of the first one,
-    where the sum becomes ``.grad`` (a tied input/output embedding: from the head's backward
-    to the embedding's).  The executor, whose backwards are separate calls, accumulates into
-    ``.grad`` at once and holds none of it."""
-    stages_of, size = {}, {}
-    for k, stage in enumerate(stages):
-        for p in stage.parameters():
-            stages_of.setdefault(id(p), set()).add(k)
-            size[id(p)] = p.numel() * p.element_size()
-    windows = [(max(ks), min(ks), size[i]) for i, ks in stages_of.items() if len(ks) > 1]
-    held, out = 0, []
-    opened, closed = set(), set()
-    for op in schedule:
-        if op.kind == B:
-            for w in windows:
-                if op.index == w[0] and w not in opened:
-                    opened.add(w)
-                    held += w[2]
-        out.append(held)
-        if op.kind == B:
-            for w in windows:
-                if op.index == w[1] and w in opened and w not in closed:
-                    closed.add(w)
-                    held -= w[2]
-    return out
-
-
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-RNG_STATE_BYTES = 5056
-"""What one live non-reentrant checkpoint holds on the CPU to replay random draws (the
-generator state; measured, see docs/torch.md)."""
-
-STEP_SLACK = 4096
-"""Bytes reserved in a step budget for the loss value, the gradient seeding the backward and
-the allocator's alignment of small tensors."""
-
-ENGINE_MARGIN = 0.01
-"""Fraction of a step budget's activation share held back for the engine's buffers that a
-recomputation running inside a backward node meets (measured up to 0.9% on the test
-transformer, docs/torch.md)."""
-
-
-def parse_bytes(text, name: str = "budget") -> int:
-    """``"6GiB"``, ``"512 MB"``, ``"1.5e9B"`` or ``"123"`` (bytes) as an int of bytes."""
-    if isinstance(text, bool) or not isinstance(text, (str, numbers.Integral)):
-        raise RematError(f"{name} = {text!r} must be bytes with a unit, e.g. '6GiB'")
-    if isinstance(text, numbers.Integral):
-        value = int(text)
-    else:
-        t = text.strip().lower().replace(" ", "").replace("_", "")
-        unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if t.endswith(u)), None)
-        number = t[:-len(unit)] if unit else t
-        try:
-            value = int(float(number) * _UNITS[unit or "b"])
-        except ValueError:
-            raise RematError(f"{name} = {text!r} is not bytes: write a number and a unit "
-                             f"({', '.join(['B', 'KB', 'MB', 'GB', 'KiB', 'MiB', 'GiB'])}), "
-                             f"e.g. '6GiB'") from None
-    if value <= 0:
-        raise RematError(f"{name} = {text!r} must be positive")
-    return value
-
-
-def format_bytes(n: int) -> str:
-    """``n`` bytes, with the nearest binary unit beside them."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n} B ({n / size:.2f} {unit})"
-    return f"{n} B"
-
-
-def gradient_bytes(stages) -> int:
-    """Bytes of the gradients of the stages' trainable parameters (shared ones counted once)."""
-    seen, total = set(), 0
-    for stage in stages:
-        for p in stage.parameters():
-            if p.requires_grad and id(p) not in seen:
-                seen.add(id(p))
-                total += p.numel() * p.element_size()
-    return total
-
-
-def optimizer_state_bytes(optimizer) -> int:
-    """Bytes of an optimizer's state: the tensors it holds now, or, before its first step,
-    what its first step will allocate for the known kinds (Adam/AdamW: two moments per
-    parameter; SGD with momentum: one buffer; plain SGD: none).  Other optimizers before their
-    first step: pass the bytes instead."""
-    held = sum(t.numel() * t.element_size() for st in optimizer.state.values()
-               for t in st.values() if isinstance(t, torch.Tensor))
-    if held:
-        return held
-    params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-    size = sum(p.numel() * p.element_size() for p in params)
-    kind = type(optimizer).__name__
-    if kind in ("Adam", "AdamW", "NAdam", "RAdam", "Adamax"):
-        return 2 * size
-    if kind == "SGD":
-        return size if any(g.get("momentum", 0) for g in optimizer.param_groups) else 0
-    raise RematError(f"optimizer_state: cannot tell what {kind} will hold before its first "
-                     f"step; pass its bytes (an int) instead")
+from remat_theory.torch.capture.call_inputs import GuardedRunner, inputs_of
+from remat_theory.torch.capture.carried import release_carried
+from remat_theory.torch.capture.stages import split_stages
+from remat_theory.torch.plan.budget import (ENGINE_MARGIN, RNG_STATE_BYTES, STEP_SLACK,
+                                            carried_step_bytes, format_bytes, gradient_bytes,
+                                            optimizer_state_bytes, parse_bytes)
+from remat_theory.torch.plan.keys import Plan, describe, input_key
+from remat_theory.torch.plan.levels import (LOSS_BYTES, dropin_peak, plain_loss_bytes,
+                                            shared_parameter_bytes, smallest_with_states,
+                                            solve_with_states)
+from remat_theory.torch.plan.nested_form import checkpoint_state_bytes
+from remat_theory.torch.plan.offload import OffloadRun, check_bandwidth
+from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
+from remat_theory.torch.profiling.bandwidth import chain_with_bandwidth
+from remat_theory.torch.profiling.profiler import profile_details, stage_draws
+from remat_theory.torch.run.nested import StageRunner, run_nested
+from remat_theory.torch.run.offload_run import run_offload
 
 
 def _sum_loss(out: torch.Tensor) -> torch.Tensor:
     """The loss stage profiled when no ``loss_fn`` is given: a sum (its gradient is d_L)."""
     return out.float().sum()
-
-
-def _autocast_key(device_type: str):
-    try:
-        if torch.is_autocast_enabled(device_type):
-            return torch.get_autocast_dtype(device_type)
-    except (RuntimeError, TypeError, ValueError):  # a device type without autocast
-        return None
-    return None
-
-
-def input_key(x: torch.Tensor) -> tuple:
-    """What a schedule depends on: shape, dtype, device and the autocast dtype (or None)."""
-    return (tuple(x.shape), x.dtype, x.device, _autocast_key(x.device.type))
-
-
-def _describe(key: tuple) -> str:
-    shape, dtype, device, autocast = key
-    text = f"shape {list(shape)}, dtype {dtype}, device {device}"
-    return text + (f", autocast {autocast}" if autocast is not None else "")
 
 
 class CheckpointedSequential(nn.Module):
@@ -543,7 +182,7 @@ class CheckpointedSequential(nn.Module):
 
     Examples
     --------
-    >>> from remat_theory.torch import build
+    >>> from remat_theory.lab.networks import build
     >>> net = build("mlp", "test")
     >>> ck = CheckpointedSequential(net.model, 0.8, example_input=net.example_input,
     ...                             loss_fn=net.loss_fn, profile_repeats=1)
@@ -687,7 +326,7 @@ class CheckpointedSequential(nn.Module):
         except RematError:
             raise
         except Exception as e:  # the user's stages or loss_fn failed on this input
-            raise RematError(f"profiling the model for input {_describe(key)} failed: "
+            raise RematError(f"profiling the model for input {describe(key)} failed: "
                              f"{type(e).__name__}: {e}" + (
                                  "; the loss_fn must accept the output of every input shape "
                                  "(or pass loss_fn=None to profile the loss as a sum)"
@@ -774,7 +413,7 @@ class CheckpointedSequential(nn.Module):
                 chain, self._smallest_chain_budget(chain, draws, state_bytes, loss))
             raise InfeasibleBudgetError(
                 f"budget {format_bytes(self.step_budget)} for the whole step cannot be met on "
-                f"input {_describe(key)}: parameter gradients take "
+                f"input {describe(key)}: parameter gradients take "
                 f"{format_bytes(self.gradient_bytes)}"
                 + (f" and the optimizer state {format_bytes(self.optimizer_bytes)}"
                    if self.optimizer_bytes else "")
@@ -808,7 +447,7 @@ class CheckpointedSequential(nn.Module):
                 smallest = None if smallest is None else self.smallest_step_budget(chain, smallest)
                 raise InfeasibleBudgetError(
                     f"budget {format_bytes(self.step_budget)} for the whole step cannot be met "
-                    f"by solver {self.solver!r} on input {_describe(key)}"
+                    f"by solver {self.solver!r} on input {describe(key)}"
                     + (f"; the smallest feasible step budget is {format_bytes(smallest)}"
                        if smallest is not None else "")
                     + f" (of a step budget, {format_bytes(self.gradient_bytes)} go to parameter "
@@ -821,7 +460,7 @@ class CheckpointedSequential(nn.Module):
             if peak is None:
                 raise InfeasibleBudgetError(
                     f"budget {budget} B is infeasible for solver {self.solver!r} on input "
-                    f"{_describe(key)}"
+                    f"{describe(key)}"
                     + (f"; the smallest feasible budget is {smallest} B"
                        if smallest is not None else "")
                     + (f" ({self.shared_gradient_reserve} B of it reserved for the gradient of "
@@ -886,8 +525,8 @@ class CheckpointedSequential(nn.Module):
         if self._first_key is None and self._given_chain is not None:
             return self._add_plan(key, x, self._given_chain)
         if not self.reprofile:
-            known = "; ".join(_describe(k) for k in self.plans)
-            raise RematError(f"input {_describe(key)} has no schedule (profiled: {known}) and "
+            known = "; ".join(describe(k) for k in self.plans)
+            raise RematError(f"input {describe(key)} has no schedule (profiled: {known}) and "
                              f"reprofile=False; construct with reprofile=True to profile and "
                              f"solve each new input shape/dtype, or feed the profiled shape")
         return self._add_plan(key, x.detach(), None)
@@ -910,9 +549,7 @@ class CheckpointedSequential(nn.Module):
         # plain autograd recomputes nothing: the values the first stage handed the others
         # (a seam capture's rotary tables, masks) are not read again, so they are let go
         # now, as the model's own forward lets them go (autograd keeps what it saved)
-        runner = getattr(self.stages[0], "runner", None) if len(self.stages) else None
-        if runner is not None:
-            runner.ctx = {}
+        release_carried(self.stages)
         return x
 
     def forward(self, x: torch.Tensor, **others) -> torch.Tensor:
@@ -947,120 +584,3 @@ class CheckpointedSequential(nn.Module):
         if token is not None:  # recomputations check that the call's inputs are installed
             runner = GuardedRunner(runner, self._call_inputs, token)
         return run_nested(tree, x, runner, self.early_stop, self._draws.get(input_key(x)))
-
-
-def _traceable_segment(tree, stages, x):
-    return run_traceable(tree, x, stages)
-
-
-def _put_once(values: dict, key, value) -> None:
-    if key not in values:
-        values[key] = value
-
-
-def _contexts(stages) -> list:
-    """The constant-passing contexts of captured stages (:mod:`.capture`), each once."""
-    from remat_theory.torch.capture import _Context
-    seen = {}
-    for s in stages:
-        for m in s.modules():
-            if isinstance(m, _Context):
-                seen.setdefault(id(m), m)
-    return list(seen.values())
-
-
-def _last_putting_stage(stages) -> int:
-    """The last stage that hands a constant on through a context (-1: none)."""
-    last = -1
-    for k, s in enumerate(stages):
-        graph = getattr(s, "graph", None)
-        if graph is not None and any(n.op == "call_method" and n.target == "put"
-                                     for n in graph.nodes):
-            last = k
-    return last
-
-
-def traceable_prelude(stages):
-    """Prepare captured stages for :func:`run_traceable` under ``torch.compile`` (call once,
-    outside the compiled function); returns the ``prelude`` to pass it, or None when no stage
-    hands constants on.  A captured stage hands constants (masks, positions) to later stages
-    through a context (:mod:`.capture`); a constant put inside a checkpoint nested in another
-    checkpoint is a side effect torch.compile 2.13 cannot carry out of the two regions (an
-    internal error: a node that does not belong to the graph).  Here each context's ``put``
-    keeps the first value of a key, and the prelude computes the constants first, outside
-    every checkpoint, with a no-grad forward of the stages up to the last one that puts (the
-    compiler drops the rest of that forward, whose results nothing reads), so that the puts
-    inside checkpoints change nothing."""
-    stages = list(stages)
-    ctxs = _contexts(stages)
-    last = _last_putting_stage(stages)
-    if not ctxs or last < 0:
-        return None
-    for ctx in ctxs:
-        ctx.put = functools.partial(_put_once, ctx.values)
-
-    def reset():
-        for ctx in ctxs:
-            ctx.values.clear()
-
-    def prelude(x):
-        reset()
-        with torch.no_grad():
-            for s in stages[:last + 1]:
-                x = s(x)
-    prelude.reset = reset
-    return prelude
-
-
-def run_traceable(tree: Segment | None, x: torch.Tensor, stages, prelude=None) -> torch.Tensor:
-    """A nested schedule's forward in a form ``torch.compile`` traces into ONE graph: kept
-    stages inline, each checkpointed segment one non-reentrant ``torch.utils.checkpoint``
-    (nested as the schedule nests them), which the compiler turns into a recompute region of
-    the joint graph.  The compiler's partitioner, not the executor, then frees and recomputes:
-    the regions are the schedule's, the bytes are the compiler's (measure them).  Used by the
-    frontier's ``remat_compiled``::
-
-        tree = ck.plan_for(x).tree
-        prelude = traceable_prelude(ck.stages_list)   # captured stages: constants first
-        step = torch.compile(lambda: loss_fn(run_traceable(tree, x, ck.stages_list, prelude)))
-
-    No early stop and no BatchNorm guard (the compiled graph runs a mutation once)."""
-    if tree is None:  # store-all: the plain stages
-        if prelude is not None:
-            # each stage puts its constants anew and the later ones read those: a value
-            # left from an earlier run would enter the graph as an input of its own, and
-            # the compiler would build a mask from it beside the one the putting stage
-            # builds from its own (Llama: two float masks saved, 65,536 B each at the
-            # frontier's small scale, where the model compiled whole saves one)
-            prelude.reset()
-        for s in stages:
-            x = s(x)
-        if prelude is not None:
-            prelude.reset()
-        return x
-    if prelude is not None:
-        prelude(x)
-    while True:
-        if isinstance(tree, Kept):
-            x = stages[tree.s](x)
-            tree = tree.rest
-        elif isinstance(tree, Checkpointed):
-            x = torch.utils.checkpoint.checkpoint(
-                functools.partial(_traceable_segment, tree.inner, stages), x, use_reentrant=False)
-            tree = tree.rest
-            if isinstance(tree, Kept):
-                x = torch.utils.checkpoint.checkpoint(_handoff, x, use_reentrant=False)
-        else:
-            return x
-
-
-def _handoff(x: torch.Tensor) -> torch.Tensor:
-    """A recompute region of one view between a checkpointed segment and a kept stage, so
-    that the compiler keeps the checkpoint x_k as the schedule does.  AOT autograd's
-    partitioner recomputes every operation of a region, the region's output too, and keeps a
-    region's output only where a later region reads it; a kept stage reading x_k made it
-    rebuild the whole segment in the backward where that stage first needs x_k (ResNet's
-    last stage, for its weight gradient), holding the segment's tape through that stage's
-    backward: 4.01 MiB against 3.10 predicted.  After a region that ends here, x_k is kept
-    and the view is rebuilt from it for free."""
-    return x.view(x.shape)

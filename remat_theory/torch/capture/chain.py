@@ -63,12 +63,12 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import CaptureError
-from remat_theory.torch.capture import seam_stages
 from remat_theory.torch.capture.call_inputs import ChainInputs
 from remat_theory.torch.capture.cuts import (Plan, Probe, StageBuilder, choose, distinct_cuts,
                                              drop_view_stages, kept_nodes, valid_cut_points)
 from remat_theory.torch.capture.export_mode import guard_stages, in_other_mode
 from remat_theory.torch.capture.guard import capture_errors, detached_inputs, refuses_grad_input
+from remat_theory.torch.capture.seam_stages import build_stages
 from remat_theory.torch.capture.stages import Staged
 from remat_theory.torch.capture.trace import (clone_inputs, primary_index, trace_export, trace_fx,
                                               trace_inputs, trace_kept)
@@ -319,7 +319,7 @@ def _seam_chain(model, args, kwargs, x0, index, ref_leaves, seed, strict):
         a, kw = clone_inputs(args, kwargs, x0)
         try:
             with trace_kept(model, x0.device, seed):
-                stages, runner = seam_stages.build_stages(model, a, kw, slot, index, dense)
+                stages, runner = build_stages(model, a, kw, slot, index, dense)
         except Exception as e:  # noqa: BLE001 - SeamError, or the model's forward failed
             if strict:
                 raise CaptureError(f"cannot capture {type(model).__name__} at its layers: {e}") from None

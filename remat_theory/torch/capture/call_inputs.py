@@ -4,7 +4,8 @@ A chain captured from a dict example (``{"input_ids": ..., "attention_mask": ...
 "labels": ...}``) runs on x_0 (its first tensor); the other tensors are read by the stages
 from where the chain installs them (a graph stage's ``_remat_input_*`` buffer, a seam
 capture's runner).  :class:`ChainInputs` is that place's keeper, one per chain, shared by
-its stages (``stage._remat_inputs``), so that the chain and
+its stages and kept beside them (a weak map from stage to keeper, as torch's composable
+``checkpoint(module)`` keeps its state beside the module, not in it), so that the chain and
 :class:`~remat_theory.torch.modules.checkpointed.CheckpointedSequential` (given the chain or its stage
 list) enforce one rule:
 
@@ -24,9 +25,16 @@ gives them, to pass explicitly).
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture.stages import split_stages
+
+
+KEEPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+"""stage -> the :class:`ChainInputs` of its chain (kept beside the stage, not in it)."""
 
 
 class ChainInputs:
@@ -42,7 +50,7 @@ class ChainInputs:
         self.armed: set = set()  # names set_inputs installed for the next call
         self.call = 0  # the number of the call whose inputs are installed
         for s in self.stages:
-            object.__setattr__(s, "_remat_inputs", self)
+            KEEPERS[s] = self
 
     @property
     def names(self) -> list:
@@ -124,9 +132,10 @@ def inputs_of(stages) -> ChainInputs | None:
     """The other-inputs keeper of a captured chain's stages (None: a chain without any, or
     stages not captured)."""
     for s in stages:
-        keeper = getattr(s, "_remat_inputs", None)
-        if keeper is None:
-            keeper = getattr(getattr(s, "_orig_mod", None), "_remat_inputs", None)  # compiled
+        keeper = KEEPERS.get(s)
+        original = s._modules.get("_orig_mod")  # a stage compiled by torch.compile
+        if keeper is None and original is not None:
+            keeper = KEEPERS.get(original)
         if keeper is not None:
             return keeper if keeper.captured else None
     return None
@@ -135,7 +144,7 @@ def inputs_of(stages) -> ChainInputs | None:
 def example_inputs(stages) -> dict:
     """The example's other inputs of a captured chain (or of its stages), to pass to a call
     on the example: ``ck(x0, **example_inputs(stages))``; {} when it has none."""
-    keeper = inputs_of(getattr(stages, "stages", stages))
+    keeper = inputs_of(split_stages(stages))
     return {} if keeper is None else dict(keeper.example)
 
 

@@ -30,7 +30,7 @@ import weakref
 import torch
 
 from remat_theory.model.errors import RematError
-from remat_theory.torch.capture.stages import split_stages
+from remat_theory.torch.capture.stages import Staged
 
 
 KEEPERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -144,7 +144,7 @@ def inputs_of(stages) -> ChainInputs | None:
 def example_inputs(stages) -> dict:
     """The example's other inputs of a captured chain (or of its stages), to pass to a call
     on the example: ``ck(x0, **example_inputs(stages))``; {} when it has none."""
-    keeper = inputs_of(split_stages(stages))
+    keeper = inputs_of(stages.stages if isinstance(stages, Staged) else stages)
     return {} if keeper is None else dict(keeper.example)
 
 

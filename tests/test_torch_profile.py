@@ -352,13 +352,13 @@ def test_stage_times_are_what_the_drop_in_runs(monkeypatch):
     fwd_time is the checkpoint's forward plus the hooked recomputation's excess over a plain
     recording forward (what recomputing a stage adds in the drop-in), by a fake clock that
     counts the stages' work."""
-    from remat_theory.torch.profiling import profiler
+    from remat_theory.torch.profiling import times
 
     def fake(self, fn):
         before = _WORK[0]
         fn()
         return _WORK[0] - before
-    monkeypatch.setattr(profiler._Timer, "__call__", fake)
+    monkeypatch.setattr(times.Timer, "__call__", fake)
     torch.manual_seed(0)
     model = nn.Sequential(*[_Counting(6) for _ in range(3)])
     x, y = torch.randn(4, 6), torch.randn(4, 6)
@@ -380,7 +380,7 @@ def test_stage_times_are_what_the_drop_in_runs(monkeypatch):
 def test_plain_timing_pass_is_a_full_backward():
     """The plain pass (each stage on a detached input, its backward from its output's
     gradient) gives the eager model's parameter gradients: it times a whole step."""
-    from remat_theory.torch.profiling.profiler import _plain_pass
+    from remat_theory.torch.profiling.times import plain_pass
 
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3))
@@ -391,7 +391,7 @@ def test_plain_timing_pass_is_a_full_backward():
     loss_fn(model(x)).backward()
     expected = [p.grad.clone() for p in model.parameters()]
     model.zero_grad(set_to_none=True)
-    t_f, t_b, t_loss = _plain_pass(list(model), loss_fn, x, lambda fn: (fn(), 0.25)[1])
+    t_f, t_b, t_loss = plain_pass(list(model), loss_fn, x, lambda fn: (fn(), 0.25)[1])
     assert t_f == [0.25] * 3 and t_b == [0.25] * 3 and t_loss == 0.25
     for p, e in zip(model.parameters(), expected):
         torch.testing.assert_close(p.grad, e, rtol=0, atol=1e-6)

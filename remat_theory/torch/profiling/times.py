@@ -138,7 +138,7 @@ def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queu
         t_back += [timer(lambda i=i: ex.step(back[i])) for i in range(L - 1, -1, -1)]
         del ex
         clear_grads(params)
-        t_plain_f, t_plain_b, t_loss = _plain_pass(stages, loss_fn, x0, timer)
+        t_plain_f, t_plain_b, t_loss = plain_pass(stages, loss_fn, x0, timer)
         if rep < warmup:
             continue
         for i in range(L):
@@ -159,7 +159,7 @@ def measure_times(stages, loss_fn, x0, params, dev, repeats, warmup, clock, queu
             "executor_bwd": [med(v) for v in ex_bwd]}
 
 
-def _plain_pass(stages, loss_fn, x0, timer):
+def plain_pass(stages, loss_fn, x0, timer):
     """One store-all step of the stages as plain autograd, each stage timed alone: its
     forward on a detached input (needing a gradient where the executor's does: a float x_0
     and every later input), the loss forward and backward, then each stage's backward from

@@ -220,7 +220,7 @@ def search_normal_form(chain: Chain, budget: int, *, max_states: int = 1_000_000
     in the state): ``(schedule, makespan)``, or ``(None, None)`` when none fits; raises
     RuntimeError past ``max_states`` or ``time_limit``.  The check of O.20: its optimum is
     ``exhaustive-offload``'s."""
-    from solvers.offload_exhaustive import dominates, lower_bound, moves
+    from solvers.offload.exhaustive import dominates, lower_bound, moves
 
     t0 = time.perf_counter()
     st0 = OffloadState.initial(chain)

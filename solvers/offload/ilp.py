@@ -47,6 +47,10 @@ Short of that (O.15): every schedule of more than N ops takes at least
 ``Solution.bound`` is a lower bound over ALL schedules (``info["bound_over"]`` says which
 class it covers): the minimum of that and the optimum (or, at a time limit, the dual
 bound) over the schedules of at most N ops.
+
+Where the parts live: the op rules and the HiGHS model in :mod:`solvers.offload.ilp_model`,
+the length bounds (O.14, O.15, O.21) in :mod:`solvers.offload.ilp_bounds`; this module
+finds the incumbent, sizes the model, and turns HiGHS's answer into a claim.
 """
 from __future__ import annotations
 

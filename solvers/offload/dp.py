@@ -92,6 +92,14 @@ def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:
     refuse_if_too_big(NAME, per_unit * W, steps, ASSUMED_RATE, time_limit, L, W, slots, fit)
 
 
+def class_min_budget(chain: Chain, recompute: bool = True) -> int:
+    """The smallest budget (bytes) at which the class ``persistent+offload`` (with
+    ``recompute=False``, ``store-all+offload``) has a schedule of ``chain``: a budget at
+    which a schedule of the two-stream model exists."""
+    uc, gcd = UnitChain.exact(chain)
+    return min_units(uc, chain, recompute) * gcd
+
+
 def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadline = NEVER,
                 slots: int | None = None, recompute: bool = True):
     """``(makespan, schedule, table)`` at a budget in units of ``uc`` (inf, None, None when

@@ -59,8 +59,8 @@ import time
 
 from remat_theory.model import classes
 from remat_theory.model.chain import Chain
-from remat_theory.model.errors import (AT_LEAST, Remedy, SolverContractError, SolverError,
-                                       SolverLimitError)
+from remat_theory.model.errors import (AT_LEAST, RematError, Remedy, SolverContractError,
+                                       SolverError, SolverLimitError)
 from remat_theory.model.offload import OffloadState, step
 from remat_theory.model.schedule import Schedule
 from remat_theory.model.simulator import simulate
@@ -82,6 +82,12 @@ DEFAULT_MAX_STAGES = 2
 MAX_BINARIES = 60_000
 
 
+#: The widest exact-memory table of dp-offload the incumbent asks for (memory units: sizes
+#: over their gcd); wider, its slots (sizes of 10^7 bytes made rows of 10^7 floats, and
+#: gigabytes of them, before the DP's own refusal at 8 GiB).
+EXACT_DP_MAX_UNITS = 100_000
+
+
 def class_key(n: int) -> str:
     """The class the answers with ``max_ops = n`` are about."""
     return f"{classes.OFFLOAD_KEY}<={n}"
@@ -94,10 +100,12 @@ def offload_incumbent(chain: Chain, budget: int):
     fewer ops first on a tie; else a fewest-ops schedule over placements; None when none
     fits."""
     found = []
+    small = chain.store_all_memory() // chain.size_gcd() <= EXACT_DP_MAX_UNITS
     for name, opts in (("dp-offload", {}), ("dp-offload", {"slots": 64}),
                        ("save-on-cpu", {}), ("offload-all", {})):
-        if name == "dp-offload" and any(f[2] == name for f in found):
-            continue  # the exact table answered: no need for slots
+        if name == "dp-offload" and (any(f[2] == name for f in found)
+                                     or (not opts and not small)):
+            continue  # the exact table answered, or would be too wide: slots
         try:
             sol = registry.solve(chain, budget, name, **opts)
         except (SolverError, SolverContractError):
@@ -164,10 +172,11 @@ def _certify(chain: Chain, N: int, value: float | None) -> tuple:
     elif lb is None:
         why = "no makespan known"
     else:
-        why = (f"a better schedule in normal form would have at most {lb} ops (O.14, "
+        n = f"{lb}" if lb < 10 ** 9 else f"{float(lb):.3g}"
+        why = (f"a better schedule in normal form would have at most {n} ops (O.14, "
                f"O.21; some optimal schedule is in that form, O.20), more than the "
                f"{N} positions: not proven over longer schedules (proven=true or "
-               f"max_ops >= {lb} proves it); every schedule of more than {N} ops takes "
+               f"max_ops >= {n} proves it); every schedule of more than {N} ops takes "
                f"at least {longer:.10g} (O.15)")
     return class_key(N), lb, longer, why
 
@@ -256,6 +265,8 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
                 remedies=(Remedy(options=(("max_proven_ops", AT_LEAST, bound_n),),
                                  note="the MILP may then take very long"),))
         max_ops = max(bound_n, len(inc[0]))
+    if inc is None and budget < min_feasible_budget(chain):  # exact (O.3, O.23): no model
+        return _infeasible_or_unbounded(chain, budget, None)
     if inc is None and max_ops is None:
         max_ops = 2 * (2 * chain.length + 1) + extra_ops
     N = max_ops if max_ops is not None else len(inc[0]) + extra_ops
@@ -267,29 +278,42 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
     if binaries > MAX_BINARIES:
         raise SolverLimitError(f"{NAME}: {chain.length} stages and {N} positions make about "
                                f"{binaries:,} binaries (limit {MAX_BINARIES:,})", solver=NAME)
-    model = Model(chain, budget, N, ub)
+    # times in units of the incumbent's makespan; an op longer than it is left out (a
+    # schedule running it ends later), a duration below NEGLIGIBLE units taken as 0 (ilp_model)
+    unit = ub if ub > 0 and math.isfinite(ub) else 1.0
+    model = Model(chain, budget, N, ub, unit=unit,
+                  longest=inc[1] if inc is not None else math.inf)
     if inc is not None:  # a start for HiGHS (its answer is the MILP's either way)
         model.start_from(inc[0])
     left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
     status, info = model.solve(left)
     st = highspy.HighsModelStatus
-    extra = {"max_ops": N, "binaries": model.binaries}
-    if status == st.kOptimal:
-        schedule = model.schedule()
-        sim = simulate(chain, schedule)
-        cls, lb, longer, why = _certify(chain, N, sim.makespan)
-        extra["length_bound"] = lb
-        bound, _ = _bound_info(chain, extra, N, sim.makespan)
-        msg = (f"optimal over all schedules: every schedule of more than {N} ops takes at "
-               f"least {longer:.10g} (O.15), no less than this one" if not why else
-               f"optimal among schedules of at most {N} operations; {why}")
-        return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
-                                optimal_for=cls, bound=bound, info=extra, message=msg)
-    if status == st.kInfeasible:
-        if inc is not None:  # the incumbent is a solution: the model is wrong
-            raise SolverError(f"{NAME}: the model is infeasible but {inc[0]} fits")
+    extra = {"max_ops": N, "binaries": model.binaries, "time_unit": unit}
+    if model.zeroed:
+        extra["zeroed_durations"] = model.zeroed
+    if model.dropped:
+        extra["ops_longer_than_the_incumbent"] = model.dropped
+    if status == st.kInfeasible and inc is None:
         return _infeasible_or_unbounded(chain, budget, N, extra)
-    within = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
+    found = []  # (makespan, schedule, peak) of the valid schedules known
+    if status != st.kInfeasible and (status == st.kOptimal or info.primal_solution_status == 2):
+        schedule = model.schedule()
+        try:  # the referee's word, with the real times (the model may have zeroed some)
+            sim = simulate(chain, schedule, budget)
+            found.append((sim.makespan, schedule, sim.peak_memory))
+        except RematError as e:  # a rounding of HiGHS's: never passed on as an answer
+            extra["milp_schedule_refused"] = str(e)
+    if inc is not None:
+        found.append((inc[1], inc[0], simulate(chain, inc[0]).peak_memory))
+    # a lower bound over the schedules of at most N ops: the MILP's (a relaxation where
+    # durations were zeroed: still a lower bound), in seconds
+    within = None
+    if status == st.kOptimal:
+        within = info.objective_function_value * unit
+    elif status != st.kInfeasible and math.isfinite(info.mip_dual_bound):
+        within = info.mip_dual_bound * unit
+    if status == st.kInfeasible:  # the incumbent fits the model: HiGHS's numerics
+        extra["milp_infeasible_with_incumbent"] = True
     if within is None:
         # stopped before HiGHS had a dual bound: nothing is known of the schedules of at
         # most N ops but what binds every schedule (O.15 a: W_0, the ideal makespan less
@@ -297,19 +321,27 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
         # longer schedules, and taking it alone here once reported a bound above the
         # optimum (and, with the closing rule below, a false optimum)
         within = longer_schedule_bound(chain, 0)
-    schedule = makespan = peak = None
-    if info.primal_solution_status == 2:  # feasible
-        schedule = model.schedule()
-        sim = simulate(chain, schedule)
-        schedule, makespan, peak = schedule, sim.makespan, sim.peak_memory
-    elif inc is not None:
-        schedule, makespan = inc
-        peak = simulate(chain, schedule).peak_memory
-    # the dual bound covers the schedules of at most N ops (the MILP's feasible set: the
+    tol = GAP_TOLERANCE * unit
+    best = min(found, key=lambda f: (f[0], len(f[1]))) if found else None
+    if best is not None and status == st.kOptimal and best[0] <= within + tol:
+        makespan, schedule, peak = best  # optimal among the schedules of at most N ops
+        cls, lb, longer, why = _certify(chain, N, makespan)
+        extra["length_bound"] = lb
+        bound, _ = _bound_info(chain, extra, N, makespan)
+        msg = (f"optimal over all schedules: every schedule of more than {N} ops takes at "
+               f"least {longer:.10g} (O.15), no less than this one" if not why else
+               f"optimal among schedules of at most {N} operations; {why}")
+        return Solution.optimal(NAME, budget, schedule, makespan, peak,
+                                optimal_for=cls, bound=bound, info=extra, message=msg)
+    # the bound covers the schedules of at most N ops (the MILP's feasible set: the
     # incumbent caps Z, and an optimum is at most it); O.15 bounds the longer ones
     bound, cls = _bound_info(chain, extra, N, within)
-    if (makespan is not None and bound is not None and cls == classes.OFFLOAD_KEY
-            and bound >= makespan - GAP_TOLERANCE):
+    if best is None:
+        return Solution.time_limit(NAME, budget, bound=bound, optimal_for=cls, info=extra,
+                                   message=f"time limit reached: no schedule found, not "
+                                           f"proven infeasible; lower bound {bound} over {cls}")
+    makespan, schedule, peak = best
+    if bound is not None and cls == classes.OFFLOAD_KEY and bound >= makespan - tol:
         # the bound over all schedules (O.15 c) met a valid schedule's makespan, within the
         # MIP's own optimality tolerance (mip_abs_gap): it is optimal, whether HiGHS had
         # found that schedule itself or not (it starts without the incumbent)
@@ -319,6 +351,14 @@ def solve_ilp_offload(chain: Chain, budget: int, *, max_ops: int | None = None,
                                 message="optimal over all schedules: the lower bound over "
                                         "all schedules (O.15) reached this schedule's "
                                         "makespan when the time limit stopped the MIP")
+    if status in (st.kOptimal, st.kInfeasible):  # the MIP ended, short of a proof
+        why = ("durations below a millionth of the makespan were taken as 0 in the MILP "
+               "(numerically invisible to it)" if model.zeroed else
+               "HiGHS's answer did not replay within its tolerance")
+        return Solution.feasible(NAME, budget, schedule, makespan, peak, bound=bound,
+                                 optimal_for=cls, info=extra,
+                                 message=f"not proven optimal: {why}; the optimum lies "
+                                         f"between {bound:.10g} and {makespan:.10g}")
     return Solution.time_limit(NAME, budget, schedule=schedule, makespan=makespan,
                                peak_memory=peak, bound=bound, optimal_for=cls, info=extra,
                                message=f"time limit reached: not proven optimal; lower "

@@ -11,8 +11,16 @@ from remat_theory.model.schedule import Op, Schedule
 from solvers.offload.copies import copy_time, size, values
 from solvers.offload.normal import op_weight
 
-#: The MIP's absolute optimality gap: a makespan within it of the dual bound is optimal.
+#: The MIP's absolute optimality gap, in the model's time unit (the incumbent's makespan:
+#: a relative gap): a makespan within it of the dual bound is optimal.
 GAP_TOLERANCE = 1e-9
+#: Durations below this fraction of the time unit are 0 in the model (HiGHS drops matrix
+#: values below 1e-9 and its feasibility tolerances are 1e-7 to 1e-6: such a duration is
+#: not seen anyway).  Taking them as 0 can only shorten a schedule (every time is a maximum
+#: of sums of durations), so the model is then a relaxation: its optimum and dual bound are
+#: lower bounds, and the schedule it returns is replayed by the referee with its real
+#: times (:mod:`solvers.offload.ilp` claims an optimum only where the two meet).
+NEGLIGIBLE = 1e-6
 
 
 class OpRule:
@@ -135,17 +143,35 @@ def weight_of(chain: Chain, o: OpRule) -> int:
 
 class Model:
     """The MILP of the module docstring on ``chain`` at ``budget`` with ``N`` positions and
-    the makespan bounded by ``ub`` (big-M)."""
+    the makespan bounded by ``ub`` (big-M).
+
+    Numerics (issue 41: copies of a few bytes at 1e9 bytes/s, or of a terabyte at 1e-300,
+    made HiGHS refuse the rows).  Times are in units of ``unit`` (the caller's makespan
+    scale), so that the big-M and the makespan are about 1 whatever the chain's units.  An
+    op longer than ``longest`` (the incumbent's makespan) is left out: a schedule that runs
+    it ends after the incumbent, so no schedule the model must find uses it.  A duration
+    below :data:`NEGLIGIBLE` units is 0 (a relaxation; ``zeroed`` lists those ops)."""
 
     def __init__(self, chain: Chain, budget: int, N: int, ub: float,
-                 normal_form: bool = True):
+                 normal_form: bool = True, unit: float = 1.0, longest: float = math.inf):
         import highspy
 
         from solvers._highs import silence_highs_banner
         silence_highs_banner()  # before the first Highs() of the process: stdout stays JSON
-        self.chain, self.N = chain, N
+        self.chain, self.N, self.unit = chain, N, unit
         L = chain.length
-        self.ops = ops = op_table(chain)
+        ops = op_table(chain)
+        self.dropped = [o.token for o in ops if o.dur > longest]
+        ops = [o for o in ops if o.dur <= longest]
+        self.zeroed = []
+        for o in ops:
+            d = o.dur / unit
+            if 0 < d < NEGLIGIBLE:
+                self.zeroed.append(o.token)
+                d = 0.0
+            o.dur = d
+        ub = ub / unit
+        self.ops = ops
         weight = [weight_of(chain, o) for o in ops]
         V = values(chain)
         h = self.h = highspy.Highs()

@@ -14,16 +14,18 @@ from benchmarks.offload_dp_gap_referee import chain_of, summarize
 from remat_theory import simulate
 from solvers import registry
 
-RESULTS = (Path(__file__).resolve().parent.parent / "benchmarks" / "results"
-           / "offload_dp_gap_referee.json")
+DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+RESULTS = DIR / "offload_dp_gap_referee.json"
+FILES = ("offload_dp_gap_referee.json", "offload_dp_gap_referee_large.json")
 
 
-def _data():
-    return json.loads(RESULTS.read_text())
+def _data(name: str = "offload_dp_gap_referee.json"):
+    return json.loads((DIR / name).read_text())
 
 
-def test_the_summary_is_the_rows():
-    d = _data()
+@pytest.mark.parametrize("name", FILES)
+def test_the_summary_is_the_rows(name):
+    d = _data(name)
     assert d["summary"] == summarize(d["rows"])
     assert d["command"].startswith("python benchmarks/offload_dp_gap_referee.py")
 

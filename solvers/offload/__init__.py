@@ -6,6 +6,8 @@ The package, one way (each module imports only those above it in this list, and 
 this ``__init__``):
 
 - :mod:`.copies`: what moves over the channel, its size and its copy time;
+- :mod:`.min_budget`: the smallest feasible budget with the channel, searched over eager
+  schedules (proofs/offload.md O.23);
 - :mod:`.exhaustive`: ``exhaustive-offload`` (best-first search over the referee's states,
   exact over every schedule) and the smallest feasible budget with the channel
   (:func:`~solvers.offload.exhaustive.min_feasible_budget`, a bottleneck over placements);

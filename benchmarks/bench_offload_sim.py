@@ -43,11 +43,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import solvers  # noqa: E402
-import solvers.offload_exhaustive as offload_exhaustive  # noqa: E402
+import solvers.offload.exhaustive as offload_exhaustive  # noqa: E402
 from remat_theory.model import fast_replay, offload  # noqa: E402
 from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.simulator import check_budget, register_two_stream  # noqa: E402
-from solvers.offload_baselines import offload_all_schedule  # noqa: E402
+from solvers.offload.baselines import offload_all_schedule  # noqa: E402
 
 from _offload_sim_reference import (reference_simulate_offload, step as reference_step,  # noqa: E402
                                     times as reference_times)

@@ -39,7 +39,7 @@ import time
 
 from remat_theory.analysis import families
 from solvers import registry
-from solvers.offload_exhaustive import min_feasible_budget
+from solvers.offload.exhaustive import min_feasible_budget
 
 
 def with_channel(chain, ratio: float, unsaved_seed: int | None):

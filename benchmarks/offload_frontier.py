@@ -24,7 +24,7 @@ import time
 
 from remat_theory.analysis import families
 from solvers import registry
-from solvers.offload_exhaustive import min_feasible_budget
+from solvers.offload.exhaustive import min_feasible_budget
 
 METHODS = (("remat only", "exhaustive", {}),
            ("offload only", "exhaustive-offload-only", {}),

@@ -28,7 +28,8 @@ import sys
 import time
 
 from solvers import registry
-from solvers.ilp_offload import length_bound, offload_incumbent
+from solvers.offload.ilp import offload_incumbent
+from solvers.offload.ilp_bounds import length_bound
 from remat_theory.model.errors import SolverLimitError
 
 _GAP = pathlib.Path(__file__).with_name("offload_dp_gap.py")

@@ -45,7 +45,7 @@ SLOTTED = ("dp", "dp-offload-only", "dp-offload")
 def _least(chain: Chain) -> int:
     """The least budget any of the methods can reach: the combination's (its class holds
     remat only's persistent schedules and save-on-cpu)."""
-    from solvers.dp_offload import UnitChain, min_units
+    from solvers.offload.dp import UnitChain, min_units
     uc, g = UnitChain.exact(chain)
     return min_units(uc, chain) * g
 

@@ -94,15 +94,15 @@ class SolverInfo:
 #: here is found by importing them all.  tests/test_registry.py checks every entry.
 BUILTIN_MODULES = {
     "auto": "auto", "chen-sqrt": "chen", "chen-greedy": "chen", "dp": "dp",
-    "dp-slots": "dp", "dp-offload": "dp_offload", "dp-offload-slots": "dp_offload",
-    "dp-offload-only": "dp_offload", "dp-weak": "dp_weak", "dp-weak-slots": "dp_weak",
+    "dp-slots": "dp", "dp-offload": "offload.dp", "dp-offload-slots": "offload.dp",
+    "dp-offload-only": "offload.dp", "dp-weak": "dp_weak", "dp-weak-slots": "dp_weak",
     "dtr": "dtr", "exhaustive": "exhaustive", "exhaustive-persistent": "exhaustive",
     "exhaustive-weak": "exhaustive", "exhaustive-monotone": "exhaustive",
     "exhaustive-weak-runs2": "exhaustive", "exhaustive-drop": "exhaustive",
-    "exhaustive-offload": "offload_exhaustive", "exhaustive-offload-only": "offload_exhaustive",
+    "exhaustive-offload": "offload.exhaustive", "exhaustive-offload-only": "offload.exhaustive",
     "gruslys": "gruslys", "ilp": "ilp.solver", "ilp-cbc": "ilp.solver",
     "ilp-fast": "ilp.solver", "ilp-proven": "ilp.solver", "ilp-weak-runs2": "ilp.solver",
-    "ilp-offload": "ilp_offload", "save-on-cpu": "offload_baselines",
-    "offload-all": "offload_baselines", "periodic": "periodic", "prove": "prove",
+    "ilp-offload": "offload.ilp", "save-on-cpu": "offload.baselines",
+    "offload-all": "offload.baselines", "periodic": "periodic", "prove": "prove",
     "recompute-all": "recompute_all", "revolve": "revolve", "store-all": "store_all",
 }

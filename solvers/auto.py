@@ -20,7 +20,7 @@ unchanged except for ``info["answered_by"]`` and a message saying who answered a
 
 A chain with a ``bandwidth`` (a copy channel to the host) takes its own route after step 1:
 ``exhaustive-offload`` on tiny chains, the offload ILP where it proves its answer, the
-offload DP otherwise, compared with remat alone (``solvers/_auto_offload.py``).
+offload DP otherwise, compared with remat alone (``solvers/offload/auto.py``).
 
 Sizes with no common factor make M large (millions of units for sizes in bytes): the DPs'
 tables grow with M, exhaustive search's work does not.  On chains within exhaustive
@@ -58,7 +58,7 @@ from remat_theory.model.solution import CLASS_ALL, CLASS_NONE, FEASIBLE, INFEASI
 
 from remat_theory.model import classes
 
-from solvers import _auto_offload, registry
+from solvers import registry
 from solvers._deadline import Deadline
 from solvers.exhaustive import DEFAULT_MAX_STAGES as EXHAUSTIVE_MAX_STAGES
 from solvers.registry import Option, register
@@ -180,7 +180,7 @@ def _answer(sol: Solution, name: str, why: str, tried: list, time_limit: float,
           classes=(CLASS_ALL, "weakly-persistent", "persistent", classes.OFFLOAD_KEY,
                    classes.PERSISTENT_OFFLOAD_KEY),
           # every solver it may call models them (they are checked again on each call);
-          # a chain with bandwidth takes the two-stream route (solvers/_auto_offload.py)
+          # a chain with bandwidth takes the two-stream route (solvers/offload/auto.py)
           supports=("fall_time", "fall_overhead", "output_saved", "bandwidth"),
           options={"time_limit": Option("seconds", "for the whole call, passed on to every "
                                         "solver that takes one (default 60 s)", none=True)})
@@ -218,7 +218,9 @@ def solve_auto(chain: Chain, budget: int, *, time_limit: float | None = None) ->
                        "the budget holds every tape, so nothing is recomputed: optimal over "
                        "all schedules", tried, time_limit, proofs)
     if chain.bandwidth is not None:  # the two-stream model: its own route
-        return _auto_offload.solve(chain, budget, time_limit, _run, _answer, tried, proofs)
+        from solvers.offload import auto as offload_auto  # only for a chain with a channel
+
+        return offload_auto.solve(chain, budget, time_limit, _run, _answer, tried, proofs)
     last = class_only = None
     for name, opts, why in plan(chain, budget, time_limit):
         if deadline.remaining() <= 0.05 and last is not None:

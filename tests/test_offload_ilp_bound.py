@@ -19,9 +19,11 @@ import pytest
 
 from remat_theory import Chain
 from solvers import registry
-from solvers.dp_offload import copy_time
-from solvers.ilp_offload import _FLOAT_SLACK, length_bound, longer_schedule_bound, size, values
-from solvers.offload_exhaustive import min_feasible_budget
+from solvers.offload.copies import copy_time
+from solvers.offload.copies import size, values
+from solvers.offload.ilp_bounds import length_bound, longer_schedule_bound
+from solvers.offload.normal import FLOAT_SLACK as _FLOAT_SLACK
+from solvers.offload.exhaustive import min_feasible_budget
 
 
 def _random_chain(rng: random.Random, L: int, *, zero_sizes: bool = False,

@@ -11,7 +11,8 @@ import pytest
 
 from remat_theory.analysis import families
 from solvers import registry
-from solvers.ilp_offload import length_bound, offload_incumbent
+from solvers.offload.ilp import offload_incumbent
+from solvers.offload.ilp_bounds import length_bound
 
 ROOT = pathlib.Path(__file__).parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "offload_ilp_certified.json"

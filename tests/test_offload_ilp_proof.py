@@ -21,8 +21,8 @@ from remat_theory.model.errors import SolverLimitError
 from remat_theory.model.offload import OffloadState, step, value_size
 from remat_theory.model.schedule import Op, Schedule
 from solvers import registry
-from solvers.ilp_offload import length_bound
-from solvers.offload_exhaustive import min_feasible_budget
+from solvers.offload.ilp_bounds import length_bound
+from solvers.offload.exhaustive import min_feasible_budget
 
 
 def _random_chain(rng: random.Random, L: int, *, zero_sizes: bool = False) -> Chain:
@@ -214,7 +214,7 @@ def test_the_fewest_ops_incumbent():
     ``proven``'s length is a fewest-ops schedule found over placements: valid within the
     budget (replayed), and no schedule of fewer ops fits (exhaustive-offload -o max_ops);
     below the smallest feasible budget there is none."""
-    from solvers.ilp_offload import _fewest_ops_schedule
+    from solvers.offload.ilp import fewest_ops_schedule as _fewest_ops_schedule
     rng = random.Random(31)
     for k in range(6):
         chain = _random_chain(rng, 1 + k % 2)

@@ -21,10 +21,10 @@ from remat_theory import Chain, simulate
 from remat_theory.analysis import families
 from remat_theory.model.schedule import Schedule
 from solvers import registry
-from solvers.ilp_offload import general_length_bound, length_bound
-from solvers.ilp_offload_normal import (is_normal_form, normal_length_bound, normalize,
+from solvers.offload.ilp_bounds import general_length_bound, length_bound
+from solvers.offload.normal import (is_normal_form, normal_length_bound, normalize,
                                         op_weight, search_normal_form, violations)
-from solvers.offload_exhaustive import min_feasible_budget
+from solvers.offload.exhaustive import min_feasible_budget
 from test_offload_ilp_proof import _random_chain, _walk
 
 

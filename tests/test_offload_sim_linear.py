@@ -168,7 +168,7 @@ def test_the_check_is_called_as_the_replay_goes_and_the_totals_are_the_profiles(
     replay (``replay_totals``) of a long schedule with transfers calls it too."""
     from remat_theory.model import offload
     from remat_theory.model.fast_replay import replay_totals
-    from solvers.offload_baselines import offload_all_schedule
+    from solvers.offload.baselines import offload_all_schedule
 
     chain = Chain.homogeneous(3000, x_size=3, tape_size=5).replace(bandwidth=2.0)
     sched = offload_all_schedule(chain, 1)

@@ -20,8 +20,8 @@ from remat_theory.model.schedule import Op, Schedule
 from remat_theory.strategies import chains, valid_schedules
 from solvers import registry
 from solvers.exhaustive import min_feasible_budget as canonical_min_budget
-from solvers.offload_baselines import offload_all_schedule
-from solvers.offload_exhaustive import min_feasible_budget
+from solvers.offload.baselines import offload_all_schedule
+from solvers.offload.exhaustive import min_feasible_budget
 
 from _offload_reference import (TwoStreamReference, best_persistent_offload,
                                persistent_offload_schedules)

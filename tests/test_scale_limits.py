@@ -134,7 +134,7 @@ def test_an_offload_baseline_stops_at_its_limit_or_is_refused(name, fake_clock):
     deadline as it goes (a fake second per check: a 3 s limit expires in it, and the answer
     is time_limit with no schedule); a limit the replay's estimate cannot fit is refused up
     front, naming a limit that would do."""
-    from solvers.offload_baselines import replay_estimate
+    from solvers.offload.baselines import replay_estimate
     chain = Chain.homogeneous(5_000, fwd_time=1.0, bwd_time=2.0, x_size=3,
                               tape_size=5).replace(bandwidth=5.0)
     assert replay_estimate(chain) < 3.0
@@ -210,7 +210,7 @@ def test_dp_offload_refuses_on_its_time_before_the_saturation_table(monkeypatch)
     """Under the length refusal, dp-offload's time at a limit is refused from a lower bound
     of its table's width (the whole chain's saturation, O(L)) before the O(L^2) saturation
     table (2 s at 10,000 stages); without a limit it still builds the table."""
-    from solvers import dp_offload
+    from solvers.offload import dp as dp_offload
 
     def built(*args, **kwargs):
         raise AssertionError("the saturation table was built before the refusal")

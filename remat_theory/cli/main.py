@@ -40,7 +40,8 @@ import traceback
 
 from remat_theory import __version__
 from remat_theory.cli.render import error_text, one_line
-from remat_theory.model.errors import PluginError, RematError, SolverContractError
+from remat_theory.model.errors import (InfeasibleBudgetError, PluginError, RematError,
+                                       SolverContractError)
 
 USER_ERROR, BUG = 2, 1
 
@@ -179,6 +180,9 @@ def _fail(code: int, line: str, exc: BaseException | None, json_out: bool) -> in
                "message": message, "exit_code": code}
         if isinstance(exc, PluginError):
             obj["plugin"] = exc.plugin
+        if isinstance(exc, InfeasibleBudgetError):  # the numbers of the message, as fields
+            obj.update(budget=exc.budget, smallest_feasible=exc.smallest_feasible,
+                       source=exc.source, lower_bound=exc.lower_bound)
         try:
             sys.stdout.write(json.dumps(obj) + "\n")
             sys.stdout.flush()

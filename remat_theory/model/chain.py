@@ -493,6 +493,11 @@ class Chain:
         for f in FIELDS:
             if f.required and f.name not in data:
                 raise ChainError(f"missing field {f.name!r}")
+            if f.scalar and f.name in data and data[f.name] is None:
+                # null is not "absent": a file that says "bandwidth": null most likely
+                # meant a number (and got no channel, silently, before this check)
+                raise ChainError(f"{f.name} = null: give a number, or leave the field out "
+                                 f"({f.name}: {f.doc})")
         name = data.get("name", "chain")
         if name is None:
             name = "chain"

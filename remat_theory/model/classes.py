@@ -142,7 +142,7 @@ OFFLOAD = ScheduleClass(OFFLOAD_KEY, persistence.ALL,
                         "every valid schedule of the two-stream model (offload, prefetch)", None)
 NO_REMAT = ScheduleClass(NO_REMAT_KEY, persistence.ALL,
                          "two-stream schedules without recomputation (offloading only)", None)
-# Persistent schedules whose segments may offload their input once (solvers/dp_offload.py,
+# Persistent schedules whose segments may offload their input once (solvers/offload/dp.py,
 # proofs/offload.md O.10): decided by is_persistent_offload, a parser of that grammar.
 PERSISTENT_OFFLOAD = ScheduleClass(PERSISTENT_OFFLOAD_KEY, persistence.ALL,
                                    "persistent, each segment may offload its input once "

@@ -52,7 +52,7 @@ quadratic, implementation.
 
 Every start is a maximum of state times plus durations, so an op never starts later from
 a state whose times are all earlier: :func:`dominates` is the exact dominance that exact
-search (:mod:`solvers.offload_exhaustive`) uses, over the engine's own :func:`step`.
+search (:mod:`solvers.offload.exhaustive`) uses, over the engine's own :func:`step`.
 """
 from __future__ import annotations
 

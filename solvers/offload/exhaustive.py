@@ -58,6 +58,7 @@ from solvers import registry
 from solvers._options import Option
 from solvers.registry import register
 from solvers.exhaustive import min_feasible_budget as canonical_min_budget
+from solvers.offload.min_budget import eager_min_budget
 from solvers.store_all import store_all_schedule
 
 NAME = "exhaustive-offload"
@@ -249,44 +250,21 @@ def _feasible_without_transfers(chain: Chain, recompute: bool) -> int:
 def min_feasible_budget(chain: Chain, recompute: bool = True) -> int:
     """The smallest budget at which a schedule of the two-stream model exists (with
     ``recompute=False``, one without recomputation): a bottleneck (minimax) search over
-    placements of the values, exact because memory does not depend on times; it keeps
-    only the placements reached below the smallest budget without transfers, which it
-    returns when nothing is found below, and it stops at the first schedule whose peak is
-    the memory lower bound (O.12).  (Remembered per chain: a caller that asks for the
-    smallest budget and then solves below the one without transfers searched twice.)"""
+    placements, exact because memory does not depend on times (O.3), over the eager
+    schedules alone, which keep the least peak (O.23;
+    :func:`solvers.offload.min_budget.eager_min_budget`).  It looks below the smallest
+    budget without transfers only, which it returns when nothing is found below, and
+    first at the memory lower bound (O.12), which it returns when a schedule peaks there.
+    (Remembered per chain: a caller that asks for the smallest budget and then solves
+    below the one without transfers searched once.)"""
     upper = _feasible_without_transfers(chain, recompute)
     if chain.bandwidth is None:
         return upper
-    # No schedule of the two-stream model peaks below the memory lower bound
-    # (proofs/offload.md, O.12): a budget at it is the answer as soon as one reaches it.
     low = chain.memory_lower_bound()
     if upper <= low:
         return upper
-    st0 = OffloadState.initial(chain)
-    counter = itertools.count()
-    heap = [(st0.memory, next(counter), st0, 0)]
-    best = {(st0.logical(), 0): st0.memory}
-    while heap:
-        b, _, st, falls = heapq.heappop(heap)
-        if best.get((st.logical(), falls), _INF) < b:
-            continue
-        if st.is_final():
-            return b
-        for op in moves(chain, st, recompute, falls):
-            r = step(chain, st, op)
-            if isinstance(r, str):
-                continue
-            nb = max(b, r[1].peak)
-            if nb >= upper:
-                continue
-            if nb <= low and r[0].is_final():
-                return nb
-            nf = falls + (op.kind == "Fall") if not recompute else 0
-            key = (r[0].logical(), nf)
-            if nb < best.get(key, _INF):
-                best[key] = nb
-                heapq.heappush(heap, (nb, next(counter), r[0], nf))
-    return upper
+    found = eager_min_budget(chain, upper, low, recompute)
+    return upper if found is None else found
 
 
 @register(NAME, optimal_for=classes.OFFLOAD.key, exact=True,

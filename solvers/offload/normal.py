@@ -173,10 +173,19 @@ class _Knapsack:
     def __init__(self, items: list):
         self.items, self.cost = items, [0.0]
 
+    #: The longest table kept; beyond it, :meth:`most` gives the bound of the best charge
+    #: per second instead (an upper bound on the knapsack, so still a length bound: a
+    #: makespan of 1e171 seconds once grew the table without end).
+    MAX_TABLE = 100_000
+
     def most(self, spare: float) -> int:
         if spare < 0:
             return 0
         cost, items = self.cost, self.items
+        t_min = min(t for t, _ in items)
+        if t_min > 0 and spare / t_min > self.MAX_TABLE:
+            # every item takes at least t_min and charges at most w_max
+            return math.floor(spare / t_min) * max(w for _, w in items)
         while cost[-1] <= spare:
             v = len(cost)
             cost.append(min(t + cost[max(0, v - w)] for t, w in items))
@@ -220,7 +229,7 @@ def search_normal_form(chain: Chain, budget: int, *, max_states: int = 1_000_000
     in the state): ``(schedule, makespan)``, or ``(None, None)`` when none fits; raises
     RuntimeError past ``max_states`` or ``time_limit``.  The check of O.20: its optimum is
     ``exhaustive-offload``'s."""
-    from solvers.offload_exhaustive import dominates, lower_bound, moves
+    from solvers.offload.exhaustive import dominates, lower_bound, moves
 
     t0 = time.perf_counter()
     st0 = OffloadState.initial(chain)

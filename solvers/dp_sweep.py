@@ -34,23 +34,26 @@ from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.schedule import Schedule
 
 from solvers._dp_tables import MAX_TABLE_BYTES, UnitChain
+from solvers.dp_kernel import resolve_kernel
 
 __all__ = ["sweep"]
 
 SOLVERS = ("dp", "dp-weak")
 
 
-def sweep(chain: Chain, budgets: Iterable[int], solver: str = "dp"
+def sweep(chain: Chain, budgets: Iterable[int], solver: str = "dp", kernel: str = "auto"
           ) -> dict[int, tuple[float, Schedule | None]]:
     """``{budget: (makespan, schedule)}`` of ``solver`` (``"dp"`` or ``"dp-weak"``, exact
     memory) at each budget in bytes, ``(inf, None)`` where no schedule of its class fits;
-    one table, built for the largest budget (capped at the store-all peak)."""
+    one table, built for the largest budget (capped at the store-all peak) by ``kernel``
+    (the solvers' option, ``solvers/dp_kernel.py``)."""
     if solver not in SOLVERS:
         raise SolverOptionError(f"sweep: solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     budgets = sorted(set(budgets))
     for b in budgets:
         if isinstance(b, bool) or not isinstance(b, int) or b < 0:
             raise SolverOptionError(f"sweep: budget {b!r} is not a non-negative integer")
+    fused = resolve_kernel(kernel, solver) == "numba"
     uc, gcd = UnitChain.exact(chain)
     g = uc.size_gcd()
     ucd = uc.divided(g)
@@ -67,7 +70,7 @@ def sweep(chain: Chain, budgets: Iterable[int], solver: str = "dp"
     if solver == "dp":
         import numpy as np
 
-        from solvers.dp import PersistentTable, table_dtype, work_estimate
+        from solvers.dp import FusedTable, PersistentTable, table_dtype, work_estimate
 
         dtype = table_dtype(ucd)
         size, _ = work_estimate(L, M, np.dtype(dtype).itemsize)
@@ -81,10 +84,10 @@ def sweep(chain: Chain, budgets: Iterable[int], solver: str = "dp"
             f"{size / 2 ** 30:.1f} GiB of table (limit {MAX_TABLE_BYTES / 2 ** 30:.0f} GiB); "
             f"solve budget by budget with slots instead")
     if solver == "dp":
-        table = PersistentTable(ucd, M, dtype)
+        table = (FusedTable if fused else PersistentTable)(ucd, M, dtype)
         value = table.value
     else:
-        table = WeakTable(ucd, M)
+        table = WeakTable(ucd, M, kernel=kernel)
         value = table.w
     out: dict[int, tuple[float, Schedule | None]] = {}
     for b in budgets:

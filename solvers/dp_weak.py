@@ -61,11 +61,12 @@ import numpy as np
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InternalError
 from remat_theory.model.schedule import LOSS_OP, Bwd, Fall, Fck, Fn, Schedule
-from remat_theory.model.solution import CLASS_NONE, CLASS_WEAK, Solution
+from remat_theory.model.solution import CLASS_WEAK, Solution
 
-from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, all_sizes, peak,
-                                refuse_by_length, refuse_if_too_big, slot_info, time_up)
+from solvers._dp_tables import NEVER, Deadline, UnitChain, refuse_if_too_big
+from solvers.dp_front import DPParts, solve_front
 from solvers._schedules import unfold
+from solvers.dp_kernel import KERNEL, jit, resolve_kernel
 from solvers.registry import Option, register
 
 INF = math.inf
@@ -74,6 +75,11 @@ INF = math.inf
 #: optimistic figure for this implementation, so that only runs clearly past the time
 #: limit are refused.
 ASSUMED_RATE = 2e9
+
+#: Table columns t the compiled kernel fills per call (the clock is read between calls).
+WEAK_COLUMNS_PER_CALL = 4
+#: Largest mask array the compiled kernel builds to run blocks of short rows as one loop.
+PEN_MAX_BYTES = 64 * 2 ** 20
 
 
 class WeakTable:
@@ -87,7 +93,7 @@ class WeakTable:
     tests' reference, tests/_dp_weak_reference.py).
     """
 
-    def __init__(self, uc: UnitChain, M: int, deadline: Deadline = NEVER):
+    def __init__(self, uc: UnitChain, M: int, deadline: Deadline = NEVER, kernel: str = "auto"):
         self.uc, self.M = uc, M
         self.deadline = deadline
         L, x, tape, cf = uc.L, uc.x, uc.tape, uc.cf
@@ -96,13 +102,16 @@ class WeakTable:
         self.step = step
         fp = uc.fp
         n = M + 1
+        self.Ka = {s: None for s in range(L) if not uc.un[s] and uc.un[s + 1]}
+        if resolve_kernel(kernel, "dp-weak") == "numba":
+            self._fill_numba(n)
+            return
         marr = np.arange(n, dtype=np.int64)
         Wa = [np.empty((L + 1 - s, n)) for s in range(L + 1)]
         Ra: dict = {}
         # K(s, t', .) (t' = s..L-1, row t' - s) for the stages s whose saved input x_s
         # stays while the unsaved output x_{s+1} is released (option A-release).
-        Ka = {s: np.full((L - s, n), INF) for s in range(L)
-              if not uc.un[s] and uc.un[s + 1]}
+        Ka = {s: np.full((L - s, n), INF) for s in self.Ka}
         self.Ka = Ka
         for t in range(L + 1):
             g = uc.g(t)
@@ -150,6 +159,63 @@ class WeakTable:
                     np.minimum(row, (H + Wa[s][1:nn]).min(axis=0), out=row)
                 Wa[s][nn] = row
         self.Wa, self.Ra = Wa, Ra
+
+    def _fill_numba(self, n: int) -> None:
+        """The same tables by the compiled kernel (``solvers/dp_numba.py``, :func:`weak_fill`):
+        W dense, R and K rows in one array each; ``Wa``, ``Ra`` and ``Ka`` are views of them."""
+        uc = self.uc
+        L = uc.L
+        RO = np.full((L + 1, L + 1), -1, dtype=np.int64)
+        rows = 0
+        for i in range(1, L + 1):
+            for t in range(i + 1, L + 1):
+                RO[i, t] = rows
+                rows += t - i
+        KO = np.full(L + 1, -1, dtype=np.int64)
+        krows = 0
+        for s in sorted(self.Ka):
+            KO[s] = krows
+            krows += L - s
+        times = np.concatenate([uc.fwd, uc.bwd, uc.fall])
+        # float32 holds every integer below 2^24 exactly; with integer times every value the
+        # table keeps is then exact when the largest finite one is below 2^24 (all operands
+        # are non-negative, so a sum that passed 2^24 on the way stays above it); otherwise
+        # the table is built again in float64
+        for dtype in ((np.float32, np.float64) if np.all(times == np.floor(times))
+                      else (np.float64,)):
+            Wd, Rarr, Karr = self._fill_arrays(n, RO, rows, KO, krows, dtype)
+            if dtype == np.float64 or all(_largest_finite(a) < 2 ** 24 for a in (Wd, Rarr, Karr)):
+                break
+        self.Wa = [Wd[s, :L + 1 - s] for s in range(L + 1)]
+        self.Ra = {(i, t): Rarr[RO[i, t]:RO[i, t] + t - i] for i in range(1, L + 1)
+                   for t in range(i + 1, L + 1)}
+        self.Ka = {s: Karr[KO[s]:KO[s] + L - s] for s in self.Ka}
+
+    def _fill_arrays(self, n, RO, rows, KO, krows, dtype):
+        uc = self.uc
+        L = uc.L
+        Wd = np.empty((L + 1, L + 1, n), dtype=dtype)
+        Rarr = np.empty((max(rows, 1), n), dtype=dtype)
+        Karr = np.full((max(krows, 1), n), INF, dtype=dtype)
+        G, H, HK = (np.empty((max(L, 1), n), dtype=dtype) for _ in range(3))
+        tmp = np.empty(n, dtype=dtype)
+        gl = np.concatenate([uc.x[1:], [0]]).astype(np.int64)
+        # PEN[lo, f] = 0 where f % n >= lo, inf below: lets the kernel treat a block of rows
+        # as one loop (dp_numba._blk); only where it is small
+        if (n + 1) * L * n * 8 <= PEN_MAX_BYTES:
+            PEN = np.where(np.arange(L * n)[None, :] % n >= np.arange(n + 1)[:, None], 0.0,
+                           INF).astype(dtype)
+        else:
+            PEN = np.zeros((0, 0), dtype=dtype)
+        kern = jit()
+        cols = max(1, WEAK_COLUMNS_PER_CALL)
+        for t0 in range(0, L + 1, cols):
+            self.deadline.check(f"building the tables (column {t0} of {L} stages)")
+            kern.weak_fill(t0, min(L + 1, t0 + cols), L, n, uc.x, uc.cf, uc.fp, self.step,
+                           uc.th, uc.tape, uc.fao, uc.bneed, uc.dA, uc.fall, uc.bwd,
+                           int(uc.x[L] + uc.bo[L]), gl, KO, Wd, Rarr, RO, Karr, G, H, HK, tmp,
+                           PEN)
+        return Wd, Rarr, Karr
 
     def _r_rows(self, s: int, t: int, g: int, Ra: dict, Wa: list, n: int) -> np.ndarray:
         """R(s, t, j, .) for j = s+1..t (row j - s - 1); module docstring for the options."""
@@ -318,6 +384,18 @@ class WeakTable:
                       lambda: self.deadline.check("rebuilding the schedule"))
 
 
+def _largest_finite(a: np.ndarray) -> float:
+    """The largest finite value of ``a`` (0 when there is none), a block at a time."""
+    top = 0.0
+    flat = a.reshape(-1)
+    for i in range(0, len(flat), 1 << 22):
+        blk = flat[i:i + (1 << 22)]
+        fin = blk[np.isfinite(blk)]
+        if len(fin):
+            top = max(top, float(fin.max()))
+    return top
+
+
 def work_estimate(L: int, M: int) -> tuple[float, float]:
     """(bytes of the R and W tables, row operations) for L stages and m = 0..M: about
     L^3/6 rows R(i, t, j, .) and L^2/2 rows W(s, t, .) of M + 1 float64 values; about
@@ -350,23 +428,24 @@ def prepare_table(uc: UnitChain, budget_units: int, time_limit, slots):
     return ucd, g, M
 
 
-def _solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER, slots=None):
+def _solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER, slots=None,
+                 kernel: str = "auto"):
     ucd, g, M = prepare_table(uc, budget_units, deadline.limit, slots)
     if M < 0:
         return INF, None, None
-    table = WeakTable(ucd, M, deadline)
+    table = WeakTable(ucd, M, deadline, kernel)
     value = table.w(0, ucd.L, M)
     if value == INF:
         return INF, None, table
     return value, table.schedule(M), table
 
 
-def min_units(uc: UnitChain, deadline: Deadline = NEVER) -> int:
+def min_units(uc: UnitChain, deadline: Deadline = NEVER, kernel: str = "auto") -> int:
     """Smallest budget (units) at which a weakly persistent schedule exists: the first
     finite entry of W(0, L, .) over the whole useful memory range (up to store-all)."""
     top = uc.store_all_units()
     ucd, g, M = prepare_table(uc, top, deadline.limit, None)
-    table = WeakTable(ucd, max(0, M), deadline)
+    table = WeakTable(ucd, max(0, M), deadline, kernel)
     row = table.Wa[0][ucd.L]
     return int(uc.x[0] + g * np.argmax(np.isfinite(row)))
 
@@ -377,10 +456,6 @@ def min_feasible_budget(chain: Chain) -> int:
     return min_units(uc) * g
 
 
-def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: dict) -> Solution:
-    return time_up("dp-weak", CLASS_WEAK, chain, budget, deadline, where, info)
-
-
 @register("dp-weak", optimal_for=CLASS_WEAK, exact=True,
           description="DP over weakly persistent schedules (checkpoints may be released early).",
           variants={"dp-weak-slots": {"slots": 64}},
@@ -389,9 +464,10 @@ def _time_up(chain: Chain, budget: int, deadline: Deadline, where: str, info: di
                                    "the rounded sizes only; status feasible)", minimum=1,
                                    none=True),
                    "time_limit": Option("seconds", "for the whole run, table building "
-                                        "included (status time_limit past it)", none=True)})
+                                        "included (status time_limit past it)", none=True),
+                   "kernel": KERNEL})
 def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
-                  time_limit: float | None = None) -> Solution:
+                  time_limit: float | None = None, kernel: str = "auto") -> Solution:
     """Optimal weakly persistent schedule (module docstring), exact in memory, or with
     ``slots=S`` (sizes rounded up to multiples of budget/S: valid at the real budget, optimal
     for the rounded sizes only, status ``feasible``).  ``time_limit`` (seconds) bounds the
@@ -399,48 +475,12 @@ def solve_dp_weak(chain: Chain, budget: int, *, slots: int | None = None,
     tables over 8 GiB, or runs estimated at more than ten times the limit, are refused up
     front naming a ``slots`` value that fits (:class:`SolverLimitError`)."""
     deadline = Deadline(time_limit)  # options checked by the registry (the schema above)
-    # a value per row at least: refused from the length before any O(L) work
-    refuse_by_length("dp-weak", chain.length, work_estimate(chain.length, 0)[0])
-    uc_exact, gcd = UnitChain.exact(chain)
-    if slots is None:
-        info = {"memory": "exact", "unit": gcd, "budget_units": budget // gcd}
-        try:
-            makespan, schedule, _ = _solve_units(uc_exact, budget // gcd, deadline)
-            if schedule is None:
-                mb = min_units(uc_exact, deadline) * gcd
-        except DeadlineExpired as e:
-            return _time_up(chain, budget, deadline, e.what, info)
-        if schedule is None:
-            return Solution.infeasible("dp-weak", budget, optimal_for=CLASS_WEAK,
-                            min_budget=mb, info=info,
-                            message=f"no weakly persistent schedule fits in {budget}; the "
-                                    f"smallest feasible budget is {mb}")
-        return Solution.optimal("dp-weak", budget, schedule, makespan, peak(chain, schedule),
-                        bound=makespan, optimal_for=CLASS_WEAK, info=info)
-    info = {"memory": "slots", **slot_info(chain, budget, slots)}
-    uc = UnitChain.rounded(chain, budget, slots)
-    try:
-        makespan, schedule, _ = _solve_units(uc, slots, deadline, slots)
-        if schedule is None:
-            mb = min_units(uc_exact, deadline) * gcd
-    except DeadlineExpired as e:
-        return _time_up(chain, budget, deadline, e.what, info)
-    if schedule is None:
-        # Rounding up loses schedules: the class is proven empty only below the exact
-        # smallest budget; at or above it the answer claims nothing about the class.
-        claim = CLASS_WEAK if budget < mb else CLASS_NONE
-        return Solution.infeasible("dp-weak", budget, optimal_for=claim,
-                        min_budget=mb, info=info,
-                        message=f"no weakly persistent schedule fits in {budget} with sizes "
-                                f"rounded up to {slots} slots; the smallest feasible budget "
-                                f"(exact memory) is {mb}")
-    sizes = all_sizes(chain)
-    if budget == 0 or all(v * slots % budget == 0 for v in sizes):
-        # every size is a whole number of slots: the slot DP is the exact DP, scaled
-        info["rounding_exact"] = True
-        return Solution.optimal("dp-weak", budget, schedule, makespan, peak(chain, schedule),
-                        bound=makespan, optimal_for=CLASS_WEAK, info=info)
-    return Solution.feasible("dp-weak", budget, schedule, makespan, peak(chain, schedule),
-                    optimal_for=CLASS_NONE, info=info,
-                    message="slots mode: optimal for the rounded sizes, not proven optimal at "
-                            "the real budget")
+    resolve_kernel(kernel, "dp-weak")  # kernel = 'numba' without numba: refused before any work
+
+    def units(uc, budget_units, deadline, slots):
+        return _solve_units(uc, budget_units, deadline, slots, kernel)[:2] + (None,)
+
+    parts = DPParts("dp-weak", CLASS_WEAK, "weakly persistent",
+                    lambda stages: work_estimate(stages, 0)[0],  # a value per row at least
+                    units, lambda uc, deadline: min_units(uc, deadline, kernel))
+    return solve_front(parts, chain, budget, slots, deadline)

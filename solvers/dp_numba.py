@@ -1,0 +1,420 @@
+"""The compiled kernels of ``solvers/dp_kernel.py`` (numba; imported on first use only).
+
+:func:`persistent_block` fills the columns t0..t1-1 of ``dp``'s value table
+(``solvers/dp_table.py``, :class:`~solvers.dp_table.FusedTable`, says what it stores);
+:func:`weak_fill` the whole of ``dp-weak``'s; :func:`min_plus_rows` is the plain fused
+reduction.  Every value is formed by the floating-point operations, in the order, of the
+numpy code it replaces (``PersistentTable``, ``WeakTable``), so the tables are equal value
+for value; ``fastmath`` allows only what cannot change a value here (no NaN is ever formed:
+inf is never subtracted from inf; signed zeros do not occur), never reassociation.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+FM = {"nnan", "nsz"}
+TAIL_MAX = 65534  # largest excess above the ideal time a uint16 tail cell holds
+
+
+@njit(cache=True, fastmath=FM)
+def min_plus_rows(left, right, out):
+    R, W = left.shape
+    for r in range(R):
+        lr = left[r]
+        rr = right[r]
+        for m in range(W):
+            v = lr[m] + rr[m]
+            if v < out[m]:
+                out[m] = v
+
+
+# The loops run over views from index 0: an index that cannot be negative lets LLVM
+# vectorize them (numba checks a possibly negative index for wraparound, which stops it).
+@njit(cache=True, fastmath=FM, inline="always")
+def _mp(acc, left, right):
+    for i in range(acc.shape[0]):
+        acc[i] = min(acc[i], left[i] + right[i])
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _mp_tail(acc, tail, ideal, right):
+    for i in range(acc.shape[0]):
+        acc[i] = min(acc[i], (ideal + acc.dtype.type(tail[i])) + right[i])
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _mp_const(acc, c, right):
+    for i in range(acc.shape[0]):
+        acc[i] = min(acc[i], c + right[i])
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _acc_dense(acc, lrow, r, st, en):
+    if st < en:
+        _mp(acc[st:en], lrow[st:en], r[st:en])
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _acc_compact(acc, r, st, en, a, p, b, h, tt, hpool, tpool, ideal):
+    """acc[m] = min(acc[m], left(m) + r[m]) for m in [st, en), left a stored row: inf below
+    a, hpool[h + m - a] on [a, p), ideal + tpool[tt + m - p] on [p, b), ideal from b."""
+    m0 = max(st, a)
+    e = min(en, p)
+    if m0 < e:
+        _mp(acc[m0:e], hpool[h + m0 - a:h + e - a], r[m0:e])
+    m1 = max(m0, p)
+    e = min(en, b)
+    if m1 < e:
+        _mp_tail(acc[m1:e], tpool[tt + m1 - p:tt + e - p], ideal, r[m1:e])
+    m2 = max(m0, b)
+    if m2 < en:
+        _mp_const(acc[m2:en], ideal, r[m2:en])
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx, cb, one):
+    """(a, p, b, head offset, tail offset, ideal) of the stored row (s, k - 1)."""
+    seg = s * R + (k - 1 - s)
+    one[0] = (cfx[k] - cfa[s]) + (cb[k] - cb[s])
+    return A[seg], P[seg], B[seg], HOFF[seg], TOFF[seg], one[0]
+
+
+@njit(cache=True, fastmath=FM)
+def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf, cfa, cfx, cb,
+                     fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, one):
+    """Columns t0 <= t < t1 of the value table, s descending, t ascending inside: the rows
+    go to the pools (segment (s, n = t - s) at index s * (L + 1) + n: inf below A, hpool on
+    [A, P), ideal + tpool on [P, B), ideal from B), and dense to LD (rows of this block, per
+    s of the current group), COL (W(k, t, .)) and CT (W(k, t, m - x[k]) + cf[k]) of the
+    block.  The s are taken in groups of ``LD.shape[0]``: a right row CT[t, k] is read once
+    for the whole group, a stored left row once for every t of the block.  ``one`` is a
+    1-element array of the table's dtype (rounds a float64 to it)."""
+    inf = np.inf
+    T = t1 - t0
+    G = LD.shape[0]
+    R = L + 1
+    av = np.zeros((G, T), np.int64)
+    bv = np.zeros((G, T), np.int64)
+    lov = np.zeros((G, T), np.int64)
+    nkv = np.zeros((G, T), np.int64)
+    KB = 16
+    la = np.zeros((G, KB), np.int64)
+    lp = np.zeros((G, KB), np.int64)
+    lb = np.zeros((G, KB), np.int64)
+    lh = np.zeros((G, KB), np.int64)
+    lt = np.zeros((G, KB), np.int64)
+    li = np.zeros((G, KB), np.float64)
+    for top in range(t1 - 1, -1, -G):
+        low = max(0, top - G + 1)
+        for s in range(top, low - 1, -1):
+            si = top - s
+            for ti in range(T):
+                t = t0 + ti
+                if t <= s:
+                    continue
+                n = t - s
+                a = min(mms[s, n], W)
+                b = max(a, min(sat[s, n], W))
+                av[si, ti], bv[si, ti] = a, b
+                lov[si, ti] = max(a, gl[t] + fps[s, 1])
+                nkv[si, ti] = min(n, cap[s])
+                acc = ACC[si, ti]
+                for m in range(lov[si, ti], b):
+                    acc[m] = inf
+        # splits k > top whose left part (s, k - 1) is stored (k - 1 < t0), for the whole
+        # group, KB splits at a time: an accumulator stays in the first-level cache over
+        # the KB splits, a right row is read once for the group, a left row once per t
+        for kb0 in range(top + 1, t0 + 1, KB):
+            kb1 = min(kb0 + KB, t0 + 1)
+            for s in range(top, low - 1, -1):
+                si = top - s
+                for k in range(kb0, kb1):
+                    ki = k - kb0
+                    (la[si, ki], lp[si, ki], lb[si, ki], lh[si, ki], lt[si, ki],
+                     li[si, ki]) = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx, cb, one)
+            for ti in range(T):
+                t = t0 + ti
+                for s in range(top, low - 1, -1):
+                    si = top - s
+                    lo, b = lov[si, ti], bv[si, ti]
+                    if t <= s or lo >= b:
+                        continue
+                    acc = ACC[si, ti]
+                    g = gl[t]
+                    for k in range(kb0, min(kb1, s + nkv[si, ti] + 1)):
+                        ki = k - kb0
+                        one[0] = li[si, ki]
+                        st = max(lo, g + fps[s, k - s])
+                        _acc_compact(acc, CT[ti, k], st, b, la[si, ki], lp[si, ki], lb[si, ki],
+                                     lh[si, ki], lt[si, ki], hpool, tpool, one[0])
+        for s in range(top, low - 1, -1):
+            si = top - s
+            _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa, cfx,
+                    cb, fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC,
+                    one, av, bv, lov, nkv)
+
+
+@njit(cache=True, fastmath=FM)
+def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa, cfx, cb, fb,
+            A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, one, av, bv, lov,
+            nkv):
+    """The rows (s, t), t ascending: the splits left (k <= top, and k - 1 >= t0), option A,
+    the base case; then stored and copied to LD, COL and CT."""
+    inf = np.inf
+    for ti in range(T):
+        t = t0 + ti
+        if t < s:
+            continue
+        n = t - s
+        g = gl[t]
+        seg = s * R + n
+        one[0] = (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])
+        ideal = one[0]
+        row = LD[si, ti]
+        if n == 0:
+            a = min(mms[s, 0], W)
+            b = a
+            for m in range(a):
+                row[m] = inf
+            for m in range(a, W):
+                row[m] = ideal
+        else:
+            a, b, lo, nk = av[si, ti], bv[si, ti], lov[si, ti], nkv[si, ti]
+            for m in range(b):
+                row[m] = inf
+            for m in range(b, W):
+                row[m] = ideal
+            d = dA[s]
+            a1 = max(a, g + tf[s], bneed[s])
+            child = COL[ti, s + 1]
+            for m in range(a1, b):
+                i = min(m - d, W - 1)
+                row[m] = child[i] + fb[s]
+            if lo < b:
+                acc = ACC[si, ti]
+                # stored left part, right part computed in this group (s < k <= top)
+                for k in range(s + 1, min(top, t0, s + nk) + 1):
+                    ka, kp, kb, kh, kt, kid = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx,
+                                                      cb, one)
+                    st = max(lo, g + fps[s, k - s])
+                    _acc_compact(acc, CT[ti, k], st, b, ka, kp, kb, kh, kt, hpool, tpool, kid)
+                # left part computed in this block (k - 1 >= t0)
+                for k in range(max(s + 1, t0 + 1), s + nk + 1):
+                    st = max(lo, g + fps[s, k - s])
+                    _acc_dense(acc, LD[si, k - 1 - t0], CT[ti, k], st, b)
+                cs = cf[s]
+                for m in range(lo, b):
+                    v = acc[m] - cs
+                    if v < row[m]:
+                        row[m] = v
+        col = COL[ti, s]
+        for m in range(W):
+            col[m] = row[m]
+        if s >= 1:
+            xs = x[s]
+            ct = CT[ti, s]
+            cs = cf[s]
+            for m in range(min(xs, W)):
+                ct[m] = inf
+            for m in range(xs, W):
+                ct[m] = row[m - xs] + cs
+        # store: the tail [p, b) as uint16 excess over the ideal time where it is exact
+        p = b
+        if tails:
+            while p > a:
+                v = row[p - 1]
+                u = np.float64(v) - np.float64(ideal)
+                if not (u >= 0.0 and u <= TAIL_MAX and u == np.floor(u)):
+                    break
+                one[0] = ideal + np.uint16(u)
+                if one[0] != v:
+                    break
+                p -= 1
+        A[seg], P[seg], B[seg] = a, p, b
+        h = pos[0]
+        HOFF[seg] = h
+        for m in range(a, p):
+            hpool[h + m - a] = row[m]
+        pos[0] = h + (p - a)
+        tt = pos[1]
+        TOFF[seg] = tt
+        for m in range(p, b):
+            tpool[tt + m - p] = np.uint16(np.float64(row[m]) - np.float64(ideal))
+        pos[1] = tt + (b - p)
+
+
+# ---------------------------------------------------------------------- dp-weak
+# ``WeakTable``'s fill (solvers/dp_weak.py), the numpy expressions written as loops in the
+# same order of operations: (a + c) + b stays (a + c) + b.
+@njit(cache=True, fastmath=FM, inline="always")
+def _v_add(dst, src, c):  # dst = min(dst, src + c)
+    for i in range(dst.shape[0]):
+        dst[i] = min(dst[i], src[i] + c)
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _v_add_add(dst, a, c, b):  # dst = min(dst, (a + c) + b)
+    for i in range(dst.shape[0]):
+        dst[i] = min(dst[i], (a[i] + c) + b[i])
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _v_sum(dst, a, b):  # dst = min(dst, a + b)
+    for i in range(dst.shape[0]):
+        dst[i] = min(dst[i], a[i] + b[i])
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _v_add_pen(dst, src, c, pen):  # dst = min(dst, (src + c) + pen), pen 0 or inf
+    for i in range(dst.shape[0]):
+        dst[i] = min(dst[i], (src[i] + c) + pen[i])
+
+
+@njit(cache=True, fastmath=FM)
+def _blk(dst, d0, src, s0, Q, n, lo, shift, c, PEN):
+    """dst[d0 + q, m] = min(., src[s0 + q, m - shift] + c) for q < Q, lo <= m < n (dst, src
+    2-D with rows of n).  With ``PEN`` (PEN[lo, f] = 0 where f % n >= lo, inf below) the Q
+    rows are one flat loop: (v + c) + 0 is v + c exactly, (v + c) + inf is inf, so the cells
+    left of lo keep their value; without it (too large for this M) one loop per row."""
+    if Q <= 0 or lo >= n:
+        return
+    if PEN.shape[0] > lo and PEN.shape[1] >= Q * n:
+        df = dst.reshape(-1)
+        sf = src.reshape(-1)
+        D = d0 * n
+        S = s0 * n - shift
+        e = Q * n
+        _v_add_pen(df[D + lo:D + e], sf[S + lo:S + e], c, PEN[lo, lo:e])
+        return
+    for q in range(Q):
+        _v_add(dst[d0 + q, lo:], src[s0 + q, lo - shift:n - shift], c)
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _set(a, v):
+    for i in range(a.shape[0]):
+        a[i] = v
+
+
+@njit(cache=True, fastmath=FM)
+def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd, lossneed,
+              gl, KO, Wd, Rarr, RO, Karr, G, H, HK, tmp, PEN):
+    """Columns t0 <= t < t1 of WeakTable (W dense Wd[s, t - s], R rows Rarr[RO[i, t] + j - i
+    - 1], K rows Karr[KO[s] + t - s] where KO[s] >= 0); s descending inside a column.
+
+    For a segment (s, t) one pass over the splits k reads each block of rows R(k, t, ., .)
+    once for everything that needs it (release and keep-release of R(s, t, ., .), option C
+    of W(s, t, .), K(s, t, .)), where ``WeakTable._r_rows``, ``_k_row`` and the W options
+    read it in turn: the same candidates, each formed by the same operations."""
+    inf = np.inf
+    tp = Wd.dtype.type  # costs in the table's dtype (float32 only where it is exact)
+    for t in range(t0, t1):
+        g = gl[t]
+        for s in range(t, -1, -1):
+            nn = t - s
+            row = Wd[s, nn]
+            hask = KO[s] >= 0 and t < L
+            kb = KO[s]
+            if nn == 0:
+                if hask:  # K(s, s): B_s
+                    _set(Karr[kb], inf)
+                    _set(Karr[kb, min(bneed[s], n):], tp(bwd[s]))
+                if t == L:
+                    need, cost = lossneed, bwd[L]
+                else:
+                    need = max(g + tape[s] + fao[s], bneed[s])
+                    cost = fall[s] + bwd[s]
+                for m in range(n):
+                    row[m] = cost if m >= need else inf
+                continue
+            hasr = s >= 1
+            xs = x[s]
+            h = th[s]
+            rb = RO[s, t] if hasr else 0
+            if hasr:
+                for q in range(nn - 1):
+                    _set(G[q], inf)
+                for q in range(nn):
+                    _set(Rarr[rb + q], inf)
+            for q in range(nn - 1):
+                _set(H[q], inf)
+            if hask:
+                for q in range(nn - 1):
+                    _set(HK[q], inf)
+                _set(tmp, inf)
+            need = g
+            for k in range(s + 1, t + 1):
+                c = tp(cf[k] - cf[s])
+                xk = x[k]
+                if hasr:  # release x_s now: Fn_s .. Fn_{k-1}, back to W(k, t) (j = k)
+                    need = max(need, g + step[k - 1])
+                    lo = max(need, xk)
+                    if lo < n:
+                        _v_add(Rarr[rb + k - s - 1, lo:], Wd[k, t - k, lo - xk:n - xk], c)
+                if k < t:
+                    base = RO[k, t]
+                    Q = t - k
+                    if hasr:
+                        lo = min(need, n)  # release, x_k released in turn (j > k)
+                        if lo < n:
+                            _blk(Rarr, rb + k - s, Rarr, base, Q, n, lo, 0, c, PEN)
+                        lo = max(xs + g + fp[s, k], xs)  # keep-release inner minimum
+                        if lo < n:
+                            _blk(G, k - s - 1, Rarr, base, Q, n, lo, xs, c, PEN)
+                    lo = min(g + fp[s, k], n)  # W option C
+                    if lo < n:
+                        _blk(H, k - s - 1, Rarr, base, Q, n, lo, 0, c, PEN)
+                    if hask:  # K: pass(s, k), R(k, t, j', m - th[s])
+                        lr = max(h + g + fp[s, k], h)
+                        if lr < n:
+                            _blk(HK, k - s - 1, Rarr, base, Q, n, lr, h, c, PEN)
+                if hask:  # K: pass(s, k), W(k, t, m - th[s] - x[k]), K(s, k-1, m)
+                    d = h + xk
+                    lw = max(h + g + fp[s, k], d)
+                    if lw < n:
+                        _v_add_add(tmp[lw:], Wd[k, t - k, lw - d:n - d], c,
+                                   Karr[kb + k - 1 - s, lw:])
+            if hasr:
+                for k in range(s + 2, t + 1):  # keep: checkpoint x_k committed (j < k)
+                    d = xs + x[k]
+                    lo = max(xs + g + fp[s, k], d)
+                    if lo < n:
+                        c = tp(cf[k] - cf[s])
+                        base = RO[s, k - 1]
+                        for q in range(k - s - 1):
+                            _v_add_add(Rarr[rb + q, lo:], Wd[k, t - k, lo - d:n - d], c,
+                                       Rarr[base + q, lo:])
+                for jp in range(s + 2, t + 1):  # keep, the new checkpoint released (j < j')
+                    base = RO[s, jp - 1]
+                    for q in range(jp - s - 1):
+                        _v_sum(Rarr[rb + q], G[jp - s - 2], Rarr[base + q])
+            if hask:
+                for q in range(nn - 1):
+                    _v_sum(tmp, HK[q], Karr[kb + 1 + q])
+                for m in range(n):
+                    Karr[kb + nn, m] = tmp[m]
+            _set(row, inf)
+            d = dA[s]  # A: Fall_s, W(s+1, t, m - dA[s]), B_s
+            fcost = tp(fall[s] + bwd[s])
+            lo = max(max(g + tape[s] + fao[s], bneed[s]), d)
+            child = Wd[s + 1, nn - 1]
+            for m in range(lo, n):
+                row[m] = child[min(m - d, n - 1)] + fcost
+            if hask and nn >= 2:  # A-release
+                lo = max(g + tape[s] + fao[s], h)
+                if lo < n:
+                    base = RO[s + 1, t]
+                    _set(tmp[lo:], inf)
+                    for q in range(nn - 1):
+                        _v_sum(tmp[lo:], Rarr[base + q, lo - h:n - h], Karr[kb + 1 + q, lo:])
+                    for m in range(lo, n):
+                        row[m] = min(row[m], tmp[m] + tp(fall[s]))
+            for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
+                xk = x[k]
+                lo = max(g + fp[s, k], xk)
+                if lo < n:
+                    _v_add_add(row[lo:], Wd[k, t - k, lo - xk:n - xk], tp(cf[k] - cf[s]),
+                               Wd[s, k - 1 - s, lo:])
+            for q in range(nn - 1):  # C: checkpoint x_k released, back to d_j
+                _v_sum(row, H[q], Wd[s, q + 1])

@@ -1,0 +1,151 @@
+"""The DPs' two kernels (option ``kernel``, solvers/dp_kernel.py) give the same answers.
+
+The numpy kernel is the oracle here (it is itself checked against exhaustive search by
+tests/test_dp.py); the numba kernel's tables must equal it value for value, and both
+solvers' schedules replayed through the simulator must give the same makespan.  Small
+chains only: the compiled code is loaded from numba's cache, the first run compiles.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import solvers
+from remat_theory import Chain, simulate
+from remat_theory.analysis import families
+from remat_theory.model.errors import SolverOptionError
+from remat_theory.strategies import chains_and_budgets
+from solvers import dp_kernel
+from solvers._dp_tables import UnitChain
+from solvers.dp_table import FusedTable, PersistentTable, skewed_min_memory, skewed_saturation
+from solvers.dp_weak import WeakTable
+
+pytest.importorskip("numba")
+
+VARIATIONS = {"plain": chains_and_budgets(1, 8, overheads=None),
+              "fall-costs-unsaved": chains_and_budgets(2, 6, fall_costs=None,
+                                                       unsaved_outputs=True)}
+
+
+def _same_answer(chain, budget, label, **opts):
+    a = solvers.solve(chain, budget, label, kernel="numpy", **opts)
+    b = solvers.solve(chain, budget, label, kernel="numba", **opts)
+    assert (a.status, a.makespan, a.min_budget) == (b.status, b.makespan, b.min_budget)
+    assert a.schedule == b.schedule
+    if b.schedule is not None:  # the simulator, not the solver, says what it costs
+        sim = simulate(chain, b.schedule, budget)
+        assert sim.makespan == pytest.approx(b.makespan, rel=1e-12, abs=1e-9)
+        assert sim.peak_memory <= budget
+
+
+@pytest.mark.parametrize("variation", list(VARIATIONS))
+@pytest.mark.parametrize("label, examples", [("dp", 30), ("dp-weak", 20)])
+def test_kernels_give_the_same_answer(label, examples, variation):
+    @settings(max_examples=examples, deadline=None)
+    @given(VARIATIONS[variation], st.sampled_from([None, 7, 40]))
+    def check(cb, slots):
+        chain, budget = cb
+        _same_answer(chain, budget, label, slots=slots)
+
+    check()
+
+
+def _tables_equal(uc, M, dtype):
+    a, b = PersistentTable(uc, M, dtype), FusedTable(uc, M, dtype)
+    for s in range(uc.L + 1):
+        for t in range(s, uc.L + 1):
+            for m in range(-1, M + 2):
+                va, vb = a.value(s, t, m), b.value(s, t, m)
+                assert va == vb, (s, t, m, va, vb)
+    return b
+
+
+@pytest.mark.parametrize("times, dtype", [("integer", np.float32), ("integer", np.float64),
+                                          ("real", np.float64), ("large", np.float32)])
+def test_fused_table_equals_numpy_table_everywhere(times, dtype):
+    """Every (s, t, m), below the window, in it and above it: with integer times most of a
+    window is kept as a 2-byte excess, with real times all of it in the dtype, with times
+    large enough that the excess passes 65534 part of it ("head") in the dtype."""
+    chain = families.make("random", 14, 3, integer_times=times != "real")
+    if times == "large":
+        chain = Chain([v * 20000 for v in chain.fwd_time], [v * 20000 for v in chain.bwd_time],
+                      chain.x_size, chain.tape_size, chain.fwd_overhead, chain.bwd_overhead)
+    uc, _ = UnitChain.exact(chain)
+    M = uc.store_all_units() * 2 // 3
+    b = _tables_equal(uc, M, dtype)
+    head, tail = b.stored_cells
+    # the store holds each segment's window [mm, sat) (capped at M + 1), nothing else
+    mm, sat = skewed_min_memory(uc), skewed_saturation(uc)
+    W, L = M + 1, uc.L
+    window = sum(max(0, min(int(sat[s, n]), W) - min(int(mm[s, n]), W))
+                 for s in range(L + 1) for n in range(L + 1 - s))
+    assert head + tail == window
+    assert (tail > 0) == (times != "real")
+    assert (head > 0) == (times != "integer")
+
+
+def test_weak_tables_equal_and_float32_only_when_exact():
+    """dp-weak's compiled tables equal numpy's (unsaved outputs: the K rows too); with times
+    so large that a value passes 2^24 the kernel builds float64, not a rounded float32."""
+    for chain in (families.make("random", 9, 2), families.make("random", 7, 5,
+                                                                 integer_times=False)):
+        uc, _ = UnitChain.exact(chain)
+        M = uc.store_all_units() // 2
+        a, b = WeakTable(uc, M, kernel="numpy"), WeakTable(uc, M, kernel="numba")
+        for s in range(uc.L + 1):
+            assert np.array_equal(a.Wa[s], b.Wa[s])
+        assert all(np.array_equal(a.Ra[k], b.Ra[k]) for k in a.Ra)
+    big = Chain([3.0e6] * 6, [5.0e6] * 7, [1] * 7, [2] * 6)
+    uc, _ = UnitChain.exact(big)
+    M = uc.store_all_units()
+    a, b = WeakTable(uc, M, kernel="numpy"), WeakTable(uc, M, kernel="numba")
+    assert b.Wa[0].dtype == np.float64 and max(a.Wa[0][-1][np.isfinite(a.Wa[0][-1])]) > 2 ** 24
+    assert all(np.array_equal(a.Wa[s], b.Wa[s]) for s in range(uc.L + 1))
+
+
+def test_sweep_with_either_kernel():
+    from solvers.dp_sweep import sweep
+    chain = families.make("resnet", 9, 1)
+    budgets = range(chain.store_all_memory() // 3, chain.store_all_memory() + 1, 7)
+    for label in ("dp", "dp-weak"):
+        assert sweep(chain, budgets, label, kernel="numba") == sweep(chain, budgets, label,
+                                                                     kernel="numpy")
+
+
+def test_min_plus_rows_public_entry():
+    rng = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64):
+        left = rng.integers(0, 50, (9, 33)).astype(dtype)
+        right = rng.integers(0, 50, (9, 33)).astype(dtype)
+        left[rng.random((9, 33)) < 0.3] = np.inf
+        out0 = rng.integers(0, 120, 33).astype(dtype)
+        want = np.minimum(out0, (left + right).min(axis=0))
+        for kernel in ("numba", "numpy"):
+            got = dp_kernel.min_plus_rows(left, right, out0.copy(), kernel)
+            assert np.array_equal(got, want)
+    with pytest.raises(ValueError, match="shapes"):
+        dp_kernel.min_plus_rows(np.zeros((2, 3)), np.zeros((2, 4)), np.zeros(3))
+
+
+def test_without_numba_auto_falls_back_and_numba_is_refused(monkeypatch):
+    chain = families.make("random", 6, 0)
+    budget = chain.store_all_memory() // 2
+    want = {label: solvers.solve(chain, budget, label, kernel="numpy") for label in
+            ("dp", "dp-weak")}
+    monkeypatch.setattr(dp_kernel, "_NUMBA", False)  # as when numba does not import
+    assert not dp_kernel.numba_available()
+    for label in ("dp", "dp-weak"):
+        got = solvers.solve(chain, budget, label)  # auto: numpy, silently
+        assert (got.makespan, got.schedule) == (want[label].makespan, want[label].schedule)
+        with pytest.raises(SolverOptionError, match="kernel = 'numba'.*pip install numba"):
+            solvers.solve(chain, budget, label, kernel="numba")
+
+
+@pytest.mark.parametrize("label", ["dp", "dp-weak"])
+def test_kernel_option_is_checked_and_documented(label):
+    chain = families.make("random", 3, 0)
+    with pytest.raises(SolverOptionError, match="kernel"):
+        solvers.solve(chain, chain.store_all_memory(), label, kernel="cuda")
+    assert "kernel" in solvers.get(label).options

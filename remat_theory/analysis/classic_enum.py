@@ -9,6 +9,8 @@ For ``L`` stages and a size bound ``k`` this module visits **every** chain with
 * ``fwd_overhead`` in ``0..k`` (``fwd_overhead = 0`` with ``zero_fwd_overhead``),
 * ``bwd_overhead`` in ``0..k`` (``bwd_overhead = 0`` with ``zero_bwd_overhead``),
 * ``bwd_time = 0`` and ``fwd_time`` in a grid (default ``{0, 1}^L`` but all zeros),
+* with ``unsaved``, every ``output_saved`` in ``{true, false}^L`` (the row "unsaved
+  outputs, no recording costs"; the classic model is the pattern of all ``true``),
 
 and, for each, every budget where a measure can change (below).  Lemma C.1 and C.2 of
 proofs/classic_model.md say why ``x_size[0] = 0`` and ``bwd_time = 0`` lose nothing: a
@@ -23,7 +25,8 @@ Measures (each a question of proofs/README's open rows):
   **last** budget of each of its steps, where OPT (non-increasing in the budget) is
   smallest: the class loses somewhere on the step iff it loses there.
 * ``budget``: the smallest budget of ``dp-weak`` and of ``dp`` against the smallest budget
-  of any schedule (exhaustive bottleneck search; times play no part).
+  ``m*`` of any schedule (exhaustive bottleneck search; times play no part); every chain
+  also checks ``m* <= weak <= persistent <= m* + max_i x_i`` (Theorem C.4).
 * ``monotone`` (chains with ``fwd_overhead = 0`` only, the "one run without forward
   overheads" row): exhaustive search restricted to one weakly increasing run of forwards
   per phase (``schedule_class="monotone"``) against the unrestricted search, at every
@@ -70,6 +73,7 @@ class EnumConfig:
     measures: tuple = ("weak", "budget")
     zero_fwd_overhead: bool = False
     zero_bwd_overhead: bool = False
+    unsaved: bool = False
 
     def __post_init__(self) -> None:
         check_int(self.stages, "stages", minimum=1)
@@ -93,7 +97,7 @@ class EnumConfig:
         k1, L = self.max_size + 1, self.stages
         fo = 1 if self.zero_fwd_overhead else k1 ** L
         bo = 1 if self.zero_bwd_overhead else k1 ** (L + 1)
-        return k1 ** L * k1 ** L * fo * bo
+        return k1 ** L * k1 ** L * fo * bo * (2 ** L if self.unsaved else 1)
 
     def time_vectors(self) -> list:
         return [v for v in itertools.product(self.times, repeat=self.stages) if any(v)]
@@ -107,23 +111,28 @@ def memory_config(cfg: EnumConfig, index: int) -> dict:
     digits = []
     n_fo = 0 if cfg.zero_fwd_overhead else L
     n_bo = 0 if cfg.zero_bwd_overhead else L + 1
+    pattern = 0
+    if cfg.unsaved:
+        index, pattern = divmod(index, 2 ** L)
     for _ in range(n_bo + n_fo + L + L):
         index, d = divmod(index, k1)
         digits.append(d)
     digits.reverse()
+    saved = [not (pattern >> i) & 1 for i in range(L)]
     x = [0] + digits[:L]
     ex = digits[L:2 * L]
     fo = digits[2 * L:2 * L + n_fo] if n_fo else [0] * L
     bo = digits[2 * L + n_fo:] if n_bo else [0] * (L + 1)
     return {"x_size": x, "tape_size": [x[i + 1] + ex[i] for i in range(L)],
-            "fwd_overhead": fo, "bwd_overhead": bo}
+            "fwd_overhead": fo, "bwd_overhead": bo, "output_saved": saved}
 
 
 def chain_of(mem: dict, fwd: tuple, name: str = "classic") -> Chain:
     L = len(fwd)
     return Chain(name=name, fwd_time=[float(t) for t in fwd], bwd_time=[0.0] * (L + 1),
                  x_size=mem["x_size"], tape_size=mem["tape_size"],
-                 fwd_overhead=mem["fwd_overhead"], bwd_overhead=mem["bwd_overhead"])
+                 fwd_overhead=mem["fwd_overhead"], bwd_overhead=mem["bwd_overhead"],
+                 output_saved=mem.get("output_saved"))
 
 
 def _record(chain: Chain, budget: int, **values) -> dict:
@@ -146,7 +155,8 @@ def _budget(chain: Chain, out: dict) -> None:
     g = _ex.min_feasible_budget(chain)
     w, p = _dpw.min_feasible_budget(chain), _dp.min_feasible_budget(chain)
     out["checks"] += 1
-    if w < g or p < w:
+    if w < g or p < w or p > g + max(chain.x_size[1:]):
+        # class inclusion, and Theorem C.4 (proofs/classic_model.md): p <= m* + max x_i
         raise RematError(f"budget order broken on {chain.to_dict()}: global {g}, weak {w}, "
                          f"persistent {p}")  # pragma: no cover - a solver disagreement
     if p > g:

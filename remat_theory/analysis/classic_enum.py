@@ -59,7 +59,7 @@ from remat_theory.model.validation import check_int
 
 MEASURES = ("weak", "budget", "monotone")
 FORMAT = "remat-classic-enum/1"
-KEEP = 5  # records kept per shard and measure (largest ratios first)
+KEEP = 200  # records kept per shard and measure (largest ratios first): every loss, in practice
 
 
 @dataclass(frozen=True)
@@ -250,6 +250,13 @@ def enumerate_classic(cfg: EnumConfig, out: str | Path, *, shard_size: int = 200
     return summarize(out)
 
 
+def _count(recs: list, key) -> dict:
+    out: dict = {}
+    for r in recs:
+        out[key(r)] = out.get(key(r), 0) + 1
+    return dict(sorted(out.items()))
+
+
 def summarize(path: str | Path) -> dict:
     """Totals over the shards of an enumeration file: configurations covered (and whether
     all are), per measure the checks, losses and the largest records."""
@@ -263,8 +270,14 @@ def summarize(path: str | Path) -> dict:
     for m in head["config"]["measures"]:
         recs = [r for s in shards for r in s[m]["records"]]
         key = lambda r: -(math.inf if r["ratio"] == "inf" else r["ratio"])  # noqa: E731
-        total[m] = {"checks": sum(s[m]["checks"] for s in shards),
-                    "losses": sum(s[m]["losses"] for s in shards),
+        losses = sum(s[m]["losses"] for s in shards)
+        total[m] = {"checks": sum(s[m]["checks"] for s in shards), "losses": losses,
+                    # where the class loses: every record kept (all of them when
+                    # records_complete), counted by ratio and by forward-time vector
+                    "records_complete": len(recs) == losses,
+                    "by_ratio": _count(recs, lambda r: str(r["ratio"] if r["ratio"] == "inf"
+                                                           else round(r["ratio"], 4))),
+                    "by_times": _count(recs, lambda r: str(r["chain"]["fwd_time"])),
                     "best": sorted(recs, key=key)[:KEEP]}
     return total
 

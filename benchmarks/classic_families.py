@@ -8,7 +8,7 @@ Each row: the base certificate, the family, the objective, the trend word and ev
 scored ``(n, L, ratio, budget, seconds)`` (the class DP against exhaustive search at every
 budget where the class's makespan changes, or the smallest budgets); a family stops at
 ``--seconds`` or past exhaustive search's reach (10 stages).  ``--certificates DIR`` also
-writes the best member of each rising or flat family longer than its base.
+writes the longest member of each rising or flat family longer than its base.
 """
 from __future__ import annotations
 

@@ -180,11 +180,12 @@ def growth(rows: list) -> str:
 
 
 def best_certificate(rows: list, spec: FamilySpec, cfg: GapConfig, what: str):
-    """The certificate of the best row (ties: the smallest ``n``), or None."""
+    """The certificate of the best row (ties: the largest ``n``, the longest chain that
+    keeps the ratio), or None."""
     ok = [r for r in rows if r.score is not None]
     if not ok:
         return None
-    r = max(ok, key=lambda r: (r.score, -r.n))
+    r = max(ok, key=lambda r: (r.score, r.n))
     hit = Hit(r.score, r.chain, r.budget, 0, r.values)
     return certificate(hit, cfg, description=f"{what}: family {spec.label()}, member n = "
                                              f"{r.n} ({r.stages} stages)")

@@ -72,7 +72,7 @@ def run(args) -> int:
                 f"--objective {args.objective}")
         cert = best_certificate(rows, spec, cfg, what)
         if cert is not None:
-            best = max(rows, key=lambda r: (r.score, -r.n))
+            best = max(rows, key=lambda r: (r.score, r.n))
             name = (f"family-{args.family}-{args.objective}-n{best.n}-L{best.stages}-"
                     f"score{_fmt(best.score)}.json")
             written.append(str(cert.save(out / name)))

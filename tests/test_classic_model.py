@@ -52,7 +52,7 @@ def test_x0_folds_into_the_first_backward_overhead():
     """Chain with x_0 = a at budget M == chain with x_0 = 0, bwd_overhead[0] + a, at M - a:
     the same optimum and class optima (or both infeasible)."""
     rng = random.Random(3)
-    for _ in range(12):
+    for _ in range(8):
         L = rng.randint(1, 3)
         c = _random_chain(rng, L, 3, unsaved=rng.random() < 0.3, x0=rng.randint(1, 3))
         a = c.x_size[0]
@@ -87,7 +87,7 @@ def test_budget_gap_chain():
 @pytest.mark.parametrize("unsaved", [False, True])
 def test_lean_schedule_is_persistent_and_within_the_bound(unsaved):
     rng = random.Random(11 + unsaved)
-    for _ in range(40):
+    for _ in range(20):
         c = _random_chain(rng, rng.randint(1, 4), rng.choice([1, 2, 4]), unsaved=unsaved)
         s = G.lean_schedule(c)
         assert is_persistent(c, s) and is_weakly_persistent(c, s)
@@ -127,8 +127,8 @@ def _brute(cfg: E.EnumConfig, lo: int, hi: int) -> tuple:
 def test_enumeration_shard_against_brute_force(cfg, lo):
     """Shards around the two gadgets (the 3-stage DP_weak/OPT = 2 chain, the 2-stage
     budget gap): the shard finds exactly the chains the brute force finds."""
-    r = E.run_shard((cfg, 0, lo, lo + 5))
-    weak, budget = _brute(cfg, lo, lo + 5)
+    r = E.run_shard((cfg, 0, lo, lo + 4))
+    weak, budget = _brute(cfg, lo, lo + 4)
     assert {json.dumps(x["chain"]) for x in r["weak"]["records"]} == weak
     assert {json.dumps(x["chain"]) for x in r["budget"]["records"]} == budget
     assert weak or budget  # the slices were picked to contain a gadget

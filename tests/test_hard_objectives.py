@@ -183,3 +183,19 @@ def test_a_class_dp_below_opt_is_an_anomaly(monkeypatch):
     out = H.run_restart((H.GapConfig("dp-weak-gap", max_stages=3), 1, 60.0, 20))
     assert out.evaluations == 20
     assert out.anomalies and "beats the exact optimum" in out.anomalies[0][0]
+
+
+def test_score_reads_each_step_at_its_last_budget():
+    """Regression (issue #43): the persistent DP is constant on [55, 58] while OPT drops
+    inside that step; the largest ratio (8/7, at 58) is at the step's last budget.  Read at
+    each step's first budget, the chain scored 1.0 (no gap)."""
+    chain = Chain.from_dict({
+        "format": "remat-chain/1", "fwd_time": [2, 1, 1, 3], "bwd_time": [0] * 5,
+        "x_size": [0, 6, 7, 8, 6], "tape_size": [14, 11, 11, 9]})
+    cfg = H.GapConfig("dp-gap")
+    lo = H.class_min_budget(chain, "dp")
+    brute = max(solvers.solve(chain, b, "dp").makespan
+                / solvers.solve(chain, b, "exhaustive").makespan
+                for b in range(lo, chain.store_all_memory() + 1))
+    s = H.score_chain(chain, cfg)
+    assert brute > 1 and s.score == pytest.approx(brute)

@@ -11,8 +11,9 @@ from remat_theory import Chain
 from remat_theory.analysis.certificates import load, replay, reprove
 from remat_theory.cli import main
 from remat_theory.model.errors import RematError, SolverError
-from remat_theory.analysis.hard_search import (SearchConfig, _complexity, evaluate, run_restart,
-                                      search, shrink)
+from remat_theory.analysis.hard_instances import complexity
+from remat_theory.analysis.hard_search import (SearchConfig, evaluate, run_restart,
+                                               search, shrink)
 
 # A DP-gap instance found by `remat hard --objective dp-gap --seed 1` before shrinking:
 # DP 97, exact optimum 87.
@@ -91,7 +92,7 @@ def test_shrinker_keeps_the_dp_gap():
     chain, budget = shrink(GAP_CHAIN, GAP_BUDGET, keep, max_steps=4)  # 4 moves: CI time
     after = evaluate(chain, budget, cfg)
     assert after.score >= 1.1
-    assert _complexity(chain, budget) < _complexity(GAP_CHAIN, GAP_BUDGET)
+    assert complexity(chain, budget) < complexity(GAP_CHAIN, GAP_BUDGET)
     assert before >= 1.1
 
 
@@ -271,7 +272,8 @@ def test_moves_and_shrinks_carry_a_field_of_one_number():
     drawing it is refused naming the field."""
     import numpy as np
 
-    from remat_theory.analysis.hard_search import _candidates, _mutate, random_instance
+    from remat_theory.analysis.hard_instances import candidates
+    from remat_theory.analysis.hard_search import _mutate, random_instance
 
     cfg = SearchConfig("dp-gap", variations="offload", min_stages=2, max_stages=5)
     rng = np.random.default_rng(0)
@@ -284,7 +286,7 @@ def test_moves_and_shrinks_carry_a_field_of_one_number():
         rates.add(chain.bandwidth)
         lengths.add(chain.length)
     assert len(rates) > 1 and len(lengths) > 1
-    cands = [c for c, _ in _candidates(chain, budget)]
+    cands = [c for c, _ in candidates(chain, budget)]
     assert any(c.bandwidth is None and c.length == chain.length for c in cands)
     assert any(c.length < chain.length and c.bandwidth == chain.bandwidth for c in cands)
     with pytest.raises(RematError, match="does not model the variation offload .bandwidth"):

@@ -15,10 +15,11 @@ model), so chains have at most :data:`OPT_MAX_STAGES` stages (default
 
 **Which budgets.**  A class DP's makespan is a step function of the budget, and OPT does
 not increase with it; so on each step of the class's profile the ratio is largest at the
-step's first budget.  :func:`class_profile` builds the DP's table once, up to store-all,
+step's last budget.  :func:`class_profile` builds the DP's table once, up to store-all,
 and reads every budget off it (one table, not one solve per budget); the candidate budgets
-are the first budgets of its steps, every distinct breakpoint from the class's smallest
-budget to store-all.  OPT costs far more (an exhaustive search per budget), so the
+are the last budgets of its steps (one below each breakpoint), every step from the class's
+smallest budget to store-all (the first version of this module took each step's first
+budget, and missed every gap that OPT opens inside a step).  OPT costs far more (an exhaustive search per budget), so the
 breakpoints are tried in decreasing order of the bound ``DP(M) / ideal`` (OPT is at least
 the store-all makespan), and a budget whose bound cannot beat the score wanted is never
 searched: most moves of the local search are rejected by the bound alone.
@@ -62,8 +63,8 @@ from solvers import exhaustive as _ex
 from solvers.dp import UnitChain
 
 from remat_theory.analysis.certificates import Certificate, solution_entry
-from remat_theory.analysis.hard_search import (build_chain, chain_values, delete_stage,
-                                               repeat_stage, shrink)
+from remat_theory.analysis.hard_instances import (build_chain, chain_values, delete_stage,
+                                                  repeat_stage, shrink)
 from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError, SolverContractError
@@ -272,7 +273,10 @@ def score_chain(chain: Chain, cfg: GapConfig, floor: float = 0.0) -> Score | Non
     steps = class_profile(chain, cfg.target)
     if ideal <= 0:
         return None  # a zero optimum: every ratio is infinite or undefined
-    order = sorted(steps, key=lambda s: -s[1])
+    # the ratio on a step is largest at its *last* budget, where OPT (non-increasing in the
+    # budget) is smallest; the last step reaches store-all, where both are the ideal
+    ends = [(steps[k + 1][0] - 1, steps[k][1]) for k in range(len(steps) - 1)] + steps[-1:]
+    order = sorted(ends, key=lambda s: -s[1])
     best = None
     opt_below = {}  # budget -> OPT (OPT(b) >= OPT(b') for b <= b')
     for b, v in order:

@@ -22,7 +22,8 @@ own seed (:func:`run_restart`), spread over processes by
 by changing one stage value or the budget at a time, accepting moves that do not lower
 the score.  The best instance is then *shrunk* (:func:`shrink`), as hypothesis shrinks a
 failing example: fewer stages first, then smaller integers, then a smaller budget, keeping
-the property ``score >= keep`` throughout.
+the property ``score >= keep`` throughout
+(:mod:`remat_theory.analysis.hard_instances`, which also holds the instances as field lists).
 
 A solver that returns a wrong answer (rejected by the registry's replay), or a class-
 restricted solver that beats the exact optimum, is an *anomaly*: it is recorded, never
@@ -33,7 +34,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -41,6 +41,8 @@ import solvers
 from solvers import registry
 
 from remat_theory.analysis.certificates import Certificate, solution_entry
+from remat_theory.analysis.hard_instances import (build_chain, chain_values, delete_stage,
+                                                  repeat_stage, set_value, shrink)
 from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError, SolverContractError
@@ -57,15 +59,6 @@ def _reference_limit(name: str) -> int:
     if name not in registry.names():
         return 0
     return registry.get(name).reference_max_stages or 0
-# The fields come from the table (remat_theory.model.fields): every one is carried through
-# each move and shrink pass; the base ones always move, an optional one when its variation is
-# searched, a flag by flipping entries.
-_BASE_TIME = tuple(f.name for f in chain_fields.BASE if f.kind == "time")
-_BASE_SIZE = tuple(f.name for f in chain_fields.BASE if f.kind == "size")
-# a field that defaults to another (fall_time to fwd_time) follows it while equal
-_MIRROR = {f.default_from: f.name for f in chain_fields.FIELDS if f.default_from is not None}
-
-
 @dataclass(frozen=True)
 class SearchConfig:
     """What to search for and where.
@@ -208,34 +201,10 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
 
 # ---------------------------------------------------------------------- instances as lists
 
-def chain_values(chain: Chain) -> dict:
-    """Every field as a list: times, sizes (ints), flags; a field of one number (a rate)
-    as a list of that one value (None where absent)."""
-    return {f.name: [getattr(chain, f.name)] if f.scalar else
-            [int(v) if f.kind == "size" else v for v in getattr(chain, f.name)]
-            for f in chain_fields.FIELDS}
-
-
 def _searched(cfg: SearchConfig) -> tuple:
     """The optional fields ``cfg`` draws and moves (those of its variations), table order."""
     return tuple(f for f in chain_fields.OPTIONAL if f.variation in cfg.variations)
 
-
-def _set(vals: dict, f: str, i: int, new) -> None:
-    """``vals[f][i] = new``; a field defaulting to ``f`` (``fall_time`` to ``fwd_time``)
-    follows it where equal (a chain without recording costs of its own keeps none)."""
-    g = _MIRROR.get(f)
-    if g is not None and vals[g][i] == vals[f][i]:
-        vals[g][i] = new
-    vals[f][i] = new
-
-
-def build_chain(vals: dict, name: str = "hard") -> Chain | None:
-    try:
-        return Chain(name=name, **{f.name: vals[f.name][0] if f.scalar and f.name in vals
-                                   else vals.get(f.name) for f in chain_fields.FIELDS})
-    except RematError:
-        return None
 
 
 def _draw(rng: np.random.Generator, f, L: int, cfg: SearchConfig) -> list:
@@ -313,7 +282,7 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
     else:
         new = int(vals[f][i]) + int(rng.choice([-2, -1, 1, 2]))
     new = max(0, min(new, 3 * hi))
-    _set(vals, f, i, float(new) if is_time else new)
+    set_value(vals, f, i, float(new) if is_time else new)
     if f == "x_size" and i >= 1:  # keep the tape of F_{i-1} at least x_i
         vals["tape_size"][i - 1] = max(vals["tape_size"][i - 1], new)
     if f == "tape_size":
@@ -405,146 +374,6 @@ def run_restart(task: tuple) -> RestartResult:
             best = cur
     found = None if best is None else Found(best[0], best[1].to_dict(), best[2], seed)
     return RestartResult(found, evals, anomalies[:5])
-
-
-# ---------------------------------------------------------------------- shrinking
-
-def _complexity(chain: Chain, budget: int) -> tuple:
-    """Shrink order: fewer stages, then fewer flag entries off their default (unsaved
-    outputs), then smaller sum of values (an optional field counts its distance from its
-    default: recording costs where they differ from the no-grad ones), then smaller budget."""
-    vals = chain_values(chain)
-    flags = 0
-    total = sum(sum(vals[n]) for n in _BASE_TIME + _BASE_SIZE)
-    for f in chain_fields.OPTIONAL:
-        default = (vals[f.default_from] if f.default_from is not None
-                   else [f.default] * len(vals[f.name]))
-        if f.kind == "flag":
-            flags += sum(1 for a, b in zip(vals[f.name], default) if a != b)
-        elif f.scalar:  # one number: counts 1 where given
-            total += vals[f.name] != default
-        else:
-            total += sum(abs(a - b) for a, b in zip(vals[f.name], default))
-    return (chain.length, flags, total, budget)
-
-
-def repeat_stage(chain: Chain, i: int) -> Chain | None:
-    """The chain with forward stage i repeated: F_i, then a copy of it whose input is x_{i+1}
-    (activation x_{i+1} appears twice)."""
-    v = chain_values(chain)
-    new = {f.name: (v[f.name] if f.scalar else
-                    v[f.name][:i + 2] + v[f.name][i + 1:] if f.per == "activation"
-                    else v[f.name][:i + 1] + v[f.name][i:]) for f in chain_fields.FIELDS}
-    return build_chain(new, chain.name)
-
-
-def delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
-    """The chain without forward stage i (keep_output: x_{i+1} replaces x_i as its input)."""
-    L = chain.length
-    if L <= 1:
-        return None
-    v = chain_values(chain)
-    drop_x = i if keep_output else i + 1
-    if drop_x == L + 1 or (drop_x == 0 and not keep_output):
-        return None
-    new = {f.name: (v[f.name] if f.scalar else
-                    v[f.name][:drop_x] + v[f.name][drop_x + 1:] if f.per == "activation"
-                    else v[f.name][:i] + v[f.name][i + 1:]) for f in chain_fields.FIELDS}
-    for j in range(L - 1):  # restore tape >= next activation
-        new["tape_size"][j] = max(new["tape_size"][j], new["x_size"][j + 1])
-    return build_chain(new, chain.name)
-
-
-def _candidates(chain: Chain, budget: int):
-    """Simpler instances, simplest first (hypothesis-style shrink passes)."""
-    L = chain.length
-    for i in range(L):
-        for keep_output in (False, True):
-            c = delete_stage(chain, i, keep_output)
-            if c is None:
-                continue
-            lb_drop = chain.memory_lower_bound() - c.memory_lower_bound()
-            for b in sorted({budget, budget - lb_drop, c.store_all_memory() - 1}):
-                if b >= 0:
-                    yield c, b
-    vals = chain_values(chain)
-    for fd in chain_fields.OPTIONAL:  # flags back to the classic table, one entry at a time
-        if fd.kind != "flag":
-            continue
-        for i, v in enumerate(vals[fd.name]):
-            if v != fd.default:
-                w = {k: list(x) for k, x in vals.items()}
-                w[fd.name][i] = fd.default
-                c = build_chain(w, chain.name)
-                if c is not None:
-                    yield c, budget
-                    yield c, budget + c.memory_lower_bound() - chain.memory_lower_bound()
-    for fd in chain_fields.OPTIONAL:  # other optional fields back to their default, whole
-        if fd.kind == "flag":
-            continue
-        default = (vals[fd.default_from] if fd.default_from is not None
-                   else [fd.default] * len(vals[fd.name]))
-        if vals[fd.name] != default:
-            w = {k: list(x) for k, x in vals.items()}
-            w[fd.name] = list(default)
-            c = build_chain(w, chain.name)
-            if c is not None:
-                yield c, budget
-    for f in _BASE_TIME + _BASE_SIZE:
-        for i, v in enumerate(vals[f]):
-            v = int(v)
-            floor = vals["x_size"][i + 1] if f == "tape_size" else 0
-            for new in sorted({floor, floor + 1, (v + floor) // 2, v - 1}):
-                if new < floor or new >= v:
-                    continue
-                w = {k: list(x) for k, x in vals.items()}
-                _set(w, f, i, float(new) if f in _BASE_TIME else new)
-                if f == "x_size" and i >= 1:
-                    w["tape_size"][i - 1] = max(w["tape_size"][i - 1], new)
-                c = build_chain(w, chain.name)
-                if c is None:
-                    continue
-                if f in _BASE_SIZE:
-                    yield c, budget - (v - new)
-                yield c, budget
-    time_fields = tuple(f.name for f in chain_fields.of_kind("time"))
-    times = [int(t) for f in time_fields for t in vals[f]]
-    g = math.gcd(*times) if any(times) else 0
-    if g > 1:
-        w = {k: list(x) for k, x in vals.items()}
-        for f in time_fields:
-            w[f] = [float(int(t) // g) for t in w[f]]
-        c = build_chain(w, chain.name)
-        if c is not None:
-            yield c, budget
-    gs = math.gcd(chain.size_gcd(), budget)
-    if gs > 1:
-        yield chain.scaled_sizes(gs), budget // gs
-    for b in (budget - 1,):
-        if b >= 0:
-            yield chain, b
-
-
-def shrink(chain: Chain, budget: int, keep: Callable[[Chain, int], bool],
-           deadline: float | None = None, max_steps: int = 10_000) -> tuple[Chain, int]:
-    """Greedy shrinking: repeatedly replace the instance by the first simpler candidate
-    that still satisfies ``keep`` until none does (or the deadline, a
-    ``time.perf_counter()`` value, passes).  Values must be integers."""
-    for _ in range(max_steps):
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-        here = _complexity(chain, budget)
-        for c, b in _candidates(chain, budget):
-            if b < 0 or _complexity(c, b) >= here:
-                continue
-            if deadline is not None and time.perf_counter() > deadline:
-                return chain, budget
-            if keep(c, b):
-                chain, budget = c, b
-                break
-        else:
-            break
-    return chain, budget
 
 
 # ---------------------------------------------------------------------- the whole search

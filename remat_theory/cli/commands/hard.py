@@ -1,5 +1,6 @@
 """``remat hard --objective dp-gap|dp-weak-gap|budget-gap|baseline-gap|ilp-time [--solver NAME]
-[--time S] [--max-evals N] [--out DIR]``"""
+[--time S] [--max-evals N] [--out DIR]``, and ``remat hard --family drive|repeat|compose
+--base FILE`` (a parametric family's trend)"""
 from __future__ import annotations
 
 import math
@@ -15,7 +16,7 @@ from remat_theory.model.errors import RematError
 from remat_theory.analysis.hard_search import (OBJECTIVES, Found, SearchConfig, certificate,
                                               search)
 from remat_theory.analysis.parallel import check_scheduler
-from remat_theory.cli.commands import _hard_gap
+from remat_theory.cli.commands import _hard_family, _hard_gap
 from remat_theory.cli.commands._common import (Ticker, check_output_dir, plain_float,
                                                positive_float, positive_int, print_json,
                                                seed_arg, variation_list, variations_help)
@@ -93,6 +94,7 @@ def add_arguments(p) -> None:
                    help="print no progress (default: a bar on a terminal, else a line every "
                         "few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
+    _hard_family.add_arguments(p)
 
 
 def _fmt(score) -> str:
@@ -123,6 +125,8 @@ def run(args) -> int:
     if args.out is not None:  # checked before any work, whichever search runs
         check_output_dir(args.out, "--out")
     check_scheduler(args.scheduler)
+    if args.family is not None:
+        return _hard_family.run(args)
     if _hard_gap.uses_gap_search(args):
         return _hard_gap.run(args)
     if (args.min_time or args.fall_at_least_fwd or args.all_saved or args.no_fall_costs

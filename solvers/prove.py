@@ -149,10 +149,14 @@ def _tolerance(chain: Chain) -> float:
                    "relaxation_share": Option("fraction", "the share of time_limit the "
                                               "relaxation may use"),
                    "cuts": Option("str", "comma-separated extra relaxation rows: reach, "
-                                  "fwd_peak (refused on unsaved outputs)")})
+                                  "fwd_peak (refused on unsaved outputs)"),
+                   "checkable": Option("bool", "an optimal answer also carries a certificate "
+                                       "proofs/check_certificate.py verifies "
+                                       "(info['proof']; None if not found in the time left)")})
 def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
-                relaxation_share: float = DEFAULT_RELAXATION_SHARE, cuts: str = "") -> Solution:
+                relaxation_share: float = DEFAULT_RELAXATION_SHARE, cuts: str = "",
+                checkable: bool = False) -> Solution:
     """Optimal schedule over all schedules, by proof of a schedule in hand (module
     docstring).
 
@@ -167,6 +171,10 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
     cuts : comma-separated families of extra relaxation rows (:mod:`solvers.ilp.cuts`:
         ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
         docs/results.md).
+    checkable : an ``optimal`` answer also carries ``info["proof"]``, a ``remat-proof/1``
+        certificate (:mod:`solvers.bounds.certified`) that proofs/check_certificate.py
+        verifies without any solver, or None when none was found in the time left
+        (``info["proof_search"]`` says how far it got).
     """
     # the options' types and ranges are checked by the registry (the schema above)
     families = _cut_families(cuts)
@@ -174,12 +182,16 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         from solvers.ilp.cuts import check_chain
         check_chain(chain)  # SolverOptionError on unsaved outputs
     deadline = Deadline(time_limit)
-    info = {"certificate": None}
+    info = {"certificate": None, "checkable": checkable}
     schedule, makespan, source = _incumbent(chain, budget, deadline)
     lower = chain.ideal_makespan()
     if schedule is not None:
         makespan = simulate(chain, schedule, budget).makespan  # the cutoff: a replayed fact
         info["incumbent_from"] = source
+        if makespan <= chain.ideal_makespan() + _tolerance(chain):
+            info["certificate"] = "ideal makespan"
+            return _optimal(chain, budget, schedule, info, deadline,
+                            "its makespan is the ideal one (every Fall and backward once)")
         if relaxation:
             lb = _relaxation_step(chain, budget, schedule, makespan, info, deadline,
                                   relaxation_share, families)
@@ -242,6 +254,7 @@ def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, f
 def _stopped(chain, budget, schedule, lower, stopped, max_states, info, deadline) -> Solution:
     """A run the time or state limit stopped: the schedule in hand (if any) and the best
     bound proven, never ``optimal``."""
+    info.pop("checkable", None)
     why = "time limit reached" if stopped == "time_limit" else \
         f"state limit reached (max_states = {max_states:,})"
     if schedule is None:
@@ -258,7 +271,13 @@ def _stopped(chain, budget, schedule, lower, stopped, max_states, info, deadline
 
 
 def _optimal(chain, budget, schedule, info, deadline, why) -> Solution:
-    """``schedule`` proven optimal over all schedules (``why``: by what)."""
+    """``schedule`` proven optimal over all schedules (``why``: by what); with
+    ``info["checkable"]``, the certificate for the checker in the time left."""
+    if info.pop("checkable", False):
+        from solvers.bounds.certified import certificate
+        left = deadline.remaining(0.01) if deadline.limit is not None else None
+        info["proof"], info["proof_search"] = certificate(chain, budget, schedule,
+                                                          time_limit=left)
     sim = simulate(chain, schedule, budget)
     return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
                             optimal_for=CLASS_ALL, info=info, wall_time=deadline.elapsed(),

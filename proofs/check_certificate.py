@@ -1,7 +1,7 @@
 """Independent checker of optimality certificates (``remat-proof/1``, proofs/certified.md).
 
 A certificate says: this schedule, at this budget, is optimal over all schedules of the
-chain model (docs/model.md, every output saved).  The checker believes nothing the solver
+chain model (docs/model.md; without offloading or Drop).  The checker believes nothing the solver
 that wrote it computed.  It imports no solver: the schedule is replayed by the model's
 simulator (the referee every solver answers to), and the lower bound is re-derived here:
 
@@ -10,7 +10,8 @@ simulator (the referee every solver answers to), and the lower bound is re-deriv
   than ``sum(fall_time) + sum(bwd_time)``; the schedule's makespan must equal it.
 * ``kind = "lp-tree"``: the rows of the moment relaxation (proofs/ilp.md section 9,
   Theorem 3: every valid schedule is a 0/1 point of them with an objective at most its
-  makespan) are rebuilt here from the chain, from the text of that section, and the
+  makespan; section 10 for unsaved outputs) are rebuilt here from the chain, from the text
+  of those sections, and the
   certificate's tree is walked: an inner node ``{"var", "children": [at 0, at 1]}`` splits
   on one binary, a ``{"fix": {var: v}, "y", "child"}`` node closes each ``var = 1 - v``
   with the multipliers ``y`` and goes on with every ``var = v``, and a leaf ``{"y"}``
@@ -61,7 +62,7 @@ def granularity(chain: Chain) -> Fraction:
 
 
 def moment_rows(chain: Chain, budget: int):
-    """The moment relaxation at ``budget`` (every output saved), sizes divided by the gcd of
+    """The moment relaxation at ``budget`` (section 10 for unsaved outputs), sizes divided by the gcd of
     every size and overhead and the budget floored to it (valid for 0/1 points: every
     left side is then an integer).  Returns ``(rows, cost, constant)``: ``rows`` maps a
     label to ``(coefficients {var: Fraction}, lower, upper)`` (None: no side), ``cost``
@@ -74,7 +75,12 @@ def moment_rows(chain: Chain, budget: int):
             g = math.gcd(g, int(v))
     g = g or 1
     x = [v // g for v in chain.x_size]
-    tp = [v // g for v in chain.tape_size]
+    def sv(i):  # x_i is read by a backward (x_0 always)
+        return i == 0 or bool(chain.output_saved[i - 1])
+
+    # an unsaved x_{j+1} is not inside t_{j+1}: the tape holds the rest
+    tp = [(chain.tape_size[j] - (0 if sv(j + 1) else chain.x_size[j + 1])) // g
+          for j in range(L)]
     bo = [v // g for v in chain.bwd_overhead]
     M = budget // g
     cost = {}
@@ -104,8 +110,10 @@ def moment_rows(chain: Chain, budget: int):
     for q in range(L, -1, -1):  # section 9, rows 1-2: the moments
         if q < L:
             row(f"tape_at_b_{q}", [(f"h_{q}_{q}", 1)], 1, 1)
-        if q >= 1:
+        if q >= 1 and sv(q):
             row(f"x_at_b_{q}", [(f"g_{q}_{q}", 1), (f"h_{q - 1}_{q}", 1)], 1, None)
+        elif q == L:  # the loss reads an unsaved x_L, plain only
+            row(f"x_at_b_{q}", [(f"g_{q}_{q}", 1)], 1, None)
         terms = [(f"h_{j}_{q}", tp[j]) for j in range(min(q, L - 1) + 1)]
         terms += [(f"g_{i}_{q}", x[i]) for i in range(1, q + 1)]
         terms += [(f"c_{r}_{r}", x[r + 1]) for r in range(q, L)]  # dead x_{r+1}
@@ -120,6 +128,8 @@ def moment_rows(chain: Chain, budget: int):
             row(f"keep_t_{j}_{r}", t, None, 0)
         for i in range(1, r + 1):
             t = [(f"g_{i}_{r}", 1), (f"c_{i - 1}_{r}", -1)]
+            if not sv(i):  # a Fall makes an unsaved output as a plain value too
+                t.append((f"z_{i - 1}_{r}", -1))
             if r < L:
                 t.append((f"g_{i}_{r + 1}", -1))
             row(f"keep_x_{i}_{r}", t, None, 0)
@@ -128,14 +138,23 @@ def moment_rows(chain: Chain, budget: int):
                 row(f"first_{i}", [(f"c_{i}_{L}", 1), (f"z_{i}_{L}", 1)], 1, None)
         else:
             for j in range(r):
-                row(f"free_t_{j}_{r}", [(f"h_{j}_{r + 1}", 1), (f"h_{j}_{r}", -1),
-                                        (f"c_{j + 1}_{r}", -1)], None, 0)
+                t = [(f"h_{j}_{r + 1}", 1), (f"h_{j}_{r}", -1)]
+                if sv(j + 1):  # an Fn_{j+1} reading x_{j+1} out of t_{j+1} frees it
+                    t.append((f"c_{j + 1}_{r}", -1))
+                row(f"free_t_{j}_{r}", t, None, 0)
             for i in range(1, r + 1):
-                row(f"free_x_{i}_{r}", [(f"g_{i}_{r + 1}", 1), (f"g_{i}_{r}", -1),
-                                        (f"c_{i}_{r}", -1)], None, 0)
+                t = [(f"g_{i}_{r + 1}", 1), (f"g_{i}_{r}", -1), (f"c_{i}_{r}", -1)]
+                if not sv(i):  # a Fall reading an unsaved input frees it
+                    t.append((f"z_{i}_{r}", -1))
+                row(f"free_x_{i}_{r}", t, None, 0)
+            for j in range(top + 1):  # t_{j+1} of an unsaved output: only B_j frees it
+                if not sv(j + 1):
+                    row(f"no_fall_{j}_{r}", [(f"z_{j}_{r}", 1), (f"h_{j}_{r + 1}", 1)],
+                        None, 1)
             for i in range(1, top + 1):
-                src = [(f"g_{i}_{r + 1}", -1), (f"h_{i - 1}_{r + 1}", -1),
-                       (f"c_{i - 1}_{r}", -1), (f"z_{i - 1}_{r}", -1)]
+                src = [(f"g_{i}_{r + 1}", -1), (f"c_{i - 1}_{r}", -1), (f"z_{i - 1}_{r}", -1)]
+                if sv(i):  # an unsaved x_i is never read out of t_i
+                    src.append((f"h_{i - 1}_{r + 1}", -1))
                 row(f"in_c_{i}_{r}", [(f"c_{i}_{r}", 1)] + src, None, 0)
                 row(f"in_z_{i}_{r}", [(f"z_{i}_{r}", 1)] + src, None, 0)
         for i in range(top + 1):
@@ -144,12 +163,23 @@ def moment_rows(chain: Chain, budget: int):
             a = [(f"a_{i}_{r}", -1)] if i < top else []
             if i + 1 <= r:
                 row(f"end_c_{i}_{r}", [(f"c_{i}_{r}", 1), (f"g_{i + 1}_{r}", -1)] + a, None, 0)
-            row(f"end_z_{i}_{r}", [(f"z_{i}_{r}", 1), (f"h_{i}_{r}", -1)] + a, None, 0)
+            row(f"end_z_{i}_{r}", [(f"z_{i}_{r}", 1), (f"h_{i}_{r}", -1)]
+                + (a if sv(i + 1) else []), None, 0)
+            if not sv(i + 1):  # the plain unsaved x_{i+1} beside the Fall's tape
+                t = [(f"z_{i}_{r}", 1), (f"g_{i + 1}_{r}", -1)] + a
+                if r < L:
+                    t.append((f"g_{i + 1}_{r + 1}", -1))
+                row(f"end_zx_{i}_{r}", t, None, 0)
         for i in range(top):
-            row(f"fn_{i}_{r}", [(f"a_{i}_{r}", 1), (f"c_{i + 1}_{r}", -1)], None, 0)
+            t = [(f"a_{i}_{r}", 1), (f"c_{i + 1}_{r}", -1)]
+            if not sv(i + 1):
+                t.append((f"z_{i + 1}_{r}", -1))
+            row(f"fn_{i}_{r}", t, None, 0)
             t = [(f"a_{i}_{r}", 1)]
             if i + 2 <= min(r, L):
                 t.append((f"g_{i + 2}_{r}", -1))
+            if not sv(i + 1):  # a Fall_{i+1} freed it: its tape is held at r (or freed)
+                t.append((f"h_{i + 1}_{r}", -1))
             if i + 1 < top:
                 t.append((f"a_{i + 1}_{r}", -1))
             if r < L and i + 1 == r:
@@ -257,8 +287,8 @@ def check(cert: dict) -> dict:
     if cert.get("format") != FORMAT:
         raise Rejected(f"format = {cert.get('format')!r}, expected {FORMAT!r}")
     chain = Chain.from_dict(cert["chain"])
-    if chain.has_unsaved_outputs:
-        raise Rejected("this checker covers chains with every output saved only")
+    if chain.bandwidth is not None:
+        raise Rejected("a chain with a copy channel (offloading): not covered")
     budget = int(cert["budget"])
     sim = simulate(chain, cert["schedule"], budget)  # raises on an invalid schedule
     if sim.peak_memory > budget:

@@ -34,7 +34,7 @@ def test_the_checker_imports_no_solver():
 
 
 @settings(max_examples=15, deadline=None)
-@given(chains(1, 5, max_size=6, fall_costs=None))
+@given(chains(1, 5, max_size=6, fall_costs=None, unsaved_outputs=None))
 def test_checker_rows_are_the_solvers_rows(chain):
     """Two independent writings of proofs/ilp.md section 9 (the solver's PuLP model and the
     checker's own) give the same rows, coefficient for coefficient, at every budget."""
@@ -60,7 +60,7 @@ def test_checker_rows_are_the_solvers_rows(chain):
 
 
 @settings(max_examples=12, deadline=None)
-@given(chains(1, 4, max_size=6, fall_costs=None))
+@given(chains(1, 4, max_size=6, fall_costs=None, unsaved_outputs=None))
 def test_every_accepted_certificate_is_the_exhaustive_optimum(chain):
     """The weak DP's schedule at each budget: where a certificate is found, the checker
     accepts it and the makespan is exhaustive search's optimum; cut off one unit of

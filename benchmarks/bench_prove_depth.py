@@ -106,6 +106,7 @@ def run(args) -> list:
             row = {"chain": name, "stages": chain.length, "seed": seed, "budget_index": k,
                    "budget": b, "status": sol.status, "makespan": sol.makespan,
                    "bound": sol.bound, "seconds": round(secs, 2),
+                   "proved_seconds": sol.info.get("proved_seconds"),
                    "gap": None if sol.makespan is None or sol.bound is None else
                    round((sol.makespan - sol.bound) / sol.makespan, 5),
                    "certificate": sol.info.get("certificate"),

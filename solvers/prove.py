@@ -273,6 +273,7 @@ def _stopped(chain, budget, schedule, lower, stopped, max_states, info, deadline
 def _optimal(chain, budget, schedule, info, deadline, why) -> Solution:
     """``schedule`` proven optimal over all schedules (``why``: by what); with
     ``info["checkable"]``, the certificate for the checker in the time left."""
+    info["proved_seconds"] = round(deadline.elapsed(), 3)  # before any certificate search
     if info.pop("checkable", False):
         from solvers.bounds.certified import certificate
         left = deadline.remaining(0.01) if deadline.limit is not None else None

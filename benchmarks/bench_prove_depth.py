@@ -126,8 +126,25 @@ def run(args) -> list:
     return rows
 
 
+def write_certificate(family: str, L: int, seed: int, k: int, path: str) -> None:
+    """The certificate of the weak DP's schedule of ``make(family, L, seed)`` at the k-th of
+    the five budgets (``--certify``), written to ``path``."""
+    from solvers.bounds.certified import certificate
+    chain = make(family, L, seed)
+    b = budgets(chain)[k]
+    sol = solvers.solve(chain, b, "dp-weak")
+    cert, info = certificate(chain, b, sol.schedule)
+    if cert is None:
+        raise SystemExit(f"no certificate: {info}")
+    cert["command"] = " ".join(["python", "benchmarks/bench_prove_depth.py"] + sys.argv[1:])
+    Path(path).write_text(json.dumps(cert) + "\n")
+    print(json.dumps(info))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--certify", nargs=5, metavar=("FAMILY", "L", "SEED", "K", "PATH"),
+                    help="only write the certificate of one instance (budget index K)")
     ap.add_argument("--random", type=int, nargs="*", default=[30, 60, 100])
     ap.add_argument("--net", type=int, nargs="*", default=[30, 46, 78],
                     help="transformer blocks (the chain has two stages more)")
@@ -136,6 +153,10 @@ def main(argv=None) -> None:
     ap.add_argument("--cert-dir", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
+    if a.certify:
+        f, L, seed, k, path = a.certify
+        write_certificate(f, int(L), int(seed), int(k), path)
+        return
     t0 = time.perf_counter()
     rows = run(a)
     res = {"command": " ".join(["python", "benchmarks/bench_prove_depth.py"] + sys.argv[1:]),

@@ -138,3 +138,24 @@ def test_prove_carries_a_certificate_the_checker_accepts():
     res = checker.check(json.loads(json.dumps(sol.info["proof"])))
     assert res["makespan"] == pytest.approx(sol.makespan)
     assert search(chain, b)[1] == pytest.approx(sol.makespan)
+
+
+def test_the_depth_benchmarks_network_chain_is_the_profile_repeated():
+    """benchmarks/bench_prove_depth.py's network chain: the profiled transformer's first and
+    last stage around its blocks repeated, times in whole microseconds, sizes in units."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_prove_depth", ROOT / "benchmarks" / "bench_prove_depth.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    prof = json.loads(mod.NET.read_text())
+    L0 = len(prof["fwd_time"])
+    blocks = 2 * (L0 - 2) + 1  # every block stage twice, and one more: the cycle wraps
+    chain = mod.net_chain(blocks)
+    assert chain.length == blocks + 2
+    src = [0] + [1 + k % (L0 - 2) for k in range(blocks)] + [L0 - 1]
+    for i, j in enumerate(src):
+        assert chain.fwd_time[i] == round(prof["fwd_time"][j] * 1e6)
+        assert chain.output_saved[i] == prof["output_saved"][j]
+        assert chain.tape_size[i] == max(-(-prof["tape_size"][j] // mod.UNIT),
+                                         chain.x_size[i + 1])
+    assert chain.bwd_time[-1] == round(prof["bwd_time"][-1] * 1e6)

@@ -44,6 +44,12 @@ NAME = "prove"
 _OWNER = option_owner(NAME)
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB, as exhaustive search's own default
 DEFAULT_RELAXATION_SHARE = 0.25  # of the time limit, for the moment relaxation
+#: Beyond this many stages the relaxation gets :data:`LONG_RELAXATION_SHARE` of the time
+#: limit by default: bounded search proved none of the random or family benchmark chains of
+#: more than 20 stages in minutes (docs/results.md; only Revolve's tape-dominated homogeneous
+#: ones), while the relaxation proves middle budgets of 60 stages in tens of seconds.
+LONG_CHAIN = 20
+LONG_RELAXATION_SHARE = 0.8
 #: The A* bound's first evaluation (exhaustive_bounds.Heuristic, its knapsack per backward)
 #: takes about this many seconds times L^2 on long chains (0.9 s at 800 stages, one core of
 #: a loaded 2-core machine; minutes at 10,000; and each of the first pops about as long: 14 s
@@ -147,7 +153,8 @@ def _tolerance(chain: Chain) -> float:
                    "relaxation": Option("bool", "try the moment relaxation first (PuLP and "
                                         "HiGHS)"),
                    "relaxation_share": Option("fraction", "the share of time_limit the "
-                                              "relaxation may use"),
+                                              "relaxation may use (default: 0.25, or 0.8 "
+                                              "beyond 20 stages)", none=True),
                    "cuts": Option("str", "comma-separated extra relaxation rows: reach, "
                                   "fwd_peak (refused on unsaved outputs)"),
                    "checkable": Option("bool", "an optimal answer also carries a certificate "
@@ -155,7 +162,7 @@ def _tolerance(chain: Chain) -> float:
                                        "(info['proof']; None if not found in the time left)")})
 def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
-                relaxation_share: float = DEFAULT_RELAXATION_SHARE, cuts: str = "",
+                relaxation_share: float | None = None, cuts: str = "",
                 checkable: bool = False) -> Solution:
     """Optimal schedule over all schedules, by proof of a schedule in hand (module
     docstring).
@@ -166,7 +173,9 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         weak DP's schedule and the best bound proven, never ``optimal``.
     max_states : the most states the bounded search may store (about 400 bytes each).
     relaxation : try the moment relaxation first (needs PuLP and HiGHS).
-    relaxation_share : the share of ``time_limit`` the relaxation may use (without a time
+    relaxation_share : the share of ``time_limit`` the relaxation may use; None (the
+        default): :data:`DEFAULT_RELAXATION_SHARE`, or :data:`LONG_RELAXATION_SHARE` on more
+        than :data:`LONG_CHAIN` stages (without a time
         limit, :data:`RELAXATION_CAP` seconds).
     cuts : comma-separated families of extra relaxation rows (:mod:`solvers.ilp.cuts`:
         ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
@@ -181,6 +190,9 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
     if families:
         from solvers.ilp.cuts import check_chain
         check_chain(chain)  # SolverOptionError on unsaved outputs
+    if relaxation_share is None:
+        relaxation_share = (LONG_RELAXATION_SHARE if chain.length > LONG_CHAIN
+                            else DEFAULT_RELAXATION_SHARE)
     deadline = Deadline(time_limit)
     info = {"certificate": None, "checkable": checkable}
     schedule, makespan, source = _incumbent(chain, budget, deadline)

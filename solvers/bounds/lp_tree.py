@@ -155,7 +155,10 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     rows = lp_rows(chain, budget)
     delta = granularity(chain)
     target = cutoff - delta  # a leaf closes when its LB exceeds this (strictly)
-    margin = 1e-6 * max(1.0, abs(cutoff))  # floating-point slack; the checker is exact
+    # floating-point slack (the checker is exact): far below the granularity
+    margin = 1e-9 * max(1.0, abs(cutoff))
+    if delta > 0:
+        margin = min(margin, delta / 16)
     n, m = len(rows.names), len(rows.labels)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)

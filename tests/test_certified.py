@@ -159,3 +159,15 @@ def test_the_depth_benchmarks_network_chain_is_the_profile_repeated():
         assert chain.tape_size[i] == max(-(-prof["tape_size"][j] // mod.UNIT),
                                          chain.x_size[i + 1])
     assert chain.bwd_time[-1] == round(prof["bwd_time"][-1] * 1e6)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "proofs" / "certificates").glob("certified_*.json")),
+                         ids=lambda p: p.name)
+def test_committed_certificates_are_accepted(path):
+    """Every committed ``remat-proof/1`` certificate passes the checker, and its schedule is
+    no slower than the weak DP's at its budget (which it claims to be optimal against)."""
+    cert = json.loads(path.read_text())
+    res = checker.check(cert)
+    chain = checker.Chain.from_dict(cert["chain"])
+    dp = solvers.solve(chain, cert["budget"], "dp-weak")
+    assert res["makespan"] <= dp.makespan + 1e-9

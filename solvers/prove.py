@@ -44,6 +44,12 @@ NAME = "prove"
 _OWNER = option_owner(NAME)
 DEFAULT_MAX_STATES = 10_000_000  # about 4 GB, as exhaustive search's own default
 DEFAULT_RELAXATION_SHARE = 0.25  # of the time limit, for the moment relaxation
+#: Beyond this many stages the relaxation gets :data:`LONG_RELAXATION_SHARE` of the time
+#: limit by default: bounded search proved none of the random or family benchmark chains of
+#: more than 20 stages in minutes (docs/results.md; only Revolve's tape-dominated homogeneous
+#: ones), while the relaxation proves middle budgets of 60 stages in tens of seconds.
+LONG_CHAIN = 20
+LONG_RELAXATION_SHARE = 0.8
 #: The A* bound's first evaluation (exhaustive_bounds.Heuristic, its knapsack per backward)
 #: takes about this many seconds times L^2 on long chains (0.9 s at 800 stages, one core of
 #: a loaded 2-core machine; minutes at 10,000; and each of the first pops about as long: 14 s
@@ -147,12 +153,17 @@ def _tolerance(chain: Chain) -> float:
                    "relaxation": Option("bool", "try the moment relaxation first (PuLP and "
                                         "HiGHS)"),
                    "relaxation_share": Option("fraction", "the share of time_limit the "
-                                              "relaxation may use"),
+                                              "relaxation may use (default: 0.25, or 0.8 "
+                                              "beyond 20 stages)", none=True),
                    "cuts": Option("str", "comma-separated extra relaxation rows: reach, "
-                                  "fwd_peak (refused on unsaved outputs)")})
+                                  "fwd_peak (refused on unsaved outputs)"),
+                   "checkable": Option("bool", "an optimal answer also carries a certificate "
+                                       "proofs/check_certificate.py verifies "
+                                       "(info['proof']; None if not found in the time left)")})
 def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
-                relaxation_share: float = DEFAULT_RELAXATION_SHARE, cuts: str = "") -> Solution:
+                relaxation_share: float | None = None, cuts: str = "",
+                checkable: bool = False) -> Solution:
     """Optimal schedule over all schedules, by proof of a schedule in hand (module
     docstring).
 
@@ -162,24 +173,37 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         weak DP's schedule and the best bound proven, never ``optimal``.
     max_states : the most states the bounded search may store (about 400 bytes each).
     relaxation : try the moment relaxation first (needs PuLP and HiGHS).
-    relaxation_share : the share of ``time_limit`` the relaxation may use (without a time
+    relaxation_share : the share of ``time_limit`` the relaxation may use; None (the
+        default): :data:`DEFAULT_RELAXATION_SHARE`, or :data:`LONG_RELAXATION_SHARE` on more
+        than :data:`LONG_CHAIN` stages (without a time
         limit, :data:`RELAXATION_CAP` seconds).
     cuts : comma-separated families of extra relaxation rows (:mod:`solvers.ilp.cuts`:
         ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
         docs/results.md).
+    checkable : an ``optimal`` answer also carries ``info["proof"]``, a ``remat-proof/1``
+        certificate (:mod:`solvers.bounds.certified`) that proofs/check_certificate.py
+        verifies without any solver, or None when none was found in the time left
+        (``info["proof_search"]`` says how far it got).
     """
     # the options' types and ranges are checked by the registry (the schema above)
     families = _cut_families(cuts)
     if families:
         from solvers.ilp.cuts import check_chain
         check_chain(chain)  # SolverOptionError on unsaved outputs
+    if relaxation_share is None:
+        relaxation_share = (LONG_RELAXATION_SHARE if chain.length > LONG_CHAIN
+                            else DEFAULT_RELAXATION_SHARE)
     deadline = Deadline(time_limit)
-    info = {"certificate": None}
+    info = {"certificate": None, "checkable": checkable}
     schedule, makespan, source = _incumbent(chain, budget, deadline)
     lower = chain.ideal_makespan()
     if schedule is not None:
         makespan = simulate(chain, schedule, budget).makespan  # the cutoff: a replayed fact
         info["incumbent_from"] = source
+        if makespan <= chain.ideal_makespan() + _tolerance(chain):
+            info["certificate"] = "ideal makespan"
+            return _optimal(chain, budget, schedule, info, deadline,
+                            "its makespan is the ideal one (every Fall and backward once)")
         if relaxation:
             lb = _relaxation_step(chain, budget, schedule, makespan, info, deadline,
                                   relaxation_share, families)
@@ -242,6 +266,7 @@ def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, f
 def _stopped(chain, budget, schedule, lower, stopped, max_states, info, deadline) -> Solution:
     """A run the time or state limit stopped: the schedule in hand (if any) and the best
     bound proven, never ``optimal``."""
+    info.pop("checkable", None)
     why = "time limit reached" if stopped == "time_limit" else \
         f"state limit reached (max_states = {max_states:,})"
     if schedule is None:
@@ -258,7 +283,14 @@ def _stopped(chain, budget, schedule, lower, stopped, max_states, info, deadline
 
 
 def _optimal(chain, budget, schedule, info, deadline, why) -> Solution:
-    """``schedule`` proven optimal over all schedules (``why``: by what)."""
+    """``schedule`` proven optimal over all schedules (``why``: by what); with
+    ``info["checkable"]``, the certificate for the checker in the time left."""
+    info["proved_seconds"] = round(deadline.elapsed(), 3)  # before any certificate search
+    if info.pop("checkable", False):
+        from solvers.bounds.certified import certificate
+        left = deadline.remaining(0.01) if deadline.limit is not None else None
+        info["proof"], info["proof_search"] = certificate(chain, budget, schedule,
+                                                          time_limit=left)
     sim = simulate(chain, schedule, budget)
     return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
                             optimal_for=CLASS_ALL, info=info, wall_time=deadline.elapsed(),

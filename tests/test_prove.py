@@ -58,8 +58,11 @@ def test_prove_equals_the_exhaustive_optimum(chain):
             sol = solvers.solve(chain, b, "prove", relaxation=relax)
             assert sol.status == "optimal" and sol.optimal_for == "all"
             assert sol.makespan == pytest.approx(opt)
-            assert sol.info["certificate"] in ("moment relaxation", "bounded search")
-            if not relax:
+            assert sol.info["certificate"] in ("moment relaxation", "bounded search",
+                                               "ideal makespan")
+            if sol.info["certificate"] == "ideal makespan":  # no recomputation at all
+                assert sol.makespan == pytest.approx(chain.ideal_makespan())
+            elif not relax:
                 assert sol.info["certificate"] == "bounded search"
 
 

@@ -1,0 +1,170 @@
+"""Proofs at depth (issue 40, item 4): how often is the weak DP's schedule proven optimal over
+all schedules, how fast, and with what gap where not, on deep chains at five budgets.
+
+Chains:
+
+* ``random L``: ``families.make("random", L, seed)`` (the chains of ``bench_ilp.py speed``
+  and ``bench_prove.py``);
+* ``net L``: a real network's profile carried to real depth: the transformer blocks of
+  ``benchmarks/results/offload_chains/transformer-small.json`` (profiled on CPU, one stage
+  per block, every field as measured: overheads, recording costs, unsaved outputs) repeated
+  to ``L`` blocks between its own first and last stage, times rounded to integer
+  microseconds (so a certificate's bound closes on integers, proofs/certified.md) and sizes
+  rounded up to units of 256 KiB (byte-exact, the weak DP's table would need terabytes).
+
+Budgets: five, evenly spaced from the weak DP's smallest feasible budget to store-all (both
+included).  Each instance: ``prove`` with ``checkable=true`` under ``--time-limit``; an
+``optimal`` answer's certificate is written to ``--cert-dir`` and checked by
+``proofs/check_certificate.py`` in a separate process (which imports no solver).  One JSON
+object per instance; ``--out`` writes them all with the command and the machine's load.
+
+    python benchmarks/bench_prove_depth.py --random 30 60 100 --net 32 48 80 --seeds 1 \
+        --time-limit 60 --out benchmarks/results/prove_depth.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import solvers  # noqa: E402
+from remat_theory.analysis.families import make  # noqa: E402
+from remat_theory.model.chain import Chain  # noqa: E402
+
+NET = ROOT / "benchmarks" / "results" / "offload_chains" / "transformer-small.json"
+CHECKER = ROOT / "proofs" / "check_certificate.py"
+UNIT = 256 * 1024  # the network chains' size unit (bytes): byte-exact tables are too big
+
+
+def net_chain(blocks: int) -> Chain:
+    """The profiled transformer carried to ``blocks`` blocks (module docstring)."""
+    d = json.loads(NET.read_text())
+    L0 = len(d["fwd_time"])
+    body = list(range(1, L0 - 1))  # the block stages; 0 is the embedding, L0-1 the head
+
+    def stages(key, n):  # per-stage fields (length L, or L+1 with the loss)
+        v = d[key]
+        mid = [v[body[k % len(body)]] for k in range(blocks)]
+        return [v[0]] + mid + v[L0 - 1:n]
+
+    out = {"format": "remat-chain/1", "name": f"transformer-small-x{blocks}"}
+    for key in ("fwd_time", "fall_time", "fwd_overhead", "fall_overhead", "tape_size",
+                "output_saved"):
+        out[key] = stages(key, L0)
+    for key in ("bwd_time", "bwd_overhead"):
+        out[key] = stages(key, L0 + 1)
+    x = d["x_size"]  # x_0, the block outputs, the head's output
+    out["x_size"] = [x[0]] + [x[body[k % len(body)]] for k in range(blocks)] + x[L0 - 1:]
+    for key in ("fwd_time", "fall_time", "bwd_time"):
+        out[key] = [float(round(t * 1e6)) for t in out[key]]
+    for key in ("x_size", "tape_size", "fwd_overhead", "fall_overhead", "bwd_overhead"):
+        out[key] = [-(-v // UNIT) for v in out[key]]  # rounded up to whole units
+    out["tape_size"] = [max(t, out["x_size"][i + 1]) for i, t in enumerate(out["tape_size"])]
+    return Chain.from_dict(out)
+
+
+def budgets(chain: Chain) -> list:
+    lo = solvers.solve(chain, 0, "dp-weak").min_budget
+    hi = chain.store_all_memory()
+    return sorted({lo + (hi - lo) * k // 4 for k in range(5)})
+
+
+def instances(args):
+    for L in args.random:
+        for seed in range(args.seeds):
+            yield f"random {L}", seed, make("random", L, seed)
+    for blocks in args.net:
+        yield f"net {blocks + 2}", 0, net_chain(blocks)
+
+
+def check(path: Path) -> dict:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, str(CHECKER), str(path)], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return {"accepted": p.returncode == 0, "check_seconds": round(time.perf_counter() - t0, 2),
+            "checker": (p.stdout.strip() or p.stderr.strip())[-300:]}
+
+
+def run(args) -> list:
+    cert_dir = Path(args.cert_dir or tempfile.mkdtemp(prefix="remat-proofs-"))
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name, seed, chain in instances(args):
+        bs = budgets(chain)
+        for k, b in enumerate(bs):
+            t0 = time.perf_counter()
+            sol = solvers.solve(chain, b, "prove", time_limit=args.time_limit, checkable=True)
+            secs = time.perf_counter() - t0
+            row = {"chain": name, "stages": chain.length, "seed": seed, "budget_index": k,
+                   "budget": b, "status": sol.status, "makespan": sol.makespan,
+                   "bound": sol.bound, "seconds": round(secs, 2),
+                   "proved_seconds": sol.info.get("proved_seconds"),
+                   "gap": None if sol.makespan is None or sol.bound is None else
+                   round((sol.makespan - sol.bound) / sol.makespan, 5),
+                   "certificate": sol.info.get("certificate"),
+                   "relaxation": sol.info.get("relaxation"),
+                   "bounded_search": sol.info.get("bounded_search"),
+                   "proof_search": sol.info.get("proof_search")}
+            proof = sol.info.get("proof")
+            if proof is not None:
+                path = cert_dir / f"{name.replace(' ', '')}_s{seed}_b{k}.json"
+                path.write_text(json.dumps(proof))
+                row.update(check(path), proof_bytes=path.stat().st_size)
+            row["load_1min"] = os.getloadavg()[0]
+            print(json.dumps({k2: v for k2, v in row.items()
+                              if k2 not in ("relaxation", "bounded_search", "proof_search")}),
+                  flush=True)
+            rows.append(row)
+    return rows
+
+
+def write_certificate(family: str, L: int, seed: int, k: int, path: str) -> None:
+    """The certificate of the weak DP's schedule of ``make(family, L, seed)`` at the k-th of
+    the five budgets (``--certify``), written to ``path``."""
+    from solvers.bounds.certified import certificate
+    chain = make(family, L, seed)
+    b = budgets(chain)[k]
+    sol = solvers.solve(chain, b, "dp-weak")
+    cert, info = certificate(chain, b, sol.schedule)
+    if cert is None:
+        raise SystemExit(f"no certificate: {info}")
+    cert["command"] = " ".join(["python", "benchmarks/bench_prove_depth.py"] + sys.argv[1:])
+    Path(path).write_text(json.dumps(cert) + "\n")
+    print(json.dumps(info))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--certify", nargs=5, metavar=("FAMILY", "L", "SEED", "K", "PATH"),
+                    help="only write the certificate of one instance (budget index K)")
+    ap.add_argument("--random", type=int, nargs="*", default=[30, 60, 100])
+    ap.add_argument("--net", type=int, nargs="*", default=[30, 46, 78],
+                    help="transformer blocks (the chain has two stages more)")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--cert-dir", default=None)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    if a.certify:
+        f, L, seed, k, path = a.certify
+        write_certificate(f, int(L), int(seed), int(k), path)
+        return
+    t0 = time.perf_counter()
+    rows = run(a)
+    res = {"command": " ".join(["python", "benchmarks/bench_prove_depth.py"] + sys.argv[1:]),
+           "cpus": os.cpu_count(), "wall_seconds": round(time.perf_counter() - t0, 1),
+           "runs": rows}
+    if a.out:
+        Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

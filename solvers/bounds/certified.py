@@ -1,0 +1,64 @@
+"""Optimality certificates a third party can check (``remat-proof/1``, proofs/certified.md):
+what :func:`certificate` writes, proofs/check_certificate.py verifies without importing any
+solver.
+
+Two kinds: ``ideal`` (the schedule's makespan is the ideal one, which no schedule beats:
+every Fall and every backward runs once at least) and ``lp-tree`` (a branch and bound over
+the moment relaxation's LP whose every leaf carries the multipliers that close it:
+:mod:`solvers.bounds.lp_tree`).
+"""
+from __future__ import annotations
+
+import math
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.simulator import simulate
+
+from solvers.bounds import lp_tree
+
+FORMAT = "remat-proof/1"
+
+
+def _base(chain: Chain, budget: int, schedule, makespan: float) -> dict:
+    return {"format": FORMAT, "chain": chain.to_dict(), "budget": int(budget),
+            "schedule": str(schedule), "makespan": float(makespan)}
+
+
+def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None = None,
+                max_nodes: int = 200_000):
+    """``(certificate dict or None, info)``: a checkable proof that ``schedule`` (valid at
+    ``budget``) is optimal over all schedules, or None when none was found in time
+    (``info["stopped"]`` says why)."""
+    sim = simulate(chain, schedule, budget)
+    makespan = sim.makespan
+    info = {"makespan": makespan}
+    if makespan <= chain.ideal_makespan() + 1e-12 * max(1.0, makespan):
+        cert = _base(chain, budget, schedule, makespan)
+        cert["kind"] = "ideal"
+        info["kind"] = "ideal"
+        return cert, info
+    res = lp_tree.prove_cutoff(chain, budget, makespan, time_limit=time_limit,
+                               max_nodes=max_nodes)
+    info.update(kind="lp-tree", nodes=res.nodes, seconds=round(res.seconds, 3),
+                stopped=res.stopped, **res.stats)
+    if not res.proven:
+        return None, info
+    cert = _base(chain, budget, schedule, makespan)
+    cert.update(kind="lp-tree", tree=res.tree,
+                stats={"nodes": res.nodes, "delta": lp_tree.granularity(chain)})
+    return cert, info
+
+
+def tree_size(tree: dict) -> int:
+    """The number of nodes of a certificate's tree."""
+    if tree is None:
+        return 0
+    if "children" in tree:
+        return 1 + sum(tree_size(c) for c in tree["children"])
+    if "child" in tree:
+        return 1 + tree_size(tree["child"])
+    return 1
+
+
+def is_finite(x) -> bool:
+    return x is not None and math.isfinite(x)

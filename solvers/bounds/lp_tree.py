@@ -1,0 +1,302 @@
+"""A branch and bound over the moment relaxation's LP that leaves a certificate behind.
+
+The moment relaxation (:mod:`solvers.ilp.relaxation`, proofs/ilp.md section 9) is a MILP
+whose optimum is a lower bound on every valid schedule's makespan.  HiGHS proves that bound
+by its own branch and bound, which leaves nothing a third party can check.  This module
+runs a plain one over the same rows, in HiGHS's LP solver, and records, at every leaf, the
+row multipliers ``y`` that close it: for ``min c x`` subject to ``lo <= A x <= up`` and the
+leaf's variable bounds, every ``y`` (nonnegative on a row whose lower side it uses,
+nonpositive on an upper side) gives the Lagrangian bound
+
+    LB(y) = sum_r (y_r lo_r if y_r > 0 else y_r up_r) + sum_j min over x_j of (c - A^T y)_j x_j,
+
+valid whatever ``y`` is (weak duality), so the checker (proofs/check_certificate.py) needs
+neither the LP solver nor trust in it: it rebuilds the rows from the chain on its own,
+evaluates ``LB`` in exact rational arithmetic, checks the tree covers every 0/1 point and
+that every leaf's bound exceeds ``cutoff - granularity`` (no schedule is faster than the one
+in hand).  An infeasible leaf carries a scaled Farkas ray, which is such a ``y`` too.
+
+A leaf is closed when ``LB`` exceeds ``cutoff - delta``: ``delta`` is the gcd of the times
+when every time is an integer (a makespan faster than ``cutoff`` is then at most
+``cutoff - delta``), otherwise a tolerance-free ``0`` (``LB`` must reach ``cutoff``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+import pulp
+
+from remat_theory.model.chain import Chain
+
+from solvers.ilp import relaxation
+
+
+@dataclass
+class LpRows:
+    """The moment relaxation at one budget as arrays: columns (names, costs), rows (labels,
+    lower and upper sides, CSR coefficients), and the objective's constant."""
+
+    names: list
+    cost: np.ndarray
+    labels: list
+    lo: np.ndarray
+    up: np.ndarray
+    starts: np.ndarray
+    index: np.ndarray
+    value: np.ndarray
+    constant: float
+
+    def column(self, name: str) -> int:
+        return self._col[name]
+
+    def __post_init__(self):
+        self._col = {n: k for k, n in enumerate(self.names)}
+
+
+def lp_rows(chain: Chain, budget: int) -> LpRows:
+    """The rows of :func:`solvers.ilp.relaxation.build_relaxation` at ``budget`` (sizes
+    divided by their gcd, the budget floored to it: the relaxation's own scaling)."""
+    g = chain.size_gcd()
+    model = relaxation.build_relaxation(chain.scaled_sizes(g), budget // g)
+    names = [v.name for v in model.prob.variables()]
+    col = {n: k for k, n in enumerate(names)}
+    cost = np.zeros(len(names))
+    for v, coef in model.prob.objective.items():
+        cost[col[v.name]] += coef
+    labels, lo, up, starts, index, value = [], [], [], [0], [], []
+    for label, row in model.rows:
+        k = -row.constant
+        if row.sense == pulp.LpConstraintLE:
+            lo.append(-np.inf), up.append(k)
+        elif row.sense == pulp.LpConstraintGE:
+            lo.append(k), up.append(np.inf)
+        else:
+            lo.append(k), up.append(k)
+        labels.append(label)
+        for v, coef in row.items():
+            if coef:
+                index.append(col[v.name])
+                value.append(float(coef))
+        starts.append(len(index))
+    return LpRows(names, cost, labels, np.array(lo), np.array(up), np.array(starts),
+                  np.array(index, dtype=np.int32), np.array(value), model.constant)
+
+
+def clip(rows: LpRows, y: np.ndarray) -> np.ndarray:
+    """``y`` with every multiplier of a sign its row cannot take set to 0 (still a valid
+    ``y``: the bound is defined for every such vector)."""
+    return np.where(y > 0, np.where(np.isfinite(rows.lo), y, 0.0),
+                    np.where(np.isfinite(rows.up), y, 0.0))
+
+
+def lagrangian(rows: LpRows, y: np.ndarray, lb: np.ndarray, ub: np.ndarray,
+               with_cost: bool = True) -> float:
+    """``LB(y)`` of the module docstring in floating point (the checker redoes it exactly);
+    ``with_cost`` False: the bound of a Farkas ray (zero costs, no constant)."""
+    return lagrangian_terms(rows, y, lb, ub, with_cost)[0]
+
+
+def lagrangian_terms(rows: LpRows, y: np.ndarray, lb: np.ndarray, ub: np.ndarray,
+                     with_cost: bool = True) -> tuple:
+    """``(LB(y), d)``: the bound and the reduced costs ``d = c - A^T y`` (``y`` clipped to
+    the signs its rows allow: :func:`clip`)."""
+    y = clip(rows, y)
+    side = np.where(y > 0, np.where(np.isfinite(rows.lo), rows.lo, 0.0),
+                    np.where(np.isfinite(rows.up), rows.up, 0.0))
+    aty = np.zeros(len(rows.names))
+    counts = np.diff(rows.starts)
+    np.add.at(aty, rows.index, np.repeat(y, counts) * rows.value)
+    d = (rows.cost if with_cost else 0.0) - aty
+    total = float(np.dot(y, side)) + float(np.sum(np.minimum(d * lb, d * ub)))
+    return total + (rows.constant if with_cost else 0.0), d
+
+
+@dataclass
+class TreeResult:
+    proven: bool  # every leaf closed: no schedule faster than the cutoff
+    tree: dict | None  # the certificate's tree (module docstring), when proven
+    bound: float | None  # the cutoff if proven; None when stopped
+    nodes: int
+    seconds: float
+    stopped: str | None = None  # "time_limit", "node_limit", "integral" (a point below)
+    stats: dict = field(default_factory=dict)
+
+
+def granularity(chain: Chain) -> float:
+    """The gcd of every time when all are integers (a faster makespan is then at least this
+    much faster), else 0."""
+    times = list(chain.fwd_time) + list(chain.fall_time) + list(chain.bwd_time)
+    if all(float(t).is_integer() for t in times):
+        g = 0
+        for t in times:
+            g = math.gcd(g, int(t))
+        return float(g)
+    return 0.0
+
+
+def _sparse(rows: LpRows, y: np.ndarray) -> dict:
+    y = clip(rows, y)
+    return {rows.labels[k]: float(y[k]) for k in np.flatnonzero(np.abs(y) > 1e-12)}
+
+
+def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float | None = None,
+                 max_nodes: int = 200_000, branching: str = "state",
+                 strong: int = 8) -> TreeResult:
+    """Branch and bound over the moment relaxation's LP: is every 0/1 point of it worth more
+    than ``cutoff - granularity`` (module docstring)?  Depth first, branching on the most
+    fractional variable (``branching="state"``: of the moment-state variables h and g first,
+    which decide what every phase must recompute), a leaf closed by its LP's multipliers (or its Farkas ray).  The
+    tree is returned when every leaf closed."""
+    t0 = time.perf_counter()
+    rows = lp_rows(chain, budget)
+    delta = granularity(chain)
+    target = cutoff - delta  # a leaf closes when its LB exceeds this (strictly)
+    # floating-point slack (the checker is exact): far below the granularity
+    margin = 1e-9 * max(1.0, abs(cutoff))
+    if delta > 0:
+        margin = min(margin, delta / 16)
+    n, m = len(rows.names), len(rows.labels)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("threads", 1)
+    h.addVars(n, np.zeros(n), np.ones(n))
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), rows.cost)
+    h.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
+              rows.index, rows.value)
+    lb, ub = np.zeros(n), np.ones(n)
+    state = np.array([nm[0] in "hg" for nm in rows.names])
+    nodes = 0
+    stats = {"leaves_lp": 0, "leaves_ray": 0, "columns": n, "rows": m}
+
+    def close(y_like, with_cost):
+        return lagrangian(rows, y_like, lb, ub, with_cost)
+
+    def solve_node():
+        """``(leaf, column to branch on, LP value, fixings, y)``: a leaf dict when the node
+        closes; else the most fractional column and the columns whose reduced cost alone
+        closes their other value (fixed at ``y``'s side: reduced-cost fixing)."""
+        h.changeColsBounds(n, np.arange(n, dtype=np.int32), lb, ub)
+        h.run()
+        st = h.getModelStatus()
+        if st == highspy.HighsModelStatus.kInfeasible:
+            _, has, ray = h.getDualRay()
+            if has:
+                for sign in (1.0, -1.0):
+                    yr = sign * np.asarray(ray)
+                    gain = close(yr, False)
+                    if gain > 1e-9:
+                        base = close(np.zeros(m), True)
+                        t = (target - base + 1.0 + margin) / gain
+                        y = yr * max(t, 1.0)
+                        if close(y, True) > target + margin:
+                            stats["leaves_ray"] += 1
+                            return {"y": _sparse(rows, y)}, None, math.inf, {}, None
+            raise _Stop("lp_failed")  # an infeasible node without a usable ray
+        if st != highspy.HighsModelStatus.kOptimal:
+            raise _Stop("lp_failed")
+        sol = h.getSolution()
+        y = np.asarray(sol.row_dual)
+        val, d = lagrangian_terms(rows, y, lb, ub, True)
+        if val > target + margin:
+            stats["leaves_lp"] += 1
+            return {"y": _sparse(rows, y)}, None, val, {}, None
+        x = np.asarray(sol.col_value)
+        frac = np.abs(x - np.round(x))
+        free = lb < ub
+        slack = target + margin - val
+        to0 = np.flatnonzero(free & (d > slack + margin))
+        to1 = np.flatnonzero(free & (-d > slack + margin))
+        fixes = {int(j): 0 for j in to0}
+        fixes.update({int(j): 1 for j in to1})
+        frac[~free] = 0.0
+        if branching == "state" and frac[state].max(initial=0.0) >= 1e-7:
+            frac = np.where(state, frac, 0.0)
+        k = int(np.argmax(frac))
+        if strong > 1 and frac[k] >= 1e-7:
+            k = pick_strong(frac, fixes)
+        if frac[k] < 1e-7:
+            raise _Stop("integral")  # a 0/1 point below the cutoff: this relaxation
+            # cannot prove it
+        return None, k, val, fixes, y
+
+    def child_value(k, v):
+        """The LP value with column k at v (inf when infeasible)."""
+        old = lb[k], ub[k]
+        lb[k] = ub[k] = v
+        h.changeColBounds(k, v, v)
+        h.run()
+        st = h.getModelStatus()
+        lb[k], ub[k] = old
+        h.changeColBounds(k, old[0], old[1])
+        if st == highspy.HighsModelStatus.kInfeasible:
+            return math.inf
+        if st != highspy.HighsModelStatus.kOptimal:
+            return -math.inf
+        return h.getInfo().objective_function_value + rows.constant
+
+    def pick_strong(frac, fixes):
+        """Strong branching: of the ``strong`` most fractional columns (not about to be
+        fixed), the one whose weaker child rises most (products of the two rises)."""
+        order = [int(j) for j in np.argsort(-frac)[:strong + len(fixes)]
+                 if frac[j] >= 1e-7 and int(j) not in fixes][:strong]
+        stats["strong_lps"] = stats.get("strong_lps", 0) + 2 * len(order)
+        base = h.getInfo().objective_function_value + rows.constant
+        best, best_score = order[0], -1.0
+        for j in order:
+            r0 = min(child_value(j, 0) - base, 1e9)
+            r1 = min(child_value(j, 1) - base, 1e9)
+            score = max(r0, 1e-6) * max(r1, 1e-6)
+            if score > best_score:
+                best, best_score = j, score
+        return best
+
+    def expand(depth):
+        nonlocal nodes
+        nodes += 1
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            raise _Stop("time_limit")
+        if nodes > max_nodes:
+            raise _Stop("node_limit")
+        leaf, k, val, fixes, y = solve_node()
+        if leaf is not None:
+            return leaf
+        saved = {j: (lb[j], ub[j]) for j in fixes}
+        for j, v in fixes.items():
+            lb[j] = ub[j] = v
+        try:
+            children = []
+            for v in (0, 1):
+                old = lb[k], ub[k]
+                lb[k] = ub[k] = v
+                try:
+                    children.append(expand(depth + 1))
+                finally:
+                    lb[k], ub[k] = old
+        finally:
+            for j, (a, b) in saved.items():
+                lb[j], ub[j] = a, b
+        node = {"var": rows.names[k], "children": children}
+        if fixes:
+            stats["fixed"] = stats.get("fixed", 0) + len(fixes)
+            node = {"fix": {rows.names[j]: v for j, v in fixes.items()},
+                    "y": _sparse(rows, y), "child": node}
+        return node
+
+    try:
+        tree = expand(0)
+    except _Stop as s:
+        return TreeResult(False, None, None, nodes, time.perf_counter() - t0, s.why, stats)
+    except RecursionError:
+        return TreeResult(False, None, None, nodes, time.perf_counter() - t0, "depth", stats)
+    return TreeResult(True, tree, cutoff, nodes, time.perf_counter() - t0, None, stats)
+
+
+class _Stop(Exception):
+    def __init__(self, why):
+        super().__init__(why)
+        self.why = why

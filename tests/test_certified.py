@@ -1,0 +1,173 @@
+"""Checkable optimality certificates (solvers/bounds, proofs/check_certificate.py): the
+checker's own rows against the solver's, every certificate against exhaustive search (the
+oracle with no modelling argument), and tampered certificates rejected."""
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+import solvers
+from remat_theory.strategies import chains
+from solvers.bounds import certified, lp_tree
+from solvers.exhaustive import min_feasible_budget, search
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("check_certificate",
+                                               ROOT / "proofs" / "check_certificate.py")
+checker = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(checker)
+
+
+def _budgets(chain):
+    lo = min_feasible_budget(chain)
+    hi = chain.store_all_memory()
+    return sorted({lo, lo + (hi - lo) // 4, lo + (hi - lo) // 2, hi})
+
+
+def test_the_checker_imports_no_solver():
+    """Independence: the checker's source imports nothing from ``solvers``."""
+    text = (ROOT / "proofs" / "check_certificate.py").read_text()
+    assert "import solvers" not in text and "from solvers" not in text
+
+
+@settings(max_examples=15, deadline=None)
+@given(chains(1, 5, max_size=6, fall_costs=None, unsaved_outputs=None))
+def test_checker_rows_are_the_solvers_rows(chain):
+    """Two independent writings of proofs/ilp.md section 9 (the solver's PuLP model and the
+    checker's own) give the same rows, coefficient for coefficient, at every budget."""
+    for b in _budgets(chain):
+        mine = lp_tree.lp_rows(chain, b)
+        rows, cost, constant = checker.moment_rows(chain, b)
+        assert sorted(rows) == sorted(mine.labels)
+        for k, label in enumerate(mine.labels):
+            coef, lo, up = rows[label]
+            theirs = {mine.names[int(j)]: v for j, v in
+                      zip(mine.index[mine.starts[k]:mine.starts[k + 1]],
+                          mine.value[mine.starts[k]:mine.starts[k + 1]])}
+            assert {n: float(v) for n, v in coef.items() if v} == theirs, label
+            assert (lo is None) == (mine.lo[k] == float("-inf")), label
+            assert (up is None) == (mine.up[k] == float("inf")), label
+            if lo is not None:
+                assert float(lo) == mine.lo[k], label
+            if up is not None:
+                assert float(up) == mine.up[k], label
+        assert {mine.names[j]: c for j, c in enumerate(mine.cost) if c} == \
+            {n: float(c) for n, c in cost.items() if c}
+        assert float(constant) == mine.constant
+
+
+@settings(max_examples=12, deadline=None)
+@given(chains(1, 4, max_size=6, fall_costs=None, unsaved_outputs=None))
+def test_every_accepted_certificate_is_the_exhaustive_optimum(chain):
+    """The weak DP's schedule at each budget: where a certificate is found, the checker
+    accepts it and the makespan is exhaustive search's optimum; cut off one unit of
+    granularity above the optimum (claiming a value that is not optimal), the tree never
+    closes."""
+    for b in _budgets(chain):
+        opt = search(chain, b)[1]
+        sol = solvers.solve(chain, b, "dp-weak")
+        if sol.schedule is None:
+            continue
+        cert, _ = certified.certificate(chain, b, sol.schedule, time_limit=20)
+        if cert is not None:
+            checker.check(json.loads(json.dumps(cert)))
+            assert cert["makespan"] == pytest.approx(opt, abs=1e-9)
+        delta = lp_tree.granularity(chain)
+        if delta > 0:
+            res = lp_tree.prove_cutoff(chain, b, opt + delta, time_limit=20)
+            assert not res.proven
+
+
+def _tight_certificate():
+    from remat_theory.analysis.families import make
+    chain = make("random", 5, 0)
+    lo = solvers.solve(chain, 0, "dp-weak").min_budget
+    b = lo + (chain.store_all_memory() - lo) // 10
+    sol = solvers.solve(chain, b, "dp-weak")
+    cert, info = certified.certificate(chain, b, sol.schedule, time_limit=30)
+    assert cert is not None and cert["kind"] == "lp-tree", info
+    return json.loads(json.dumps(cert))
+
+
+def test_tampered_certificates_are_rejected():
+    """A certificate the checker accepts, then each of its claims broken in turn."""
+    cert = _tight_certificate()
+    assert checker.check(cert)["kind"] == "lp-tree"
+    bad = copy.deepcopy(cert)
+    bad["makespan"] -= 1  # a makespan the schedule does not have
+    with pytest.raises(checker.Rejected):
+        checker.check(bad)
+    bad = copy.deepcopy(cert)
+    bad["tree"] = {"y": {}}  # no multipliers: the bound of the box alone, the ideal makespan
+    with pytest.raises(checker.Rejected):
+        checker.check(bad)
+    bad = copy.deepcopy(cert)
+    bad["kind"] = "ideal"  # the ideal makespan is below this schedule's
+    with pytest.raises(checker.Rejected):
+        checker.check(bad)
+    bad = copy.deepcopy(cert)  # a multiplier of the sign its row cannot take
+    leaf = bad["tree"]
+    while "y" not in leaf or "fix" in leaf:
+        leaf = leaf["children"][0] if "children" in leaf else leaf["child"]
+    label = next(k for k in leaf["y"] if k.startswith(("keep", "free", "end", "in_")))
+    leaf["y"][label] = abs(leaf["y"][label]) + 1.0
+    with pytest.raises(checker.Rejected):
+        checker.check(bad)
+    bad = copy.deepcopy(cert)
+    bad["budget"] = cert["budget"] - 1 if cert["budget"] > 0 else 0
+    try:
+        checker.check(bad)
+    except Exception:  # noqa: BLE001  over the budget, or a tree the new rows reject
+        pass
+    else:  # accepted at a smaller budget: then it must be optimal there too
+        assert search(checker.Chain.from_dict(cert["chain"]), bad["budget"])[1] == \
+            pytest.approx(cert["makespan"])
+
+
+def test_prove_carries_a_certificate_the_checker_accepts():
+    """``prove -o checkable=true``: an optimal answer with its certificate, accepted."""
+    from remat_theory.analysis.families import make
+    chain = make("random", 6, 1)
+    b = (chain.store_all_memory() * 2) // 3
+    sol = solvers.solve(chain, b, "prove", checkable=True, time_limit=60)
+    assert sol.status == "optimal"
+    assert sol.info["proof"] is not None, sol.info.get("proof_search")
+    res = checker.check(json.loads(json.dumps(sol.info["proof"])))
+    assert res["makespan"] == pytest.approx(sol.makespan)
+    assert search(chain, b)[1] == pytest.approx(sol.makespan)
+
+
+def test_the_depth_benchmarks_network_chain_is_the_profile_repeated():
+    """benchmarks/bench_prove_depth.py's network chain: the profiled transformer's first and
+    last stage around its blocks repeated, times in whole microseconds, sizes in units."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_prove_depth", ROOT / "benchmarks" / "bench_prove_depth.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    prof = json.loads(mod.NET.read_text())
+    L0 = len(prof["fwd_time"])
+    blocks = 2 * (L0 - 2) + 1  # every block stage twice, and one more: the cycle wraps
+    chain = mod.net_chain(blocks)
+    assert chain.length == blocks + 2
+    src = [0] + [1 + k % (L0 - 2) for k in range(blocks)] + [L0 - 1]
+    for i, j in enumerate(src):
+        assert chain.fwd_time[i] == round(prof["fwd_time"][j] * 1e6)
+        assert chain.output_saved[i] == prof["output_saved"][j]
+        assert chain.tape_size[i] == max(-(-prof["tape_size"][j] // mod.UNIT),
+                                         chain.x_size[i + 1])
+    assert chain.bwd_time[-1] == round(prof["bwd_time"][-1] * 1e6)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "proofs" / "certificates").glob("certified_*.json")),
+                         ids=lambda p: p.name)
+def test_committed_certificates_are_accepted(path):
+    """Every committed ``remat-proof/1`` certificate passes the checker, and its schedule is
+    no slower than the weak DP's at its budget (which it claims to be optimal against)."""
+    cert = json.loads(path.read_text())
+    res = checker.check(cert)
+    chain = checker.Chain.from_dict(cert["chain"])
+    dp = solvers.solve(chain, cert["budget"], "dp-weak")
+    assert res["makespan"] <= dp.makespan + 1e-9

@@ -13,6 +13,7 @@ import functools
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,7 +76,7 @@ def test_bad_options_are_named(name, options, field):
 
 
 # --------------------------------------------------------------------------- segment schedules
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80, 60), deadline=None)
 @given(chains(1, 9), st.data())
 def test_segments_cost_equals_the_simulator(chain, data):
     L = chain.length
@@ -143,7 +144,7 @@ def test_periodic_picks_the_fastest_k_that_fits(chain):
     assert fixed.status == FEASIBLE and fixed.peak_memory == costs[L][1]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 19), deadline=None)
 @given(chains(1, 40, max_size=12, overheads=None, fall_costs=None, unsaved_outputs=None))
 def test_every_k_at_once_equals_the_closed_form_of_each(chain):
     """periodic_costs (prefix sums and block maxima shared by every k of one segment size)
@@ -354,7 +355,7 @@ def test_dtr_evicts_and_recomputes_under_pressure():
 
 
 # --------------------------------------------------------------------------- every baseline
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 14), deadline=None)
 @given(chains_and_budgets(1, 5, max_size=6, max_time=6))
 def test_baselines_are_valid_and_never_beat_the_exact_optimum(cb):
     chain, budget = cb
@@ -370,7 +371,7 @@ def test_baselines_are_valid_and_never_beat_the_exact_optimum(cb):
         assert sol.makespan >= ref.makespan - 1e-9 * max(1.0, ref.makespan), name
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 25), deadline=None)
 @given(chains(1, 9))
 def test_fixed_schedules_are_feasible_exactly_from_their_peak(chain):
     top = chain.store_all_memory()

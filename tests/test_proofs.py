@@ -14,6 +14,7 @@ from math import comb
 from pathlib import Path
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,7 +168,7 @@ def test_optimum_is_between_ideal_and_store_all(chain, frac):
         assert below.status == "infeasible" or below.makespan > ideal + 1e-9
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 33), deadline=None)
 @given(chains(1, 5))
 def test_memory_lower_bound_is_below_exact_min_budget(chain):
     """Lemma 1.6: memory_lower_bound() <= the exact smallest feasible budget (the bottleneck
@@ -344,7 +345,7 @@ def test_tape_condition_is_needed():
 
 # ---------------------------------------------------------------------- claim 8: slots
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 35), deadline=None)
 @given(chains(1, 6, max_time=9, max_size=40), st.floats(0.0, 1.2), st.integers(4, 80))
 def test_slot_rounding_bound(chain, frac, slots):
     """Theorem 8.1: exact(M) <= slots(M, S) <= exact(M - loss) with loss the sum of the

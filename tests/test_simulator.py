@@ -3,6 +3,7 @@ table, and properties over random chains and random valid schedules."""
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -222,7 +223,7 @@ def test_store_all_makespan_is_the_sum_of_all_times(chain):
     assert math.isclose(r.makespan, sum(chain.fwd_time) + sum(chain.bwd_time), rel_tol=1e-12)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100, 42))
 @given(st.data(), chains(1, 5), st.integers(0, 50))
 def test_a_valid_schedule_replays_consistently(data, chain, extra):
     """On random valid schedules (each property on the same 100 schedules, drawn once):

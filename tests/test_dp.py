@@ -692,7 +692,7 @@ def _assert_tables_equal(uc: UnitChain, M: int):
         np.testing.assert_array_equal(new.Ra[i, t][j - i - 1], row)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=tier_examples(40, 16), deadline=None)
 @given(chains(1, 7, fall_costs=None, overheads=True))
 def test_vectorized_tables_equal_the_reference_implementation(chain):
     """The vectorized tables (one numpy operation per split for all return points) hold

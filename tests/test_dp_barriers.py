@@ -199,7 +199,7 @@ def test_dp_with_barriers_equals_the_enumerated_optimum(variation):
     check()
 
 
-@settings(max_examples=examples(30, 8), deadline=None)
+@settings(max_examples=examples(30, 3), deadline=None)
 @given(chains(2, 6, overheads=None, fall_costs=None, unsaved_outputs=None).flatmap(
     lambda c: st.tuples(st.just(c), st.sets(st.integers(0, c.length - 2), min_size=1).map(sorted),
                         st.floats(0, 1))))

@@ -37,6 +37,7 @@ def test_every_partition_instance_up_to_4_items_of_value_4():
     assert n == 4 + 16 + 64 + 256
 
 
+@pytest.mark.slow  # the iff by default on every instance up to 4 items of value 4 (above)
 def test_larger_multisets_up_to_seven_stages():
     """Every multiset of 5 values in 1..3 and of 6 values in 1..2 (chains of 6 and 7
     stages), items in sorted order."""

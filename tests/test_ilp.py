@@ -283,7 +283,7 @@ def test_one_weak_run_then_falls_only_is_lossy():
     assert phase2[-2:] == ["Fn0", "Fall1"]
 
 
-@settings(max_examples=examples(15, 5), deadline=None)
+@settings(max_examples=examples(15, 3), deadline=None)
 @given(chains_and_budgets(1, 3, max_size=8, max_time=9))
 def test_proven_mode_equals_exhaustive_on_random_chains(cb):
     chain, budget = cb
@@ -294,7 +294,7 @@ def test_proven_mode_equals_exhaustive_on_random_chains(cb):
         assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=examples(40, 8), deadline=None)
+@settings(max_examples=examples(40, 4), deadline=None)
 @given(chains_and_budgets(1, 5, max_size=10, max_time=9))
 def test_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
     """Theorem 2 with blocks: the fast mode is exactly the monotone class (forward stages
@@ -313,7 +313,7 @@ def test_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
         assert is_monotone(chain, sol.schedule)
 
 
-@settings(max_examples=examples(20, 5), deadline=None)
+@settings(max_examples=examples(20, 3), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=10, max_time=9))
 def test_two_weak_passes_equal_the_exhaustive_search_of_their_class(cb):
     """Theorem 2' with K = 2: two passes with blocks are exactly the class weak-runs<=2."""
@@ -328,7 +328,7 @@ def test_two_weak_passes_equal_the_exhaustive_search_of_their_class(cb):
         assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=examples(8, 5), deadline=None)
+@settings(max_examples=examples(8, 3), deadline=None)
 @given(chains(6, 9, max_size=10), st.floats(0.0, 1.0))
 def test_never_worse_than_the_dps(chain, frac):
     """ilp <= dp-weak <= dp (the DPs' schedules are in the model: one run per phase)."""
@@ -388,7 +388,7 @@ def test_cbc_time_limit_is_honest():
 
 
 # ----------------------------------------------------------------------- the lemmas
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 22), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6))
 def test_lemma2_dead_operations_can_be_removed(data, chain):
     """Removing Fck_p in phase p < L (and Fn_0/Fck_0 in phase 0) keeps a schedule valid and
@@ -527,7 +527,7 @@ def test_the_longest_phase_is_a_point_of_the_proven_model(L):
     assert_fixed_min_budget_is(model, values, ref.peak_memory)
 
 
-@settings(max_examples=examples(40, 13), deadline=None)
+@settings(max_examples=examples(40, 3), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6), st.booleans())
 def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain, pairs):
     """Every valid schedule runs at most phase_op_bound(L, p) forward ops in phase p, in at
@@ -661,7 +661,7 @@ def test_a_one_stage_chain_is_solved(options):
 
 
 # ----------------------------------------------------------------------- fall costs
-@settings(max_examples=examples(12, 5), deadline=None)
+@settings(max_examples=examples(12, 3), deadline=None)
 @given(chains_and_budgets(1, 3, max_size=8, max_time=9, fall_costs=True))
 def test_fall_costs_the_proven_modes_equal_exhaustive(cb):
     """With fall_time / fall_overhead different from the forward ones (Fall_i takes
@@ -678,7 +678,7 @@ def test_fall_costs_the_proven_modes_equal_exhaustive(cb):
             assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=examples(30, 8), deadline=None)
+@settings(max_examples=examples(30, 4), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=10, max_time=9, fall_costs=True))
 def test_fall_costs_the_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
     chain, budget = cb
@@ -689,7 +689,7 @@ def test_fall_costs_the_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
         assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=examples(40, 5), deadline=None)
+@settings(max_examples=examples(40, 3), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6, fall_costs=True), st.booleans())
 def test_fall_costs_every_schedule_is_in_the_proven_model_at_its_own_peak(data, chain, pairs):
     """Theorem 1 with fall costs: every valid schedule, stripped of dead operations, is a

@@ -97,7 +97,7 @@ def _mutate(draw, chain, tokens):
     return tokens
 
 
-@settings(max_examples=examples(300, 23), deadline=None)
+@settings(max_examples=examples(300, 10), deadline=None)
 @given(st.data(), chains(1, 5, unsaved_outputs=None, fall_costs=None, overheads=None),
        st.sampled_from([0.0, 0.5, 1.0, 3.0, 7.0, None]))
 def test_the_linear_replay_is_the_reference_replay(data, chain, bandwidth):

@@ -58,7 +58,7 @@ def test_chaining_phases_gives_the_exhaustive_optimum(cb):
         assert got == pytest.approx(best)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 14), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=6))
 def test_each_outcome_replays_and_a_class_never_beats_all(cb):
     chain, budget = cb

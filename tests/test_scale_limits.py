@@ -279,7 +279,7 @@ ENTRIES = {
 }
 
 
-@settings(max_examples=examples(300, 123))
+@settings(max_examples=examples(300, 47))
 @given(data=st.data(), checker=st.sampled_from(list(ENTRIES)), n=st.integers(64, 300))
 def test_a_long_array_is_checked_as_entry_by_entry(data, checker, n):
     """The vectorised check answers what the one-by-one check answers: the same values
@@ -334,7 +334,7 @@ def test_a_long_chains_total_size_is_checked_exactly_at_the_cap():
         chain(tape)
 
 
-@settings(max_examples=examples(100, 13))
+@settings(max_examples=examples(100, 5))
 @given(data=st.data(), L=st.integers(1, 150))
 def test_memory_formulas_at_once_equal_their_loops(data, L):
     x = data.draw(st.lists(st.integers(0, 9), min_size=L + 1, max_size=L + 1))

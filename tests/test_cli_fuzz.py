@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from remat_theory.cli.main import main
 
 MIN_DISTINCT = 300  # of the slow sample (3,000 draws)
-CI_EXAMPLES = 200  # the default tier's sample (800 before the tiers: 631 distinct inputs)
-CI_MIN_DISTINCT = 120
+CI_EXAMPLES = 100  # the default tier's sample (800 before the tiers: 631 distinct inputs)
+CI_MIN_DISTINCT = 60
 SLOW_EXAMPLES = int(os.environ.get("REMAT_FUZZ_EXAMPLES", 3000))
 # A user error's one line: "remat: error: ..." or, for a usage error, "remat verify: error: ...".
 ERROR_LINE = re.compile(r"remat( [a-z]+)*: error: ")

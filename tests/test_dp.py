@@ -127,7 +127,7 @@ def _check_every_budget(chain: Chain, label: str) -> None:
 def test_dp_equals_the_class_optimum_at_every_budget(label, variation):
     strategy, examples = VARIATIONS[variation]
 
-    @settings(max_examples=tier_examples(examples[label], 12), deadline=None)
+    @settings(max_examples=tier_examples(examples[label], 6), deadline=None)
     @given(strategy)
     def check(chain):
         _check_every_budget(chain, label)
@@ -138,7 +138,7 @@ def test_dp_equals_the_class_optimum_at_every_budget(label, variation):
 @pytest.mark.parametrize("label, stages, examples", [("dp", (1, 6), 40), ("dp-weak", (5, 6), 30)])
 def test_overheads_at_a_middle_budget(label, stages, examples):
     """Longer chains, overheads always on, one budget halfway to store-all."""
-    @settings(max_examples=tier_examples(examples, 10), deadline=None)
+    @settings(max_examples=tier_examples(examples, 5), deadline=None)
     @given(chains(*stages, overheads=True))
     def check(chain):
         budget = (DPS[label].min_budget(chain) + chain.store_all_memory()) // 2
@@ -155,7 +155,7 @@ def test_min_feasible_budget_is_exact(label, examples):
     """The DP's smallest budget is its class's (exhaustive), never below the smallest
     budget of all schedules (and dp-weak's never above dp's); the DP is feasible there and
     infeasible one byte below, reporting that budget."""
-    @settings(max_examples=tier_examples(examples, 15), deadline=None)
+    @settings(max_examples=tier_examples(examples, 8), deadline=None)
     @given(chains(1, 6))
     def check(chain):
         mb = DPS[label].min_budget(chain)
@@ -201,7 +201,7 @@ def test_monotone_in_budget_on_longer_chains(label, stages, examples):
     """Longer chains than the oracle reaches: the makespan never increases with the budget,
     reaches the ideal one at store-all, dp-weak is never worse than dp, and the table read
     at every budget gives what ``solvers.solve`` gives at the smallest one."""
-    @settings(max_examples=tier_examples(examples, 10), deadline=None)
+    @settings(max_examples=tier_examples(examples, 5), deadline=None)
     @given(chains(*stages))
     def check(chain):
         lo, hi = DPS[label].min_budget(chain), chain.store_all_memory()

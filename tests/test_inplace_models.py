@@ -222,7 +222,7 @@ def _step_peak(model, b):
     return meter.peak
 
 
-@pytest.mark.parametrize("family", tiered(["llama", "gpt2", "bert", "t5", "bart"], ["t5"]))
+@pytest.mark.parametrize("family", tiered(["llama", "gpt2", "bert", "t5", "bart"], ["gpt2"]))
 def test_at_hugging_faces_every_layer_memory(family):
     """Given HF's measured every-layer peak as its budget (or, where the plan refuses it, the
     smallest budget it accepts: its prediction and the 3% it keeps free put that at 1.0-1.14

@@ -4,8 +4,8 @@
 must stay cheap; ``-m slow`` holds the sweeps, every network and the long chains. A
 property test's example count is written ``examples(full, small)``: the default tier runs
 ``small`` examples, ``REMAT_FULL_EXAMPLES=1`` runs ``full`` (the count it had before the
-tiers). ``DEFAULT_NETWORKS``: the networks a per-network test runs by default; the others
-are marked ``slow`` by ``networks``.
+tiers). A per-network (or per-chain, per-seed) test names its values with
+``tiered(values, default)``: the values not in ``default`` run under ``slow``.
 """
 from __future__ import annotations
 

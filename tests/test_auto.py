@@ -3,6 +3,7 @@ against independent oracles (exhaustive search, the simulator, the solvers run d
 from unittest import mock
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 
 import solvers
@@ -159,7 +160,7 @@ def test_undecided_is_never_infeasible(monkeypatch):
     assert sol.info["answered_by"] == "memory lower bound"
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 6), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=8, max_time=6, overheads=True, fall_costs=None,
                           unsaved_outputs=None))
 def test_auto_agrees_with_exhaustive_on_feasibility(cb):

@@ -13,6 +13,7 @@ import functools
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,7 +76,7 @@ def test_bad_options_are_named(name, options, field):
 
 
 # --------------------------------------------------------------------------- segment schedules
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80, 26), deadline=None)
 @given(chains(1, 9), st.data())
 def test_segments_cost_equals_the_simulator(chain, data):
     L = chain.length
@@ -127,7 +128,7 @@ def test_periodic_checkpoints_are_those_of_checkpoint_sequential():
             assert ours == counts, (L, k)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 20), deadline=None)
 @given(chains(1, 8))
 def test_periodic_picks_the_fastest_k_that_fits(chain):
     L = chain.length
@@ -143,7 +144,7 @@ def test_periodic_picks_the_fastest_k_that_fits(chain):
     assert fixed.status == FEASIBLE and fixed.peak_memory == costs[L][1]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 9), deadline=None)
 @given(chains(1, 40, max_size=12, overheads=None, fall_costs=None, unsaved_outputs=None))
 def test_every_k_at_once_equals_the_closed_form_of_each(chain):
     """periodic_costs (prefix sums and block maxima shared by every k of one segment size)
@@ -239,7 +240,7 @@ def test_revolve_split_keeps_both_halves_in_their_rank():
     assert beta(3, -1) == 0 and beta(2, 3) == 10
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 25), deadline=None)
 @given(chains(1, 9), st.integers(1, 10))
 def test_revolve_fits_its_slot_budget(chain, s):
     sol = solvers.solve(chain, slot_budget(chain, s), "revolve", slots=s)
@@ -354,7 +355,7 @@ def test_dtr_evicts_and_recomputes_under_pressure():
 
 
 # --------------------------------------------------------------------------- every baseline
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 8), deadline=None)
 @given(chains_and_budgets(1, 5, max_size=6, max_time=6))
 def test_baselines_are_valid_and_never_beat_the_exact_optimum(cb):
     chain, budget = cb
@@ -370,7 +371,7 @@ def test_baselines_are_valid_and_never_beat_the_exact_optimum(cb):
         assert sol.makespan >= ref.makespan - 1e-9 * max(1.0, ref.makespan), name
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 13), deadline=None)
 @given(chains(1, 9))
 def test_fixed_schedules_are_feasible_exactly_from_their_peak(chain):
     top = chain.store_all_memory()
@@ -447,7 +448,7 @@ def test_recompute_all_refuses_a_quadratic_schedule_past_its_limits():
         solvers.solve(small, small.store_all_memory(), "recompute-all", time_limit=0.01)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 22), deadline=None)
 @given(chains(1, 12, max_size=9, overheads=None), st.integers(0, 400))
 def test_revolve_takes_the_most_slots_whose_budget_fits(chain, budget):
     """The slot count in closed form (M(s) is linear in s) against the search it replaced."""

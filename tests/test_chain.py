@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 
 from remat_theory import Chain, ChainError, simulate
@@ -97,7 +98,7 @@ def test_save_load(tmp_path):
     assert json.loads((tmp_path / "c.json").read_text())["format"] == "remat-chain/1"
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60, 28))
 @given(chains(1, 8))
 def test_json_round_trip_is_identity(chain):
     back = Chain.from_json(chain.to_json())
@@ -105,7 +106,7 @@ def test_json_round_trip_is_identity(chain):
     assert Chain.from_dict(json.loads(json.dumps(chain.to_dict()))) == chain
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80, 28))
 @given(chains(1, 8))
 def test_store_all_memory_closed_form_equals_simulator(chain):
     assert chain.store_all_memory() == simulate(chain, store_all_schedule(chain)).peak_memory

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from _tiers import examples as tier_examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,7 +127,7 @@ def _check_every_budget(chain: Chain, label: str) -> None:
 def test_dp_equals_the_class_optimum_at_every_budget(label, variation):
     strategy, examples = VARIATIONS[variation]
 
-    @settings(max_examples=examples[label], deadline=None)
+    @settings(max_examples=tier_examples(examples[label], 6), deadline=None)
     @given(strategy)
     def check(chain):
         _check_every_budget(chain, label)
@@ -137,7 +138,7 @@ def test_dp_equals_the_class_optimum_at_every_budget(label, variation):
 @pytest.mark.parametrize("label, stages, examples", [("dp", (1, 6), 40), ("dp-weak", (5, 6), 30)])
 def test_overheads_at_a_middle_budget(label, stages, examples):
     """Longer chains, overheads always on, one budget halfway to store-all."""
-    @settings(max_examples=examples, deadline=None)
+    @settings(max_examples=tier_examples(examples, 5), deadline=None)
     @given(chains(*stages, overheads=True))
     def check(chain):
         budget = (DPS[label].min_budget(chain) + chain.store_all_memory()) // 2
@@ -154,7 +155,7 @@ def test_min_feasible_budget_is_exact(label, examples):
     """The DP's smallest budget is its class's (exhaustive), never below the smallest
     budget of all schedules (and dp-weak's never above dp's); the DP is feasible there and
     infeasible one byte below, reporting that budget."""
-    @settings(max_examples=examples, deadline=None)
+    @settings(max_examples=tier_examples(examples, 8), deadline=None)
     @given(chains(1, 6))
     def check(chain):
         mb = DPS[label].min_budget(chain)
@@ -200,7 +201,7 @@ def test_monotone_in_budget_on_longer_chains(label, stages, examples):
     """Longer chains than the oracle reaches: the makespan never increases with the budget,
     reaches the ideal one at store-all, dp-weak is never worse than dp, and the table read
     at every budget gives what ``solvers.solve`` gives at the smallest one."""
-    @settings(max_examples=examples, deadline=None)
+    @settings(max_examples=tier_examples(examples, 5), deadline=None)
     @given(chains(*stages))
     def check(chain):
         lo, hi = DPS[label].min_budget(chain), chain.store_all_memory()
@@ -234,7 +235,7 @@ def test_slots_valid_and_never_better_than_exact(label, variation, examples):
     budget (solvers.solve replays it), is never shorter than the exact optimum, and is at
     most the exact optimum at the guaranteed budget it reports; optimal only when nothing
     was rounded."""
-    @settings(max_examples=examples, deadline=None)
+    @settings(max_examples=tier_examples(examples, 10), deadline=None)
     @given(SLOT_VARIATIONS[variation], st.integers(1, 40))
     def check(cb, slots):
         chain, budget = cb
@@ -691,7 +692,7 @@ def _assert_tables_equal(uc: UnitChain, M: int):
         np.testing.assert_array_equal(new.Ra[i, t][j - i - 1], row)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=tier_examples(40, 16), deadline=None)
 @given(chains(1, 7, fall_costs=None, overheads=True))
 def test_vectorized_tables_equal_the_reference_implementation(chain):
     """The vectorized tables (one numpy operation per split for all return points) hold

@@ -21,6 +21,7 @@ import random
 from functools import lru_cache
 
 import pytest
+from _tiers import examples
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -183,7 +184,7 @@ def test_dp_with_barriers_equals_the_enumerated_optimum(variation):
     at peaks over the whole range: dp's makespan is the enumerated optimum, its schedule
     fits and crosses no barrier, an infeasible answer names that least budget."""
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=examples(60, 12), deadline=None)
     @given(_chains_with_barriers(**VARIATIONS[variation]))
     def check(cb):
         chain, barriers = cb
@@ -198,7 +199,7 @@ def test_dp_with_barriers_equals_the_enumerated_optimum(variation):
     check()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30, 3), deadline=None)
 @given(chains(2, 6, overheads=None, fall_costs=None, unsaved_outputs=None).flatmap(
     lambda c: st.tuples(st.just(c), st.sets(st.integers(0, c.length - 2), min_size=1).map(sorted),
                         st.floats(0, 1))))
@@ -317,7 +318,7 @@ def test_no_barriers_gives_the_answers_of_before(empty):
             assert plain.status in (OPTIMAL, INFEASIBLE) and plain.optimal_for == "persistent"
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 13), deadline=None)
 @given(chains(1, 5, overheads=None, fall_costs=None, unsaved_outputs=None), st.floats(0, 1))
 def test_no_barriers_is_the_persistent_optimum(chain, f):
     least, _ = class_search(chain, "persistent", None)

@@ -2,6 +2,7 @@
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,7 @@ def brute_force(chain, budget, max_len):
     return best
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40, 14))
 @given(chains_and_budgets(1, 2, max_size=5, max_time=5))
 def test_exhaustive_equals_brute_force_on_tiny_chains(cb):
     chain, budget = cb
@@ -57,7 +58,7 @@ def test_exhaustive_equals_brute_force_on_tiny_chains(cb):
         assert sol.makespan == pytest.approx(best)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60, 11))
 @given(chains(1, 5))
 def test_feasibility_threshold_is_exact(chain):
     m = min_feasible_budget(chain)
@@ -66,7 +67,7 @@ def test_feasibility_threshold_is_exact(chain):
     assert low.status == INFEASIBLE and low.min_budget == m
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60, 22))
 @given(chains_and_budgets(1, 5))
 def test_exhaustive_bounds(cb):
     chain, budget = cb
@@ -191,7 +192,7 @@ def _bound(chain, budget, exact_up_to, pairs=True):
         _Heuristic.exact_up_to, _Heuristic.exact_steps, _Heuristic.pairs = old
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80, 3), deadline=None)
 @given(st.data(), chains(1, 5, max_size=6, fall_costs=True, unsaved_outputs=None), st.booleans(),
        st.booleans(), st.sampled_from([0, 2, 12]), st.booleans())
 def test_the_bound_is_consistent_on_every_edge_within_the_budget(data, chain, fall, allow_drop,
@@ -252,7 +253,7 @@ def _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to):
                             want, rel_tol=1e-9, abs_tol=1e-12)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80, 3), deadline=None)
 @given(st.data(), chains(1, 5, max_size=8, fall_costs=True), st.booleans(), st.booleans(),
        st.sampled_from([0, 12]))
 def test_search_with_the_bound_equals_plain_dijkstra(data, chain, fall, allow_drop,
@@ -264,7 +265,7 @@ def test_search_with_the_bound_equals_plain_dijkstra(data, chain, fall, allow_dr
     _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80, 5), deadline=None)
 @given(st.data(), chains(1, 5, max_size=8, fall_costs=None, unsaved_outputs=True), st.booleans(),
        st.sampled_from([0, 12]))
 def test_search_on_unsaved_outputs_equals_plain_dijkstra(data, chain, allow_drop, exact_up_to):
@@ -273,7 +274,7 @@ def test_search_on_unsaved_outputs_equals_plain_dijkstra(data, chain, allow_drop
     _check_against_plain_dijkstra(data, chain, allow_drop, exact_up_to)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 9), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6, fall_costs=None, unsaved_outputs=None))
 def test_a_lean_state_dominates_its_state(data, chain):
     """Lemma 3 of proofs/exhaustive.md, directly: from reachable states holding a redundant
@@ -357,7 +358,7 @@ def test_a_long_chain_is_refused_with_a_message_not_a_crash():
 
 # ---------------------------------------------------------------------- class restriction
 @pytest.mark.parametrize("cls", ["persistent", "weak"])
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 11), deadline=None)
 @given(st.data(), chains(1, 4, max_size=8, fall_costs=None, unsaved_outputs=None))
 def test_class_restricted_search_equals_plain_dijkstra_of_the_class(cls, data, chain):
     """``schedule_class`` restricts the search to exactly the class: its optimum at a drawn

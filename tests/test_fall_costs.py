@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 
 from remat_theory import Chain, ChainError, simulate
@@ -66,7 +67,7 @@ def test_only_fall_uses_the_recording_costs():
     assert r.makespan == 1 + 2 + 0.5 + 200 + 4 + 100 + 3
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60, 10))
 @given(chains(1, 5, fall_costs=True))
 def test_lower_bound_is_below_exact_smallest_budget_with_fall_costs(chain):
     assert chain.memory_lower_bound() <= min_feasible_budget(chain) <= chain.store_all_memory()

@@ -10,6 +10,7 @@ without Drop operations allowed.
 from __future__ import annotations
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,7 +93,7 @@ ANY_CHAIN = chains(1, 6, variations={"fall-costs": None, "unsaved-outputs": None
                    integer_times=False)
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150, 6))
 @given(data=st.data(), chain=ANY_CHAIN)
 def test_random_valid_schedules_and_their_mutations(data, chain):
     schedule = data.draw(valid_schedules(chain))
@@ -104,7 +105,7 @@ def test_random_valid_schedules_and_their_mutations(data, chain):
                 data.draw(st.booleans()))
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40, 3))
 @given(data=st.data(), chain=chains(1, 5, variations={"fall-costs": None,
                                                      "unsaved-outputs": None}))
 def test_every_solvers_schedules_and_their_mutations(data, chain):

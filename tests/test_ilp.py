@@ -5,6 +5,7 @@ import math
 import highspy
 import pulp
 import pytest
+from _tiers import examples, tiered
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,13 +102,13 @@ def sweep_chain(family, L, seed, overheads):
 
 
 @pytest.mark.parametrize("family,L,seed,overheads", [
-    p if p[1] < 5 else pytest.param(*p, marks=pytest.mark.slow) for p in SWEEP])
+    p if p[1] < 4 else pytest.param(*p, marks=pytest.mark.slow) for p in SWEEP])
 def test_restricted_modes_at_every_breakpoint(family, L, seed, overheads):
     """At every budget where the unrestricted optimum changes (and one below each): the fast
     mode (one weakly increasing run per phase) equals the exhaustive search of its class
     and is never below the optimum; passes=1 without pairs (section 4) is never below the
-    optimum either, and infeasible whenever every schedule is.  (The 3- and 4-stage chains
-    by default; the 5-stage ones, 7 s, with ``-m slow``.)"""
+    optimum either, and infeasible whenever every schedule is.  (The 3-stage chains by
+    default; the 4- and 5-stage ones with ``-m slow``.)"""
     chain = sweep_chain(family, L, seed, overheads)
     for budget, expected in breakpoints(chain).items():
         mono = solvers.solve(chain, budget, "exhaustive", schedule_class="monotone")
@@ -149,13 +150,13 @@ def test_one_run_per_phase_is_lossy():
 
 
 @pytest.mark.parametrize("family,L,seed,overheads,certify", [
-    (*p, c) if p[1] < 4 or c is None else pytest.param(*p, c, marks=pytest.mark.slow)
+    (*p, c) if p[1] < 4 and (c is None or p[2] == 1) else pytest.param(*p, c, marks=pytest.mark.slow)
     for p in SWEEP[:3] for c in (None, False)])
 def test_proven_mode_equals_exhaustive_at_every_breakpoint(family, L, seed, overheads, certify):
     """Default options (certify=None: the moment relaxation first, the proven model when it
     leaves a gap) and the proven model alone (certify=False: the number of passes Theorem 1
-    proves sufficient): both exact for all schedules.  (The proven model alone on the
-    4-stage chain, 3.4 s, with ``-m slow``; by default on the two 3-stage chains.)"""
+    proves sufficient): both exact for all schedules.  (By default the defaults on the two
+    3-stage chains and the proven model alone on the first; the rest with ``-m slow``.)"""
     chain = sweep_chain(family, L, seed, overheads)
     for budget, expected in breakpoints(chain).items():
         sol = check_against_oracle(chain, budget, expected, certify=certify)
@@ -282,7 +283,7 @@ def test_one_weak_run_then_falls_only_is_lossy():
     assert phase2[-2:] == ["Fn0", "Fall1"]
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15, 3), deadline=None)
 @given(chains_and_budgets(1, 3, max_size=8, max_time=9))
 def test_proven_mode_equals_exhaustive_on_random_chains(cb):
     chain, budget = cb
@@ -293,7 +294,7 @@ def test_proven_mode_equals_exhaustive_on_random_chains(cb):
         assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 4), deadline=None)
 @given(chains_and_budgets(1, 5, max_size=10, max_time=9))
 def test_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
     """Theorem 2 with blocks: the fast mode is exactly the monotone class (forward stages
@@ -312,7 +313,7 @@ def test_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
         assert is_monotone(chain, sol.schedule)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20, 3), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=10, max_time=9))
 def test_two_weak_passes_equal_the_exhaustive_search_of_their_class(cb):
     """Theorem 2' with K = 2: two passes with blocks are exactly the class weak-runs<=2."""
@@ -327,7 +328,7 @@ def test_two_weak_passes_equal_the_exhaustive_search_of_their_class(cb):
         assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8, 3), deadline=None)
 @given(chains(6, 9, max_size=10), st.floats(0.0, 1.0))
 def test_never_worse_than_the_dps(chain, frac):
     """ilp <= dp-weak <= dp (the DPs' schedules are in the model: one run per phase)."""
@@ -387,7 +388,7 @@ def test_cbc_time_limit_is_honest():
 
 
 # ----------------------------------------------------------------------- the lemmas
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 22), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6))
 def test_lemma2_dead_operations_can_be_removed(data, chain):
     """Removing Fck_p in phase p < L (and Fn_0/Fck_0 in phase 0) keeps a schedule valid and
@@ -481,7 +482,7 @@ def _phase_starts(L, p):
             yield State(plain=1 | plain << 1, tapes=tapes << 1, bwd_next=p)
 
 
-@pytest.mark.parametrize("L", [1, 2, 3, 4])
+@pytest.mark.parametrize("L", tiered([1, 2, 3, 4], [1, 2, 3]))
 def test_lemma4_run_bound_is_attained_and_never_exceeded(L):
     """Lemma 4, searched exhaustively like Lemma 3: no phase has more than
     phase_pass_bound(L, p) increasing runs, and some phase has exactly that many."""
@@ -491,7 +492,7 @@ def test_lemma4_run_bound_is_attained_and_never_exceeded(L):
         assert most == phase_pass_bound(L, p), (p, most)
 
 
-@pytest.mark.parametrize("L", [1, 2, 3, 4])
+@pytest.mark.parametrize("L", tiered([1, 2, 3, 4], [1, 2, 3]))
 def test_lemma3_bound_is_attained_and_never_exceeded(L):
     """Lemma 3, searched exhaustively: from every start state a phase can have (any plain
     x_j and tape t_j it may track, no plain x_{p+1} after B_{p+1}), no phase runs more than
@@ -526,7 +527,7 @@ def test_the_longest_phase_is_a_point_of_the_proven_model(L):
     assert_fixed_min_budget_is(model, values, ref.peak_memory)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 3), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6), st.booleans())
 def test_lemma3_and_theorem1_every_schedule_is_in_the_proven_model(data, chain, pairs):
     """Every valid schedule runs at most phase_op_bound(L, p) forward ops in phase p, in at
@@ -660,7 +661,7 @@ def test_a_one_stage_chain_is_solved(options):
 
 
 # ----------------------------------------------------------------------- fall costs
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12, 3), deadline=None)
 @given(chains_and_budgets(1, 3, max_size=8, max_time=9, fall_costs=True))
 def test_fall_costs_the_proven_modes_equal_exhaustive(cb):
     """With fall_time / fall_overhead different from the forward ones (Fall_i takes
@@ -677,7 +678,7 @@ def test_fall_costs_the_proven_modes_equal_exhaustive(cb):
             assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30, 4), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=10, max_time=9, fall_costs=True))
 def test_fall_costs_the_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
     chain, budget = cb
@@ -688,7 +689,7 @@ def test_fall_costs_the_fast_mode_equals_the_exhaustive_search_of_its_class(cb):
         assert sol.min_budget == e.min_budget
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 3), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6, fall_costs=True), st.booleans())
 def test_fall_costs_every_schedule_is_in_the_proven_model_at_its_own_peak(data, chain, pairs):
     """Theorem 1 with fall costs: every valid schedule, stripped of dead operations, is a

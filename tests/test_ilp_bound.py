@@ -4,6 +4,7 @@ against exhaustive search, the oracle with no modelling argument."""
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from solvers.ilp.relaxation import (build_relaxation, lower_bound, min_budget_bo
                                relaxation_point, violated_rows)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 11), deadline=None)
 @given(st.data(), chains(1, 5, max_size=6))
 def test_every_valid_schedule_is_a_point_of_the_relaxation(data, chain):
     """The constructive half of Theorem 3: the map of section 9 sends a valid schedule to a
@@ -51,7 +52,7 @@ def test_the_point_of_a_schedule_names_what_it_holds():
     assert objective_of(chain, point) == simulate(chain, sched).makespan
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 3), deadline=None)
 @given(chains(1, 5, max_size=6))
 def test_the_bound_never_exceeds_the_exhaustive_optimum(chain):
     """At every budget breakpoint (and one below each): the relaxation is infeasible exactly
@@ -69,7 +70,7 @@ def test_the_bound_never_exceeds_the_exhaustive_optimum(chain):
         assert started.proven_optimal and started.value == pytest.approx(res.value)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15, 4), deadline=None)
 @given(chains(1, 5, max_size=6))
 def test_infeasibility_and_min_budget_bound(chain):
     """A budget where the relaxation is infeasible has no schedule at all, and the min-budget
@@ -215,7 +216,7 @@ def test_a_time_limit_leaves_the_dp_schedule_with_a_bound_not_an_optimum():
     assert sol.info["certificate"] is None and "not proven optimal" in sol.message
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12, 3), deadline=None)
 @given(chains(1, 4, max_size=6, fall_costs=True))
 def test_fall_costs_the_bound_never_exceeds_the_exhaustive_optimum(chain):
     for b, opt in breakpoints(chain).items():

@@ -6,6 +6,7 @@ tests/test_ilp.py and tests/test_ilp_bound.py, unchanged."""
 import itertools
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,7 +62,7 @@ def _check(chain, budget, sol, schedule_class="all"):
     return ms
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20, 3), deadline=None)
 @given(st.data(), UNSAVED)
 def test_the_proven_model_equals_exhaustive_search(data, chain):
     """``certify=False``: the time-expanded model alone, with the passes of Lemma 4 as
@@ -70,7 +71,7 @@ def test_the_proven_model_equals_exhaustive_search(data, chain):
     _check(chain, budget, solvers.solve(chain, budget, "ilp", certify=False))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 3), deadline=None)
 @given(st.data(), UNSAVED)
 def test_the_certified_mode_equals_exhaustive_search(data, chain):
     """The default mode (weak DP, moment relaxation, fast mode, proven model)."""
@@ -78,7 +79,7 @@ def test_the_certified_mode_equals_exhaustive_search(data, chain):
     _check(chain, budget, solvers.solve(chain, budget, "ilp"))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 5), deadline=None)
 @given(st.data(), UNSAVED)
 def test_the_fast_mode_equals_exhaustive_search_of_its_class(data, chain):
     """One weakly increasing run per phase: the blocks of section 10 cover the class."""
@@ -101,7 +102,7 @@ def test_the_relaxation_bound_is_below_the_optimum(data, chain):
     assert lb.value <= ms + 1e-9 * max(1.0, chain.ideal_makespan())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 13), deadline=None)
 @given(st.data(), chains(1, 5, max_size=6, unsaved_outputs=None, fall_costs=None))
 def test_every_valid_schedule_is_a_point_of_the_relaxation(data, chain):
     """The map of section 9 sends every valid schedule to a point satisfying every row, at
@@ -115,7 +116,7 @@ def test_every_valid_schedule_is_a_point_of_the_relaxation(data, chain):
     assert objective_of(chain, point) <= ref.makespan + 1e-9
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 3), deadline=None)
 @given(st.data(), chains(1, 4, max_size=6, unsaved_outputs=True, fall_costs=None),
        st.booleans())
 def test_every_valid_schedule_is_in_the_proven_model(data, chain, pairs):

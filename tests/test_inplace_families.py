@@ -14,6 +14,7 @@ aside: no other file of the repository names them.
 import copy
 
 import pytest
+from _tiers import tiered
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -177,7 +178,8 @@ def no_hooks(m):
                 or m._forward_pre_hooks_with_kwargs)
 
 
-@pytest.mark.parametrize("name", sorted(FAMILIES))
+# by default a decoder, an encoder-decoder and the scan; every family under slow
+@pytest.mark.parametrize("name", tiered(sorted(FAMILIES), ["gpt2", "t5", "mamba"]))
 def test_a_family_trains_in_place_exactly_like_the_eager_model(name):
     model, kind = build(name)
     pad_id = getattr(model.config, "pad_token_id", None) or 0

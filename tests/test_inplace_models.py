@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from _tiers import tiered
 
 torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
@@ -38,6 +39,7 @@ def test_layerdrop_is_refused_naming_the_switch():
         rematerialize(wav2vec2(0.1), 0.5, audio(0))
 
 
+@pytest.mark.slow  # by default: the layerdrop refusal above, exact training in test_inplace_families.py
 def test_wav2vec2_without_layerdrop_trains_exactly():
     """SpecAugment (numpy's generator, before the encoder) and dropout as the model runs them."""
     model = wav2vec2(0.0)
@@ -72,6 +74,7 @@ print(json.dumps({"base": base, "plain": plain, "remat": remat, "recomputed": h.
 """
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch (9 s); Mamba trains by default in test_inplace_families.py
 def test_profiling_a_scan_costs_about_what_a_step_costs():
     """Mamba's reference scan is thousands of small operations: the profile measures them by
     live tensors, not with a profiler event log (5 GB for a small step before)."""
@@ -112,7 +115,8 @@ def same(a, b):
             assert float((x - y).abs().max() / y.abs().max().clamp_min(1e-12)) <= 1e-5
 
 
-def test_torch_compile_of_the_model_autocast_and_generate():
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_torch_compile_of_the_model_autocast_and_generate(compiled):
     """The user's other tools on the rematerialized model: torch.compile(model) (its layers
     run eagerly: the plan's checkpoints are not the compiler's), autocast (a plan of its
     own), generate (inference: plain, the cache untouched)."""
@@ -120,7 +124,9 @@ def test_torch_compile_of_the_model_autocast_and_generate():
     ref = copy.deepcopy(model)
     handle = rematerialize(model, 0.5, tokens(0))
     assert handle.plan.recomputed > 0
-    cm, cr = torch.compile(model, backend="aot_eager"), torch.compile(ref, backend="aot_eager")
+    # torch.compile (6 s of tracing) under slow; the plain model otherwise
+    cm, cr = ((torch.compile(model, backend="aot_eager"), torch.compile(ref, backend="aot_eager"))
+              if compiled else (model, ref))
     for s in (1, 2):
         a, b = cm(**tokens(s)).loss, cr(**tokens(s)).loss
         a.backward()
@@ -216,7 +222,7 @@ def _step_peak(model, b):
     return meter.peak
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2", "bert", "t5", "bart"])
+@pytest.mark.parametrize("family", tiered(["llama", "gpt2", "bert", "t5", "bart"], ["gpt2"]))
 def test_at_hugging_faces_every_layer_memory(family):
     """Given HF's measured every-layer peak as its budget (or, where the plan refuses it, the
     smallest budget it accepts: its prediction and the 3% it keeps free put that at 1.0-1.14

@@ -16,6 +16,7 @@ import random
 from fractions import Fraction
 
 import pytest
+from _tiers import instances
 
 from remat_theory import Chain
 from solvers import registry
@@ -48,7 +49,7 @@ def test_the_threshold_is_exact_and_monotone():
     above N there, at most N one float below; non-decreasing in N; and a brute-force scan
     of V over a grid (with every grid point's neighbours) never contradicts it."""
     rng = random.Random(15)
-    for k in range(40):
+    for k in range(instances(40, 5)):
         chain = _random_chain(rng, rng.randint(1, 3), zero_sizes=k % 3 == 1,
                               channel=k % 4 != 3)
         top = 3 * chain.ideal_makespan() + 10
@@ -181,7 +182,7 @@ def test_the_threshold_is_the_closed_forms_up_to_the_float_slack():
     """Against the exact rational closed form: the float threshold is the exact one divided
     by (1 + slack), the factor by which ``length_bound`` inflates a makespan."""
     rng = random.Random(151)
-    for k in range(30):
+    for k in range(instances(30, 3)):
         chain = _random_chain(rng, rng.randint(1, 3), zero_sizes=k % 3 == 1,
                               channel=k % 5 != 4)
         for n in (0, 3, 7, 12, 20, 33, 50):

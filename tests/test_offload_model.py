@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _tiers import examples
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -84,7 +85,7 @@ def _copy(ref):
     return new
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300, 13), deadline=None)
 @given(st.data(), chains(1, 4, unsaved_outputs=None, fall_costs=None, overheads=None),
        st.sampled_from([0.5, 1.0, 3.0, 7.0]))
 def test_engine_agrees_with_the_reference(data, chain, bandwidth):
@@ -122,7 +123,7 @@ def test_engine_agrees_with_the_reference(data, chain, bandwidth):
                 simulate(chain, " ".join(tokens), budget=peak - 1)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150, 14), deadline=None)
 @given(st.data(), chains(1, 5, unsaved_outputs=None, fall_costs=None, overheads=None))
 def test_without_transfers_the_engine_is_the_single_stream_simulator(data, chain):
     """The two-stream engine replaying a schedule with no transfer gives the single-stream

@@ -10,6 +10,7 @@ bandwidth that budget reaches the ideal makespan (O.7).
 from __future__ import annotations
 
 import pytest
+from _tiers import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +79,7 @@ def _check_brute_force(chain, ratio, slack, extra):
     assert found == pytest.approx(sol.makespan)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6, 3), deadline=None)
 @given(chains(1, 2, max_size=6, max_time=4, overheads=None), st.sampled_from([0.3, 1.0, 3.0]),
        st.integers(0, 3))
 def test_exhaustive_offload_matches_brute_force(chain, ratio, slack):
@@ -95,7 +96,7 @@ def test_exhaustive_offload_matches_brute_force_longer(chain, ratio, slack):
     _check_brute_force(chain, ratio, slack, 2)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10, 4), deadline=None)
 @given(chains(1, 3, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
        st.sampled_from([0.25, 1.0, 4.0]), st.floats(0, 1))
 def test_offloading_never_hurts_and_the_solvers_agree(chain, ratio, where):
@@ -123,7 +124,7 @@ def test_offloading_never_hurts_and_the_solvers_agree(chain, ratio, where):
     assert simulate(chain, both.schedule, budget).makespan == pytest.approx(both.makespan)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 10), deadline=None)
 @given(chains(1, 3, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
        st.floats(0, 1))
 def test_no_bandwidth_or_zero_is_todays_optimum(chain, where):
@@ -281,7 +282,7 @@ def test_scaling_sizes_scales_the_bandwidth_and_keeps_every_offload_optimum(seed
 
 # ------------------------------------------------------------------ dp-offload (O.10, O.11)
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12, 3), deadline=None)
 @given(chains(1, 3, max_size=6, max_time=5, overheads=None, fall_costs=None,
               unsaved_outputs=None), st.sampled_from([0.25, 1.0, 4.0]), st.floats(0, 1))
 def test_dp_offload_is_the_optimum_of_its_grammar_and_sits_between(chain, ratio, where):
@@ -380,7 +381,7 @@ def test_the_class_grammar_parser():
     assert not classes.subset("persistent+offload", "all")
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8, 3), deadline=None)
 @given(chains(1, 5, max_size=6, max_time=5, overheads=None, unsaved_outputs=None),
        st.sampled_from([0.25, 4.0]),
        st.floats(-0.2, 1))

@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,7 +97,7 @@ def test_monotone_class(text, monotone, step):
         assert e.value.step == step
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 22), deadline=None)
 @given(chain=chains(1, 6), seed=st.integers(0, 2 ** 32 - 1))
 def test_weak_schedules_are_monotone(chain, seed):
     """Every weakly persistent schedule is monotone (persistence.py): random walks over the
@@ -107,7 +108,7 @@ def test_weak_schedules_are_monotone(chain, seed):
         assert is_monotone(chain, ops)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30, 4), deadline=None)
 @given(chain=chains(1, 5), frac=st.floats(0.0, 1.0))
 def test_class_optima_are_ordered(chain, frac):
     """exhaustive(all) <= exhaustive(monotone) <= exhaustive(weak) <= exhaustive(persistent):
@@ -178,7 +179,7 @@ def random_class_schedule(chain: Chain, cls: str, rng: random.Random):
 
 
 @pytest.mark.parametrize("cls, solver", [(PERSISTENT, "dp"), (WEAK, "dp-weak")])
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 5), deadline=None)
 @given(chain=chains(2, 9), seed=st.integers(0, 2 ** 32 - 1))
 def test_random_class_members_never_beat_the_class_dp(cls, solver, chain, seed):
     """Any schedule of the class, at its own peak as budget, is no faster than the DP of
@@ -199,7 +200,7 @@ def test_random_class_members_never_beat_the_class_dp(cls, solver, chain, seed):
         assert best[sim.peak_memory][0] <= sim.makespan + 1e-9
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 12), deadline=None)
 @given(chains(1, 6))
 def test_class_searches_return_class_members(chain):
     budget = chain.store_all_memory() - 1
@@ -246,7 +247,7 @@ def test_run_falls_class(text, member, step):
         assert e.value.step == step
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30, 3), deadline=None)
 @given(chain=chains(1, 5), frac=st.floats(0.0, 1.0))
 def test_run_falls_lies_between_monotone_and_all(chain, frac):
     """monotone ⊂ run+falls ⊂ all: their optima and smallest budgets are ordered, and the

@@ -4,6 +4,7 @@ runs while the whole chain does not."""
 from __future__ import annotations
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 
 from remat_theory import Chain
@@ -46,7 +47,7 @@ def weak_runs(ops) -> int:
     return (1 if stages else 0) + sum(b < a for a, b in zip(stages, stages[1:]))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 7), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=6))
 def test_chaining_phases_gives_the_exhaustive_optimum(cb):
     chain, budget = cb
@@ -57,7 +58,7 @@ def test_chaining_phases_gives_the_exhaustive_optimum(cb):
         assert got == pytest.approx(best)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25, 14), deadline=None)
 @given(chains_and_budgets(1, 4, max_size=6))
 def test_each_outcome_replays_and_a_class_never_beats_all(cb):
     chain, budget = cb

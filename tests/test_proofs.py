@@ -14,6 +14,7 @@ from math import comb
 from pathlib import Path
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -129,7 +130,7 @@ def test_drop_lowers_min_budget_certificate():
     assert min_feasible_budget(cert.chain) == opt["min_budget"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 18), deadline=None)
 @given(chains(1, 4, max_time=6, max_size=6), st.floats(0.0, 1.0))
 def test_backward_order_and_forward_counts(chain, frac):
     """Lemmas 1.1 and 1.2 on exact optima: Loss, B_{L-1}..B_0 once each in this order; every
@@ -151,7 +152,7 @@ def test_backward_order_and_forward_counts(chain, frac):
         assert any(o.kind == FALL and o.index == i for o in ops[:b_at])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 12), deadline=None)
 @given(chains(1, 4, max_time=6, max_size=6), st.floats(0.0, 1.0))
 def test_optimum_is_between_ideal_and_store_all(chain, frac):
     """Lemmas 1.4 and 1.5: OPT >= ideal makespan; OPT = ideal at store_all_memory(); and
@@ -168,7 +169,7 @@ def test_optimum_is_between_ideal_and_store_all(chain, frac):
         assert below.status == "infeasible" or below.makespan > ideal + 1e-9
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 9), deadline=None)
 @given(chains(1, 5))
 def test_memory_lower_bound_is_below_exact_min_budget(chain):
     """Lemma 1.6: memory_lower_bound() <= the exact smallest feasible budget (the bottleneck
@@ -179,7 +180,7 @@ def test_memory_lower_bound_is_below_exact_min_budget(chain):
     assert chain.memory_lower_bound() <= min_feasible_budget(chain) <= chain.store_all_memory()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30, 6), deadline=None)
 @given(chains(1, 4, max_time=6, max_size=6), st.floats(0.0, 1.0))
 def test_drop_extension_never_worse(chain, frac):
     """Lemma 1.7: OPT_drop(M) <= OPT(M), and both are non-increasing in M."""
@@ -345,7 +346,7 @@ def test_tape_condition_is_needed():
 
 # ---------------------------------------------------------------------- claim 8: slots
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 15), deadline=None)
 @given(chains(1, 6, max_time=9, max_size=40), st.floats(0.0, 1.2), st.integers(4, 80))
 def test_slot_rounding_bound(chain, frac, slots):
     """Theorem 8.1: exact(M) <= slots(M, S) <= exact(M - loss) with loss the sum of the

@@ -4,6 +4,7 @@ simulator's states, the oracles with no modelling argument."""
 from pathlib import Path
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,7 @@ def _budgets(chain):
     return sorted({lo, lo + (hi - lo) // 10, lo + (hi - lo) // 2})
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30, 4), deadline=None)
 @given(chains(1, 5, max_size=6, unsaved_outputs=None))
 def test_bounded_search_cut_off_at_the_optimum_finds_nothing_and_above_finds_it(chain):
     """The pruning rule against plain Dijkstra (no heuristic, no cutoff): cut off at the
@@ -47,7 +48,7 @@ def test_bounded_search_cut_off_at_the_optimum_finds_nothing_and_above_finds_it(
         assert simulate(chain, found, b).makespan == pytest.approx(opt)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20, 3), deadline=None)
 @given(chains(1, 5, max_size=6))
 def test_prove_equals_the_exhaustive_optimum(chain):
     """``prove`` with and without its relaxation step answers the exhaustive optimum, optimal
@@ -103,7 +104,7 @@ def test_bad_options_name_the_option(opts, field):
 
 # ---------------------------------------------------------------------- the cuts
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 11), deadline=None)
 @given(st.data(), chains(1, 5, max_size=6))
 def test_every_valid_schedule_satisfies_the_cut_rows(data, chain):
     """The constructive half of proofs/ilp.md section 11: a valid schedule's point, extended
@@ -117,7 +118,7 @@ def test_every_valid_schedule_satisfies_the_cut_rows(data, chain):
     assert violated_rows(model, point) == []
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20, 3), deadline=None)
 @given(chains(1, 5, max_size=6))
 def test_the_bound_with_cuts_never_exceeds_the_exhaustive_optimum(chain):
     """With the rows, the relaxation's optimum stays at most the optimum, and at least the
@@ -193,7 +194,7 @@ def test_revolve_closed_form_is_globally_optimal_beyond_exhaustive_reach(L):
         assert value == formula, (L, c)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10, 3), deadline=None)
 @given(chains(2, 4, max_size=6, unsaved_outputs=True))
 def test_on_unsaved_outputs_prove_answers_the_optimum(chain):
     """A chain with unsaved outputs: the relaxation (proofs/ilp.md section 10), then the

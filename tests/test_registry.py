@@ -1,6 +1,7 @@
 """The solver interface: registry, Solution, verification by replay, store-all."""
 import numpy as np
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 
 import solvers
@@ -46,7 +47,7 @@ def test_store_all_solution():
     assert sol.status == INFEASIBLE and sol.schedule is None and sol.min_budget == 20
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50, 26))
 @given(chains(1, 8))
 def test_store_all_matches_simulator(chain):
     sol = solvers.solve(chain, chain.store_all_memory(), "store-all")

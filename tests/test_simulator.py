@@ -3,6 +3,7 @@ table, and properties over random chains and random valid schedules."""
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -205,7 +206,7 @@ def test_op_validation():
 
 # ----------------------------------------------------------------- properties
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100, 28))
 @given(chains(1, 7))
 def test_store_all_is_valid_at_its_peak_and_not_one_byte_below(chain):
     s = store_all_schedule(chain)
@@ -215,14 +216,14 @@ def test_store_all_is_valid_at_its_peak_and_not_one_byte_below(chain):
         simulate(chain, s, peak - 1)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100, 41))
 @given(chains(1, 7, integer_times=False))
 def test_store_all_makespan_is_the_sum_of_all_times(chain):
     r = simulate(chain, store_all_schedule(chain))
     assert math.isclose(r.makespan, sum(chain.fwd_time) + sum(chain.bwd_time), rel_tol=1e-12)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100, 14))
 @given(st.data(), chains(1, 5), st.integers(0, 50))
 def test_a_valid_schedule_replays_consistently(data, chain, extra):
     """On random valid schedules (each property on the same 100 schedules, drawn once):

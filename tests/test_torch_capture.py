@@ -10,6 +10,7 @@ initialisation, tiny configurations).
 import copy
 
 import pytest
+from _tiers import tiered
 
 torch = pytest.importorskip("torch")
 
@@ -196,8 +197,10 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize("name, granularity", [(n, "block") for n in BUILTIN + CAPTURED]
-                         + [("gpt2", "fine"), ("tv-resnet", "fine"), ("resnet", "fine")])
+@pytest.mark.parametrize("name, granularity", tiered(
+    [(n, "block") for n in BUILTIN + CAPTURED] + [("gpt2", "fine"), ("tv-resnet", "fine"), ("resnet", "fine")],
+    [("mlp", "block"), ("rnn", "block"), ("lstm-tagger", "block"), ("densenetish", "block"),
+     ("gpt2", "fine")]))
 def test_stages_reproduce_the_model_forward_and_gradients(name, granularity):
     chain, x0, loss_fn, call = _net(name, granularity)
     model = chain.original
@@ -228,7 +231,7 @@ def test_fine_granularity_exposes_more_cuts_than_blocks_and_n_caps_the_count():
     assert torch.equal(three(x0), want)
 
 
-@pytest.mark.parametrize("name", BUILTIN + CAPTURED)
+@pytest.mark.parametrize("name", tiered(BUILTIN + CAPTURED, ["mlp", "densenetish", "gpt2"]))
 def test_a_solver_schedule_on_the_stages_gives_plain_backprop_gradients(name):
     chain, x0, loss_fn, call = _net(name)
     model = chain.original
@@ -439,7 +442,7 @@ EXPORT_LAYERS = {"opt": ["model.decoder.layers.0", "model.decoder.layers.1"],
                           "swin.encoder.layers.1.blocks.0", "swin.encoder.layers.1.blocks.1"]}
 
 
-@pytest.mark.parametrize("name", sorted(EXPORT_LAYERS))
+@pytest.mark.parametrize("name", tiered(sorted(EXPORT_LAYERS), ["opt"]))
 def test_export_capture_cuts_at_each_layer_and_trains_like_the_model(name):
     """The ``torch.export`` capture the compiled frontier runs, at block granularity: one
     stage per layer (OPT's layer ends in a view of its residual sum, the cut after the view

@@ -12,6 +12,7 @@ import copy
 from unittest import mock
 
 import pytest
+from _tiers import tiered
 
 torch = pytest.importorskip("torch")
 
@@ -130,7 +131,7 @@ def _solve_feasible(chain, name):
     pytest.fail(f"solver {name} found no schedule even at the store-all budget {hi}")
 
 
-@pytest.mark.parametrize("network", NETWORKS)
+@pytest.mark.parametrize("network", tiered(NETWORKS, ["mlp"]))
 def test_every_solver_schedule_gives_plain_backprop_gradients(network):
     net, chain = _net_and_chain(network)
     state, ref = _reference(net)
@@ -309,7 +310,7 @@ def _run_nested_and_check(net, chain, schedule, state, ref, early_stop):
     return peak
 
 
-@pytest.mark.parametrize("network", NETWORKS)
+@pytest.mark.parametrize("network", tiered(NETWORKS, ["mlp"]))
 def test_nested_form_of_every_solver_runs_as_autograd_like_plain_backprop(network):
     """Every persistent solver's schedule, put in nested form and run as autograd with
     checkpoints: same gradients, buffers and RNG as plain backprop; each stage forwarded as

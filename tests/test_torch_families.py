@@ -6,6 +6,7 @@ training step), and torch's allocator on the executor's run of each DP schedule 
 simulator's prediction on the profiled chain (``remat confirm``'s measurement).
 """
 import pytest
+from _tiers import tiered
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -44,7 +45,9 @@ def _is_layer(label: str, stack: str) -> bool:
     return fnmatch.fnmatch(path.rpartition(".")[0], stack) and path.rpartition(".")[2].isdigit()
 
 
-@pytest.mark.parametrize("name", [f for f in FAMILIES if f not in NOT_AT_LAYERS])
+# by default a decoder and a convolutional network; every family under slow
+@pytest.mark.parametrize("name", tiered([f for f in FAMILIES if f not in NOT_AT_LAYERS],
+                                        ["gpt2", "tv-resnet"]))
 def test_each_family_is_captured_at_its_layers_and_holds_what_the_model_holds(name):
     net = build(name, "test")
     chain = net.model

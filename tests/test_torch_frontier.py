@@ -513,6 +513,7 @@ def test_no_hugging_face_schedule_is_claimed_where_its_layers_nest_or_are_absent
     assert hf_schedule_tree(list(resnet.stages), 1) is None
 
 
+@pytest.mark.slow  # an experiment driver's rows; the in-place API at HF's levels: test_inplace_models.py
 def test_the_in_place_api_as_a_method_of_the_frontier():
     """``remat_inplace``: the in-place API on copies of the original model, selected alone
     with plain and HF (nothing captured), at its plan's breakpoints, at each HF level's

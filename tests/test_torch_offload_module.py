@@ -4,6 +4,7 @@ plain autograd's gradients bit for bit, at the device peak the referee predicts.
 import copy
 
 import pytest
+from _tiers import tiered
 
 torch = pytest.importorskip("torch")
 
@@ -76,7 +77,7 @@ def _allowed(ck) -> int:
     return ck.plan.predicted_peak + 256
 
 
-@pytest.mark.parametrize("network", ["mlp", "resnet", "transformer"])
+@pytest.mark.parametrize("network", tiered(["mlp", "resnet", "transformer"], ["transformer"]))
 def test_save_on_cpu_plan_trains_like_plain_autograd(network):
     net, stages, params, modules, state = _network(network)
     ck = CheckpointedSequential(net.model, 0.95, "save-on-cpu", example_input=net.example_input,
@@ -88,7 +89,7 @@ def test_save_on_cpu_plan_trains_like_plain_autograd(network):
     assert peak < ck.chain.store_all_memory()
 
 
-@pytest.mark.parametrize("network", ["mlp", "resnet", "transformer"])
+@pytest.mark.parametrize("network", tiered(["mlp", "resnet", "transformer"], ["transformer"]))
 def test_dp_offload_plan_trains_like_plain_autograd(network):
     """The class DP's plan at its smallest feasible budget on the profiled chain, where it
     offloads."""

@@ -1,6 +1,7 @@
 """The profiler: sizes against independent counts, the two tape measures against each
 other, and profiling leaves the model untouched."""
 import pytest
+from _tiers import tiered
 
 torch = pytest.importorskip("torch")
 
@@ -16,7 +17,7 @@ from torch_device import DEVICE, rng_states, same_rng  # noqa: E402
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
 
-@pytest.mark.parametrize("network", ["mlp", "resnet", "transformer", "rnn"])
+@pytest.mark.parametrize("network", tiered(["mlp", "resnet", "transformer", "rnn"], ["transformer", "rnn"]))
 def test_profile_sizes(network):
     net = build(network, "test").to(DEVICE)
     res = profile_details(net.model, net.example_input, net.loss_fn, repeats=1, warmup=0)
@@ -177,7 +178,7 @@ def test_allocator_meter_takes_out_bookkeeping_and_persistent_memory():
     assert free.before == make.after and free.after == 0
 
 
-@pytest.mark.parametrize("network", ["mlp", "resnet", "transformer", "rnn"])
+@pytest.mark.parametrize("network", tiered(["mlp", "resnet", "transformer", "rnn"], ["transformer", "rnn"]))
 def test_allocator_measured_peaks_match_the_prediction(network):
     """Schedules of several shapes, run under the allocator accounting the profile used: the
     measured peak is within [0.97, 1.01] of the simulator's and never above its budget.  On

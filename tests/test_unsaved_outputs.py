@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,7 +155,7 @@ def _tokens(L):
     return [f"{k}{i}" for k in ("Fn", "Fck", "Fall", "B") for i in range(L)] + ["Loss"]
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150, 16))
 @given(st.data(), chains(1, 5, unsaved_outputs=True, fall_costs=None))
 def test_simulator_agrees_with_the_reference_interpreter(data, chain):
     ref = Reference(chain)
@@ -193,7 +194,7 @@ def _profile(chain, ops):
     return out
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120, 24))
 @given(chains(1, 7, unsaved_outputs=None, fall_costs=None))
 def test_store_all_closed_form(chain):
     """Chain.store_all_memory and ideal_makespan against the simulator, on chains with and
@@ -207,7 +208,7 @@ def test_store_all_closed_form(chain):
         simulate(chain, s, peak - 1)
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120, 20))
 @given(st.data(), chains(1, 5, unsaved_outputs=None, fall_costs=None))
 def test_no_valid_schedule_goes_below_the_lower_bound(data, chain):
     """Lemmas 1.4 and 1.6 (1.11, 1.12): no valid schedule beats the ideal makespan or goes
@@ -226,7 +227,7 @@ def test_family_unsaved_outputs_are_seeded_and_valid(family):
     assert simulate(a, store_all_schedule(a)).peak_memory == a.store_all_memory()
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120, 22))
 @given(st.data(), chains(1, 8, unsaved_outputs=None, fall_costs=None))
 def test_segments_closed_form(data, chain):
     """The segment baselines' closed form against the simulator, with and without each

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _tiers import instances
 
 import solvers
 from remat_theory.cli import main
@@ -273,7 +274,8 @@ def test_chains_with_unsaved_outputs_every_exact_solver_agrees():
     cfg = replace(_tiny(("dp", "dp-weak", "exhaustive", "exhaustive-persistent",
                          "exhaustive-weak", "ilp-fast", "store-all", "periodic",
                          "chen-greedy", "revolve", "gruslys", "dtr")),
-                  variations="unsaved-outputs=all,fall-costs", max_stages=4, trials=4)
+                  variations="unsaved-outputs=all,fall-costs", max_stages=4,
+                  trials=instances(4, 2))
     tasks = make_tasks(cfg)
     assert tasks and all(t.chain().has_unsaved_outputs for t in tasks)
     assert any(t.chain().has_fall_costs for t in tasks)

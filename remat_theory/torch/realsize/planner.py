@@ -74,11 +74,9 @@ def _remat(prof, grads, chained, budget, solver):
 
 
 def _fits(spec, batch, seq, dtype, device, memory, optimizer, solver) -> bool:
-    rs = real_size_profile(spec, batch, seq, dtype)
-    budget = memory - _resident(rs, optimizer)
-    if budget <= 0:
-        return False
-    return _remat(timed(rs, device), rs.gradients, rs.chained, budget, solver)[0] is not None
+    """Whether :func:`plan_model` finds a schedule that fits (the same criterion)."""
+    return plan_model(spec, batch, seq, dtype, device, memory=memory, optimizer=optimizer,
+                      solver=solver, search=False)["fits"]
 
 
 def _largest(lo_ok, hi_bad, fits) -> int | None:

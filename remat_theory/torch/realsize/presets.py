@@ -165,7 +165,8 @@ def make_batch(spec: Spec, batch: int, seq: int, dtype=None) -> dict:
     mask = torch.ones(batch, seq, dtype=torch.long)
     mask[-1, seq // 2:] = 0
     if spec.kind == "s2s":
-        return dict(input_ids=ids, attention_mask=mask, labels=torch.randint(3, vocab, (batch, seq)))
+        return dict(input_ids=ids, attention_mask=mask, decoder_attention_mask=mask.clone(),
+                    labels=torch.randint(3, vocab, (batch, seq)))
     labels = ids.masked_fill(mask == 0, -100)
     out = dict(input_ids=ids, attention_mask=mask, labels=labels)
     if "ForCausalLM" in spec.model_class or "LMHead" in spec.model_class:

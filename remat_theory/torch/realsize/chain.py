@@ -61,6 +61,7 @@ class RealSize:
     param_bytes: int
     replicated: int
     profiled_layers: int
+    plain_step: int = 0  # the profiled model's plain step peak (bytes; the real one's if not replicated)
 
 
 def _reduced_config(config):
@@ -211,4 +212,4 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
                     _pick(fp.fall, index), _pick(fp.bwd, index), fp.loss, fp.prefix,
                     _pick(fp.chained, index), paths,
                     params + int(round(extra_params / per_param)), pbytes + extra_params,
-                    n - len(fp.paths), len(fp.paths))
+                    n - len(fp.paths), len(fp.paths), fp.plain_step)

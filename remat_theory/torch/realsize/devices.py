@@ -38,6 +38,8 @@ class Device:
     bandwidth: float
     launch: float = 5e-6
     note: str = ""
+    compute_efficiency: float = 1.0  # share of the peak rate a matrix product achieves
+    memory_efficiency: float = 1.0  # share of the bandwidth a memory-bound call achieves
 
 
 RESERVE = GiB  # the CUDA context, cuBLAS workspaces and the caching allocator's slack
@@ -74,6 +76,10 @@ def device_named(name: str) -> Device:
 
 
 _CPU: dict = {}
+#: (compute, memory) efficiencies of the CPU's model, fitted on one family's real profile
+#: (Llama at hidden 256) by ``python benchmarks/realsize_cost.py``; its held-out error on
+#: the other families is in docs/plan.md
+CPU_EFFICIENCY = (0.354, 0.25)
 
 
 def measure_cpu(memory: int | None = None) -> Device:
@@ -107,13 +113,15 @@ def measure_cpu(memory: int | None = None) -> Device:
         import os
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return Device("cpu", int(memory), bf16, flops, bw, launch,
-                  note=f"measured on {threads} thread(s)")
+                  note=f"measured on {threads} thread(s)",
+                  compute_efficiency=CPU_EFFICIENCY[0], memory_efficiency=CPU_EFFICIENCY[1])
 
 
 def op_time(work, device: Device) -> float:
     """Seconds of one operation's :class:`~.meter.Work` on ``device`` (module docstring)."""
     total = 0.0
     for f, b, size in zip(work.flops, work.bytes, work.itemsize):
-        peak = device.bf16 if 0 < size <= 2 else device.fp32
-        total += max(f / peak if f else 0.0, b / device.bandwidth) + device.launch
+        peak = (device.bf16 if 0 < size <= 2 else device.fp32) * device.compute_efficiency
+        total += max(f / peak if f else 0.0,
+                     b / (device.bandwidth * device.memory_efficiency)) + device.launch
     return total

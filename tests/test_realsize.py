@@ -179,3 +179,15 @@ def test_does_not_fit_names_the_largest_batch_that_does(tmp_path, capsys):
                "--dtype", "fp32", "--memory", str(memory)])
     assert rc == 0
     assert "does not fit" in capsys.readouterr().out
+
+
+def test_profile_fake_writes_the_chain_of_the_fake_profile(tmp_path, capsys):
+    path = _tiny_config(tmp_path)
+    rc = main(["profile", "--model", path, "--fake", "--batch", "2", "--seq", "16", "--dtype",
+               "fp32", "--gpu", "H100-80GB", "--json"])
+    assert rc == 0
+    chain = Chain.from_dict(json.loads(capsys.readouterr().out))
+    spec, layers, real = _real("llama-2-7b")
+    for key in FIELDS:  # the real CPU profile's sizes
+        assert list(getattr(chain, key)) == list(getattr(real.chain, key)), key
+    assert all(t > 0 for t in chain.fwd_time)

@@ -4,8 +4,9 @@ recompute at its real size on a device, from a profile on fake tensors (nothing 
 nothing downloaded; docs/plan.md).  Needs torch and transformers.
 
 CONFIG is a preset (``remat plan --list``) or a transformers ``config.json``.  The answer
-compares remat's schedule with store-all and Hugging Face's every-layer checkpointing (and
-torch's ``sac_milp`` with ``--sac``) at their predicted step peaks and estimated times;
+compares remat's schedule with store-all and Hugging Face's every-layer checkpointing at
+their predicted step peaks and estimated times (torch's ``sac_milp`` needs CUDA for its
+runtime estimates: docs/plan.md);
 where nothing fits it names the largest batch (or sequence) that does.
 """
 from __future__ import annotations
@@ -40,8 +41,6 @@ def add_arguments(p) -> None:
     p.add_argument("--optimizer", default="adam", choices=("adam", "sgd"),
                    help="optimizer state kept resident (adam: two moments per parameter)")
     p.add_argument("--solver", default="dp", help="solver of the layers' chain (default dp)")
-    p.add_argument("--sac", action="store_true",
-                   help="also run torch's sac_milp on the same model (slow at full size)")
     p.add_argument("--no-search", action="store_true", dest="no_search",
                    help="where nothing fits, do not search the largest batch or sequence")
     p.add_argument("--out", default=None, metavar="PLAN.json", help="write the plan there")
@@ -76,8 +75,7 @@ def run(args) -> int:
     spec = load_config(args.config)
     device = device_named(args.gpu)
     plan = plan_model(spec, args.batch, args.seq, args.dtype, device, memory=memory,
-                      optimizer=args.optimizer, solver=args.solver, sac=args.sac,
-                      search=not args.no_search)
+                      optimizer=args.optimizer, solver=args.solver, search=not args.no_search)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(plan, f, indent=1)

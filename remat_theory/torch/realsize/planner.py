@@ -1,6 +1,6 @@
 """``remat plan``: which layers to keep and which to recompute for a model at its real size
-on a named device, against store-all, Hugging Face's every-layer checkpointing and torch's
-``sac_milp``.
+on a named device, against store-all and Hugging Face's every-layer checkpointing (torch's
+``sac_milp`` does not run without CUDA: docs/plan.md).
 
 Memory (bytes, the whole device): resident = the parameters + the optimizer's state (Adam:
 two moments in the parameters' dtype; SGD: none) + the device's reserve (the CUDA context);
@@ -92,7 +92,7 @@ def _largest(lo_ok, hi_bad, fits) -> int | None:
 
 def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
                memory: int | None = None, optimizer: str = "adam", solver: str = "dp",
-               sac: bool = False, search: bool = True) -> dict:
+               search: bool = True) -> dict:
     """The plan (a JSON-able dict; see docs/plan.md for its fields)."""
     cap = device.memory if memory is None else memory
     rs = real_size_profile(spec, batch, seq, dtype)
@@ -147,9 +147,6 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
         cand = [x for x in (o, hf) if step_budget(x["step_peak"]) <= hf["needs"]]
         if cand:
             options.append(dict(min(cand, key=lambda x: x["time"]), name="remat-at-hf-memory"))
-    if sac:
-        from remat_theory.torch.realsize.sac import sac_option
-        options.append(sac_option(spec, batch, seq, dtype, device, budget))
     out["options"] = options
     if not out["fits"] and search and budget > 0:
         out.update(_what_fits(spec, batch, seq, dtype, device, cap, optimizer, solver))

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "results", "realsize_profile.json")
 SCALE = [("llama-2-7b", 8, 4096), ("llama-2-13b", 8, 4096), ("llama-2-70b", 1, 4096),
          ("mistral-7b", 8, 4096), ("gpt2-xl", 8, 1024), ("bert-large", 32, 512),
-         ("t5-large", 8, 512), ("vit-l/16", 64, 0), ("convnext-large", 64, 0)]
+         ("t5-large", 8, 512), ("vit-l/16", 64, 1), ("convnext-large", 64, 1)]
 
 
 def fidelity() -> list:

@@ -59,7 +59,8 @@ def main() -> None:
         data = make_batch(spec, BATCH, SEQ)
         layers, _ = find_layers(model, (), data)
         real = profile_layers(model, layers, (), data, default_loss).chain
-        fake = real_size_profile(spec, BATCH, SEQ, "fp32", replicate=False)
+        fake = real_size_profile(spec, BATCH, SEQ, "fp32", replicate=False,
+                             fused_attention=False)
         n = len(layers)
         ops = []
         for i in range(n):

@@ -155,10 +155,22 @@ def _pick(seq, index):
     return [seq[i] for i in index]
 
 
+ATTENTION_DROPOUT = ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout")
+"""Config fields of the attention's dropout probability, set to 0 by ``fused_attention``."""
+
+
 def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
-                      replicate: bool = True) -> RealSize:
+                      replicate: bool = True, fused_attention: bool = True) -> RealSize:
     """The chain of ``spec`` at (batch, seq, dtype) from fake tensors (module docstring).
-    ``replicate=False`` profiles every layer (the check of the replication)."""
+    ``replicate=False`` profiles every layer (the check of the replication).
+
+    ``fused_attention`` (default): the attention's dropout probability is set to 0 for the
+    profile.  A GPU's fused attention kernels (flash, memory-efficient) apply the dropout
+    inside the kernel and save only the output and the log-sum-exp; the CPU's flash kernel,
+    which the fake profile runs, has no dropout and falls back to the math path, which holds
+    the (B, heads, S, S) probabilities, in fp32.  With the dropout at 0 the CPU's flash
+    kernel stands in for the GPU's.  ``False``: the model as configured (the comparison with
+    a real CPU profile)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     if dtype not in DTYPES:
         raise RematError(f"dtype {dtype!r} must be one of {', '.join(DTYPES)}")
@@ -168,6 +180,10 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
         raise RematError(f"seq = {seq!r} must be a positive int")
     param_dtype, autocast = DTYPES[dtype]
     config = _reduced_config(spec.config) if replicate else copy.deepcopy(spec.config)
+    if fused_attention:
+        for f in ATTENTION_DROPOUT:
+            if isinstance(getattr(config, f, None), float):
+                setattr(config, f, 0.0)
     old = torch.get_default_dtype()
     torch.set_default_dtype(param_dtype)
     try:

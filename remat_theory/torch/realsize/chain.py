@@ -66,7 +66,10 @@ class RealSize:
 
 def _reduced_config(config):
     c = copy.deepcopy(config)
+    aliases = getattr(type(c), "attribute_map", {})
     for f in LAYER_FIELDS:
+        if aliases.get(f, f) not in LAYER_FIELDS:  # ConvNeXt's num_hidden_layers: its stages
+            continue
         v = getattr(c, f, None)
         if isinstance(v, int) and not isinstance(v, bool) and v > KEEP:
             setattr(c, f, KEEP)

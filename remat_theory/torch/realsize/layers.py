@@ -4,8 +4,8 @@
 by storage addresses, which fake tensors do not have (all are 0).  This finder gives the same
 :class:`~remat_theory.torch.inplace.layers.LayerCall` list from one probe forward: the
 outermost transformers ``GradientCheckpointingLayer`` calls where the model marks its
-layers, else the innermost children of an ``nn.ModuleList``/``nn.Sequential`` of a class
-seen at least twice (a ConvNeXt stage's layers); each called once, reading a tensor that
+layers, else the innermost children of an ``nn.ModuleList``/``nn.Sequential`` that holds two
+or more modules of their class (a ConvNeXt stage's layers); each called once, reading a tensor that
 needs a gradient and returning new storage.  tests/test_realsize.py checks it against
 ``find_layers`` on real tensors, family by family.
 """
@@ -85,11 +85,12 @@ def find_layers_fake(model: nn.Module, args, kwargs) -> list:
     if gc:
         seams = [c for c in gc if not any(inside(c, o) for o in gc if o is not c)]
     else:
-        kinds: dict = {}
-        cont = [c for c in cand if isinstance(parents.get(id(c["mod"])), _CONTAINERS)]
-        for c in cont:
-            kinds[type(c["mod"])] = kinds.get(type(c["mod"]), 0) + 1
-        cont = [c for c in cont if kinds[type(c["mod"])] >= 2]
+        def repeated(c):  # its container holds two or more modules of its class
+            parent = parents.get(id(c["mod"]))
+            return isinstance(parent, _CONTAINERS) and sum(
+                type(k) is type(c["mod"]) for k in parent.children()) >= 2
+
+        cont = [c for c in cand if repeated(c)]
         seams = [c for c in cont if not any(inside(o, c) for o in cont if o is not c)]
     if not seams:
         raise RematError(f"{type(model).__name__} has no repeated stack of layers")

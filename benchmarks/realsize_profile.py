@@ -8,7 +8,7 @@ Fidelity: for each preset's family at its small configuration (TINY, batch 2, se
 fp32, one thread), the in-place API's real CPU profile (the allocator's accounting) and
 the fake one: per field the largest relative difference, and the step peaks a plan predicts
 for store-all and every layer checkpointed (fake / real).  Scale: each real-size profile in
-a fresh process (wall time and its peak RSS, ``ru_maxrss`` of the child).  Results:
+a fresh process (wall time, and its peak RSS as the child reads it itself).  Results:
 benchmarks/results/realsize_profile.json.
 """
 from __future__ import annotations
@@ -84,7 +84,10 @@ def _one(name, batch, seq) -> None:
     t0 = time.perf_counter()
     rs = real_size_profile(spec_of(name), batch, seq, "bf16")
     wall = time.perf_counter() - t0
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MB (Linux: KiB)
     print(json.dumps(dict(model=name, batch=batch, seq=seq, dtype="bf16", wall_s=wall,
+                          max_rss_mb=rss,
                           layers=len(rs.paths), profiled_layers=rs.profiled_layers,
                           parameters=rs.params,
                           store_all_activation_bytes=rs.profile.store_all_bytes)))
@@ -97,12 +100,13 @@ def scale() -> list:
         proc = subprocess.Popen([sys.executable, __file__, "--one", name, str(batch), str(seq)],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         text = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        status = proc.wait()
         wall = time.perf_counter() - t0
         if status != 0:
             raise SystemExit(f"{name}: the profile failed")
         row = json.loads(text.strip().splitlines()[-1])
-        row.update(process_wall_s=wall, max_rss_mb=usage.ru_maxrss / 1024)
+        row.update(process_wall_s=wall)  # max_rss_mb: the child's own (a fork's count
+        # would start from the parent's)
         rows.append(row)
         print(f"{name:16s} batch {batch:3d} seq {seq:5d}: profile {row['wall_s']:.1f} s "
               f"(process {wall:.1f} s), RSS {row['max_rss_mb']:.0f} MB", flush=True)
@@ -120,11 +124,13 @@ def main() -> None:
         return
     both = not (a.fidelity or a.scale)
     results = json.load(open(OUT)) if os.path.exists(OUT) else {}
-    results["command"] = "python benchmarks/realsize_profile.py " + " ".join(sys.argv[1:])
+    command = "python benchmarks/realsize_profile.py " + " ".join(sys.argv[1:])
     if a.fidelity or both:
         results["fidelity"] = fidelity()
+        results["fidelity_command"] = command
     if a.scale or both:
         results["scale"] = scale()
+        results["scale_command"] = command
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         json.dump(results, f, indent=1)

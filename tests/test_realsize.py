@@ -46,7 +46,9 @@ def _real(name, batch=2, seq=16):
     model = getattr(transformers, spec.model_class)(spec.config).train()
     data = make_batch(spec, batch, seq)
     layers, _ = find_layers(model, (), data)
-    return spec, layers, profile_layers(model, layers, (), data, default_loss)
+    prof = profile_layers(model, layers, (), data, default_loss)
+    prof.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return spec, layers, prof
 
 
 def test_fake_chain_equals_the_real_cpu_profile_to_the_byte():
@@ -67,6 +69,7 @@ def test_fake_chain_against_the_real_cpu_profile(name):
     spec, layers, real = _real(name)
     fake = real_size_profile(spec, 2, 16, "fp32", replicate=False, fused_attention=False)
     assert fake.paths == [lc.path for lc in layers]
+    assert fake.param_bytes == real.param_bytes  # tied weights stay tied
     r, f = _fields(real), _fields(fake.profile)
     for key in r:
         a, b = r[key], f[key]
@@ -191,3 +194,16 @@ def test_profile_fake_writes_the_chain_of_the_fake_profile(tmp_path, capsys):
     for key in FIELDS:  # the real CPU profile's sizes
         assert list(getattr(chain, key)) == list(getattr(real.chain, key)), key
     assert all(t > 0 for t in chain.fwd_time)
+
+
+def test_the_fake_layer_finder_agrees_with_the_in_place_one_on_a_four_stage_convnext():
+    from remat_theory.torch.realsize.layers import find_layers_fake
+    spec = spec_of("convnext-large", dict(hidden_sizes=[8, 16, 24, 32], depths=[2, 2, 3, 2],
+                                          image_size=32, num_labels=10))
+    model = getattr(transformers, spec.model_class)(spec.config).train()
+    data = make_batch(spec, 2, 1)
+    real = find_layers(model, (), data)[0]
+    fake = find_layers_fake(model, (), data)
+    assert [(lc.path, lc.slot, lc.out_leaf, lc.chained) for lc in real] == \
+        [(lc.path, lc.slot, lc.out_leaf, lc.chained) for lc in fake]
+    assert len(fake) == 9

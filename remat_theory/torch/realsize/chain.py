@@ -198,6 +198,8 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
     with FakeTensorMode(allow_non_fake_inputs=True):
         torch.manual_seed(0)
         model.to_empty(device="cpu")
+        if hasattr(model, "tie_weights"):  # to_empty made each use of a shared weight its own
+            model.tie_weights()
         data = make_batch(spec, batch, seq, param_dtype if spec.kind == "image" else None)
         ctx = (torch.autocast("cpu", dtype=autocast) if autocast is not None
                else contextlib.nullcontext())

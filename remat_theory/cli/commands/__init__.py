@@ -17,6 +17,7 @@ COMMANDS = (
      "list the registered solvers and their variants, or one solver's options"),
     ("verify", "verify", "cross-check every exact solver and baseline on random and family chains"),
     ("profile", "profile", "profile a torch network into a chain (sizes in bytes, times in seconds)"),
+    ("plan", "plan", "plan a transformers model's recomputation at its real size on a GPU, from fake tensors (no GPU, no download)"),
     ("bench", "bench",
      "benchmark solver speed and peak memory, or solution quality against the optimum"),
     ("confirm", "confirm",

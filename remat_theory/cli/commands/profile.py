@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from remat_theory.cli.commands._fake_profile import add_fake_arguments, run_fake
 from remat_theory.cli.commands._common import (Ticker, check_output_file, positive_int, print_json,
                                                torch_device)
 from remat_theory.model.errors import PluginError, RematError
@@ -68,6 +69,7 @@ def add_arguments(p) -> None:
                    help="print no progress (default: elapsed time on a terminal, else a line "
                         "every few seconds, on stderr)")
     p.add_argument("--json", action="store_true", help="print the chain as JSON")
+    add_fake_arguments(p)
 
 
 def _from_factory(spec: str, granularity):
@@ -108,6 +110,8 @@ def _from_factory(spec: str, granularity):
 def run(args) -> int:
     if args.out:
         check_output_file(args.out, "--out")
+    if args.fake:
+        return run_fake(args)
     torch, device = torch_device(args.device, args.threads, "profile")
     from remat_theory.torch import profile_details
     from remat_theory.lab.networks import build

@@ -1,0 +1,140 @@
+"""Fake-tensor chains against the real CPU profile, and the cost of profiling at real size.
+
+    python benchmarks/realsize_profile.py            # both parts
+    python benchmarks/realsize_profile.py --fidelity # families at small sizes only
+    python benchmarks/realsize_profile.py --scale    # real-size profiles only
+
+Fidelity: for each preset's family at its small configuration (TINY, batch 2, sequence 16,
+fp32, one thread), the in-place API's real CPU profile (the allocator's accounting) and
+the fake one: per field the largest relative difference, and the step peaks a plan predicts
+for store-all and every layer checkpointed (fake / real).  Scale: each real-size profile in
+a fresh process (wall time, and its peak RSS as the child reads it itself).  Results:
+benchmarks/results/realsize_profile.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "results", "realsize_profile.json")
+SCALE = [("llama-2-7b", 8, 4096), ("llama-2-13b", 8, 4096), ("llama-2-70b", 1, 4096),
+         ("mistral-7b", 8, 4096), ("gpt2-xl", 8, 1024), ("bert-large", 32, 512),
+         ("t5-large", 8, 512), ("vit-l/16", 64, 1), ("convnext-large", 64, 1)]
+
+
+def fidelity() -> list:
+    import torch
+    import transformers
+
+    from remat_theory.torch.inplace import default_loss
+    from remat_theory.torch.inplace.layers import find_layers
+    from remat_theory.torch.inplace.plan import calibrate, step_peak
+    from remat_theory.torch.inplace.profile import profile_layers
+    from remat_theory.torch.realsize.chain import real_size_profile
+    from remat_theory.torch.realsize.planner import hf_schedule, store_all_schedule
+    from remat_theory.torch.realsize.presets import TINY, make_batch, spec_of
+    torch.set_num_threads(1)
+    rows = []
+    for name in TINY:
+        spec = spec_of(name, TINY[name])
+        torch.manual_seed(0)
+        model = getattr(transformers, spec.model_class)(spec.config).train()
+        data = make_batch(spec, 2, 16)
+        layers, _ = find_layers(model, (), data)
+        real = profile_layers(model, layers, (), data, default_loss)
+        fake = real_size_profile(spec, 2, 16, "fp32", replicate=False,
+                             fused_attention=False)
+        fp = fake.profile
+        diff = {}
+        for key in ("x_size", "tape_size", "fwd_overhead", "fall_overhead", "bwd_overhead"):
+            a, b = getattr(real.chain, key), getattr(fp.chain, key)
+            diff[key] = max(abs(u - v) / max(u, 1) for u, v in zip(a, b))
+        for key in ("prefix_bytes", "end_peak", "shared_grad_bytes"):
+            a, b = getattr(real, key), getattr(fp, key)
+            diff[key] = abs(a - b) / max(a, 1)
+        diff["bwd_rise"] = max(abs(u - v) / max(u, 1) for u, v in zip(real.bwd_rise, fp.bwd_rise))
+        calibrate(real, fake.gradients)
+        n = len(layers)
+        peaks = {}
+        for label, sched in (("store_all", store_all_schedule(n)), ("hf", hf_schedule(n))):
+            a = step_peak(real, sched, fake.gradients)[0]
+            b = step_peak(fp, sched, fake.gradients)[0]
+            peaks[label] = dict(real=a, fake=b, ratio=b / a)
+        exact = all(v == 0 for v in diff.values())
+        rows.append(dict(family=name, model_class=spec.model_class, layers=n,
+                         paths_equal=[lc.path for lc in layers] == fake.paths, exact=exact,
+                         max_relative_difference=diff, step_peaks=peaks,
+                         plain_step_real=real.plain_step_measured,
+                         plain_step_fake=fake.plain_step))
+        print(f"{name:16s} exact={exact!s:5s} "
+              + " ".join(f"{k}={v:.4f}" for k, v in diff.items() if v)
+              + f"  store-all fake/real {peaks['store_all']['ratio']:.4f}"
+              + f"  every-layer {peaks['hf']['ratio']:.4f}", flush=True)
+    return rows
+
+
+def _one(name, batch, seq) -> None:
+    from remat_theory.torch.realsize.chain import real_size_profile
+    from remat_theory.torch.realsize.presets import spec_of
+    t0 = time.perf_counter()
+    rs = real_size_profile(spec_of(name), batch, seq, "bf16")
+    wall = time.perf_counter() - t0
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MB (Linux: KiB)
+    print(json.dumps(dict(model=name, batch=batch, seq=seq, dtype="bf16", wall_s=wall,
+                          max_rss_mb=rss,
+                          layers=len(rs.paths), profiled_layers=rs.profiled_layers,
+                          parameters=rs.params,
+                          store_all_activation_bytes=rs.profile.store_all_bytes)))
+
+
+def scale() -> list:
+    rows = []
+    for name, batch, seq in SCALE:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, __file__, "--one", name, str(batch), str(seq)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        text = proc.stdout.read()
+        status = proc.wait()
+        wall = time.perf_counter() - t0
+        if status != 0:
+            raise SystemExit(f"{name}: the profile failed")
+        row = json.loads(text.strip().splitlines()[-1])
+        row.update(process_wall_s=wall)  # max_rss_mb: the child's own (a fork's count
+        # would start from the parent's)
+        rows.append(row)
+        print(f"{name:16s} batch {batch:3d} seq {seq:5d}: profile {row['wall_s']:.1f} s "
+              f"(process {wall:.1f} s), RSS {row['max_rss_mb']:.0f} MB", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fidelity", action="store_true")
+    ap.add_argument("--scale", action="store_true")
+    ap.add_argument("--one", nargs=3, metavar=("MODEL", "BATCH", "SEQ"))
+    a = ap.parse_args()
+    if a.one:
+        _one(a.one[0], int(a.one[1]), int(a.one[2]))
+        return
+    both = not (a.fidelity or a.scale)
+    results = json.load(open(OUT)) if os.path.exists(OUT) else {}
+    command = "python benchmarks/realsize_profile.py " + " ".join(sys.argv[1:])
+    if a.fidelity or both:
+        results["fidelity"] = fidelity()
+        results["fidelity_command"] = command
+    if a.scale or both:
+        results["scale"] = scale()
+        results["scale_command"] = command
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""The in-place profile of a model, taken on fake tensors: nothing allocated, nothing timed.
+
+The same measurements as :func:`remat_theory.torch.inplace.profile.profile_layers`, made by
+:class:`.meter.FakeMeter` instead of the allocator: each layer call alone on the arguments
+the model gave it (a no-grad forward, a recording forward, its backward), the code before
+the first layer (the prefix) and after the last (the loss stage), and one plain step of the
+model (each backward's rise above what it starts with, what the model's code between two
+unchained layers holds, the step's peak).  The chain's fields follow from them by the same
+rules; its times are zero here and come from a device's cost model (:mod:`.devices`), one
+:class:`~.meter.Work` per operation.
+
+Run it inside ``FakeTensorMode`` on a model built there (:mod:`.presets`).  It also runs on
+real tensors (the meter reads shapes only): tests/test_realsize.py compares a fake profile
+with the real one of the same small model that way.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils import _pytree as pytree
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
+from remat_theory.torch.inplace.profile import LayerProfile
+from remat_theory.torch.realsize.layers import find_layers_fake
+from remat_theory.torch.realsize.meter import FakeMeter, Work
+
+__all__ = ["FakeProfile", "profile_fake"]
+
+
+@dataclass
+class FakeProfile:
+    """A :class:`LayerProfile` (times zero) and the work of every operation, per layer:
+    ``fck``, ``fall``, ``bwd`` (lists of :class:`Work`), ``loss`` (the loss stage, forward
+    and backward), ``prefix`` (forward and backward); ``paths`` the layers' module paths;
+    ``chained`` as :class:`~remat_theory.torch.inplace.layers.LayerCall`'s;
+    ``own_grad`` the bytes of each layer's parameters' gradients (at the module's last call);
+    ``other_grad`` the rest; ``glue`` per layer, bytes the model's code after it holds."""
+
+    layer: LayerProfile
+    fck: list
+    fall: list
+    bwd: list
+    loss: Work
+    prefix: Work
+    paths: list
+    chained: list
+    own_grad: list
+    other_grad: int
+    glue: list = field(default_factory=list)
+    plain_step: int = 0  # the plain step's peak, gradients included (bytes)
+
+
+def _storage_bytes(t) -> int:
+    return int(t.untyped_storage().nbytes())
+
+
+def _sid(t):
+    return t.untyped_storage()._cdata
+
+
+def _record(model, layers, args, kwargs) -> list:
+    """Each layer call's arguments (detached) and the positions of the other tensors that
+    need a gradient."""
+    rec = []
+
+    def pre(mod, a, kw):
+        if len(rec) >= len(layers) or layers[len(rec)].module is not mod:
+            return
+        lc = layers[len(rec)]
+        grads = [("a", i) for i, v in enumerate(a) if isinstance(v, torch.Tensor)
+                 and v.requires_grad and ("a", i) != lc.slot]
+        grads += [("k", k) for k, v in kw.items() if isinstance(v, torch.Tensor)
+                  and v.requires_grad and ("k", k) != lc.slot]
+        det = tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in a)
+        dkw = {k: (None if is_cache(v) else v.detach() if isinstance(v, torch.Tensor) else v)
+               for k, v in kw.items()}
+        rec.append((det, dkw, grads))
+
+    mods = {id(lc.module): lc.module for lc in layers}.values()
+    handles = [m.register_forward_pre_hook(pre, with_kwargs=True) for m in mods]
+    try:
+        with torch.enable_grad():
+            out = model(*args, **kwargs)
+        del out
+    finally:
+        for h in handles:
+            h.remove()
+    if len(rec) != len(layers):
+        raise RematError(f"the model called {len(rec)} of its {len(layers)} layers")
+    return rec
+
+
+def _inputs(lc, r):
+    a0, kw0, grads = r
+    h = hidden_of(lc.slot, a0, kw0).detach().requires_grad_(True)
+    a, kw = with_hidden(lc.slot, a0, kw0, h)
+    a, kw = list(a), dict(kw)
+    extra = []
+    for kind, key in grads:
+        t = (a[key] if kind == "a" else kw[key]).detach().requires_grad_(True)
+        extra.append(t)
+        if kind == "a":
+            a[key] = t
+        else:
+            kw[key] = t
+    return h, tuple(a), kw, extra
+
+
+def _layer(meter, lc, r):
+    h, a, kw, extra = _inputs(lc, r)
+    with meter.op("fck"):
+        with torch.no_grad():
+            y = lc.module(*a, **kw)
+        del y
+    saved = []
+
+    def pack(t):
+        saved.append(_sid(t))
+        return t
+
+    with meter.op("fall"):
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = lc.module(*a, **kw)
+        y = leaf_of(out, lc.out_leaf)
+        del out
+    saves = _sid(y) in saved
+    del saved
+    seed = torch.ones_like(y)
+    out_bytes = _storage_bytes(y)
+    with meter.op("bwd"), meter.fresh() as fresh:
+        torch.autograd.backward(y, seed, inputs=[h] + extra + [
+            p for p in lc.module.parameters() if p.requires_grad])
+    live = fresh[0]
+    shared = sum(_storage_bytes(t) for t in extra)
+    del y, seed, h, a, kw, extra
+    return out_bytes, shared, saves, live
+
+
+class _Stop(BaseException):
+    def __init__(self, value):
+        super().__init__("stop")
+        self.value = value
+
+
+def _prefix(meter, model, first, args, kwargs):
+    def stop(mod, a, kw):
+        raise _Stop((a, kw))
+
+    handle = first.module.register_forward_pre_hook(stop, with_kwargs=True)
+    try:
+        with meter.op("prefix"):
+            try:
+                with torch.enable_grad():
+                    model(*args, **kwargs)
+                raise RematError("the model returned without calling its first layer")
+            except _Stop as s:
+                a, kw = s.value
+    finally:
+        handle.remove()
+    h = hidden_of(first.slot, a, kw)
+    backward = h.requires_grad
+    if backward:
+        seed = torch.ones_like(h)
+        with meter.op("prefix_bwd"):
+            torch.autograd.backward(h, seed)
+        del seed
+    del h, a, kw
+    return backward
+
+
+def _suffix(meter, model, layers, args, kwargs, loss_of):
+    last = layers[-1]
+    n = sum(lc.module is last.module for lc in layers)
+    stack = contextlib.ExitStack()
+    seen, held = [0], {}
+
+    def post(mod, a, kw, out):
+        seen[0] += 1
+        if seen[0] != n:
+            return None
+        leaves, spec = pytree.tree_flatten(out)
+        h = leaves[last.out_leaf].detach().requires_grad_(True)
+        held["h"] = h
+        leaves[last.out_leaf] = h
+        stack.enter_context(torch.enable_grad())
+        stack.enter_context(meter.op("suffix"))
+        return pytree.tree_unflatten(leaves, spec)
+
+    handle = last.module.register_forward_hook(post, with_kwargs=True)
+    try:
+        with torch.no_grad(), stack:
+            out = model(*args, **kwargs)
+            loss = loss_of(out)
+            del out
+    finally:
+        handle.remove()
+    with meter.op("suffix_bwd"):
+        loss.backward()
+    x_last = _storage_bytes(held["h"])
+    del loss, held
+    return x_last
+
+
+def _step(model, layers, args, kwargs, loss_of):
+    """One plain step: per layer its backward's rise, the glue, the step's peak."""
+    meter = FakeMeter()
+    marks, calls, after = [], [0], {}
+    glue = [0] * len(layers)
+
+    def mark(g):
+        marks.append((meter.current, meter.peak))
+        meter.reset_peak()
+
+    def pre(mod, a, kw):
+        j = calls[0]
+        if 0 < j < len(layers) and layers[j].module is mod and j - 1 in after:
+            glue[j - 1] = meter.refresh() - after[j - 1]
+
+    def post(mod, a, kw, out):
+        if calls[0] < len(layers) and layers[calls[0]].module is mod:
+            y = leaf_of(out, layers[calls[0]].out_leaf)
+            after[calls[0]] = meter.refresh()
+            calls[0] += 1
+            if y.requires_grad:
+                y.register_hook(mark)
+        return None
+
+    mods = {id(lc.module): lc.module for lc in layers}.values()
+    handles = [m.register_forward_hook(post, with_kwargs=True) for m in mods]
+    handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in mods]
+    try:
+        with meter, meter.op("step"), torch.enable_grad():
+            loss = loss_of(model(*args, **kwargs))
+            loss.backward()
+            del loss
+            marks.append((meter.current, meter.peak))
+    finally:
+        for h in handles:
+            h.remove()
+    step_peak = meter.results()[-1].peak
+    n = len(layers)
+    if len(marks) != n + 1:
+        return [None] * n, glue, step_peak
+    starts, ends = marks[:-1][::-1], marks[1:][::-1]
+    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)], glue, step_peak
+
+
+def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -> FakeProfile:
+    """Profile ``model`` (training mode) at its layers on (args, kwargs); see the module
+    docstring.  ``layers``: the layer calls (default: found by
+    :func:`.layers.find_layers_fake`)."""
+    if layers is None:
+        layers = find_layers_fake(model, args, kwargs)
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+    rec = _record(model, layers, args, kwargs)
+    meter = FakeMeter(persistent=lambda: [p.grad for p in params if p.grad is not None])
+    with meter:
+        per = [_layer(meter, lc, r) for lc, r in zip(layers, rec)]
+        has_prefix_bwd = _prefix(meter, model, layers[0], args, kwargs)
+        x_last = _suffix(meter, model, layers, args, kwargs, loss_of)
+    for p in params:
+        p.grad = None
+    real, glue, plain = _step(model, layers, args, kwargs, loss_of)
+    for p in params:
+        p.grad = None
+    by: dict = {}
+    for o in meter.results():
+        by.setdefault(o.label, []).append(o)
+    n = len(layers)
+    x = [_storage_bytes(hidden_of(lc.slot, r[0], r[1])) for lc, r in zip(layers, rec)] + [x_last]
+    tape, f_ovh, a_ovh, b_ovh = [], [], [], []
+    for i in range(n):
+        fck, fall, bwd = by["fck"][i], by["fall"][i], by["bwd"][i]
+        tp = max(fall.after - fall.before, x[i + 1], per[i][0])
+        tape.append(tp)
+        f_ovh.append(max(0, fck.peak - fck.before - x[i + 1]))
+        a_ovh.append(max(0, fall.peak - fall.before - tp))
+        b_ovh.append(max(0, bwd.peak - bwd.before - x[i]))
+    s, sb = by["suffix"][0], by["suffix_bwd"][0]
+    b_ovh.append(max(0, max(s.peak, sb.peak) - s.before - x[n]))
+    last = {id(lc.module): i for i, lc in enumerate(layers)}
+    own = [sum(q.numel() * q.element_size() for q in lc.module.parameters() if q.requires_grad)
+           if last[id(lc.module)] == i else 0 for i, lc in enumerate(layers)]
+    alone = [max(0, by["bwd"][i].peak - by["bwd"][i].before) + own[i] for i in range(n)]
+    kernel = [max(0, alone[i] - per[i][3]) for i in range(n)]
+    rise = [a if q is None else min(a, q + k) for a, q, k in zip(alone, real, kernel)]
+    rise.append(max(0, max(s.peak, sb.peak) - s.before))
+    zeros = [0.0] * n
+    chain = Chain(fwd_time=zeros, bwd_time=zeros + [0.0], x_size=x, tape_size=tape,
+                  fwd_overhead=f_ovh, bwd_overhead=b_ovh, fall_time=zeros,
+                  fall_overhead=a_ovh, name=name)
+    p = by["prefix"][0]
+    prefix_tape = max(0, p.after - p.before)
+    end_peak = by["prefix_bwd"][0].peak - p.before if has_prefix_bwd else prefix_tape
+    values = {}
+    for r in rec:
+        for kind, key in r[2]:
+            t = r[0][key] if kind == "a" else r[1][key]
+            values[_sid(t)] = _storage_bytes(t)
+    shared = sum(values.values()) + max((per[i][1] for i in range(n)), default=0)
+    between = sum(max(0, glue[j] - x[j + 1]) for j in range(n - 1) if not layers[j].chained)
+    lp = LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0), 0.0, shared,
+                      [by["fall"][i].work.random for i in range(n)], rise,
+                      [bool(per[i][2]) for i in range(n)], plain)
+    loss = Work()
+    loss.add(s.work)
+    loss.add(sb.work)
+    prefix = Work()
+    prefix.add(p.work)
+    if has_prefix_bwd:
+        prefix.add(by["prefix_bwd"][0].work)
+    total = sum(q.numel() * q.element_size() for q in params)
+    return FakeProfile(lp, [o.work for o in by["fck"]], [o.work for o in by["fall"]],
+                       [o.work for o in by["bwd"]], loss, prefix, [lc.path for lc in layers],
+                       [lc.chained for lc in layers], own, total - sum(own), glue, plain)

@@ -46,7 +46,7 @@ from torch.utils import _pytree as pytree
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import find_layers
 from remat_theory.torch.inplace.plan import (Gradients, LayerPlan, calibrate, make_plan,
-                                             parse_budget)
+                                             measured_gradients, parse_budget)
 from remat_theory.torch.inplace.profile import LayerProfile, profile_layers
 from remat_theory.torch.inplace.run import StepRun
 
@@ -205,8 +205,9 @@ class RematHandle:
                                       name=type(self.model).__name__)
             finally:
                 self._busy = False
-            calibrate(prof, self.gradients)
-            plan = make_plan(key, prof, self.budget, self.gradients, self.chained,
+            grads = measured_gradients(prof, self.gradients)
+            calibrate(prof, grads)
+            plan = make_plan(key, prof, self.budget, grads, self.chained,
                              solver=self.solver, solver_options=self.solver_options,
                              describe=_shapes(key))
             self.plans[key] = plan

@@ -34,8 +34,8 @@ from remat_theory.torch.nested import (Segment, nested_form, opened_segments,
                                        recomputed_stages)
 from remat_theory.torch.rounding import auto_unit, rounded_chain
 
-__all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "calibrate", "make_plan", "parse_budget",
-           "step_budget", "step_peak"]
+__all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "calibrate", "make_plan",
+           "measured_gradients", "parse_budget", "step_budget", "step_peak"]
 
 ENGINE_MARGIN = 0.03
 """Share of a step budget (bytes) the plan keeps free: the engine's own buffers, and what the
@@ -108,36 +108,62 @@ class Gradients:
 
     by_layer: dict
     other: int
+    end: int = 0  # made by the prefix's backward, the step's last operation (embeddings)
 
     @property
     def total(self) -> int:
-        return sum(self.by_layer.values()) + self.other
+        return sum(self.by_layer.values()) + self.other + self.end
+
+
+def measured_gradients(prof: LayerProfile, default: Gradients) -> Gradients:
+    """Where one real step of the profile made each parameter's gradient
+    (``LayerProfile.grads_made``): the loss stage's (``other``), layer i's (``by_layer``),
+    the prefix's at the step's end (``end``: an embedding's gradient is made after every
+    layer's backward, which counting it from the loss on put 0.78 MB too high on BERT's
+    every-layer step); ``default`` (by the modules' structure) where not measured."""
+    made = prof.grads_made
+    if made is None:
+        return default
+    by_layer = {k: v for k, v in made.items() if isinstance(k, int) and v}
+    return Gradients(by_layer, made.get("loss", 0), made.get("end", 0))
+
+
+def _index(op: str, n: int) -> int:
+    return n if op == "Loss" else int(op.lstrip("FalckBn"))
 
 
 def step_peak(prof: LayerProfile, schedule, grads: Gradients):
     """(the step's peak in bytes, activations and gradients together, the makespan) of
-    ``schedule``: the simulator's memory at every operation, the values held beside the
-    chain, and the gradients made so far.  A layer's backward's peak is what it was
-    measured to rise above the memory held when it starts (``LayerProfile.bwd_rise``),
-    which autograd keeps below the operation table's by freeing the tape as it goes, less
-    the layer's output where its backward does not read it (the table's tape holds it to
-    B_i; autograd let it go at B_{i+1})."""
+    ``schedule``: the simulator's memory at every operation, what is held beside the chain
+    there (``LayerProfile.held_at``), and the gradients made so far.  A layer's backward's
+    peak is what it was measured to rise above the memory held when it starts
+    (``LayerProfile.bwd_rise``), which autograd keeps below the operation table's by freeing
+    the tape as it goes, less the layer's output where its backward does not read it (the
+    table's tape holds it to B_i; autograd let it go at B_{i+1}); the loss stage's, what it
+    rose by in a real step (``LayerProfile.loss_rise``) where that is more than the table's."""
     sim = simulate(prof.chain, schedule)
-    made, peak = 0, 0
+    n = prof.chain.length
+    made, peak, backward = 0, 0, False
     factor = prof.calibration
     for st in sim.profile:
         at = st.peak
+        i = _index(st.op, n)
         if st.op == "Loss":  # the gradients outside the layers, counted from the loss on
+            backward = True
+            row = at + grads.other
+            if prof.loss_rise is not None:  # as one real step rose (its gradients in it)
+                row = max(row, st.memory_before + prof.loss_rise)
+            peak = max(peak, row + prof.held_at(i, True) + made)
             made += grads.other
-        elif st.op.startswith("B"):
-            i = int(st.op[1:])
+            continue
+        if st.op.startswith("B"):
             at = st.memory_before + prof.bwd_rise[i]  # the layer's gradients in its rise
             if not prof.saves_output[i]:  # x_{i+1}, in the table's tape, is gone by now
                 at -= prof.chain.x_size[i + 1]
-            peak = max(peak, at + prof.fixed_bytes + made)
+            peak = max(peak, at + prof.held_at(i, True) + made)
             made += grads.by_layer.get(i, 0)
             continue
-        peak = max(peak, at + prof.fixed_bytes + made)
+        peak = max(peak, at + prof.held_at(i, backward) + made)
     return int(math.ceil(factor * max(peak, prof.end_peak + grads.total))), sim.makespan
 
 
@@ -185,8 +211,10 @@ def _search(prof, grads, kind, limit, solver, options, unit):
     room = int(limit / prof.calibration)  # the predictions are raised by the calibration
     base = room - prof.fixed_bytes - (0 if kind == "fraction" else total)
     best = _fits(prof, grads, kind, limit, base, solver, options, unit)
-    if kind == "bytes":  # larger shares: a binary search on the gradients' reserve
-        lo, hi = 0, total
+    # larger shares: a binary search on the reserve for the gradients and for what is held
+    # beside the chain only at some operations
+    lo, hi = prof.always_bytes - prof.fixed_bytes, total if kind == "bytes" else 0
+    if hi > lo:
         while hi - lo > max(unit, total // 64):
             mid = (lo + hi) // 2
             got = _fits(prof, grads, kind, limit, room - prof.fixed_bytes - mid, solver,
@@ -250,8 +278,12 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
 
 
 def _activations(prof, grads, schedule) -> int:
-    """The step's activation peak (gradients apart) of ``schedule``, calibrated."""
-    peak = max(simulate(prof.chain, schedule).peak_memory + prof.fixed_bytes, prof.end_peak)
+    """The step's activation peak (gradients apart) of ``schedule``, calibrated: the
+    simulator's memory at every operation and what is held beside the chain there."""
+    n, backward, peak = prof.chain.length, False, prof.end_peak
+    for st in simulate(prof.chain, schedule).profile:
+        backward = backward or st.op == "Loss"
+        peak = max(peak, st.peak + prof.held_at(_index(st.op, n), backward))
     return int(math.ceil(prof.calibration * peak))
 
 
@@ -269,7 +301,7 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
     probe = solver_registry.solve(rounded_chain(chain, unit), 1, solver, **options)
     smallest = None
     if probe.min_budget is not None:
-        least = probe.min_budget + prof.fixed_bytes  # no schedule below: a lower bound
+        least = probe.min_budget + prof.always_bytes  # no schedule below: a lower bound
         sol = _solve(chain, probe.min_budget, solver, options, unit)
         guess = least if sol is None or kind == "fraction" else max(
             least, step_peak(prof, sol.schedule, grads)[0])

@@ -32,6 +32,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
+from remat_theory.model.simulator import simulate
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
 from remat_theory.torch.stages import model_state_kept
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
@@ -44,13 +45,14 @@ class LayerProfile:
     """The chain of one input shape (bytes, seconds) and what is held beside it."""
 
     chain: Chain
-    prefix_bytes: int  # the prefix's tape (and what code between unchained layers holds), beyond x_0
+    prefix_bytes: int  # the prefix's tape and what code between unchained layers holds, beyond x_0
     end_peak: int  # the prefix's backward, the step's last operation: its peak (bytes)
     prefix_time: float  # its forward and backward (seconds)
     shared_grad_bytes: int  # values several layers read (needing a gradient) and their gradient
     draws: list = field(default_factory=list)  # per layer: its forward draws random numbers
     # per backward (the loss last): bytes its measured peak rises above what is held when it
-    # starts, a layer's own parameter gradients included (the loss: without them); below
+    # starts, a layer's own parameter gradients included (the loss: without them, its
+    # forward included); below
     # the operation table's x_size + bwd_overhead where autograd frees the tape as it goes
     # (plan.step_peak uses it)
     bwd_rise: list = field(default_factory=list)
@@ -61,10 +63,41 @@ class LayerProfile:
     # gradients included; None where the profile counted live tensors
     plain_step_measured: int | None = None
     calibration: float = 1.0  # set by plan.calibrate: predictions are raised by it
+    # bytes of parameter gradients by where one real step made them: "loss" (the loss
+    # stage's backward), layer i's backward, "end" (the prefix's backward: the embeddings');
+    # None where not measured
+    grads_made: dict | None = None
+    # the loss stage's rise in one real step (live tensors): the most of what it made live
+    # at once, the gradients it makes included; None where not measured
+    loss_rise: int | None = None
+    # what is held beside the chain, by where (:meth:`held_at`): the prefix's tape (all the
+    # step); (from_layer, bytes): held at every operation of a layer >= from_layer (what
+    # code between two unchained layers leaves; a value layers read, from its first
+    # reader), let go once the backward has passed it; (first, last, bytes): a value's
+    # gradient, from the backward of its last reader to that of its first
+    prefix_only: int | None = None
+    held: list = field(default_factory=list)
+    value_grads: list = field(default_factory=list)
 
     @property
     def fixed_bytes(self) -> int:
+        """All that :meth:`held_at` can count at once (the most held beside the chain)."""
         return self.prefix_bytes + self.shared_grad_bytes
+
+    @property
+    def always_bytes(self) -> int:
+        """What is held beside the chain at every operation (the prefix's tape)."""
+        return self.prefix_bytes if self.prefix_only is None else self.prefix_only
+
+    def held_at(self, index: int, backward: bool) -> int:
+        """Bytes held beside the chain at an operation of layer ``index`` (the loss: the
+        chain's length) in the forward or the backward phase (recomputations included)."""
+        if self.prefix_only is None:
+            return self.fixed_bytes
+        out = self.prefix_only + sum(b for f, b in self.held if index >= f)
+        if backward:
+            out += sum(b for a, last, b in self.value_grads if a <= index <= last)
+        return out
 
     @property
     def store_all_activations(self) -> int:
@@ -73,8 +106,16 @@ class LayerProfile:
 
     @property
     def store_all_bytes(self) -> int:
-        """The step's activation peak without recomputation, as the model predicts it."""
-        return max(self.chain.store_all_memory() + self.fixed_bytes, self.end_peak)
+        """The step's activation peak without recomputation, as the model predicts it: the
+        simulator's memory at every operation and what is held beside the chain there."""
+        n = self.chain.length
+        ops = [f"Fall{i}" for i in range(n)] + ["Loss"] + [f"B{i}" for i in reversed(range(n))]
+        peak, backward = self.end_peak, False
+        for st in simulate(self.chain, ops).profile:
+            backward = backward or st.op == "Loss"
+            i = n if st.op == "Loss" else int(st.op.lstrip("FalB"))
+            peak = max(peak, st.peak + self.held_at(i, backward))
+        return peak
 
 
 class _Stop(BaseException):
@@ -319,6 +360,35 @@ def _suffix(model, layers, args, kwargs, loss_of, op, sync):
     return t, x_last
 
 
+class _RiseTracker(MemoryTracker):
+    """Also, from :meth:`watch_rise` to :meth:`stop_rise`: the most bytes of storages made
+    since then live at once (``rise``): what a stage adds, whatever the model's code lets
+    go of meanwhile (OPT's decoder lets its embeddings and mask go once its last layer has
+    run, after its final norm: 0.59 MB that a rise counted from the start would take off the
+    loss stage's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._old = None
+        self.rise = 0
+
+    def watch_rise(self) -> None:
+        self.refresh()
+        self._old = set(self._live)
+        self.rise = 0
+
+    def stop_rise(self) -> int:
+        self._old = None
+        return self.rise
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if self._old is not None:
+            new = sum(b for r, b in self._live.items() if r not in self._old)
+            self.rise = max(self.rise, new)
+        return out
+
+
 def _real_rises(model, layers, args, kwargs, loss_of, step_meter=None) -> list:
     """Per layer, bytes its backward rose above the memory held when it started, its
     parameters' gradients included, in one real step of the model (live tensors,
@@ -327,28 +397,69 @@ def _real_rises(model, layers, args, kwargs, loss_of, step_meter=None) -> list:
     what the layer above no longer needs, which a backward measured alone still holds.
     Also, per layer j, the bytes the model's own code between layer j and j+1 leaves held
     (a downsampling between two stages of a convolutional network, Swin's patch merging):
-    ``(rises, glue)``."""
-    from remat_theory.torch.tracker import MemoryTracker
-    tracker = MemoryTracker()
+    And where each parameter's gradient is made (its first accumulation): in the loss
+    stage's backward, in layer i's, or in the prefix's at the step's end (the embeddings'):
+    bytes by phase, ``{"loss": b, "end": b, i: b}``, or None where the marks are not as
+    expected: ``(rises, glue, made)``."""
+    tracker = _RiseTracker()
+    loss_rise = [None]
     marks: list = []
     calls = [0]
     after: dict = {}
     glue = [0] * len(layers)
+    first: dict = {}  # id(parameter) -> (marks seen when its gradient was made, bytes)
+    x0_done = [False]
 
     def mark(g):
-        marks.append((tracker.current, tracker.peak))
+        if not marks:
+            loss_rise[0] = tracker.stop_rise()
+        # what is live now: autograd let the tape of the layer above go after its last
+        # operation, which ``current`` (as of that operation) still counts; a rise measured
+        # from it came out too low (Llama's by 0.46 MB, half a layer's tape)
+        peak = tracker.peak
+        marks.append((tracker.refresh(), peak))
         tracker.reset_peak()
+
+    def x0_mark(g):  # the gradient of the first layer's input: B_0 is over
+        x0_done[0] = True
+
+    def made(p):
+        if id(p) not in first:
+            first[id(p)] = ("end" if x0_done[0] else len(marks), p.numel() * p.element_size())
+
+    n = len(layers)
+    inside = [False]
+    used: dict = {}  # id(parameter) -> the last forward phase whose code called its module
+
+    def phase_now() -> int:  # -1 the prefix, j layer j (and the code after it), n the suffix
+        j = calls[0]
+        return j if inside[0] else (j - 1 if j < n else n)
+
+    def uses(mod, a, kw):
+        ph = phase_now()
+        for q in mod.parameters(recurse=False):
+            if q.requires_grad:
+                used[id(q)] = max(used.get(id(q), -1), ph)
 
     def pre(mod, a, kw):
         j = calls[0]
+        if j < n and layers[j].module is mod:
+            inside[0] = True
+        if j == 0 and layers[0].module is mod and not after:
+            x = hidden_of(layers[0].slot, a, kw)
+            if isinstance(x, torch.Tensor) and x.requires_grad:
+                x.register_hook(x0_mark)
         if 0 < j < len(layers) and layers[j].module is mod and j - 1 in after:
             glue[j - 1] = tracker.refresh() - after[j - 1]
 
     def post(mod, a, kw, out):
         if calls[0] < len(layers) and layers[calls[0]].module is mod:
+            inside[0] = False
             y = leaf_of(out, layers[calls[0]].out_leaf)
             after[calls[0]] = tracker.refresh()
             calls[0] += 1
+            if calls[0] == n:  # the loss stage starts: its rise from here
+                tracker.watch_rise()
             if y.requires_grad:
                 y.register_hook(mark)
         return None
@@ -356,6 +467,12 @@ def _real_rises(model, layers, args, kwargs, loss_of, step_meter=None) -> list:
     modules = {id(lc.module): lc.module for lc in layers}.values()
     handles = [m.register_forward_hook(post, with_kwargs=True) for m in modules]
     handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in modules]
+    handles += [p.register_post_accumulate_grad_hook(made) for p in model.parameters()
+                if p.requires_grad]
+    # the owners' pre-hooks after the layers' own (a layer that owns parameters counts
+    # them inside itself)
+    handles += [m.register_forward_pre_hook(uses, with_kwargs=True) for m in model.modules()
+                if any(q.requires_grad for q in m.parameters(recurse=False))]
     try:
         with contextlib.ExitStack() as stack:
             if step_meter is not None:  # the plain step's peak, as the allocator saw it
@@ -370,12 +487,28 @@ def _real_rises(model, layers, args, kwargs, loss_of, step_meter=None) -> list:
         for h in handles:
             h.remove()
     # marks: d_n, d_{n-1}, ..., d_1, end; B_i runs from mark of d_{i+1} to that of d_i
-    n = len(layers)
     if len(marks) != n + 1:
-        return [None] * n, glue
+        return [None] * (n + 1), glue, None
     starts = marks[:-1][::-1]  # starts[i]: the mark of d_{i+1}
     ends = marks[1:][::-1]  # ends[i]: the peak up to d_i
-    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)], glue
+    # a gradient's memory is there from the first backward that makes a share of it: where
+    # it was accumulated, or earlier, the backward of the last forward phase that called
+    # its module (a tied head's share is held by autograd from the loss on, although the
+    # embedding's backward at the end accumulates it: OPT's every-layer step 8.6% above its
+    # prediction without this)
+    by_phase: dict = {"loss": 0, "end": 0}
+    for pid, (phase, size) in first.items():
+        # rank in the backward: 0 the loss stage, k marks seen: layer n-k's, n+1 the prefix
+        rank = n + 1 if phase == "end" else min(phase, n)
+        if pid in used:
+            ph = used[pid]
+            rank = min(rank, 0 if ph >= n else n + 1 if ph < 0 else n - ph)
+        key = "loss" if rank == 0 else "end" if rank == n + 1 else n - rank
+        by_phase[key] = by_phase.get(key, 0) + size
+    # the loss stage's rise (its forward and backward up to the last layer's output
+    # gradient): the most of what it made live at once, its gradients included
+    return ([max(0, ends[i][1] - starts[i][0]) for i in range(n)] + [loss_rise[0]], glue,
+            by_phase if x0_done[0] else None)
 
 
 def _pass(model, layers, rec, args, kwargs, loss_of, op, sync):
@@ -479,7 +612,8 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         for p in params:
             p.grad = None
         step_meter = None if isinstance(meter, _TrackerMeter) else AllocatorMeter(dev)
-        real, glue = _real_rises(model, layers, args, kwargs, loss_of, step_meter)
+        real, glue, grads_made = _real_rises(model, layers, args, kwargs, loss_of, step_meter)
+        loss_rise, real = real[-1], real[:-1]
         plain_step = None if step_meter is None else step_meter.peak
         for p in params:
             p.grad = None
@@ -532,17 +666,26 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     # bias, the encoder's states): each is held from where it is made to the step's end
     # (the layers' recorded arguments keep it for their recomputations), and its gradient
     # builds up in the backward
-    values = {}
-    for r in rec:
+    values: dict = {}  # storage -> [first reader, last reader, bytes]
+    for i, r in enumerate(rec):
         for kind, key in r.grad_names:
             t = r.args[key] if kind == "a" else r.kwargs[key]
-            values[t.untyped_storage().data_ptr()] = storage_bytes(t)
-    shared = sum(values.values()) + max((per[i][2] for i in range(n)), default=0)
+            v = values.setdefault(t.untyped_storage().data_ptr(), [i, i, storage_bytes(t)])
+            v[1] = i
+    shared = sum(v[2] for v in values.values()) + max((per[i][2] for i in range(n)), default=0)
     # the code between two layers that are not chained (no segment spans it): what it
-    # leaves held beyond the next layer's input, which the chain counts, is held beside the
-    # chain through the step (at most: it is let go when the backward passes it)
-    between = sum(max(0, glue[j] - x[j + 1]) for j in range(n - 1) if not layers[j].chained)
+    # leaves held beyond the next layer's input, which the chain counts (and the values
+    # the next layers read, counted as such), from there until the backward passes it
+    held = [(j + 1, max(0, glue[j] - x[j + 1] - sum(v[2] for v in values.values()
+                                                   if v[0] == j + 1)))
+            for j in range(n - 1) if not layers[j].chained]
+    held = [(f, b) for f, b in held if b]
+    held += [(a, b) for a, _, b in values.values()]
+    between = sum(b for f, b in held) - sum(v[2] for v in values.values())
     return LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
                         [r.draws for r in rec], rise,
-                        [bool(per[i][0]["saves_output"]) for i in range(n)], plain_step)
+                        [bool(per[i][0]["saves_output"]) for i in range(n)], plain_step,
+                        grads_made=grads_made, loss_rise=loss_rise,
+                        prefix_only=max(0, prefix_tape - x[0]), held=held,
+                        value_grads=[tuple(v) for v in values.values()])

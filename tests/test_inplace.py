@@ -237,3 +237,27 @@ def test_a_second_backward_through_one_forward_is_refused_clearly():
     loss.backward(retain_graph=True)
     with pytest.raises(RematError, match="second backward"):
         loss.backward()
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_each_gradient_is_placed_where_autograd_makes_it(tied):
+    """The profile's real step places each parameter's gradient: a block's in its backward,
+    the head's from the loss on, the embedding's at the step's end, unless it is tied to the
+    head (autograd then holds its share from the loss on).  Oracle: the parameters' sizes."""
+    torch.manual_seed(0)
+    model = Tiny(d=32, n=4).train()
+    if tied:
+        model.head.weight = model.emb.weight
+    handle = rematerialize(model, 0.6, batch(1))
+    made = handle.plan.profile.grads_made
+
+    def size(*params):
+        return sum(p.numel() * p.element_size() for p in params)
+    block = size(*model.blocks[0].parameters())
+    assert all(made[i] == block for i in range(4)), made
+    if tied:
+        assert made["loss"] == size(model.emb.weight, model.head.bias) and made["end"] == 0
+    else:
+        assert made["loss"] == size(*model.head.parameters())
+        assert made["end"] == size(model.emb.weight)
+    assert handle.plan.grad_bytes == size(*model.parameters())

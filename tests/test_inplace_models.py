@@ -224,11 +224,12 @@ def _step_peak(model, b):
 
 @pytest.mark.parametrize("family", tiered(["llama", "gpt2", "bert", "t5", "bart"], ["gpt2"]))
 def test_at_hugging_faces_every_layer_memory(family):
-    """Given HF's measured every-layer peak as its budget (or, where the plan refuses it, the
-    smallest budget it accepts: its prediction and the 3% it keeps free put that at 1.0-1.14
-    of HF's here, the gradients and the values beside the chain weighing most at this size),
-    the
-    rematerialized model's step peaks at or below HF's, as the allocator measures both."""
+    """Given HF's measured every-layer peak as its budget or, where the plan refuses it, the
+    smallest budget it accepts (within 2% of HF's: the least-memory plan is HF's computation,
+    predicted within 0.4%, and 1% of a step budget is kept free), the rematerialized model's
+    step peaks within the budget it ran at, as the allocator measures both (at the smallest
+    budget the plan takes the fastest schedule that fits, which may hold a little more than
+    HF's every-layer step: BART's here 0.3% more)."""
     torch.manual_seed(0)
     if family == "llama":
         model = tf.LlamaForCausalLM(tf.LlamaConfig(vocab_size=500, hidden_size=64,
@@ -262,10 +263,66 @@ def test_at_hugging_faces_every_layer_memory(family):
     hf = copy.deepcopy(model)
     hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     hf_peak = _step_peak(hf, b)
+    budget = hf_peak
     try:
         handle = rematerialize(model, hf_peak, b)
     except InfeasibleBudgetError as e:
-        assert e.smallest_feasible <= 1.2 * hf_peak, (e.smallest_feasible, hf_peak)
-        handle = rematerialize(model, e.smallest_feasible, b)
+        assert e.smallest_feasible <= 1.02 * hf_peak, (e.smallest_feasible, hf_peak)
+        budget = e.smallest_feasible
+        handle = rematerialize(model, budget, b)
     assert handle.plan.recomputed > 0
-    assert _step_peak(model, b) <= hf_peak
+    assert _step_peak(model, b) <= budget
+
+
+
+def _swin(embed, depths, heads, side, batch):
+    torch.manual_seed(0)
+    model = tf.SwinForImageClassification(tf.SwinConfig(
+        image_size=side, patch_size=4, embed_dim=embed, depths=depths, num_heads=heads,
+        window_size=4, drop_path_rate=0.0, num_labels=3)).train()
+    g = torch.Generator().manual_seed(1)
+    return model, {"pixel_values": torch.randn(batch, 3, side, side, generator=g),
+                   "labels": torch.randint(0, 3, (batch,), generator=g)}
+
+
+def test_swin_s_patch_merging_is_a_layer_of_its_own():
+    """Swin's patch merging runs between the blocks of two stages (their hand-off is not
+    direct): it is a layer of its own, so every hand-off is direct and a segment can span
+    it; recomputing it gives the eager model's gradients."""
+    model, b = _swin(16, [2, 2], [2, 2], 32, 2)
+    ref = copy.deepcopy(model)
+    handle = rematerialize(model, 0.6, b)
+    paths = [lc.path for lc in handle.layers]
+    assert any("downsample" in p for p in paths), paths
+    assert all(lc.chained for lc in handle.layers[:-1]), paths
+    assert handle.plan.recomputed > 0
+    for m in (model, ref):
+        torch.manual_seed(3)
+        m(**b).loss.backward()
+    same(grads(model), grads(ref))
+
+
+@pytest.mark.slow
+def test_swin_s_least_memory_is_at_most_hfs_every_layer():
+    """At the frontier's Swin size, the least activation memory the plan accepts is at or
+    below HF's every-layer checkpointing (which nests stages and blocks), as the allocator
+    measures both, parameter gradients apart.  With the patch merging's tape held beside
+    the chain (no layer of its own) the least was 2.8% above HF's."""
+    from remat_theory.torch.tracker import allocator_peak
+    model, b = _swin(32, [2, 2, 2], [2, 4, 8], 64, 4)
+
+    def act_peak(m):
+        params = list(m.parameters())
+        step = lambda: m(**b).loss.backward()  # noqa: E731
+        step()  # warm-up
+        m.zero_grad(set_to_none=True)
+        peak = allocator_peak(step, "cpu", persistent=lambda: [p.grad for p in params])
+        m.zero_grad(set_to_none=True)
+        return peak
+
+    hf = copy.deepcopy(model)
+    hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    with pytest.raises(InfeasibleBudgetError) as e:
+        rematerialize(copy.deepcopy(model), 1e-6, b)
+    rematerialize(model, e.value.smallest_feasible, b)
+    assert act_peak(model) <= act_peak(hf)

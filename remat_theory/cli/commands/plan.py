@@ -53,10 +53,9 @@ def _gb(n) -> str:
 
 def run(args) -> int:
     try:
-        import torch  # noqa: F401
+        from remat_theory.torch.plan.budget import parse_bytes
     except ImportError:
         raise RematError("remat plan needs torch (pip install torch==2.13.0)") from None
-    from remat_theory.torch.module import parse_bytes
     from remat_theory.torch.realsize.devices import DEVICES, device_named
     from remat_theory.torch.realsize.planner import plan_model
     from remat_theory.torch.realsize.presets import PRESETS, load_config

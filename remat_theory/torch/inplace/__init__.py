@@ -41,12 +41,13 @@ from collections import OrderedDict
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import find_layers
-from remat_theory.torch.inplace.plan import Gradients, LayerPlan, calibrate, make_plan, parse_budget
-from remat_theory.torch.inplace.profile import LayerProfile, profile_layers
+from remat_theory.torch.inplace.plan import (Gradients, LayerPlan, calibrate, make_plan,
+                                             measured_gradients, parse_budget)
+from remat_theory.torch.inplace.profile import profile_layers
+from remat_theory.torch.inplace.records import LayerProfile, default_loss
 from remat_theory.torch.inplace.run import StepRun
 
 
@@ -62,21 +63,6 @@ def _split_example(example):
         return tuple(example), {}
     raise RematError(f"example must be the kwargs dict or the args tuple the model is called "
                      f"with (or one tensor), got {type(example).__name__}")
-
-
-def default_loss(output):
-    """The loss the step backpropagates: the model's ``.loss`` when it computed one, else the
-    sum of its (first) output tensor."""
-    loss = getattr(output, "loss", None)
-    if isinstance(loss, torch.Tensor):
-        return loss
-    if isinstance(output, dict) and isinstance(output.get("loss"), torch.Tensor):
-        return output["loss"]
-    leaves = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)
-              and t.is_floating_point()]
-    if not leaves:
-        raise RematError("the model's output has no loss and no floating tensor; pass loss_fn=")
-    return leaves[0].float().sum()
 
 
 def _gradients(model, layers) -> Gradients:
@@ -205,8 +191,9 @@ class RematHandle:
                                       name=type(self.model).__name__)
             finally:
                 self._busy = False
-            calibrate(prof, self.gradients)
-            plan = make_plan(key, prof, self.budget, self.gradients, self.chained,
+            grads = measured_gradients(prof, self.gradients)
+            calibrate(prof, grads)
+            plan = make_plan(key, prof, self.budget, grads, self.chained,
                              solver=self.solver, solver_options=self.solver_options,
                              describe=_shapes(key))
             self.plans[key] = plan

@@ -4,7 +4,8 @@ A *layer* here is one call of a module of the model's repeated stack (transforme
 ``GradientCheckpointingLayer`` where the model marks them, else the children of a
 ``ModuleList``/``Sequential`` found by :func:`remat_theory.torch.capture.seams.find_seams`; a module
 called several times in a row, as ALBERT's one shared layer group, gives one layer per
-call).  The in-place API identifies a layer by its call index in the forward, not by the
+call; a module that alone joins two layers that are not chained, as Swin's patch merging
+between its stages, is a layer too).  The in-place API identifies a layer by its call index in the forward, not by the
 module, so that a shared module is several stages.
 
 :class:`LayerCall` records, for one call: where its hidden state is among its arguments
@@ -15,7 +16,6 @@ can only span direct hand-offs: its recomputation calls the layers one after the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
 from remat_theory.torch.capture.seams import CONTAINERS, find_seams, hidden_slot, inside, probe
+from remat_theory.torch.inplace.records import LayerCall
 
 
 __all__ = ["LayerCall", "find_layers", "hidden_of", "leaf_of", "with_hidden", "is_cache"]
@@ -51,19 +52,6 @@ def leaf_of(output, index: int):
     return pytree.tree_leaves(output)[index]
 
 
-@dataclass
-class LayerCall:
-    """One layer call: ``module``, ``slot`` of its hidden state (('a', i) or ('k', name)),
-    ``out_leaf`` (index of the output leaf the next layer reads), ``chained`` (the next
-    layer's hidden state is that leaf itself)."""
-
-    path: str
-    module: nn.Module
-    slot: tuple
-    out_leaf: int
-    chained: bool
-
-
 def _chained(a, b) -> bool:
     """Call b's hidden state is a leaf of call a's output (no code in between)."""
     h = hidden_of(hidden_slot(b), b.args, b.kwargs)
@@ -88,6 +76,40 @@ def _repeated_calls(calls) -> list:
     return best
 
 
+def _bridge(a, b, calls):
+    """The outermost module call between layer calls a and b that reads a's output as its
+    hidden state and whose output b reads (a downsampling between two stages: Swin's patch
+    merging, ConvNeXt's), or None."""
+    h_b = hidden_of(hidden_slot(b), b.args, b.kwargs)
+    out_a = [t for t in pytree.tree_leaves(a.output) if isinstance(t, torch.Tensor)]
+    best = None
+    for c in calls:
+        if not (c.enter > a.exit and 0 <= c.exit < b.enter) or hidden_slot(c) is None:
+            continue
+        if not any(t is hidden_of(hidden_slot(c), c.args, c.kwargs) for t in out_a):
+            continue
+        if not any(t is h_b for t in pytree.tree_leaves(c.output)):
+            continue
+        if best is None or c.depth < best.depth:
+            best = c
+    return best
+
+
+def _with_bridges(seams, calls) -> list:
+    """The layer calls, with a bridge (:func:`_bridge`) made a layer of its own between two
+    layers that are not chained: the model's code between them is then one module, which a
+    checkpointed segment can span and recompute like a layer (its tape is not held beside
+    the chain for the whole step)."""
+    out = []
+    for k, s in enumerate(seams):
+        out.append(s)
+        if k + 1 < len(seams) and not _chained(s, seams[k + 1]):
+            c = _bridge(s, seams[k + 1], calls)
+            if c is not None:
+                out.append(c)
+    return out
+
+
 def find_layers(model: nn.Module, args, kwargs) -> tuple:
     """Probe ``model`` once on (args, kwargs) and return (layers, output): one
     :class:`LayerCall` per layer call, in call order.  Raises RematError if the model has no
@@ -105,6 +127,7 @@ def find_layers(model: nn.Module, args, kwargs) -> tuple:
     for a, b in zip(seams, seams[1:]):
         if inside(a, b) or inside(b, a) or a.exit > b.enter:
             raise RematError(f"layers {a.path} and {b.path} overlap")
+    seams = _with_bridges(seams, calls)
     layers = []
     for k, s in enumerate(seams):
         slot = hidden_slot(s)

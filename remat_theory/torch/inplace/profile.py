@@ -15,7 +15,11 @@ the user's own model and batch: each layer called with the arguments the model g
 (recorded by one forward), its hidden state a fresh leaf.  Per layer: a no-grad forward
 (``fwd_time``, ``fwd_overhead``), a recording forward (``fall_time``, ``tape_size``: what it
 leaves allocated, ``fall_overhead``) and its backward from a seed gradient (``bwd_time``,
-``bwd_overhead``).  Times are a separate, unmetered pass (the profiler's bookkeeping would
+``bwd_overhead``).  Then one real plain step of the model, by live tensors
+(:func:`.realstep.real_step`): how far each backward and the loss stage rise above what they start
+with, where each parameter's gradient is made, what the code between unchained layers
+leaves held; and its peak by the allocator (the calibration).  Times are a separate,
+unmetered pass (the profiler's bookkeeping would
 inflate them).  The model's state is left as it was: parameter gradients, buffers, the
 random generators, torch's (:func:`~remat_theory.torch.capture.stages.model_state_kept`),
 numpy's and Python's.
@@ -23,9 +27,8 @@ numpy's and Python's.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch.utils import _pytree as pytree
@@ -34,48 +37,12 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.capture.stages import model_state_kept
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
+from remat_theory.torch.inplace.realstep import real_step
+from remat_theory.torch.inplace.records import LayerProfile
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
 
 
 __all__ = ["LayerProfile", "profile_layers", "device_of"]
-
-
-@dataclass
-class LayerProfile:
-    """The chain of one input shape (bytes, seconds) and what is held beside it."""
-
-    chain: Chain
-    prefix_bytes: int  # the prefix's tape (and what code between unchained layers holds), beyond x_0
-    end_peak: int  # the prefix's backward, the step's last operation: its peak (bytes)
-    prefix_time: float  # its forward and backward (seconds)
-    shared_grad_bytes: int  # values several layers read (needing a gradient) and their gradient
-    draws: list = field(default_factory=list)  # per layer: its forward draws random numbers
-    # per backward (the loss last): bytes its measured peak rises above what is held when it
-    # starts, a layer's own parameter gradients included (the loss: without them); below
-    # the operation table's x_size + bwd_overhead where autograd frees the tape as it goes
-    # (plan.step_peak uses it)
-    bwd_rise: list = field(default_factory=list)
-    # per layer: its backward reads its own output (autograd saved it); where it does not,
-    # the output is gone by the time its backward runs (the next layer's backward let it go)
-    saves_output: list = field(default_factory=list)
-    # one plain step of the model (no recomputation) as the allocator measured it, bytes,
-    # gradients included; None where the profile counted live tensors
-    plain_step_measured: int | None = None
-    calibration: float = 1.0  # set by plan.calibrate: predictions are raised by it
-
-    @property
-    def fixed_bytes(self) -> int:
-        return self.prefix_bytes + self.shared_grad_bytes
-
-    @property
-    def store_all_activations(self) -> int:
-        """:attr:`store_all_bytes` raised by the calibration (what a fraction is of)."""
-        return int(math.ceil(self.calibration * self.store_all_bytes))
-
-    @property
-    def store_all_bytes(self) -> int:
-        """The step's activation peak without recomputation, as the model predicts it."""
-        return max(self.chain.store_all_memory() + self.fixed_bytes, self.end_peak)
 
 
 class _Stop(BaseException):
@@ -320,65 +287,6 @@ def _suffix(model, layers, args, kwargs, loss_of, op, sync):
     return t, x_last
 
 
-def _real_rises(model, layers, args, kwargs, loss_of, step_meter=None) -> list:
-    """Per layer, bytes its backward rose above the memory held when it started, its
-    parameters' gradients included, in one real step of the model (live tensors,
-    :class:`~remat_theory.torch.tracker.MemoryTracker`; the step's gradient of each layer's
-    output marks where its backward starts).  In a real step autograd has already let go of
-    what the layer above no longer needs, which a backward measured alone still holds.
-    Also, per layer j, the bytes the model's own code between layer j and j+1 leaves held
-    (a downsampling between two stages of a convolutional network, Swin's patch merging):
-    ``(rises, glue)``."""
-    from remat_theory.torch.tracker import MemoryTracker
-    tracker = MemoryTracker()
-    marks: list = []
-    calls = [0]
-    after: dict = {}
-    glue = [0] * len(layers)
-
-    def mark(g):
-        marks.append((tracker.current, tracker.peak))
-        tracker.reset_peak()
-
-    def pre(mod, a, kw):
-        j = calls[0]
-        if 0 < j < len(layers) and layers[j].module is mod and j - 1 in after:
-            glue[j - 1] = tracker.refresh() - after[j - 1]
-
-    def post(mod, a, kw, out):
-        if calls[0] < len(layers) and layers[calls[0]].module is mod:
-            y = leaf_of(out, layers[calls[0]].out_leaf)
-            after[calls[0]] = tracker.refresh()
-            calls[0] += 1
-            if y.requires_grad:
-                y.register_hook(mark)
-        return None
-
-    modules = {id(lc.module): lc.module for lc in layers}.values()
-    handles = [m.register_forward_hook(post, with_kwargs=True) for m in modules]
-    handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in modules]
-    try:
-        with contextlib.ExitStack() as stack:
-            if step_meter is not None:  # the plain step's peak, as the allocator saw it
-                stack.enter_context(step_meter)
-                stack.enter_context(step_meter.op("step"))
-            with tracker, torch.enable_grad():
-                loss = loss_of(model(*args, **kwargs))
-                loss.backward()
-                del loss
-                marks.append((tracker.current, tracker.peak))
-    finally:
-        for h in handles:
-            h.remove()
-    # marks: d_n, d_{n-1}, ..., d_1, end; B_i runs from mark of d_{i+1} to that of d_i
-    n = len(layers)
-    if len(marks) != n + 1:
-        return [None] * n, glue
-    starts = marks[:-1][::-1]  # starts[i]: the mark of d_{i+1}
-    ends = marks[1:][::-1]  # ends[i]: the peak up to d_i
-    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)], glue
-
-
 def _pass(model, layers, rec, args, kwargs, loss_of, op, sync):
     """Every measurement once (the layers alone, the prefix, the suffix)."""
     per = [_measure_layer(lc, r, op, sync) for lc, r in zip(layers, rec)]
@@ -480,7 +388,8 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         for p in params:
             p.grad = None
         step_meter = None if isinstance(meter, _TrackerMeter) else AllocatorMeter(dev)
-        real, glue = _real_rises(model, layers, args, kwargs, loss_of, step_meter)
+        real, glue, grads_made = real_step(model, layers, args, kwargs, loss_of, step_meter)
+        loss_rise, real = real[-1], real[:-1]
         plain_step = None if step_meter is None else step_meter.peak
         for p in params:
             p.grad = None
@@ -533,17 +442,26 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     # bias, the encoder's states): each is held from where it is made to the step's end
     # (the layers' recorded arguments keep it for their recomputations), and its gradient
     # builds up in the backward
-    values = {}
-    for r in rec:
+    values: dict = {}  # storage -> [first reader, last reader, bytes]
+    for i, r in enumerate(rec):
         for kind, key in r.grad_names:
             t = r.args[key] if kind == "a" else r.kwargs[key]
-            values[t.untyped_storage().data_ptr()] = storage_bytes(t)
-    shared = sum(values.values()) + max((per[i][2] for i in range(n)), default=0)
+            v = values.setdefault(t.untyped_storage().data_ptr(), [i, i, storage_bytes(t)])
+            v[1] = i
+    shared = sum(v[2] for v in values.values()) + max((per[i][2] for i in range(n)), default=0)
     # the code between two layers that are not chained (no segment spans it): what it
-    # leaves held beyond the next layer's input, which the chain counts, is held beside the
-    # chain through the step (at most: it is let go when the backward passes it)
-    between = sum(max(0, glue[j] - x[j + 1]) for j in range(n - 1) if not layers[j].chained)
+    # leaves held beyond the next layer's input, which the chain counts (and the values
+    # the next layers read, counted as such), from there until the backward passes it
+    held = [(j + 1, max(0, glue[j] - x[j + 1] - sum(v[2] for v in values.values()
+                                                   if v[0] == j + 1)))
+            for j in range(n - 1) if not layers[j].chained]
+    held = [(f, b) for f, b in held if b]
+    held += [(a, b) for a, _, b in values.values()]
+    between = sum(b for f, b in held) - sum(v[2] for v in values.values())
     return LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
                         [r.draws for r in rec], rise,
-                        [bool(per[i][0]["saves_output"]) for i in range(n)], plain_step)
+                        [bool(per[i][0]["saves_output"]) for i in range(n)], plain_step,
+                        grads_made=grads_made, loss_rise=loss_rise,
+                        prefix_only=max(0, prefix_tape - x[0]), held=held,
+                        value_grads=[tuple(v) for v in values.values()])

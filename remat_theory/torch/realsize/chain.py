@@ -20,12 +20,12 @@ import torch
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
-from remat_theory.torch.inplace import default_loss
 from remat_theory.torch.inplace.plan import Gradients, calibrate
-from remat_theory.torch.inplace.profile import LayerProfile
+from remat_theory.torch.inplace.records import LayerProfile, default_loss
 from remat_theory.torch.realsize.fake_profile import FakeProfile, profile_fake
 from remat_theory.torch.realsize.meter import Work
 from remat_theory.torch.realsize.presets import LAYER_FIELDS, Spec, make_batch
+
 
 __all__ = ["RealSize", "identical_layers", "real_size_profile", "DTYPES"]
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from remat_theory.model.errors import RematError
 
+
 __all__ = ["DEVICES", "Device", "device_named", "measure_cpu", "op_time"]
 
 GiB = 2**30

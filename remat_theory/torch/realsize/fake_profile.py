@@ -24,9 +24,10 @@ from torch.utils import _pytree as pytree
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
-from remat_theory.torch.inplace.profile import LayerProfile
+from remat_theory.torch.inplace.records import LayerProfile
 from remat_theory.torch.realsize.layers import find_layers_fake
 from remat_theory.torch.realsize.meter import FakeMeter, Work
+
 
 __all__ = ["FakeProfile", "profile_fake"]
 

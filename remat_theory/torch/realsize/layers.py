@@ -16,7 +16,8 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
-from remat_theory.torch.inplace.layers import LayerCall
+from remat_theory.torch.inplace.records import LayerCall
+
 
 __all__ = ["find_layers_fake"]
 

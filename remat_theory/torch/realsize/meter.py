@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
+
 __all__ = ["FakeMeter", "OpRecord", "Work"]
 
 _VIEWISH = {"view", "_unsafe_view", "reshape", "expand", "t", "transpose", "permute", "slice",

@@ -21,6 +21,7 @@ from remat_theory.torch.inplace.plan import make_plan, step_budget, step_peak
 from remat_theory.torch.realsize.chain import real_size_profile
 from remat_theory.torch.realsize.devices import Device, op_time
 
+
 __all__ = ["OPTIMIZERS", "plan_model", "hf_schedule", "store_all_schedule", "timed"]
 
 OPTIMIZERS = {"adam": 2, "sgd": 0}  # optimizer states per parameter

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from remat_theory.model.errors import RematError
 
+
 __all__ = ["PRESETS", "TINY", "Spec", "load_config", "make_batch", "spec_of"]
 
 _LLAMA = dict(vocab_size=32000, max_position_embeddings=4096, rms_norm_eps=1e-5)

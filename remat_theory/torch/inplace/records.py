@@ -1,0 +1,121 @@
+"""What the in-place profile records of one model at one input shape (:class:`LayerProfile`), and
+the loss a step backpropagates when the user gives none (:func:`default_loss`): leaves that the
+planner, the real-size profiler and the API read without running a model."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from remat_theory.model.chain import Chain
+from remat_theory.model.errors import RematError
+from remat_theory.model.simulator import simulate
+
+
+@dataclass
+class LayerProfile:
+    """The chain of one input shape (bytes, seconds) and what is held beside it."""
+
+    chain: Chain
+    prefix_bytes: int  # the prefix's tape and what code between unchained layers holds, beyond x_0
+    end_peak: int  # the prefix's backward, the step's last operation: its peak (bytes)
+    prefix_time: float  # its forward and backward (seconds)
+    shared_grad_bytes: int  # values several layers read (needing a gradient) and their gradient
+    draws: list = field(default_factory=list)  # per layer: its forward draws random numbers
+    # per backward (the loss last): bytes its measured peak rises above what is held when it
+    # starts, a layer's own parameter gradients included (the loss: without them, its
+    # forward included); below
+    # the operation table's x_size + bwd_overhead where autograd frees the tape as it goes
+    # (plan.step_peak uses it)
+    bwd_rise: list = field(default_factory=list)
+    # per layer: its backward reads its own output (autograd saved it); where it does not,
+    # the output is gone by the time its backward runs (the next layer's backward let it go)
+    saves_output: list = field(default_factory=list)
+    # one plain step of the model (no recomputation) as the allocator measured it, bytes,
+    # gradients included; None where the profile counted live tensors
+    plain_step_measured: int | None = None
+    calibration: float = 1.0  # set by plan.calibrate: predictions are raised by it
+    # bytes of parameter gradients by where one real step made them: "loss" (the loss
+    # stage's backward), layer i's backward, "end" (the prefix's backward: the embeddings');
+    # None where not measured
+    grads_made: dict | None = None
+    # the loss stage's rise in one real step (live tensors): the most of what it made live
+    # at once, the gradients it makes included; None where not measured
+    loss_rise: int | None = None
+    # what is held beside the chain, by where (:meth:`held_at`): the prefix's tape (all the
+    # step); (from_layer, bytes): held at every operation of a layer >= from_layer (what
+    # code between two unchained layers leaves; a value layers read, from its first
+    # reader), let go once the backward has passed it; (first, last, bytes): a value's
+    # gradient, from the backward of its last reader to that of its first
+    prefix_only: int | None = None
+    held: list = field(default_factory=list)
+    value_grads: list = field(default_factory=list)
+
+    @property
+    def fixed_bytes(self) -> int:
+        """All that :meth:`held_at` can count at once (the most held beside the chain)."""
+        return self.prefix_bytes + self.shared_grad_bytes
+
+    @property
+    def always_bytes(self) -> int:
+        """What is held beside the chain at every operation (the prefix's tape)."""
+        return self.prefix_bytes if self.prefix_only is None else self.prefix_only
+
+    def held_at(self, index: int, backward: bool) -> int:
+        """Bytes held beside the chain at an operation of layer ``index`` (the loss: the
+        chain's length) in the forward or the backward phase (recomputations included)."""
+        if self.prefix_only is None:
+            return self.fixed_bytes
+        out = self.prefix_only + sum(b for f, b in self.held if index >= f)
+        if backward:
+            out += sum(b for a, last, b in self.value_grads if a <= index <= last)
+        return out
+
+    @property
+    def store_all_activations(self) -> int:
+        """:attr:`store_all_bytes` raised by the calibration (what a fraction is of)."""
+        return int(math.ceil(self.calibration * self.store_all_bytes))
+
+    @property
+    def store_all_bytes(self) -> int:
+        """The step's activation peak without recomputation, as the model predicts it: the
+        simulator's memory at every operation and what is held beside the chain there."""
+        n = self.chain.length
+        ops = [f"Fall{i}" for i in range(n)] + ["Loss"] + [f"B{i}" for i in reversed(range(n))]
+        peak, backward = self.end_peak, False
+        for st in simulate(self.chain, ops).profile:
+            backward = backward or st.op == "Loss"
+            i = n if st.op == "Loss" else int(st.op.lstrip("FalB"))
+            peak = max(peak, st.peak + self.held_at(i, backward))
+        return peak
+
+
+def default_loss(output):
+    """The loss the step backpropagates: the model's ``.loss`` when it computed one, else the
+    sum of its (first) output tensor."""
+    loss = getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss
+    if isinstance(output, dict) and isinstance(output.get("loss"), torch.Tensor):
+        return output["loss"]
+    leaves = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)
+              and t.is_floating_point()]
+    if not leaves:
+        raise RematError("the model's output has no loss and no floating tensor; pass loss_fn=")
+    return leaves[0].float().sum()
+
+
+@dataclass
+class LayerCall:
+    """One layer call: ``module``, ``slot`` of its hidden state (('a', i) or ('k', name)),
+    ``out_leaf`` (index of the output leaf the next layer reads), ``chained`` (the next
+    layer's hidden state is that leaf itself)."""
+
+    path: str
+    module: nn.Module
+    slot: tuple
+    out_leaf: int
+    chained: bool

@@ -291,3 +291,21 @@ def test_moves_and_shrinks_carry_a_field_of_one_number():
     assert any(c.length < chain.length and c.bandwidth == chain.bandwidth for c in cands)
     with pytest.raises(RematError, match="does not model the variation offload .bandwidth"):
         cfg.check_solvers()
+
+
+def test_dp_gap_is_one_ratio_of_makespans_where_the_class_has_no_schedule_it_is_not_scored():
+    """dp-gap is defined once (hard_objectives: DP(M)/OPT(M) where the class has a schedule):
+    at a budget where some schedule fits but no persistent one does (the classic budget gap,
+    proofs/certificates/classic_budget_gap_L2.json, at 3 bytes), the search scores nothing,
+    while a ratio is still taken one byte up, where both fit."""
+    import json
+    from pathlib import Path
+
+    cert = json.loads((Path(__file__).resolve().parents[1] / "proofs" / "certificates"
+                       / "classic_budget_gap_L2.json").read_text())
+    chain = Chain.from_dict(cert["chain"])
+    below = evaluate(chain, cert["budget"], SearchConfig("dp-gap"))
+    opt, _ = below.solutions["opt"]
+    assert opt.status == "optimal" and below.score is None and below.anomaly is None
+    at = evaluate(chain, cert["budget"] + 1, SearchConfig("dp-gap"))
+    assert at.score is not None and at.score >= 1.0

@@ -5,9 +5,11 @@ scores it (higher is harder):
 
 * ``dp-gap``: makespan of the persistent DP (or of the solver named by ``solver``, e.g.
   ``dp-weak``, or a solver variant of ``remat verify`` such as ``exhaustive-monotone``, the
-  optimum of the fast ILP's normal form) divided by the exact optimum OPT; ``inf`` when OPT
-  fits the budget but the DP's class has no schedule there.
-* ``baseline-gap``: the same ratio for a baseline heuristic (``solver`` required).
+  optimum of the fast ILP's normal form) divided by the exact optimum OPT, the same ratio
+  :mod:`remat_theory.analysis.hard_objectives` takes its largest over a chain's budgets;
+  not scored where the class has no schedule (the budget gap measures that).
+* ``baseline-gap``: the same ratio for a baseline heuristic (``solver`` required); ``inf``
+  when OPT fits the budget but the heuristic finds no schedule.
 * ``ilp-time``: the seconds the ``ilp`` solver takes to prove its optimum (only proven
   solves count), a measure of how hard the MILP finds the instance.
 
@@ -188,7 +190,10 @@ def evaluate(chain: Chain, budget: int, cfg: SearchConfig) -> Evaluation:
                                                   f"{opt.makespan}")
         return Evaluation(sol.wall_time, sols)
     if sol.status == INFEASIBLE:
-        return Evaluation(math.inf, sols)
+        # dp-gap is one ratio of makespans, defined as :mod:`.hard_objectives` defines it:
+        # where the class has no schedule at all there is none (that is the budget gap's,
+        # ``--objective budget-gap``); a baseline without a schedule is infinitely far
+        return Evaluation(None if cfg.objective == "dp-gap" else math.inf, sols)
     if sol.makespan is None:
         return Evaluation(None, sols)
     if sol.makespan < opt.makespan - 1e-9 * max(1.0, abs(opt.makespan)):

@@ -22,7 +22,7 @@ simulator (the referee every solver answers to), and the lower bound is re-deriv
   all integers, so a faster schedule is ``delta`` faster) or reaches ``makespan`` (``delta``
   0).  Every 0/1 point lies in some box, so no schedule is faster than the one given.
 
-    python proofs/check_certificate.py proofs/certificates/certified_*.json
+    python proofs/check_certificate.py proofs/certified/*.json
 
 prints one line per file and exits nonzero if any is rejected.
 """

@@ -38,7 +38,7 @@ from remat_theory.model.errors import RematError
 from remat_theory.torch.capture.stages import model_state_kept
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
 from remat_theory.torch.inplace.realstep import real_step
-from remat_theory.torch.inplace.records import LayerProfile
+from remat_theory.torch.inplace.records import LayerProfile, sizes_from_ops
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
 
 
@@ -405,28 +405,9 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     n = len(layers)
     x = [storage_bytes(hidden_of(lc.slot, r.args, r.kwargs)) for lc, r in zip(layers, rec)]
     x.append(x_last)
-    tape, f_ovh, a_ovh, b_ovh = [], [], [], []
-    for i in range(n):
-        fck, fall, bwd = by["fck"][i], by["fall"][i], by["bwd"][i]
-        out_b = per[i][1]
-        tp = max(fall.after - fall.before, x[i + 1], out_b)
-        tape.append(tp)
-        f_ovh.append(max(0, fck.peak - fck.before - x[i + 1]))
-        a_ovh.append(max(0, fall.peak - fall.before - tp))
-        b_ovh.append(max(0, bwd.peak - bwd.before - x[i]))
-    s, sb = by["suffix"][0], by["suffix_bwd"][0]
-    b_ovh.append(max(0, max(s.peak, sb.peak) - s.before - x[n]))
-    last = {id(lc.module): i for i, lc in enumerate(layers)}
-    own = [sum(q.numel() * q.element_size() for q in lc.module.parameters() if q.requires_grad)
-           if last[id(lc.module)] == i else 0 for i, lc in enumerate(layers)]
-    # a backward's rise: the real step's (live tensors: autograd lets go of the tape as it
-    # goes), plus what the allocator saw beyond the live tensors in the backward measured
-    # alone (allocations inside kernels: a convolution's workspace); with no real figure,
-    # the one measured alone
-    alone = [max(0, by["bwd"][i].peak - by["bwd"][i].before) + own[i] for i in range(n)]
-    kernel = [max(0, alone[i] - metered[i][0]["bwd_live"]) for i in range(n)]
-    rise = [a if q is None else min(a, q + k) for a, q, k in zip(alone, real, kernel)]
-    rise.append(max(0, max(s.peak, sb.peak) - s.before))
+    tape, f_ovh, a_ovh, b_ovh, rise = sizes_from_ops(
+        by, x, [per[i][1] for i in range(n)], layers,
+        [metered[i][0]["bwd_live"] for i in range(n)], real)
     bwd_time = [per[i][0]["bwd"] for i in range(n)] + [suf["fwd"] + suf["bwd"]]
     chain = Chain(fwd_time=[per[i][0]["fck"] for i in range(n)], bwd_time=bwd_time,
                   x_size=x, tape_size=tape, fwd_overhead=f_ovh, bwd_overhead=b_ovh,

@@ -119,3 +119,42 @@ class LayerCall:
     slot: tuple
     out_leaf: int
     chained: bool
+
+
+def sizes_from_ops(by: dict, x: list, out_bytes: list, layers, bwd_live: list, real: list):
+    """The chain's byte fields and each stage's backward rise from one profile's measured
+    operations (``by``: the meter's records by label, ``fck``/``fall``/``bwd`` per layer and
+    ``suffix``/``suffix_bwd``), the hidden states' bytes ``x``, each layer's output bytes
+    its recording keeps, the live bytes of each backward measured alone and each backward's
+    rise in the real step (None: not measured).  The one rule the in-place profile and the
+    real-size (fake-tensor) profile share: returns ``(tape, fwd_overhead, fall_overhead,
+    bwd_overhead, rise)``."""
+    n = len(layers)
+    tape, f_ovh, a_ovh, b_ovh = [], [], [], []
+    for i in range(n):
+        fck, fall, bwd = by["fck"][i], by["fall"][i], by["bwd"][i]
+        tp = max(fall.after - fall.before, x[i + 1], out_bytes[i])
+        tape.append(tp)
+        f_ovh.append(max(0, fck.peak - fck.before - x[i + 1]))
+        a_ovh.append(max(0, fall.peak - fall.before - tp))
+        b_ovh.append(max(0, bwd.peak - bwd.before - x[i]))
+    s, sb = by["suffix"][0], by["suffix_bwd"][0]
+    b_ovh.append(max(0, max(s.peak, sb.peak) - s.before - x[n]))
+    own = own_gradient_bytes(layers)
+    # a backward's rise: the real step's (live tensors: autograd lets go of the tape as it
+    # goes), plus what the allocator saw beyond the live tensors in the backward measured
+    # alone (allocations inside kernels: a convolution's workspace); with no real figure,
+    # the one measured alone
+    alone = [max(0, by["bwd"][i].peak - by["bwd"][i].before) + own[i] for i in range(n)]
+    kernel = [max(0, alone[i] - bwd_live[i]) for i in range(n)]
+    rise = [a if q is None else min(a, q + k) for a, q, k in zip(alone, real, kernel)]
+    rise.append(max(0, max(s.peak, sb.peak) - s.before))
+    return tape, f_ovh, a_ovh, b_ovh, rise
+
+
+def own_gradient_bytes(layers) -> list:
+    """Per layer call, the bytes of its module's trainable parameters' gradients, counted at
+    the module's last call (a layer called again, as ALBERT's shared one, counts once)."""
+    last = {id(lc.module): i for i, lc in enumerate(layers)}
+    return [sum(q.numel() * q.element_size() for q in lc.module.parameters() if q.requires_grad)
+            if last[id(lc.module)] == i else 0 for i, lc in enumerate(layers)]

@@ -24,7 +24,8 @@ from torch.utils import _pytree as pytree
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
-from remat_theory.torch.inplace.records import LayerProfile
+from remat_theory.torch.inplace.records import (LayerProfile, own_gradient_bytes,
+                                                sizes_from_ops)
 from remat_theory.torch.realsize.layers import find_layers_fake
 from remat_theory.torch.realsize.meter import FakeMeter, Work
 
@@ -275,23 +276,10 @@ def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -
         by.setdefault(o.label, []).append(o)
     n = len(layers)
     x = [_storage_bytes(hidden_of(lc.slot, r[0], r[1])) for lc, r in zip(layers, rec)] + [x_last]
-    tape, f_ovh, a_ovh, b_ovh = [], [], [], []
-    for i in range(n):
-        fck, fall, bwd = by["fck"][i], by["fall"][i], by["bwd"][i]
-        tp = max(fall.after - fall.before, x[i + 1], per[i][0])
-        tape.append(tp)
-        f_ovh.append(max(0, fck.peak - fck.before - x[i + 1]))
-        a_ovh.append(max(0, fall.peak - fall.before - tp))
-        b_ovh.append(max(0, bwd.peak - bwd.before - x[i]))
+    tape, f_ovh, a_ovh, b_ovh, rise = sizes_from_ops(
+        by, x, [per[i][0] for i in range(n)], layers, [per[i][3] for i in range(n)], real)
     s, sb = by["suffix"][0], by["suffix_bwd"][0]
-    b_ovh.append(max(0, max(s.peak, sb.peak) - s.before - x[n]))
-    last = {id(lc.module): i for i, lc in enumerate(layers)}
-    own = [sum(q.numel() * q.element_size() for q in lc.module.parameters() if q.requires_grad)
-           if last[id(lc.module)] == i else 0 for i, lc in enumerate(layers)]
-    alone = [max(0, by["bwd"][i].peak - by["bwd"][i].before) + own[i] for i in range(n)]
-    kernel = [max(0, alone[i] - per[i][3]) for i in range(n)]
-    rise = [a if q is None else min(a, q + k) for a, q, k in zip(alone, real, kernel)]
-    rise.append(max(0, max(s.peak, sb.peak) - s.before))
+    own = own_gradient_bytes(layers)
     zeros = [0.0] * n
     chain = Chain(fwd_time=zeros, bwd_time=zeros + [0.0], x_size=x, tape_size=tape,
                   fwd_overhead=f_ovh, bwd_overhead=b_ovh, fall_time=zeros,

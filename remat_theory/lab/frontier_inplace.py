@@ -21,10 +21,10 @@ def _inplace_example(w: Workload):
 def _inplace_loss(w: Workload):
     """output -> the frontier's loss, as the in-place API's ``loss_fn`` (profiled as the
     chain's loss stage): the workload's own loss on the tensor ``w.call`` hands it."""
-    from remat_theory.lab.frontier_networks import _leaf
+    from remat_theory.lab.frontier_networks import primary_output
 
     def loss_fn(out, _loss=w.loss_fn):
-        return _loss(_leaf(out))
+        return _loss(primary_output(out))
     return loss_fn
 
 

@@ -77,7 +77,7 @@ class Workload:
         return self
 
 
-def _leaf(out) -> torch.Tensor:
+def primary_output(out) -> torch.Tensor:
     """The tensor of a model output the loss reads: the output itself, else ``.logits``, else
     ``.last_hidden_state`` (the rule :func:`to_stages` uses for the chain's output)."""
     if isinstance(out, torch.Tensor):
@@ -98,12 +98,12 @@ def _make(name, model, inputs, loss_fn, granularity, config) -> Workload:
         x0 = next(iter(inputs.values()))
 
         def call(m, _inputs=inputs):
-            return _leaf(m(**_inputs))
+            return primary_output(m(**_inputs))
     else:
         x0 = inputs
 
         def call(m, _x=inputs):
-            return _leaf(m(_x))
+            return primary_output(m(_x))
     stages, error = None, ""
     if granularity is None:
         return Workload(name, model, call, loss_fn, x0, None, "not captured (granularity None)",
@@ -127,10 +127,10 @@ def from_network(net) -> Workload:
             name0 = next(iter(__import__("inspect").signature(original.forward).parameters))
 
             def call(m, _x=x0, _f=fixed, _n=name0):
-                return _leaf(m(**{_n: _x}, **_f))
+                return primary_output(m(**{_n: _x}, **_f))
         else:
             def call(m, _x=x0):
-                return _leaf(m(_x))
+                return primary_output(m(_x))
         return Workload(net.name, original, call, net.loss_fn, x0, split_stages(model))
     return Workload(net.name, model, lambda m, _x=net.example_input: m(_x), net.loss_fn,
                     net.example_input, split_stages(model))

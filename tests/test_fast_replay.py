@@ -183,3 +183,19 @@ def test_deadline_check_is_called_between_steps():
 
     with pytest.raises(Stop):
         replay_totals(chain, schedule, check=stop)
+
+
+def test_an_empty_schedule_is_refused_as_the_simulator_refuses_it():
+    """Found by the property test above: the vectorised replay indexed an empty schedule."""
+    from remat_theory.model.chain import Chain
+    from remat_theory.model.errors import InvalidScheduleError
+    from remat_theory.model.fast_replay import replay_totals
+    from remat_theory.model.schedule import Schedule
+    from remat_theory.model.simulator import simulate
+    chain = Chain([0.0], [0.0, 0.0], [1, 1], [1], [0], [0, 0])
+    errors = []
+    for run in (replay_totals, simulate):
+        with pytest.raises(InvalidScheduleError) as e:
+            run(chain, Schedule.parse(""), None, False)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "d0" in errors[0]

@@ -118,7 +118,7 @@ def _replay_totals(chain, schedule, budget, allow_drop, check) -> Totals:
             code, idx = encode(schedule)
         except OverflowError:  # a stage index beyond int64: the reference refuses it
             code = None
-    if code is None or (code == C_OTHER).any():  # short, or with transfers
+    if code is None or len(code) == 0 or (code == C_OTHER).any():  # short, empty, transfers
         if code is not None and any(op.is_transfer for op in schedule):
             # the two-stream model: its replay, without a profile, checking as it goes
             r = simulate_offload(chain, schedule, budget, allow_drop, check=check,

@@ -49,6 +49,7 @@ def test_bench_solvers_cli_writes_its_table_and_json(tmp_path, capsys):
     assert data["machine"]["cpus"] >= 1
 
 
+@pytest.mark.slow  # runs prove and a tight exhaustive search through the bench driver: 2.4 CPU s
 def test_bench_solvers_prove_and_tight_exhaustive_rows(tmp_path, capsys):
     """``--only prove`` records prove's answer (here proven: the chains are small) and
     ``--exhaustive-fracs/--exhaustive-seeds`` the tight budgets of several chains; every

@@ -31,6 +31,7 @@ def test_measure_reports_a_killed_run():
     assert not r["ok"] and r["status"] == "timeout" and r["peak_rss"] is None
 
 
+@pytest.mark.slow  # the bench driver's whole command: 1.8 CPU s; its measuring is checked by default (test_measure_*)
 def test_bench_solvers_cli_writes_its_table_and_json(tmp_path, capsys):
     code = main(["bench", "solvers", "--only", "exhaustive", "--exhaustive-stages", "2,3",
                  "--out-dir", str(tmp_path), "--tag", "t", "--no-progress"])

@@ -320,6 +320,7 @@ def test_exhaustive_checks_its_deadline_at_every_pop(monkeypatch):
     assert sol.status == "time_limit" and "not proven optimal" in sol.message
 
 
+@pytest.mark.slow  # an exhaustive search run to its time limit: 1.2 CPU s; time limits are honest by default in test_ilp and test_ilp_bound
 def test_a_long_exhaustive_search_answers_time_limit(tmp_path):
     from remat_theory.analysis.families import make
 

@@ -38,7 +38,7 @@ from remat_theory.model.errors import RematError
 from remat_theory.torch.capture.stages import model_state_kept
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
 from remat_theory.torch.inplace.realstep import real_step
-from remat_theory.torch.inplace.records import LayerProfile, sizes_from_ops
+from remat_theory.torch.inplace.records import LayerProfile, held_beside, sizes_from_ops
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
 
 
@@ -430,19 +430,11 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
             v = values.setdefault(t.untyped_storage().data_ptr(), [i, i, storage_bytes(t)])
             v[1] = i
     shared = sum(v[2] for v in values.values()) + max((per[i][2] for i in range(n)), default=0)
-    # the code between two layers that are not chained (no segment spans it): what it
-    # leaves held beyond the next layer's input, which the chain counts (and the values
-    # the next layers read, counted as such), from there until the backward passes it
-    held = [(j + 1, max(0, glue[j] - x[j + 1] - sum(v[2] for v in values.values()
-                                                   if v[0] == j + 1)))
-            for j in range(n - 1) if not layers[j].chained]
-    held = [(f, b) for f, b in held if b]
-    held += [(a, b) for a, _, b in values.values()]
-    between = sum(b for f, b in held) - sum(v[2] for v in values.values())
+    held, between, value_grads = held_beside(values, glue, x, layers)
     return LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
                         [r.draws for r in rec], rise,
                         [bool(per[i][0]["saves_output"]) for i in range(n)], plain_step,
                         grads_made=grads_made, loss_rise=loss_rise,
                         prefix_only=max(0, prefix_tape - x[0]), held=held,
-                        value_grads=[tuple(v) for v in values.values()])
+                        value_grads=value_grads)

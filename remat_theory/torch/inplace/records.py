@@ -158,3 +158,23 @@ def own_gradient_bytes(layers) -> list:
     last = {id(lc.module): i for i, lc in enumerate(layers)}
     return [sum(q.numel() * q.element_size() for q in lc.module.parameters() if q.requires_grad)
             if last[id(lc.module)] == i else 0 for i, lc in enumerate(layers)]
+
+
+def held_beside(values: dict, glue: list, x: list, layers) -> tuple:
+    """What sits beside the chain, by where (:meth:`LayerProfile.held_at`), from ``values``
+    (storage -> [first reader, last reader, bytes]: values needing a gradient that layers
+    read besides their hidden state, T5's position bias, the encoder's states; each is held
+    from where it is made to the step's end and its gradient builds up in the backward) and
+    ``glue`` (per layer j, what the model's code between layer j and j+1 leaves held): the
+    code between two unchained layers holds what it leaves beyond the next layer's input
+    (and the values the next layers read, counted as such) until the backward passes it.
+    Returns ``(held, between, value_grads)``; the one rule of the in-place and the
+    real-size profiles."""
+    n = len(layers)
+    held = [(j + 1, max(0, glue[j] - x[j + 1] - sum(v[2] for v in values.values()
+                                                   if v[0] == j + 1)))
+            for j in range(n - 1) if not layers[j].chained]
+    held = [(f, b) for f, b in held if b]
+    held += [(a, b) for a, _, b in values.values()]
+    between = sum(b for f, b in held) - sum(v[2] for v in values.values())
+    return held, between, [tuple(v) for v in values.values()]

@@ -24,7 +24,7 @@ from torch.utils import _pytree as pytree
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
-from remat_theory.torch.inplace.records import (LayerProfile, own_gradient_bytes,
+from remat_theory.torch.inplace.records import (LayerProfile, held_beside, own_gradient_bytes,
                                                 sizes_from_ops)
 from remat_theory.torch.realsize.layers import find_layers_fake
 from remat_theory.torch.realsize.meter import FakeMeter, Work
@@ -214,7 +214,11 @@ def _step(model, layers, args, kwargs, loss_of):
     glue = [0] * len(layers)
 
     def mark(g):
-        marks.append((meter.current, meter.peak))
+        # what is live now (the in-place profile's rule, inplace/realstep.py): autograd let
+        # the tape of the layer above go after its last operation, which ``current`` (as of
+        # that operation) still counts; a rise from it came out too low
+        peak = meter.peak
+        marks.append((meter.refresh(), peak))
         meter.reset_peak()
 
     def pre(mod, a, kw):
@@ -287,16 +291,18 @@ def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -
     p = by["prefix"][0]
     prefix_tape = max(0, p.after - p.before)
     end_peak = by["prefix_bwd"][0].peak - p.before if has_prefix_bwd else prefix_tape
-    values = {}
-    for r in rec:
+    values: dict = {}  # storage -> [first reader, last reader, bytes]
+    for i, r in enumerate(rec):
         for kind, key in r[2]:
             t = r[0][key] if kind == "a" else r[1][key]
-            values[_sid(t)] = _storage_bytes(t)
-    shared = sum(values.values()) + max((per[i][1] for i in range(n)), default=0)
-    between = sum(max(0, glue[j] - x[j + 1]) for j in range(n - 1) if not layers[j].chained)
+            v = values.setdefault(_sid(t), [i, i, _storage_bytes(t)])
+            v[1] = i
+    shared = sum(v[2] for v in values.values()) + max((per[i][1] for i in range(n)), default=0)
+    held, between, value_grads = held_beside(values, glue, x, layers)
     lp = LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0), 0.0, shared,
                       [by["fall"][i].work.random for i in range(n)], rise,
-                      [bool(per[i][2]) for i in range(n)], plain)
+                      [bool(per[i][2]) for i in range(n)], plain,
+                      prefix_only=max(0, prefix_tape - x[0]), held=held, value_grads=value_grads)
     loss = Work()
     loss.add(s.work)
     loss.add(sb.work)

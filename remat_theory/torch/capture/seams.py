@@ -99,7 +99,6 @@ def probe(model: nn.Module, args, kwargs) -> list:
     for path, m in model.named_modules(remove_duplicate=False):
         names.setdefault(id(m), path)
     calls, stack, clock = [], [], [0]
-    handles = []
 
     def pre(mod, a, kw):
         c = LayerCall(names.get(id(mod), "?"), mod, clock[0], args=a, kwargs=dict(kw), depth=len(stack))
@@ -117,16 +116,27 @@ def probe(model: nn.Module, args, kwargs) -> list:
         c.out_versions = tuple(t._version if isinstance(t, torch.Tensor) else None
                                for t in pytree.tree_leaves(out))
 
+    out = run_hooked(model, list(model.modules()), args, kwargs, pre, post)
+    return calls, out
+
+
+def run_hooked(model, modules, args, kwargs, pre=None, post=None):
+    """Run ``model(*args, **kwargs)`` with grad enabled and forward ``pre``/``post`` hooks
+    (with kwargs) on ``modules``, removed afterwards whatever happens; returns the output.
+    The one way the harness watches a model's own forward (capture at the seams, the in-place
+    profile's recording, the real-size layer finder)."""
+    handles = []
     try:
-        for m in model.modules():
-            handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
-            handles.append(m.register_forward_hook(post, with_kwargs=True))
+        for m in modules:
+            if pre is not None:
+                handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
+            if post is not None:
+                handles.append(m.register_forward_hook(post, with_kwargs=True))
         with torch.enable_grad():
-            out = model(*args, **kwargs)
+            return model(*args, **kwargs)
     finally:
         for h in handles:
             h.remove()
-    return calls, out
 
 
 def grad_tensors(value) -> list:

@@ -35,6 +35,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture.seams import run_hooked
 from remat_theory.torch.capture.stages import model_state_kept
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
 from remat_theory.torch.inplace.realstep import real_step
@@ -111,17 +112,8 @@ def _record(model, layers, args, kwargs, dev) -> list:
             r.draws = _draws(before, after[0])
             rec.append(r)
 
-    handles = []
-    try:
-        for m in {id(lc.module): lc.module for lc in layers}.values():
-            handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
-            handles.append(m.register_forward_hook(post, with_kwargs=True))
-        with torch.enable_grad():
-            out = model(*args, **kwargs)
-        del out
-    finally:
-        for h in handles:
-            h.remove()
+    run_hooked(model, list({id(lc.module): lc.module for lc in layers}.values()), args, kwargs,
+               pre, post)
     if len(rec) != len(layers):
         raise RematError(f"the model called {len(rec)} of its {len(layers)} layers on this input "
                          f"(a forward that skips layers, e.g. layerdrop, cannot be planned: turn "

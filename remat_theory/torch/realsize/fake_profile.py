@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture.seams import run_hooked
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
 from remat_theory.torch.inplace.records import (LayerProfile, held_beside, own_gradient_bytes,
                                                 sizes_from_ops)
@@ -82,15 +83,8 @@ def _record(model, layers, args, kwargs) -> list:
                for k, v in kw.items()}
         rec.append((det, dkw, grads))
 
-    mods = {id(lc.module): lc.module for lc in layers}.values()
-    handles = [m.register_forward_pre_hook(pre, with_kwargs=True) for m in mods]
-    try:
-        with torch.enable_grad():
-            out = model(*args, **kwargs)
-        del out
-    finally:
-        for h in handles:
-            h.remove()
+    run_hooked(model, list({id(lc.module): lc.module for lc in layers}.values()), args, kwargs,
+               pre)
     if len(rec) != len(layers):
         raise RematError(f"the model called {len(rec)} of its {len(layers)} layers")
     return rec

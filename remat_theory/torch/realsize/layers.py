@@ -16,6 +16,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture.seams import run_hooked
 from remat_theory.torch.inplace.records import LayerCall
 
 
@@ -55,17 +56,7 @@ def find_layers_fake(model: nn.Module, args, kwargs) -> list:
         clock[0] += 1
         calls.append(c)
 
-    handles = []
-    try:
-        for m in model.modules():
-            handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
-            handles.append(m.register_forward_hook(post, with_kwargs=True))
-        with torch.enable_grad():
-            out = model(*args, **kwargs)
-        del out
-    finally:
-        for h in handles:
-            h.remove()
+    run_hooked(model, list(model.modules()), args, kwargs, pre, post)
     count: dict = {}
     for c in calls:
         count[id(c["mod"])] = count.get(id(c["mod"]), 0) + 1

@@ -29,7 +29,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from remat_theory.analysis.hard_instances import build_chain, chain_values, repeat_stage
+from remat_theory.analysis.hard_instances import (build_chain, chain_values, hold_outputs,
+                                                  repeat_stage)
 from remat_theory.analysis.hard_objectives import (OPT_MAX_STAGES, GapConfig, Hit, certificate,
                                                    score_chain)
 from remat_theory.model import fields as chain_fields
@@ -88,10 +89,7 @@ def _drive(base: Chain, spec: FamilySpec, n: int) -> Chain | None:
     g = mirror.get(spec.field)  # a field defaulting to this one follows it where equal
     if g is not None and v[g][spec.index] == old:
         v[g][spec.index] = vals[spec.index]
-    if spec.field == "x_size" and spec.index >= 1:
-        t = v["tape_size"]
-        t[spec.index - 1] = max(t[spec.index - 1], vals[spec.index])
-    return build_chain(v, base.name)
+    return build_chain(hold_outputs(v), base.name)  # a tape at least the output it holds
 
 
 def _compose(base: Chain, k: int, costly_first: bool) -> Chain | None:
@@ -103,7 +101,7 @@ def _compose(base: Chain, k: int, costly_first: bool) -> Chain | None:
         rest = [0.0] * L if costly_first and f.kind == "time" else a[:L]
         if f.scalar:
             new[f.name] = a
-        elif f.name == "x_size":
+        elif f.per == "activation":
             new[f.name] = a[:1] + a[1:] * k
         elif len(a) == L + 1:  # a backward array: the loss stays last
             new[f.name] = a[:L] + rest * (k - 1) + a[L:]

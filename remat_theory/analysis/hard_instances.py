@@ -25,6 +25,26 @@ BASE_TIME = tuple(f.name for f in chain_fields.BASE if f.kind == "time")
 BASE_SIZE = tuple(f.name for f in chain_fields.BASE if f.kind == "size")
 # a field that defaults to another (fall_time to fwd_time) follows it while equal
 MIRROR = {f.default_from: f.name for f in chain_fields.FIELDS if f.default_from is not None}
+# the activation field (x_i, one entry per activation), and the stage sizes that hold the
+# stage's output x_{i+1} (a base size per stage that is not a transient: the tape), hence are
+# never below it (the chain's own check, Chain validation)
+ACTIVATION = next(f.name for f in chain_fields.BASE if f.kind == "size" and f.per == "activation")
+HOLDS_OUTPUT = tuple(f.name for f in chain_fields.BASE
+                     if f.kind == "size" and f.per == "stage" and not f.transient)
+
+
+def output_floor(vals: dict, f: str, i: int) -> int:
+    """The least entry ``i`` of field ``f`` may take: the output x_{i+1} for a stage size
+    that holds it (:data:`HOLDS_OUTPUT`), else 0."""
+    return int(vals[ACTIVATION][i + 1]) if f in HOLDS_OUTPUT else 0
+
+
+def hold_outputs(vals: dict) -> dict:
+    """Raise every entry of :data:`HOLDS_OUTPUT` to the output it holds, in place (after an
+    activation changed); returns ``vals``."""
+    for f in HOLDS_OUTPUT:
+        vals[f] = [max(v, output_floor(vals, f, i)) for i, v in enumerate(vals[f])]
+    return vals
 
 def chain_values(chain: Chain) -> dict:
     """Every field as a list: times, sizes (ints), flags; a field of one number (a rate)
@@ -94,9 +114,7 @@ def delete_stage(chain: Chain, i: int, keep_output: bool) -> Chain | None:
     new = {f.name: (v[f.name] if f.scalar else
                     v[f.name][:drop_x] + v[f.name][drop_x + 1:] if f.per == "activation"
                     else v[f.name][:i] + v[f.name][i + 1:]) for f in chain_fields.FIELDS}
-    for j in range(L - 1):  # restore tape >= next activation
-        new["tape_size"][j] = max(new["tape_size"][j], new["x_size"][j + 1])
-    return build_chain(new, chain.name)
+    return build_chain(hold_outputs(new), chain.name)  # a tape at least its new output
 
 
 def candidates(chain: Chain, budget: int):
@@ -137,14 +155,13 @@ def candidates(chain: Chain, budget: int):
     for f in BASE_TIME + BASE_SIZE:
         for i, v in enumerate(vals[f]):
             v = int(v)
-            floor = vals["x_size"][i + 1] if f == "tape_size" else 0
+            floor = output_floor(vals, f, i)
             for new in sorted({floor, floor + 1, (v + floor) // 2, v - 1}):
                 if new < floor or new >= v:
                     continue
                 w = {k: list(x) for k, x in vals.items()}
                 set_value(w, f, i, float(new) if f in BASE_TIME else new)
-                if f == "x_size" and i >= 1:
-                    w["tape_size"][i - 1] = max(w["tape_size"][i - 1], new)
+                hold_outputs(w)
                 c = build_chain(w, chain.name)
                 if c is None:
                     continue

@@ -44,7 +44,8 @@ from solvers import registry
 
 from remat_theory.analysis.certificates import Certificate, solution_entry
 from remat_theory.analysis.hard_instances import (build_chain, chain_values, delete_stage,
-                                                  repeat_stage, set_value, shrink)
+                                                  hold_outputs, repeat_stage, set_value,
+                                                  shrink)
 from remat_theory.model import fields as chain_fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError, SolverContractError
@@ -288,10 +289,7 @@ def _mutate(rng: np.random.Generator, chain: Chain, budget: int, cfg: SearchConf
         new = int(vals[f][i]) + int(rng.choice([-2, -1, 1, 2]))
     new = max(0, min(new, 3 * hi))
     set_value(vals, f, i, float(new) if is_time else new)
-    if f == "x_size" and i >= 1:  # keep the tape of F_{i-1} at least x_i
-        vals["tape_size"][i - 1] = max(vals["tape_size"][i - 1], new)
-    if f == "tape_size":
-        vals["tape_size"][i] = max(new, vals["x_size"][i + 1])
+    hold_outputs(vals)  # a tape at least the output it holds
     c = build_chain(vals)
     if c is None:
         return chain, budget

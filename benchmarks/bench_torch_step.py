@@ -54,7 +54,7 @@ import torch.utils.checkpoint
 
 import solvers
 from remat_theory.model.schedule import Schedule
-from remat_theory.torch import CheckpointedSequential, MemoryTracker, profile, split_stages
+from remat_theory.torch import CheckpointOptions, CheckpointedSequential, MemoryTracker, profile, split_stages
 from remat_theory.lab.networks import build
 from remat_theory.torch.capture.call_inputs import example_inputs
 from remat_theory.torch.run.nested import StageRunner, run_nested
@@ -96,7 +96,7 @@ def _dispatch_seconds(x, chain, length: int, clock, calls: int = 2000) -> float:
     ids = [torch.nn.Identity() for _ in range(length)]
     # a parameter that requires grad makes it a training call: the drop-in looks its plan up
     ids[0].register_parameter("unused", torch.nn.Parameter(torch.zeros(1)))
-    ck = CheckpointedSequential(ids, 1.0, example_input=x, chain=chain)
+    ck = CheckpointedSequential(ids, 1.0, example_input=x, options=CheckpointOptions(chain=chain))
 
     def loop(inp):
         for m in ids:
@@ -153,7 +153,8 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
     store_all = chain.store_all_memory()
 
     def dropin(budget):
-        return CheckpointedSequential(stages, budget, example_input=x, loss_fn=loss_fn, chain=chain)
+        return CheckpointedSequential(stages, budget, example_input=x, loss_fn=loss_fn,
+                                      options=CheckpointOptions(chain=chain))
 
     # the drop-in's smallest budget: the DP's, plus its reserve for stage-shared parameters
     lo = (solvers.solve(rounded_chain(chain, auto_unit(chain)), store_all, "dp").min_budget

@@ -39,7 +39,8 @@ from remat_theory.lab.frontier_methods import (Method, Point, checkpoint_sequent
                                                remat_breakpoints, remat_method)
 from remat_theory.lab.frontier import measure
 from remat_theory.lab.frontier_networks import build_workload
-from remat_theory.torch.modules.checkpointed import CheckpointedSequential, Plan
+from remat_theory.torch.modules.checkpointed import CheckpointedSequential, CheckpointOptions
+from remat_theory.torch.plan.keys import Plan
 from remat_theory.torch.plan.levels import dropin_peak
 from remat_theory.torch.plan.nested_form import checkpoint_state_bytes, nested_schedule
 from remat_theory.torch.profiling.profiler import profile_details
@@ -54,8 +55,9 @@ def dropin_on_schedule(w, chain, tree, sched, prof, states, sizes):
     sim = simulate(chain, sched)
     ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
                                 example_input=w.example_input, loss_fn=w.loss_fn,
-                                chain=chain, solver_options={"segments": 2}, **sizes)
-    key = ck._first_key
+                                solver_options={"segments": 2},
+                                options=CheckpointOptions(chain=chain, **sizes))
+    key = ck.plan.key  # the example input's plan, replaced below (its strategy follows)
     peak = dropin_peak(w.stages, sim, checkpoint_state_bytes(tree, states["draws"],
                                                              states["state_bytes"]),
                        sched, prof.input_grad_bytes, prof.loss_bytes) + states["carried"]
@@ -119,7 +121,8 @@ def main(argv) -> int:
         same = Point(f"remat_same_schedule:{k}", "remat", int(chain.store_all_memory()))
         ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
                                     example_input=w.example_input, loss_fn=w.loss_fn,
-                                    chain=chain, solver_options={"segments": k}, **sizes)
+                                    solver_options={"segments": k},
+                                    options=CheckpointOptions(chain=chain, **sizes))
         same.predicted_peak, same.predicted_time = ck.plan.predicted_peak, ck.solution.makespan
         methods.append(Method(same, remat_method(w, ck)))
         dp_at = Point(f"remat_at_its_prediction:{per.peak_memory}", "remat", int(per.peak_memory))

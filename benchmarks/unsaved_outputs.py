@@ -34,7 +34,7 @@ import torch
 
 from remat_theory.model.errors import RematError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch import CheckpointedSequential, profile_details, split_stages
+from remat_theory.torch import CheckpointOptions, CheckpointedSequential, profile_details, split_stages
 from remat_theory.lab.networks import build
 from remat_theory.torch.capture.call_inputs import example_inputs
 from remat_theory.torch.profiling.profiler import prime_forward
@@ -106,12 +106,13 @@ def network_record(name: str, scale: str, fraction: float, device) -> dict:
            "store_all_predicted": chain.store_all_memory(),
            "store_all_predicted_without_field": chain.replace(output_saved=None).store_all_memory()}
     rec["plain_measured"], _ = measured_step(stages, plain_step, x0, params, device)
-    ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn, chain=chain)
+    ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn,
+                                options=CheckpointOptions(chain=chain))
     rec["dropin_store_all_measured"], _ = measured_step(stages, dropin_step(ck), x0, params,
                                                         device)
     try:
         ck = CheckpointedSequential(stages, fraction, "dp", example_input=x0, loss_fn=loss_fn,
-                                    chain=chain)
+                                    options=CheckpointOptions(chain=chain))
     except RematError as e:
         rec["dropin_dp"] = str(e)
         return rec

@@ -8,7 +8,7 @@ from _tiers import tiered
 torch = pytest.importorskip("torch")
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
-from remat_theory.torch import CheckpointedSequential  # noqa: E402
+from remat_theory.torch import CheckpointOptions, CheckpointedSequential  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.plan.budget import (gradient_bytes, optimizer_state_bytes, parse_bytes)  # noqa: E402
 from remat_theory.torch.tracker import allocator_peak  # noqa: E402
@@ -49,19 +49,19 @@ def test_a_step_budget_is_never_exceeded_and_the_smallest_one_is_exact(network):
     x, loss_fn = net.example_input, net.loss_fn
     plain = _step_peak(net.model, x, loss_fn)
     ck = CheckpointedSequential(net.model, budget="1GiB", example_input=x, loss_fn=loss_fn,
-                                profile_repeats=1)
+                                options=CheckpointOptions(profile_repeats=1))
     chain = ck.chain
     # below the smallest feasible budget: refused, naming it; the named one is feasible
     with pytest.raises(InfeasibleBudgetError, match="smallest feasible step budget") as e:
         CheckpointedSequential(net.model, budget=f"{ck.gradient_bytes + 1}B", example_input=x,
-                               loss_fn=loss_fn, chain=chain)
+                               loss_fn=loss_fn, options=CheckpointOptions(chain=chain))
     smallest = e.value.smallest_feasible
     assert smallest is not None and str(smallest) in str(e.value)
     CheckpointedSequential(net.model, budget=f"{smallest}B", example_input=x, loss_fn=loss_fn,
-                           chain=chain)
+                           options=CheckpointOptions(chain=chain))
     with pytest.raises(InfeasibleBudgetError):
         CheckpointedSequential(net.model, budget=f"{smallest - 1}B", example_input=x,
-                               loss_fn=loss_fn, chain=chain)
+                               loss_fn=loss_fn, options=CheckpointOptions(chain=chain))
     # every budget from the smallest to above the plain step: the allocator's step peak
     # (gradients included) stays within it
     top = ck.plain_step_bytes()
@@ -70,7 +70,7 @@ def test_a_step_budget_is_never_exceeded_and_the_smallest_one_is_exact(network):
     peaks = []
     for b in budgets:
         m = CheckpointedSequential(net.model, budget=f"{b}B", example_input=x, loss_fn=loss_fn,
-                                   chain=chain)
+                                   options=CheckpointOptions(chain=chain))
         peak = _step_peak(m, x, loss_fn)
         assert peak <= b, (network, b, peak)
         peaks.append(peak)
@@ -82,9 +82,8 @@ def test_gradients_alone_above_the_budget_are_named():
     net = build("mlp", "test")
     grads = gradient_bytes(list(net.model))
     with pytest.raises(InfeasibleBudgetError, match="parameter gradients take") as e:
-        CheckpointedSequential(net.model, budget=f"{grads // 2}B",
-                               example_input=net.example_input, loss_fn=net.loss_fn,
-                               profile_repeats=1)
+        CheckpointedSequential(net.model, budget=f"{grads // 2}B", example_input=net.example_input,
+                               loss_fn=net.loss_fn, options=CheckpointOptions(profile_repeats=1))
     assert e.value.smallest_feasible > grads
 
 
@@ -104,7 +103,7 @@ def test_the_step_reserve_holds_no_generator_state_the_schedule_already_counts()
     model = torch.nn.Sequential(*[m for m in net.model if not isinstance(m, torch.nn.Dropout)])
     assert len(model) < len(net.model) and not any(stage_draws(list(model), x))
     ck = CheckpointedSequential(model, budget="1MiB", example_input=x, loss_fn=loss_fn,
-                                profile_repeats=1)
+                                options=CheckpointOptions(profile_repeats=1))
     for b in (0, 10**5, 10**6, 2**20 + 7):
         fixed = gradient_bytes(list(model)) + STEP_SLACK
         by_hand = fixed + math.ceil(max(0, b - fixed) * ENGINE_MARGIN / (1 + ENGINE_MARGIN))
@@ -113,10 +112,10 @@ def test_the_step_reserve_holds_no_generator_state_the_schedule_already_counts()
     # allocator's step peak stays within it
     with pytest.raises(InfeasibleBudgetError) as e:
         CheckpointedSequential(model, budget=f"{ck.gradient_bytes + 1}B", example_input=x,
-                               loss_fn=loss_fn, chain=ck.chain)
+                               loss_fn=loss_fn, options=CheckpointOptions(chain=ck.chain))
     smallest = e.value.smallest_feasible
-    m = CheckpointedSequential(model, budget=f"{smallest}B", example_input=x,
-                               loss_fn=loss_fn, chain=ck.chain)
+    m = CheckpointedSequential(model, budget=f"{smallest}B", example_input=x, loss_fn=loss_fn,
+                               options=CheckpointOptions(chain=ck.chain))
     assert m.plan.tree is not None
     assert _step_peak(m, x, loss_fn) <= smallest
 
@@ -124,11 +123,12 @@ def test_the_step_reserve_holds_no_generator_state_the_schedule_already_counts()
 def test_optimizer_state_comes_out_of_the_budget():
     net = build("transformer", "test")
     ck = CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
-                                loss_fn=net.loss_fn, profile_repeats=1)
+                                loss_fn=net.loss_fn, options=CheckpointOptions(profile_repeats=1))
     opt = torch.optim.Adam(net.model.parameters())
     assert optimizer_state_bytes(opt) == 2 * gradient_bytes(list(net.model))
     with_opt = CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
-                                      loss_fn=net.loss_fn, chain=ck.chain, optimizer_state=opt)
+                                      loss_fn=net.loss_fn, optimizer_state=opt,
+                                      options=CheckpointOptions(chain=ck.chain))
     state = optimizer_state_bytes(opt)
     assert with_opt.plain_step_bytes() == ck.plain_step_bytes() + state
     b = 10**6
@@ -136,10 +136,12 @@ def test_optimizer_state_comes_out_of_the_budget():
     assert state * 0.99 - 1 <= diff <= state  # its bytes, less the margin they no longer need
     with pytest.raises(RematError, match="optimizer_state"):
         CheckpointedSequential(net.model, budget=0.5, example_input=net.example_input,
-                               loss_fn=net.loss_fn, chain=ck.chain, optimizer_state=opt)
+                               loss_fn=net.loss_fn, optimizer_state=opt,
+                               options=CheckpointOptions(chain=ck.chain))
     with pytest.raises(RematError, match="optimizer_state"):
         CheckpointedSequential(net.model, budget="1MiB", example_input=net.example_input,
-                               loss_fn=net.loss_fn, chain=ck.chain, optimizer_state="adam")
+                               loss_fn=net.loss_fn, optimizer_state="adam",
+                               options=CheckpointOptions(chain=ck.chain))
 
 
 @pytest.mark.slow
@@ -156,7 +158,7 @@ def test_budgets_hold_the_summed_gradient_of_shared_parameters_store_all_include
     net = build("rnn", "small").to(DEVICE)
     x, loss_fn = net.example_input, net.loss_fn
     ck = CheckpointedSequential(net.model, 1.0, example_input=x, loss_fn=loss_fn,
-                                profile_repeats=1)
+                                options=CheckpointOptions(profile_repeats=1))
     chain, stages = ck.chain, ck.stages_list
     shared = shared_parameter_bytes(stages)
     assert shared > 0 and ck.plan.tree is None  # the fraction 1.0 is plain autograd
@@ -183,13 +185,14 @@ def test_budgets_hold_the_summed_gradient_of_shared_parameters_store_all_include
                                 **drop_in_states(stages, x)) + [store_all]
     assert budgets[0] < store_all < budgets[-2] == store_all + 2 * shared  # plain autograd
     for b in budgets:
-        m = CheckpointedSequential(net.model, b, example_input=x, chain=chain)
+        m = CheckpointedSequential(net.model, b, example_input=x,
+                                   options=CheckpointOptions(chain=chain))
         act, _ = peaks(m)
         assert act <= b, (b, act, m.plan.predicted_peak)
     top = ck.plain_step_bytes()
     for b in (top, top - 1):
         m = CheckpointedSequential(net.model, budget=f"{b}B", example_input=x, loss_fn=loss_fn,
-                                   chain=chain)
+                                   options=CheckpointOptions(chain=chain))
         assert (m.plan.tree is None) == (b == top)
         _, whole = peaks(m)
         assert whole <= b, (b, whole)

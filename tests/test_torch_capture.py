@@ -20,7 +20,7 @@ from torch.nn import functional as F  # noqa: E402
 import solvers  # noqa: E402
 from remat_theory.cli import main  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch import (CaptureError, CheckpointedSequential, ScheduleExecutor, profile,  # noqa: E402
+from remat_theory.torch import (CaptureError, CheckpointOptions, CheckpointedSequential, ScheduleExecutor, profile,  # noqa: E402
                                 split_stages, to_stages)
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.capture.call_inputs import example_inputs  # noqa: E402
@@ -354,7 +354,8 @@ def test_checkpointed_sequential_trains_a_captured_model_like_the_model():
     state = copy.deepcopy(model.state_dict())
     ref = _step(model, call, loss_fn)
     model.load_state_dict(state)
-    ckpt = CheckpointedSequential(chain, 0.8, example_input=x0, loss_fn=loss_fn, profile_repeats=1)
+    ckpt = CheckpointedSequential(chain, 0.8, example_input=x0, loss_fn=loss_fn,
+                                  options=CheckpointOptions(profile_repeats=1))
     assert ckpt.schedule.forward_count() > len(chain)
     got = _step(model, lambda: ckpt(x0), loss_fn)
     model.load_state_dict(state)

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import solvers  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
-from remat_theory.torch import CheckpointedSequential, MemoryTracker, split_stages  # noqa: E402
+from remat_theory.torch import CheckpointOptions, CheckpointedSequential, MemoryTracker, split_stages  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.capture.stages import stage_buffers, stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402
@@ -42,12 +42,14 @@ def _twins(network="transformer", budget=0.7, loss_fn=None, **options):
     key = (network, loss_fn is net.loss_fn)
     if key not in _CHAINS and "chain" not in options:
         ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
-                                    loss_fn=loss_fn, profile_repeats=1, **options)
+                                    loss_fn=loss_fn,
+                                    options=CheckpointOptions(profile_repeats=1, **options))
         _CHAINS[key] = ck.chain
         return plain, ck, net
     options.setdefault("chain", _CHAINS.get(key))
     ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
-                                loss_fn=loss_fn, profile_repeats=1, **options)
+                                loss_fn=loss_fn,
+                                options=CheckpointOptions(profile_repeats=1, **options))
     return plain, ck, net
 
 
@@ -118,7 +120,7 @@ def test_budget_at_or_above_store_all_is_plain_autograd():
     store_all = ck.chain.store_all_memory()
     for budget, solver in ((1.0, "dp"), (int(1.01 * store_all), "dp"), (1.0, "store-all")):
         ck = CheckpointedSequential(net.model, budget, solver, example_input=net.example_input,
-                                    chain=ck.chain)
+                                    options=CheckpointOptions(chain=ck.chain))
         assert ck.plan.tree is None and ck.plan.recomputed == 0
         assert ck.schedule.forward_count() == ck.chain.length
     peaks = []
@@ -155,7 +157,7 @@ def test_an_int_budget_holds_for_every_shape():
     _, ck, net = _twins("transformer", 1.0, loss_fn=_mean_square)
     budget = int(0.95 * ck.chain.store_all_memory())  # feasible for twice the batch too
     ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
-                                loss_fn=_mean_square, profile_repeats=1)
+                                loss_fn=_mean_square, options=CheckpointOptions(profile_repeats=1))
     x2 = torch.cat([net.example_input] * 2)
     plan2 = ck.plan_for(x2)
     assert plan2.budget == budget and plan2.recomputed > ck.plan.recomputed
@@ -337,7 +339,7 @@ def test_a_schedule_without_nested_form_is_refused_naming_the_solver():
         budget = int(lo + f * (chain.store_all_memory() - lo))
         try:
             CheckpointedSequential(net.model, budget, "dtr", example_input=net.example_input,
-                                   chain=chain, unit=1)
+                                   options=CheckpointOptions(chain=chain, unit=1))
         except InfeasibleBudgetError:
             continue  # DTR's greedy needs more room than the DP here: try a larger budget
         except RematError as e:
@@ -356,13 +358,14 @@ def test_the_budget_holds_with_parameters_shared_by_every_stage():
     net = build("rnn", "test", batch=64).to(DEVICE)
     plain = copy.deepcopy(net.model)
     ck = CheckpointedSequential(net.model, 1.0, example_input=net.example_input,
-                                loss_fn=net.loss_fn, profile_repeats=1)
+                                loss_fn=net.loss_fn, options=CheckpointOptions(profile_repeats=1))
     chain = ck.chain
     shared = shared_parameter_bytes(ck.stages_list)
     assert shared > 0 and ck.shared_gradient_reserve == 2 * shared
     lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
     budget = (lo + 2 * shared + chain.store_all_memory()) // 2
-    ck = CheckpointedSequential(net.model, budget, example_input=net.example_input, chain=chain)
+    ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
+                                options=CheckpointOptions(chain=chain))
     # the schedule leaves the reserve free; the drop-in's prediction adds the summed
     # gradient where autograd holds it (module.shared_gradient_bytes)
     sim_peak = simulate(chain, ck.schedule).peak_memory
@@ -391,7 +394,7 @@ def test_a_captured_gpt2_trains_like_the_plain_model():
     # 0.75: under bf16 autocast the checkpoints' generator states (GPT-2's dropout) leave
     # no schedule within 0.7 of that shape's store-all
     ck = CheckpointedSequential(net.model, 0.75, example_input=net.example_input,
-                                loss_fn=net.loss_fn, profile_repeats=1)
+                                loss_fn=net.loss_fn, options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.recomputed > 0
 
     def run(model, x):

@@ -12,7 +12,7 @@ import solvers  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.torch import plain_backprop, split_stages  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
-from remat_theory.torch.modules.checkpointed import CheckpointedSequential  # noqa: E402
+from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential  # noqa: E402
 from remat_theory.torch.plan.offload import OffloadRun  # noqa: E402
 from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import allocator_peak, storage_bytes  # noqa: E402
@@ -81,7 +81,8 @@ def _allowed(ck) -> int:
 def test_save_on_cpu_plan_trains_like_plain_autograd(network):
     net, stages, params, modules, state = _network(network)
     ck = CheckpointedSequential(net.model, 0.95, "save-on-cpu", example_input=net.example_input,
-                                loss_fn=net.loss_fn, bandwidth=1e9, profile_repeats=1)
+                                loss_fn=net.loss_fn, bandwidth=1e9,
+                                options=CheckpointOptions(profile_repeats=1))
     assert isinstance(ck.plan.tree, OffloadRun) and ck.plan.tree.transfers > 0
     assert ck.chain.bandwidth == 1e9
     peak = _step_and_compare(ck, stages, net.example_input, net.loss_fn, params, state, modules)
@@ -95,7 +96,8 @@ def test_dp_offload_plan_trains_like_plain_autograd(network):
     offloads."""
     net, stages, params, modules, state = _network(network)
     probe = CheckpointedSequential(net.model, 1.0, "dp-offload", example_input=net.example_input,
-                                   loss_fn=net.loss_fn, bandwidth=1e9, profile_repeats=1)
+                                   loss_fn=net.loss_fn, bandwidth=1e9,
+                                   options=CheckpointOptions(profile_repeats=1))
     L = probe.chain.length
     # unit times and a channel that copies the largest tape in one stage time: the plan
     # does not depend on timing noise
@@ -103,7 +105,8 @@ def test_dp_offload_plan_trains_like_plain_autograd(network):
                                 bandwidth=float(max(probe.chain.tape_size)))
     low = solvers.solve(chain, 1, "dp-offload").min_budget
     ck = CheckpointedSequential(net.model, low, "dp-offload", example_input=net.example_input,
-                                loss_fn=net.loss_fn, chain=chain, unit=1)
+                                loss_fn=net.loss_fn,
+                                options=CheckpointOptions(chain=chain, unit=1))
     assert isinstance(ck.plan.tree, OffloadRun) and ck.plan.tree.transfers > 0
     peak = _step_and_compare(ck, stages, net.example_input, net.loss_fn, params, state, modules)
     assert peak <= _allowed(ck)
@@ -111,9 +114,9 @@ def test_dp_offload_plan_trains_like_plain_autograd(network):
 
 def test_exhaustive_offload_plan_on_a_slice_trains_like_plain_autograd():
     net, stages, params, modules, state = _network("mlp", 4)
-    ck = CheckpointedSequential(stages, 0.7, "exhaustive-offload",
-                                example_input=net.example_input, loss_fn=_square_loss,
-                                bandwidth=1e9, profile_repeats=1, unit=1)
+    ck = CheckpointedSequential(stages, 0.7, "exhaustive-offload", example_input=net.example_input,
+                                loss_fn=_square_loss, bandwidth=1e9,
+                                options=CheckpointOptions(profile_repeats=1, unit=1))
     assert isinstance(ck.plan.tree, OffloadRun) and ck.plan.tree.transfers > 0
     peak = _step_and_compare(ck, stages, net.example_input, _square_loss, params, state, modules)
     assert peak <= _allowed(ck)
@@ -122,7 +125,8 @@ def test_exhaustive_offload_plan_on_a_slice_trains_like_plain_autograd():
 def test_a_second_backward_of_an_offload_plan_is_refused():
     net = build("mlp", "test").to(DEVICE)
     ck = CheckpointedSequential(net.model, 0.95, "save-on-cpu", example_input=net.example_input,
-                                loss_fn=net.loss_fn, bandwidth=1e9, profile_repeats=1)
+                                loss_fn=net.loss_fn, bandwidth=1e9,
+                                options=CheckpointOptions(profile_repeats=1))
     loss = net.loss_fn(ck(net.example_input))
     loss.backward(retain_graph=True)
     with pytest.raises(RematError, match="second backward"):
@@ -134,13 +138,15 @@ def test_bad_bandwidth_is_named(bad):
     net = build("mlp", "test")
     with pytest.raises(RematError, match="bandwidth"):
         CheckpointedSequential(net.model, 0.95, "save-on-cpu", example_input=net.example_input,
-                               loss_fn=net.loss_fn, bandwidth=bad, profile_repeats=1)
+                               loss_fn=net.loss_fn, bandwidth=bad,
+                               options=CheckpointOptions(profile_repeats=1))
 
 
 def test_measured_bandwidth_gives_the_chain_a_channel():
     net = build("mlp", "test").to(DEVICE)
     ck = CheckpointedSequential(net.model, 0.95, "offload-all", example_input=net.example_input,
-                                loss_fn=net.loss_fn, bandwidth="measure", profile_repeats=1)
+                                loss_fn=net.loss_fn, bandwidth="measure",
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.chain.bandwidth > 0
     assert isinstance(ck.plan.tree, OffloadRun)
 

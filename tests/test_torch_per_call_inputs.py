@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
 
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch import CheckpointedSequential, to_stages  # noqa: E402
+from remat_theory.torch import CheckpointOptions, CheckpointedSequential, to_stages  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -51,7 +51,8 @@ def _close(a, b, what):
 def _drop_in(model, example, **capture):
     chain = to_stages(model, example, **capture)
     ck = CheckpointedSequential(chain, 0.7, example_input=example["input_ids"],
-                                loss_fn=lambda out: out.sum(), profile_repeats=1)
+                                loss_fn=lambda out: out.sum(),
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.recomputed > 0  # the budget recomputes: the masks are read again
     return ck
 
@@ -110,7 +111,8 @@ def test_a_call_without_its_other_inputs_is_refused():
     batch = _batch(1)
     chain = to_stages(model, batch, output="loss")
     ck = CheckpointedSequential(chain, 0.7, example_input=batch["input_ids"],
-                                loss_fn=lambda out: out.sum(), profile_repeats=1)
+                                loss_fn=lambda out: out.sum(),
+                                options=CheckpointOptions(profile_repeats=1))
     for run in (chain, ck):
         with pytest.raises(RematError, match="attention_mask.*labels") as e:
             run(batch["input_ids"])

@@ -39,7 +39,7 @@ IDENTITY_LOSS = """
     import copy, torch
     from torch import nn
     import solvers
-    from remat_theory.torch import CheckpointedSequential, ScheduleExecutor, profile
+    from remat_theory.torch import CheckpointOptions, CheckpointedSequential, ScheduleExecutor, profile
     from remat_theory.torch.run.executor import plain_backprop
 
     torch.set_num_threads(1)
@@ -67,7 +67,7 @@ IDENTITY_LOSS = """
     for frac in (1.0, 0.8, 0.7):
         m = copy.deepcopy(model)
         ck = CheckpointedSequential(m, frac, loss_fn=identity, example_input=x,
-                                    profile_repeats=1)
+                                    options=CheckpointOptions(profile_repeats=1))
         loss = identity(ck(x))
         loss.backward()
         assert torch.allclose(loss.detach(), want.loss), frac
@@ -164,14 +164,15 @@ def test_wav2vec2_captures_without_touching_the_callers_input():
     mode, which torch refuses on a differentiable input: the capture used to let torch's raw
     RuntimeError out.  It now captures (by export), reproduces the model, trains under the
     drop-in with the model's gradients, and leaves the caller's input as it was."""
-    from remat_theory.torch import CheckpointedSequential
+    from remat_theory.torch import CheckpointOptions, CheckpointedSequential
     model, x = _tiny_wav2vec2()
     ref = copy.deepcopy(model)
     chain = to_stages(model, x)
     assert not x.requires_grad and x.grad_fn is None
     with torch.no_grad():
         assert torch.equal(chain(x), ref(x).last_hidden_state)
-    ck = CheckpointedSequential(chain, 0.9, example_input=x, profile_repeats=1)
+    ck = CheckpointedSequential(chain, 0.9, example_input=x,
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.recomputed > 0
     out = ck(x)
     out.sum().backward()
@@ -241,20 +242,24 @@ def test_infeasible_budget_names_figures_that_are_accepted():
     import re
 
     from remat_theory.model.errors import InfeasibleBudgetError
-    from remat_theory.torch import CheckpointedSequential
+    from remat_theory.torch import CheckpointOptions, CheckpointedSequential
 
     stages, x = _shared_stages()
     with pytest.raises(InfeasibleBudgetError) as e:
-        CheckpointedSequential(stages, 1000, example_input=x, profile_repeats=1)
+        CheckpointedSequential(stages, 1000, example_input=x,
+                               options=CheckpointOptions(profile_repeats=1))
     text = str(e.value)
     smallest = int(re.search(r"smallest feasible budget is (\d+) B", text).group(1))
     store_all = int(re.search(r"store-all needs (\d+) B", text).group(1))
     assert smallest == e.value.smallest_feasible
-    ck = CheckpointedSequential(stages, smallest, example_input=x, profile_repeats=1)
+    ck = CheckpointedSequential(stages, smallest, example_input=x,
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is not None and ck.plan.recomputed > 0
-    ck = CheckpointedSequential(stages, store_all, example_input=x, profile_repeats=1)
+    ck = CheckpointedSequential(stages, store_all, example_input=x,
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is None and ck.plan.recomputed == 0  # plain autograd
-    ck = CheckpointedSequential(stages, store_all - 1, example_input=x, profile_repeats=1)
+    ck = CheckpointedSequential(stages, store_all - 1, example_input=x,
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is not None
     assert "both figures with the reserve" in text
 
@@ -263,15 +268,18 @@ def test_infeasible_step_budget_names_the_plain_step_it_accepts():
     import re
 
     from remat_theory.model.errors import InfeasibleBudgetError
-    from remat_theory.torch import CheckpointedSequential
+    from remat_theory.torch import CheckpointOptions, CheckpointedSequential
 
     stages, x = _shared_stages()
     with pytest.raises(InfeasibleBudgetError) as e:
-        CheckpointedSequential(stages, "40000B", example_input=x, profile_repeats=1)
+        CheckpointedSequential(stages, "40000B", example_input=x,
+                               options=CheckpointOptions(profile_repeats=1))
     text = str(e.value)
     smallest = int(re.search(r"smallest feasible step budget is (\d+) B", text).group(1))
     plain = int(re.search(r"plain step needs about (\d+) B", text).group(1))
-    ck = CheckpointedSequential(stages, f"{smallest}B", example_input=x, profile_repeats=1)
+    ck = CheckpointedSequential(stages, f"{smallest}B", example_input=x,
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is not None
-    ck = CheckpointedSequential(stages, f"{plain}B", example_input=x, profile_repeats=1)
+    ck = CheckpointedSequential(stages, f"{plain}B", example_input=x,
+                                options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is None and ck.plan.recomputed == 0  # plain autograd

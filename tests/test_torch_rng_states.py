@@ -20,7 +20,7 @@ from remat_theory.torch import profile_details, split_stages  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.lab.fidelity import _step  # noqa: E402
 from remat_theory.torch.plan.budget import RNG_STATE_BYTES  # noqa: E402
-from remat_theory.torch.modules.checkpointed import CheckpointedSequential  # noqa: E402
+from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential  # noqa: E402
 from remat_theory.torch.plan.levels import dropin_peak  # noqa: E402
 from remat_theory.torch.plan.nested_form import checkpoint_state_bytes, nested_form  # noqa: E402
 from remat_theory.torch.profiling.profiler import stage_draws  # noqa: E402
@@ -73,8 +73,9 @@ def test_an_int_budget_holds_with_the_states_counted(name):
     for frac in (0.6, 0.75, 0.9):
         try:
             ck = CheckpointedSequential(stages, int(frac * store_all), example_input=x,
-                                        loss_fn=loss_fn, chain=prof.chain,
-                                        draws_random=prof.draws_random)
+                                        loss_fn=loss_fn,
+                                        options=CheckpointOptions(
+                                            chain=prof.chain, draws_random=prof.draws_random))
         except InfeasibleBudgetError as e:  # the states counted too: never a budget they break
             assert e.smallest_feasible > int(frac * store_all)
             continue
@@ -92,8 +93,8 @@ def test_an_int_budget_holds_with_the_states_counted(name):
     assert ran >= 1
     # without the profile's draws the module finds them itself (one forward)
     ck = CheckpointedSequential(stages, int(0.9 * store_all), example_input=x, loss_fn=loss_fn,
-                                chain=prof.chain)
-    assert ck._draws[next(iter(ck.plans))] == tuple(prof.draws_random)
+                                options=CheckpointOptions(chain=prof.chain))
+    assert ck.draws_random() == tuple(prof.draws_random)
     without = dropin_peak(stages, simulate(prof.chain, ck.schedule), None, ck.schedule)
     states = ck.plan.predicted_peak - without
     # none where nothing draws; elsewhere at most one per live checkpoint and replay

@@ -32,7 +32,7 @@ from remat_theory.torch.capture.call_inputs import example_inputs
 from remat_theory.torch.capture.carried import release_carried
 from remat_theory.torch.capture.chain import StageChain
 from remat_theory.torch.capture.stages import split_stages, stage_parameters
-from remat_theory.torch.modules.checkpointed import CheckpointedSequential
+from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential
 from remat_theory.torch.plan.budget import carried_step_bytes
 from remat_theory.torch.plan.levels import shared_parameter_bytes
 from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
@@ -131,10 +131,8 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
     eager(); restore()  # warm-up: lazily made workspaces and caches exist before measuring
     e_peak, e_grads = _step(eager, params)
     restore()
-    ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn, chain=chain,
-                                draws_random=prof.draws_random,
-                                input_grad_bytes=prof.input_grad_bytes,
-                                loss_bytes=prof.loss_bytes)
+    ck = CheckpointedSequential(stages, 1.0, example_input=x0, loss_fn=loss_fn,
+                                options=CheckpointOptions.from_profile(prof))
     d_peak, d_grads = _step(lambda: loss_fn(ck(x0, **others)), params, stages, x0)
     restore()
     same, rel = _equal(e_grads, d_grads)
@@ -179,10 +177,9 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
         for _ in range(3):
             try:
                 ck = CheckpointedSequential(stages, dropin_budget, solver, example_input=x0,
-                                            loss_fn=loss_fn, chain=chain, unit=unit,
-                                            draws_random=prof.draws_random,
-                                            input_grad_bytes=prof.input_grad_bytes,
-                                            loss_bytes=prof.loss_bytes)
+                                            loss_fn=loss_fn,
+                                            options=CheckpointOptions.from_profile(
+                                                prof, unit=unit))
                 break
             except InfeasibleBudgetError as e:
                 row["dropin_message"] = str(e)

@@ -18,7 +18,8 @@ import solvers as solver_registry
 from remat_theory.lab.frontier_networks import Workload
 from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverContractError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch.modules.checkpointed import CheckpointedSequential
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointedSequential,
+                                                     CheckpointOptions)
 from remat_theory.torch.modules.traceable import run_traceable, traceable_prelude
 from remat_theory.torch.plan.budget import RNG_STATE_BYTES, carried_step_bytes
 from remat_theory.torch.plan.levels import (LOSS_BYTES, dropin_peak, plain_loss_bytes,
@@ -359,10 +360,12 @@ def drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int 
     ``input_grad_bytes`` (``ProfileResult``), as the drop-in would find them profiling
     itself (without: :data:`LOSS_BYTES` and no B_0 saving)."""
     try:
+        if isinstance(budget, int):  # the lab's int budgets are bytes of the chain
+            budget = Budget.activations(budget)
         ck = CheckpointedSequential(w.stages, budget=budget, solver=solver,
                                     example_input=w.example_input, loss_fn=w.loss_fn,
-                                    chain=chain, optimizer_state=optimizer_bytes or None,
-                                    **(sizes or {}))
+                                    optimizer_state=optimizer_bytes or None,
+                                    options=CheckpointOptions(chain=chain, **(sizes or {})))
     except InfeasibleBudgetError as e:
         pt.status, pt.detail = "infeasible", str(e)[:400]
         return None

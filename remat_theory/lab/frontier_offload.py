@@ -6,7 +6,7 @@ DP ``dp-offload`` where it is registered, ``exhaustive-offload`` on chains of at
 stage guard), the captured chain gets a ``bandwidth`` (given in bytes per second, or
 ``"measure"``: :func:`~.bandwidth.measure_bandwidth` on the workload's device) and the drop-in
 (:class:`~.module.CheckpointedSequential` with ``bandwidth=``, which runs a schedule with
-transfers on the offload executor, :mod:`.offload_module`) is built at each budget:
+transfers on the offload executor, :mod:`remat_theory.torch.run.offload_run`) is built at each budget:
 
 * ``budgets`` given (bytes of the chain): those;
 * otherwise the solver's smallest feasible budget (its own peak, for the two store-all
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import solvers as solver_registry
 from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverContractError
-from remat_theory.torch.modules.checkpointed import CheckpointedSequential
+from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential
 from remat_theory.torch.plan.levels import shared_parameter_bytes
 from remat_theory.torch.plan.offload import check_bandwidth
 from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
@@ -93,7 +93,8 @@ def offload_methods(w, chain, Point, Method, remat_method, *, solvers=DEFAULT_SO
             pt = Point(method, FAMILY, int(b), detail=name)
             try:
                 ck = CheckpointedSequential(w.stages, int(b), name, example_input=w.example_input,
-                                            loss_fn=w.loss_fn, chain=bw_chain)
+                                            loss_fn=w.loss_fn,
+                                            options=CheckpointOptions(chain=bw_chain))
             except InfeasibleBudgetError as e:
                 pt.status, pt.detail = "infeasible", f"{name}: {e}"[:400]
                 out.append(Method(pt))

@@ -155,3 +155,35 @@ def test_a_recomputation_after_the_next_calls_forward_is_refused():
     ck(second["input_ids"], attention_mask=second["attention_mask"], labels=second["labels"])
     with pytest.raises(RematError, match="backward before the next call's forward"):
         loss1.backward()
+
+
+def test_an_offload_plan_recomputing_after_the_next_calls_forward_is_refused():
+    """The same rule for a schedule with host transfers (the offload executor runs the
+    recomputations in the backward): and where the calls alternate properly, the eager
+    model's loss and gradients."""
+    model = _bert()
+    first, second = _batch(1), _batch(2)
+    chain = to_stages(model, first, output="loss")
+    ck = CheckpointedSequential(chain, 0.6, "dp-offload", example_input=first["input_ids"],
+                                loss_fn=lambda out: out.sum(), bandwidth=1e9,
+                                options=CheckpointOptions(profile_repeats=1))
+    assert type(ck.strategy()).__name__ == "Offloaded" and ck.plan.recomputed > 0
+    for k, batch in enumerate([first, second]):
+        model.zero_grad(set_to_none=True)
+        want = model(**batch).loss
+        want.backward()
+        want_grads = _grads(model)
+        model.zero_grad(set_to_none=True)
+        got = ck(batch["input_ids"], attention_mask=batch["attention_mask"],
+                 labels=batch["labels"])
+        value = got.detach().clone()  # the offload run frees x_L in its backward
+        got.backward()
+        _close(value, want.detach(), f"batch {k}: the loss")
+        got_grads = _grads(model)
+        assert got_grads.keys() == want_grads.keys()
+        for name, g in want_grads.items():
+            _close(got_grads[name], g, f"batch {k}: the gradient of {name}")
+    loss1 = ck(first["input_ids"], attention_mask=first["attention_mask"], labels=first["labels"])
+    ck(second["input_ids"], attention_mask=second["attention_mask"], labels=second["labels"])
+    with pytest.raises(RematError, match="backward before the next call's forward"):
+        loss1.backward()

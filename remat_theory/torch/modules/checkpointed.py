@@ -177,16 +177,27 @@ class Nested:
 
 
 class Offloaded:
-    """A schedule with transfers (``run``: its :class:`OffloadRun`)."""
+    """A schedule with transfers (``run``: its :class:`OffloadRun`).  Its backward runs the
+    rest of the schedule, recomputations included: where it recomputes and the call has
+    other inputs, the backward first checks that they are still the call's (as
+    :class:`Nested`'s recomputations do, stage by stage)."""
 
     name = "offload"
 
-    def __init__(self, run: OffloadRun, output_saved) -> None:
-        self.plan_run, self.output_saved = run, output_saved
+    def __init__(self, run: OffloadRun, output_saved, keeper=None) -> None:
+        self.plan_run, self.output_saved, self.keeper = run, output_saved, keeper
 
     @torch.compiler.disable
     def run(self, stages, x: torch.Tensor, call=None) -> torch.Tensor:
-        return run_offload(self.plan_run, stages, x, self.output_saved)
+        y = run_offload(self.plan_run, stages, x, self.output_saved)
+        if call is not None and self.plan_run.recomputed and y.requires_grad:
+            keeper = self.keeper
+
+            def check(grad):  # runs before the schedule's backward (it produced y)
+                keeper.guard(call)
+                return grad
+            y.register_hook(check)
+        return y
 
 
 def strategy_for(plan: Plan, early_stop: bool, draws, keeper=None):
@@ -194,7 +205,7 @@ def strategy_for(plan: Plan, early_stop: bool, draws, keeper=None):
     if plan.tree is None:
         return PLAIN
     if isinstance(plan.tree, OffloadRun):
-        return Offloaded(plan.tree, plan.chain.output_saved)
+        return Offloaded(plan.tree, plan.chain.output_saved, keeper)
     return Nested(plan.tree, early_stop, draws, keeper)
 
 

@@ -63,34 +63,36 @@ a compiled graph of the whole step would recompute what the compiler chooses, no
 schedule says.  At a budget at or above store-all, where it is plain autograd, the whole
 forward is compiled.
 
-Budgets in the user's units.  ``budget="6GiB"`` (``Budget.step``; a string with a unit: B,
-KB, MB, GB, KiB, MiB, GiB, TiB) is the whole training step's peak above the model's resident state, as the
-allocator measures it from the start of the step (parameters and buffers present, no
-parameter gradient, as after ``optimizer.zero_grad()``) to the end of ``loss.backward()``:
-activations, parameter gradients, the loss, workspaces.  With ``optimizer_state=`` (bytes, or
-an optimizer: :func:`optimizer_state_bytes`) the budget holds the optimizer's state too.  The
-module reserves what the schedule does not count (:meth:`CheckpointedSequential.step_reserve`:
-parameter gradients, optimizer state, the loss and its seed gradient, and 1% of the rest
-for the engine's buffers a recomputation meets) and solves for the remainder, in which the
-random-generator states the checkpoints keep are counted where they live (as for a
-budget of activations, below); a budget it cannot meet raises
-:class:`~remat_theory.model.errors.InfeasibleBudgetError` naming the smallest one, in bytes.
+Budgets in the user's units. ``budget="6GiB"`` (``Budget.step``; a string with a unit: B,
+KB, MB, GB, KiB, MiB, GiB, TiB) is the whole training step's peak above the model's resident
+state, as the allocator measures it from the start of the step (parameters and buffers
+present, no parameter gradient, as after ``optimizer.zero_grad()``) to the end of
+``loss.backward()``: activations, parameter gradients, the loss, workspaces. With
+``optimizer_state=`` (bytes, or an optimizer: :func:`optimizer_state_bytes`) the budget
+holds the optimizer's state too. The module reserves what the schedule does not count
+(:meth:`CheckpointedSequential.step_reserve`: parameter gradients, optimizer state, the loss
+and its seed gradient, and 1% of the rest for the engine's buffers a recomputation meets)
+and solves for the remainder, in which the random-generator states the checkpoints keep are
+counted where they live (as for a budget of activations, below); a budget it cannot meet
+raises :class:`~remat_theory.model.errors.InfeasibleBudgetError` naming the smallest one, in
+bytes.
 
-Memory: a budget of activations or a fraction covers x_0, the activations, tapes and gradients of the stages and the
-loss stage as profiled (``loss_fn``).  The profiled chain says which stage outputs no
-backward reads (``output_saved``: a Linear's output before a ReLU); autograd frees those as
-soon as the next stage has read them, as the chain's operation table does, so at store-all
-the module's peak is the chain's prediction (the loss value and its seed gradient aside;
-the plan counts the loss tensor, ``ProfileResult.loss_bytes``: on a recomputing schedule
-whole, for plain autograd what a reduction buffer holds beyond a scalar, e.g. an MSE's on
-the CPU, the size of the output: plain autograd starts that much above store-all).  Parameters, gradients and optimizer state are not
-part of it, except one thing autograd adds: the summed gradient of parameters used by
-several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
-below store-all plus that reserve is solved with it taken out), and, for a chain captured
-at the model's seams, the values its first stage hands the others (rotary tables, position
-ids, masks), made anew at every step and held to its end: every budget reserves them too
-(:func:`carried_step_bytes`, :meth:`CheckpointedSequential.carried_bytes`).
-On the CPU a budget of activations or a fraction also covers the random-generator states the checkpoints
+Memory: a budget of activations or a fraction covers x_0, the activations, tapes and
+gradients of the stages and the loss stage as profiled (``loss_fn``). The profiled chain
+says which stage outputs no backward reads (``output_saved``: a Linear's output before a
+ReLU); autograd frees those as soon as the next stage has read them, as the chain's
+operation table does, so at store-all the module's peak is the chain's prediction (the loss
+value and its seed gradient aside; the plan counts the loss tensor,
+``ProfileResult.loss_bytes``: on a recomputing schedule whole, for plain autograd what a
+reduction buffer holds beyond a scalar, e.g. an MSE's on the CPU, the size of the output:
+plain autograd starts that much above store-all). Parameters, gradients and optimizer state
+are not part of it, except one thing autograd adds: the summed gradient of parameters used
+by several stages, which every budget reserves (:func:`shared_parameter_bytes`; a budget
+below store-all plus that reserve is solved with it taken out), and, for a chain captured at
+the model's seams, the values its first stage hands the others (rotary tables, position ids,
+masks), made anew at every step and held to its end: every budget reserves them too
+(:func:`carried_step_bytes`, :meth:`CheckpointedSequential.carried_bytes`). On the CPU a
+budget of activations or a fraction also covers the random-generator states the checkpoints
 keep (only for segments where a stage draws random numbers: ``draws_random``), counted at
 each operation (:func:`~remat_theory.torch.run.nested.checkpoint_state_bytes`); the plan's
 ``predicted_peak`` adds them and the summed gradients of shared parameters
@@ -295,10 +297,10 @@ class CheckpointedSequential(nn.Module):
     >>> ck(x).sum().backward()
     >>> ck.plan.recomputed > 0
     True
-    >>> CheckpointedSequential(model, 1, example_input=x)
+    >>> CheckpointedSequential(model, 1, example_input=x)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    remat_theory.model.errors.RematError: budget = 1 is ambiguous: write 1.0 (the whole store-all peak, plain autograd) or Budget.activations(1) (one byte)
+    remat_theory.model.errors.RematError: budget = 1 is ambiguous: write 1.0 (...) or ...
     """
 
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,

@@ -199,3 +199,25 @@ def test_score_reads_each_step_at_its_last_budget():
                 for b in range(lo, chain.store_all_memory() + 1))
     s = H.score_chain(chain, cfg)
     assert brute > 1 and s.score == pytest.approx(brute)
+
+
+def test_the_hard_searches_name_no_chain_field():
+    """No hand-written field list (issue #39): the modules that draw, move, constrain and
+    shrink chains read every field from the table (remat_theory.model.fields), so no string
+    in their code (docstrings aside) is a field's name."""
+    import ast
+    import importlib
+    import inspect
+
+    from remat_theory.model import fields
+
+    names = set(fields.names())
+    for mod in ("hard_objectives", "hard_gap_chains", "hard_instances", "hard_search",
+                "hard_families"):
+        tree = ast.parse(inspect.getsource(importlib.import_module(f"remat_theory.analysis.{mod}")))
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        named = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                        and n.value in names and id(n) not in docs})
+        assert not named, f"remat_theory/analysis/{mod}.py names chain fields {named}"

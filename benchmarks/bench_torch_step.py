@@ -54,7 +54,8 @@ import torch.utils.checkpoint
 
 import solvers
 from remat_theory.model.schedule import Schedule
-from remat_theory.torch import CheckpointOptions, CheckpointedSequential, MemoryTracker, profile, split_stages
+from remat_theory.torch import (CheckpointOptions, CheckpointedSequential, MemoryTracker, profile,
+                                split_stages)
 from remat_theory.lab.networks import build
 from remat_theory.torch.capture.call_inputs import example_inputs
 from remat_theory.torch.run.nested import StageRunner, run_nested

@@ -34,7 +34,8 @@ import torch
 
 from remat_theory.model.errors import RematError
 from remat_theory.model.simulator import simulate
-from remat_theory.torch import CheckpointOptions, CheckpointedSequential, profile_details, split_stages
+from remat_theory.torch import (CheckpointOptions, CheckpointedSequential, profile_details,
+                                split_stages)
 from remat_theory.lab.networks import build
 from remat_theory.torch.capture.call_inputs import example_inputs
 from remat_theory.torch.profiling.profiler import prime_forward

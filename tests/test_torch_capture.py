@@ -20,7 +20,8 @@ from torch.nn import functional as F  # noqa: E402
 import solvers  # noqa: E402
 from remat_theory.cli import main  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
-from remat_theory.torch import (CaptureError, CheckpointOptions, CheckpointedSequential, ScheduleExecutor, profile,  # noqa: E402
+from remat_theory.torch import (CaptureError, CheckpointOptions,  # noqa: E402
+                                CheckpointedSequential, ScheduleExecutor, profile,
                                 split_stages, to_stages)
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.capture.call_inputs import example_inputs  # noqa: E402

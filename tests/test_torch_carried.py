@@ -16,7 +16,8 @@ pytest.importorskip("transformers")
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
 from remat_theory.lab.fidelity import SEED  # noqa: E402
 from remat_theory.torch.plan.budget import RNG_STATE_BYTES  # noqa: E402
-from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+                                                     CheckpointedSequential)
 from remat_theory.torch.capture.carried import release_carried  # noqa: E402
 from remat_theory.torch.plan.budget import carried_step_bytes  # noqa: E402
 from remat_theory.torch.plan.levels import schedule_levels, shared_parameter_bytes  # noqa: E402

@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 import solvers  # noqa: E402
 from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
-from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+                                                     CheckpointedSequential)
 from remat_theory.lab.frontier_methods import Point, drop_in_states, remat_breakpoints  # noqa: E402
 from remat_theory.lab.frontier import dominance, format_table, run_frontier  # noqa: E402
 from remat_theory.lab.frontier_noise import noise  # noqa: E402

@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 import solvers  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
-from remat_theory.torch import CheckpointOptions, CheckpointedSequential, MemoryTracker, split_stages  # noqa: E402
+from remat_theory.torch import (CheckpointOptions, CheckpointedSequential,  # noqa: E402
+                                MemoryTracker, split_stages)
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.capture.stages import stage_buffers, stage_parameters  # noqa: E402
 from torch_device import DEVICE  # noqa: E402

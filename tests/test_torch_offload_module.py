@@ -12,7 +12,8 @@ import solvers  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.torch import plain_backprop, split_stages  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
-from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+                                                     CheckpointedSequential)
 from remat_theory.torch.plan.offload import OffloadRun  # noqa: E402
 from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
 from remat_theory.torch.tracker import allocator_peak, storage_bytes  # noqa: E402

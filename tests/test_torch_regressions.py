@@ -39,7 +39,8 @@ IDENTITY_LOSS = """
     import copy, torch
     from torch import nn
     import solvers
-    from remat_theory.torch import CheckpointOptions, CheckpointedSequential, ScheduleExecutor, profile
+    from remat_theory.torch import (CheckpointOptions, CheckpointedSequential, ScheduleExecutor,
+                                    profile)
     from remat_theory.torch.run.executor import plain_backprop
 
     torch.set_num_threads(1)

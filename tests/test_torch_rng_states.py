@@ -20,7 +20,8 @@ from remat_theory.torch import profile_details, split_stages  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.lab.fidelity import _step  # noqa: E402
 from remat_theory.torch.plan.budget import RNG_STATE_BYTES  # noqa: E402
-from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+                                                     CheckpointedSequential)
 from remat_theory.torch.plan.levels import dropin_peak  # noqa: E402
 from remat_theory.torch.plan.nested_form import checkpoint_state_bytes, nested_form  # noqa: E402
 from remat_theory.torch.profiling.profiler import stage_draws  # noqa: E402

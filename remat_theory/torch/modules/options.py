@@ -19,7 +19,7 @@ from __future__ import annotations
 import numbers
 import re
 import warnings
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from remat_theory.model.chain import Chain
@@ -183,10 +183,6 @@ class CheckpointOptions:
         return cls(chain=profile.chain, draws_random=tuple(profile.draws_random),
                    input_grad_bytes=profile.input_grad_bytes, loss_bytes=profile.loss_bytes,
                    **others)
-
-    def with_(self, **changes) -> "CheckpointOptions":
-        """A copy with ``changes`` (validated again)."""
-        return replace(self, **changes)
 
 
 #: The constructor keywords of earlier versions that are now fields of CheckpointOptions.

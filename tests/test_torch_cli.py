@@ -74,4 +74,18 @@ def test_profile_writes_a_chain(tmp_path, capsys):
                  "--out", str(out)]) == 0
     chain = Chain.load(out)
     assert chain.length == 7
-    assert "store-all peak" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "store-all peak" in text
+    # a column per field with a number per stage, read from the table: each stage's row
+    # is the written chain's entries (its output's for an activation field)
+    from remat_theory.model import fields
+    cols = [f for f in fields.FIELDS if not f.scalar and f.kind != "flag"]
+    lines = text.splitlines()
+    head = next(ln for ln in lines if ln.split()[:2] == ["i", "stage"])
+    assert [w for w in head.split() if w != "ms"][2:] == [f.name for f in cols]
+    for i in range(chain.length):
+        row = next(ln for ln in lines if ln.split()[:1] == [str(i)]).split()
+        want = [f"{getattr(chain, f.name)[i + (f.per == 'activation')] * 1e3:.3f}"
+                if f.kind == "time" else str(getattr(chain, f.name)[i + (f.per == 'activation')])
+                for f in cols]
+        assert row[-len(cols):] == want, (i, row)

@@ -23,6 +23,7 @@ import importlib
 from remat_theory.cli.commands._fake_profile import add_fake_arguments, run_fake
 from remat_theory.cli.commands._common import (Ticker, check_output_file, positive_int, print_json,
                                                torch_device)
+from remat_theory.model import fields as chain_fields
 from remat_theory.model.errors import PluginError, RematError
 from remat_theory.cli.render import printable
 
@@ -138,20 +139,7 @@ def run(args) -> int:
         print_json(chain.to_dict())
         return 0
     print(f"{printable(chain.name)}: {chain.length} stages on {device}; sizes in bytes, times in ms")
-    print(f"{'i':>3} {'stage':<24}{'fwd ms':>9}{'bwd ms':>9}{'x_size':>11}{'tape':>11}{'fwd ovh':>10}{'bwd ovh':>10}")
-    for i, st in enumerate(res.stages):
-        label = getattr(st, "label", None) or type(st).__name__
-        label = label if len(label) <= 23 else "…" + label[-22:]
-        print(f"{i:>3} {label:<24}{chain.fwd_time[i] * 1e3:>9.3f}{chain.bwd_time[i] * 1e3:>9.3f}"
-              f"{chain.x_size[i + 1]:>11}{chain.tape_size[i]:>11}{chain.fwd_overhead[i]:>10}"
-              f"{chain.bwd_overhead[i]:>10}")
-    L = chain.length
-    print(f"{L:>3} {'loss':<24}{'':>9}{chain.bwd_time[L] * 1e3:>9.3f}{'':>11}{'':>11}{'':>10}"
-          f"{chain.bwd_overhead[L]:>10}")
-    unsaved = [i for i, saved in enumerate(chain.output_saved) if not saved]
-    if unsaved:  # tape_size still counts the output; the tape held is the rest
-        print(f"outputs no backward reads (output_saved false, held apart from the tape): "
-              f"stages {', '.join(map(str, unsaved))}")
+    _print_table(chain, res.stages)
     if copy is not None:
         print(f"copy bandwidth: {copy.to_host / 1e9:.3f} GB/s to the host, "
               f"{copy.to_device / 1e9:.3f} GB/s to the device; the chain's bandwidth is the "
@@ -160,3 +148,34 @@ def run(args) -> int:
           f"ideal makespan {chain.ideal_makespan() * 1e3:.3f} ms"
           + (f"; written to {args.out}" if args.out else ""))
     return 0
+
+
+def _print_table(chain, stages) -> None:
+    """One row per stage and one for the loss, one column per field of the chain's table
+    (remat_theory.model.fields) that has a number per stage, in table order: a stage's row
+    shows its entry and, for an activation field, its output's (x_{i+1}); the loss row the
+    last entry of the backward fields.  Flags off their default are listed below it."""
+    cols = [f for f in chain_fields.FIELDS if not f.scalar and f.kind != "flag"]
+    heads = [f.name + (" ms" if f.kind == "time" else "") for f in cols]
+    widths = [max(len(h) + 2, 11) for h in heads]
+
+    def cell(f, i, w):
+        v = getattr(chain, f.name)[i]
+        return f"{v * 1e3:>{w}.3f}" if f.kind == "time" else f"{v:>{w}}"
+
+    L = chain.length
+    print(f"{'i':>3} {'stage':<24}" + "".join(f"{h:>{w}}" for h, w in zip(heads, widths)))
+    for i, st in enumerate(stages):
+        label = getattr(st, "label", None) or type(st).__name__
+        label = label if len(label) <= 23 else "…" + label[-22:]
+        print(f"{i:>3} {label:<24}" + "".join(
+            cell(f, i + 1 if f.per == "activation" else i, w) for f, w in zip(cols, widths)))
+    print((f"{L:>3} {'loss':<24}" + "".join(
+        cell(f, L, w) if f.length == "L+1" and f.per == "stage" else " " * w
+        for f, w in zip(cols, widths))).rstrip())
+    for f in chain_fields.FIELDS:
+        if f.kind == "flag":
+            off = [i for i, v in enumerate(getattr(chain, f.name)) if v != f.default]
+            if off:
+                print(f"{f.name} {not f.default} at stages {', '.join(map(str, off))} "
+                      f"({f.doc})")

@@ -168,3 +168,20 @@ def test_frontier_offload_points_are_measured_with_plain_gradients():
         assert p["method"].startswith("remat_offload:") and isinstance(p["param"], int)
         # below the plain model's peak: the offloaded tapes are off the device
         assert p["peak"] < plain["peak"]
+
+
+@pytest.mark.parametrize("solver", ["save-on-cpu", "dp-offload"])
+def test_the_output_stays_readable_after_the_backward(solver):
+    """A training loop reads its output (or a loss on it) after ``loss.backward()``: the
+    executor releases x_L's memory at the Loss only where the caller no longer holds it (the
+    storage resized to nothing under a held tensor crashed the process on the next read)."""
+    net, stages, params, modules, state = _network("mlp")
+    ck = CheckpointedSequential(net.model, 0.95, solver, example_input=net.example_input,
+                                loss_fn=net.loss_fn, bandwidth=1e9,
+                                options=CheckpointOptions(profile_repeats=1))
+    assert isinstance(ck.plan.tree, OffloadRun)
+    out = ck(net.example_input)
+    before = out.detach().clone()
+    net.loss_fn(out).backward()
+    assert out.untyped_storage().nbytes() == before.untyped_storage().nbytes()
+    assert torch.equal(out.detach(), before)

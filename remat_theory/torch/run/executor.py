@@ -161,6 +161,11 @@ class ScheduleExecutor:
         # the profiler's pass reads x_L out of the tape t_L; when x_L is unsaved it tells the
         # executor to release it at the Loss as a run holding it plain does
         self.release_loss_input = False
+        # the caller's view of x_L (a weak reference, set by the offload run): while the
+        # caller still holds it, its storage is not released under it (reading a tensor whose
+        # storage was resized to nothing crashes the process); the executor drops its own
+        # references, and the memory goes back when the caller lets go, as in plain autograd
+        self.caller_output = None
 
     # ------------------------------------------------------------------ public
     @property
@@ -249,7 +254,11 @@ class ScheduleExecutor:
     def _release(self, t: torch.Tensor) -> None:
         """Return the memory behind ``t`` to the allocator, keeping the tensor (its shape,
         dtype and autograd graph) as a root of the backward; only for a storage no saved
-        tensor lives on (an unsaved output, see the module docstring)."""
+        tensor lives on (an unsaved output, see the module docstring), and none the caller
+        still holds (:attr:`caller_output`)."""
+        held = None if self.caller_output is None else self.caller_output()
+        if held is not None and same_storage(held, t):
+            return
         released = getattr(self.tracker, "released", None)
         if released is not None:  # a MemoryTracker cannot see a storage resized
             released(t)

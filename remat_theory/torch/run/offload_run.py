@@ -33,6 +33,8 @@ on the profiling device).  On the CPU the executor runs in its correctness mode
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from remat_theory.model.errors import RematError
@@ -106,4 +108,8 @@ def run_offload(run: OffloadRun, stages, x: torch.Tensor, output_saved) -> torch
     state = {"executor": ex, "run": run}
     y = _Schedule.apply(dummy, x, state)
     state.update(dtype=y.dtype, device=y.device, shape=y.shape)
-    return _Loss.apply(y, state)
+    out = _Loss.apply(y, state)
+    # the caller may read its output after the backward (``loss.item()`` in a training
+    # loop): the executor never releases the storage under it while the caller holds it
+    ex.caller_output = weakref.ref(out)
+    return out

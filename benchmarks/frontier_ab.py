@@ -96,6 +96,10 @@ def main(argv) -> int:
         # (i) the drop-in running HF's own schedule on the chain (every k-th layer's stage
         # one checkpoint, the rest kept): the executor's and the stages' cost, same schedule
         tree = hf_schedule_tree(w.stages, k)
+        if tree is None:
+            raise SystemExit(f"--baseline {args.baseline}: the stages of {args.network!r} are not "
+                             f"the layers of a transformers model (HF's schedule is defined on "
+                             f"those); use --baseline checkpoint_sequential:K")
         sched = nested_schedule(tree, chain.length)
         ck, sim, peak = dropin_on_schedule(w, chain, tree, sched, prof, states, sizes)
         same = Point(f"remat_same_schedule:hf{k}", "remat", int(sim.peak_memory))

@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import copy
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
-from remat_theory.torch.inplace.plan import Gradients, calibrate
-from remat_theory.torch.inplace.records import LayerProfile, default_loss
+from remat_theory.torch.inplace.plan import Gradients, calibrate, measured_gradients
+from remat_theory.torch.inplace.records import LayerProfile, default_loss, held_beside
 from remat_theory.torch.realsize.fake_profile import FakeProfile, profile_fake
 from remat_theory.torch.realsize.meter import Work
 from remat_theory.torch.realsize.presets import LAYER_FIELDS, Spec, make_batch
@@ -158,6 +159,35 @@ def _pick(seq, index):
     return [seq[i] for i in index]
 
 
+def _replicated(lp: LayerProfile, fp: FakeProfile, chain: Chain, index: list):
+    """The profiled model's :class:`LayerProfile` and :class:`Gradients` at the full depth
+    (``index``: full layer -> profiled layer): per-layer figures copied, what sits beside
+    the chain placed again by the same rule (:func:`held_beside`: a value's first and last
+    readers are the first and last full layers of the profiled ones that read it, the code
+    after a layer holds what it held after the profiled one), each layer's gradients where
+    the step made the profiled one's."""
+    where: dict = {}  # profiled layer -> its full positions
+    for j, r in enumerate(index):
+        where.setdefault(r, []).append(j)
+    values = {k: [where[a][0], where[b][-1], size]
+              for k, (a, b, size) in enumerate(lp.value_grads)}
+    calls = [SimpleNamespace(chained=c) for c in _pick(fp.chained, index)]
+    held, between, value_grads = held_beside(values, _pick(fp.glue, index), chain.x_size, calls)
+    made = None
+    if lp.grads_made is not None:
+        made = {k: v for k, v in lp.grads_made.items() if not isinstance(k, int)}
+        made.update({j: lp.grads_made[r] for j, r in enumerate(index) if r in lp.grads_made})
+    prefix = lp.prefix_only or 0
+    prof = LayerProfile(chain, prefix + between, lp.end_peak, 0.0, lp.shared_grad_bytes,
+                        _pick(lp.draws, index), _pick(lp.bwd_rise[:-1], index) + [lp.bwd_rise[-1]],
+                        _pick(lp.saves_output, index), None, lp.calibration, grads_made=made,
+                        loss_rise=lp.loss_rise, prefix_only=prefix, held=held,
+                        value_grads=value_grads)
+    own = _pick(fp.own_grad, index)
+    default = Gradients({i: g for i, g in enumerate(own) if g}, fp.other_grad)
+    return prof, measured_gradients(prof, default)
+
+
 ATTENTION_DROPOUT = ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout")
 """Config fields of the attention's dropout probability, set to 0 by ``fused_attention``."""
 
@@ -207,9 +237,9 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
             fp = profile_fake(model, (), data, default_loss, name=spec.name)
         params = sum(p.numel() for p in model.parameters())
         pbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    reduced_grads = Gradients({i: g for i, g in enumerate(fp.own_grad) if g}, fp.other_grad)
     lp = fp.layer
-    calibrate(lp, reduced_grads)
+    calibrate(lp, measured_gradients(lp, Gradients(
+        {i: g for i, g in enumerate(fp.own_grad) if g}, fp.other_grad)))
     depth = identical_layers(spec, fp.paths) if replicate else {
         p.rpartition(".")[0]: sum(q.rpartition(".")[0] == p.rpartition(".")[0] for q in fp.paths)
         for p in fp.paths}
@@ -222,11 +252,8 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
                   bwd_overhead=_pick(c.bwd_overhead[:-1], index) + [c.bwd_overhead[-1]],
                   fall_time=[0.0] * n, fall_overhead=_pick(c.fall_overhead, index),
                   name=spec.name)
-    prof = LayerProfile(chain, lp.prefix_bytes, lp.end_peak, 0.0, lp.shared_grad_bytes,
-                        _pick(lp.draws, index), _pick(lp.bwd_rise[:-1], index) + [lp.bwd_rise[-1]],
-                        _pick(lp.saves_output, index), None, lp.calibration)
+    prof, grads = _replicated(lp, fp, chain, index)
     own = _pick(fp.own_grad, index)
-    grads = Gradients({i: g for i, g in enumerate(own) if g}, fp.other_grad)
     extra_params = sum(own) - sum(fp.own_grad)
     per_param = pbytes / max(1, params)
     return RealSize(spec, batch, seq, dtype, prof, grads, _pick(fp.fck, index),

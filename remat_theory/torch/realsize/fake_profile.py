@@ -25,6 +25,7 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.capture.seams import run_hooked
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
+from remat_theory.torch.inplace.realstep import real_step
 from remat_theory.torch.inplace.records import (LayerProfile, held_beside, own_gradient_bytes,
                                                 sizes_from_ops)
 from remat_theory.torch.realsize.layers import find_layers_fake
@@ -202,51 +203,62 @@ def _suffix(meter, model, layers, args, kwargs, loss_of):
 
 
 def _step(model, layers, args, kwargs, loss_of):
-    """One plain step: per layer its backward's rise, the glue, the step's peak."""
+    """One plain step, run by the in-place profile's own code
+    (:func:`~remat_theory.torch.inplace.realstep.real_step`): where each parameter's
+    gradient is made (its post-accumulate-grad hooks run under ``FakeTensorMode`` as on
+    real tensors).  Its live-byte readings tell storages apart by address, which fake
+    tensors do not have (every one is 0), so the meter here reads the same marks by storage:
+    per layer its backward's rise above what is live when it starts, the glue, the loss
+    stage's rise (from the last layer's output to its gradient: the most of what it made
+    live at once, its gradients included), the step's peak.  Returns ``(rises + [loss
+    rise], glue, grads made, step peak)``."""
     meter = FakeMeter()
     marks, calls, after = [], [0], {}
-    glue = [0] * len(layers)
+    n = len(layers)
+    glue = [0] * n
+    loss_rise = [None]
 
     def mark(g):
-        # what is live now (the in-place profile's rule, inplace/realstep.py): autograd let
-        # the tape of the layer above go after its last operation, which ``current`` (as of
-        # that operation) still counts; a rise from it came out too low
+        if not marks:
+            loss_rise[0] = meter.stop_rise()
+        # what is live now: autograd let the tape of the layer above go after its last
+        # operation, which ``current`` (as of that operation) still counts
         peak = meter.peak
         marks.append((meter.refresh(), peak))
         meter.reset_peak()
 
     def pre(mod, a, kw):
         j = calls[0]
-        if 0 < j < len(layers) and layers[j].module is mod and j - 1 in after:
+        if 0 < j < n and layers[j].module is mod and j - 1 in after:
             glue[j - 1] = meter.refresh() - after[j - 1]
 
     def post(mod, a, kw, out):
-        if calls[0] < len(layers) and layers[calls[0]].module is mod:
+        if calls[0] < n and layers[calls[0]].module is mod:
             y = leaf_of(out, layers[calls[0]].out_leaf)
             after[calls[0]] = meter.refresh()
             calls[0] += 1
+            if calls[0] == n:
+                meter.watch_rise()
             if y.requires_grad:
                 y.register_hook(mark)
         return None
 
+    # registered before real_step's own: at each mark this meter reads first
     mods = {id(lc.module): lc.module for lc in layers}.values()
     handles = [m.register_forward_hook(post, with_kwargs=True) for m in mods]
     handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in mods]
     try:
-        with meter, meter.op("step"), torch.enable_grad():
-            loss = loss_of(model(*args, **kwargs))
-            loss.backward()
-            del loss
-            marks.append((meter.current, meter.peak))
+        made = real_step(model, layers, args, kwargs, loss_of, meter)[2]
     finally:
         for h in handles:
             h.remove()
+    marks.append((meter.current, meter.peak))
     step_peak = meter.results()[-1].peak
-    n = len(layers)
     if len(marks) != n + 1:
-        return [None] * n, glue, step_peak
+        return [None] * n + [loss_rise[0]], glue, None, step_peak
     starts, ends = marks[:-1][::-1], marks[1:][::-1]
-    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)], glue, step_peak
+    return ([max(0, ends[i][1] - starts[i][0]) for i in range(n)] + [loss_rise[0]], glue, made,
+            step_peak)
 
 
 def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -> FakeProfile:
@@ -266,7 +278,8 @@ def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -
         x_last = _suffix(meter, model, layers, args, kwargs, loss_of)
     for p in params:
         p.grad = None
-    real, glue, plain = _step(model, layers, args, kwargs, loss_of)
+    real, glue, grads_made, plain = _step(model, layers, args, kwargs, loss_of)
+    loss_rise, real = real[-1], real[:-1]
     for p in params:
         p.grad = None
     by: dict = {}
@@ -296,7 +309,8 @@ def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -
     lp = LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0), 0.0, shared,
                       [by["fall"][i].work.random for i in range(n)], rise,
                       [bool(per[i][2]) for i in range(n)], plain,
-                      prefix_only=max(0, prefix_tape - x[0]), held=held, value_grads=value_grads)
+                      prefix_only=max(0, prefix_tape - x[0]), held=held, value_grads=value_grads,
+                      grads_made=grads_made, loss_rise=loss_rise)
     loss = Work()
     loss.add(s.work)
     loss.add(sb.work)

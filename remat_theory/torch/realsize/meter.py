@@ -175,6 +175,17 @@ class FakeMeter(TorchDispatchMode):
             box[0] = self._fresh[2]
             self._fresh = outer
 
+    def watch_rise(self) -> None:
+        """From now to :meth:`stop_rise`: the most bytes of storages made since live at once
+        (what :class:`remat_theory.torch.inplace.realstep.RiseTracker` measures)."""
+        self._expire()
+        self._fresh = [self._serial + 1, 0, 0]
+
+    def stop_rise(self) -> int:
+        self._expire()
+        rise, self._fresh = (self._fresh[2] if self._fresh else 0), None
+        return rise
+
     # -------------------------------------------------------------- operations
     @contextlib.contextmanager
     def op(self, label: str):

@@ -65,7 +65,9 @@ def _peaks(real, fake, n):
 
 def _compare(name, batch=2, seq=16, overrides=None):
     spec, layers, real = _real(name, batch, seq, overrides)
-    fake = real_size_profile(spec, batch, seq, "fp32", replicate=False, fused_attention=False)
+    # the CPU's kernels' workspaces measured (the real profile's allocator sees them)
+    fake = real_size_profile(spec, batch, seq, "fp32", replicate=False, fused_attention=False,
+                             cpu_workspace=True)
     assert fake.paths == [lc.path for lc in layers]
     assert fake.param_bytes == real.param_bytes  # tied weights stay tied
     return real, fake, _peaks(real, fake, len(layers))
@@ -97,7 +99,7 @@ def test_an_encoder_decoder_places_its_gradients_as_the_real_step():
 
 # the rest of the families, their fields (docs/plan.md gives the differences and causes)
 TOLERANCE = {"mistral-7b": 0, "qwen2-7b": 0, "gpt2-xl": 0.001, "t5-large": 0.001,
-             "bert-large": 0.013, "bart-large": 0.024}
+             "bert-large": 0, "bart-large": 0.001, "vit-l/16": 0, "convnext-large": 0}
 
 
 @pytest.mark.slow
@@ -236,3 +238,44 @@ def test_the_fake_layer_finder_agrees_with_the_in_place_one_on_a_four_stage_conv
     assert [(lc.path, lc.slot, lc.out_leaf, lc.chained) for lc in real] == \
         [(lc.path, lc.slot, lc.out_leaf, lc.chained) for lc in fake]
     assert len(fake) == 9
+
+
+def _conv_step(meter, x, conv):
+    with meter:
+        with meter.op("fwd"):
+            y = conv(x)
+        with meter.op("bwd"):
+            y.backward(torch.ones_like(y))
+    return [(r.before, r.peak, r.after) for r in meter.results()]
+
+
+def test_a_convolution_workspace_on_fake_tensors_is_the_allocators():
+    # a depthwise 7x7 convolution on a channels-last input (ConvNeXt's): oneDNN's backward
+    # holds ~50 kB per channel inside its call, which the allocator sees and live tensors do
+    # not; the fake meter with the measured workspace against the allocator's accounting
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from remat_theory.torch.realsize.meter import FakeMeter
+    from remat_theory.torch.realsize.workspace import CpuWorkspace
+    from remat_theory.torch.tracker import AllocatorMeter
+
+    def make():
+        conv = torch.nn.Conv2d(8, 8, 7, padding=3, groups=8)
+        return torch.randn(2, 6, 6, 8).permute(0, 3, 1, 2).requires_grad_(True), conv
+
+    def grads(conv):
+        return lambda: [p.grad for p in conv.parameters() if p.grad is not None]
+
+    x, conv = make()
+    _conv_step(AllocatorMeter("cpu", persistent=grads(conv)), x, conv)  # warm-up
+    conv.zero_grad(set_to_none=True)
+    x.grad = None
+    real = _conv_step(AllocatorMeter("cpu", persistent=grads(conv)), x, conv)
+    out = {}
+    for ws in (CpuWorkspace(), None):
+        with FakeTensorMode():
+            x, conv = make()
+            out[ws is None] = _conv_step(FakeMeter(grads(conv), workspace=ws), x, conv)
+    assert out[False] == real
+    bwd_real, bwd_live = real[1][1] - real[1][0], out[True][1][1] - out[True][1][0]
+    assert bwd_real > 10 * bwd_live  # the workspace is most of the backward's peak

@@ -22,10 +22,12 @@ import torch
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.inplace.plan import Gradients, calibrate, measured_gradients
+from remat_theory.torch.inplace.realstep import real_step
 from remat_theory.torch.inplace.records import LayerProfile, default_loss, held_beside
 from remat_theory.torch.realsize.fake_profile import FakeProfile, profile_fake
 from remat_theory.torch.realsize.meter import Work
 from remat_theory.torch.realsize.presets import LAYER_FIELDS, Spec, make_batch
+from remat_theory.torch.realsize.workspace import CpuWorkspace
 
 
 __all__ = ["RealSize", "identical_layers", "real_size_profile", "DTYPES"]
@@ -193,7 +195,8 @@ ATTENTION_DROPOUT = ("attn_pdrop", "attention_probs_dropout_prob", "attention_dr
 
 
 def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
-                      replicate: bool = True, fused_attention: bool = True) -> RealSize:
+                      replicate: bool = True, fused_attention: bool = True,
+                      cpu_workspace: bool = False) -> RealSize:
     """The chain of ``spec`` at (batch, seq, dtype) from fake tensors (module docstring).
     ``replicate=False`` profiles every layer (the check of the replication).
 
@@ -203,7 +206,11 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
     which the fake profile runs, has no dropout and falls back to the math path, which holds
     the (B, heads, S, S) probabilities, in fp32.  With the dropout at 0 the CPU's flash
     kernel stands in for the GPU's.  ``False``: the model as configured (the comparison with
-    a real CPU profile)."""
+    a real CPU profile).
+
+    ``cpu_workspace``: count what this CPU's kernels allocate inside a call (oneDNN's
+    convolution workspaces, :class:`.workspace.CpuWorkspace`: each distinct call measured
+    once on real tensors), for the CPU as the target device; off for a GPU."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     if dtype not in DTYPES:
         raise RematError(f"dtype {dtype!r} must be one of {', '.join(DTYPES)}")
@@ -234,7 +241,8 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
         ctx = (torch.autocast("cpu", dtype=autocast) if autocast is not None
                else contextlib.nullcontext())
         with ctx:
-            fp = profile_fake(model, (), data, default_loss, name=spec.name)
+            fp = profile_fake(model, (), data, default_loss, real_step=real_step, name=spec.name,
+                              workspace=CpuWorkspace() if cpu_workspace else None)
         params = sum(p.numel() for p in model.parameters())
         pbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     lp = fp.layer

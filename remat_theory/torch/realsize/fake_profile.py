@@ -4,18 +4,20 @@ The same measurements as :func:`remat_theory.torch.inplace.profile.profile_layer
 :class:`.meter.FakeMeter` instead of the allocator: each layer call alone on the arguments
 the model gave it (a no-grad forward, a recording forward, its backward), the code before
 the first layer (the prefix) and after the last (the loss stage), and one plain step of the
-model (each backward's rise above what it starts with, what the model's code between two
-unchained layers holds, the step's peak).  The chain's fields follow from them by the same
-rules; its times are zero here and come from a device's cost model (:mod:`.devices`), one
-:class:`~.meter.Work` per operation.
+model, run by the in-place profile's own step code (each backward's rise above what it
+starts with, the loss stage's rise, where each parameter's gradient is made, what the
+model's code between two unchained layers holds, the step's peak).  The chain's fields
+follow from them by the same rules; its times are zero here and come from a device's cost
+model (:mod:`.devices`), one :class:`~.meter.Work` per operation.
 
-Run it inside ``FakeTensorMode`` on a model built there (:mod:`.presets`).  It also runs on
-real tensors (the meter reads shapes only): tests/test_realsize.py compares a fake profile
-with the real one of the same small model that way.
+Run it inside ``FakeTensorMode`` on a model built there (:mod:`.presets`);
+tests/test_realsize.py compares it with the in-place profile of the same small model on
+real tensors.
 """
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -25,7 +27,6 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.capture.seams import run_hooked
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
-from remat_theory.torch.inplace.realstep import real_step
 from remat_theory.torch.inplace.records import (LayerProfile, held_beside, own_gradient_bytes,
                                                 sizes_from_ops)
 from remat_theory.torch.realsize.layers import find_layers_fake
@@ -202,7 +203,7 @@ def _suffix(meter, model, layers, args, kwargs, loss_of):
     return x_last
 
 
-def _step(model, layers, args, kwargs, loss_of):
+def _step(real_step, model, layers, args, kwargs, loss_of, workspace=None):
     """One plain step, run by the in-place profile's own code
     (:func:`~remat_theory.torch.inplace.realstep.real_step`): where each parameter's
     gradient is made (its post-accumulate-grad hooks run under ``FakeTensorMode`` as on
@@ -212,7 +213,7 @@ def _step(model, layers, args, kwargs, loss_of):
     stage's rise (from the last layer's output to its gradient: the most of what it made
     live at once, its gradients included), the step's peak.  Returns ``(rises + [loss
     rise], glue, grads made, step peak)``."""
-    meter = FakeMeter()
+    meter = FakeMeter(workspace=workspace)
     marks, calls, after = [], [0], {}
     n = len(layers)
     glue = [0] * n
@@ -248,7 +249,9 @@ def _step(model, layers, args, kwargs, loss_of):
     handles = [m.register_forward_hook(post, with_kwargs=True) for m in mods]
     handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in mods]
     try:
-        made = real_step(model, layers, args, kwargs, loss_of, meter)[2]
+        with warnings.catch_warnings():  # its live-byte readings ask for addresses (above)
+            warnings.filterwarnings("ignore", message=".*data pointer of FakeTensor")
+            made = real_step(model, layers, args, kwargs, loss_of, meter)[2]
     finally:
         for h in handles:
             h.remove()
@@ -261,24 +264,30 @@ def _step(model, layers, args, kwargs, loss_of):
             step_peak)
 
 
-def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -> FakeProfile:
+def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", layers=None,
+                 workspace=None) -> FakeProfile:
     """Profile ``model`` (training mode) at its layers on (args, kwargs); see the module
     docstring.  ``layers``: the layer calls (default: found by
-    :func:`.layers.find_layers_fake`)."""
+    :func:`.layers.find_layers_fake`); ``workspace``: the kernels' own allocations
+    (:class:`~.meter.FakeMeter`'s; default none); ``real_step``: the in-place profile's
+    step, :func:`remat_theory.torch.inplace.realstep.real_step`, which the caller imports
+    (this module's own import of it would stack the torch layer's imports six deep)."""
     if layers is None:
         layers = find_layers_fake(model, args, kwargs)
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         p.grad = None
     rec = _record(model, layers, args, kwargs)
-    meter = FakeMeter(persistent=lambda: [p.grad for p in params if p.grad is not None])
+    meter = FakeMeter(persistent=lambda: [p.grad for p in params if p.grad is not None],
+                      workspace=workspace)
     with meter:
         per = [_layer(meter, lc, r) for lc, r in zip(layers, rec)]
         has_prefix_bwd = _prefix(meter, model, layers[0], args, kwargs)
         x_last = _suffix(meter, model, layers, args, kwargs, loss_of)
     for p in params:
         p.grad = None
-    real, glue, grads_made, plain = _step(model, layers, args, kwargs, loss_of)
+    real, glue, grads_made, plain = _step(real_step, model, layers, args, kwargs, loss_of,
+                                          workspace)
     loss_rise, real = real[-1], real[:-1]
     for p in params:
         p.grad = None

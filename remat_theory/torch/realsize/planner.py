@@ -96,7 +96,8 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
                search: bool = True) -> dict:
     """The plan (a JSON-able dict; see docs/plan.md for its fields)."""
     cap = device.memory if memory is None else memory
-    rs = real_size_profile(spec, batch, seq, dtype)
+    # this CPU as the device: its kernels' workspaces measured (none modelled for a GPU)
+    rs = real_size_profile(spec, batch, seq, dtype, cpu_workspace=device.name == "cpu")
     prof, grads = timed(rs, device), rs.gradients
     n = prof.chain.length
     resident = _resident(rs, optimizer)

@@ -6,8 +6,9 @@
 
 Fidelity: for each preset's family at its small configuration (TINY, batch 2, sequence 16,
 fp32, one thread), the in-place API's real CPU profile (the allocator's accounting) and
-the fake one: per field the largest relative difference, and the step peaks a plan predicts
-for store-all and every layer checkpointed (fake / real).  Scale: each real-size profile in
+the fake one (this CPU's kernel workspaces measured): per field the largest relative
+difference, whether both steps placed every gradient alike, and the step peaks each
+profile predicts for store-all and every layer checkpointed (fake / real).  Scale: each real-size profile in
 a fresh process (wall time, and its peak RSS as the child reads it itself).  Results:
 benchmarks/results/realsize_profile.json.
 """
@@ -33,7 +34,7 @@ def fidelity() -> list:
 
     from remat_theory.torch.inplace import default_loss
     from remat_theory.torch.inplace.layers import find_layers
-    from remat_theory.torch.inplace.plan import calibrate, step_peak
+    from remat_theory.torch.inplace.plan import calibrate, measured_gradients, step_peak
     from remat_theory.torch.inplace.profile import profile_layers
     from remat_theory.torch.realsize.chain import real_size_profile
     from remat_theory.torch.realsize.planner import hf_schedule, store_all_schedule
@@ -47,34 +48,40 @@ def fidelity() -> list:
         data = make_batch(spec, 2, 16)
         layers, _ = find_layers(model, (), data)
         real = profile_layers(model, layers, (), data, default_loss)
-        fake = real_size_profile(spec, 2, 16, "fp32", replicate=False,
-                             fused_attention=False)
+        t0 = time.process_time()
+        fake = real_size_profile(spec, 2, 16, "fp32", replicate=False, fused_attention=False,
+                                 cpu_workspace=True)
+        cpu = time.process_time() - t0
         fp = fake.profile
         diff = {}
         for key in ("x_size", "tape_size", "fwd_overhead", "fall_overhead", "bwd_overhead"):
             a, b = getattr(real.chain, key), getattr(fp.chain, key)
             diff[key] = max(abs(u - v) / max(u, 1) for u, v in zip(a, b))
-        for key in ("prefix_bytes", "end_peak", "shared_grad_bytes"):
+        for key in ("prefix_bytes", "end_peak", "shared_grad_bytes", "loss_rise"):
             a, b = getattr(real, key), getattr(fp, key)
             diff[key] = abs(a - b) / max(a, 1)
         diff["bwd_rise"] = max(abs(u - v) / max(u, 1) for u, v in zip(real.bwd_rise, fp.bwd_rise))
-        calibrate(real, fake.gradients)
+        # each profile's own prediction, as its API makes it: the real one with the gradients
+        # its step placed, the fake one with those its step placed
+        grads = measured_gradients(real, fake.gradients)
+        calibrate(real, grads)
         n = len(layers)
         peaks = {}
         for label, sched in (("store_all", store_all_schedule(n)), ("hf", hf_schedule(n))):
-            a = step_peak(real, sched, fake.gradients)[0]
+            a = step_peak(real, sched, grads)[0]
             b = step_peak(fp, sched, fake.gradients)[0]
             peaks[label] = dict(real=a, fake=b, ratio=b / a)
         exact = all(v == 0 for v in diff.values())
         rows.append(dict(family=name, model_class=spec.model_class, layers=n,
                          paths_equal=[lc.path for lc in layers] == fake.paths, exact=exact,
+                         grads_placed_equal=fp.grads_made == real.grads_made,
                          max_relative_difference=diff, step_peaks=peaks,
                          plain_step_real=real.plain_step_measured,
-                         plain_step_fake=fake.plain_step))
-        print(f"{name:16s} exact={exact!s:5s} "
-              + " ".join(f"{k}={v:.4f}" for k, v in diff.items() if v)
-              + f"  store-all fake/real {peaks['store_all']['ratio']:.4f}"
-              + f"  every-layer {peaks['hf']['ratio']:.4f}", flush=True)
+                         plain_step_fake=fake.plain_step, fake_profile_cpu_s=cpu))
+        print(f"{name:16s} exact={exact!s:5s} grads={fp.grads_made == real.grads_made!s:5s} "
+              + " ".join(f"{k}={v:.5f}" for k, v in diff.items() if v)
+              + f"  store-all fake/real {peaks['store_all']['ratio']:.5f}"
+              + f"  every-layer {peaks['hf']['ratio']:.5f}", flush=True)
     return rows
 
 

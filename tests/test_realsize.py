@@ -99,7 +99,8 @@ def test_an_encoder_decoder_places_its_gradients_as_the_real_step():
 
 # the rest of the families, their fields (docs/plan.md gives the differences and causes)
 TOLERANCE = {"mistral-7b": 0, "qwen2-7b": 0, "gpt2-xl": 0.001, "t5-large": 0.001,
-             "bert-large": 0, "bart-large": 0.001, "vit-l/16": 0, "convnext-large": 0}
+             "bert-large": 0, "bart-large": 0.001, "vit-l/16": 0, "convnext-large": 0,
+             "resnet-50": 0}
 
 
 @pytest.mark.slow
@@ -279,3 +280,17 @@ def test_a_convolution_workspace_on_fake_tensors_is_the_allocators():
     assert out[False] == real
     bwd_real, bwd_live = real[1][1] - real[1][0], out[True][1][1] - out[True][1][0]
     assert bwd_real > 10 * bwd_live  # the workspace is most of the backward's peak
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet-50", "convnext-large"])
+def test_replication_of_a_convolutional_net(name):
+    # stages of 5 blocks, 3 profiled: the stage's first (downsampling) block, one middle, its
+    # last; this CPU's workspaces measured in both
+    spec = spec_of(name, dict(TINY[name], depths=[2, 5]))
+    direct = real_size_profile(spec, 2, 1, "fp32", replicate=False, cpu_workspace=True)
+    rep = real_size_profile(spec, 2, 1, "fp32", cpu_workspace=True)
+    assert rep.replicated == 2 and rep.paths == direct.paths
+    assert _fields(rep.profile) == _fields(direct.profile)
+    assert rep.gradients == direct.gradients
+    assert rep.profile.held == direct.profile.held

@@ -129,8 +129,10 @@ def identical_layers(spec: Spec, paths) -> dict:
                     raise RematError(f"{spec.name}: layer {parent}.{j} differs from {parent}.1 "
                                      f"(its modules, shapes or attributes): the layers cannot "
                                      f"be replicated")
+        stages = getattr(spec.config, "depths", None)  # a list per stage is not per layer
+        stages = len(stages) if isinstance(stages, (list, tuple)) else -1
         for k, v in vars(spec.config).items():
-            if isinstance(v, (list, tuple)) and len(v) == len(mods) and len(mods) > KEEP:
+            if isinstance(v, (list, tuple)) and len(v) == len(mods) != stages and len(mods) > KEEP:
                 if len({repr(x) for x in v[1:-1]}) > 1:
                     raise RematError(f"{spec.name}: config.{k} varies from layer to layer "
                                      f"({v[1]!r}, ...): the layers cannot be replicated")

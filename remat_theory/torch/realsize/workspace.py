@@ -20,8 +20,9 @@ kernel's scratch alone); :class:`~.meter.FakeMeter` places it as a transient onc
 outputs are made, so each call's peak is the allocator's.
 
 Only the calls of :data:`KERNELS` are measured (the ones whose CPU kernels were found to
-allocate inside: convolutions, layer norms, the CPU's flash attention, the embedding's
-backward).  It runs real kernels at the profile's sizes, one call at a time: for the CPU
+allocate inside enough to move a profile's figures: convolutions, layer and batch norms,
+the CPU's flash attention, the embedding's backward; not the few bytes a kernel takes to
+wrap a Python scalar).  It runs real kernels at the profile's sizes, one call at a time: for the CPU
 as the target device only (``remat plan --gpu cpu``, ``remat profile --fake``'s default
 device), never for a GPU, whose cuDNN/cuBLAS workspaces are other sizes and not modelled.
 """
@@ -39,6 +40,7 @@ __all__ = ["CpuWorkspace", "KERNELS", "Kernel"]
 
 KERNELS = frozenset({
     "convolution", "convolution_backward", "native_layer_norm", "native_layer_norm_backward",
+    "native_batch_norm", "native_batch_norm_backward",
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_flash_attention_for_cpu_backward", "embedding_dense_backward",
 })

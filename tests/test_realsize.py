@@ -182,6 +182,7 @@ def test_plan_cli_answers_with_a_schedule_that_replays(tmp_path, capsys):
     assert rc == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan == json.loads(out.read_text())
+    assert plan["caution"] is None  # no convolution: nothing the profile leaves out
     names = {o["name"]: o for o in plan["options"]}
     assert plan["fits"] and not names["store-all"]["fits"], names
     chain = Chain.from_dict(plan["chain"])
@@ -196,6 +197,15 @@ def test_does_not_fit_when_the_weights_alone_do_not(tmp_path, capsys):
     rc = main(["plan", _tiny_config(tmp_path), "--batch", "2", "--seq", "16", "--memory", "1000"])
     assert rc == 0
     assert "does not fit: the parameters and the adam state alone need" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_convolutional_net_on_a_gpu_is_planned_with_a_caution():
+    from remat_theory.torch.realsize.planner import CONV_CAUTION
+    spec = spec_of("resnet-50", TINY["resnet-50"])
+    assert plan_model(spec, 2, 1, "fp32", device_named("H100-80GB"), search=False)[
+        "caution"] == CONV_CAUTION
+    assert plan_model(spec, 2, 1, "fp32", device_named("cpu"), search=False)["caution"] is None
 
 
 @pytest.mark.slow

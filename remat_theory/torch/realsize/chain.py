@@ -34,6 +34,8 @@ __all__ = ["RealSize", "identical_layers", "real_size_profile", "DTYPES"]
 
 DTYPES = {"fp32": (torch.float32, None), "bf16": (torch.bfloat16, None),
           "mixed": (torch.float32, torch.bfloat16)}
+_CONVOLUTIONS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose1d,
+                 torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
 KEEP = 3  # layers per stack profiled: the first, one middle, the last
 _INDEX_ATTRS = {"layer_idx", "layer_id", "idx", "layer_index", "block_idx"}
 
@@ -65,6 +67,7 @@ class RealSize:
     replicated: int
     profiled_layers: int
     plain_step: int = 0  # the profiled model's plain step peak (bytes; the real one's if not replicated)
+    convolutions: bool = False  # the model has convolution modules (their GPU workspaces unknown)
 
 
 def _reduced_config(config):
@@ -245,6 +248,7 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
         with ctx:
             fp = profile_fake(model, (), data, default_loss, real_step=real_step, name=spec.name,
                               workspace=CpuWorkspace() if cpu_workspace else None)
+        convolutions = any(isinstance(m, _CONVOLUTIONS) for m in model.modules())
         params = sum(p.numel() for p in model.parameters())
         pbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     lp = fp.layer
@@ -270,4 +274,4 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
                     _pick(fp.fall, index), _pick(fp.bwd, index), fp.loss, fp.prefix,
                     _pick(fp.chained, index), paths,
                     params + int(round(extra_params / per_param)), pbytes + extra_params,
-                    n - len(fp.paths), len(fp.paths), fp.plain_step)
+                    n - len(fp.paths), len(fp.paths), fp.plain_step, convolutions)

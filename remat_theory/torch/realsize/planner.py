@@ -22,9 +22,15 @@ from remat_theory.torch.realsize.chain import real_size_profile
 from remat_theory.torch.realsize.devices import Device, op_time
 
 
-__all__ = ["OPTIMIZERS", "plan_model", "hf_schedule", "store_all_schedule", "timed"]
+__all__ = ["OPTIMIZERS", "CONV_CAUTION", "plan_model", "hf_schedule", "store_all_schedule",
+           "timed"]
 
 OPTIMIZERS = {"adam": 2, "sgd": 0}  # optimizer states per parameter
+CONV_CAUTION = ("the GPU's convolution workspaces (cuDNN's) are not in the peaks: measured "
+                "for this CPU only (docs/plan.md)")
+"""The plan's ``caution`` for a model with convolutions on a GPU.  Elsewhere there is none:
+the fake profile equals the in-place CPU profile at small sizes on ten families, and the
+1 GiB reserve holds cuBLAS's workspaces."""
 
 
 def store_all_schedule(n: int) -> list:
@@ -108,7 +114,8 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
                resident=resident, step_budget=budget, layers=rs.paths,
                profiled_layers=rs.profiled_layers, replicated_layers=rs.replicated,
                chain=prof.chain.to_dict(), prefix_time=prof.prefix_time,
-               held_beside=prof.fixed_bytes, calibration=prof.calibration)
+               held_beside=prof.fixed_bytes, calibration=prof.calibration,
+               caution=CONV_CAUTION if rs.convolutions and device.name != "cpu" else None)
     options = [_option("store-all", prof, store_all_schedule(n), grads, budget),
                _option("hf-every-layer", prof, hf_schedule(n), grads, budget)]
     plan, sched = _remat(prof, grads, rs.chained, budget, solver) if budget > 0 else (None, None)

@@ -3,6 +3,7 @@
     python benchmarks/realsize_profile.py            # both parts
     python benchmarks/realsize_profile.py --fidelity # families at small sizes only
     python benchmarks/realsize_profile.py --scale    # real-size profiles only
+    python benchmarks/realsize_profile.py --workspace # this CPU's convolution workspaces
 
 Fidelity: for each preset's family at its small configuration (TINY, batch 2, sequence 16,
 fp32, one thread), the in-place API's real CPU profile (the allocator's accounting) and
@@ -25,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "results", "realsize_profile.json")
 SCALE = [("llama-2-7b", 8, 4096), ("llama-2-13b", 8, 4096), ("llama-2-70b", 1, 4096),
          ("mistral-7b", 8, 4096), ("gpt2-xl", 8, 1024), ("bert-large", 32, 512),
-         ("t5-large", 8, 512), ("vit-l/16", 64, 1), ("convnext-large", 64, 1)]
+         ("t5-large", 8, 512), ("vit-l/16", 64, 1), ("convnext-large", 64, 1),
+         ("resnet-50", 128, 1)]
 
 
 def fidelity() -> list:
@@ -85,6 +87,50 @@ def fidelity() -> list:
     return rows
 
 
+# (batch, in channels, out channels, image, kernel, stride, padding, groups, channels-last)
+CONVS = [(2, 3, 32, 32, 8, 8, 0, 1, False), (4, 3, 32, 32, 8, 8, 0, 1, False),
+         (2, 3, 64, 32, 8, 8, 0, 1, False), (2, 3, 32, 64, 8, 8, 0, 1, False),
+         (2, 16, 32, 8, 2, 2, 0, 1, False), (2, 32, 64, 8, 2, 2, 0, 1, False),
+         (2, 64, 64, 8, 3, 1, 1, 1, False), (2, 64, 128, 16, 3, 1, 1, 1, False),
+         (2, 64, 64, 8, 1, 1, 0, 1, False),
+         (2, 16, 16, 8, 7, 1, 3, 16, False), (2, 64, 64, 8, 7, 1, 3, 64, False),
+         (2, 16, 16, 8, 7, 1, 3, 16, True), (8, 16, 16, 8, 7, 1, 3, 16, True),
+         (2, 16, 16, 32, 7, 1, 3, 16, True), (2, 64, 64, 8, 7, 1, 3, 64, True),
+         (2, 256, 256, 8, 7, 1, 3, 256, True)]
+
+
+def workspace() -> list:
+    """This CPU's convolution workspaces (one thread, fp32) as the fake profile measures
+    them (:class:`remat_theory.torch.realsize.workspace.CpuWorkspace`): the forward's, and
+    the backward's with the weight's and bias's gradients out of the count (the meter takes
+    them out), against the bytes of the tensors each call reads."""
+    import torch
+
+    from remat_theory.torch.realsize.workspace import CpuWorkspace
+    torch.set_num_threads(1)
+    ws, rows = CpuWorkspace(), []
+    aten = torch.ops.aten
+    for n, cin, cout, hw, k, st, pad, g, last in CONVS:
+        x = torch.zeros(n, hw, hw, cin).permute(0, 3, 1, 2) if last else torch.zeros(n, cin, hw, hw)
+        w, b = torch.zeros(cout, cin // g, k, k), torch.zeros(cout)
+        conv = (x, w, b, [st, st], [pad, pad], [1, 1], False, [0, 0], g)
+        y = aten.convolution.default(*conv)
+        gy = torch.zeros_like(y)
+        fwd = ws(aten.convolution.default, conv, {}).workspace()
+        bwd_args = (gy, x, w, [cout], [st, st], [pad, pad], [1, 1], False, [0, 0], g,
+                    [True, True, True])
+        bwd = ws(aten.convolution_backward.default, bwd_args, {}).workspace(frozenset({1, 2}))
+        nbytes = lambda *ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
+        row = dict(batch=n, cin=cin, cout=cout, image=hw, kernel=k, stride=st, padding=pad,
+                   groups=g, channels_last=last, forward=fwd, backward=bwd,
+                   forward_reads=nbytes(x, w, b), backward_reads=nbytes(gy, x, w))
+        rows.append(row)
+        print(f"N{n} C{cin}->{cout} {hw}x{hw} k{k} s{st} g{g}{' channels-last' if last else ''}: "
+              f"forward {fwd} B ({fwd / row['forward_reads']:.2f}x its reads), backward {bwd} B "
+              f"({bwd / row['backward_reads']:.2f}x)", flush=True)
+    return rows
+
+
 def _one(name, batch, seq) -> None:
     from remat_theory.torch.realsize.chain import real_size_profile
     from remat_theory.torch.realsize.presets import spec_of
@@ -124,17 +170,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fidelity", action="store_true")
     ap.add_argument("--scale", action="store_true")
+    ap.add_argument("--workspace", action="store_true")
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "BATCH", "SEQ"))
     a = ap.parse_args()
     if a.one:
         _one(a.one[0], int(a.one[1]), int(a.one[2]))
         return
-    both = not (a.fidelity or a.scale)
+    both = not (a.fidelity or a.scale or a.workspace)
     results = json.load(open(OUT)) if os.path.exists(OUT) else {}
     command = "python benchmarks/realsize_profile.py " + " ".join(sys.argv[1:])
     if a.fidelity or both:
         results["fidelity"] = fidelity()
         results["fidelity_command"] = command
+    if a.workspace:
+        results["workspace"] = workspace()
+        results["workspace_command"] = command
     if a.scale or both:
         results["scale"] = scale()
         results["scale_command"] = command

@@ -27,7 +27,7 @@ from remat_theory.torch.inplace.records import LayerProfile, default_loss, held_
 from remat_theory.torch.realsize.fake_profile import FakeProfile, profile_fake
 from remat_theory.torch.realsize.meter import Work
 from remat_theory.torch.realsize.presets import LAYER_FIELDS, Spec, make_batch
-from remat_theory.torch.realsize.workspace import CpuWorkspace
+from remat_theory.torch.realsize.workspace import SHARED
 
 
 __all__ = ["RealSize", "identical_layers", "real_size_profile", "DTYPES"]
@@ -215,7 +215,8 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
 
     ``cpu_workspace``: count what this CPU's kernels allocate inside a call (oneDNN's
     convolution workspaces, :class:`.workspace.CpuWorkspace`: each distinct call measured
-    once on real tensors), for the CPU as the target device; off for a GPU."""
+    once on real tensors, :data:`.workspace.SHARED` keeping them for the process), for the
+    CPU as the target device; off for a GPU."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     if dtype not in DTYPES:
         raise RematError(f"dtype {dtype!r} must be one of {', '.join(DTYPES)}")
@@ -247,7 +248,7 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
                else contextlib.nullcontext())
         with ctx:
             fp = profile_fake(model, (), data, default_loss, real_step=real_step, name=spec.name,
-                              workspace=CpuWorkspace() if cpu_workspace else None)
+                              workspace=SHARED if cpu_workspace else None)
         convolutions = any(isinstance(m, _CONVOLUTIONS) for m in model.modules())
         params = sum(p.numel() for p in model.parameters())
         pbytes = sum(p.numel() * p.element_size() for p in model.parameters())

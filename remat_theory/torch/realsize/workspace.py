@@ -36,7 +36,7 @@ from torch.utils import _pytree as pytree
 from remat_theory.model.errors import RematError
 
 
-__all__ = ["CpuWorkspace", "KERNELS", "Kernel"]
+__all__ = ["CpuWorkspace", "KERNELS", "Kernel", "SHARED"]
 
 KERNELS = frozenset({
     "convolution", "convolution_backward", "native_layer_norm", "native_layer_norm_backward",
@@ -52,7 +52,8 @@ def _key(func, args, kwargs):
         if isinstance(v, torch.Tensor):
             return ("T", tuple(v.shape), tuple(v.stride()), str(v.dtype), v.requires_grad)
         return ("V", repr(v))
-    return (str(func), tuple(one(v) for v in pytree.tree_leaves((args, kwargs))))
+    return (str(func), torch.get_num_threads(),
+            tuple(one(v) for v in pytree.tree_leaves((args, kwargs))))
 
 
 def _real(t: torch.Tensor) -> torch.Tensor:
@@ -87,7 +88,10 @@ class CpuWorkspace:
     """``ws(func, args, kwargs)``: the :class:`Kernel` of the call on this CPU (None for a
     call outside :data:`KERNELS`); see the module docstring.  Call it outside any fake
     mode's dispatch, on any tensors (fake ones included: only their layout is read).
-    ``measured``: the distinct calls measured."""
+    ``measured``: the distinct calls measured (torch's thread count is part of a call's
+    key: oneDNN's choices depend on it), kept for the instance's life: :data:`SHARED` is the
+    one the real-size profiles share, so that ``remat plan``'s search for the largest batch
+    does not measure a call twice."""
 
     def __init__(self) -> None:
         self.measured: dict = {}
@@ -133,3 +137,6 @@ class CpuWorkspace:
         last = {ptr: k for k, (_, _, ptr, size) in enumerate(events) if size > 0}
         made = {last[p]: i for i, p in enumerate(outs) if p in last}
         return Kernel([(size, made.get(k, -1)) for k, (_, _, _, size) in enumerate(events)])
+
+
+SHARED = CpuWorkspace()

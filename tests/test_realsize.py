@@ -304,3 +304,28 @@ def test_replication_of_a_convolutional_net(name):
     assert _fields(rep.profile) == _fields(direct.profile)
     assert rep.gradients == direct.gradients
     assert rep.profile.held == direct.profile.held
+
+
+# a second size per family (batch 4, sequence 64 or images 64x64, wider): the fake profile
+# follows the real one across sizes, not at one configuration only
+SECOND = {"convnext-large": (1, dict(image_size=64, hidden_sizes=[32, 64])),
+          "resnet-50": (1, dict(image_size=64)),
+          "vit-l/16": (1, dict(image_size=64, hidden_size=64, intermediate_size=128)),
+          "t5-large": (64, dict(d_model=64, d_ff=128)), "bart-large": (64, dict(d_model=64)),
+          "gpt2-xl": (64, dict(n_embd=64)),
+          "bert-large": (64, dict(hidden_size=64, intermediate_size=128)),
+          "llama-2-7b": (64, dict(hidden_size=64, intermediate_size=128))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SECOND))
+def test_fake_chain_against_the_real_cpu_profile_at_a_second_size(name):
+    seq, over = SECOND[name]
+    real, fake, peaks = _compare(name, 4, seq, over)
+    assert fake.profile.grads_made == real.grads_made
+    r, f = _fields(real), _fields(fake.profile)
+    for key in r:  # the wrapped scalars of docs/plan.md: a few bytes
+        for u, v in zip(*(x if isinstance(x, list) else [x] for x in (r[key], f[key]))):
+            assert 0 <= int(u) - int(v) <= 24, (key, r[key], f[key])
+    for a, b in peaks:
+        assert abs(a - b) <= 1e-4 * a, (name, a, b)

@@ -329,3 +329,19 @@ def test_fake_chain_against_the_real_cpu_profile_at_a_second_size(name):
             assert 0 <= int(u) - int(v) <= 24, (key, r[key], f[key])
     for a, b in peaks:
         assert abs(a - b) <= 1e-4 * a, (name, a, b)
+
+
+def test_a_workspace_the_cpu_kernel_refuses_is_named_not_guessed():
+    # bf16 statistics with an fp32 weight: what a layer norm's backward gets on fake tensors
+    # under bf16 autocast, which the CPU kernel refuses; the call is named, counted as none
+    from remat_theory.torch.realsize.workspace import CpuWorkspace
+    ws = CpuWorkspace()
+    x = torch.zeros(2, 4, 8, dtype=torch.bfloat16)
+    stat = torch.zeros(2, 4, 1, dtype=torch.bfloat16)
+    w = torch.zeros(8)
+    bwd = torch.ops.aten.native_layer_norm_backward.default
+    assert ws(bwd, (x, x, [8], stat, stat, w, w, [True, True, True]), {}) is None
+    assert ws.refused == {"aten.native_layer_norm_backward.default"}
+    ok = ws(bwd, (x.float(), x.float(), [8], stat.float(), stat.float(), w, w,
+                  [True, True, True]), {})
+    assert ok is not None and ok.workspace() >= 0

@@ -68,6 +68,7 @@ class RealSize:
     profiled_layers: int
     plain_step: int = 0  # the profiled model's plain step peak (bytes; the real one's if not replicated)
     convolutions: bool = False  # the model has convolution modules (their GPU workspaces unknown)
+    unmeasured: tuple = ()  # aten calls whose CPU workspace could not be measured (cpu_workspace)
 
 
 def _reduced_config(config):
@@ -246,10 +247,12 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
         data = make_batch(spec, batch, seq, param_dtype if spec.kind == "image" else None)
         ctx = (torch.autocast("cpu", dtype=autocast) if autocast is not None
                else contextlib.nullcontext())
+        SHARED.refused.clear()
         with ctx:
             fp = profile_fake(model, (), data, default_loss, real_step=real_step, name=spec.name,
                               workspace=SHARED if cpu_workspace else None)
         convolutions = any(isinstance(m, _CONVOLUTIONS) for m in model.modules())
+        refused = tuple(sorted(SHARED.refused)) if cpu_workspace else ()
         params = sum(p.numel() for p in model.parameters())
         pbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     lp = fp.layer
@@ -275,4 +278,4 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
                     _pick(fp.fall, index), _pick(fp.bwd, index), fp.loss, fp.prefix,
                     _pick(fp.chained, index), paths,
                     params + int(round(extra_params / per_param)), pbytes + extra_params,
-                    n - len(fp.paths), len(fp.paths), fp.plain_step, convolutions)
+                    n - len(fp.paths), len(fp.paths), fp.plain_step, convolutions, refused)

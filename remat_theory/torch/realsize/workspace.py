@@ -88,6 +88,8 @@ class CpuWorkspace:
     """``ws(func, args, kwargs)``: the :class:`Kernel` of the call on this CPU (None for a
     call outside :data:`KERNELS`); see the module docstring.  Call it outside any fake
     mode's dispatch, on any tensors (fake ones included: only their layout is read).
+    A call the CPU kernel refuses on those tensors (a RuntimeError) counts none: its
+    function is named in ``refused`` (the caller clears it and reads it back per profile).
     ``measured``: the distinct calls measured (torch's thread count is part of a call's
     key: oneDNN's choices depend on it), kept for the instance's life: :data:`SHARED` is the
     one the real-size profiles share, so that ``remat plan``'s search for the largest batch
@@ -95,19 +97,31 @@ class CpuWorkspace:
 
     def __init__(self) -> None:
         self.measured: dict = {}
+        self.failed: set = set()  # calls the CPU kernel refused (named in ``refused``)
+        self.refused: set = set()  # their functions' names, since the caller last cleared it
 
     def __call__(self, func, args, kwargs):
         if func._overloadpacket.__name__ not in KERNELS:
             return None
         key = _key(func, args, kwargs)
-        if key not in self.measured:
-            self.measured[key] = self._measure(func, args, kwargs)
+        if key not in self.measured and key not in self.failed:
+            try:
+                self.measured[key] = self._measure(func, args, kwargs)
+            except RuntimeError:
+                # the fake tensors' metadata is not what the CPU kernel takes (under bf16
+                # autocast a layer norm's statistics are bf16 on fake tensors, fp32 in the
+                # kernel): its workspace is unknown, and the caller says so
+                self.failed.add(key)
+        if key in self.failed:
+            self.refused.add(str(func))
+            return None
         return self.measured[key]
 
     @staticmethod
     def _measure(func, args, kwargs) -> Kernel:
         from torch._subclasses.fake_tensor import unset_fake_temporarily
-        with unset_fake_temporarily(), torch.no_grad():
+        # the call as it reached the meter: its inputs already cast (no autocast again)
+        with unset_fake_temporarily(), torch.no_grad(), torch.autocast("cpu", enabled=False):
             a, kw = pytree.tree_map(lambda v: _real(v) if isinstance(v, torch.Tensor) else v,
                                     (args, kwargs))
             func(*a, **kw)  # warm-up: the library's caches (oneDNN's primitives) made once

@@ -9,9 +9,10 @@ Fidelity: for each preset's family at its small configuration (TINY, batch 2, se
 fp32, one thread), the in-place API's real CPU profile (the allocator's accounting) and
 the fake one (this CPU's kernel workspaces measured): per field the largest relative
 difference, whether both steps placed every gradient alike, and the step peaks each
-profile predicts for store-all and every layer checkpointed (fake / real).  Scale: each real-size profile in
-a fresh process (wall time, and its peak RSS as the child reads it itself).  Results:
-benchmarks/results/realsize_profile.json.
+profile predicts for store-all and every layer checkpointed (fake / real).  Scale: each
+real-size profile in a fresh process (wall time, and its peak RSS as the child reads it
+itself).  Workspace: this CPU's convolution workspaces at a few shapes, as the fake
+profile measures them.  Results: benchmarks/results/realsize_profile.json.
 """
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ layers, else the outermost children of an ``nn.ModuleList``/``nn.Sequential`` th
 or more modules of their class, each replaced by the layers of a stack inside it whose last
 output is its own, as the in-place finder refines them (a ConvNeXt or ResNet stage becomes
 its blocks, a ResNet block's own sequence of convolutions stays inside it); each called
-once, reading a tensor that needs a gradient and returning new storage.  tests/test_realsize.py checks it against
-``find_layers`` on real tensors, family by family.
+once, reading a tensor that needs a gradient and returning new storage.
+tests/test_realsize.py checks it against ``find_layers`` on real tensors, family by family.
 """
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "results", "realsize_plans.json")
 MODELS = [("llama-2-7b", 4, 4096), ("llama-2-13b", 2, 4096), ("llama-2-70b", 1, 4096),
           ("mistral-7b", 4, 4096), ("gpt2-xl", 8, 1024), ("bert-large", 32, 512),
-          ("t5-large", 16, 512), ("vit-l/16", 128, 1), ("convnext-large", 128, 1)]
+          ("t5-large", 16, 512), ("vit-l/16", 128, 1), ("convnext-large", 128, 1),
+          ("resnet-50", 256, 1)]
 DEVICES = ["A100-80GB", "H100-80GB", "H200"]
 
 

@@ -40,8 +40,8 @@ def _fields(prof):
     return out
 
 
-def _real(name, batch=2, seq=16):
-    spec = spec_of(name, TINY[name])
+def _real(name, batch=2, seq=16, overrides=None):
+    spec = spec_of(name, dict(TINY[name], **(overrides or {})))
     torch.manual_seed(0)
     model = getattr(transformers, spec.model_class)(spec.config).train()
     data = make_batch(spec, batch, seq)
@@ -51,59 +51,73 @@ def _real(name, batch=2, seq=16):
     return spec, layers, prof
 
 
-def test_fake_chain_equals_the_real_cpu_profile_to_the_byte():
-    spec, layers, real = _real("llama-2-7b")
-    fake = real_size_profile(spec, 2, 16, "fp32", replicate=False, fused_attention=False)
-    assert fake.paths == [lc.path for lc in layers]
-    f, r = _fields(fake.profile), _fields(real)
-    # every field to the byte but the layers' backward rises: the real profile takes them
-    # from one real step by live storages (inplace/realstep.py), which fake tensors do not
-    # have (docs/plan.md, "what differs"); the step peaks a plan predicts agree
-    rise_f, rise_r = f.pop("rise"), r.pop("rise")
-    assert f == r and rise_f[-1] == rise_r[-1]
-    from remat_theory.torch.inplace.plan import calibrate, step_peak
+def _peaks(real, fake, n):
+    """The step peaks each profile predicts, as its own API would (the real one with the
+    gradients its step placed, the fake one with its own): store-all, every layer
+    checkpointed."""
+    from remat_theory.torch.inplace.plan import calibrate, measured_gradients, step_peak
     from remat_theory.torch.realsize.planner import hf_schedule, store_all_schedule
-    calibrate(real, fake.gradients)
-    for sched in (store_all_schedule(len(layers)), hf_schedule(len(layers))):
-        a = step_peak(real, sched, fake.gradients)[0]
-        b = step_peak(fake.profile, sched, fake.gradients)[0]
-        assert abs(a - b) <= 0.01 * a, (a, b)
+    grads = measured_gradients(real, fake.gradients)
+    calibrate(real, grads)
+    return [(step_peak(real, s, grads)[0], step_peak(fake.profile, s, fake.gradients)[0])
+            for s in (store_all_schedule(n), hf_schedule(n))]
 
 
-# the rest of the families (docs/plan.md gives their differences and the causes)
-# the encoder-decoders' step peaks: the fake profile does not measure where a real step makes
-# each gradient (inplace/realstep.py) and counts them from the loss on, above the real one
-OVER = {"bart-large": 0.05, "t5-large": 0.125}
+def _compare(name, batch=2, seq=16, overrides=None):
+    spec, layers, real = _real(name, batch, seq, overrides)
+    # the CPU's kernels' workspaces measured (the real profile's allocator sees them)
+    fake = real_size_profile(spec, batch, seq, "fp32", replicate=False, fused_attention=False,
+                             cpu_workspace=True)
+    assert fake.paths == [lc.path for lc in layers]
+    assert fake.param_bytes == real.param_bytes  # tied weights stay tied
+    return real, fake, _peaks(real, fake, len(layers))
+
+
+def test_fake_chain_equals_the_real_cpu_profile_to_the_byte():
+    real, fake, peaks = _compare("llama-2-7b")
+    # every field to the byte, each backward's rise in one step (the fake step runs the real
+    # one's code, inplace/realstep.py), where each gradient is made, the loss stage's rise
+    assert _fields(fake.profile) == _fields(real)
+    assert fake.profile.grads_made == real.grads_made and real.grads_made["end"] > 0
+    assert fake.profile.loss_rise == real.loss_rise
+    for a, b in peaks:
+        assert a == b
+
+
+def test_an_encoder_decoder_places_its_gradients_as_the_real_step():
+    # BART: the encoder's states held beside the decoder with their gradient, gradients made
+    # by the layers that use them (the shared embedding's at the end)
+    real, fake, peaks = _compare("bart-large", 1, 8, dict(encoder_layers=1, decoder_layers=1))
+    fp = fake.profile
+    assert fp.grads_made == real.grads_made and fp.loss_rise == real.loss_rise
+    assert (fp.held, fp.value_grads) == (real.held, real.value_grads)
+    # the prefix's tape: 8 B less than the real one's (a scalar made by torch.tensor())
+    assert abs(fp.prefix_only - real.prefix_only) <= 0.01 * real.prefix_only
+    for a, b in peaks:
+        assert abs(a - b) <= 0.001 * a, (a, b)
+
+
+# the rest of the families, their fields (docs/plan.md gives the differences and causes)
 TOLERANCE = {"mistral-7b": 0, "qwen2-7b": 0, "gpt2-xl": 0.001, "t5-large": 0.001,
-             "bert-large": 0.013, "bart-large": 0.024, "vit-l/16": 0.011}
+             "bert-large": 0, "bart-large": 0.001, "vit-l/16": 0, "convnext-large": 0,
+             "resnet-50": 0}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TOLERANCE))
 def test_fake_chain_against_the_real_cpu_profile(name):
-    spec, layers, real = _real(name)
-    fake = real_size_profile(spec, 2, 16, "fp32", replicate=False, fused_attention=False)
-    assert fake.paths == [lc.path for lc in layers]
-    assert fake.param_bytes == real.param_bytes  # tied weights stay tied
+    real, fake, peaks = _compare(name)
     r, f = _fields(real), _fields(fake.profile)
     for key in r:
         a, b = r[key], f[key]
         for u, v in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
-            if key == "rise" or key == "end":
-                continue  # below
+            if key == "end":
+                continue  # in the step peaks below
             assert abs(int(u) - int(v)) <= TOLERANCE[name] * max(int(u), 1), (key, a, b)
+    assert fake.profile.grads_made == real.grads_made
     # the step peaks a plan predicts, store-all and every layer checkpointed
-    from remat_theory.torch.inplace.plan import calibrate, step_peak
-    from remat_theory.torch.realsize.planner import hf_schedule, store_all_schedule
-    calibrate(real, fake.gradients)
-    n = len(layers)
-    for sched in (store_all_schedule(n), hf_schedule(n)):
-        a = step_peak(real, sched, fake.gradients)[0]
-        b = step_peak(fake.profile, sched, fake.gradients)[0]
-        if name in OVER:  # where the real step places gradients the fake one does not yet
-            assert a <= b <= (1 + OVER[name]) * a, (name, a, b)
-        else:
-            assert abs(a - b) <= max(TOLERANCE[name], 0.001) * a, (name, a, b)
+    for a, b in peaks:
+        assert abs(a - b) <= 0.001 * a, (name, a, b)
 
 
 def test_a_replicated_profile_equals_the_direct_one():
@@ -168,6 +182,7 @@ def test_plan_cli_answers_with_a_schedule_that_replays(tmp_path, capsys):
     assert rc == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan == json.loads(out.read_text())
+    assert plan["caution"] is None  # no convolution: nothing the profile leaves out
     names = {o["name"]: o for o in plan["options"]}
     assert plan["fits"] and not names["store-all"]["fits"], names
     chain = Chain.from_dict(plan["chain"])
@@ -182,6 +197,15 @@ def test_does_not_fit_when_the_weights_alone_do_not(tmp_path, capsys):
     rc = main(["plan", _tiny_config(tmp_path), "--batch", "2", "--seq", "16", "--memory", "1000"])
     assert rc == 0
     assert "does not fit: the parameters and the adam state alone need" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_convolutional_net_on_a_gpu_is_planned_with_a_caution():
+    from remat_theory.torch.realsize.planner import CONV_CAUTION
+    spec = spec_of("resnet-50", TINY["resnet-50"])
+    assert plan_model(spec, 2, 1, "fp32", device_named("H100-80GB"), search=False)[
+        "caution"] == CONV_CAUTION
+    assert plan_model(spec, 2, 1, "fp32", device_named("cpu"), search=False)["caution"] is None
 
 
 @pytest.mark.slow
@@ -225,3 +249,99 @@ def test_the_fake_layer_finder_agrees_with_the_in_place_one_on_a_four_stage_conv
     assert [(lc.path, lc.slot, lc.out_leaf, lc.chained) for lc in real] == \
         [(lc.path, lc.slot, lc.out_leaf, lc.chained) for lc in fake]
     assert len(fake) == 9
+
+
+def _conv_step(meter, x, conv):
+    with meter:
+        with meter.op("fwd"):
+            y = conv(x)
+        with meter.op("bwd"):
+            y.backward(torch.ones_like(y))
+    return [(r.before, r.peak, r.after) for r in meter.results()]
+
+
+def test_a_convolution_workspace_on_fake_tensors_is_the_allocators():
+    # a depthwise 7x7 convolution on a channels-last input (ConvNeXt's): oneDNN's backward
+    # holds ~50 kB per channel inside its call, which the allocator sees and live tensors do
+    # not; the fake meter with the measured workspace against the allocator's accounting
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from remat_theory.torch.realsize.meter import FakeMeter
+    from remat_theory.torch.realsize.workspace import CpuWorkspace
+    from remat_theory.torch.tracker import AllocatorMeter
+
+    def make():
+        conv = torch.nn.Conv2d(8, 8, 7, padding=3, groups=8)
+        return torch.randn(2, 6, 6, 8).permute(0, 3, 1, 2).requires_grad_(True), conv
+
+    def grads(conv):
+        return lambda: [p.grad for p in conv.parameters() if p.grad is not None]
+
+    x, conv = make()
+    _conv_step(AllocatorMeter("cpu", persistent=grads(conv)), x, conv)  # warm-up
+    conv.zero_grad(set_to_none=True)
+    x.grad = None
+    real = _conv_step(AllocatorMeter("cpu", persistent=grads(conv)), x, conv)
+    out = {}
+    for ws in (CpuWorkspace(), None):
+        with FakeTensorMode():
+            x, conv = make()
+            out[ws is None] = _conv_step(FakeMeter(grads(conv), workspace=ws), x, conv)
+    assert out[False] == real
+    bwd_real, bwd_live = real[1][1] - real[1][0], out[True][1][1] - out[True][1][0]
+    assert bwd_real > 10 * bwd_live  # the workspace is most of the backward's peak
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet-50", "convnext-large"])
+def test_replication_of_a_convolutional_net(name):
+    # stages of 5 blocks, 3 profiled: the stage's first (downsampling) block, one middle, its
+    # last; this CPU's workspaces measured in both
+    spec = spec_of(name, dict(TINY[name], depths=[2, 5]))
+    direct = real_size_profile(spec, 2, 1, "fp32", replicate=False, cpu_workspace=True)
+    rep = real_size_profile(spec, 2, 1, "fp32", cpu_workspace=True)
+    assert rep.replicated == 2 and rep.paths == direct.paths
+    assert _fields(rep.profile) == _fields(direct.profile)
+    assert rep.gradients == direct.gradients
+    assert rep.profile.held == direct.profile.held
+
+
+# a second size per family (batch 4, sequence 64 or images 64x64, wider): the fake profile
+# follows the real one across sizes, not at one configuration only
+SECOND = {"convnext-large": (1, dict(image_size=64, hidden_sizes=[32, 64])),
+          "resnet-50": (1, dict(image_size=64)),
+          "vit-l/16": (1, dict(image_size=64, hidden_size=64, intermediate_size=128)),
+          "t5-large": (64, dict(d_model=64, d_ff=128)), "bart-large": (64, dict(d_model=64)),
+          "gpt2-xl": (64, dict(n_embd=64)),
+          "bert-large": (64, dict(hidden_size=64, intermediate_size=128)),
+          "llama-2-7b": (64, dict(hidden_size=64, intermediate_size=128))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SECOND))
+def test_fake_chain_against_the_real_cpu_profile_at_a_second_size(name):
+    seq, over = SECOND[name]
+    real, fake, peaks = _compare(name, 4, seq, over)
+    assert fake.profile.grads_made == real.grads_made
+    r, f = _fields(real), _fields(fake.profile)
+    for key in r:  # the wrapped scalars of docs/plan.md: a few bytes
+        for u, v in zip(*(x if isinstance(x, list) else [x] for x in (r[key], f[key]))):
+            assert 0 <= int(u) - int(v) <= 24, (key, r[key], f[key])
+    for a, b in peaks:
+        assert abs(a - b) <= 1e-4 * a, (name, a, b)
+
+
+def test_a_workspace_the_cpu_kernel_refuses_is_named_not_guessed():
+    # bf16 statistics with an fp32 weight: what a layer norm's backward gets on fake tensors
+    # under bf16 autocast, which the CPU kernel refuses; the call is named, counted as none
+    from remat_theory.torch.realsize.workspace import CpuWorkspace
+    ws = CpuWorkspace()
+    x = torch.zeros(2, 4, 8, dtype=torch.bfloat16)
+    stat = torch.zeros(2, 4, 1, dtype=torch.bfloat16)
+    w = torch.zeros(8)
+    bwd = torch.ops.aten.native_layer_norm_backward.default
+    assert ws(bwd, (x, x, [8], stat, stat, w, w, [True, True, True]), {}) is None
+    assert ws.refused == {"aten.native_layer_norm_backward.default"}
+    ok = ws(bwd, (x.float(), x.float(), [8], stat.float(), stat.float(), w, w,
+                  [True, True, True]), {})
+    assert ok is not None and ok.workspace() >= 0

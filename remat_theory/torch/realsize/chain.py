@@ -15,22 +15,27 @@ from __future__ import annotations
 import contextlib
 import copy
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
-from remat_theory.torch.inplace.plan import Gradients, calibrate
-from remat_theory.torch.inplace.records import LayerProfile, default_loss
+from remat_theory.torch.inplace.plan import Gradients, calibrate, measured_gradients
+from remat_theory.torch.inplace.realstep import real_step
+from remat_theory.torch.inplace.records import LayerProfile, default_loss, held_beside
 from remat_theory.torch.realsize.fake_profile import FakeProfile, profile_fake
 from remat_theory.torch.realsize.meter import Work
 from remat_theory.torch.realsize.presets import LAYER_FIELDS, Spec, make_batch
+from remat_theory.torch.realsize.workspace import SHARED
 
 
 __all__ = ["RealSize", "identical_layers", "real_size_profile", "DTYPES"]
 
 DTYPES = {"fp32": (torch.float32, None), "bf16": (torch.bfloat16, None),
           "mixed": (torch.float32, torch.bfloat16)}
+_CONVOLUTIONS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose1d,
+                 torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
 KEEP = 3  # layers per stack profiled: the first, one middle, the last
 _INDEX_ATTRS = {"layer_idx", "layer_id", "idx", "layer_index", "block_idx"}
 
@@ -62,6 +67,8 @@ class RealSize:
     replicated: int
     profiled_layers: int
     plain_step: int = 0  # the profiled model's plain step peak (bytes; the real one's if not replicated)
+    convolutions: bool = False  # the model has convolution modules (their GPU workspaces unknown)
+    unmeasured: tuple = ()  # aten calls whose CPU workspace could not be measured (cpu_workspace)
 
 
 def _reduced_config(config):
@@ -126,8 +133,10 @@ def identical_layers(spec: Spec, paths) -> dict:
                     raise RematError(f"{spec.name}: layer {parent}.{j} differs from {parent}.1 "
                                      f"(its modules, shapes or attributes): the layers cannot "
                                      f"be replicated")
+        stages = getattr(spec.config, "depths", None)  # a list per stage is not per layer
+        stages = len(stages) if isinstance(stages, (list, tuple)) else -1
         for k, v in vars(spec.config).items():
-            if isinstance(v, (list, tuple)) and len(v) == len(mods) and len(mods) > KEEP:
+            if isinstance(v, (list, tuple)) and len(v) == len(mods) != stages and len(mods) > KEEP:
                 if len({repr(x) for x in v[1:-1]}) > 1:
                     raise RematError(f"{spec.name}: config.{k} varies from layer to layer "
                                      f"({v[1]!r}, ...): the layers cannot be replicated")
@@ -158,12 +167,42 @@ def _pick(seq, index):
     return [seq[i] for i in index]
 
 
+def _replicated(lp: LayerProfile, fp: FakeProfile, chain: Chain, index: list):
+    """The profiled model's :class:`LayerProfile` and :class:`Gradients` at the full depth
+    (``index``: full layer -> profiled layer): per-layer figures copied, what sits beside
+    the chain placed again by the same rule (:func:`held_beside`: a value's first and last
+    readers are the first and last full layers of the profiled ones that read it, the code
+    after a layer holds what it held after the profiled one), each layer's gradients where
+    the step made the profiled one's."""
+    where: dict = {}  # profiled layer -> its full positions
+    for j, r in enumerate(index):
+        where.setdefault(r, []).append(j)
+    values = {k: [where[a][0], where[b][-1], size]
+              for k, (a, b, size) in enumerate(lp.value_grads)}
+    calls = [SimpleNamespace(chained=c) for c in _pick(fp.chained, index)]
+    held, between, value_grads = held_beside(values, _pick(fp.glue, index), chain.x_size, calls)
+    made = None
+    if lp.grads_made is not None:
+        made = {k: v for k, v in lp.grads_made.items() if not isinstance(k, int)}
+        made.update({j: lp.grads_made[r] for j, r in enumerate(index) if r in lp.grads_made})
+    prefix = lp.prefix_only or 0
+    prof = LayerProfile(chain, prefix + between, lp.end_peak, 0.0, lp.shared_grad_bytes,
+                        _pick(lp.draws, index), _pick(lp.bwd_rise[:-1], index) + [lp.bwd_rise[-1]],
+                        _pick(lp.saves_output, index), None, lp.calibration, grads_made=made,
+                        loss_rise=lp.loss_rise, prefix_only=prefix, held=held,
+                        value_grads=value_grads)
+    own = _pick(fp.own_grad, index)
+    default = Gradients({i: g for i, g in enumerate(own) if g}, fp.other_grad)
+    return prof, measured_gradients(prof, default)
+
+
 ATTENTION_DROPOUT = ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout")
 """Config fields of the attention's dropout probability, set to 0 by ``fused_attention``."""
 
 
 def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
-                      replicate: bool = True, fused_attention: bool = True) -> RealSize:
+                      replicate: bool = True, fused_attention: bool = True,
+                      cpu_workspace: bool = False) -> RealSize:
     """The chain of ``spec`` at (batch, seq, dtype) from fake tensors (module docstring).
     ``replicate=False`` profiles every layer (the check of the replication).
 
@@ -173,7 +212,12 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
     which the fake profile runs, has no dropout and falls back to the math path, which holds
     the (B, heads, S, S) probabilities, in fp32.  With the dropout at 0 the CPU's flash
     kernel stands in for the GPU's.  ``False``: the model as configured (the comparison with
-    a real CPU profile)."""
+    a real CPU profile).
+
+    ``cpu_workspace``: count what this CPU's kernels allocate inside a call (oneDNN's
+    convolution workspaces, :class:`.workspace.CpuWorkspace`: each distinct call measured
+    once on real tensors, :data:`.workspace.SHARED` keeping them for the process), for the
+    CPU as the target device; off for a GPU."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     if dtype not in DTYPES:
         raise RematError(f"dtype {dtype!r} must be one of {', '.join(DTYPES)}")
@@ -203,13 +247,17 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
         data = make_batch(spec, batch, seq, param_dtype if spec.kind == "image" else None)
         ctx = (torch.autocast("cpu", dtype=autocast) if autocast is not None
                else contextlib.nullcontext())
+        SHARED.refused.clear()
         with ctx:
-            fp = profile_fake(model, (), data, default_loss, name=spec.name)
+            fp = profile_fake(model, (), data, default_loss, real_step=real_step, name=spec.name,
+                              workspace=SHARED if cpu_workspace else None)
+        convolutions = any(isinstance(m, _CONVOLUTIONS) for m in model.modules())
+        refused = tuple(sorted(SHARED.refused)) if cpu_workspace else ()
         params = sum(p.numel() for p in model.parameters())
         pbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    reduced_grads = Gradients({i: g for i, g in enumerate(fp.own_grad) if g}, fp.other_grad)
     lp = fp.layer
-    calibrate(lp, reduced_grads)
+    calibrate(lp, measured_gradients(lp, Gradients(
+        {i: g for i, g in enumerate(fp.own_grad) if g}, fp.other_grad)))
     depth = identical_layers(spec, fp.paths) if replicate else {
         p.rpartition(".")[0]: sum(q.rpartition(".")[0] == p.rpartition(".")[0] for q in fp.paths)
         for p in fp.paths}
@@ -222,15 +270,12 @@ def real_size_profile(spec: Spec, batch: int, seq: int, dtype: str = "bf16", *,
                   bwd_overhead=_pick(c.bwd_overhead[:-1], index) + [c.bwd_overhead[-1]],
                   fall_time=[0.0] * n, fall_overhead=_pick(c.fall_overhead, index),
                   name=spec.name)
-    prof = LayerProfile(chain, lp.prefix_bytes, lp.end_peak, 0.0, lp.shared_grad_bytes,
-                        _pick(lp.draws, index), _pick(lp.bwd_rise[:-1], index) + [lp.bwd_rise[-1]],
-                        _pick(lp.saves_output, index), None, lp.calibration)
+    prof, grads = _replicated(lp, fp, chain, index)
     own = _pick(fp.own_grad, index)
-    grads = Gradients({i: g for i, g in enumerate(own) if g}, fp.other_grad)
     extra_params = sum(own) - sum(fp.own_grad)
     per_param = pbytes / max(1, params)
     return RealSize(spec, batch, seq, dtype, prof, grads, _pick(fp.fck, index),
                     _pick(fp.fall, index), _pick(fp.bwd, index), fp.loss, fp.prefix,
                     _pick(fp.chained, index), paths,
                     params + int(round(extra_params / per_param)), pbytes + extra_params,
-                    n - len(fp.paths), len(fp.paths), fp.plain_step)
+                    n - len(fp.paths), len(fp.paths), fp.plain_step, convolutions, refused)

@@ -4,18 +4,20 @@ The same measurements as :func:`remat_theory.torch.inplace.profile.profile_layer
 :class:`.meter.FakeMeter` instead of the allocator: each layer call alone on the arguments
 the model gave it (a no-grad forward, a recording forward, its backward), the code before
 the first layer (the prefix) and after the last (the loss stage), and one plain step of the
-model (each backward's rise above what it starts with, what the model's code between two
-unchained layers holds, the step's peak).  The chain's fields follow from them by the same
-rules; its times are zero here and come from a device's cost model (:mod:`.devices`), one
-:class:`~.meter.Work` per operation.
+model, run by the in-place profile's own step code (each backward's rise above what it
+starts with, the loss stage's rise, where each parameter's gradient is made, what the
+model's code between two unchained layers holds, the step's peak).  The chain's fields
+follow from them by the same rules; its times are zero here and come from a device's cost
+model (:mod:`.devices`), one :class:`~.meter.Work` per operation.
 
-Run it inside ``FakeTensorMode`` on a model built there (:mod:`.presets`).  It also runs on
-real tensors (the meter reads shapes only): tests/test_realsize.py compares a fake profile
-with the real one of the same small model that way.
+Run it inside ``FakeTensorMode`` on a model built there (:mod:`.presets`);
+tests/test_realsize.py compares it with the in-place profile of the same small model on
+real tensors.
 """
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -201,72 +203,92 @@ def _suffix(meter, model, layers, args, kwargs, loss_of):
     return x_last
 
 
-def _step(model, layers, args, kwargs, loss_of):
-    """One plain step: per layer its backward's rise, the glue, the step's peak."""
-    meter = FakeMeter()
+def _step(real_step, model, layers, args, kwargs, loss_of, workspace=None):
+    """One plain step, run by the in-place profile's own code
+    (:func:`~remat_theory.torch.inplace.realstep.real_step`): where each parameter's
+    gradient is made (its post-accumulate-grad hooks run under ``FakeTensorMode`` as on
+    real tensors).  Its live-byte readings tell storages apart by address, which fake
+    tensors do not have (every one is 0), so the meter here reads the same marks by storage:
+    per layer its backward's rise above what is live when it starts, the glue, the loss
+    stage's rise (from the last layer's output to its gradient: the most of what it made
+    live at once, its gradients included), the step's peak.  Returns ``(rises + [loss
+    rise], glue, grads made, step peak)``."""
+    meter = FakeMeter(workspace=workspace)
     marks, calls, after = [], [0], {}
-    glue = [0] * len(layers)
+    n = len(layers)
+    glue = [0] * n
+    loss_rise = [None]
 
     def mark(g):
-        # what is live now (the in-place profile's rule, inplace/realstep.py): autograd let
-        # the tape of the layer above go after its last operation, which ``current`` (as of
-        # that operation) still counts; a rise from it came out too low
+        if not marks:
+            loss_rise[0] = meter.stop_rise()
+        # what is live now: autograd let the tape of the layer above go after its last
+        # operation, which ``current`` (as of that operation) still counts
         peak = meter.peak
         marks.append((meter.refresh(), peak))
         meter.reset_peak()
 
     def pre(mod, a, kw):
         j = calls[0]
-        if 0 < j < len(layers) and layers[j].module is mod and j - 1 in after:
+        if 0 < j < n and layers[j].module is mod and j - 1 in after:
             glue[j - 1] = meter.refresh() - after[j - 1]
 
     def post(mod, a, kw, out):
-        if calls[0] < len(layers) and layers[calls[0]].module is mod:
+        if calls[0] < n and layers[calls[0]].module is mod:
             y = leaf_of(out, layers[calls[0]].out_leaf)
             after[calls[0]] = meter.refresh()
             calls[0] += 1
+            if calls[0] == n:
+                meter.watch_rise()
             if y.requires_grad:
                 y.register_hook(mark)
         return None
 
+    # registered before real_step's own: at each mark this meter reads first
     mods = {id(lc.module): lc.module for lc in layers}.values()
     handles = [m.register_forward_hook(post, with_kwargs=True) for m in mods]
     handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in mods]
     try:
-        with meter, meter.op("step"), torch.enable_grad():
-            loss = loss_of(model(*args, **kwargs))
-            loss.backward()
-            del loss
-            marks.append((meter.current, meter.peak))
+        with warnings.catch_warnings():  # its live-byte readings ask for addresses (above)
+            warnings.filterwarnings("ignore", message=".*data pointer of FakeTensor")
+            made = real_step(model, layers, args, kwargs, loss_of, meter)[2]
     finally:
         for h in handles:
             h.remove()
+    marks.append((meter.current, meter.peak))
     step_peak = meter.results()[-1].peak
-    n = len(layers)
     if len(marks) != n + 1:
-        return [None] * n, glue, step_peak
+        return [None] * n + [loss_rise[0]], glue, None, step_peak
     starts, ends = marks[:-1][::-1], marks[1:][::-1]
-    return [max(0, ends[i][1] - starts[i][0]) for i in range(n)], glue, step_peak
+    return ([max(0, ends[i][1] - starts[i][0]) for i in range(n)] + [loss_rise[0]], glue, made,
+            step_peak)
 
 
-def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -> FakeProfile:
+def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", layers=None,
+                 workspace=None) -> FakeProfile:
     """Profile ``model`` (training mode) at its layers on (args, kwargs); see the module
     docstring.  ``layers``: the layer calls (default: found by
-    :func:`.layers.find_layers_fake`)."""
+    :func:`.layers.find_layers_fake`); ``workspace``: the kernels' own allocations
+    (:class:`~.meter.FakeMeter`'s; default none); ``real_step``: the in-place profile's
+    step, :func:`remat_theory.torch.inplace.realstep.real_step`, which the caller imports
+    (this module's own import of it would stack the torch layer's imports six deep)."""
     if layers is None:
         layers = find_layers_fake(model, args, kwargs)
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         p.grad = None
     rec = _record(model, layers, args, kwargs)
-    meter = FakeMeter(persistent=lambda: [p.grad for p in params if p.grad is not None])
+    meter = FakeMeter(persistent=lambda: [p.grad for p in params if p.grad is not None],
+                      workspace=workspace)
     with meter:
         per = [_layer(meter, lc, r) for lc, r in zip(layers, rec)]
         has_prefix_bwd = _prefix(meter, model, layers[0], args, kwargs)
         x_last = _suffix(meter, model, layers, args, kwargs, loss_of)
     for p in params:
         p.grad = None
-    real, glue, plain = _step(model, layers, args, kwargs, loss_of)
+    real, glue, grads_made, plain = _step(real_step, model, layers, args, kwargs, loss_of,
+                                          workspace)
+    loss_rise, real = real[-1], real[:-1]
     for p in params:
         p.grad = None
     by: dict = {}
@@ -296,7 +318,8 @@ def profile_fake(model, args, kwargs, loss_of, *, name: str = "", layers=None) -
     lp = LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0), 0.0, shared,
                       [by["fall"][i].work.random for i in range(n)], rise,
                       [bool(per[i][2]) for i in range(n)], plain,
-                      prefix_only=max(0, prefix_tape - x[0]), held=held, value_grads=value_grads)
+                      prefix_only=max(0, prefix_tape - x[0]), held=held, value_grads=value_grads,
+                      grads_made=grads_made, loss_rise=loss_rise)
     loss = Work()
     loss.add(s.work)
     loss.add(sb.work)

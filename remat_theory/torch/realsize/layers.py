@@ -4,10 +4,12 @@
 by storage addresses, which fake tensors do not have (all are 0).  This finder gives the same
 :class:`~remat_theory.torch.inplace.layers.LayerCall` list from one probe forward: the
 outermost transformers ``GradientCheckpointingLayer`` calls where the model marks its
-layers, else the innermost children of an ``nn.ModuleList``/``nn.Sequential`` that holds two
-or more modules of their class (a ConvNeXt stage's layers); each called once, reading a tensor that
-needs a gradient and returning new storage.  tests/test_realsize.py checks it against
-``find_layers`` on real tensors, family by family.
+layers, else the outermost children of an ``nn.ModuleList``/``nn.Sequential`` that holds two
+or more modules of their class, each replaced by the layers of a stack inside it whose last
+output is its own, as the in-place finder refines them (a ConvNeXt or ResNet stage becomes
+its blocks, a ResNet block's own sequence of convolutions stays inside it); each called
+once, reading a tensor that needs a gradient and returning new storage.
+tests/test_realsize.py checks it against ``find_layers`` on real tensors, family by family.
 """
 from __future__ import annotations
 
@@ -36,6 +38,31 @@ def _slot(a, kw):
 
 def _is_gc(m) -> bool:
     return any(t.__name__ == "GradientCheckpointingLayer" for t in type(m).__mro__)
+
+
+def _grad_leaf(out):
+    return next((t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)
+                 and t.requires_grad), None)
+
+
+def _refine(seams, in_cont, calls, names, inside) -> list:
+    """The in-place finder's rule (``capture.seams``): a seam whose output is the last of
+    the layers of a stack inside it (a ResNet or ConvNeXt stage that is its blocks, maybe
+    after a downsampling) is replaced by those layers, again inside them."""
+    out = []
+    for s in seams:
+        sout = _grad_leaf(s["out"])
+        last = [c for c in calls if inside(c, s) and sout is not None and c["out"] is sout]
+        inner = None
+        for c in sorted(last, key=lambda c: names[id(c["mod"])].count(".")):
+            parent = names[id(c["mod"])].rpartition(".")[0]
+            kids = [o for o in in_cont if inside(o, s)
+                    and names[id(o["mod"])].rpartition(".")[0] == parent]
+            if kids and any(k is c for k in kids):
+                inner = kids
+                break
+        out.extend(_refine(inner, in_cont, calls, names, inside) if inner else [s])
+    return out
 
 
 def find_layers_fake(model: nn.Module, args, kwargs) -> list:
@@ -83,7 +110,10 @@ def find_layers_fake(model: nn.Module, args, kwargs) -> list:
                 type(k) is type(c["mod"]) for k in parent.children()) >= 2
 
         cont = [c for c in cand if repeated(c)]
-        seams = [c for c in cont if not any(inside(o, c) for o in cont if o is not c)]
+        seams = [c for c in cont if not any(inside(c, o) for o in cont if o is not c)]
+        seams = _refine(seams, [c for c in cand if isinstance(parents.get(id(c["mod"])),
+                                                               _CONTAINERS)], calls, names,
+                        inside)
     if not seams:
         raise RematError(f"{type(model).__name__} has no repeated stack of layers")
     seams.sort(key=lambda c: c["enter"])

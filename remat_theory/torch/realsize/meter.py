@@ -15,8 +15,12 @@ the work of every aten call: floating-point operations (torch's own
 ``torch.utils.flop_counter`` formulas) and bytes moved (every tensor argument read and every
 new output written, each once), from which :mod:`.devices` makes a time.
 
-What it cannot see (and the real CPU profile does): memory a kernel allocates and frees
-inside one aten call (a workspace).  docs/plan.md gives the measured consequence.
+What it cannot see by itself (and the real CPU profile does): memory a kernel allocates and
+frees inside one aten call (a workspace).  ``workspace`` (a callable of the call, such as
+:class:`.workspace.CpuWorkspace`) gives it: a transient of that many bytes once the call's
+outputs are made, in the operations' timeline (:meth:`results`), not among the live tensors
+(``current``, :meth:`fresh`, :meth:`watch_rise`: what the in-place profile counts by live
+tensors).  docs/plan.md gives the measured consequence.
 """
 from __future__ import annotations
 
@@ -89,13 +93,15 @@ class FakeMeter(TorchDispatchMode):
     """See the module docstring.  ``persistent``: a callable returning the tensors whose
     storages are outside the count (read at the end of every :meth:`op`)."""
 
-    def __init__(self, persistent=None) -> None:
+    def __init__(self, persistent=None, workspace=None) -> None:
         super().__init__()
         self.persistent = persistent or (lambda: ())
+        self.workspace = workspace
         self._live: dict = {}  # storage id -> (weakref to the storage, bytes, serial)
         self._events: list = []  # (+1 alloc | -1 free, serial, bytes)
         self._serial = 0
         self._ops: list = []  # (label, first event, last event, persistent ids, Work)
+        self._kernels: list = []  # (workspace's Kernel, its outputs' serials)
         self._work: Work | None = None
         self.current = 0
         self.peak = 0
@@ -129,12 +135,17 @@ class FakeMeter(TorchDispatchMode):
         in_keys = {_key(t)[0] for t in ins}
         outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         new_bytes = 0
+        made = []  # per output, the serial of the storage it made (None: none)
         for t in outs:
             k, s, n = _key(t)
+            made.append(None)
             if k is None or k in in_keys or n == 0:
                 continue
-            if k not in self._live:
+            if k in self._live:
+                made[-1] = self._live[k][2]
+            else:
                 self._serial += 1
+                made[-1] = self._serial
                 self._live[k] = (StorageWeakRef(s), n, self._serial)
                 self.current += n
                 self._events.append((1, self._serial, n))
@@ -143,6 +154,11 @@ class FakeMeter(TorchDispatchMode):
                     self._fresh[2] = max(self._fresh[2], self._fresh[1])
             new_bytes += t.numel() * t.element_size()
         self.peak = max(self.peak, self.current)
+        kernel = self.workspace(func, args, kwargs) if self.workspace is not None else None
+        if kernel is not None:  # the kernel's own allocations: in the operations' timeline
+            # (sized in results(), once it is known which outputs are persistent), not live
+            self._events.append((0, len(self._kernels), 0))
+            self._kernels.append((kernel, made))
         if self._work is not None:
             name = func._overloadpacket.__name__
             if name not in _VIEWISH:
@@ -175,6 +191,17 @@ class FakeMeter(TorchDispatchMode):
             box[0] = self._fresh[2]
             self._fresh = outer
 
+    def watch_rise(self) -> None:
+        """From now to :meth:`stop_rise`: the most bytes of storages made since live at once
+        (what :class:`remat_theory.torch.inplace.realstep.RiseTracker` measures)."""
+        self._expire()
+        self._fresh = [self._serial + 1, 0, 0]
+
+    def stop_rise(self) -> int:
+        self._expire()
+        rise, self._fresh = (self._fresh[2] if self._fresh else 0), None
+        return rise
+
     # -------------------------------------------------------------- operations
     @contextlib.contextmanager
     def op(self, label: str):
@@ -201,15 +228,21 @@ class FakeMeter(TorchDispatchMode):
         # a storage is persistent when it is among the persistent ones at the end of some
         # operation while it lives: it is then out of the count from the moment it is made
         pers_ids = set().union(*[p for *_, p, _ in self._ops]) if self._ops else set()
-        held, cur = [], 0
+        held, top, cur = [], [], 0  # per event: bytes held after it, at its most
         for sign, k, n in self._events:
-            if k not in pers_ids:
+            extra = 0
+            if sign == 0:  # a kernel's workspace, its persistent outputs out of the count
+                kernel, made = self._kernels[k]
+                extra = kernel.workspace(frozenset(i for i, s in enumerate(made)
+                                                   if s in pers_ids))
+            elif k not in pers_ids:
                 cur += sign * n
             held.append(cur)
+            top.append(cur + extra)
         out = []
         for label, a, b, _, work in self._ops:
             before = held[a - 1] if a else 0
             after = held[b - 1] if b else 0
-            peak = max([before, after] + held[a:b])
+            peak = max([before, after] + top[a:b])
             out.append(OpRecord(label, before, peak, after, work))
         return out

@@ -22,9 +22,17 @@ from remat_theory.torch.realsize.chain import real_size_profile
 from remat_theory.torch.realsize.devices import Device, op_time
 
 
-__all__ = ["OPTIMIZERS", "plan_model", "hf_schedule", "store_all_schedule", "timed"]
+__all__ = ["OPTIMIZERS", "CONV_CAUTION", "plan_model", "hf_schedule", "store_all_schedule",
+           "timed"]
 
 OPTIMIZERS = {"adam": 2, "sgd": 0}  # optimizer states per parameter
+CONV_CAUTION = ("the GPU's convolution workspaces (cuDNN's) are not in the peaks: measured "
+                "for this CPU only (docs/plan.md)")
+"""The plan's ``caution`` for a model with convolutions on a GPU.  Elsewhere there is none
+(the fake profile equals the in-place CPU profile at small sizes on ten families, and the
+1 GiB reserve holds cuBLAS's workspaces), but for this CPU where one of its kernels refused
+the fake tensors' dtypes, so that its workspace could not be measured (bf16 autocast's
+layer norms)."""
 
 
 def store_all_schedule(n: int) -> list:
@@ -48,6 +56,15 @@ def timed(rs, device: Device):
                                      fall_time=[t(w) for w in rs.fall],
                                      bwd_time=[t(w) for w in rs.bwd] + [t(rs.loss)])
     return dataclasses.replace(rs.profile, chain=chain, prefix_time=t(rs.prefix))
+
+
+def _caution(rs, device) -> str | None:
+    if device.name != "cpu":
+        return CONV_CAUTION if rs.convolutions else None
+    if rs.unmeasured:  # this CPU's, where its kernels refused the fake tensors' dtypes
+        return (f"this CPU's workspaces of {', '.join(rs.unmeasured)} could not be measured "
+                f"(the kernel refused the fake tensors' dtypes) and are not in the peaks")
+    return None
 
 
 def _resident(rs, optimizer: str) -> int:
@@ -96,7 +113,8 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
                search: bool = True) -> dict:
     """The plan (a JSON-able dict; see docs/plan.md for its fields)."""
     cap = device.memory if memory is None else memory
-    rs = real_size_profile(spec, batch, seq, dtype)
+    # this CPU as the device: its kernels' workspaces measured (none modelled for a GPU)
+    rs = real_size_profile(spec, batch, seq, dtype, cpu_workspace=device.name == "cpu")
     prof, grads = timed(rs, device), rs.gradients
     n = prof.chain.length
     resident = _resident(rs, optimizer)
@@ -107,7 +125,8 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
                resident=resident, step_budget=budget, layers=rs.paths,
                profiled_layers=rs.profiled_layers, replicated_layers=rs.replicated,
                chain=prof.chain.to_dict(), prefix_time=prof.prefix_time,
-               held_beside=prof.fixed_bytes, calibration=prof.calibration)
+               held_beside=prof.fixed_bytes, calibration=prof.calibration,
+               caution=_caution(rs, device))
     options = [_option("store-all", prof, store_all_schedule(n), grads, budget),
                _option("hf-every-layer", prof, hf_schedule(n), grads, budget)]
     plan, sched = _remat(prof, grads, rs.chained, budget, solver) if budget > 0 else (None, None)

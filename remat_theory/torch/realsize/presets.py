@@ -62,6 +62,10 @@ PRESETS = {
                                               depths=[3, 3, 27, 3], image_size=224,
                                               num_labels=1000),
                        "ConvNextForImageClassification", "image"),
+    "resnet-50": ("ResNetConfig", dict(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048],
+                                       depths=[3, 4, 6, 3], layer_type="bottleneck",
+                                       num_labels=1000), "ResNetForImageClassification",
+                  "image"),
 }
 
 _DEC = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -83,6 +87,8 @@ TINY = {
                      intermediate_size=64, image_size=32, patch_size=8, num_labels=10),
     "convnext-large": dict(hidden_sizes=[16, 32], depths=[2, 2], num_stages=2, image_size=32,
                            num_labels=10),
+    "resnet-50": dict(embedding_size=8, hidden_sizes=[16, 32], depths=[2, 2], num_labels=10,
+                      image_size=32),
 }
 
 # config fields that count layers: reduced for the profile, kept for the chain

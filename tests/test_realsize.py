@@ -216,6 +216,11 @@ def test_does_not_fit_names_the_largest_batch_that_does(tmp_path, capsys):
     memory = at4["resident"] + min(o["needs"] for o in at4["options"])  # batch 4 just fits
     plan = plan_model(spec, 8, 16, "fp32", dev, memory=memory)
     assert not plan["fits"]
+    # the reason's figure is the least step budget of the schedules planned, named
+    least = min((o for o in plan["options"] if o["name"] != "remat-at-hf-memory"),
+                key=lambda o: o["needs"])
+    assert f"{least['name']} with {least['recomputed']} layers recomputed, needs " \
+           f"{least['needs'] / 2**30:.2f} GiB" in plan["reason"], plan["reason"]
     b = plan["largest_batch"]
     assert 1 <= b < 8
     assert plan_model(spec, b, 16, "fp32", dev, memory=memory, search=False)["fits"]

@@ -149,10 +149,6 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
         if budget <= 0:
             out["reason"] = (f"the parameters and the {optimizer} state alone need "
                              f"{resident / 2**30:.2f} GiB of the {cap / 2**30:.2f} GiB")
-        else:
-            least = min(o["needs"] for o in options)
-            out["reason"] = (f"the step needs more than the {budget / 2**30:.2f} GiB left "
-                             f"(every layer recomputed: {least / 2**30:.2f} GiB)")
     hf = options[1]
     # the solver alone given HF's memory; where it refuses it, at the least it accepts
     given = hf["needs"]
@@ -168,6 +164,15 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
         if cand:
             options.append(dict(min(cand, key=lambda x: x["time"]), name="remat-at-hf-memory"))
     out["options"] = options
+    if not out["fits"] and budget > 0:
+        # the least step budget among every schedule planned here, and which one it is
+        least = min((o for o in options if o["name"] != "remat-at-hf-memory"),
+                    key=lambda o: (o["needs"], o["time"]))
+        out["reason"] = (f"the step needs more than the {budget / 2**30:.2f} GiB left (the "
+                         f"least of the schedules planned, {least['name']} with "
+                         f"{least['recomputed']} layers recomputed, needs "
+                         f"{least['needs'] / 2**30:.2f} GiB: its peak "
+                         f"{least['step_peak'] / 2**30:.2f} GiB and the engine margin)")
     if not out["fits"] and search and budget > 0:
         out.update(_what_fits(spec, batch, seq, dtype, device, cap, optimizer, solver))
     return out

@@ -1,5 +1,5 @@
 """The random-generator states the drop-in's checkpoints keep: only where a stage draws,
-and counted, so that an int budget is never exceeded (issue 26, item 4).
+and counted, so that a budget of activations is never exceeded (issue 26, item 4).
 
 Oracles: the generators themselves (a stage draws iff its forward moves them), torch's
 allocator over one training step of the drop-in against the simulator's peak plus the
@@ -142,7 +142,7 @@ def test_a_budget_is_never_refused_while_a_smaller_one_fits():
         after_loss = [any(o.kind == LOSS for o in sol.schedule[:k + 1])
                       for k in range(len(sol.schedule))]
         # the loss value counted from the loss on; plain autograd (store-all) leaves it
-        # aside, as an int budget does (module docstring)
+        # aside, as a budget of activations does (module docstring)
         loss = LOSS_BYTES if tree is not None else 0
         held = [r.peak + e + loss * a for r, e, a in zip(sim.profile, kept, after_loss)]
         assert peak == max(held) <= budget, budget

@@ -54,7 +54,7 @@ import torch.utils.checkpoint
 
 import solvers
 from remat_theory.model.schedule import Schedule
-from remat_theory.torch import (CheckpointOptions, CheckpointedSequential, MemoryTracker, profile,
+from remat_theory.torch import (Budget, CheckpointOptions, CheckpointedSequential, MemoryTracker, profile,
                                 split_stages)
 from remat_theory.lab.networks import build
 from remat_theory.torch.capture.call_inputs import example_inputs
@@ -161,7 +161,8 @@ def bench_network(name: str, scale: str, rounds: int, fraction: float, segments:
     lo = (solvers.solve(rounded_chain(chain, auto_unit(chain)), store_all, "dp").min_budget
           + 2 * shared_parameter_bytes(stages))
     dp_budget = int(lo + fraction * (store_all - lo))
-    ck_one, ck_sa, ck_dp = dropin(1.0), dropin(int(store_all * 1.01)), dropin(dp_budget)
+    ck_one, ck_sa, ck_dp = dropin(1.0), dropin(Budget.activations(int(store_all * 1.01))), \
+        dropin(Budget.activations(dp_budget))
     tree = nested_form(segments_schedule(L, segments), L)
 
     def ckseq(inp):

@@ -39,7 +39,8 @@ from remat_theory.lab.frontier_methods import (Method, Point, checkpoint_sequent
                                                remat_breakpoints, remat_method)
 from remat_theory.lab.frontier import measure
 from remat_theory.lab.frontier_networks import build_workload
-from remat_theory.torch.modules.checkpointed import CheckpointedSequential, CheckpointOptions
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointedSequential,
+                                                     CheckpointOptions)
 from remat_theory.torch.plan.keys import Plan
 from remat_theory.torch.plan.levels import dropin_peak
 from remat_theory.torch.plan.nested_form import checkpoint_state_bytes, nested_schedule
@@ -53,7 +54,7 @@ def dropin_on_schedule(w, chain, tree, sched, prof, states, sizes):
     its own solver would choose: its first plan replaced by that schedule, with the peak
     the drop-in predicts for it.  Returns (drop-in, simulation, predicted peak)."""
     sim = simulate(chain, sched)
-    ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
+    ck = CheckpointedSequential(w.stages, Budget.activations(chain.store_all_memory() - 1), "periodic",
                                 example_input=w.example_input, loss_fn=w.loss_fn,
                                 solver_options={"segments": 2},
                                 options=CheckpointOptions(chain=chain, **sizes))
@@ -123,7 +124,7 @@ def main(argv) -> int:
         methods.append(hf)
         per = solvers.solve(chain, chain.store_all_memory(), "periodic", segments=k)
         same = Point(f"remat_same_schedule:{k}", "remat", int(chain.store_all_memory()))
-        ck = CheckpointedSequential(w.stages, chain.store_all_memory() - 1, "periodic",
+        ck = CheckpointedSequential(w.stages, Budget.activations(chain.store_all_memory() - 1), "periodic",
                                     example_input=w.example_input, loss_fn=w.loss_fn,
                                     solver_options={"segments": k},
                                     options=CheckpointOptions(chain=chain, **sizes))

@@ -4,6 +4,7 @@ same options, and one execution path whose strategy is chosen once per plan."""
 import dataclasses
 import warnings
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -23,8 +24,9 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
 @pytest.mark.parametrize("spec, kind, value", [
     ("6GiB", "step", 6 * 2**30), ("512 MB", "step", 512 * 10**6), ("4096B", "step", 4096),
-    (0.5, "fraction", 0.5), (1.0, "fraction", 1.0), (4096, "activations", 4096),
-    (Budget.activations(1), "activations", 1), (Budget.step(123), "step", 123),
+    (0.5, "fraction", 0.5), (1.0, "fraction", 1.0),
+    (Budget.activations(4096), "activations", 4096), (Budget.activations(1), "activations", 1),
+    (Budget.step(123), "step", 123),
 ])
 def test_each_budget_form_means_one_thing(spec, kind, value):
     b = Budget.of(spec)
@@ -32,7 +34,7 @@ def test_each_budget_form_means_one_thing(spec, kind, value):
 
 
 @pytest.mark.parametrize("spec, says", [
-    ("6000", "no unit"), (1, "ambiguous"), (6e9, "fraction"), (1.5, r"\(0, 1\]"),
+    ("6000", "no unit"), (1, "plain int"), (6e9, "fraction"), (1.5, r"\(0, 1\]"),
     (True, "must be a Budget"), (0, "positive"), (-3, "positive"), (None, "must be a Budget"),
     ("lots", "not bytes"),
 ])
@@ -40,6 +42,21 @@ def test_an_ambiguous_or_bad_budget_is_refused_naming_the_spelling(spec, says):
     with pytest.raises(RematError, match=says) as e:
         Budget.of(spec)
     assert repr(spec) in str(e.value) or str(spec) in str(e.value)
+
+
+@pytest.mark.parametrize("spec", [4096, 1, 2**33, np.int64(4096), -3])
+def test_a_plain_int_budget_is_refused_naming_both_explicit_spellings(spec):
+    # rematerialize() reads an int as bytes of the whole step; here it once meant bytes of
+    # activations: one spelling, one meaning across both APIs, so the int says neither
+    with pytest.raises(RematError, match="plain int") as e:
+        Budget.of(spec)
+    said = str(e.value)
+    assert f"budget = {spec!r}" in said
+    assert "rematerialize() reads an int as bytes of the whole step" in said
+    n = int(spec) if spec > 0 else "n"
+    assert f"Budget.activations({n})" in said and "bytes the chain counts" in said
+    assert f"Budget.step({n})" in said and "a str with a unit" in said
+    assert ("1.0" in said) == (spec == 1)  # the int 1 also names the whole store-all peak
 
 
 @pytest.mark.parametrize("make, bad", [(Budget.fraction, 1.2), (Budget.fraction, 0),
@@ -104,8 +121,10 @@ def _ck(tiny, budget, **kw):
 def test_short_forms_and_budgets_plan_alike(tiny):
     store_all = tiny[2].chain.store_all_memory()
     n = int(0.8 * store_all)
-    a, b = _ck(tiny, n), _ck(tiny, Budget.activations(n))
-    assert a.plan.budget == b.plan.budget == n and a.schedule.tokens() == b.schedule.tokens()
+    with pytest.raises(RematError, match=rf"Budget\.activations\({n}\).*Budget\.step\({n}\)"):
+        _ck(tiny, n)  # a plain int: bytes of activations here, of the step in rematerialize()
+    b = _ck(tiny, Budget.activations(n))
+    assert b.plan.budget == n and b.budget_spec == Budget("activations", n)
     c, d = _ck(tiny, 0.8), _ck(tiny, Budget.fraction(0.8))
     assert c.plan.budget == d.plan.budget == int(0.8 * store_all)
     big = 100 * store_all  # above the plain step (store-all, gradients, reserves)

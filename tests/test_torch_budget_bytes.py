@@ -8,7 +8,7 @@ from _tiers import tiered
 torch = pytest.importorskip("torch")
 
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
-from remat_theory.torch import CheckpointOptions, CheckpointedSequential  # noqa: E402
+from remat_theory.torch import Budget, CheckpointOptions, CheckpointedSequential  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.plan.budget import (gradient_bytes, optimizer_state_bytes, parse_bytes)  # noqa: E402
 from remat_theory.torch.tracker import allocator_peak  # noqa: E402
@@ -185,7 +185,7 @@ def test_budgets_hold_the_summed_gradient_of_shared_parameters_store_all_include
                                 **drop_in_states(stages, x)) + [store_all]
     assert budgets[0] < store_all < budgets[-2] == store_all + 2 * shared  # plain autograd
     for b in budgets:
-        m = CheckpointedSequential(net.model, b, example_input=x,
+        m = CheckpointedSequential(net.model, Budget.activations(b), example_input=x,
                                    options=CheckpointOptions(chain=chain))
         act, _ = peaks(m)
         assert act <= b, (b, act, m.plan.predicted_peak)

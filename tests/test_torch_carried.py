@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
 from remat_theory.lab.fidelity import SEED  # noqa: E402
 from remat_theory.torch.plan.budget import RNG_STATE_BYTES  # noqa: E402
-from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointOptions,  # noqa: E402
                                                      CheckpointedSequential)
 from remat_theory.torch.capture.carried import release_carried  # noqa: E402
 from remat_theory.torch.plan.budget import carried_step_bytes  # noqa: E402
@@ -67,7 +67,8 @@ def test_a_budget_at_a_breakpoint_holds_the_values_the_first_stage_hands_on(name
     checked = 0
     for budget in tight:  # each level's exact fit: the tightest budget that admits it
         try:
-            ck = CheckpointedSequential(stages, budget, example_input=x0, loss_fn=loss_fn,
+            ck = CheckpointedSequential(stages, Budget.activations(budget), example_input=x0,
+                                        loss_fn=loss_fn,
                                         options=CheckpointOptions.from_profile(prof))
         except InfeasibleBudgetError as e:
             # a level whose fit leaves no room for the carried values, and no lower level

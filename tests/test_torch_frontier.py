@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import solvers  # noqa: E402
 from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
-from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointOptions,  # noqa: E402
                                                      CheckpointedSequential)
 from remat_theory.lab.frontier_methods import Point, drop_in_states, remat_breakpoints  # noqa: E402
 from remat_theory.lab.frontier import dominance, format_table, run_frontier  # noqa: E402
@@ -150,14 +150,16 @@ def test_every_breakpoint_of_a_dropout_model_is_accepted_and_held_by_the_drop_in
     low = every[0]
     assert low < chain.store_all_memory()
     with pytest.raises(InfeasibleBudgetError) as e:
-        CheckpointedSequential(list(w.stages), low - 1, example_input=w.example_input,
+        CheckpointedSequential(list(w.stages), Budget.activations(low - 1),
+                               example_input=w.example_input,
                                loss_fn=w.loss_fn, options=CheckpointOptions(chain=chain))
     assert e.value.smallest_feasible == low
     # without the states counted the lowest level is below what the drop-in accepts
     assert remat_breakpoints(chain, w.stages, max_points=10**6)[0] < low
     params = [p for s in w.stages for p in s.parameters() if p.requires_grad]
     for b in every:
-        ck = CheckpointedSequential(list(w.stages), b, example_input=w.example_input,
+        ck = CheckpointedSequential(list(w.stages), Budget.activations(b),
+                                    example_input=w.example_input,
                                     loss_fn=w.loss_fn, options=CheckpointOptions(chain=chain))
         assert ck.plan.predicted_peak <= b
 
@@ -450,7 +452,8 @@ def test_a_breakpoint_sits_at_each_hugging_face_level():
         assert at in few, (k, level, every, few)
         below = [b for b in every if b < at]
         assert not below or below[-1] < level
-        ck = CheckpointedSequential(stages, at, example_input=w.example_input, loss_fn=w.loss_fn,
+        ck = CheckpointedSequential(stages, Budget.activations(at), example_input=w.example_input,
+                                    loss_fn=w.loss_fn,
                                     options=CheckpointOptions(
                                         chain=chain, loss_bytes=prof.loss_bytes,
                                         input_grad_bytes=prof.input_grad_bytes))
@@ -482,16 +485,19 @@ def test_breakpoints_count_the_profiled_loss_tensor():
     got = remat_breakpoints(chain, stages, max_points=10**6, **sizes, **states)
     bare = remat_breakpoints(chain, stages, max_points=10**6, **states)
     assert got[-1] == chain.store_all_memory() + plain_loss_bytes(prof.loss_bytes)
-    top = CheckpointedSequential(stages, got[-1], example_input=x, loss_fn=loss_fn,
+    top = CheckpointedSequential(stages, Budget.activations(got[-1]), example_input=x,
+                                 loss_fn=loss_fn,
                                  options=CheckpointOptions(chain=chain, **sizes))
     assert top.plan.tree is None  # plain autograd there
     with pytest.raises(InfeasibleBudgetError) as e:
-        CheckpointedSequential(stages, got[0] - 1, example_input=x, loss_fn=loss_fn,
+        CheckpointedSequential(stages, Budget.activations(got[0] - 1), example_input=x,
+                               loss_fn=loss_fn,
                                options=CheckpointOptions(chain=chain, **sizes))
     assert e.value.smallest_feasible == got[0]
     assert bare[0] < got[0]
     for b in got:
-        ck = CheckpointedSequential(stages, b, example_input=x, loss_fn=loss_fn,
+        ck = CheckpointedSequential(stages, Budget.activations(b), example_input=x,
+                                    loss_fn=loss_fn,
                                     options=CheckpointOptions(chain=chain, **sizes))
         assert ck.plan.predicted_peak <= b
 

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import solvers  # noqa: E402
 from remat_theory.model.errors import InfeasibleBudgetError, RematError  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
-from remat_theory.torch import (CheckpointOptions, CheckpointedSequential,  # noqa: E402
+from remat_theory.torch import (Budget, CheckpointOptions, CheckpointedSequential,  # noqa: E402
                                 MemoryTracker, split_stages)
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.torch.capture.stages import stage_buffers, stage_parameters  # noqa: E402
@@ -119,7 +119,8 @@ def test_budget_at_or_above_store_all_is_plain_autograd():
     gradient is freed when autograd has used it)."""
     plain, ck, net = _twins("transformer", 1.0)
     store_all = ck.chain.store_all_memory()
-    for budget, solver in ((1.0, "dp"), (int(1.01 * store_all), "dp"), (1.0, "store-all")):
+    for budget, solver in ((1.0, "dp"), (Budget.activations(int(1.01 * store_all)), "dp"),
+                           (1.0, "store-all")):
         ck = CheckpointedSequential(net.model, budget, solver, example_input=net.example_input,
                                     options=CheckpointOptions(chain=ck.chain))
         assert ck.plan.tree is None and ck.plan.recomputed == 0
@@ -152,12 +153,13 @@ def test_a_new_input_shape_is_profiled_and_solved_once():
     assert _measured_peak(ck, x2, _mean_square) <= plan2.budget
 
 
-def test_an_int_budget_holds_for_every_shape():
+def test_a_budget_of_activations_holds_for_every_shape():
     """Bytes are bytes: a larger batch gets the same budget, hence more recomputation, and
     its measured peak stays within it."""
     _, ck, net = _twins("transformer", 1.0, loss_fn=_mean_square)
     budget = int(0.95 * ck.chain.store_all_memory())  # feasible for twice the batch too
-    ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
+    ck = CheckpointedSequential(net.model, Budget.activations(budget),
+                                example_input=net.example_input,
                                 loss_fn=_mean_square, options=CheckpointOptions(profile_repeats=1))
     x2 = torch.cat([net.example_input] * 2)
     plan2 = ck.plan_for(x2)
@@ -321,8 +323,8 @@ def test_outside_training_it_is_the_plain_model():
 def test_budget_errors():
     net = build("rnn", "test").to(DEVICE)
     with pytest.raises(InfeasibleBudgetError, match="smallest feasible budget is") as e:
-        CheckpointedSequential(net.model, budget=100, example_input=net.example_input,
-                               loss_fn=net.loss_fn)
+        CheckpointedSequential(net.model, budget=Budget.activations(100),
+                               example_input=net.example_input, loss_fn=net.loss_fn)
     assert e.value.smallest_feasible > 100
     with pytest.raises(RematError, match="fraction"):
         CheckpointedSequential(net.model, budget=1.5, example_input=net.example_input,
@@ -339,7 +341,8 @@ def test_a_schedule_without_nested_form_is_refused_naming_the_solver():
     for f in (0.25, 0.5, 0.75):
         budget = int(lo + f * (chain.store_all_memory() - lo))
         try:
-            CheckpointedSequential(net.model, budget, "dtr", example_input=net.example_input,
+            CheckpointedSequential(net.model, Budget.activations(budget), "dtr",
+                                   example_input=net.example_input,
                                    options=CheckpointOptions(chain=chain, unit=1))
         except InfeasibleBudgetError:
             continue  # DTR's greedy needs more room than the DP here: try a larger budget
@@ -365,7 +368,8 @@ def test_the_budget_holds_with_parameters_shared_by_every_stage():
     assert shared > 0 and ck.shared_gradient_reserve == 2 * shared
     lo = solvers.solve(chain, chain.store_all_memory(), "dp").min_budget
     budget = (lo + 2 * shared + chain.store_all_memory()) // 2
-    ck = CheckpointedSequential(net.model, budget, example_input=net.example_input,
+    ck = CheckpointedSequential(net.model, Budget.activations(budget),
+                                example_input=net.example_input,
                                 options=CheckpointOptions(chain=chain))
     # the schedule leaves the reserve free; the drop-in's prediction adds the summed
     # gradient where autograd holds it (module.shared_gradient_bytes)

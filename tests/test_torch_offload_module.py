@@ -12,7 +12,7 @@ import solvers  # noqa: E402
 from remat_theory.model.errors import RematError  # noqa: E402
 from remat_theory.torch import plain_backprop, split_stages  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
-from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointOptions,  # noqa: E402
                                                      CheckpointedSequential)
 from remat_theory.torch.plan.offload import OffloadRun  # noqa: E402
 from remat_theory.torch.capture.stages import stage_parameters  # noqa: E402
@@ -105,8 +105,8 @@ def test_dp_offload_plan_trains_like_plain_autograd(network):
     chain = probe.chain.replace(fwd_time=[1.0] * L, fall_time=[1.0] * L, bwd_time=[1.0] * (L + 1),
                                 bandwidth=float(max(probe.chain.tape_size)))
     low = solvers.solve(chain, 1, "dp-offload").min_budget
-    ck = CheckpointedSequential(net.model, low, "dp-offload", example_input=net.example_input,
-                                loss_fn=net.loss_fn,
+    ck = CheckpointedSequential(net.model, Budget.activations(low), "dp-offload",
+                                example_input=net.example_input, loss_fn=net.loss_fn,
                                 options=CheckpointOptions(chain=chain, unit=1))
     assert isinstance(ck.plan.tree, OffloadRun) and ck.plan.tree.transfers > 0
     peak = _step_and_compare(ck, stages, net.example_input, net.loss_fn, params, state, modules)

@@ -243,23 +243,24 @@ def test_infeasible_budget_names_figures_that_are_accepted():
     import re
 
     from remat_theory.model.errors import InfeasibleBudgetError
-    from remat_theory.torch import CheckpointOptions, CheckpointedSequential
+    from remat_theory.torch import Budget, CheckpointOptions, CheckpointedSequential
 
     stages, x = _shared_stages()
     with pytest.raises(InfeasibleBudgetError) as e:
-        CheckpointedSequential(stages, 1000, example_input=x,
+        CheckpointedSequential(stages, Budget.activations(1000), example_input=x,
                                options=CheckpointOptions(profile_repeats=1))
     text = str(e.value)
     smallest = int(re.search(r"smallest feasible budget is (\d+) B", text).group(1))
     store_all = int(re.search(r"store-all needs (\d+) B", text).group(1))
     assert smallest == e.value.smallest_feasible
-    ck = CheckpointedSequential(stages, smallest, example_input=x,
+    ck = CheckpointedSequential(stages, Budget.activations(smallest), example_input=x,
                                 options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is not None and ck.plan.recomputed > 0
-    ck = CheckpointedSequential(stages, store_all, example_input=x,
+    ck = CheckpointedSequential(stages, Budget.activations(store_all), example_input=x,
                                 options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is None and ck.plan.recomputed == 0  # plain autograd
-    ck = CheckpointedSequential(stages, store_all - 1, example_input=x,
+    ck = CheckpointedSequential(stages, Budget.activations(store_all - 1),
+                                example_input=x,
                                 options=CheckpointOptions(profile_repeats=1))
     assert ck.plan.tree is not None
     assert "both figures with the reserve" in text

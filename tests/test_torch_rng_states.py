@@ -1,5 +1,5 @@
 """The random-generator states the drop-in's checkpoints keep: only where a stage draws,
-and counted, so that an int budget is never exceeded (issue 26, item 4).
+and counted, so that a budget of activations is never exceeded (issue 26, item 4).
 
 Oracles: the generators themselves (a stage draws iff its forward moves them), torch's
 allocator over one training step of the drop-in against the simulator's peak plus the
@@ -20,7 +20,7 @@ from remat_theory.torch import profile_details, split_stages  # noqa: E402
 from remat_theory.lab.networks import build  # noqa: E402
 from remat_theory.lab.fidelity import _step  # noqa: E402
 from remat_theory.torch.plan.budget import RNG_STATE_BYTES  # noqa: E402
-from remat_theory.torch.modules.checkpointed import (CheckpointOptions,  # noqa: E402
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointOptions,  # noqa: E402
                                                      CheckpointedSequential)
 from remat_theory.torch.plan.levels import dropin_peak  # noqa: E402
 from remat_theory.torch.plan.nested_form import checkpoint_state_bytes, nested_form  # noqa: E402
@@ -54,7 +54,7 @@ def test_live_states_follow_the_nested_form():
 
 
 @pytest.mark.parametrize("name", ["transformer", "plain"])
-def test_an_int_budget_holds_with_the_states_counted(name):
+def test_a_budget_of_activations_holds_with_the_states_counted(name):
     """The built-in transformer draws (dropout) in three of its stages; a ReLU MLP draws
     nothing, so its checkpoints keep no state at all and train exactly as the model."""
     if name == "plain":
@@ -73,7 +73,8 @@ def test_an_int_budget_holds_with_the_states_counted(name):
     ran = 0
     for frac in (0.6, 0.75, 0.9):
         try:
-            ck = CheckpointedSequential(stages, int(frac * store_all), example_input=x,
+            ck = CheckpointedSequential(stages, Budget.activations(int(frac * store_all)),
+                                        example_input=x,
                                         loss_fn=loss_fn,
                                         options=CheckpointOptions(
                                             chain=prof.chain, draws_random=prof.draws_random))
@@ -93,7 +94,8 @@ def test_an_int_budget_holds_with_the_states_counted(name):
         ran += 1
     assert ran >= 1
     # without the profile's draws the module finds them itself (one forward)
-    ck = CheckpointedSequential(stages, int(0.9 * store_all), example_input=x, loss_fn=loss_fn,
+    ck = CheckpointedSequential(stages, Budget.activations(int(0.9 * store_all)),
+                                example_input=x, loss_fn=loss_fn,
                                 options=CheckpointOptions(chain=prof.chain))
     assert ck.draws_random() == tuple(prof.draws_random)
     without = dropin_peak(stages, simulate(prof.chain, ck.schedule), None, ck.schedule)
@@ -140,7 +142,7 @@ def test_a_budget_is_never_refused_while_a_smaller_one_fits():
         after_loss = [any(o.kind == LOSS for o in sol.schedule[:k + 1])
                       for k in range(len(sol.schedule))]
         # the loss value counted from the loss on; plain autograd (store-all) leaves it
-        # aside, as an int budget does (module docstring)
+        # aside, as a budget of activations does (module docstring)
         loss = LOSS_BYTES if tree is not None else 0
         held = [r.peak + e + loss * a for r, e, a in zip(sim.profile, kept, after_loss)]
         assert peak == max(held) <= budget, budget

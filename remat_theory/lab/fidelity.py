@@ -32,7 +32,8 @@ from remat_theory.torch.capture.call_inputs import example_inputs
 from remat_theory.torch.capture.carried import release_carried
 from remat_theory.torch.capture.chain import StageChain
 from remat_theory.torch.capture.stages import split_stages, stage_parameters
-from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointOptions,
+                                                     CheckpointedSequential)
 from remat_theory.torch.plan.budget import carried_step_bytes
 from remat_theory.torch.plan.levels import shared_parameter_bytes
 from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
@@ -176,7 +177,8 @@ def check_network(name: str, scale: str = "test", budgets=None, *,
         ck = None
         for _ in range(3):
             try:
-                ck = CheckpointedSequential(stages, dropin_budget, solver, example_input=x0,
+                ck = CheckpointedSequential(stages, Budget.activations(dropin_budget), solver,
+                                            example_input=x0,
                                             loss_fn=loss_fn,
                                             options=CheckpointOptions.from_profile(
                                                 prof, unit=unit))

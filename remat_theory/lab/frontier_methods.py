@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import numbers
 import types
 from dataclasses import dataclass, field
 
@@ -356,12 +357,14 @@ def remat_method(w: Workload, ck: CheckpointedSequential):
 
 def drop_in(w: Workload, budget, solver, chain, pt: Point, optimizer_bytes: int = 0,
             sizes=None):
-    """The drop-in at ``budget`` on ``chain``; ``sizes``: the profile's ``loss_bytes`` and
+    """The drop-in at ``budget`` on ``chain`` (an int: bytes of the chain, as the lab's
+    budgets are, handed to the drop-in as ``Budget.activations``, which is how the drop-in
+    spells it; a str or a Budget as given); ``sizes``: the profile's ``loss_bytes`` and
     ``input_grad_bytes`` (``ProfileResult``), as the drop-in would find them profiling
     itself (without: :data:`LOSS_BYTES` and no B_0 saving)."""
     try:
-        if isinstance(budget, int):  # the lab's int budgets are bytes of the chain
-            budget = Budget.activations(budget)
+        if isinstance(budget, numbers.Integral) and not isinstance(budget, bool):
+            budget = Budget.activations(int(budget))
         ck = CheckpointedSequential(w.stages, budget=budget, solver=solver,
                                     example_input=w.example_input, loss_fn=w.loss_fn,
                                     optimizer_state=optimizer_bytes or None,

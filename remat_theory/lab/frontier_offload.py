@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import solvers as solver_registry
 from remat_theory.model.errors import InfeasibleBudgetError, RematError, SolverContractError
-from remat_theory.torch.modules.checkpointed import CheckpointOptions, CheckpointedSequential
+from remat_theory.torch.modules.checkpointed import (Budget, CheckpointOptions,
+                                                     CheckpointedSequential)
 from remat_theory.torch.plan.levels import shared_parameter_bytes
 from remat_theory.torch.plan.offload import check_bandwidth
 from remat_theory.torch.plan.rounding import auto_unit, rounded_chain
@@ -92,7 +93,8 @@ def offload_methods(w, chain, Point, Method, remat_method, *, solvers=DEFAULT_SO
             seen.add(method)
             pt = Point(method, FAMILY, int(b), detail=name)
             try:
-                ck = CheckpointedSequential(w.stages, int(b), name, example_input=w.example_input,
+                ck = CheckpointedSequential(w.stages, Budget.activations(int(b)), name,
+                                            example_input=w.example_input,
                                             loss_fn=w.loss_fn,
                                             options=CheckpointOptions(chain=bw_chain))
             except InfeasibleBudgetError as e:

@@ -30,9 +30,10 @@ loss_fn, device, solver_options, optimizer_state, bandwidth, options)``:
   it bounds: ``Budget.step("6GiB")`` the whole training step, ``Budget.activations(n)``
   the chain's own bytes, ``Budget.fraction(f)`` a fraction of each input shape's store-all
   peak.  The short forms mean one thing each: a str with a unit is a step budget, a float
-  in (0, 1] a fraction, an int above 1 bytes of activations; an ambiguous form (a str
-  without a unit, the int 1, a float above 1, a bool) raises
-  :class:`~remat_theory.model.errors.RematError` naming the spelling to use.
+  in (0, 1] a fraction; an ambiguous form (a plain int, which
+  :func:`remat_theory.torch.rematerialize` reads as bytes of the step, a str without a
+  unit, a float above 1, a bool) raises :class:`~remat_theory.model.errors.RematError`
+  naming the spelling to use.
 * ``options`` (:class:`~remat_theory.torch.modules.options.CheckpointOptions`, frozen and
   validated: a bad field raises naming it and its value) holds the profiling and running
   knobs: ``profile_repeats``, ``unit``, ``reprofile``, ``early_stop``, and a profile made
@@ -237,13 +238,13 @@ class CheckpointedSequential(nn.Module):
     ----------
     model : nn.Module
         An ``nn.Sequential`` (nested ones flattened) or a list of stage modules.
-    budget : Budget, str, float or int
+    budget : Budget, str or float
         ``Budget.step(...)`` or a str with a unit (``"6GiB"``): the whole step (activations,
         parameter gradients, loss and workspaces above the resident model, see the module
         docstring); ``Budget.fraction(f)`` or a float in (0, 1]: a fraction of the store-all
-        peak of each input shape; ``Budget.activations(n)`` or an int above 1: bytes of
-        activation memory as the chain counts it.  An ambiguous form raises
-        :class:`RematError`.  At or above the store-all peak (plus the reserve for parameters
+        peak of each input shape; ``Budget.activations(n)``: bytes of activation memory as
+        the chain counts it.  An ambiguous form raises :class:`RematError`, a plain int
+        among them (bytes of activations, or of the step as ``rematerialize`` reads it?).  At or above the store-all peak (plus the reserve for parameters
         shared by several stages, :func:`shared_parameter_bytes`; the fraction 1.0 is
         store-all) the stages run as plain autograd (no recomputation: store-all is then
         the fastest schedule).
@@ -297,10 +298,10 @@ class CheckpointedSequential(nn.Module):
     >>> ck(x).sum().backward()
     >>> ck.plan.recomputed > 0
     True
-    >>> CheckpointedSequential(model, 1, example_input=x)  # doctest: +ELLIPSIS
+    >>> CheckpointedSequential(model, 4096, example_input=x)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    remat_theory.model.errors.RematError: budget = 1 is ambiguous: write 1.0 (...) or ...
+    remat_theory.model.errors.RematError: budget = 4096 is a plain int, refused: ...
     """
 
     def __init__(self, model, budget, solver: str = "dp", *, example_input=None, loss_fn=None,

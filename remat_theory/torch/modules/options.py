@@ -9,10 +9,11 @@ A budget is one of three things, and says which::
     Budget.fraction(0.5)        # a fraction in (0, 1] of each input shape's store-all peak
 
 The constructor also takes the short forms, each of one meaning only: a ``str`` with a unit
-(``"6GiB"``) is a step budget, a ``float`` in (0, 1] a fraction, an ``int`` above 1 bytes of
-activations.  A form that could mean two things is refused with a :class:`RematError` naming
-the spelling to use: a ``str`` without a unit, the ``int`` 1 (one byte, or the whole store-all
-peak?), a float above 1 (bytes, or a fraction mistyped?), a bool.
+(``"6GiB"``) is a step budget, a ``float`` in (0, 1] a fraction.  A form that could mean two
+things is refused with a :class:`RematError` naming the spelling to use: a plain ``int`` (bytes
+of activations, or of the whole step?  :func:`remat_theory.torch.rematerialize` reads an int
+as bytes of the step, and one spelling has one meaning across both APIs), a ``str`` without a
+unit, a float above 1 (bytes, or a fraction mistyped?), a bool.
 """
 from __future__ import annotations
 
@@ -93,25 +94,36 @@ class Budget:
             return cls.step(spec)
         if isinstance(spec, bool) or not isinstance(spec, numbers.Real):
             raise RematError(f"budget = {spec!r} must be a Budget, bytes of the step with a "
-                             f"unit (str, e.g. '6GiB'), bytes of activations (int) or a "
-                             f"fraction of store-all (float in (0, 1])")
+                             f"unit (str, e.g. '6GiB'), Budget.activations(n) or a fraction "
+                             f"of store-all (float in (0, 1])")
         if isinstance(spec, numbers.Integral):
-            if spec == 1:
-                raise RematError("budget = 1 is ambiguous: write 1.0 (the whole store-all peak, "
-                                 "plain autograd) or Budget.activations(1) (one byte)")
-            if spec <= 0:
-                raise RematError(f"budget = {spec!r} bytes must be positive")
-            return cls(ACTIVATIONS, spec)
+            raise RematError(_int_refusal(spec))
         if not 0 < spec <= 1:
             raise RematError(f"budget = {spec!r}: a float budget is a fraction of the "
-                             f"store-all peak and must be in (0, 1]; bytes are an int "
-                             f"(Budget.activations) or a str with a unit (Budget.step)")
+                             f"store-all peak and must be in (0, 1]; bytes are "
+                             f"Budget.activations(n) or a str with a unit (Budget.step)")
         return cls(FRACTION, spec)
 
     def __str__(self) -> str:
         if self.kind == FRACTION:
             return f"{self.value:g} of store-all"
         return f"{format_bytes(self.value)} of the {'step' if self.kind == STEP else 'chain'}"
+
+
+def _int_refusal(spec) -> str:
+    """Why a plain int budget is refused, and the two spellings that say what it means."""
+    n = int(spec)
+    one = "; or 1.0 for the whole store-all peak (plain autograd)" if n == 1 else ""
+    if n <= 0:
+        return (f"budget = {spec!r} must be positive bytes, and a plain int is refused "
+                f"(rematerialize() reads an int as bytes of the whole step): write "
+                f"Budget.activations(n) for bytes the chain counts, or Budget.step(n) / a str "
+                f"with a unit ('6GiB') for bytes of the whole training step")
+    return (f"budget = {spec!r} is a plain int, refused: rematerialize() reads an int as bytes "
+            f"of the whole step, and one spelling has one meaning in both APIs. Write "
+            f"Budget.activations({n}) for bytes the chain counts (what the solver's budget "
+            f"means), or Budget.step({n}) / a str with a unit ('{n}B', '6GiB') for bytes of "
+            f"the whole training step{one}")
 
 
 @dataclass(frozen=True)

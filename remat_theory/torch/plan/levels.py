@@ -97,8 +97,8 @@ def schedule_level(chain: Chain, sol, solver: str, stages, draws, state_bytes: i
 
 def plain_loss_bytes(loss_bytes: int) -> int:
     """What plain autograd's predicted peak adds for the loss: the loss tensor's storage
-    beyond a scalar and its seed (:data:`LOSS_BYTES`), which an int budget leaves aside at
-    store-all (a reduction buffer the size of x_L, for an MSE on the CPU)."""
+    beyond a scalar and its seed (:data:`LOSS_BYTES`), which a budget of activations leaves
+    aside at store-all (a reduction buffer the size of x_L, for an MSE on the CPU)."""
     return max(0, loss_bytes - LOSS_BYTES)
 
 

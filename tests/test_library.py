@@ -136,7 +136,7 @@ def _small(tmp_path, n=3) -> Path:
 
 def test_verify_library_on_a_few_instances(tmp_path, capsys):
     path = _small(tmp_path)
-    code = main(["verify", "--library", str(path), "--solver", "exhaustive", "--solver", "dp",
+    code = main(["verify", "--library", str(path), "--solver", "exhaustive", "--solver", "periodic",
                  "--solver", "recompute-all", "--json", "--no-progress"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["ok"] and report["instances"] == 3

@@ -60,7 +60,8 @@ HARD = [
 ]
 # (preset, batch, seq) at the published size, and the presets profiled small (6 layers)
 NETWORKS = [("llama-2-7b", 1, 2048), ("gpt2-xl", 4, 1024), ("bert-large", 8, 512),
-            ("vit-l/16", 32, 1), ("mistral-7b", 1, 4096)]
+            ("vit-l/16", 32, 1), ("mistral-7b", 1, 4096), ("t5-large", 8, 512),
+            ("llama-2-70b", 1, 4096)]
 SMALL = ("llama-2-7b", "gpt2-xl", "bert-large", "vit-l/16", "t5-large", "bart-large",
          "qwen2-7b", "mistral-7b")
 DEVICE = "H100-80GB"
@@ -213,7 +214,8 @@ def main(argv=None) -> int:
     with open(args.out, "w") as f:
         f.write(dumps(data) + "\n")
     log(f"{len(lib)} instances, {lib.proved} proved optimal ({lib.proved / len(lib):.1%}), "
-        f"{len(lib.classes())} classes, {time.perf_counter() - t0:.0f} s -> {args.out}")
+        f"{len(lib.classes())} classes, {time.perf_counter() - t0:.0f} s -> "
+        f"{os.path.relpath(os.path.abspath(args.out), ROOT)}")
     return 0
 
 

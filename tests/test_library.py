@@ -204,3 +204,14 @@ def test_a_record_below_the_truth_is_caught(tmp_path):
 def test_library_flags_need_library(capsys):
     assert main(["verify", "--solver", "dp"]) == 2
     assert "go with --library" in capsys.readouterr().err
+
+
+def test_verify_library_defaults_to_the_shipped_file(capsys):
+    inst = library.load().instances[0]
+    code = main(["verify", "--library", "--ids", inst.id, "--solver", "store-all",
+                 "--solver", "exhaustive", "--json", "--no-progress"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["instances"] == 1 and report["library"] == "library.json"
+    ex = next(r for r in report["details"][0]["results"] if r["solver"] == "exhaustive")
+    assert ex["outcome"] == "solved" and library.same(ex["makespan"], inst.best_makespan)
+    assert main(["verify", "--library", "--ids", "no/such/id", "--no-progress"]) == 2

@@ -215,3 +215,38 @@ def test_verify_library_defaults_to_the_shipped_file(capsys):
     ex = next(r for r in report["details"][0]["results"] if r["solver"] == "exhaustive")
     assert ex["outcome"] == "solved" and library.same(ex["makespan"], inst.best_makespan)
     assert main(["verify", "--library", "--ids", "no/such/id", "--no-progress"]) == 2
+
+
+@pytest.mark.slow
+def test_a_quick_rebuild_agrees_with_the_shipped_file(tmp_path):
+    # the generator is deterministic: where both the shipped file and a fresh quick build
+    # prove an optimum for the same id, they prove the same one (same chain, same budget)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import build_library
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    out = tmp_path / "quick.json"
+    assert build_library.main(["--quick", "--no-networks", "--time-limit", "2",
+                               "--out", str(out)]) == 0
+    fresh = {i.id: i for i in library.load(out).instances}
+    shipped = {i.id: i for i in library.load().instances}
+    common = [k for k in fresh if k in shipped]
+    assert len(common) >= 0.9 * len(fresh)
+    for k in common:
+        a, b = fresh[k], shipped[k]
+        assert a.chain == b.chain and a.budget == b.budget
+        if a.proved and b.proved:
+            assert library.same(a.best_makespan, b.best_makespan), k
+
+
+@pytest.mark.slow
+def test_a_time_limited_proof_stays_open_with_an_honest_bound():
+    from remat_theory.analysis import families
+    chain = families.make("random", 30, 0)
+    b = chain.memory_lower_bound() + 5
+    rec = solve_instance(chain, b, 0.5)
+    assert rec["status"] == "open"  # at 30 stages and a tight budget 0.5 s proves nothing
+    assert store_all_makespan(chain) <= rec["bound"]["value"] < rec["best"]["makespan"]
+    library.replay_best(library.instance_from_dict(
+        {"id": "t/open", "class": "t", "chain": chain.to_dict(), "budget": b, **rec}))

@@ -28,7 +28,8 @@ DESCRIPTION = (
     "through the simulator, and check the relations between the answers: exact solvers of a "
     "class agree, ilp <= dp-weak <= dp, nothing beats a proven optimum, nothing fits where an "
     "exact solver proves no schedule fits, optima do not grow with the budget. Prints a table "
-    "per solver and exits 1 on any violation.")
+    "per solver and exits 1 on any violation. With --library: the solvers on the instance "
+    "library instead, against its best known makespans and proved bounds (docs/library.md).")
 
 
 def stage_range(text: str) -> tuple:

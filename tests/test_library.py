@@ -14,7 +14,8 @@ import pytest
 import solvers
 from remat_theory.analysis import library
 from remat_theory.analysis.library import LibraryError
-from remat_theory.analysis.library_build import solve_instance, store_all_makespan
+from remat_theory.analysis.library_build import (solve_instance, store_all_makespan,
+                                                 variations_of)
 from remat_theory.analysis.library_verify import LibraryVerifyConfig, run_library_verify
 from remat_theory.cli.main import main
 from remat_theory.model.chain import Chain
@@ -49,6 +50,7 @@ def test_shipped_library_holds_what_docs_promise(shipped):
         # every bound is at least the store-all makespan's closed form, never above the best
         assert inst.bound is not None and inst.bound >= store_all_makespan(inst.chain) * (1 - 1e-9)
         assert inst.proved == library.same(inst.bound, inst.best_makespan)
+        assert list(inst.variations) == variations_of(inst.chain)
 
 
 def test_best_schedules_replay_on_a_sample(shipped):

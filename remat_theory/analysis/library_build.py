@@ -22,7 +22,7 @@ import time
 
 import solvers
 from remat_theory.analysis.library import OPEN, OPTIMAL, same
-from remat_theory.model import classes
+from remat_theory.model import classes, fields
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError, SolverContractError
 from remat_theory.model.schedule import Schedule
@@ -41,7 +41,7 @@ UPPER = (("dp-weak", {}), ("dp", {}), ("dp", {"slots": 2000}), ("dp-weak", {"slo
 CONTAINS_ALL = tuple(c.key for c in classes.RANKED if classes.subset(classes.ALL.key, c.key))
 
 __all__ = ["store_all_tokens", "store_all_makespan", "budget_ladder", "solve_instance",
-           "instance_record", "STORE_ALL_BOUND"]
+           "instance_record", "variations_of", "STORE_ALL_BOUND"]
 
 
 def store_all_tokens(chain: Chain) -> list:
@@ -160,9 +160,16 @@ def solve_instance(chain: Chain, budget: int, time_limit: float, log=None) -> di
             "bound": {"value": lb, "solver": lb_solver}, "status": status}
 
 
+def variations_of(chain: Chain) -> list:
+    """The variations (:data:`remat_theory.model.fields.VARIATIONS`: ``fall-costs``,
+    ``unsaved-outputs``, ...) whose fields ``chain`` gives values of its own."""
+    used = set(chain.fields_used())
+    return [name for name, v in fields.VARIATIONS.items() if used & set(v.fields)]
+
+
 def instance_record(iid: str, cls: str, chain: Chain, budget: int, solved: dict,
                     source: str = "") -> dict:
     """The library record of one solved instance (:mod:`remat_theory.analysis.library`)."""
     return {"id": iid, "class": cls, "source": source, "chain": chain.to_dict(),
-            "budget": int(budget), "variations": list(chain.fields_used()), "model": {},
+            "budget": int(budget), "variations": variations_of(chain), "model": {},
             **solved}

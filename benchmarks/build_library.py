@@ -6,7 +6,8 @@
     python benchmarks/build_library.py --out /tmp/lib.json --quick   # a few of each class
 
 Classes (docs/library.md): random heterogeneous chains of several lengths
-(``random-small``, ``random-8``, ``random-12``, ``random-30``), the package's families
+(``random-small``, ``random-8``, ``random-12``, ``random-30``; ``random-variations`` with
+the optional fields ``fall-costs`` and ``unsaved-outputs``), the package's families
 (``family-resnet``, ``family-transformer``, ``family-rnn``), members of the parametric hard
 families of ``remat hard --family`` built on theory certificates (``hard-repeat``,
 ``hard-compose``, ``hard-drive``), the certificates of proofs/certificates that are a chain
@@ -51,7 +52,11 @@ RANDOM = [
     ("family-resnet", "resnet", (6, 10), range(3), (0.0, 0.2, 0.5)),
     ("family-transformer", "transformer", (6, 10), range(3), (0.0, 0.2, 0.5)),
     ("family-rnn", "rnn", (8, 16), range(2), (0.0, 0.2, 0.5)),
+    # random chains with the optional fields a profiled network has (docs/model.md): the
+    # recording forward's own costs, outputs no backward reads, and both (by seed)
+    ("random-variations", "random", (4, 6), range(6), (0.0, 0.2, 0.5)),
 ]
+VARIATIONS = (("fall-costs",), ("unsaved-outputs",), ("fall-costs", "unsaved-outputs"))
 # (class, base certificate, family, members)
 HARD = [
     ("hard-repeat", "persistence_gap", FamilySpec("repeat", stage=1), range(4)),
@@ -97,8 +102,12 @@ def build_random(b: Builder, quick: bool) -> None:
             for s in (list(seeds)[:1] if quick else seeds):
                 kw = {"overheads": s % 2 == 0} if fam != "homogeneous" else {}
                 chain = families.make(fam, L, s, **kw)
-                b.ladder(cls, chain, fracs, f"families.make({fam!r}, {L}, seed={s}, {kw})",
-                         f"L{L}-s{s}")
+                how = f"families.make({fam!r}, {L}, seed={s}, {kw})"
+                if cls == "random-variations":
+                    names = VARIATIONS[s % len(VARIATIONS)]
+                    chain = families.with_variations(chain, names, s)
+                    how += f", with_variations({', '.join(names)}, seed={s})"
+                b.ladder(cls, chain, fracs, how, f"L{L}-s{s}")
 
 
 def build_hard(b: Builder, quick: bool) -> None:

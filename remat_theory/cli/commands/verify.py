@@ -28,7 +28,8 @@ DESCRIPTION = (
     "through the simulator, and check the relations between the answers: exact solvers of a "
     "class agree, ilp <= dp-weak <= dp, nothing beats a proven optimum, nothing fits where an "
     "exact solver proves no schedule fits, optima do not grow with the budget. Prints a table "
-    "per solver and exits 1 on any violation.")
+    "per solver and exits 1 on any violation. With --library: the solvers on the instance "
+    "library instead, against its best known makespans and proved bounds (docs/library.md).")
 
 
 def stage_range(text: str) -> tuple:
@@ -98,6 +99,25 @@ def add_arguments(p) -> None:
     p.add_argument("--no-progress", action="store_true", dest="no_progress",
                    help="print no progress (default: a bar on a terminal, else a line every "
                         "few seconds, on stderr)")
+    lib = p.add_argument_group(
+        "the instance library (docs/library.md)",
+        "--library runs the selected solvers on the library's instances instead of random "
+        "chains, replays every schedule and compares it with the best known makespan and the "
+        "proved lower bound; exit 1 on an invalid schedule, a false optimum or a schedule "
+        "below a proved bound")
+    lib.add_argument("--library", nargs="?", const="", default=None, metavar="PATH",
+                     help="a library file or folder (default: the one shipped with remat)")
+    lib.add_argument("--solver", action="append", default=None, metavar="NAME",
+                     help="one solver to run (repeatable; with --solvers, both count)")
+    lib.add_argument("--classes", type=name_list, default=None, metavar="CLASS,...",
+                     help="only these instance classes (NAME* for a prefix, e.g. network-*)")
+    lib.add_argument("--ids", type=name_list, default=None, metavar="ID,...",
+                     help="only these instance ids")
+    lib.add_argument("--library-max-stages", type=positive_int, default=None,
+                     dest="library_max_stages", metavar="N",
+                     help="only instances of at most N stages")
+    lib.add_argument("--markdown", action="store_true",
+                     help="print the per-class table as Markdown (the docs' table)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the full report as JSON to FILE (or to stdout with no FILE, "
                         "instead of the table)")
@@ -121,7 +141,52 @@ def _check_names(args) -> None:
             raise RematError(f"--max-stages-for {name}={n}: {e}") from None
 
 
+def _write_json(report: dict, path: str) -> None:
+    try:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+    except OSError as e:
+        raise RematError(f"cannot write the report to {path!r}: {e.strerror}") from None
+    print(f"report written to {path}", file=sys.stderr)
+
+
+def run_library(args) -> int:
+    """``remat verify --library [PATH]``: every selected solver on the library."""
+    from remat_theory.analysis.library_verify import (LibraryVerifyConfig, format_table as table,
+                                                      run_library_verify)
+    _check_names(args)
+    if args.json not in (None, "-"):
+        check_output_file(args.json, "--json")
+    chosen = list(args.solvers or []) + list(args.solver or [])
+    cfg = LibraryVerifyConfig(path=args.library or None, solvers=tuple(chosen) or None,
+                              time_limit=args.time_limit,
+                              classes=None if args.classes is None else tuple(args.classes),
+                              ids=None if args.ids is None else tuple(args.ids),
+                              max_stages=args.library_max_stages,
+                              max_stages_for=tuple(args.max_stages_for),
+                              workers=args.workers or 1, progress=not args.no_progress)
+    with stdout_to_stderr(args.json == "-"):
+        report = run_library_verify(cfg)
+    if report["instances"] == 0:
+        raise RematError("no instance of the library matches --classes/--ids/"
+                         "--library-max-stages")
+    if args.json == "-":
+        print_json(report)
+    else:
+        print(table(report, markdown=args.markdown))
+        if args.json is not None:
+            _write_json(report, args.json)
+    return 0 if report["ok"] else 1
+
+
 def run(args) -> int:
+    if args.library is not None:
+        return run_library(args)
+    if args.solver or args.classes is not None or args.ids is not None \
+            or args.library_max_stages is not None or args.markdown:
+        raise RematError("--solver, --classes, --ids, --library-max-stages and --markdown go "
+                         "with --library (the sweep takes --solvers)")
     _check_names(args)
     check_scheduler(args.scheduler)
     if args.json not in (None, "-"):
@@ -141,11 +206,5 @@ def run(args) -> int:
     else:
         print(format_table(report))
         if args.json is not None:
-            try:
-                with open(args.json, "w") as f:
-                    json.dump(report, f, indent=1)
-                    f.write("\n")
-            except OSError as e:
-                raise RematError(f"cannot write the report to {args.json!r}: {e.strerror}") from None
-            print(f"report written to {args.json}", file=sys.stderr)
+            _write_json(report, args.json)
     return 0 if report["ok"] else 1

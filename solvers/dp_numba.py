@@ -29,47 +29,60 @@ def min_plus_rows(left, right, out):
                 out[m] = v
 
 
-# The loops run over views from index 0: an index that cannot be negative lets LLVM
-# vectorize them (numba checks a possibly negative index for wraparound, which stops it).
-@njit(cache=True, fastmath=FM, inline="always")
-def _mp(acc, left, right):
-    for i in range(acc.shape[0]):
-        acc[i] = min(acc[i], left[i] + right[i])
+# ---------------------------------------------------------------------- dp
+# Every loop over memory values indexes flat arrays at uint64 offsets: numba checks a signed
+# index for wraparound, which stops LLVM from vectorizing the loop, an unsigned one it does
+# not; and no array view is made per split (each view costs two atomic reference-count
+# updates: about an eighth of the run when one was made per split and row).
+U = np.uint64
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _mp_tail(acc, tail, ideal, right):
-    for i in range(acc.shape[0]):
-        acc[i] = min(acc[i], (ideal + acc.dtype.type(tail[i])) + right[i])
+def _mp(acc, ao, left, lo, right, ro, n):  # acc[ao + i] = min(., left[lo + i] + right[ro + i])
+    for i in range(n):
+        acc[ao + i] = min(acc[ao + i], left[lo + i] + right[ro + i])
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _mp_const(acc, c, right):
-    for i in range(acc.shape[0]):
-        acc[i] = min(acc[i], c + right[i])
+def _fill(dst, do, n, v):
+    for i in range(n):
+        dst[do + i] = v
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _acc_dense(acc, lrow, r, st, en):
-    if st < en:
-        _mp(acc[st:en], lrow[st:en], r[st:en])
+def _copy(dst, do, src, so, n):
+    for i in range(n):
+        dst[do + i] = src[so + i]
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _acc_compact(acc, r, st, en, a, p, b, h, tt, hpool, tpool, ideal):
-    """acc[m] = min(acc[m], left(m) + r[m]) for m in [st, en), left a stored row: inf below
-    a, hpool[h + m - a] on [a, p), ideal + tpool[tt + m - p] on [p, b), ideal from b."""
+def _copy_add(dst, do, src, so, n, c):  # dst[do + i] = src[so + i] + c
+    for i in range(n):
+        dst[do + i] = src[so + i] + c
+
+
+@njit(cache=True, fastmath=FM, inline="always")
+def _expand(dst, do, st, en, a, p, b, h, tt, hpool, tpool, ideal):
+    """dst[do + m] for st <= m < en: the stored row (a, p, b, h, tt, ideal) at m (inf below
+    a, hpool[h + m - a] on [a, p), ideal + tpool[tt + m - p] on [p, b), ideal from b); the
+    values ``_mp`` adds are then formed as the numpy kernel forms them."""
+    tp = dst.dtype.type
+    e = min(en, a)
+    if st < e:
+        _fill(dst, U(do + st), U(e - st), np.inf)
     m0 = max(st, a)
     e = min(en, p)
     if m0 < e:
-        _mp(acc[m0:e], hpool[h + m0 - a:h + e - a], r[m0:e])
-    m1 = max(m0, p)
+        _copy(dst, U(do + m0), hpool, U(h + m0 - a), U(e - m0))
+    m1 = max(st, p)
     e = min(en, b)
     if m1 < e:
-        _mp_tail(acc[m1:e], tpool[tt + m1 - p:tt + e - p], ideal, r[m1:e])
-    m2 = max(m0, b)
+        o, to = U(do + m1), U(tt + m1 - p)
+        for i in range(U(e - m1)):
+            dst[o + i] = ideal + tp(tpool[to + i])
+    m2 = max(st, b)
     if m2 < en:
-        _mp_const(acc[m2:en], ideal, r[m2:en])
+        _fill(dst, U(do + m2), U(en - m2), ideal)
 
 
 @njit(cache=True, fastmath=FM, inline="always")
@@ -82,33 +95,33 @@ def _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx, cb, one):
 
 @njit(cache=True, fastmath=FM)
 def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf, cfa, cfx, cb,
-                     fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, one):
+                     fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL,
+                     one):
     """Columns t0 <= t < t1 of the value table, s descending, t ascending inside: the rows
     go to the pools (segment (s, n = t - s) at index s * (L + 1) + n: inf below A, hpool on
     [A, P), ideal + tpool on [P, B), ideal from B), and dense to LD (rows of this block, per
     s of the current group), COL (W(k, t, .)) and CT (W(k, t, m - x[k]) + cf[k]) of the
-    block.  The s are taken in groups of ``LD.shape[0]``: a right row CT[t, k] is read once
-    for the whole group, a stored left row once for every t of the block.  ``one`` is a
-    1-element array of the table's dtype (rounds a float64 to it)."""
-    inf = np.inf
+    block.  The s are taken in groups of ``LD.shape[0]``, the splits whose left part is
+    stored in blocks of ``DL.shape[1]``: each such left row is expanded once into DL (dense,
+    over the memory values some t of the block reads) and read from there for every t, each
+    right row CT[t, k] is read once for the group.  ``one`` is a 1-element array of the
+    table's dtype (rounds a float64 to it)."""
     T = t1 - t0
-    G = LD.shape[0]
+    G, KB = DL.shape[0], DL.shape[1]
     R = L + 1
+    accf, ctf, dlf = ACC.reshape(-1), CT.reshape(-1), DL.reshape(-1)
     av = np.zeros((G, T), np.int64)
     bv = np.zeros((G, T), np.int64)
     lov = np.zeros((G, T), np.int64)
     nkv = np.zeros((G, T), np.int64)
-    KB = 16
-    la = np.zeros((G, KB), np.int64)
-    lp = np.zeros((G, KB), np.int64)
-    lb = np.zeros((G, KB), np.int64)
-    lh = np.zeros((G, KB), np.int64)
-    lt = np.zeros((G, KB), np.int64)
-    li = np.zeros((G, KB), np.float64)
+    mlo = np.zeros(G, np.int64)  # over the block's t: least lo, least g, largest b
+    mg = np.zeros(G, np.int64)
+    mhi = np.zeros(G, np.int64)
     for top in range(t1 - 1, -1, -G):
         low = max(0, top - G + 1)
         for s in range(top, low - 1, -1):
             si = top - s
+            mlo[si], mg[si], mhi[si] = W, W, 0
             for ti in range(T):
                 t = t0 + ti
                 if t <= s:
@@ -116,52 +129,55 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
                 n = t - s
                 a = min(mms[s, n], W)
                 b = max(a, min(sat[s, n], W))
-                av[si, ti], bv[si, ti] = a, b
-                lov[si, ti] = max(a, gl[t] + fps[s, 1])
+                lo = max(a, gl[t] + fps[s, 1])
+                av[si, ti], bv[si, ti], lov[si, ti] = a, b, lo
                 nkv[si, ti] = min(n, cap[s])
-                acc = ACC[si, ti]
-                for m in range(lov[si, ti], b):
-                    acc[m] = inf
-        # splits k > top whose left part (s, k - 1) is stored (k - 1 < t0), for the whole
-        # group, KB splits at a time: an accumulator stays in the first-level cache over
-        # the KB splits, a right row is read once for the group, a left row once per t
+                if lo < b:
+                    _fill(accf, U((si * T + ti) * W + lo), U(b - lo), np.inf)
+                    mlo[si], mg[si] = min(mlo[si], lo), min(mg[si], gl[t])
+                    mhi[si] = max(mhi[si], b)
+        # splits k > top whose left part (s, k - 1) is stored (k - 1 < t0)
         for kb0 in range(top + 1, t0 + 1, KB):
             kb1 = min(kb0 + KB, t0 + 1)
             for s in range(top, low - 1, -1):
                 si = top - s
-                for k in range(kb0, kb1):
-                    ki = k - kb0
-                    (la[si, ki], lp[si, ki], lb[si, ki], lh[si, ki], lt[si, ki],
-                     li[si, ki]) = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx, cb, one)
+                for k in range(kb0, min(kb1, s + cap[s] + 1)):
+                    st = max(mlo[si], mg[si] + fps[s, k - s])
+                    if st < mhi[si]:
+                        a, p, b, h, tt, ideal = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa,
+                                                        cfx, cb, one)
+                        _expand(dlf, (si * KB + k - kb0) * W, st, mhi[si], a, p, b, h, tt,
+                                hpool, tpool, ideal)
             for ti in range(T):
                 t = t0 + ti
+                g = gl[t]
                 for s in range(top, low - 1, -1):
                     si = top - s
                     lo, b = lov[si, ti], bv[si, ti]
                     if t <= s or lo >= b:
                         continue
-                    acc = ACC[si, ti]
-                    g = gl[t]
+                    ao = (si * T + ti) * W
                     for k in range(kb0, min(kb1, s + nkv[si, ti] + 1)):
-                        ki = k - kb0
-                        one[0] = li[si, ki]
                         st = max(lo, g + fps[s, k - s])
-                        _acc_compact(acc, CT[ti, k], st, b, la[si, ki], lp[si, ki], lb[si, ki],
-                                     lh[si, ki], lt[si, ki], hpool, tpool, one[0])
+                        if st < b:
+                            _mp(accf, U(ao + st), dlf, U((si * KB + k - kb0) * W + st), ctf,
+                                U((ti * R + k) * W + st), U(b - st))
         for s in range(top, low - 1, -1):
-            si = top - s
-            _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa, cfx,
-                    cb, fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC,
-                    one, av, bv, lov, nkv)
+            _finish(s, top - s, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
+                    cfx, cb, fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT,
+                    ACC, DL, one, av, bv, lov, nkv)
 
 
 @njit(cache=True, fastmath=FM)
 def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa, cfx, cb, fb,
-            A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, one, av, bv, lov,
-            nkv):
+            A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL, one, av, bv,
+            lov, nkv):
     """The rows (s, t), t ascending: the splits left (k <= top, and k - 1 >= t0), option A,
     the base case; then stored and copied to LD, COL and CT."""
     inf = np.inf
+    tp = LD.dtype.type
+    accf, ctf, ldf, colf = ACC.reshape(-1), CT.reshape(-1), LD.reshape(-1), COL.reshape(-1)
+    ex = DL.reshape(-1)[:W]  # scratch: a stored left row, expanded
     for ti in range(T):
         t = t0 + ti
         if t < s:
@@ -171,76 +187,75 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
         seg = s * R + n
         one[0] = (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])
         ideal = one[0]
-        row = LD[si, ti]
+        ro = (si * T + ti) * W  # the row, in LD
         if n == 0:
             a = min(mms[s, 0], W)
             b = a
-            for m in range(a):
-                row[m] = inf
-            for m in range(a, W):
-                row[m] = ideal
+            _fill(ldf, U(ro), U(a), inf)
+            _fill(ldf, U(ro + a), U(W - a), ideal)
         else:
             a, b, lo, nk = av[si, ti], bv[si, ti], lov[si, ti], nkv[si, ti]
-            for m in range(b):
-                row[m] = inf
-            for m in range(b, W):
-                row[m] = ideal
+            _fill(ldf, U(ro), U(b), inf)
+            _fill(ldf, U(ro + b), U(W - b), ideal)
             d = dA[s]
             a1 = max(a, g + tf[s], bneed[s])
-            child = COL[ti, s + 1]
-            for m in range(a1, b):
-                i = min(m - d, W - 1)
-                row[m] = child[i] + fb[s]
+            co = (ti * R + s + 1) * W  # W(s + 1, t, .) in COL: at m - d, at most W - 1
+            e = max(a1, min(b, W - 1 + d))
+            if a1 < e:
+                _copy_add(ldf, U(ro + a1), colf, U(co + a1 - d), U(e - a1), fb[s])
+            for m in range(e, b):
+                ldf[ro + m] = colf[co + W - 1] + fb[s]
             if lo < b:
-                acc = ACC[si, ti]
+                ao = (si * T + ti) * W
                 # stored left part, right part computed in this group (s < k <= top)
                 for k in range(s + 1, min(top, t0, s + nk) + 1):
-                    ka, kp, kb, kh, kt, kid = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx,
-                                                      cb, one)
                     st = max(lo, g + fps[s, k - s])
-                    _acc_compact(acc, CT[ti, k], st, b, ka, kp, kb, kh, kt, hpool, tpool, kid)
+                    if st < b:
+                        ka, kp, kb, kh, kt, kid = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa,
+                                                          cfx, cb, one)
+                        _expand(ex, -st, st, b, ka, kp, kb, kh, kt, hpool, tpool, kid)
+                        _mp(accf, U(ao + st), ex, U(0), ctf, U((ti * R + k) * W + st),
+                            U(b - st))
                 # left part computed in this block (k - 1 >= t0)
                 for k in range(max(s + 1, t0 + 1), s + nk + 1):
                     st = max(lo, g + fps[s, k - s])
-                    _acc_dense(acc, LD[si, k - 1 - t0], CT[ti, k], st, b)
+                    if st < b:
+                        _mp(accf, U(ao + st), ldf, U((si * T + k - 1 - t0) * W + st), ctf,
+                            U((ti * R + k) * W + st), U(b - st))
                 cs = cf[s]
-                for m in range(lo, b):
-                    v = acc[m] - cs
-                    if v < row[m]:
-                        row[m] = v
-        col = COL[ti, s]
-        for m in range(W):
-            col[m] = row[m]
+                o, q = U(ro + lo), U(ao + lo)
+                for i in range(U(b - lo)):
+                    ldf[o + i] = min(ldf[o + i], accf[q + i] - cs)
+        _copy(colf, U((ti * R + s) * W), ldf, U(ro), U(W))
         if s >= 1:
-            xs = x[s]
-            ct = CT[ti, s]
-            cs = cf[s]
-            for m in range(min(xs, W)):
-                ct[m] = inf
-            for m in range(xs, W):
-                ct[m] = row[m - xs] + cs
+            xs = min(x[s], W)
+            cto = (ti * R + s) * W
+            _fill(ctf, U(cto), U(xs), inf)
+            _copy_add(ctf, U(cto + xs), ldf, U(ro), U(W - xs), cf[s])
         # store: the tail [p, b) as uint16 excess over the ideal time where it is exact
         p = b
-        if tails:
-            while p > a:
-                v = row[p - 1]
+        if tails and a < b:
+            bad = U(0)  # 1 + the last cell of [a, b) that is not exact as a tail, 0 if none
+            o = U(ro + a)
+            for i in range(U(b - a)):
+                v = ldf[o + i]
                 u = np.float64(v) - np.float64(ideal)
-                if not (u >= 0.0 and u <= TAIL_MAX and u == np.floor(u)):
-                    break
-                one[0] = ideal + np.uint16(u)
-                if one[0] != v:
-                    break
-                p -= 1
+                ok = u >= 0.0 and u <= TAIL_MAX and u == np.floor(u)
+                w = ideal + tp(np.uint16(u if ok else 0.0))
+                good = ok & (w == v)
+                bad = max(bad, U(0) if good else i + U(1))
+            p = a + np.int64(bad)
         A[seg], P[seg], B[seg] = a, p, b
         h = pos[0]
         HOFF[seg] = h
-        for m in range(a, p):
-            hpool[h + m - a] = row[m]
+        if a < p:
+            _copy(hpool, U(h), ldf, U(ro + a), U(p - a))
         pos[0] = h + (p - a)
         tt = pos[1]
         TOFF[seg] = tt
-        for m in range(p, b):
-            tpool[tt + m - p] = np.uint16(np.float64(row[m]) - np.float64(ideal))
+        o, q = U(ro + p), U(tt)
+        for i in range(U(b - p)):
+            tpool[q + i] = np.uint16(np.float64(ldf[o + i]) - np.float64(ideal))
         pos[1] = tt + (b - p)
 
 

@@ -61,42 +61,50 @@ def _copy_add(dst, do, src, so, n, c):  # dst[do + i] = src[so + i] + c
         dst[do + i] = src[so + i] + c
 
 
-@njit(cache=True, fastmath=FM, inline="always")
-def _expand(dst, do, st, en, a, p, b, h, tt, hpool, tpool, ideal):
-    """dst[do + m] for st <= m < en: the stored row (a, p, b, h, tt, ideal) at m (inf below
-    a, hpool[h + m - a] on [a, p), ideal + tpool[tt + m - p] on [p, b), ideal from b); the
-    values ``_mp`` adds are then formed as the numpy kernel forms them."""
+@njit(cache=True, fastmath=FM)
+def _expand_rows(dst, base, W, kb0, kb1, s, lo, g, en, fps, R, A, P, B, HOFF, TOFF, cfa, cfx,
+                 cb, hpool, tpool):
+    """For kb0 <= k < kb1: the stored row (s, k - 1), dense, to dst[base + (k - kb0) * W + m]
+    for max(lo, g + fps[s, k - s]) <= m < en: inf below its A, hpool on [A, P), ideal +
+    tpool on [P, B), ideal from B; the values the min-plus then adds are formed as the numpy
+    kernel forms them.  One call per block of rows, the loops written out: an inlined helper
+    taking the pools made two atomic reference-count updates per array and row."""
     tp = dst.dtype.type
-    e = min(en, a)
-    if st < e:
-        _fill(dst, U(do + st), U(e - st), np.inf)
-    m0 = max(st, a)
-    e = min(en, p)
-    if m0 < e:
-        _copy(dst, U(do + m0), hpool, U(h + m0 - a), U(e - m0))
-    m1 = max(st, p)
-    e = min(en, b)
-    if m1 < e:
-        o, to = U(do + m1), U(tt + m1 - p)
-        for i in range(U(e - m1)):
-            dst[o + i] = ideal + tp(tpool[to + i])
-    m2 = max(st, b)
-    if m2 < en:
-        _fill(dst, U(do + m2), U(en - m2), ideal)
-
-
-@njit(cache=True, fastmath=FM, inline="always")
-def _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx, cb, one):
-    """(a, p, b, head offset, tail offset, ideal) of the stored row (s, k - 1)."""
-    seg = s * R + (k - 1 - s)
-    one[0] = (cfx[k] - cfa[s]) + (cb[k] - cb[s])
-    return A[seg], P[seg], B[seg], HOFF[seg], TOFF[seg], one[0]
+    for k in range(kb0, kb1):
+        st = max(lo, g + fps[s, k - s])
+        if st >= en:
+            continue
+        seg = s * R + (k - 1 - s)
+        a, p, b, h, tt = A[seg], P[seg], B[seg], HOFF[seg], TOFF[seg]
+        ideal = tp((cfx[k] - cfa[s]) + (cb[k] - cb[s]))
+        do = base + (k - kb0) * W
+        e = min(en, a)
+        if st < e:
+            o = U(do + st)
+            for i in range(U(e - st)):
+                dst[o + i] = np.inf
+        m0 = max(st, a)
+        e = min(en, p)
+        if m0 < e:
+            o, q = U(do + m0), U(h + m0 - a)
+            for i in range(U(e - m0)):
+                dst[o + i] = hpool[q + i]
+        m1 = max(st, p)
+        e = min(en, b)
+        if m1 < e:
+            o, q = U(do + m1), U(tt + m1 - p)
+            for i in range(U(e - m1)):
+                dst[o + i] = ideal + tp(tpool[q + i])
+        m2 = max(st, b)
+        if m2 < en:
+            o = U(do + m2)
+            for i in range(U(en - m2)):
+                dst[o + i] = ideal
 
 
 @njit(cache=True, fastmath=FM)
 def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf, cfa, cfx, cb,
-                     fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL,
-                     one):
+                     fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL):
     """Columns t0 <= t < t1 of the value table, s descending, t ascending inside: the rows
     go to the pools (segment (s, n = t - s) at index s * (L + 1) + n: inf below A, hpool on
     [A, P), ideal + tpool on [P, B), ideal from B), and dense to LD (rows of this block, per
@@ -104,8 +112,7 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
     block.  The s are taken in groups of ``LD.shape[0]``, the splits whose left part is
     stored in blocks of ``DL.shape[1]``: each such left row is expanded once into DL (dense,
     over the memory values some t of the block reads) and read from there for every t, each
-    right row CT[t, k] is read once for the group.  ``one`` is a 1-element array of the
-    table's dtype (rounds a float64 to it)."""
+    right row CT[t, k] is read once for the group."""
     T = t1 - t0
     G, KB = DL.shape[0], DL.shape[1]
     R = L + 1
@@ -141,43 +148,43 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
             kb1 = min(kb0 + KB, t0 + 1)
             for s in range(top, low - 1, -1):
                 si = top - s
+                if mlo[si] < mhi[si]:
+                    _expand_rows(dlf, si * KB * W, W, kb0, min(kb1, s + cap[s] + 1), s,
+                                 mlo[si], mg[si], mhi[si], fps, R, A, P, B, HOFF, TOFF, cfa,
+                                 cfx, cb, hpool, tpool)
+            # s, then k, then t: the expanded left row stays in the first-level cache for
+            # the block's t, with the accumulators of (s, .); the right rows come from the
+            # second-level cache
+            for s in range(top, low - 1, -1):
+                si = top - s
                 for k in range(kb0, min(kb1, s + cap[s] + 1)):
-                    st = max(mlo[si], mg[si] + fps[s, k - s])
-                    if st < mhi[si]:
-                        a, p, b, h, tt, ideal = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa,
-                                                        cfx, cb, one)
-                        _expand(dlf, (si * KB + k - kb0) * W, st, mhi[si], a, p, b, h, tt,
-                                hpool, tpool, ideal)
-            for ti in range(T):
-                t = t0 + ti
-                g = gl[t]
-                for s in range(top, low - 1, -1):
-                    si = top - s
-                    lo, b = lov[si, ti], bv[si, ti]
-                    if t <= s or lo >= b:
-                        continue
-                    ao = (si * T + ti) * W
-                    for k in range(kb0, min(kb1, s + nkv[si, ti] + 1)):
-                        st = max(lo, g + fps[s, k - s])
-                        if st < b:
-                            _mp(accf, U(ao + st), dlf, U((si * KB + k - kb0) * W + st), ctf,
-                                U((ti * R + k) * W + st), U(b - st))
+                    lo_ = (si * KB + k - kb0) * W
+                    for ti in range(T):
+                        t = t0 + ti
+                        lo, b = lov[si, ti], bv[si, ti]
+                        if t <= s or lo >= b or k > s + nkv[si, ti]:
+                            continue
+                        st = max(lo, gl[t] + fps[s, k - s])
+                        if st < b:  # _mp written out: an inlined call increfs its arrays
+                            ao, lo2, ro = U((si * T + ti) * W + st), U(lo_ + st), U((ti * R + k) * W + st)
+                            for i in range(U(b - st)):
+                                accf[ao + i] = min(accf[ao + i], dlf[lo2 + i] + ctf[ro + i])
         for s in range(top, low - 1, -1):
             _finish(s, top - s, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
                     cfx, cb, fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT,
-                    ACC, DL, one, av, bv, lov, nkv)
+                    ACC, DL, av, bv, lov, nkv)
 
 
 @njit(cache=True, fastmath=FM)
 def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa, cfx, cb, fb,
-            A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL, one, av, bv,
-            lov, nkv):
+            A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL, av, bv, lov,
+            nkv):
     """The rows (s, t), t ascending: the splits left (k <= top, and k - 1 >= t0), option A,
     the base case; then stored and copied to LD, COL and CT."""
     inf = np.inf
     tp = LD.dtype.type
     accf, ctf, ldf, colf = ACC.reshape(-1), CT.reshape(-1), LD.reshape(-1), COL.reshape(-1)
-    ex = DL.reshape(-1)[:W]  # scratch: a stored left row, expanded
+    exf = DL.reshape(-1)  # scratch: stored left rows, expanded
     for ti in range(T):
         t = t0 + ti
         if t < s:
@@ -185,8 +192,7 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
         n = t - s
         g = gl[t]
         seg = s * R + n
-        one[0] = (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])
-        ideal = one[0]
+        ideal = tp((cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s]))
         ro = (si * T + ti) * W  # the row, in LD
         if n == 0:
             a = min(mms[s, 0], W)
@@ -208,14 +214,15 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
             if lo < b:
                 ao = (si * T + ti) * W
                 # stored left part, right part computed in this group (s < k <= top)
-                for k in range(s + 1, min(top, t0, s + nk) + 1):
+                k1 = min(top, t0, s + nk) + 1
+                if s + 1 < k1:
+                    _expand_rows(exf, 0, W, s + 1, k1, s, lo, g, b, fps, R, A, P, B, HOFF,
+                                 TOFF, cfa, cfx, cb, hpool, tpool)
+                for k in range(s + 1, k1):
                     st = max(lo, g + fps[s, k - s])
                     if st < b:
-                        ka, kp, kb, kh, kt, kid = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa,
-                                                          cfx, cb, one)
-                        _expand(ex, -st, st, b, ka, kp, kb, kh, kt, hpool, tpool, kid)
-                        _mp(accf, U(ao + st), ex, U(0), ctf, U((ti * R + k) * W + st),
-                            U(b - st))
+                        _mp(accf, U(ao + st), exf, U((k - s - 1) * W + st), ctf,
+                            U((ti * R + k) * W + st), U(b - st))
                 # left part computed in this block (k - 1 >= t0)
                 for k in range(max(s + 1, t0 + 1), s + nk + 1):
                     st = max(lo, g + fps[s, k - s])

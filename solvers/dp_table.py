@@ -416,7 +416,6 @@ class FusedTable(_Rebuild):
         CT = np.empty((T, R, W), dtype=dtype)
         ACC = np.empty((S_FUSED, T, W), dtype=dtype)
         DL = np.empty((S_FUSED, K_FUSED, W), dtype=dtype)
-        one = np.empty(1, dtype=dtype)
         mms64 = np.ascontiguousarray(mms, dtype=np.int64)
         for t0 in range(0, R, T):
             t1 = min(R, t0 + T)
@@ -424,7 +423,7 @@ class FusedTable(_Rebuild):
             kern.persistent_block(t0, t1, L, W, mms64, sat, fps, uc.x, gl, tf, uc.bneed, uc.dA,
                                   cap, uc.cf, cfa, cfx, cb, fb, self.A, self.P, self.B,
                                   self.HOFF, self.TOFF, self.hpool, self.tpool, self.pos, tails,
-                                  LD, COL, CT, ACC, DL, one)
+                                  LD, COL, CT, ACC, DL)
         self.stored_cells = (int(self.pos[0]), int(self.pos[1]))  # (head, tail)
 
     def value(self, s: int, t: int, m: int) -> float:

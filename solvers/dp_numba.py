@@ -268,55 +268,42 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
 
 # ---------------------------------------------------------------------- dp-weak
 # ``WeakTable``'s fill (solvers/dp_weak.py), the numpy expressions written as loops in the
-# same order of operations: (a + c) + b stays (a + c) + b.
+# same order of operations: (a + c) + b stays (a + c) + b.  Flat arrays at uint64 offsets,
+# no view per row (as for dp above): the rows are short (M + 1 values), so what a row costs
+# besides its values counts.
 @njit(cache=True, fastmath=FM, inline="always")
-def _v_add(dst, src, c):  # dst = min(dst, src + c)
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], src[i] + c)
-
-
-@njit(cache=True, fastmath=FM, inline="always")
-def _v_add_add(dst, a, c, b):  # dst = min(dst, (a + c) + b)
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], (a[i] + c) + b[i])
+def _fa(dst, do, src, so, n, c):  # dst = min(dst, src + c)
+    for i in range(n):
+        dst[do + i] = min(dst[do + i], src[so + i] + c)
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _v_sum(dst, a, b):  # dst = min(dst, a + b)
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], a[i] + b[i])
+def _faa(dst, do, a, ao, c, b, bo, n):  # dst = min(dst, (a + c) + b)
+    for i in range(n):
+        dst[do + i] = min(dst[do + i], (a[ao + i] + c) + b[bo + i])
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _v_add_pen(dst, src, c, pen):  # dst = min(dst, (src + c) + pen), pen 0 or inf
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], (src[i] + c) + pen[i])
+def _fs(dst, do, a, ao, b, bo, n):  # dst = min(dst, a + b)
+    for i in range(n):
+        dst[do + i] = min(dst[do + i], a[ao + i] + b[bo + i])
 
 
 @njit(cache=True, fastmath=FM)
-def _blk(dst, d0, src, s0, Q, n, lo, shift, c, PEN):
-    """dst[d0 + q, m] = min(., src[s0 + q, m - shift] + c) for q < Q, lo <= m < n (dst, src
-    2-D with rows of n).  With ``PEN`` (PEN[lo, f] = 0 where f % n >= lo, inf below) the Q
-    rows are one flat loop: (v + c) + 0 is v + c exactly, (v + c) + inf is inf, so the cells
-    left of lo keep their value; without it (too large for this M) one loop per row."""
-    if Q <= 0 or lo >= n:
-        return
-    if PEN.shape[0] > lo and PEN.shape[1] >= Q * n:
-        df = dst.reshape(-1)
-        sf = src.reshape(-1)
-        D = d0 * n
-        S = s0 * n - shift
-        e = Q * n
-        _v_add_pen(df[D + lo:D + e], sf[S + lo:S + e], c, PEN[lo, lo:e])
+def _blk(dst, D, src, S, Q, n, lo, c, pen, PW, PR):
+    """dst[D + q * n + m] = min(., src[S + q * n + m] + c) for q < Q, lo <= m < n.  With
+    the mask ``pen`` (flat (PR, PW): pen[lo * PW + f] = 0 where f % n >= lo, inf below) the
+    Q rows are one flat loop: (v + c) + 0 is v + c exactly, (v + c) + inf is inf, so the
+    cells left of lo keep their value; without it (too large for this M) one loop per row."""
+    if PR > lo and PW >= Q * n:
+        o, so, po = U(D + lo), U(S + lo), U(lo * PW + lo)
+        for i in range(U(Q * n - lo)):
+            dst[o + i] = min(dst[o + i], (src[so + i] + c) + pen[po + i])
         return
     for q in range(Q):
-        _v_add(dst[d0 + q, lo:], src[s0 + q, lo - shift:n - shift], c)
-
-
-@njit(cache=True, fastmath=FM, inline="always")
-def _set(a, v):
-    for i in range(a.shape[0]):
-        a[i] = v
+        o, so = U(D + q * n + lo), U(S + q * n + lo)
+        for i in range(U(n - lo)):
+            dst[o + i] = min(dst[o + i], src[so + i] + c)
 
 
 @njit(cache=True, fastmath=FM)
@@ -331,72 +318,76 @@ def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd
     read it in turn: the same candidates, each formed by the same operations."""
     inf = np.inf
     tp = Wd.dtype.type  # costs in the table's dtype (float32 only where it is exact)
+    wf, rf, kf = Wd.reshape(-1), Rarr.reshape(-1), Karr.reshape(-1)
+    gf, hf, hkf, pf = G.reshape(-1), H.reshape(-1), HK.reshape(-1), PEN.reshape(-1)
+    PR, PW = PEN.shape[0], PEN.shape[1]
+    R1 = L + 1
+    N = U(n)
     for t in range(t0, t1):
         g = gl[t]
         for s in range(t, -1, -1):
             nn = t - s
-            row = Wd[s, nn]
+            ro = (s * R1 + nn) * n  # the row W(s, t, .)
             hask = KO[s] >= 0 and t < L
             kb = KO[s]
             if nn == 0:
                 if hask:  # K(s, s): B_s
-                    _set(Karr[kb], inf)
-                    _set(Karr[kb, min(bneed[s], n):], tp(bwd[s]))
+                    bn = min(bneed[s], n)
+                    _fill(kf, U(kb * n), U(bn), inf)
+                    _fill(kf, U(kb * n + bn), U(n - bn), tp(bwd[s]))
                 if t == L:
                     need, cost = lossneed, bwd[L]
                 else:
                     need = max(g + tape[s] + fao[s], bneed[s])
                     cost = fall[s] + bwd[s]
-                for m in range(n):
-                    row[m] = cost if m >= need else inf
+                need = min(need, n)
+                _fill(wf, U(ro), U(need), inf)
+                _fill(wf, U(ro + need), U(n - need), cost)
                 continue
             hasr = s >= 1
             xs = x[s]
             h = th[s]
             rb = RO[s, t] if hasr else 0
             if hasr:
-                for q in range(nn - 1):
-                    _set(G[q], inf)
-                for q in range(nn):
-                    _set(Rarr[rb + q], inf)
-            for q in range(nn - 1):
-                _set(H[q], inf)
+                _fill(gf, U(0), U((nn - 1) * n), inf)
+                _fill(rf, U(rb * n), U(nn * n), inf)
+            _fill(hf, U(0), U((nn - 1) * n), inf)
             if hask:
-                for q in range(nn - 1):
-                    _set(HK[q], inf)
-                _set(tmp, inf)
+                _fill(hkf, U(0), U((nn - 1) * n), inf)
+                _fill(tmp, U(0), N, inf)
             need = g
             for k in range(s + 1, t + 1):
                 c = tp(cf[k] - cf[s])
                 xk = x[k]
+                wk = (k * R1 + t - k) * n  # the row W(k, t, .)
                 if hasr:  # release x_s now: Fn_s .. Fn_{k-1}, back to W(k, t) (j = k)
                     need = max(need, g + step[k - 1])
                     lo = max(need, xk)
                     if lo < n:
-                        _v_add(Rarr[rb + k - s - 1, lo:], Wd[k, t - k, lo - xk:n - xk], c)
+                        _fa(rf, U((rb + k - s - 1) * n + lo), wf, U(wk + lo - xk), U(n - lo), c)
                 if k < t:
-                    base = RO[k, t]
+                    base = RO[k, t] * n
                     Q = t - k
                     if hasr:
                         lo = min(need, n)  # release, x_k released in turn (j > k)
                         if lo < n:
-                            _blk(Rarr, rb + k - s, Rarr, base, Q, n, lo, 0, c, PEN)
+                            _blk(rf, (rb + k - s) * n, rf, base, Q, n, lo, c, pf, PW, PR)
                         lo = max(xs + g + fp[s, k], xs)  # keep-release inner minimum
                         if lo < n:
-                            _blk(G, k - s - 1, Rarr, base, Q, n, lo, xs, c, PEN)
+                            _blk(gf, (k - s - 1) * n, rf, base - xs, Q, n, lo, c, pf, PW, PR)
                     lo = min(g + fp[s, k], n)  # W option C
                     if lo < n:
-                        _blk(H, k - s - 1, Rarr, base, Q, n, lo, 0, c, PEN)
+                        _blk(hf, (k - s - 1) * n, rf, base, Q, n, lo, c, pf, PW, PR)
                     if hask:  # K: pass(s, k), R(k, t, j', m - th[s])
                         lr = max(h + g + fp[s, k], h)
                         if lr < n:
-                            _blk(HK, k - s - 1, Rarr, base, Q, n, lr, h, c, PEN)
+                            _blk(hkf, (k - s - 1) * n, rf, base - h, Q, n, lr, c, pf, PW, PR)
                 if hask:  # K: pass(s, k), W(k, t, m - th[s] - x[k]), K(s, k-1, m)
                     d = h + xk
                     lw = max(h + g + fp[s, k], d)
                     if lw < n:
-                        _v_add_add(tmp[lw:], Wd[k, t - k, lw - d:n - d], c,
-                                   Karr[kb + k - 1 - s, lw:])
+                        _faa(tmp, U(lw), wf, U(wk + lw - d), c, kf,
+                             U((kb + k - 1 - s) * n + lw), U(n - lw))
             if hasr:
                 for k in range(s + 2, t + 1):  # keep: checkpoint x_k committed (j < k)
                     d = xs + x[k]
@@ -404,39 +395,44 @@ def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd
                     if lo < n:
                         c = tp(cf[k] - cf[s])
                         base = RO[s, k - 1]
+                        wo = U((k * R1 + t - k) * n + lo - d)
                         for q in range(k - s - 1):
-                            _v_add_add(Rarr[rb + q, lo:], Wd[k, t - k, lo - d:n - d], c,
-                                       Rarr[base + q, lo:])
+                            o, so = U((rb + q) * n + lo), U((base + q) * n + lo)
+                            for i in range(U(n - lo)):
+                                rf[o + i] = min(rf[o + i], (wf[wo + i] + c) + rf[so + i])
                 for jp in range(s + 2, t + 1):  # keep, the new checkpoint released (j < j')
                     base = RO[s, jp - 1]
+                    go = U((jp - s - 2) * n)
                     for q in range(jp - s - 1):
-                        _v_sum(Rarr[rb + q], G[jp - s - 2], Rarr[base + q])
+                        o, so = U((rb + q) * n), U((base + q) * n)
+                        for i in range(N):
+                            rf[o + i] = min(rf[o + i], gf[go + i] + rf[so + i])
             if hask:
                 for q in range(nn - 1):
-                    _v_sum(tmp, HK[q], Karr[kb + 1 + q])
-                for m in range(n):
-                    Karr[kb + nn, m] = tmp[m]
-            _set(row, inf)
+                    _fs(tmp, U(0), hkf, U(q * n), kf, U((kb + 1 + q) * n), N)
+                _copy(kf, U((kb + nn) * n), tmp, U(0), N)
+            _fill(wf, U(ro), N, inf)
             d = dA[s]  # A: Fall_s, W(s+1, t, m - dA[s]), B_s
             fcost = tp(fall[s] + bwd[s])
             lo = max(max(g + tape[s] + fao[s], bneed[s]), d)
-            child = Wd[s + 1, nn - 1]
+            co = ((s + 1) * R1 + nn - 1) * n
             for m in range(lo, n):
-                row[m] = child[min(m - d, n - 1)] + fcost
+                wf[ro + m] = wf[co + min(m - d, n - 1)] + fcost
             if hask and nn >= 2:  # A-release
                 lo = max(g + tape[s] + fao[s], h)
                 if lo < n:
                     base = RO[s + 1, t]
-                    _set(tmp[lo:], inf)
+                    _fill(tmp, U(lo), U(n - lo), inf)
                     for q in range(nn - 1):
-                        _v_sum(tmp[lo:], Rarr[base + q, lo - h:n - h], Karr[kb + 1 + q, lo:])
+                        _fs(tmp, U(lo), rf, U((base + q) * n + lo - h), kf,
+                            U((kb + 1 + q) * n + lo), U(n - lo))
                     for m in range(lo, n):
-                        row[m] = min(row[m], tmp[m] + tp(fall[s]))
+                        wf[ro + m] = min(wf[ro + m], tmp[m] + tp(fall[s]))
             for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
                 xk = x[k]
                 lo = max(g + fp[s, k], xk)
                 if lo < n:
-                    _v_add_add(row[lo:], Wd[k, t - k, lo - xk:n - xk], tp(cf[k] - cf[s]),
-                               Wd[s, k - 1 - s, lo:])
+                    _faa(wf, U(ro + lo), wf, U((k * R1 + t - k) * n + lo - xk),
+                         tp(cf[k] - cf[s]), wf, U((s * R1 + k - 1 - s) * n + lo), U(n - lo))
             for q in range(nn - 1):  # C: checkpoint x_k released, back to d_j
-                _v_sum(row, H[q], Wd[s, q + 1])
+                _fs(wf, U(ro), hf, U(q * n), wf, U((s * R1 + q + 1) * n), N)

@@ -441,6 +441,42 @@ class FusedTable(_Rebuild):
         ideal = self._dtype_round(self.ideal(s, t))
         return float(self._dtype_round(ideal + self.tpool[self.TOFF[seg] + m - p]))
 
+    def _values(self, ss: np.ndarray, ts: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        """``value(s, t, m)`` of many (s, t, m) at once, in float64 (the same values)."""
+        R = self.uc.L + 1
+        seg = ss * R + (ts - ss)
+        a, p, b = self.A[seg], self.P[seg], self.B[seg]
+        mm = np.minimum(ms, self.M)
+        dt = self.hpool.dtype
+        ideal = ((self._cfx[ts + 1] - self._cfa[ss]) + (self._cb[ts + 1] - self._cb[ss])).astype(dt)
+        out = ideal.astype(np.float64)
+        head = (mm >= a) & (mm < p)
+        out[head] = self.hpool[self.HOFF[seg[head]] + (mm - a)[head]]
+        tail = (mm >= p) & (mm < b)
+        out[tail] = ideal[tail] + self.tpool[self.TOFF[seg[tail]] + (mm - p)[tail]]
+        out[(ms < 0) | (mm < a)] = INF
+        return out
+
+    def choice(self, s: int, t: int, m: int):
+        """:meth:`_Rebuild.choice`, the splits k as one vector: the first least, as the loop."""
+        uc = self.uc
+        if s == t:
+            return None
+        best, arg = INF, None
+        if m >= uc.fall_needs(s, t):
+            best = self.value(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s])
+            arg = "A"
+        over = uc.g(t) + self.fps[s, 1:t - s + 1] > m  # the loop stops at the first
+        ks = np.arange(s + 1, s + 1 + (int(np.argmax(over)) if over.any() else t - s))
+        if len(ks):
+            child = self._values(ks, np.full(len(ks), t), m - uc.x[ks].astype(np.int64))
+            left = self._values(np.full(len(ks), s), ks - 1, np.full(len(ks), m))
+            v = (left + (child + uc.cf[ks])) - uc.cf[s]
+            q = int(np.argmin(v))
+            if v[q] < best:
+                arg = int(ks[q])
+        return arg
+
     def stored_bytes(self) -> int:
         """Bytes of the pools actually written (the resident part of the table)."""
         return int(self.pos[0]) * self.hpool.itemsize + int(self.pos[1]) * 2

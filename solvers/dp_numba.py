@@ -108,7 +108,8 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
     """Columns t0 <= t < t1 of the value table, s descending, t ascending inside: the rows
     go to the pools (segment (s, n = t - s) at index s * (L + 1) + n: inf below A, hpool on
     [A, P), ideal + tpool on [P, B), ideal from B), and dense to LD (rows of this block, per
-    s of the current group), COL (W(k, t, .)) and CT (W(k, t, m - x[k]) + cf[k]) of the
+    s of the current group), COL (W(s, t, .) for the last two s, by parity) and CT
+    (W(k, t, m - x[k]) + cf[k]) of the
     block.  The s are taken in groups of ``LD.shape[0]``, the splits whose left part is
     stored in blocks of ``DL.shape[1]``: each such left row is expanded once into DL (dense,
     over the memory values some t of the block reads) and read from there for every t, each
@@ -205,7 +206,7 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
             _fill(ldf, U(ro + b), U(W - b), ideal)
             d = dA[s]
             a1 = max(a, g + tf[s], bneed[s])
-            co = (ti * R + s + 1) * W  # W(s + 1, t, .) in COL: at m - d, at most W - 1
+            co = (ti * 2 + (s + 1) % 2) * W  # W(s + 1, t, .) in COL: at m - d, at most W - 1
             e = max(a1, min(b, W - 1 + d))
             if a1 < e:
                 _copy_add(ldf, U(ro + a1), colf, U(co + a1 - d), U(e - a1), fb[s])
@@ -233,7 +234,7 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
                 o, q = U(ro + lo), U(ao + lo)
                 for i in range(U(b - lo)):
                     ldf[o + i] = min(ldf[o + i], accf[q + i] - cs)
-        _copy(colf, U((ti * R + s) * W), ldf, U(ro), U(W))
+        _copy(colf, U((ti * 2 + s % 2) * W), ldf, U(ro), U(W))
         if s >= 1:
             xs = min(x[s], W)
             cto = (ti * R + s) * W

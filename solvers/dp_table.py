@@ -412,7 +412,7 @@ class FusedTable(_Rebuild):
         cap = np.asarray(uc.pass_cap, dtype=np.int64)
         T = min(T_FUSED, R)
         LD = np.empty((S_FUSED, T, W), dtype=dtype)
-        COL = np.empty((T, R, W), dtype=dtype)
+        COL = np.empty((T, 2, W), dtype=dtype)  # W(s, t, .) of the last two s (option A)
         CT = np.empty((T, R, W), dtype=dtype)
         ACC = np.empty((S_FUSED, T, W), dtype=dtype)
         DL = np.empty((S_FUSED, K_FUSED, W), dtype=dtype)

@@ -167,7 +167,8 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
                             continue
                         st = max(lo, gl[t] + fps[s, k - s])
                         if st < b:  # _mp written out: an inlined call increfs its arrays
-                            ao, lo2, ro = U((si * T + ti) * W + st), U(lo_ + st), U((ti * R + k) * W + st)
+                            ao, lo2 = U((si * T + ti) * W + st), U(lo_ + st)
+                            ro = U((ti * R + k) * W + st)
                             for i in range(U(b - st)):
                                 accf[ao + i] = min(accf[ao + i], dlf[lo2 + i] + ctf[ro + i])
         for s in range(top, low - 1, -1):

@@ -359,7 +359,8 @@ def table_dtype(uc: UnitChain):
 
 
 #: Consecutive segment ends t the fused kernel computes together (each stored left row is
-#: then read once for all of them; the block's dense columns take 2 * T_FUSED * L * W values).
+#: then read once for all of them; the block's right rows CT take T_FUSED * (L + 1) *
+#: (M + 1) values).
 T_FUSED = 8
 #: Consecutive segment starts s computed together (each right row is read once for them).
 S_FUSED = 8

@@ -396,8 +396,8 @@ class WeakTable:
             if k < t:  # j' = k + 1 .. t
                 vals = (self._col(self.Ra[k, t], m - h) + c
                         + self._col(self.Ka[s][k - s:t - s], m))
-                best = self._pick(best, vals, lambda q: (("pass", k), (("R", k, t, k + 1 + q, m - h),
-                                                                       ("K", s, k + q, m))))
+                best = self._pick(best, vals, lambda q: (("pass", k), (
+                    ("R", k, t, k + 1 + q, m - h), ("K", s, k + q, m))))
         return best
 
     def schedule(self, m: int) -> Schedule:

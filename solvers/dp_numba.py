@@ -33,7 +33,7 @@ def min_plus_rows(left, right, out):
 # Every loop over memory values indexes flat arrays at uint64 offsets: numba checks a signed
 # index for wraparound, which stops LLVM from vectorizing the loop, an unsigned one it does
 # not; and no array view is made per split (each view costs two atomic reference-count
-# updates: about an eighth of the run when one was made per split and row).
+# updates: an eighth of a profile's samples when one was made per split and row).
 U = np.uint64
 
 

@@ -102,6 +102,22 @@ def _expand_rows(dst, base, W, kb0, kb1, s, lo, g, en, fps, R, A, P, B, HOFF, TO
                 dst[o + i] = ideal
 
 
+@njit(cache=True)
+def min_memory_length(n, L, x, tape, fao, bneed, dA, fps, S):
+    """S[s, n] for every s: the skewed min-memory table (``solvers/dp_table.py``,
+    :func:`~solvers.dp_table.skewed_min_memory`) of the segments of length n, from the
+    shorter ones: the same maxima and minima of the same integers as the numpy code."""
+    for s in range(L + 1 - n):
+        t = s + n
+        gt = x[t + 1] if t < L else 0
+        best = max(max(gt + tape[s] + fao[s], bneed[s]), dA[s] + S[s + 1, n - 1])
+        for k in range(s + 1, t + 1):
+            c = max(max(fps[s, k - s] + gt, x[k] + S[k, t - k]), S[s, k - 1 - s])
+            if c < best:
+                best = c
+        S[s, n] = best
+
+
 @njit(cache=True, fastmath=FM)
 def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf, cfa, cfx, cb,
                      fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL):

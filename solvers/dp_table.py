@@ -65,8 +65,11 @@ def _anti_diagonal(S: np.ndarray, n: int, N: int) -> np.ndarray:
                       writeable=False)
 
 
-def skewed_min_memory(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
-    """S[s, n] = mm[s, s + n] (:func:`min_memory_table`), all segments of one length at once."""
+def skewed_min_memory(uc: UnitChain, deadline: Deadline = NEVER,
+                      kernel: str = "numpy") -> np.ndarray:
+    """S[s, n] = mm[s, s + n] (:func:`min_memory_table`), all segments of one length at once;
+    with ``kernel="numba"`` by the compiled loop (the same integers; 1.2 CPU s of numpy at
+    1000 stages)."""
     L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
     gvec = np.concatenate([x[1:], [0]]).astype(np.int64)  # g(t), t = 0..L
     S = np.zeros((L + 1, L + 1), dtype=np.int64)
@@ -75,6 +78,15 @@ def skewed_min_memory(uc: UnitChain, deadline: Deadline = NEVER) -> np.ndarray:
     S[:L, 0] = np.maximum(gvec[:L] + tape + fao, bneed)
     S[L, 0] = x[L] + bo[L]
     fps = uc.fps
+    if kernel == "numba":
+        from solvers.dp_kernel import jit
+
+        step = jit().min_memory_length
+        args = [np.ascontiguousarray(a, dtype=np.int64) for a in (x, tape, fao, bneed, dA, fps)]
+        for n in range(1, L + 1):
+            deadline.check(f"building the min-memory table (length {n} of {L})")
+            step(n, L, *args, S)
+        return S
     it = x.itemsize
     for n in range(1, L + 1):
         deadline.check(f"building the min-memory table (length {n} of {L})")

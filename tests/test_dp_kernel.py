@@ -88,6 +88,19 @@ def test_fused_table_equals_numpy_table_everywhere(times, dtype):
     assert (head > 0) == (times != "integer")
 
 
+def test_min_memory_table_the_same_compiled():
+    """dp's least feasible memory of every segment, numpy's and the compiled loop's: equal
+    (unsaved outputs, barriers, a homogeneous chain)."""
+    chains = [(families.make("random", 12, 4), ()), (families.make("homogeneous", 9, 0), ()),
+              (families.make("random", 10, 1), (3, 6))]
+    c = families.make("random", 8, 2)
+    chains.append((Chain(c.fwd_time, c.bwd_time, c.x_size, c.tape_size,
+                         output_saved=[True, False, False, True, False, True, True, False]), ()))
+    for chain, barriers in chains:
+        uc, _ = UnitChain.exact(chain, barriers)
+        assert np.array_equal(skewed_min_memory(uc), skewed_min_memory(uc, kernel="numba"))
+
+
 def test_weak_tables_equal_and_float32_only_when_exact():
     """dp-weak's compiled tables equal numpy's (unsaved outputs: the K rows too); with times
     so large that a value passes 2^24 the kernel builds float64, not a rounded float32."""

@@ -71,7 +71,8 @@ def run_case(name: str, kernel: str) -> dict:
             "schedule_ops": len(sol.schedule) if sol.schedule is not None else None,
             "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
             "peak_rss_mib": round(rss / 1024, 1), "numba_warmup_s": warm,
-            "load_average_1min": round(os.getloadavg()[0], 2)}
+            "load_average_1min": round(os.getloadavg()[0], 2),
+            "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def _write(results: dict, names) -> None:

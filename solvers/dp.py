@@ -139,7 +139,8 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     (:meth:`UnitChain.divided`).  Raises :class:`SolverError` up front when the table is
     too big (:func:`solvers._dp_tables.refuse_if_too_big`), ``DeadlineExpired`` when
     ``deadline`` passes.  ``kernel``: the option (``solvers/dp_kernel.py``)."""
-    table_class = FusedTable if resolve_kernel(kernel, "dp") == "numba" else PersistentTable
+    kern = resolve_kernel(kernel, "dp")
+    table_class = FusedTable if kern == "numba" else PersistentTable
     g = uc.size_gcd()
     x0 = int(uc.x[0])
     ucd = uc.divided(g)
@@ -152,7 +153,7 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     table_bytes, steps = work_estimate(L, max(M, 0), itemsize)
     refuse_if_too_big("dp", table_bytes, steps, ASSUMED_RATE, time_limit, L, M + 1, slots,
                       _fit_slots(L, itemsize))
-    mms = skewed_min_memory(ucd, deadline)
+    mms = skewed_min_memory(ucd, deadline, kern)
     least = g * (int(ucd.x[0]) + int(mms[0, L]))
     if M < int(mms[0, L]):
         return INF, None, least

@@ -29,86 +29,123 @@ def min_plus_rows(left, right, out):
                 out[m] = v
 
 
-# The loops run over views from index 0: an index that cannot be negative lets LLVM
-# vectorize them (numba checks a possibly negative index for wraparound, which stops it).
-@njit(cache=True, fastmath=FM, inline="always")
-def _mp(acc, left, right):
-    for i in range(acc.shape[0]):
-        acc[i] = min(acc[i], left[i] + right[i])
+# ---------------------------------------------------------------------- dp
+# Every loop over memory values indexes flat arrays at uint64 offsets: numba checks a signed
+# index for wraparound, which stops LLVM from vectorizing the loop, an unsigned one it does
+# not; and no array view is made per split (each view costs two atomic reference-count
+# updates: an eighth of a profile's samples when one was made per split and row).
+U = np.uint64
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _mp_tail(acc, tail, ideal, right):
-    for i in range(acc.shape[0]):
-        acc[i] = min(acc[i], (ideal + acc.dtype.type(tail[i])) + right[i])
+def _mp(acc, ao, left, lo, right, ro, n):  # acc[ao + i] = min(., left[lo + i] + right[ro + i])
+    for i in range(n):
+        acc[ao + i] = min(acc[ao + i], left[lo + i] + right[ro + i])
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _mp_const(acc, c, right):
-    for i in range(acc.shape[0]):
-        acc[i] = min(acc[i], c + right[i])
+def _fill(dst, do, n, v):
+    for i in range(n):
+        dst[do + i] = v
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _acc_dense(acc, lrow, r, st, en):
-    if st < en:
-        _mp(acc[st:en], lrow[st:en], r[st:en])
+def _copy(dst, do, src, so, n):
+    for i in range(n):
+        dst[do + i] = src[so + i]
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _acc_compact(acc, r, st, en, a, p, b, h, tt, hpool, tpool, ideal):
-    """acc[m] = min(acc[m], left(m) + r[m]) for m in [st, en), left a stored row: inf below
-    a, hpool[h + m - a] on [a, p), ideal + tpool[tt + m - p] on [p, b), ideal from b."""
-    m0 = max(st, a)
-    e = min(en, p)
-    if m0 < e:
-        _mp(acc[m0:e], hpool[h + m0 - a:h + e - a], r[m0:e])
-    m1 = max(m0, p)
-    e = min(en, b)
-    if m1 < e:
-        _mp_tail(acc[m1:e], tpool[tt + m1 - p:tt + e - p], ideal, r[m1:e])
-    m2 = max(m0, b)
-    if m2 < en:
-        _mp_const(acc[m2:en], ideal, r[m2:en])
+def _copy_add(dst, do, src, so, n, c):  # dst[do + i] = src[so + i] + c
+    for i in range(n):
+        dst[do + i] = src[so + i] + c
 
 
-@njit(cache=True, fastmath=FM, inline="always")
-def _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx, cb, one):
-    """(a, p, b, head offset, tail offset, ideal) of the stored row (s, k - 1)."""
-    seg = s * R + (k - 1 - s)
-    one[0] = (cfx[k] - cfa[s]) + (cb[k] - cb[s])
-    return A[seg], P[seg], B[seg], HOFF[seg], TOFF[seg], one[0]
+@njit(cache=True, fastmath=FM)
+def _expand_rows(dst, base, W, kb0, kb1, s, lo, g, en, fps, R, A, P, B, HOFF, TOFF, cfa, cfx,
+                 cb, hpool, tpool):
+    """For kb0 <= k < kb1: the stored row (s, k - 1), dense, to dst[base + (k - kb0) * W + m]
+    for max(lo, g + fps[s, k - s]) <= m < en: inf below its A, hpool on [A, P), ideal +
+    tpool on [P, B), ideal from B; the values the min-plus then adds are formed as the numpy
+    kernel forms them.  One call per block of rows, the loops written out: an inlined helper
+    taking the pools made two atomic reference-count updates per array and row."""
+    tp = dst.dtype.type
+    for k in range(kb0, kb1):
+        st = max(lo, g + fps[s, k - s])
+        if st >= en:
+            continue
+        seg = s * R + (k - 1 - s)
+        a, p, b, h, tt = A[seg], P[seg], B[seg], HOFF[seg], TOFF[seg]
+        ideal = tp((cfx[k] - cfa[s]) + (cb[k] - cb[s]))
+        do = base + (k - kb0) * W
+        e = min(en, a)
+        if st < e:
+            o = U(do + st)
+            for i in range(U(e - st)):
+                dst[o + i] = np.inf
+        m0 = max(st, a)
+        e = min(en, p)
+        if m0 < e:
+            o, q = U(do + m0), U(h + m0 - a)
+            for i in range(U(e - m0)):
+                dst[o + i] = hpool[q + i]
+        m1 = max(st, p)
+        e = min(en, b)
+        if m1 < e:
+            o, q = U(do + m1), U(tt + m1 - p)
+            for i in range(U(e - m1)):
+                dst[o + i] = ideal + tp(tpool[q + i])
+        m2 = max(st, b)
+        if m2 < en:
+            o = U(do + m2)
+            for i in range(U(en - m2)):
+                dst[o + i] = ideal
+
+
+@njit(cache=True)
+def min_memory_length(n, L, x, tape, fao, bneed, dA, fps, S):
+    """S[s, n] for every s: the skewed min-memory table (``solvers/dp_table.py``,
+    :func:`~solvers.dp_table.skewed_min_memory`) of the segments of length n, from the
+    shorter ones: the same maxima and minima of the same integers as the numpy code."""
+    for s in range(L + 1 - n):
+        t = s + n
+        gt = x[t + 1] if t < L else 0
+        best = max(max(gt + tape[s] + fao[s], bneed[s]), dA[s] + S[s + 1, n - 1])
+        for k in range(s + 1, t + 1):
+            c = max(max(fps[s, k - s] + gt, x[k] + S[k, t - k]), S[s, k - 1 - s])
+            if c < best:
+                best = c
+        S[s, n] = best
 
 
 @njit(cache=True, fastmath=FM)
 def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf, cfa, cfx, cb,
-                     fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, one):
+                     fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL):
     """Columns t0 <= t < t1 of the value table, s descending, t ascending inside: the rows
     go to the pools (segment (s, n = t - s) at index s * (L + 1) + n: inf below A, hpool on
     [A, P), ideal + tpool on [P, B), ideal from B), and dense to LD (rows of this block, per
-    s of the current group), COL (W(k, t, .)) and CT (W(k, t, m - x[k]) + cf[k]) of the
-    block.  The s are taken in groups of ``LD.shape[0]``: a right row CT[t, k] is read once
-    for the whole group, a stored left row once for every t of the block.  ``one`` is a
-    1-element array of the table's dtype (rounds a float64 to it)."""
-    inf = np.inf
+    s of the current group), COL (W(s, t, .) for the last two s, by parity) and CT
+    (W(k, t, m - x[k]) + cf[k]) of the
+    block.  The s are taken in groups of ``LD.shape[0]``, the splits whose left part is
+    stored in blocks of ``DL.shape[1]``: each such left row is expanded once into DL (dense,
+    over the memory values some t of the block reads) and read from there for every t, each
+    right row CT[t, k] is read once for the group."""
     T = t1 - t0
-    G = LD.shape[0]
+    G, KB = DL.shape[0], DL.shape[1]
     R = L + 1
+    accf, ctf, dlf = ACC.reshape(-1), CT.reshape(-1), DL.reshape(-1)
     av = np.zeros((G, T), np.int64)
     bv = np.zeros((G, T), np.int64)
     lov = np.zeros((G, T), np.int64)
     nkv = np.zeros((G, T), np.int64)
-    KB = 16
-    la = np.zeros((G, KB), np.int64)
-    lp = np.zeros((G, KB), np.int64)
-    lb = np.zeros((G, KB), np.int64)
-    lh = np.zeros((G, KB), np.int64)
-    lt = np.zeros((G, KB), np.int64)
-    li = np.zeros((G, KB), np.float64)
+    mlo = np.zeros(G, np.int64)  # over the block's t: least lo, least g, largest b
+    mg = np.zeros(G, np.int64)
+    mhi = np.zeros(G, np.int64)
     for top in range(t1 - 1, -1, -G):
         low = max(0, top - G + 1)
         for s in range(top, low - 1, -1):
             si = top - s
+            mlo[si], mg[si], mhi[si] = W, W, 0
             for ti in range(T):
                 t = t0 + ti
                 if t <= s:
@@ -116,52 +153,56 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
                 n = t - s
                 a = min(mms[s, n], W)
                 b = max(a, min(sat[s, n], W))
-                av[si, ti], bv[si, ti] = a, b
-                lov[si, ti] = max(a, gl[t] + fps[s, 1])
+                lo = max(a, gl[t] + fps[s, 1])
+                av[si, ti], bv[si, ti], lov[si, ti] = a, b, lo
                 nkv[si, ti] = min(n, cap[s])
-                acc = ACC[si, ti]
-                for m in range(lov[si, ti], b):
-                    acc[m] = inf
-        # splits k > top whose left part (s, k - 1) is stored (k - 1 < t0), for the whole
-        # group, KB splits at a time: an accumulator stays in the first-level cache over
-        # the KB splits, a right row is read once for the group, a left row once per t
+                if lo < b:
+                    _fill(accf, U((si * T + ti) * W + lo), U(b - lo), np.inf)
+                    mlo[si], mg[si] = min(mlo[si], lo), min(mg[si], gl[t])
+                    mhi[si] = max(mhi[si], b)
+        # splits k > top whose left part (s, k - 1) is stored (k - 1 < t0)
         for kb0 in range(top + 1, t0 + 1, KB):
             kb1 = min(kb0 + KB, t0 + 1)
             for s in range(top, low - 1, -1):
                 si = top - s
-                for k in range(kb0, kb1):
-                    ki = k - kb0
-                    (la[si, ki], lp[si, ki], lb[si, ki], lh[si, ki], lt[si, ki],
-                     li[si, ki]) = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx, cb, one)
-            for ti in range(T):
-                t = t0 + ti
-                for s in range(top, low - 1, -1):
-                    si = top - s
-                    lo, b = lov[si, ti], bv[si, ti]
-                    if t <= s or lo >= b:
-                        continue
-                    acc = ACC[si, ti]
-                    g = gl[t]
-                    for k in range(kb0, min(kb1, s + nkv[si, ti] + 1)):
-                        ki = k - kb0
-                        one[0] = li[si, ki]
-                        st = max(lo, g + fps[s, k - s])
-                        _acc_compact(acc, CT[ti, k], st, b, la[si, ki], lp[si, ki], lb[si, ki],
-                                     lh[si, ki], lt[si, ki], hpool, tpool, one[0])
+                if mlo[si] < mhi[si]:
+                    _expand_rows(dlf, si * KB * W, W, kb0, min(kb1, s + cap[s] + 1), s,
+                                 mlo[si], mg[si], mhi[si], fps, R, A, P, B, HOFF, TOFF, cfa,
+                                 cfx, cb, hpool, tpool)
+            # s, then k, then t: the expanded left row stays in the first-level cache for
+            # the block's t, with the accumulators of (s, .); the right rows come from the
+            # second-level cache
+            for s in range(top, low - 1, -1):
+                si = top - s
+                for k in range(kb0, min(kb1, s + cap[s] + 1)):
+                    lo_ = (si * KB + k - kb0) * W
+                    for ti in range(T):
+                        t = t0 + ti
+                        lo, b = lov[si, ti], bv[si, ti]
+                        if t <= s or lo >= b or k > s + nkv[si, ti]:
+                            continue
+                        st = max(lo, gl[t] + fps[s, k - s])
+                        if st < b:  # _mp written out: an inlined call increfs its arrays
+                            ao, lo2 = U((si * T + ti) * W + st), U(lo_ + st)
+                            ro = U((ti * R + k) * W + st)
+                            for i in range(U(b - st)):
+                                accf[ao + i] = min(accf[ao + i], dlf[lo2 + i] + ctf[ro + i])
         for s in range(top, low - 1, -1):
-            si = top - s
-            _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa, cfx,
-                    cb, fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC,
-                    one, av, bv, lov, nkv)
+            _finish(s, top - s, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
+                    cfx, cb, fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT,
+                    ACC, DL, av, bv, lov, nkv)
 
 
 @njit(cache=True, fastmath=FM)
 def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa, cfx, cb, fb,
-            A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, one, av, bv, lov,
+            A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT, ACC, DL, av, bv, lov,
             nkv):
     """The rows (s, t), t ascending: the splits left (k <= top, and k - 1 >= t0), option A,
     the base case; then stored and copied to LD, COL and CT."""
     inf = np.inf
+    tp = LD.dtype.type
+    accf, ctf, ldf, colf = ACC.reshape(-1), CT.reshape(-1), LD.reshape(-1), COL.reshape(-1)
+    exf = DL.reshape(-1)  # scratch: stored left rows, expanded
     for ti in range(T):
         t = t0 + ti
         if t < s:
@@ -169,132 +210,118 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
         n = t - s
         g = gl[t]
         seg = s * R + n
-        one[0] = (cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])
-        ideal = one[0]
-        row = LD[si, ti]
+        ideal = tp((cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s]))
+        ro = (si * T + ti) * W  # the row, in LD
         if n == 0:
             a = min(mms[s, 0], W)
             b = a
-            for m in range(a):
-                row[m] = inf
-            for m in range(a, W):
-                row[m] = ideal
+            _fill(ldf, U(ro), U(a), inf)
+            _fill(ldf, U(ro + a), U(W - a), ideal)
         else:
             a, b, lo, nk = av[si, ti], bv[si, ti], lov[si, ti], nkv[si, ti]
-            for m in range(b):
-                row[m] = inf
-            for m in range(b, W):
-                row[m] = ideal
+            _fill(ldf, U(ro), U(b), inf)
+            _fill(ldf, U(ro + b), U(W - b), ideal)
             d = dA[s]
             a1 = max(a, g + tf[s], bneed[s])
-            child = COL[ti, s + 1]
-            for m in range(a1, b):
-                i = min(m - d, W - 1)
-                row[m] = child[i] + fb[s]
+            co = (ti * 2 + (s + 1) % 2) * W  # W(s + 1, t, .) in COL: at m - d, at most W - 1
+            e = max(a1, min(b, W - 1 + d))
+            if a1 < e:
+                _copy_add(ldf, U(ro + a1), colf, U(co + a1 - d), U(e - a1), fb[s])
+            for m in range(e, b):
+                ldf[ro + m] = colf[co + W - 1] + fb[s]
             if lo < b:
-                acc = ACC[si, ti]
+                ao = (si * T + ti) * W
                 # stored left part, right part computed in this group (s < k <= top)
-                for k in range(s + 1, min(top, t0, s + nk) + 1):
-                    ka, kp, kb, kh, kt, kid = _stored(s, k, R, A, P, B, HOFF, TOFF, cfa, cfx,
-                                                      cb, one)
+                k1 = min(top, t0, s + nk) + 1
+                if s + 1 < k1:
+                    _expand_rows(exf, 0, W, s + 1, k1, s, lo, g, b, fps, R, A, P, B, HOFF,
+                                 TOFF, cfa, cfx, cb, hpool, tpool)
+                for k in range(s + 1, k1):
                     st = max(lo, g + fps[s, k - s])
-                    _acc_compact(acc, CT[ti, k], st, b, ka, kp, kb, kh, kt, hpool, tpool, kid)
+                    if st < b:
+                        _mp(accf, U(ao + st), exf, U((k - s - 1) * W + st), ctf,
+                            U((ti * R + k) * W + st), U(b - st))
                 # left part computed in this block (k - 1 >= t0)
                 for k in range(max(s + 1, t0 + 1), s + nk + 1):
                     st = max(lo, g + fps[s, k - s])
-                    _acc_dense(acc, LD[si, k - 1 - t0], CT[ti, k], st, b)
+                    if st < b:
+                        _mp(accf, U(ao + st), ldf, U((si * T + k - 1 - t0) * W + st), ctf,
+                            U((ti * R + k) * W + st), U(b - st))
                 cs = cf[s]
-                for m in range(lo, b):
-                    v = acc[m] - cs
-                    if v < row[m]:
-                        row[m] = v
-        col = COL[ti, s]
-        for m in range(W):
-            col[m] = row[m]
+                o, q = U(ro + lo), U(ao + lo)
+                for i in range(U(b - lo)):
+                    ldf[o + i] = min(ldf[o + i], accf[q + i] - cs)
+        _copy(colf, U((ti * 2 + s % 2) * W), ldf, U(ro), U(W))
         if s >= 1:
-            xs = x[s]
-            ct = CT[ti, s]
-            cs = cf[s]
-            for m in range(min(xs, W)):
-                ct[m] = inf
-            for m in range(xs, W):
-                ct[m] = row[m - xs] + cs
+            xs = min(x[s], W)
+            cto = (ti * R + s) * W
+            _fill(ctf, U(cto), U(xs), inf)
+            _copy_add(ctf, U(cto + xs), ldf, U(ro), U(W - xs), cf[s])
         # store: the tail [p, b) as uint16 excess over the ideal time where it is exact
         p = b
-        if tails:
-            while p > a:
-                v = row[p - 1]
+        if tails and a < b:
+            bad = U(0)  # 1 + the last cell of [a, b) that is not exact as a tail, 0 if none
+            o = U(ro + a)
+            for i in range(U(b - a)):
+                v = ldf[o + i]
                 u = np.float64(v) - np.float64(ideal)
-                if not (u >= 0.0 and u <= TAIL_MAX and u == np.floor(u)):
-                    break
-                one[0] = ideal + np.uint16(u)
-                if one[0] != v:
-                    break
-                p -= 1
+                ok = u >= 0.0 and u <= TAIL_MAX and u == np.floor(u)
+                w = ideal + tp(np.uint16(u if ok else 0.0))
+                good = ok & (w == v)
+                bad = max(bad, U(0) if good else i + U(1))
+            p = a + np.int64(bad)
         A[seg], P[seg], B[seg] = a, p, b
         h = pos[0]
         HOFF[seg] = h
-        for m in range(a, p):
-            hpool[h + m - a] = row[m]
+        if a < p:
+            _copy(hpool, U(h), ldf, U(ro + a), U(p - a))
         pos[0] = h + (p - a)
         tt = pos[1]
         TOFF[seg] = tt
-        for m in range(p, b):
-            tpool[tt + m - p] = np.uint16(np.float64(row[m]) - np.float64(ideal))
+        o, q = U(ro + p), U(tt)
+        for i in range(U(b - p)):
+            tpool[q + i] = np.uint16(np.float64(ldf[o + i]) - np.float64(ideal))
         pos[1] = tt + (b - p)
 
 
 # ---------------------------------------------------------------------- dp-weak
 # ``WeakTable``'s fill (solvers/dp_weak.py), the numpy expressions written as loops in the
-# same order of operations: (a + c) + b stays (a + c) + b.
+# same order of operations: (a + c) + b stays (a + c) + b.  Flat arrays at uint64 offsets,
+# no view per row (as for dp above): the rows are short (M + 1 values), so what a row costs
+# besides its values counts.
 @njit(cache=True, fastmath=FM, inline="always")
-def _v_add(dst, src, c):  # dst = min(dst, src + c)
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], src[i] + c)
-
-
-@njit(cache=True, fastmath=FM, inline="always")
-def _v_add_add(dst, a, c, b):  # dst = min(dst, (a + c) + b)
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], (a[i] + c) + b[i])
+def _fa(dst, do, src, so, n, c):  # dst = min(dst, src + c)
+    for i in range(n):
+        dst[do + i] = min(dst[do + i], src[so + i] + c)
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _v_sum(dst, a, b):  # dst = min(dst, a + b)
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], a[i] + b[i])
+def _faa(dst, do, a, ao, c, b, bo, n):  # dst = min(dst, (a + c) + b)
+    for i in range(n):
+        dst[do + i] = min(dst[do + i], (a[ao + i] + c) + b[bo + i])
 
 
 @njit(cache=True, fastmath=FM, inline="always")
-def _v_add_pen(dst, src, c, pen):  # dst = min(dst, (src + c) + pen), pen 0 or inf
-    for i in range(dst.shape[0]):
-        dst[i] = min(dst[i], (src[i] + c) + pen[i])
+def _fs(dst, do, a, ao, b, bo, n):  # dst = min(dst, a + b)
+    for i in range(n):
+        dst[do + i] = min(dst[do + i], a[ao + i] + b[bo + i])
 
 
 @njit(cache=True, fastmath=FM)
-def _blk(dst, d0, src, s0, Q, n, lo, shift, c, PEN):
-    """dst[d0 + q, m] = min(., src[s0 + q, m - shift] + c) for q < Q, lo <= m < n (dst, src
-    2-D with rows of n).  With ``PEN`` (PEN[lo, f] = 0 where f % n >= lo, inf below) the Q
-    rows are one flat loop: (v + c) + 0 is v + c exactly, (v + c) + inf is inf, so the cells
-    left of lo keep their value; without it (too large for this M) one loop per row."""
-    if Q <= 0 or lo >= n:
-        return
-    if PEN.shape[0] > lo and PEN.shape[1] >= Q * n:
-        df = dst.reshape(-1)
-        sf = src.reshape(-1)
-        D = d0 * n
-        S = s0 * n - shift
-        e = Q * n
-        _v_add_pen(df[D + lo:D + e], sf[S + lo:S + e], c, PEN[lo, lo:e])
+def _blk(dst, D, src, S, Q, n, lo, c, pen, PW, PR):
+    """dst[D + q * n + m] = min(., src[S + q * n + m] + c) for q < Q, lo <= m < n.  With
+    the mask ``pen`` (flat (PR, PW): pen[lo * PW + f] = 0 where f % n >= lo, inf below) the
+    Q rows are one flat loop: (v + c) + 0 is v + c exactly, (v + c) + inf is inf, so the
+    cells left of lo keep their value; without it (too large for this M) one loop per row."""
+    if PR > lo and PW >= Q * n:
+        o, so, po = U(D + lo), U(S + lo), U(lo * PW + lo)
+        for i in range(U(Q * n - lo)):
+            dst[o + i] = min(dst[o + i], (src[so + i] + c) + pen[po + i])
         return
     for q in range(Q):
-        _v_add(dst[d0 + q, lo:], src[s0 + q, lo - shift:n - shift], c)
-
-
-@njit(cache=True, fastmath=FM, inline="always")
-def _set(a, v):
-    for i in range(a.shape[0]):
-        a[i] = v
+        o, so = U(D + q * n + lo), U(S + q * n + lo)
+        for i in range(U(n - lo)):
+            dst[o + i] = min(dst[o + i], src[so + i] + c)
 
 
 @njit(cache=True, fastmath=FM)
@@ -309,72 +336,76 @@ def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd
     read it in turn: the same candidates, each formed by the same operations."""
     inf = np.inf
     tp = Wd.dtype.type  # costs in the table's dtype (float32 only where it is exact)
+    wf, rf, kf = Wd.reshape(-1), Rarr.reshape(-1), Karr.reshape(-1)
+    gf, hf, hkf, pf = G.reshape(-1), H.reshape(-1), HK.reshape(-1), PEN.reshape(-1)
+    PR, PW = PEN.shape[0], PEN.shape[1]
+    R1 = L + 1
+    N = U(n)
     for t in range(t0, t1):
         g = gl[t]
         for s in range(t, -1, -1):
             nn = t - s
-            row = Wd[s, nn]
+            ro = (s * R1 + nn) * n  # the row W(s, t, .)
             hask = KO[s] >= 0 and t < L
             kb = KO[s]
             if nn == 0:
                 if hask:  # K(s, s): B_s
-                    _set(Karr[kb], inf)
-                    _set(Karr[kb, min(bneed[s], n):], tp(bwd[s]))
+                    bn = min(bneed[s], n)
+                    _fill(kf, U(kb * n), U(bn), inf)
+                    _fill(kf, U(kb * n + bn), U(n - bn), tp(bwd[s]))
                 if t == L:
                     need, cost = lossneed, bwd[L]
                 else:
                     need = max(g + tape[s] + fao[s], bneed[s])
                     cost = fall[s] + bwd[s]
-                for m in range(n):
-                    row[m] = cost if m >= need else inf
+                need = min(need, n)
+                _fill(wf, U(ro), U(need), inf)
+                _fill(wf, U(ro + need), U(n - need), cost)
                 continue
             hasr = s >= 1
             xs = x[s]
             h = th[s]
             rb = RO[s, t] if hasr else 0
             if hasr:
-                for q in range(nn - 1):
-                    _set(G[q], inf)
-                for q in range(nn):
-                    _set(Rarr[rb + q], inf)
-            for q in range(nn - 1):
-                _set(H[q], inf)
+                _fill(gf, U(0), U((nn - 1) * n), inf)
+                _fill(rf, U(rb * n), U(nn * n), inf)
+            _fill(hf, U(0), U((nn - 1) * n), inf)
             if hask:
-                for q in range(nn - 1):
-                    _set(HK[q], inf)
-                _set(tmp, inf)
+                _fill(hkf, U(0), U((nn - 1) * n), inf)
+                _fill(tmp, U(0), N, inf)
             need = g
             for k in range(s + 1, t + 1):
                 c = tp(cf[k] - cf[s])
                 xk = x[k]
+                wk = (k * R1 + t - k) * n  # the row W(k, t, .)
                 if hasr:  # release x_s now: Fn_s .. Fn_{k-1}, back to W(k, t) (j = k)
                     need = max(need, g + step[k - 1])
                     lo = max(need, xk)
                     if lo < n:
-                        _v_add(Rarr[rb + k - s - 1, lo:], Wd[k, t - k, lo - xk:n - xk], c)
+                        _fa(rf, U((rb + k - s - 1) * n + lo), wf, U(wk + lo - xk), U(n - lo), c)
                 if k < t:
-                    base = RO[k, t]
+                    base = RO[k, t] * n
                     Q = t - k
                     if hasr:
                         lo = min(need, n)  # release, x_k released in turn (j > k)
                         if lo < n:
-                            _blk(Rarr, rb + k - s, Rarr, base, Q, n, lo, 0, c, PEN)
+                            _blk(rf, (rb + k - s) * n, rf, base, Q, n, lo, c, pf, PW, PR)
                         lo = max(xs + g + fp[s, k], xs)  # keep-release inner minimum
                         if lo < n:
-                            _blk(G, k - s - 1, Rarr, base, Q, n, lo, xs, c, PEN)
+                            _blk(gf, (k - s - 1) * n, rf, base - xs, Q, n, lo, c, pf, PW, PR)
                     lo = min(g + fp[s, k], n)  # W option C
                     if lo < n:
-                        _blk(H, k - s - 1, Rarr, base, Q, n, lo, 0, c, PEN)
+                        _blk(hf, (k - s - 1) * n, rf, base, Q, n, lo, c, pf, PW, PR)
                     if hask:  # K: pass(s, k), R(k, t, j', m - th[s])
                         lr = max(h + g + fp[s, k], h)
                         if lr < n:
-                            _blk(HK, k - s - 1, Rarr, base, Q, n, lr, h, c, PEN)
+                            _blk(hkf, (k - s - 1) * n, rf, base - h, Q, n, lr, c, pf, PW, PR)
                 if hask:  # K: pass(s, k), W(k, t, m - th[s] - x[k]), K(s, k-1, m)
                     d = h + xk
                     lw = max(h + g + fp[s, k], d)
                     if lw < n:
-                        _v_add_add(tmp[lw:], Wd[k, t - k, lw - d:n - d], c,
-                                   Karr[kb + k - 1 - s, lw:])
+                        _faa(tmp, U(lw), wf, U(wk + lw - d), c, kf,
+                             U((kb + k - 1 - s) * n + lw), U(n - lw))
             if hasr:
                 for k in range(s + 2, t + 1):  # keep: checkpoint x_k committed (j < k)
                     d = xs + x[k]
@@ -382,39 +413,44 @@ def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd
                     if lo < n:
                         c = tp(cf[k] - cf[s])
                         base = RO[s, k - 1]
+                        wo = U((k * R1 + t - k) * n + lo - d)
                         for q in range(k - s - 1):
-                            _v_add_add(Rarr[rb + q, lo:], Wd[k, t - k, lo - d:n - d], c,
-                                       Rarr[base + q, lo:])
+                            o, so = U((rb + q) * n + lo), U((base + q) * n + lo)
+                            for i in range(U(n - lo)):
+                                rf[o + i] = min(rf[o + i], (wf[wo + i] + c) + rf[so + i])
                 for jp in range(s + 2, t + 1):  # keep, the new checkpoint released (j < j')
                     base = RO[s, jp - 1]
+                    go = U((jp - s - 2) * n)
                     for q in range(jp - s - 1):
-                        _v_sum(Rarr[rb + q], G[jp - s - 2], Rarr[base + q])
+                        o, so = U((rb + q) * n), U((base + q) * n)
+                        for i in range(N):
+                            rf[o + i] = min(rf[o + i], gf[go + i] + rf[so + i])
             if hask:
                 for q in range(nn - 1):
-                    _v_sum(tmp, HK[q], Karr[kb + 1 + q])
-                for m in range(n):
-                    Karr[kb + nn, m] = tmp[m]
-            _set(row, inf)
+                    _fs(tmp, U(0), hkf, U(q * n), kf, U((kb + 1 + q) * n), N)
+                _copy(kf, U((kb + nn) * n), tmp, U(0), N)
+            _fill(wf, U(ro), N, inf)
             d = dA[s]  # A: Fall_s, W(s+1, t, m - dA[s]), B_s
             fcost = tp(fall[s] + bwd[s])
             lo = max(max(g + tape[s] + fao[s], bneed[s]), d)
-            child = Wd[s + 1, nn - 1]
+            co = ((s + 1) * R1 + nn - 1) * n
             for m in range(lo, n):
-                row[m] = child[min(m - d, n - 1)] + fcost
+                wf[ro + m] = wf[co + min(m - d, n - 1)] + fcost
             if hask and nn >= 2:  # A-release
                 lo = max(g + tape[s] + fao[s], h)
                 if lo < n:
                     base = RO[s + 1, t]
-                    _set(tmp[lo:], inf)
+                    _fill(tmp, U(lo), U(n - lo), inf)
                     for q in range(nn - 1):
-                        _v_sum(tmp[lo:], Rarr[base + q, lo - h:n - h], Karr[kb + 1 + q, lo:])
+                        _fs(tmp, U(lo), rf, U((base + q) * n + lo - h), kf,
+                            U((kb + 1 + q) * n + lo), U(n - lo))
                     for m in range(lo, n):
-                        row[m] = min(row[m], tmp[m] + tp(fall[s]))
+                        wf[ro + m] = min(wf[ro + m], tmp[m] + tp(fall[s]))
             for k in range(s + 1, t + 1):  # B: persistent checkpoint x_k
                 xk = x[k]
                 lo = max(g + fp[s, k], xk)
                 if lo < n:
-                    _v_add_add(row[lo:], Wd[k, t - k, lo - xk:n - xk], tp(cf[k] - cf[s]),
-                               Wd[s, k - 1 - s, lo:])
+                    _faa(wf, U(ro + lo), wf, U((k * R1 + t - k) * n + lo - xk),
+                         tp(cf[k] - cf[s]), wf, U((s * R1 + k - 1 - s) * n + lo), U(n - lo))
             for q in range(nn - 1):  # C: checkpoint x_k released, back to d_j
-                _v_sum(row, H[q], Wd[s, q + 1])
+                _fs(wf, U(ro), hf, U(q * n), wf, U((s * R1 + q + 1) * n), N)

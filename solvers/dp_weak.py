@@ -296,64 +296,109 @@ class WeakTable:
         return INF if m < 0 else float(self.Ka[s][t - s][min(m, self.M)])
 
     # ------------------------------------------------------------------ rebuild
-    def _w_options(self, s, t, m):
+    # The option a subproblem's value came from: its candidates in a fixed order (the order
+    # the tests' plain enumeration, tests/test_dp_kernel.py, lists them in), the first one
+    # of least value; the candidates that differ only by a return point j form a vector, so
+    # a subproblem costs O(L) numpy calls rather than O(L^2) Python steps.  Every value is
+    # formed in float64 by the same operations as the enumeration's: (a + c) + b.
+    def _col(self, rows, m) -> np.ndarray:
+        """Column m (clamped at M) of a block of table rows, in float64; inf when m < 0."""
+        if m < 0:
+            return np.full(len(rows), INF)
+        return rows[:, min(m, self.M)].astype(np.float64)
+
+    def _r_over_t(self, i, j, m, t0, t1) -> np.ndarray:
+        """r(i, t', j, m) for t0 <= t' < t1, in float64."""
+        if m < 0 or t1 <= t0:
+            return np.full(max(t1 - t0, 0), INF)
+        mm = min(m, self.M)
+        return np.array([self.Ra[i, tt][j - i - 1][mm] for tt in range(t0, t1)], dtype=np.float64)
+
+    @staticmethod
+    def _pick(best, vals, make):
+        """``best`` (value, action, subs) or the first least of ``vals`` when it is smaller."""
+        if len(vals):
+            q = int(np.argmin(vals))
+            if vals[q] < best[0]:
+                return (float(vals[q]),) + make(q)
+        return best
+
+    def _best_w(self, s, t, m):
         uc, cf, x = self.uc, self.uc.cf, self.uc.x
-        g = uc.g(t)
         if s == t:
-            yield 0.0, "base", ()
-            return
+            return 0.0, "base", ()
+        g = uc.g(t)
+        best = (INF, None, ())
         if m >= uc.fall_needs(s, t):
-            yield (self.w(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s]), "A",
-                   (("W", s + 1, t, m - int(uc.dA[s])),))
-        if s in self.Ka and m >= g + uc.tape[s] + uc.fao[s]:
-            h = int(uc.th[s])
-            for j in range(s + 2, t + 1):
-                yield (self.r(s + 1, t, j, m - h) + self.k(s, j - 1, m) + uc.fall[s], "Arel",
-                       (("R", s + 1, t, j, m - h), ("K", s, j - 1, m)))
+            sub = ("W", s + 1, t, m - int(uc.dA[s]))
+            best = self._pick(best, [self.w(*sub[1:]) + (uc.fall[s] + uc.bwd[s])],
+                              lambda q: ("A", (sub,)))
+        if s in self.Ka and m >= g + uc.tape[s] + uc.fao[s] and t - s >= 2:
+            h = int(uc.th[s])  # j = s + 2 .. t
+            vals = (self._col(self.Ra[s + 1, t], m - h) + self._col(self.Ka[s][1:t - s], m)
+                    + uc.fall[s])
+            best = self._pick(best, vals, lambda q: ("Arel", (("R", s + 1, t, s + 2 + q, m - h),
+                                                              ("K", s, s + 1 + q, m))))
         for k in range(s + 1, t + 1):
             if g + uc.fp[s, k] > m:
                 break
-            yield (self.w(k, t, m - int(x[k])) + (cf[k] - cf[s]) + self.w(s, k - 1, m), ("pass", k),
-                   (("W", k, t, m - int(x[k])), ("W", s, k - 1, m)))
-            for j in range(k + 1, t + 1):
-                yield (self.r(k, t, j, m) + (cf[k] - cf[s]) + self.w(s, j - 1, m), ("pass", k),
-                       (("R", k, t, j, m), ("W", s, j - 1, m)))
+            c = cf[k] - cf[s]
+            sub = ("W", k, t, m - int(x[k]))
+            best = self._pick(best, [self.w(*sub[1:]) + c + self.w(s, k - 1, m)],
+                              lambda q: (("pass", k), (sub, ("W", s, k - 1, m))))
+            if k < t:  # j = k + 1 .. t
+                vals = self._col(self.Ra[k, t], m) + c + self._col(self.Wa[s][k - s:t - s], m)
+                best = self._pick(best, vals, lambda q: (("pass", k), (("R", k, t, k + 1 + q, m),
+                                                                       ("W", s, k + q, m))))
+        return best
 
-    def _r_options(self, i, t, j, m):
+    def _best_r(self, i, t, j, m):
         uc, cf, x = self.uc, self.uc.cf, self.uc.x
         g = uc.g(t)
+        best = (INF, None, ())
         for l in range(i + 1, j + 1):
             if g + int(self.step[i:l].max()) > m:
                 break
             nxt = ("W", l, t, m - int(x[l])) if l == j else ("R", l, t, j, m)
             val = self.w(l, t, m - int(x[l])) if l == j else self.r(l, t, j, m)
-            yield val + (cf[l] - cf[i]), ("release", l), (nxt,)
+            best = self._pick(best, [val + (cf[l] - cf[i])], lambda q: (("release", l), (nxt,)))
+        rij = self._r_over_t(i, j, m, j, t)  # r(i, t', j, m), t' = j .. t - 1
+        xi = int(x[i])
         for k in range(i + 1, t + 1):
-            if x[i] + g + uc.fp[i, k] > m:
+            if xi + g + uc.fp[i, k] > m:
                 break
+            c = cf[k] - cf[i]
             if k > j:
-                yield (self.w(k, t, m - int(x[i] + x[k])) + (cf[k] - cf[i]) + self.r(i, k - 1, j, m),
-                       ("pass", k), (("W", k, t, m - int(x[i] + x[k])), ("R", i, k - 1, j, m)))
-            for jp in range(max(k + 1, j + 1), t + 1):
-                yield (self.r(k, t, jp, m - int(x[i])) + (cf[k] - cf[i]) + self.r(i, jp - 1, j, m),
-                       ("pass", k), (("R", k, t, jp, m - int(x[i])), ("R", i, jp - 1, j, m)))
+                sub = ("W", k, t, m - xi - int(x[k]))
+                best = self._pick(best, [self.w(*sub[1:]) + c + self.r(i, k - 1, j, m)],
+                                  lambda q: (("pass", k), (sub, ("R", i, k - 1, j, m))))
+            j0 = max(k + 1, j + 1)  # j' = j0 .. t
+            if j0 <= t:
+                vals = (self._col(self.Ra[k, t][j0 - k - 1:], m - xi) + c
+                        + rij[j0 - 1 - j:])
+                best = self._pick(best, vals, lambda q: (("pass", k), (
+                    ("R", k, t, j0 + q, m - xi), ("R", i, j0 + q - 1, j, m))))
+        return best
 
-    def _k_options(self, s, t, m):
+    def _best_k(self, s, t, m):
         uc, cf, x = self.uc, self.uc.cf, self.uc.x
         if s == t:
-            if m >= uc.bneed[s]:
-                yield uc.bwd[s], "B", ()
-            return
+            return (uc.bwd[s], "B", ()) if m >= uc.bneed[s] else (INF, None, ())
         g, h = uc.g(t), int(uc.th[s])
+        best = (INF, None, ())
         for k in range(s + 1, t + 1):
             if h + g + uc.fp[s, k] > m:
                 break
-            d = h + int(x[k])
-            yield (self.w(k, t, m - d) + (cf[k] - cf[s]) + self.k(s, k - 1, m), ("pass", k),
-                   (("W", k, t, m - d), ("K", s, k - 1, m)))
-            for jp in range(k + 1, t + 1):
-                yield (self.r(k, t, jp, m - h) + (cf[k] - cf[s]) + self.k(s, jp - 1, m),
-                       ("pass", k), (("R", k, t, jp, m - h), ("K", s, jp - 1, m)))
+            c = cf[k] - cf[s]
+            sub = ("W", k, t, m - h - int(x[k]))
+            best = self._pick(best, [self.w(*sub[1:]) + c + self.k(s, k - 1, m)],
+                              lambda q: (("pass", k), (sub, ("K", s, k - 1, m))))
+            if k < t:  # j' = k + 1 .. t
+                vals = (self._col(self.Ra[k, t], m - h) + c
+                        + self._col(self.Ka[s][k - s:t - s], m))
+                best = self._pick(best, vals, lambda q: (("pass", k), (
+                    ("R", k, t, k + 1 + q, m - h), ("K", s, k + q, m))))
+        return best
 
     def schedule(self, m: int) -> Schedule:
         """Rebuild the optimal schedule of W(0, L, m) (:func:`solvers._schedules.unfold`)."""
@@ -362,12 +407,11 @@ class WeakTable:
         def expand(item):
             s = item[1]
             if item[0] == "W":
-                opts = self._w_options(*item[1:])
+                val, action, subs = self._best_w(*item[1:])
             elif item[0] == "K":
-                opts = self._k_options(*item[1:])
+                val, action, subs = self._best_k(*item[1:])
             else:
-                opts = self._r_options(*item[1:])
-            val, action, subs = min(opts, key=lambda o: o[0])
+                val, action, subs = self._best_r(*item[1:])
             if val == INF:  # pragma: no cover - the table said this subproblem is feasible
                 raise InternalError(f"dp-weak: the table disagrees with itself rebuilding {item}")
             if action == "base":

@@ -59,6 +59,8 @@ def _tables_equal(uc, M, dtype):
             for m in range(-1, M + 2):
                 va, vb = a.value(s, t, m), b.value(s, t, m)
                 assert va == vb, (s, t, m, va, vb)
+                if m % 3 == 0 and m <= M and va < np.inf:  # the vectorized choice, the loop's
+                    assert a.choice(s, t, m) == b.choice(s, t, m), (s, t, m)
     return b
 
 
@@ -84,6 +86,19 @@ def test_fused_table_equals_numpy_table_everywhere(times, dtype):
     assert head + tail == window
     assert (tail > 0) == (times != "real")
     assert (head > 0) == (times != "integer")
+
+
+def test_min_memory_table_the_same_compiled():
+    """dp's least feasible memory of every segment, numpy's and the compiled loop's: equal
+    (unsaved outputs, barriers, a homogeneous chain)."""
+    chains = [(families.make("random", 12, 4), ()), (families.make("homogeneous", 9, 0), ()),
+              (families.make("random", 10, 1), (3, 6))]
+    c = families.make("random", 8, 2)
+    chains.append((Chain(c.fwd_time, c.bwd_time, c.x_size, c.tape_size,
+                         output_saved=[True, False, False, True, False, True, True, False]), ()))
+    for chain, barriers in chains:
+        uc, _ = UnitChain.exact(chain, barriers)
+        assert np.array_equal(skewed_min_memory(uc), skewed_min_memory(uc, kernel="numba"))
 
 
 def test_weak_tables_equal_and_float32_only_when_exact():
@@ -149,3 +164,103 @@ def test_kernel_option_is_checked_and_documented(label):
     with pytest.raises(SolverOptionError, match="kernel"):
         solvers.solve(chain, chain.store_all_memory(), label, kernel="cuda")
     assert "kernel" in solvers.get(label).options
+
+
+# dp-weak's rebuild picks, for each subproblem, the first least candidate of a vector per
+# split; the oracle is the plain enumeration below (one candidate at a time, in the same
+# order, every value formed by the same float64 operations), min() taking the first least.
+def _w_options(T, s, t, m):
+    uc, cf, x = T.uc, T.uc.cf, T.uc.x
+    g = uc.g(t)
+    if s == t:
+        yield 0.0, "base", ()
+        return
+    if m >= uc.fall_needs(s, t):
+        yield (T.w(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s]), "A",
+               (("W", s + 1, t, m - int(uc.dA[s])),))
+    if s in T.Ka and m >= g + uc.tape[s] + uc.fao[s]:
+        h = int(uc.th[s])
+        for j in range(s + 2, t + 1):
+            yield (T.r(s + 1, t, j, m - h) + T.k(s, j - 1, m) + uc.fall[s], "Arel",
+                   (("R", s + 1, t, j, m - h), ("K", s, j - 1, m)))
+    for k in range(s + 1, t + 1):
+        if g + uc.fp[s, k] > m:
+            break
+        yield (T.w(k, t, m - int(x[k])) + (cf[k] - cf[s]) + T.w(s, k - 1, m), ("pass", k),
+               (("W", k, t, m - int(x[k])), ("W", s, k - 1, m)))
+        for j in range(k + 1, t + 1):
+            yield (T.r(k, t, j, m) + (cf[k] - cf[s]) + T.w(s, j - 1, m), ("pass", k),
+                   (("R", k, t, j, m), ("W", s, j - 1, m)))
+
+
+def _r_options(T, i, t, j, m):
+    uc, cf, x = T.uc, T.uc.cf, T.uc.x
+    g = uc.g(t)
+    for l in range(i + 1, j + 1):
+        if g + int(T.step[i:l].max()) > m:
+            break
+        nxt = ("W", l, t, m - int(x[l])) if l == j else ("R", l, t, j, m)
+        val = T.w(l, t, m - int(x[l])) if l == j else T.r(l, t, j, m)
+        yield val + (cf[l] - cf[i]), ("release", l), (nxt,)
+    for k in range(i + 1, t + 1):
+        if x[i] + g + uc.fp[i, k] > m:
+            break
+        if k > j:
+            yield (T.w(k, t, m - int(x[i] + x[k])) + (cf[k] - cf[i]) + T.r(i, k - 1, j, m),
+                   ("pass", k), (("W", k, t, m - int(x[i] + x[k])), ("R", i, k - 1, j, m)))
+        for jp in range(max(k + 1, j + 1), t + 1):
+            yield (T.r(k, t, jp, m - int(x[i])) + (cf[k] - cf[i]) + T.r(i, jp - 1, j, m),
+                   ("pass", k), (("R", k, t, jp, m - int(x[i])), ("R", i, jp - 1, j, m)))
+
+
+def _k_options(T, s, t, m):
+    uc, cf, x = T.uc, T.uc.cf, T.uc.x
+    if s == t:
+        if m >= uc.bneed[s]:
+            yield uc.bwd[s], "B", ()
+        return
+    g, h = uc.g(t), int(uc.th[s])
+    for k in range(s + 1, t + 1):
+        if h + g + uc.fp[s, k] > m:
+            break
+        d = h + int(x[k])
+        yield (T.w(k, t, m - d) + (cf[k] - cf[s]) + T.k(s, k - 1, m), ("pass", k),
+               (("W", k, t, m - d), ("K", s, k - 1, m)))
+        for jp in range(k + 1, t + 1):
+            yield (T.r(k, t, jp, m - h) + (cf[k] - cf[s]) + T.k(s, jp - 1, m), ("pass", k),
+                   (("R", k, t, jp, m - h), ("K", s, jp - 1, m)))
+
+
+def _first_least(options):
+    options = list(options)
+    best = min(options, key=lambda o: o[0]) if options else (np.inf,)
+    return (best[0], best[1], tuple(best[2])) if best[0] < np.inf else None
+
+
+def test_weak_rebuild_picks_the_first_least_candidate():
+    """Every W, R and K subproblem of small chains (saved and unsaved outputs, heterogeneous
+    and homogeneous, a tight and a loose budget): the vectorized choice equals the plain
+    enumeration's, value, option and subproblems."""
+    checked = 0
+    for seed, (family, L) in enumerate([("random", 6), ("homogeneous", 6), ("random", 6)]):
+        chain = families.make(family, L, seed)
+        if seed == 2:
+            chain = Chain(chain.fwd_time, chain.bwd_time, chain.x_size, chain.tape_size,
+                          output_saved=[True, False, True, False, False, True])
+        uc, _ = UnitChain.exact(chain)
+        for M in (uc.store_all_units() // 3, uc.store_all_units() * 3 // 4):
+            T = WeakTable(uc, M, kernel="numba")
+            for s in range(L + 1):
+                for t in range(s, L + 1):
+                    for m in range(0, M + 1, 4):
+                        b = T._best_w(s, t, m)
+                        assert _first_least(_w_options(T, s, t, m)) == (b if b[1] else None)
+                        if s in T.Ka and t < L:
+                            b = T._best_k(s, t, m)
+                            assert _first_least(_k_options(T, s, t, m)) == (b if b[1] else None)
+                        for j in range(s + 1, t + 1) if s >= 1 else ():
+                            b = T._best_r(s, t, j, m)
+                            assert (_first_least(_r_options(T, s, t, j, m))
+                                    == (b if b[1] else None))
+                            checked += 1
+    assert checked > 500

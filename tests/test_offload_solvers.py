@@ -220,9 +220,12 @@ def test_offload_solvers_are_registered_with_their_classes():
     # transfers without recomputation: the smaller class (the claim of exhaustive-offload-only)
     assert classes.classify(c, s) == classes.NO_REMAT
     assert not classes.ALL.contains(c, s) and classes.OFFLOAD.contains(c, s)
-    # recomputes F0; x1 offloaded two ops after the Fall1 that read it: outside the class DP's
-    r = Schedule.parse("Fck0 Fall1 Fall2 Loss Offx1 B2 Prex1 B1 Fall0 B0")
+    # recomputes F0; x1 prefetched two ops before the B1 that reads it: outside the class
+    # DP's (offloaded after the loss, passed on by <2, 3>, it is a member: O.25)
+    r = Schedule.parse("Fck0 Fall1 Offx1 Fall2 Prex1 Loss B2 B1 Fall0 B0")
     assert classes.classify(c, r) == classes.OFFLOAD and not classes.NO_REMAT.contains(c, r)
+    deferred = Schedule.parse("Fck0 Fall1 Fall2 Loss Offx1 B2 Prex1 B1 Fall0 B0")
+    assert classes.classify(c, deferred) == classes.PERSISTENT_OFFLOAD
     late = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # one op late
     assert classes.classify(c, late) == classes.PERSISTENT_OFFLOAD
 
@@ -354,9 +357,10 @@ def test_dp_offload_scales_to_long_chains_with_slots():
 
 
 def test_the_class_grammar_parser():
-    """classes.is_persistent_offload: members (save-on-cpu, offload-all, dp's schedules) and
-    non-members (a prefetch two backwards ahead, an offload two ops late, an offload by a
-    stale segment)."""
+    """classes.is_persistent_offload: members (save-on-cpu, offload-all, dp's schedules, an
+    offload two ops late passed on by a segment that moves nothing, O.25) and non-members (a
+    prefetch two backwards ahead, an offload passed on by a segment that moved its own
+    container, an offload by a stale segment)."""
     c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
     soc = offload_all_schedule(c, 0)
     assert classes.PERSISTENT_OFFLOAD.contains(c, soc)
@@ -367,7 +371,11 @@ def test_the_class_grammar_parser():
     two_ahead = Schedule.parse("Fall0 Fall1 Offt1 Fall2 Fall3 Loss Pret1 B3 B2 B1 B0")
     two_late = Schedule.parse("Fall0 Fall1 Fall2 Fall3 Offt1 Loss B3 B2 Pret1 B1 B0")
     one_late = Schedule.parse("Fall0 Fall1 Fall2 Offt1 Fall3 Loss B3 B2 Pret1 B1 B0")
-    for s, member in ((two_ahead, False), (two_late, False), (one_late, True)):
+    # t1 passed on by <2, 4>, which offloads its own container t2: not a member (O.25)
+    past_a_mover = Schedule.parse("Fall0 Fall1 Fall2 Offt2 Fall3 Offt1 Loss B3 Pret2 B2 "
+                                  "Pret1 B1 B0")
+    for s, member in ((two_ahead, False), (two_late, True), (one_late, True),
+                      (past_a_mover, False)):
         assert classes.OFFLOAD.contains(c4, s)
         assert classes.PERSISTENT_OFFLOAD.contains(c4, s) == member
     r = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 Offt2 B1 Fall0 B0")

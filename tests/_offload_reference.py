@@ -261,12 +261,25 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
                     for rest in seg(s, k - 1, cm == "early", c):
                         yield ([f"Fck{s}"] + late + o + [f"Fn{j}" for j in range(s + 1, k)]
                                + child + p + rest)
+                if not (extended and cm == "early" and not pending):
+                    continue
+                # O.26: C offloaded right after the child's first op and/or prefetched
+                # right before the child's last op
+                for when, ahead in (("early", True), ("late", False), ("late", True)):
+                    if when == "late" and k == L:
+                        continue
+                    for child in seg(k, t, True, "x", o if when == "late" else (),
+                                     p if ahead else ()):
+                        for rest in seg(s, k - 1, True, c):
+                            yield ([f"Fck{s}"] + (o if when == "early" else [])
+                                   + [f"Fn{j}" for j in range(s + 1, k)] + child
+                                   + ([] if ahead else p) + rest)
 
     def evicting(s, t, c, parent, redo_kind="Fall"):
         """Child (s, t) whose container (``c``) is offloaded right after its first op or
         one op later and never fetched back: ``Fall_parent`` (or ``Fck_parent``, O.25)
         right before B_s instead.  The tape t_{s+1} of an unsaved output may move as in
-        option A (O.25), its prefetch right before that forward or ahead."""
+        option A (O.25), its prefetch right before that forward."""
         o, redo = [f"Off{c}{s}"], [f"{redo_kind}{parent}"]
         if s == t:
             if t < L:
@@ -282,7 +295,7 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
                     continue
                 early = (o if when == "early" else []) + (ot if tm == "early" else [])
                 late = (o if when == "late" else []) + (ot if tm == "late" else [])
-                for te in ((False, True) if tm != "keep" else (False,)):
+                for te in (False,):  # fetched right before the recomputing forward
                     back = pt if tm != "keep" and not te else []
                     for child in seg(s + 1, t, True, child_c, late, pt if te else ()):
                         yield [f"Fall{s}"] + early + child + back + redo + [f"B{s}"]

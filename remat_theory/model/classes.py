@@ -262,8 +262,8 @@ def is_persistent_offload(chain, schedule) -> bool:
     child (option A, or option B with its part kept, the parent's prefetches then taken
     before the part's last op), down to the loss, which may take them right after it; the
     container recreated as a plain x by ``Fck_s``, then ``Fall_s`` before ``B_s``; the
-    evicting child's tape moved as in option A, prefetched ahead or right before the
-    recomputing forward.
+    evicting child's tape moved as in option A, prefetched right before the recomputing
+    forward.
     Validity is the simulator's to decide."""
     ops = list(schedule)
     L = chain.length
@@ -384,7 +384,7 @@ def is_persistent_offload(chain, schedule) -> bool:
                 if moved:
                     raise ValueError
             elif ev is not None and not got and (off or ("Off", s, form) in taken) and \
-                    ("Pre", s, form) not in early:
+                    not early:
                 # this segment's own container evicted: its parent's forward instead of
                 # the prefetch, after the tape t_{s+1}'s prefetch if it moved (O.25)
                 save = pos[0]
@@ -412,22 +412,34 @@ def is_persistent_offload(chain, schedule) -> bool:
         while k < t and (o := peek()) is not None and o.kind == "Fn" and o.index == k:
             pos[0] += 1
             k += 1
-        passed, _, evicted = seg(k, t, True, "x", (), None, ev_child if k == s + 1 else None,
-                                 down if not off else ())
+        # O.26: C (fresh, not pending) may be offloaded right after the child's first op
+        # instead, and prefetched right before the child's last op
+        own_ok = fresh and s >= 1 and not pending
+        boffer = [("Off", s, form)] if own_ok and not off and k < L else []
+
+        def bpre(taken):
+            return (["Pre", s, form],) if off or ("Off", s, form) in taken else ()
+
+        got_k, early_k, evicted = seg(k, t, True, "x", boffer, bpre if own_ok else None,
+                                      ev_child if k == s + 1 else None,
+                                      down if not off else ())
+        passed = [v for v in got_k if v in down]
+        moved = off or bool([v for v in got_k if v in boffer])
         if passed:  # O.25: passed on; the part kept, taking the parent's prefetches
-            if evicted:
+            if evicted or moved or early_k:
                 raise ValueError
             _, early, _ = seg(s, k - 1, False, form, (), (lambda _: pre(passed)) if pre
                               else None)
             return passed, early, None
         if evicted:
-            if evicted != "Fall" or pre is not None and take_pre(pre(got)):
+            if evicted != "Fall" or moved or early_k or \
+                    pre is not None and take_pre(pre(got)):
                 raise ValueError
             expect("B", s)
             return got, [], None
-        if off:
+        if moved and ("Pre", s, form) not in early_k:
             expect("Pre", s, form)
-        seg(s, k - 1, off, form)
+        seg(s, k - 1, moved, form)
         return got, [], None
 
     try:

@@ -82,13 +82,13 @@ ASSUMED_RATE = 5e8
 
 
 def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:
-    # eight float64 rows of W per segment (K, O and F by container form, the two option-B
-    # rests by form and kept), and the pending and prefetching children's rows, kept (about
-    # ten per segment at 30 stages, O.25); option B's splits, for the kept rests and for
-    # the deferrals' option B, and O(1) rows per segment for option A's moves
+    # eight float64 rows of W per segment (K, O and F by container form, option B's rests
+    # by form and move, O.26), and the pending and prefetching children's rows, kept: they
+    # grow with the origins a deferral passes down (O.25; measured 54 per segment on a
+    # 40-stage random chain, 11 on a 30-stage transformer), each with option B's splits
     cells = (L + 1) * (L + 2) / 2
-    per_unit = 8 * 24 * cells
-    steps = (11 * L * (L + 1) * (L + 2) / 6 + 80 * cells) * W
+    per_unit = 8 * (8 + 1.5 * L) * cells
+    steps = (17 * L * (L + 1) * (L + 2) / 6 + 1.5 * L * L * cells) * W
 
     def fit(max_bytes, max_steps):
         return int(min(max_bytes / per_unit, max_steps / max(1.0, steps / W)))

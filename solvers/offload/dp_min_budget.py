@@ -120,12 +120,11 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                 pc = (c if cm == "late" else 0) + (h if tm == "late" else 0)
                 early_units = {0}  # the units prefetched early: any subset of the moved
                 for add in ((c,) if cm != "keep" and ev is None else ()) + \
-                        ((h,) if tm != "keep" else ()):
+                        ((h,) if tm != "keep" and ev is None else ()):
                     early_units |= {u + add for u in early_units}
                 for ue in sorted(early_units):
-                    for early_pre in ((False, True) if ue == 0 and (cm != "keep" or
-                                                                     tm != "keep")
-                                      else (ue > 0,)):
+                    for early_pre in ((False, True) if ue == 0 and ev is None and
+                                      (cm != "keep" or tm != "keep") else (ue > 0,)):
                         if "late" in (cm, tm):
                             need = pend(s + 1, t, pc, ue if early_pre else None)
                         elif early_pre:
@@ -162,6 +161,21 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                                                      fresh("p", k, t) + x[k] - c,
                                                      fresh(form, s, k - 1)))
                             RO[form, s, t] = max(0, best)
+                            # O.26: C offloaded there and fetched ahead; late, fetched
+                            # before the part or ahead
+                            run, best = 0, INF
+                            for k in range(s + 1, t + 1):
+                                if k > s + 1:
+                                    run = max(run, step[k - 1])
+                                part = fresh(form, s, k - 1)
+                                best = min(best, max(g(t) + run - c,
+                                                     qpre(k, t, "p", c) + x[k] - c, part))
+                                if k < L:
+                                    for pre in (None, c):
+                                        best = min(best, max(g(t) + run,
+                                                             pend(k, t, c, pre, "p") + x[k],
+                                                             part))
+                            RO[form, s, t] = min(RO[form, s, t], max(0, best))
             best = opt_a(s, t, None)
             fck = g(t) + x[s + 1] + fo[s]
             if recompute:

@@ -19,6 +19,7 @@ from solvers.offload.dp_defer import DeferMixin
 
 NAME = "dp-offload"
 INF = math.inf
+ROX = ("ea", "lp", "la")
 
 
 class OffloadTable(DeferMixin):
@@ -45,6 +46,8 @@ class OffloadTable(DeferMixin):
         self.fall, self.bwd, self.fwd = ([float(v) for v in a] for a in (uc.fall, uc.bwd, uc.fwd))
         self.K, self.O, self.RK, self.RO, self.Fr = {}, {"p": {}, "t": {}}, {}, \
             {"p": {}, "t": {}}, {"p": {}, "t": {}}
+        # option B's rests with the container moved late or fetched ahead (O.26)
+        self.RX = {f: {v: {} for v in ROX} for f in ("p", "t")}
         self._qpre = {}  # (s, t, form, seconds, units) -> qpre's row
         self._pend = {}  # (s, t, delta, units, pre) -> pend's row
         for n in range(L + 1):
@@ -60,6 +63,9 @@ class OffloadTable(DeferMixin):
                         for form in ("p", "t"):
                             if self.ct[form][s] < INF:
                                 self.RO[form][s, t] = least(self._cands_ro(form, s, t), W)
+                                for v in ROX:
+                                    self.RX[form][v][s, t] = least(
+                                        self._cands_rox(form, s, t, v), W)
                 kb = self.K[s, t] = least(self._cands_k(s, t), W)
                 if s == 0 or n == 0:
                     continue
@@ -217,6 +223,10 @@ class OffloadTable(DeferMixin):
             tc = self.ct[form][s]
             yield (self.cut(self.RO[form][s, t] + (max(self.fwd[s], tc) + tc),
                             self._fck_need(s, t)), ("B", form))
+            for v in ROX:  # O.26
+                first = max(self.fwd[s], tc) if v == "ea" else self.fwd[s]
+                yield (self.cut(self.RX[form][v][s, t] + first, self._fck_need(s, t)),
+                       ("Bx", form, v))
 
     def _cands_a(self, s, t, form, bt=None, bc=0, pd=None, ev=None):
         """Option A of (s, t): Fall_s, the child (s+1, t), B_s.  The container C (``form``;
@@ -272,7 +282,10 @@ class OffloadTable(DeferMixin):
                 shift = -dA + cq + (c if cm == "early" else 0) + (h if tm == "early" else 0)
                 # each moved value's prefetch: right before B_s, or early (right before the
                 # child's last op, whose time then hides its copy)
-                for te in ((False, True) if tm != "keep" else (False,)):
+                # (an evicting child's tape is fetched right before the recomputing
+                # forward: that forward does not wait for a prefetch ahead, so the
+                # stretched last op of O.16 would overcount it)
+                for te in ((False, True) if tm != "keep" and ev is None else (False,)):
                     for ce in ((False, True) if cm != "keep" and ev is None else (False,)):
                         pre = None
                         if te or ce:
@@ -460,6 +473,10 @@ class OffloadTable(DeferMixin):
         L = self.L
         if label[0] == "base":
             return ([LOSS_OP] if s == L else [Fall(s), Bwd(s)]), ()
+        if label[0] == "Bx":  # O.26
+            _, form, v = label
+            now, later = self._plan_rox(form, v, s, t, m, off, pre)
+            return [Fck(s)] + ([off(form, s)] if v == "ea" else []) + now, later
         if label[0] == "B":
             form = label[1]
             if form is None:

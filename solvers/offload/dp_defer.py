@@ -2,8 +2,9 @@
 parent's late offloads are to be issued right after its first op, ``pend``) that moves
 nothing of its own before them may pass them on to its child, to be issued after the
 child's first op (and so on down the forward spine, the loss included): the copies run
-where they ran, the values stay on the device longer and the wait comes later.  A mixin
-of :class:`solvers.offload.dp_table.OffloadTable`."""
+where they ran, the values stay on the device longer and the wait comes later; and option
+B's container offloaded late or fetched ahead (O.26).  A mixin of
+:class:`solvers.offload.dp_table.OffloadTable`."""
 from __future__ import annotations
 
 from remat_theory.model.errors import InternalError

@@ -66,6 +66,7 @@ DEFAULT_MAX_STAGES = 4
 SWEEP_MAX_STAGES = 3
 DEFAULT_MAX_STATES = 1_000_000
 EXHAUSTIVE_MAX = 8  # the canonical search used as the incumbent (seconds up to there)
+DP_INCUMBENT_LIMIT = 5.0  # seconds for dp-offload's incumbent (none past it)
 _OPTION = option_owner(NAME)
 _INF = float("inf")
 
@@ -160,8 +161,12 @@ def _incumbent(chain: Chain, budget: int, recompute: bool):
         if sol.status == "optimal":
             found.append((sol.schedule, sol.makespan, sol.peak_memory))
     if chain.bandwidth is not None:
-        dp = registry.solve(chain, budget, "dp-offload", recompute=recompute)
-        if dp.schedule is not None:
+        try:  # refused up front where its table would be too big or too slow for the limit
+            dp = registry.solve(chain, budget, "dp-offload", recompute=recompute,
+                                time_limit=DP_INCUMBENT_LIMIT)
+        except SolverLimitError:
+            dp = None
+        if dp is not None and dp.schedule is not None:
             found.append((dp.schedule, dp.makespan, dp.peak_memory))
     return min(found, key=lambda f: f[1]) if found else None
 

@@ -191,21 +191,37 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
     ahead, and whose input and output are saved, may run ``Fall_s <child> B_s`` or ``Fck_s <child>
     B_s`` where the child (s+1, t) moves its container (t_{s+1}, or x_{s+1}) right after
     its first op or one op later, moves no tape, and has ``Fall_s`` instead of the
-    prefetch right before its ``B_{s+1}``.  Validity
+    prefetch right before its ``B_{s+1}``.  O.25 (``extended``): a pending segment that
+    moves nothing may pass its parent's late offloads on to its child (option A, or option
+    B with its part kept, taking the parent's prefetches), down to the loss (``Loss`` then
+    the offloads); an eviction by ``Fck_s`` then ``Fall_s``; the evicting child's tape moved
+    as in option A.  Validity
     is left to the interpreter.  ``extended=False``: the grammar of O.10 alone (no late
     offload, no tape move, no early prefetch)."""
     L = chain.length
     bw = chain.bandwidth is not None
 
-    def seg(s, t, fresh, c, late=(), pre=()):
+    def seg(s, t, fresh, c, late=(), pre=(), passed=False):
         late, pre = list(late), list(pre)
         if s == t:
             if t < L:
                 yield [f"Fall{s}"] + late + pre + [f"B{s}"]
             elif not late:
                 yield pre + ["Loss"]
+            elif passed and not pre:  # O.25: the loss takes deferred offloads
+                yield ["Loss"] + late
             return
         pending = bool(late)
+        if pending and extended:
+            # O.25: a pending segment that moves nothing passes its parent's late offloads
+            # on to its child (option A, or option B with its part kept, taking ``pre``)
+            for child in seg(s + 1, t, True, "t" if chain.output_saved[s] else "x", late,
+                             (), True):
+                yield [f"Fall{s}"] + child + pre + [f"B{s}"]
+            for k in range(s + 1, t + 1):
+                for child in seg(k, t, True, "x", late, (), True):
+                    for rest in seg(s, k - 1, False, c, (), pre):
+                        yield [f"Fck{s}"] + [f"Fn{j}" for j in range(s + 1, k)] + child + rest
         cmodes = ["keep"]
         if fresh and s >= 1 and bw:
             cmodes += ["early"] if pending or not extended else ["early", "late"]
@@ -237,26 +253,52 @@ def persistent_offload_schedules(chain: Chain, extended: bool = True):
                 for first, cc in (("Fall", "t"), ("Fck", "x")):
                     for child in evicting(s + 1, t, cc, s):
                         yield [f"{first}{s}"] + child + [f"B{s}"]
+                # O.25: recreated as a plain x_{s+1} by Fck_s, then t_{s+1} by Fall_s
+                for child in evicting(s + 1, t, "t", s, "Fck"):
+                    yield [f"Fall{s}"] + child + [f"Fall{s}", f"B{s}"]
             for k in range(s + 1, t + 1):
                 for child in seg(k, t, True, "x"):
                     for rest in seg(s, k - 1, cm == "early", c):
                         yield ([f"Fck{s}"] + late + o + [f"Fn{j}" for j in range(s + 1, k)]
                                + child + p + rest)
+                if not (extended and cm == "early" and not pending):
+                    continue
+                # O.26: C offloaded right after the child's first op and/or prefetched
+                # right before the child's last op
+                for when, ahead in (("early", True), ("late", False), ("late", True)):
+                    if when == "late" and k == L:
+                        continue
+                    for child in seg(k, t, True, "x", o if when == "late" else (),
+                                     p if ahead else ()):
+                        for rest in seg(s, k - 1, True, c):
+                            yield ([f"Fck{s}"] + (o if when == "early" else [])
+                                   + [f"Fn{j}" for j in range(s + 1, k)] + child
+                                   + ([] if ahead else p) + rest)
 
-    def evicting(s, t, c, parent):
+    def evicting(s, t, c, parent, redo_kind="Fall"):
         """Child (s, t) whose container (``c``) is offloaded right after its first op or
-        one op later and never fetched back: ``Fall_parent`` right before B_s instead."""
-        o, redo = [f"Off{c}{s}"], [f"Fall{parent}"]
+        one op later and never fetched back: ``Fall_parent`` (or ``Fck_parent``, O.25)
+        right before B_s instead.  The tape t_{s+1} of an unsaved output may move as in
+        option A (O.25), its prefetch right before that forward."""
+        o, redo = [f"Off{c}{s}"], [f"{redo_kind}{parent}"]
         if s == t:
             if t < L:
                 yield [f"Fall{s}"] + o + redo + [f"B{s}"]
             return
         child_c = "t" if chain.output_saved[s] else "x"
+        unsaved = not chain.output_saved[s]
+        tmodes = ["keep", "early", "late"] if unsaved and extended else ["keep"]
+        ot, pt = [f"Offt{s + 1}"], [f"Pret{s + 1}"]
         for when in ("early", "late"):
-            if when == "late" and s + 1 >= L:
-                continue
-            for child in seg(s + 1, t, True, child_c, o if when == "late" else ()):
-                yield [f"Fall{s}"] + (o if when == "early" else []) + child + redo + [f"B{s}"]
+            for tm in tmodes:
+                if "late" in (when, tm) and s + 1 >= L:
+                    continue
+                early = (o if when == "early" else []) + (ot if tm == "early" else [])
+                late = (o if when == "late" else []) + (ot if tm == "late" else [])
+                for te in (False,):  # fetched right before the recomputing forward
+                    back = pt if tm != "keep" and not te else []
+                    for child in seg(s + 1, t, True, child_c, late, pt if te else ()):
+                        yield [f"Fall{s}"] + early + child + back + redo + [f"B{s}"]
 
     yield from seg(0, L, False, "t")
 

@@ -220,9 +220,12 @@ def test_offload_solvers_are_registered_with_their_classes():
     # transfers without recomputation: the smaller class (the claim of exhaustive-offload-only)
     assert classes.classify(c, s) == classes.NO_REMAT
     assert not classes.ALL.contains(c, s) and classes.OFFLOAD.contains(c, s)
-    # recomputes F0; x1 offloaded two ops after the Fall1 that read it: outside the class DP's
-    r = Schedule.parse("Fck0 Fall1 Fall2 Loss Offx1 B2 Prex1 B1 Fall0 B0")
+    # recomputes F0; x1 prefetched two ops before the B1 that reads it: outside the class
+    # DP's (offloaded after the loss, passed on by <2, 3>, it is a member: O.25)
+    r = Schedule.parse("Fck0 Fall1 Offx1 Fall2 Prex1 Loss B2 B1 Fall0 B0")
     assert classes.classify(c, r) == classes.OFFLOAD and not classes.NO_REMAT.contains(c, r)
+    deferred = Schedule.parse("Fck0 Fall1 Fall2 Loss Offx1 B2 Prex1 B1 Fall0 B0")
+    assert classes.classify(c, deferred) == classes.PERSISTENT_OFFLOAD
     late = Schedule.parse("Fck0 Fall1 Fall2 Offx1 Loss B2 Prex1 B1 Fall0 B0")  # one op late
     assert classes.classify(c, late) == classes.PERSISTENT_OFFLOAD
 
@@ -354,9 +357,12 @@ def test_dp_offload_scales_to_long_chains_with_slots():
 
 
 def test_the_class_grammar_parser():
-    """classes.is_persistent_offload: members (save-on-cpu, offload-all, dp's schedules) and
-    non-members (a prefetch two backwards ahead, an offload two ops late, an offload by a
-    stale segment)."""
+    """classes.is_persistent_offload: members (save-on-cpu, offload-all, dp's schedules, an
+    offload two ops late passed on by a segment that moves nothing, O.25, an option-B
+    checkpoint moved late and fetched ahead, O.26) and non-members (a prefetch two
+    backwards ahead, an offload passed on by a segment that moved its own container, an
+    evicting child's tape fetched ahead of the recomputing forward, an offload by a stale
+    segment)."""
     c = Chain.homogeneous(3, x_size=4, tape_size=6).replace(bandwidth=4.0)
     soc = offload_all_schedule(c, 0)
     assert classes.PERSISTENT_OFFLOAD.contains(c, soc)
@@ -367,9 +373,28 @@ def test_the_class_grammar_parser():
     two_ahead = Schedule.parse("Fall0 Fall1 Offt1 Fall2 Fall3 Loss Pret1 B3 B2 B1 B0")
     two_late = Schedule.parse("Fall0 Fall1 Fall2 Fall3 Offt1 Loss B3 B2 Pret1 B1 B0")
     one_late = Schedule.parse("Fall0 Fall1 Fall2 Offt1 Fall3 Loss B3 B2 Pret1 B1 B0")
-    for s, member in ((two_ahead, False), (two_late, False), (one_late, True)):
+    # t1 passed on by <2, 4>, which offloads its own container t2: not a member (O.25)
+    past_a_mover = Schedule.parse("Fall0 Fall1 Fall2 Offt2 Fall3 Offt1 Loss B3 Pret2 B2 "
+                                  "Pret1 B1 B0")
+    # O.26: option B's checkpoint x1 offloaded after its child's first op, fetched right
+    # before the child's last op B2
+    b_late_ahead = Schedule.parse("Fck0 Fck1 Fall2 Offx1 Fall3 Loss B3 Prex1 B2 Fall1 B1 "
+                                  "Fall0 B0")
+    for s, member in ((two_ahead, False), (two_late, True), (one_late, True),
+                      (past_a_mover, False), (b_late_ahead, True)):
         assert classes.OFFLOAD.contains(c4, s)
         assert classes.PERSISTENT_OFFLOAD.contains(c4, s) == member
+    # O.25: an evicting child's tape t2 (x2 unsaved) fetched right before the recomputing
+    # Fall0, not ahead of it (the row would overcount: the forward does not wait for it)
+    from remat_theory.analysis import families
+    cu = families.make("random", 4, 1020).replace(bandwidth=0.7,
+                                                  output_saved=[True, False, False, False])
+    for text, member in (("Fall0 Fall1 Offt1 Fall2 Fall3 Offt2 Loss B3 B2 Pret2 Fall0 B1 B0",
+                          True),
+                         ("Fall0 Fall1 Offt1 Fall2 Fall3 Offt2 Loss B3 Pret2 B2 Fall0 B1 B0",
+                          False)):
+        assert classes.OFFLOAD.contains(cu, Schedule.parse(text))
+        assert classes.PERSISTENT_OFFLOAD.contains(cu, Schedule.parse(text)) == member
     r = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 Offt2 B1 Fall0 B0")
     assert not classes.PERSISTENT_OFFLOAD.contains(c, r)  # Offt2: not a container there
     m = Schedule.parse("Fck0 Fck1 Offx1 Fall2 Loss B2 Prex1 Fall1 B1 Fall0 B0")

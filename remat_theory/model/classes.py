@@ -257,7 +257,13 @@ def is_persistent_offload(chain, schedule) -> bool:
     a segment that keeps its input, takes no late offload and no prefetch ahead, and whose
     input and output are saved may run ``Fall_s <child> B_s`` or ``Fck_s <child> B_s``
     where the child moves its container (right after its first op or one op later), moves
-    no tape, and has ``Fall_s`` instead of the prefetch right before its last op.
+    no tape, and has ``Fall_s`` instead of the prefetch right before its last op.  O.25
+    adds: a segment offered late offloads that moves nothing itself may pass them on to its
+    child (option A, or option B with its part kept, the parent's prefetches then taken
+    before the part's last op), down to the loss, which may take them right after it; the
+    container recreated as a plain x by ``Fck_s``, then ``Fall_s`` before ``B_s``; the
+    evicting child's tape moved as in option A, prefetched right before the recomputing
+    forward.
     Validity is the simulator's to decide."""
     ops = list(schedule)
     L = chain.length
@@ -297,33 +303,50 @@ def is_persistent_offload(chain, schedule) -> bool:
                 got.append(tuple(v))
         return got
 
-    def seg(s, t, fresh, form, late=(), pre=None, ev=None):
+    def redo(ev, form):
+        """The parent's forward recreating an evicted container, if it is next: "Fall",
+        or "Fck" (a plain x, O.25) where the container is a tape; else None."""
+        if ev is None:
+            return None
+        if is_(peek(), "Fall", ev):
+            return "Fall"
+        return "Fck" if form == "t" and is_(peek(), "Fck", ev) else None
+
+    def seg(s, t, fresh, form, late=(), pre=None, ev=None, dfr=()):
         """Parse segment (s, t); ``late``: the parent's offloads it may take after its
-        first op; ``pre(taken)``: the parent's prefetches it may take before its last op
-        (None: none); ``ev``: the parent's stage when its forward may recreate this
-        segment's container right before the last op (an eviction).  Returns (late
-        offloads taken, prefetches taken, whether the container was evicted)."""
+        first op; ``dfr``: offloads of an ancestor passed on by segments that moved nothing
+        (O.25), taken the same way, or by the loss right after it; ``pre(taken)``: the
+        parent's prefetches it may take before its last op (None: none); ``ev``: the
+        parent's stage when its forward may recreate this segment's container right before
+        the last op (an eviction).  Returns (late or passed offloads taken, prefetches
+        taken, the recreating forward's kind when the container was evicted, else None)."""
         if s == t:
             if t == L:
                 early = take_pre(pre([]) if pre else [])
                 expect("Loss", None)
-                return [], early, False
+                return (take_late(dfr) if not early else []), early, None
             expect("Fall", s)
-            got = take_late(late)
-            if ev is not None and not got and is_(peek(), "Off", s, form) and \
-                    is_(ops[pos[0] + 1] if pos[0] + 1 < len(ops) else None, "Fall", ev):
-                pos[0] += 2
+            got = take_late(list(late) + list(dfr))
+            if not got and is_(peek(), "Off", s, form):
+                pos[0] += 1
+                kind = redo(ev, form)
+                if kind is None:
+                    raise ValueError
+                pos[0] += 1
                 expect("B", s)
-                return got, [], True
+                return got, [], kind
             early = take_pre(pre(got) if pre else [])
             expect("B", s)
-            return got, early, False
+            return got, early, None
         op = peek()
         if op is None or op.index != s or op.kind not in ("Fall", "Fck"):
             raise ValueError
         pos[0] += 1
-        got = take_late(late)
+        got = take_late(list(late) + list(dfr))
         pending = bool(got)
+        # nothing taken: the offers may be passed on to the child (a segment that moves
+        # nothing itself, O.25)
+        down = [] if got else list(late) + list(dfr)
         off = fresh and s >= 1 and is_(peek(), "Off", s, form)
         if off:
             pos[0] += 1
@@ -348,42 +371,76 @@ def is_persistent_offload(chain, schedule) -> bool:
                                     else ())
 
             taken, early, evicted = seg(s + 1, t, True, "x" if unsaved else "t", offer, mine,
-                                        ev_child)
+                                        ev_child, down)
+            passed = [v for v in taken if v in down]
+            if passed:  # O.25: this segment moved nothing and passed the offloads on
+                if off or t_early or len(passed) != len(taken) or evicted:
+                    raise ValueError
+                early_parent = take_pre(pre(passed) if pre else [])
+                expect("B", s)
+                return passed, early_parent, None
             moved = mine(taken)
             if evicted:
                 if moved:
                     raise ValueError
-            elif ev is not None and not got and not t_early and \
-                    ("Off", s + 1, "t") not in taken and \
-                    (off or ("Off", s, form) in taken) and not early and \
-                    is_(peek(), "Fall", ev):
+            elif ev is not None and not got and (off or ("Off", s, form) in taken) and \
+                    not early:
                 # this segment's own container evicted: its parent's forward instead of
-                # the prefetch
-                pos[0] += 1
-                expect("B", s)
-                return got, [], True
+                # the prefetch, after the tape t_{s+1}'s prefetch if it moved (O.25)
+                save = pos[0]
+                back = [v for v in moved if tuple(v) not in early]
+                if back and back[0][2] == "t" and back[0][1] == s + 1 and is_(peek(), *back[0]):
+                    pos[0] += 1
+                    back = back[1:]
+                kind = redo(ev, form)
+                if kind is not None and all(v[2] == form and v[1] == s for v in back):
+                    pos[0] += 1
+                    expect("B", s)
+                    return got, [], kind
+                pos[0] = save
             for v in moved:
                 if tuple(v) not in early:
                     expect(*v)
             early_parent = take_pre(pre(got) if pre else [])
             if evicted and early_parent:
                 raise ValueError
+            if evicted == "Fck":  # recreated as a plain x_{s+1}: t_{s+1} again for B_s
+                expect("Fall", s)
             expect("B", s)
-            return got, early_parent, False
+            return got, early_parent, None
         k = s + 1  # option B: its last op is its part's, offered no prefetch
         while k < t and (o := peek()) is not None and o.kind == "Fn" and o.index == k:
             pos[0] += 1
             k += 1
-        _, _, evicted = seg(k, t, True, "x", (), None, ev_child if k == s + 1 else None)
+        # O.26: C (fresh, not pending) may be offloaded right after the child's first op
+        # instead, and prefetched right before the child's last op
+        own_ok = fresh and s >= 1 and not pending
+        boffer = [("Off", s, form)] if own_ok and not off and k < L else []
+
+        def bpre(taken):
+            return (["Pre", s, form],) if off or ("Off", s, form) in taken else ()
+
+        got_k, early_k, evicted = seg(k, t, True, "x", boffer, bpre if own_ok else None,
+                                      ev_child if k == s + 1 else None,
+                                      down if not off else ())
+        passed = [v for v in got_k if v in down]
+        moved = off or bool([v for v in got_k if v in boffer])
+        if passed:  # O.25: passed on; the part kept, taking the parent's prefetches
+            if evicted or moved or early_k:
+                raise ValueError
+            _, early, _ = seg(s, k - 1, False, form, (), (lambda _: pre(passed)) if pre
+                              else None)
+            return passed, early, None
         if evicted:
-            if pre is not None and take_pre(pre(got)):
+            if evicted != "Fall" or moved or early_k or \
+                    pre is not None and take_pre(pre(got)):
                 raise ValueError
             expect("B", s)
-            return got, [], False
-        if off:
+            return got, [], None
+        if moved and ("Pre", s, form) not in early_k:
             expect("Pre", s, form)
-        seg(s, k - 1, off, form)
-        return got, [], False
+        seg(s, k - 1, moved, form)
+        return got, [], None
 
     try:
         seg(0, L, False, "t")

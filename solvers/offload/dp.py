@@ -22,7 +22,11 @@ during it).  C moves only in a segment that starts *fresh* (right after C was ma
 prefetched), and not late in a child that itself takes late offloads.  *Evictions* (O.18):
 a segment that keeps its input, whose input and output are saved, may run ``Fall_s [child]
 B_s`` or ``Fck_s [child] B_s`` where the child sends its container away for good and
-``Fall_s`` recreates it right before the child's ``B_{s+1}``.  Every time is then
+``Fall_s`` recreates it right before the child's ``B_{s+1}`` (or ``Fck_s`` does, as a plain
+x_{s+1}, and ``Fall_s`` runs again before B_s; the evicting child may move its own tape).
+*Deferrals* (O.25, :mod:`solvers.offload.dp_defer`): a child offered late offloads that
+moves nothing itself may pass them on to its own child (option A, or option B with its
+part kept), down to the loss.  Every time is then
 a constant of the choices (O.10, O.16): a fresh segment starts with the channel free; a
 child taking late offloads starts with it busy for a known ``delta``; a child whose parent
 prefetches early ends with its last op stretched to ``max(time, copies)``.
@@ -39,10 +43,9 @@ Tables over memory units m (budget minus everything the segment does not own, as
   (c units more from its second op on); ``qpre(s, t, form, tau, cp)``: a child whose
   parent prefetches ``cp`` units in ``tau`` seconds right before its last op;
   ``evict(s, t, form)``: a child whose container its parent's forward recreates.  All are
-  built on demand from the tables of shorter segments and memoized (those of segments
-  three or more shorter than the ones being built are dropped, and recomputed by the
-  rebuild if it needs them); their parameters take a bounded number of values per stage
-  (O.16), so the work stays O(L^3 M) and the memory O(L^2 M).
+  built on demand from the tables of shorter segments and memoized (kept: a deferral asks
+  for the pending rows of every shorter segment with the same end); their parameters
+  take a bounded number of values per stage and origin (O.16, O.25).
 
 Each candidate is a row over m (a shifted lookup plus a constant, infinite below its
 memory threshold); a cell is their minimum.  Outputs no backward reads (``output_saved``)
@@ -79,12 +82,13 @@ ASSUMED_RATE = 5e8
 
 
 def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:
-    # eight float64 rows of W per segment (K, O and F by container form, the two option-B
-    # rests by form and kept); option B's splits, and O(1) rows per segment for option A's
-    # moves and its pending children
+    # eight float64 rows of W per segment (K, O and F by container form, option B's rests
+    # by form and move, O.26), and the pending and prefetching children's rows, kept: they
+    # grow with the origins a deferral passes down (O.25; measured 54 per segment on a
+    # 40-stage random chain, 11 on a 30-stage transformer), each with option B's splits
     cells = (L + 1) * (L + 2) / 2
-    per_unit = 8 * 8 * cells
-    steps = (3 * L * (L + 1) * (L + 2) / 6 + 40 * cells) * W
+    per_unit = 8 * (8 + 1.5 * L) * cells
+    steps = (17 * L * (L + 1) * (L + 2) / 6 + 1.5 * L * L * cells) * W
 
     def fit(max_bytes, max_steps):
         return int(min(max_bytes / per_unit, max_steps / max(1.0, steps / W)))
@@ -124,9 +128,9 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
 
 @register(NAME, optimal_for=CLASS, exact=True,
           description="Persistent dynamic program with offloading (segment inputs and "
-                      "unsaved outputs' tapes, early or late, prefetched early or not, "
-                      "or evicted and recomputed; a "
-                      "chain with bandwidth; O(L^3 M)): optimal over persistent+offload, "
+                      "unsaved outputs' tapes, early, late or deferred, prefetched "
+                      "early or not, or evicted and recomputed; a chain with "
+                      "bandwidth): optimal over persistent+offload, "
                       "exact integer memory or slots.",
           variants={"dp-offload-slots": {"slots": 64},
                     "dp-offload-only": {"recompute": False}},

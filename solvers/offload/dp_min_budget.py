@@ -36,16 +36,30 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
     def cform(s):  # option A's child (s+1, t): its container's form
         return "p" if un[s + 1] else "t"
 
-    def pend(s, t, c, pre=None):
-        key = (s, t, c, pre)
+    def pend(s, t, c, pre=None, form=None):
+        key = (s, t, c, pre, form)
         if key in P:
             return P[key]
         cp = 0 if pre is None else pre
+        if s == t == L:  # the loss takes deferred offloads (O.25)
+            P[key] = max(0, x[L] + int(uc.bo[L])) if pre is None else INF
+            return P[key]
         if s == t:
             P[key] = max(0, g(t) + tape[s] + fao[s], bneed[s] - c + cp)
             return P[key]
-        own = cform(s - 1)
+        own = cform(s - 1) if form is None else form
         best = opt_a(s, t, None, cp, c)
+        # O.25: the late offloads passed on to the child (option A; option B, part kept)
+        best = min(best, max(g(t) + tape[s] + fao[s], bneed[s] + cp - c,
+                             pend(s + 1, t, c) + dA[s]))
+        if recompute:
+            run = 0
+            for k in range(s + 1, t + 1):
+                if k > s + 1:
+                    run = max(run, step[k - 1])
+                part = K[s, k - 1] if pre is None else qpre(s, k - 1, None, cp)
+                best = min(best, max(g(t) + x[s + 1] + fo[s], g(t) + run,
+                                     pend(k, t, c, None, "p") + x[k], part - c))
         if ok[own][s] and not (own == "p" and un[s]):
             best = min(best, opt_a(s, t, own, cp, c))
         if recompute and pre is None:
@@ -64,7 +78,8 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                              max(g(t) + tape[s] + fao[s], bneed[s] + cp))
             else:
                 best = opt_a(s, t, None, cp)
-                if s >= 1 and ok[form][s] and not (form == "p" and un[s]):
+                if s >= 1 and form is not None and ok[form][s] and \
+                        not (form == "p" and un[s]):
                     best = min(best, opt_a(s, t, form, cp))
                 Q[key] = max(0, best)
         return Q[key]
@@ -72,17 +87,21 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
     def rneed(s, form):
         return th[s] + x[s + 1] + tape[s - 1] + fao[s - 1] - cu[form][s]
 
-    def evict(s, t, form):
+    def evict(s, t, form, how="fall"):
         if s == L:
             return INF
-        lo = max(g(t) + tape[s] + fao[s], bneed[s] + th[s - 1] - cu[form][s], rneed(s, form))
+        if how == "fall":
+            read, rn = th[s - 1], rneed(s, form)
+        else:  # Fck_{s-1} recreates a plain x_s (O.25)
+            read, rn = x[s], th[s] + x[s + 1] + x[s] + fo[s - 1] - cu[form][s]
+        lo = max(g(t) + tape[s] + fao[s], bneed[s] + read - cu[form][s], rn)
         return max(0, lo) if s == t else max(0, opt_a(s, t, form, ev=lo))
 
     def opt_a(s, t, form, bc=None, cq=None, ev=None):
         ch = cform(s)
         c = cu[form][s] if form else 0
         h = th[s]
-        tape_moves = un[s + 1] and ok["t"][s + 1] and ev is None
+        tape_moves = un[s + 1] and ok["t"][s + 1]
         if ev is not None:
             lo = ev
         elif bc is None and cq is None:
@@ -101,12 +120,11 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                 pc = (c if cm == "late" else 0) + (h if tm == "late" else 0)
                 early_units = {0}  # the units prefetched early: any subset of the moved
                 for add in ((c,) if cm != "keep" and ev is None else ()) + \
-                        ((h,) if tm != "keep" else ()):
+                        ((h,) if tm != "keep" and ev is None else ()):
                     early_units |= {u + add for u in early_units}
                 for ue in sorted(early_units):
-                    for early_pre in ((False, True) if ue == 0 and (cm != "keep" or
-                                                                     tm != "keep")
-                                      else (ue > 0,)):
+                    for early_pre in ((False, True) if ue == 0 and ev is None and
+                                      (cm != "keep" or tm != "keep") else (ue > 0,)):
                         if "late" in (cm, tm):
                             need = pend(s + 1, t, pc, ue if early_pre else None)
                         elif early_pre:
@@ -143,6 +161,21 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                                                      fresh("p", k, t) + x[k] - c,
                                                      fresh(form, s, k - 1)))
                             RO[form, s, t] = max(0, best)
+                            # O.26: C offloaded there and fetched ahead; late, fetched
+                            # before the part or ahead
+                            run, best = 0, INF
+                            for k in range(s + 1, t + 1):
+                                if k > s + 1:
+                                    run = max(run, step[k - 1])
+                                part = fresh(form, s, k - 1)
+                                best = min(best, max(g(t) + run - c,
+                                                     qpre(k, t, "p", c) + x[k] - c, part))
+                                if k < L:
+                                    for pre in (None, c):
+                                        best = min(best, max(g(t) + run,
+                                                             pend(k, t, c, pre, "p") + x[k],
+                                                             part))
+                            RO[form, s, t] = min(RO[form, s, t], max(0, best))
             best = opt_a(s, t, None)
             fck = g(t) + x[s + 1] + fo[s]
             if recompute:
@@ -150,6 +183,8 @@ def min_units(uc: UnitChain, chain: Chain, recompute: bool = True) -> int:
                 if not un[s + 1] and not un[s]:  # evictions (O.18)
                     if ok["t"][s + 1]:
                         best = min(best, max(fneed(s, t), evict(s + 1, t, "t") + dA[s]))
+                        best = min(best, max(fneed(s, t), x[s + 1] + tape[s] + fao[s],
+                                             evict(s + 1, t, "t", "fck") + dA[s]))
                     if ok["p"][s + 1]:
                         best = min(best, max(fck, bneed[s], evict(s + 1, t, "p") + x[s + 1]))
             K[s, t] = max(0, best)

@@ -15,12 +15,14 @@ from solvers._dp_tables import NEVER, Deadline, UnitChain
 from solvers._schedules import unfold
 from solvers.dp import skewed_saturation
 from solvers.offload.copies import copy_time
+from solvers.offload.dp_defer import DeferMixin
 
 NAME = "dp-offload"
 INF = math.inf
+ROX = ("ea", "lp", "la")
 
 
-class OffloadTable:
+class OffloadTable(DeferMixin):
     """The tables of the module docstring for m = 0..W-1 (W - 1 at least every segment's
     store-all peak).  No choice is stored: the rebuild recomputes a cell's candidates at
     one m and follows one that reaches the cell's value."""
@@ -44,16 +46,15 @@ class OffloadTable:
         self.fall, self.bwd, self.fwd = ([float(v) for v in a] for a in (uc.fall, uc.bwd, uc.fwd))
         self.K, self.O, self.RK, self.RO, self.Fr = {}, {"p": {}, "t": {}}, {}, \
             {"p": {}, "t": {}}, {"p": {}, "t": {}}
+        # option B's rests with the container moved late or fetched ahead (O.26)
+        self.RX = {f: {v: {} for v in ROX} for f in ("p", "t")}
         self._qpre = {}  # (s, t, form, seconds, units) -> qpre's row
         self._pend = {}  # (s, t, delta, units, pre) -> pend's row
         for n in range(L + 1):
             deadline.check(f"building the tables (segments of length {n} of {L})")
-            # pend and qpre rows of segments shorter than n - 2 are no longer read while
-            # building (a child's rows are asked for by its parent and grandparent); the
-            # rebuild recomputes any it needs: O(L) of them live, not O(L^2)
-            for memo in (self._pend, self._qpre):
-                for key in [k for k in memo if k[1] - k[0] < n - 2]:
-                    del memo[key]
+            # pend and qpre rows are kept: a deferral (O.25) asks for the pending rows of
+            # every shorter segment with the same end, and dropping them made the
+            # recomputation 3x slower at 30 stages (the memory is in _refuse_if_too_big)
             for s in range(L + 1 - n):
                 t = s + n
                 if n > 0 and recompute:
@@ -62,6 +63,9 @@ class OffloadTable:
                         for form in ("p", "t"):
                             if self.ct[form][s] < INF:
                                 self.RO[form][s, t] = least(self._cands_ro(form, s, t), W)
+                                for v in ROX:
+                                    self.RX[form][v][s, t] = least(
+                                        self._cands_rox(form, s, t, v), W)
                 kb = self.K[s, t] = least(self._cands_k(s, t), W)
                 if s == 0 or n == 0:
                     continue
@@ -165,17 +169,24 @@ class OffloadTable:
                 if self.ct["t"][s + 1] < INF:
                     row = self.at(self.evict(s + 1, t, "t"), -self.dA[s]) + (self.fall[s] + b)
                     yield self.cut(row, self.fneed(s, t)), ("E", "t")
+                    # O.25: recreated as a plain x_{s+1} by Fck_s for B_{s+1}, then t_{s+1}
+                    # by Fall_s for B_s
+                    row = (self.at(self.evict(s + 1, t, "t", "fck"), -self.dA[s])
+                           + (2 * self.fall[s] + b))
+                    lo = max(self.fneed(s, t), self.x[s + 1] + int(uc.tape[s] + uc.fao[s]))
+                    yield self.cut(row, lo), ("E", "tk")
                 if self.ct["p"][s + 1] < INF:
                     row = self.at(self.evict(s + 1, t, "p"), -self.x[s + 1]) + (self.fwd[s] + b)
                     lo = max(self._fck_need(s, t), int(self.uc.bneed[s]))
                     yield self.cut(row, lo), ("E", "p")
 
-    def evict(self, s, t, form):
+    def evict(self, s, t, form, how="fall"):
         """A child (s, t) of a segment that keeps its own input: its container (``form``)
         is offloaded right after its first op or one op later and never fetched back; its
         parent's ``Fall_{s-1}`` runs again right before the child's last op ``B_s``,
-        recreating it (the tape t_s holds x_s: the parent's output is saved)."""
-        return least(self._cands_evict(s, t, form), self.W)
+        recreating it (the tape t_s holds x_s: the parent's output is saved); ``how`` =
+        "fck": ``Fck_{s-1}`` recreates a plain x_s instead (O.25)."""
+        return least(self._cands_evict(s, t, form, how), self.W)
 
     def _rneed(self, s, form):
         """The recomputing ``Fall_{s-1}``'s need in the frame of the child (s, t): what is
@@ -185,20 +196,25 @@ class OffloadTable:
         return (self.th[s] + self.x[s + 1] + int(uc.tape[s - 1] + uc.fao[s - 1])
                 - self.cu[form][s])
 
-    def _cands_evict(self, s, t, form):
+    def _cands_evict(self, s, t, form, how="fall"):
         if s == self.L:  # the loss: no container to evict
             return
         uc = self.uc
-        rf, rneed = self.fall[s - 1], self._rneed(s, form)
-        # B_s then reads the recreated tape t_s, larger or smaller than the plain x_s
-        # counted outside the child's units
+        if how == "fall":
+            rf, rneed, read = self.fall[s - 1], self._rneed(s, form), self.th[s - 1]
+        else:  # Fck_{s-1}: a plain x_s and its transient
+            rf, read = self.fwd[s - 1], self.x[s]
+            rneed = (self.th[s] + self.x[s + 1] + self.x[s] + int(uc.fo[s - 1])
+                     - self.cu[form][s])
+        # B_s then reads the recreated tape t_s (or plain x_s), larger or smaller than the
+        # container counted outside the child's units
         lo = max(self.g(t) + int(uc.tape[s] + uc.fao[s]),
-                 int(uc.bneed[s]) + self.th[s - 1] - self.cu[form][s], rneed)
+                 int(uc.bneed[s]) + read - self.cu[form][s], rneed)
         if s == t:  # Fall_s Off C Fall_{s-1} B_s
             time_ = max(self.fall[s], self.ct[form][s]) + rf + self.bwd[s]
             yield self.cut(np.full(self.W, time_), lo), ("ebase",)
             return
-        yield from self._cands_a(s, t, form, ev=(rf, lo))
+        yield from self._cands_a(s, t, form, ev=(rf, lo, how))
 
     def _cands_o(self, form, s, t):
         if not (form == "p" and self.un[s]):  # Fall_s frees an unsaved plain x_s
@@ -207,6 +223,10 @@ class OffloadTable:
             tc = self.ct[form][s]
             yield (self.cut(self.RO[form][s, t] + (max(self.fwd[s], tc) + tc),
                             self._fck_need(s, t)), ("B", form))
+            for v in ROX:  # O.26
+                first = max(self.fwd[s], tc) if v == "ea" else self.fwd[s]
+                yield (self.cut(self.RX[form][v][s, t] + first, self._fck_need(s, t)),
+                       ("Bx", form, v))
 
     def _cands_a(self, s, t, form, bt=None, bc=0, pd=None, ev=None):
         """Option A of (s, t): Fall_s, the child (s+1, t), B_s.  The container C (``form``;
@@ -228,7 +248,7 @@ class OffloadTable:
         h, tt = self.th[s], self.ct["t"][s + 1]
         H0, cq = pd if pd is not None else (0.0, 0)
         cmodes = ("keep",) if form is None else (("early",) if pd else ("early", "late"))
-        tmodes = ("keep", "early", "late") if self._tape_moves(s) and ev is None else ("keep",)
+        tmodes = ("keep", "early", "late") if self._tape_moves(s) else ("keep",)
         late_ok = s + 1 < self.L  # the child's first op is a forward (not the loss)
         if ev is not None:
             lo = ev[1]
@@ -262,7 +282,10 @@ class OffloadTable:
                 shift = -dA + cq + (c if cm == "early" else 0) + (h if tm == "early" else 0)
                 # each moved value's prefetch: right before B_s, or early (right before the
                 # child's last op, whose time then hides its copy)
-                for te in ((False, True) if tm != "keep" else (False,)):
+                # (an evicting child's tape is fetched right before the recomputing
+                # forward: that forward does not wait for a prefetch ahead, so the
+                # stretched last op of O.16 would overcount it)
+                for te in ((False, True) if tm != "keep" and ev is None else (False,)):
                     for ce in ((False, True) if cm != "keep" and ev is None else (False,)):
                         pre = None
                         if te or ce:
@@ -275,11 +298,12 @@ class OffloadTable:
                         else:
                             crow = self.fresh(ch, s + 1, t)
                         tail = (0.0 if te else T) + (0.0 if ce else C) + b_eff
-                        if ev is not None:  # the recomputing forward instead of Pre C
-                            tail = ev[0] + b_eff
+                        if ev is not None:  # the recomputing forward instead of Pre C,
+                            # beside the tape's prefetch (O.25)
+                            tail = max(ev[0], 0.0 if te else T) + b_eff
                         row = self.at(crow, shift) + (start + tail)
                         yield self.cut(row, lo), ("A", form, cm, tm, shift, delta, pc, pre,
-                                                  te, ce, ev is not None)
+                                                  te, ce, None if ev is None else ev[2])
 
     def qpre(self, s, t, form, tau, cp):
         """A fresh child (s, t) whose parent prefetches right before the child's last op
@@ -302,32 +326,41 @@ class OffloadTable:
             yield self.cut(np.full(self.W, time_), need), ("qbase",)
             return
         yield from self._cands_a(s, t, None, tau, cp)
-        if s >= 1 and self.ct[form][s] < INF and not (form == "p" and self.un[s]):
+        if s >= 1 and form is not None and self.ct[form][s] < INF and \
+                not (form == "p" and self.un[s]):
             yield from self._cands_a(s, t, form, tau, cp)
 
-    def pend(self, s, t, delta, c, pre=None):
+    def pend(self, s, t, delta, c, pre=None, form=None):
         """A child (s, t) of option A whose parent's offloads are issued right after the
         child's first op: that op runs under m (the values still held), the rest under
         m + c; the channel is busy until ``delta`` past the child's start.  ``pre``: (copy
         seconds, units) of the parent's prefetches issued right before the child's B_s
         (then option A or the base only)."""
-        key = (s, t, delta, c, pre)
+        key = (s, t, delta, c, pre, form)
         row = self._pend.get(key)
         if row is None:
-            row = self._pend[key] = least(self._cands_pend(s, t, delta, c, pre), self.W)
+            row = self._pend[key] = least(self._cands_pend(s, t, delta, c, pre, form),
+                                          self.W)
         return row
 
-    def _cands_pend(self, s, t, delta, c, pre):
+    def _cands_pend(self, s, t, delta, c, pre, form=None):
         uc = self.uc
-        g, f1, b1 = self.g(t), self.fall[s], self.bwd[s]
         tau, cp = pre if pre is not None else (None, 0)
+        if s == t == self.L:  # Loss [late offs] (O.25): the next op waits for the copies
+            if pre is None:
+                yield (self.cut(np.full(self.W, max(self.bwd[s], delta)),
+                                self.x[s] + int(uc.bo[s])), ("plbase",))
+            return
+        g, f1, b1 = self.g(t), self.fall[s], self.bwd[s]
         if s == t:  # Fall_s [late offs] [pre] B_s
             lo = max(g + int(uc.tape[s] + uc.fao[s]), int(uc.bneed[s]) - c + cp)
             b1 = b1 if tau is None else max(b1, tau)
             yield self.cut(np.full(self.W, max(f1, delta) + b1), lo), ("pbase",)
             return
         yield from self._cands_a(s, t, None, tau, cp, (delta, c))
-        own = self._child_form(s - 1)  # this segment's container, as its parent's child
+        yield from self._cands_defer(s, t, delta, c, pre)
+        # this segment's container, as its parent's child
+        own = self._child_form(s - 1) if form is None else form
         to = self.ct[own][s]
         if to < INF and not (own == "p" and self.un[s]):  # Fall_s frees an unsaved x_s
             yield from self._cands_a(s, t, own, tau, cp, (delta, c))
@@ -391,13 +424,15 @@ class OffloadTable:
                         (("seg", "F", "p", k, t, m + c - self.x[k]), pre(form, s),
                          ("seg", "F", form, s, k - 1, m)))
             if tag == "evict":  # a child whose container its parent's forward recreates
-                _, s, t, form, m = item
+                _, s, t, form, m, how = item
                 if m < 0:
                     raise InternalError(f"{NAME}: a subproblem below 0 units")
                 m = min(m, W - 1)
-                label = pick(self._cands_evict(s, t, form), m, self.evict(s, t, form)[m])
+                label = pick(self._cands_evict(s, t, form, how), m,
+                             self.evict(s, t, form, how)[m])
                 if label[0] == "ebase":
-                    return [Fall(s), off(form, s), Fall(s - 1), Bwd(s)], ()
+                    redo = Fall(s - 1) if how == "fall" else Fck(s - 1)
+                    return [Fall(s), off(form, s), redo, Bwd(s)], ()
                 return self._plan(label, s, t, m, off, pre)
             if tag == "qpre":  # a child whose parent prefetches before its last op
                 _, s, t, form, tau, cp, pres, m = item
@@ -409,14 +444,20 @@ class OffloadTable:
                             else list(pres) + [LOSS_OP]), ()
                 return self._plan(label, s, t, m, off, pre, pres)
             # a pending child: its first op, the parent's late offloads, then the rest
-            _, s, t, m, delta, c, late, pp, pres = item
+            _, s, t, m, delta, c, late, pp, pres, pform = item
+            if m < 0:
+                raise InternalError(f"{NAME}: a subproblem below 0 units")
             m = min(m, W - 1)
-            label = pick(self._cands_pend(s, t, delta, c, pp), m,
-                         self.pend(s, t, delta, c, pp)[m])
-            own = self._child_form(s - 1)
+            label = pick(self._cands_pend(s, t, delta, c, pp, pform), m,
+                         self.pend(s, t, delta, c, pp, pform)[m])
+            own = self._child_form(s - 1) if pform is None else pform
             late, pres = list(late), list(pres)
+            if label[0] == "plbase":
+                return [LOSS_OP] + late, ()
             if label[0] == "pbase":
                 return [Fall(s)] + late + pres + [Bwd(s)], ()
+            if label[0] in ("dA", "dB"):
+                return self._plan_defer(label, s, t, m, delta, c, late, pp, pres)
             if label[0] == "A":
                 return self._plan(label, s, t, m, off, pre, pres, late)
             if not label[1]:
@@ -432,6 +473,10 @@ class OffloadTable:
         L = self.L
         if label[0] == "base":
             return ([LOSS_OP] if s == L else [Fall(s), Bwd(s)]), ()
+        if label[0] == "Bx":  # O.26
+            _, form, v = label
+            now, later = self._plan_rox(form, v, s, t, m, off, pre)
+            return [Fck(s)] + ([off(form, s)] if v == "ea" else []) + now, later
         if label[0] == "B":
             form = label[1]
             if form is None:
@@ -439,8 +484,11 @@ class OffloadTable:
             return [Fck(s), off(form, s)], (("rest", form, s, t, m),)
         if label[0] == "E":
             if label[1] == "t":
-                return [Fall(s)], (("evict", s + 1, t, "t", m - self.dA[s]), Bwd(s))
-            return [Fck(s)], (("evict", s + 1, t, "p", m - self.x[s + 1]), Bwd(s))
+                return [Fall(s)], (("evict", s + 1, t, "t", m - self.dA[s], "fall"), Bwd(s))
+            if label[1] == "tk":
+                return [Fall(s)], (("evict", s + 1, t, "t", m - self.dA[s], "fck"), Fall(s),
+                                   Bwd(s))
+            return [Fck(s)], (("evict", s + 1, t, "p", m - self.x[s + 1], "fall"), Bwd(s))
         _, form, cm, tm, shift, delta, pc, pp, te, ce, ev = label
         now, late = [Fall(s)] + list(late_in), []
         if cm == "early":
@@ -456,14 +504,16 @@ class OffloadTable:
                 + ([pre(form, s)] if cm != "keep" and not ce else []))
         child_pres = tuple(early)
         if delta is not None:
-            child = ("pend", s + 1, t, m + shift, delta, pc, tuple(late), pp, child_pres)
+            child = ("pend", s + 1, t, m + shift, delta, pc, tuple(late), pp, child_pres,
+                     None)
         elif pp is not None:
             child = ("qpre", s + 1, t, self._child_form(s), pp[0], pp[1], child_pres,
                      m + shift)
         else:
             child = ("seg", "F", self._child_form(s), s + 1, t, m + shift)
         if ev:  # the container is not fetched back: the parent's forward recreates it
-            mine = [Fall(s - 1)]
+            mine = (([PreT(s + 1)] if tm != "keep" and not te else [])
+                    + [Fall(s - 1) if ev == "fall" else Fck(s - 1)])
         later = [child] + mine + list(pres) + [Bwd(s)]
         return now, tuple(later)
 

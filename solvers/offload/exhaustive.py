@@ -24,10 +24,10 @@ A budget below :func:`min_feasible_budget` (the smallest budget at which a sched
 a bottleneck search over placements alone, finite and exact because memory does not depend
 on times) is answered infeasible at once; at any other budget a schedule exists and the
 search ends at the optimum (or at ``max_states`` / ``time_limit``, status ``time_limit``:
-not proven).  An incumbent prunes it further: the best schedule with
-no transfer (canonical exhaustive search's optimum; store-all without recomputation), valid
-here with the same makespan; no state whose bound reaches its makespan is kept, and when
-none is left below it, it is the optimum.
+not proven).  An incumbent prunes it further: the faster of the best schedule with no
+transfer (canonical exhaustive search's optimum; store-all without recomputation), valid
+here with the same makespan, and ``dp-offload``'s (its class's optimum); no state whose
+bound reaches its makespan is kept, and when none is left below it, it is the optimum.
 
 ``recompute=False`` searches the schedules with no recomputation (each stage's forward
 once, a ``Fall``; offloading only: the class ``no-remat+offload``), the baseline "offload
@@ -66,6 +66,7 @@ DEFAULT_MAX_STAGES = 4
 SWEEP_MAX_STAGES = 3
 DEFAULT_MAX_STATES = 1_000_000
 EXHAUSTIVE_MAX = 8  # the canonical search used as the incumbent (seconds up to there)
+DP_INCUMBENT_LIMIT = 5.0  # seconds for dp-offload's incumbent (none past it)
 _OPTION = option_owner(NAME)
 _INF = float("inf")
 
@@ -144,22 +145,30 @@ def lower_bound(chain: Chain, st: OffloadState) -> float:
 
 
 def _incumbent(chain: Chain, budget: int, recompute: bool):
-    """A schedule with no transfer, optimal among those (an upper bound on the optimum):
-    canonical exhaustive search's; store-all without recomputation.  (schedule, makespan,
-    peak) or None."""
+    """A valid schedule (an upper bound on the optimum), the faster of: the best with no
+    transfer (canonical exhaustive search's; store-all without recomputation) and
+    ``dp-offload``'s (its class's optimum, with transfers; ``dp-offload-only`` without
+    recomputation), each replayed by the registry.  (schedule, makespan, peak) or None."""
+    found = []
     if not recompute:
-        if chain.store_all_memory() > budget:
-            return None
-        s = store_all_schedule(chain)
-        sim = simulate(chain, s)
-        return s, sim.makespan, sim.peak_memory
-    if chain.length > EXHAUSTIVE_MAX:
-        return None
-    sol = registry.solve(chain.replace(bandwidth=None), budget, "exhaustive",
-                         max_stages=EXHAUSTIVE_MAX)
-    if sol.status != "optimal":
-        return None
-    return sol.schedule, sol.makespan, sol.peak_memory
+        if chain.store_all_memory() <= budget:
+            s = store_all_schedule(chain)
+            sim = simulate(chain, s)
+            found.append((s, sim.makespan, sim.peak_memory))
+    elif chain.length <= EXHAUSTIVE_MAX:
+        sol = registry.solve(chain.replace(bandwidth=None), budget, "exhaustive",
+                             max_stages=EXHAUSTIVE_MAX)
+        if sol.status == "optimal":
+            found.append((sol.schedule, sol.makespan, sol.peak_memory))
+    if chain.bandwidth is not None:
+        try:  # refused up front where its table would be too big or too slow for the limit
+            dp = registry.solve(chain, budget, "dp-offload", recompute=recompute,
+                                time_limit=DP_INCUMBENT_LIMIT)
+        except SolverLimitError:
+            dp = None
+        if dp is not None and dp.schedule is not None:
+            found.append((dp.schedule, dp.makespan, dp.peak_memory))
+    return min(found, key=lambda f: f[1]) if found else None
 
 
 def search(chain: Chain, budget: int, *, recompute: bool = True,

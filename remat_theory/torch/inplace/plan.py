@@ -159,17 +159,17 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
             row = at + grads.other
             if prof.loss_rise is not None:  # as one real step rose (its gradients in it)
                 row = max(row, st.memory_before + prof.loss_rise)
-            peak = max(peak, row + prof.held_at(i, True) + made)
+            peak = max(peak, row + prof.held_at(i, True, st.state.tapes) + made)
             made += grads.other
             continue
         if st.op.startswith("B"):
             at = st.memory_before + prof.bwd_rise[i]  # the layer's gradients in its rise
             if not prof.saves_output[i]:  # x_{i+1}, in the table's tape, is gone by now
                 at -= prof.chain.x_size[i + 1]
-            peak = max(peak, at + prof.held_at(i, True) + made)
+            peak = max(peak, at + prof.held_at(i, True, st.state.tapes) + made)
             made += grads.by_layer.get(i, 0)
             continue
-        peak = max(peak, at + prof.held_at(i, backward) + made)
+        peak = max(peak, at + prof.held_at(i, backward, st.state.tapes) + made)
     return int(math.ceil(factor * max(peak, prof.end_peak + grads.total))), sim.makespan
 
 
@@ -307,7 +307,8 @@ def _activations(prof, grads, schedule) -> int:
     n, backward, peak = prof.chain.length, False, prof.end_peak
     for st in simulate(prof.chain, schedule).profile:
         backward = backward or st.op == "Loss"
-        peak = max(peak, st.peak + prof.held_at(_index(st.op, n), backward))
+        peak = max(peak, st.peak + prof.held_at(_index(st.op, n), backward,
+                                                  st.state.tapes))
     return int(math.ceil(prof.calibration * peak))
 
 

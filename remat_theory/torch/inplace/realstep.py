@@ -69,12 +69,13 @@ def real_step(model, layers, args, kwargs, loss_of, step_meter=None, detail=None
     Also, per layer j, the bytes the model's own code between layer j and j+1 leaves held
     (a downsampling between two stages of a convolutional network, Swin's patch merging,
     T5's final norm and dropout after its encoder): what it made that is still live when
-    the backward reaches the last layer or that a later layer reads (a rematerialized
-    step keeps a layer's arguments for its recomputations), but for the next layer's input
-    and the values it reads (the chain and the values count them).  What it let go of meanwhile is not taken off: T5's
-    encoder lets its embeddings and position bias go when it returns, which is no part of
-    the chain, and a rematerialized step keeps the position bias for the recomputations;
-    taking them off put T5's loss stage 0.56 MB below the measurement.
+    the backward reaches the last layer or that a later layer reads (a rematerialized step
+    keeps a layer's arguments for its recomputations), but for the next layer's input and
+    the values it reads (the chain and the values count them).  What it let go of
+    meanwhile is not taken off: T5's encoder lets its embeddings and position bias go when
+    it returns, which is no part of the chain, and a rematerialized step keeps the position
+    bias for the recomputations; taking them off put T5's loss stage 0.56 MB below the
+    measurement.
 
     With ``detail`` (a dict), more findings go into it:
 

@@ -13,7 +13,9 @@ max(2%, repeated plain, the in-place plain-autograd plan against plain)); the ve
 every-layer memory and over every HF every-K point; the in-place points whose measured step
 peak went above their budget; gradients (bit for bit against plain).
 ``--reanalyse`` first recomputes each file's ``dominance_inplace`` from its points.
-Usage: python benchmarks/frontier_inplace_table.py [--reanalyse] [NETWORK ...]"""
+Usage: python benchmarks/frontier_inplace_table.py [--reanalyse] [--results DIR] [NETWORK ...]
+(``--results``: the folder of the JSON files, default benchmarks/results; a rerun written
+elsewhere with ``OUT=DIR bash benchmarks/frontier_inplace_cpu.sh``)."""
 from __future__ import annotations
 
 import json
@@ -132,6 +134,12 @@ def table(nets) -> list:
 
 
 def main(argv) -> int:
+    global RESULTS
+    argv = list(argv)
+    if "--results" in argv:
+        i = argv.index("--results")
+        RESULTS = Path(argv[i + 1])
+        del argv[i:i + 2]
     names = [a for a in argv if not a.startswith("--")]
     have = {p.stem.removeprefix("frontier_inplace_") for p in RESULTS.glob("frontier_inplace_*.json")}
     nets = names or [n for n in ORDER if n in have]

@@ -15,6 +15,9 @@ interleaved, on the frontier's ViT (small scale: 4 layers, hidden 128, batch 4, 
   far two copies of one model differ in time on this machine;
 * ``remat:plan@hf4``: the API given HF's measured step peak as its budget (the DP's choice).
 
+Then the same on one model object in turn (:func:`same_object`), the forward's and the
+backward's time apart: HF's switch on, the API attached with HF's computation, plain.
+
 Each round runs every method once in a shuffled order; the step's thread CPU time
 (``time.thread_time``) and wall time are taken; the report gives each method's median
 and its median per-round ratio to ``hf:4`` (and of ``remat:store-all`` to ``plain``), with
@@ -64,10 +67,51 @@ def _fixed(text):
     return solve
 
 
+def same_object(w, model, example, loss_fn, cycles: int) -> dict:
+    """One model object in turn: HF's every-4-layers switched on, then the in-place API with
+    HF's computation (``remat:layer0``) attached, then plain, ``cycles`` times (the order
+    alternating), 8 measured steps each after 3 warm-up steps; the forward's and the
+    backward's thread CPU time apart.  No copy of the model: what a copy's place in memory
+    does to its time (up to 1% here) is out of it."""
+    model = copy.deepcopy(model)
+    res = {k: ([], []) for k in ("hf:4", "remat:layer0", "plain")}
+
+    def steps(k):
+        for i in range(11):
+            t0 = time.thread_time()
+            loss = w.loss_fn(w.call(model))
+            t1 = time.thread_time()
+            loss.backward()
+            t2 = time.thread_time()
+            model.zero_grad(set_to_none=True)
+            if i >= 3:
+                res[k][0].append(t1 - t0)
+                res[k][1].append(t2 - t1)
+
+    with solvers.registered("bench-fixed-same", _fixed(ONE_LAYER["layer0"]), optimal_for="none",
+                            supports=("fall_time", "fall_overhead", "output_saved")) as name:
+        for c in range(cycles):
+            for k in (("hf:4", "remat:layer0", "plain") if c % 2 else
+                      ("remat:layer0", "plain", "hf:4")):
+                if k == "hf:4":
+                    model.activation_checkpointing_enable(every_n_layers=4)
+                    steps(k)
+                    model.activation_checkpointing_disable()
+                elif k == "remat:layer0":
+                    handle = rematerialize(model, 0.99, example, loss_fn=loss_fn, solver=name)
+                    steps(k)
+                    handle.remove()
+                else:
+                    steps(k)
+    return {k: {"forward_s": statistics.median(f), "backward_s": statistics.median(b)}
+            for k, (f, b) in res.items()}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=41)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cycles", type=int, default=8, help="of the one-object comparison")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "inplace_vit_k4.json"))
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -166,10 +210,15 @@ def main(argv=None) -> None:
             "step_peak": peaks[k], "grads_equal_plain": equal[k],
             "schedule": None if p is None or p.schedule is None else str(p.schedule),
             "predicted_step_peak": None if p is None else p.predicted_step_peak}
+    out["same_object"] = same_object(w, base, example, loss_fn, a.cycles)
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     print(f"noise (plain:2 / plain) cpu {out['noise_cpu']:.3f} wall {out['noise_wall']:.3f}; "
           f"hooks (remat:store-all / plain) cpu {out['hooks_cpu']:.3f} wall {out['hooks_wall']:.3f}")
     print("copies (cpu): " + ", ".join(f"{k} {v:.3f}" for k, v in out["copies_cpu"].items()))
+    so = out["same_object"]
+    print("one model object, in turn (ms, thread CPU, median): " + ", ".join(
+        f"{k} forward {v['forward_s'] * 1e3:.2f} backward {v['backward_s'] * 1e3:.2f}"
+        for k, v in so.items()))
     for k, r in out["methods"].items():
         print(f"{k:18} cpu {r['cpu_s'] * 1e3:7.2f} ms ({r['cpu_vs_hf4']:.3f} of hf:4)  wall "
               f"{r['wall_s'] * 1e3:7.2f} ms ({r['wall_vs_hf4']:.3f})  step peak {r['step_peak']:>9} "

@@ -137,7 +137,8 @@ class LayerCall:
     chained: bool
 
 
-def sizes_from_ops(by: dict, x: list, out_bytes: list, layers, bwd_live: list, real: list):
+def sizes_from_ops(by: dict, x: list, out_bytes: list, layers, bwd_live: list, real: list, *,
+                   live_without_grads: bool = False):
     """The chain's byte fields and each stage's backward rise from one profile's measured
     operations (``by``: the meter's records by label, ``fck``/``fall``/``bwd`` per layer and
     ``suffix``/``suffix_bwd``), the hidden states' bytes ``x``, each layer's output bytes
@@ -161,8 +162,14 @@ def sizes_from_ops(by: dict, x: list, out_bytes: list, layers, bwd_live: list, r
     # goes), plus what the allocator saw beyond the live tensors in the backward measured
     # alone (allocations inside kernels: a convolution's workspace); with no real figure,
     # the one measured alone
-    alone = [max(0, by["bwd"][i].peak - by["bwd"][i].before) + own[i] for i in range(n)]
-    kernel = [max(0, alone[i] - bwd_live[i]) for i in range(n)]
+    raw = [max(0, by["bwd"][i].peak - by["bwd"][i].before) for i in range(n)]
+    alone = [raw[i] + own[i] for i in range(n)]
+    # ``live_without_grads``: the live peak leaves the layer's parameter gradients out, as
+    # the allocator's count does (the in-place profile makes them before the backward); else
+    # it holds those made by its peak and the allocator's count all of them (the kernels'
+    # share then also holds the gradients not yet made at the peak)
+    kernel = [max(0, (raw[i] if live_without_grads else alone[i]) - bwd_live[i])
+              for i in range(n)]
     rise = [a if q is None else min(a, q + k) for a, q, k in zip(alone, real, kernel)]
     rise.append(max(0, max(s.peak, sb.peak) - s.before))
     return tape, f_ovh, a_ovh, b_ovh, rise

@@ -11,9 +11,12 @@ in-place point of least memory, marked ABOVE), its memory and the median per-rou
 ratio to HF; the noise (the frontier's tolerance on each clock, the clock judged on:
 max(2%, repeated plain, the in-place plain-autograd plan against plain)); the verdict at HF's
 every-layer memory and over every HF every-K point; the in-place points whose measured step
-peak went above their budget; gradients (bit for bit against plain).
+peak went above their budget; gradients (bit for bit against plain); then the range of
+measured / predicted step peak over every in-place point.
 ``--reanalyse`` first recomputes each file's ``dominance_inplace`` from its points.
-Usage: python benchmarks/frontier_inplace_table.py [--reanalyse] [NETWORK ...]"""
+Usage: python benchmarks/frontier_inplace_table.py [--reanalyse] [--results DIR] [NETWORK ...]
+(``--results``: the folder of the JSON files, default benchmarks/results; a rerun written
+elsewhere with ``OUT=DIR bash benchmarks/frontier_inplace_cpu.sh``)."""
 from __future__ import annotations
 
 import json
@@ -132,6 +135,12 @@ def table(nets) -> list:
 
 
 def main(argv) -> int:
+    global RESULTS
+    argv = list(argv)
+    if "--results" in argv:
+        i = argv.index("--results")
+        RESULTS = Path(argv[i + 1])
+        del argv[i:i + 2]
     names = [a for a in argv if not a.startswith("--")]
     have = {p.stem.removeprefix("frontier_inplace_") for p in RESULTS.glob("frontier_inplace_*.json")}
     nets = names or [n for n in ORDER if n in have]
@@ -148,6 +157,16 @@ def main(argv) -> int:
                                                           memory="step_peak")
             path.write_text(json.dumps(recs, indent=1) + "\n")
     print("\n".join(table(nets)))
+    ratios = []
+    for n in nets:
+        for rec in json.loads((RESULTS / f"frontier_inplace_{n}.json").read_text()):
+            ratios += [(p["step_peak"] / p["predicted_peak"], n) for p in rec["points"]
+                       if p["family"] == "remat_inplace" and p.get("predicted_peak")
+                       and p.get("step_peak")]
+    if ratios:
+        lo, hi = min(ratios), max(ratios)
+        print(f"\nmeasured / predicted step peak over {len(ratios)} in-place points: "
+              f"{lo[0]:.3f} ({lo[1]}) - {hi[0]:.3f} ({hi[1]})")
     return 0
 
 

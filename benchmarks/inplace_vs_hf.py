@@ -10,11 +10,15 @@ are copies of one; their steps are interleaved, ``--rounds`` times, the median t
 losses and gradients of the remat model are checked against the eager one on each step.
 
     python benchmarks/inplace_vs_hf.py                       # writes results/inplace_vs_hf.json
+    python benchmarks/inplace_vs_hf.py --sweep --networks t5,bart,pegasus
+        # measured / predicted over every keep-or-recompute schedule: results/inplace_sweep.json
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import itertools
 import json
 import statistics
 import sys
@@ -24,7 +28,10 @@ from pathlib import Path
 import torch
 
 from remat_theory.model.errors import InfeasibleBudgetError
+from remat_theory.model.schedule import Schedule
 from remat_theory.torch.inplace import rematerialize
+from remat_theory.torch.inplace.plan import measured_gradients, step_peak
+from remat_theory.torch.plan.nested_form import nested_form
 from remat_theory.torch.tracker import AllocatorMeter
 
 
@@ -42,6 +49,7 @@ def networks(batch: int, length: int):
         "t5": lambda: tf.T5ForConditionalGeneration(tf.T5Config(**small, d_model=128, d_ff=256, d_kv=32, num_layers=3, num_decoder_layers=3, num_heads=4, decoder_start_token_id=0, pad_token_id=0)),
         "bart": lambda: tf.BartForConditionalGeneration(tf.BartConfig(**small, d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)),
         "deberta-v2": lambda: tf.DebertaV2ForSequenceClassification(tf.DebertaV2Config(**small, hidden_size=128, num_hidden_layers=6, num_attention_heads=4, intermediate_size=256)),
+        "pegasus": lambda: tf.PegasusForConditionalGeneration(tf.PegasusConfig(**small, d_model=128, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, max_position_embeddings=256, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2)),
         "albert": lambda: tf.AlbertForSequenceClassification(tf.AlbertConfig(**small, embedding_size=128, hidden_size=128, num_hidden_layers=6, num_attention_heads=4, intermediate_size=256)),
     }
 
@@ -55,7 +63,7 @@ def make_batch(name, seed, batch, length):
     mask = torch.ones(batch, length, dtype=torch.long)
     mask[1, length // 2:] = 0
     labels = torch.randint(0, 2, (batch,), generator=g) if name in CLASSIFIERS else ids.clone()
-    if name in ("t5", "bart"):
+    if name in ("t5", "bart", "pegasus"):
         labels = torch.randint(3, 1000, (batch, length // 2), generator=g)
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
@@ -135,6 +143,43 @@ def run(name, build, rounds, batch, length):
     return out
 
 
+def keep_or_recompute(n: int) -> list:
+    """Every schedule that keeps each of ``n`` layers or recomputes it once, alone."""
+    out = []
+    for keep in itertools.product([True, False], repeat=n):
+        ops = [("Fall%d" if k else "Fck%d") % i for i, k in enumerate(keep)] + ["Loss"]
+        for i in reversed(range(n)):
+            ops += ([] if keep[i] else [f"Fall{i}"]) + [f"B{i}"]
+        out.append(" ".join(ops))
+    return out
+
+
+def sweep(name, build, batch, length):
+    """The step's prediction against the allocator's measurement over every keep-or-recompute
+    schedule of the network's layers, each run through the in-place API (one profile: the
+    handle's plan replaced by one of that schedule, its prediction by ``step_peak``)."""
+    torch.manual_seed(0)
+    model = build().train()
+    b = make_batch(name, 1, batch, length)
+    handle = rematerialize(model, 0.5, b)
+    plan = handle.plan
+    grads = measured_gradients(plan.profile, handle.gradients)
+    rows = []
+    for text in keep_or_recompute(plan.chain.length):
+        schedule = Schedule.parse(text)
+        predicted = step_peak(plan.profile, schedule, grads)[0]
+        handle.plans[plan.key] = dataclasses.replace(
+            plan, solution=dataclasses.replace(plan.solution, schedule=schedule),
+            tree=nested_form(schedule, plan.chain.length), predicted_step_peak=predicted)
+        measured = measure(model, b, 0)[0]
+        rows.append({"schedule": text, "predicted": predicted, "measured": measured,
+                     "ratio": measured / predicted})
+    handle.plans[plan.key] = plan
+    r = sorted(x["ratio"] for x in rows)
+    return {"batch": batch, "length": length, "schedules": len(rows), "min": r[0],
+            "median": r[len(r) // 2], "max": r[-1], "points": rows}
+
+
 def table(path) -> str:
     """The markdown table of docs/train.md from a results file."""
     results = json.loads(Path(path).read_text())
@@ -164,12 +209,27 @@ def main(argv=None) -> None:
     ap.add_argument("--length", type=int, default=128)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "inplace_vs_hf.json"))
     ap.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    ap.add_argument("--sweep", action="store_true",
+                    help="measured / predicted step peak over every keep-or-recompute schedule "
+                         "(writes results/inplace_sweep.json unless --out)")
     a = ap.parse_args(argv)
     if a.table:
         print(table(a.out))
         return
     torch.set_num_threads(1)
     nets = networks(a.batch, a.length)
+    if a.sweep:
+        out = Path(a.out) if "--out" in (sys.argv if argv is None else argv) else (
+            Path(__file__).parent / "results" / "inplace_sweep.json")
+        results = {"command": "python benchmarks/inplace_vs_hf.py " + " ".join(
+            sys.argv[1:] if argv is None else argv)}
+        for name in a.networks.split(","):
+            results[name] = sweep(name, nets[name], a.batch, a.length)
+            r = results[name]
+            print(f"{name}: {r['schedules']} schedules, measured / predicted {r['min']:.4f} - "
+                  f"{r['max']:.4f} (median {r['median']:.4f})", flush=True)
+            out.write_text(json.dumps(results, indent=1) + "\n")
+        return
     results = {}
     for name in a.networks.split(","):
         results[name] = run(name, nets[name], a.rounds, a.batch, a.length)

@@ -13,7 +13,8 @@ The solver sees the layers' chain with sizes rounded up to a unit
 schedule is then replayed on the exact chain by the simulator, with the gradients on the
 step's timeline and the profile's calibration (:func:`step_peak`), which gives the
 predicted peak and time.  An empirical prediction, not a bound: measured / predicted
-0.867-1.009 on the networks of docs/train.md and docs/torch.md.
+0.867-1.009 on the frontier's networks (docs/torch.md), 0.981-1.004 over every
+keep-or-recompute schedule of nine networks (docs/train.md).
 """
 from __future__ import annotations
 
@@ -40,15 +41,13 @@ __all__ = ["ENGINE_MARGIN", "Gradients", "LayerPlan", "calibrate", "make_plan",
 ENGINE_MARGIN = 0.01
 """Share of a step budget (bytes) the plan keeps free: what the prediction still misses.
 Measured / predicted step peaks (CPU, small configurations, the allocator meter), once the
-step's model placed each gradient where autograd makes it and took the rises from what is
-live: 0.987-1.004 at the least-memory plan on llama, qwen2, gpt2, opt, bert, t5, bart,
-deberta-v2 (benchmarks/inplace_vs_hf.py); 0.867-1.009 over the 217 points of the frontier
-through the in-place API on ten networks (the largest, 1.009, ConvNeXt's: its convolutions'
-workspaces), none above its budget.  Not a proven bound, and one miss is known to be
-larger: T5 (three encoder and three decoder layers) at half its store-all peak, the
-decoder's layers kept, measures 1.021 of its prediction at the loss stage (a step budget
-leading to that schedule would be exceeded by about 1%; docs/train.md).  (It was 3% while
-the prediction missed by up to 1.7%.)"""
+step's model placed each gradient where autograd makes it, took the rises from what is
+live and counted what the code between two unchained layers holds where it is held:
+0.991-1.004 at the least-memory plan on llama, qwen2, gpt2, opt, bert, t5, bart,
+deberta-v2 (benchmarks/inplace_vs_hf.py); 0.981-1.004 over every keep-or-recompute schedule
+of nine six-layer networks, T5, BART and Pegasus included (``--sweep``; T5 reached 1.042
+before the hand-off between its encoder and decoder was counted, docs/train.md).  Not a
+proven bound.  (It was 3% while the prediction missed by up to 1.7%.)"""
 
 
 def parse_budget(budget):
@@ -159,17 +158,17 @@ def step_peak(prof: LayerProfile, schedule, grads: Gradients):
             row = at + grads.other
             if prof.loss_rise is not None:  # as one real step rose (its gradients in it)
                 row = max(row, st.memory_before + prof.loss_rise)
-            peak = max(peak, row + prof.held_at(i, True) + made)
+            peak = max(peak, row + prof.held_at(i, True, st.state.tapes) + made)
             made += grads.other
             continue
         if st.op.startswith("B"):
             at = st.memory_before + prof.bwd_rise[i]  # the layer's gradients in its rise
             if not prof.saves_output[i]:  # x_{i+1}, in the table's tape, is gone by now
                 at -= prof.chain.x_size[i + 1]
-            peak = max(peak, at + prof.held_at(i, True) + made)
+            peak = max(peak, at + prof.held_at(i, True, st.state.tapes) + made)
             made += grads.by_layer.get(i, 0)
             continue
-        peak = max(peak, at + prof.held_at(i, backward) + made)
+        peak = max(peak, at + prof.held_at(i, backward, st.state.tapes) + made)
     return int(math.ceil(factor * max(peak, prof.end_peak + grads.total))), sim.makespan
 
 
@@ -307,7 +306,8 @@ def _activations(prof, grads, schedule) -> int:
     n, backward, peak = prof.chain.length, False, prof.end_peak
     for st in simulate(prof.chain, schedule).profile:
         backward = backward or st.op == "Loss"
-        peak = max(peak, st.peak + prof.held_at(_index(st.op, n), backward))
+        peak = max(peak, st.peak + prof.held_at(_index(st.op, n), backward,
+                                                  st.state.tapes))
     return int(math.ceil(prof.calibration * peak))
 
 

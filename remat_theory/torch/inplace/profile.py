@@ -77,6 +77,7 @@ class _Recorded:
     kwargs: dict
     grad_names: list  # positions/keys (besides the hidden state) of tensors needing a gradient
     draws: bool = False
+    out_storage: int | None = None  # the data pointer of the output the next layer reads
 
 
 def _record(model, layers, args, kwargs, dev) -> list:
@@ -110,6 +111,7 @@ def _record(model, layers, args, kwargs, dev) -> list:
             r, before = pending.pop()
             after[0] = _rng(dev)
             r.draws = _draws(before, after[0])
+            r.out_storage = leaf_of(out, layers[len(rec)].out_leaf).untyped_storage().data_ptr()
             rec.append(r)
 
     run_hooked(model, list({id(lc.module): lc.module for lc in layers}.values()), args, kwargs,
@@ -189,7 +191,14 @@ def _measure_layer(lc, r, op, sync):
     del saved
     seed = torch.ones_like(y)
     out_bytes = storage_bytes(y)
-    # live tensors too: what the allocator saw beyond them was made inside kernels
+    # the layer's parameter gradients made before the backward, so that it accumulates into
+    # them: the live tensors then leave them out, as the allocator's count does (its
+    # ``persistent``), and what the allocator saw beyond the live tensors is what kernels
+    # made (counting the gradients on one side only put OPT's, Llama's, ... every backward
+    # 0.46 MB above the real step's rise: the gradients not yet made at its peak)
+    for p in lc.module.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
     tracker = MemoryTracker()
     with op("bwd"), tracker:
         t0 = time.perf_counter()
@@ -380,7 +389,9 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
         for p in params:
             p.grad = None
         step_meter = None if isinstance(meter, _TrackerMeter) else AllocatorMeter(dev)
-        real, glue, grads_made = real_step(model, layers, args, kwargs, loss_of, step_meter)
+        found: dict = {}
+        real, glue, grads_made = real_step(model, layers, args, kwargs, loss_of, step_meter,
+                                           found)
         loss_rise, real = real[-1], real[:-1]
         plain_step = None if step_meter is None else step_meter.peak
         for p in params:
@@ -399,7 +410,10 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     x.append(x_last)
     tape, f_ovh, a_ovh, b_ovh, rise = sizes_from_ops(
         by, x, [per[i][1] for i in range(n)], layers,
-        [metered[i][0]["bwd_live"] for i in range(n)], real)
+        [metered[i][0]["bwd_live"] for i in range(n)], real, live_without_grads=True)
+    # layer j's tape holds its own output; where the next layer's input is another tensor
+    # (made by the model's code between them), it is held beside it until B_{j+1}
+    tape = [t + a for t, a in zip(tape, found["inputs_apart"])]
     bwd_time = [per[i][0]["bwd"] for i in range(n)] + [suf["fwd"] + suf["bwd"]]
     chain = Chain(fwd_time=[per[i][0]["fck"] for i in range(n)], bwd_time=bwd_time,
                   x_size=x, tape_size=tape, fwd_overhead=f_ovh, bwd_overhead=b_ovh,
@@ -422,11 +436,23 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
             v = values.setdefault(t.untyped_storage().data_ptr(), [i, i, storage_bytes(t)])
             v[1] = i
     shared = sum(v[2] for v in values.values()) + max((per[i][2] for i in range(n)), default=0)
-    held, between, value_grads = held_beside(values, glue, x, layers)
+    held, between, value_grads = held_beside(values, glue, x, layers, apart=True)
+    held += found["layer_made"]  # as a value: from its first reader until the backward passes it
+    between += sum(b for _, b in found["layer_made"])
+    outputs_kept = [(j, b) for j, b in enumerate(found["outputs_kept"]) if b]
+    between += sum(b for _, b in outputs_kept)
+    # a value that is an unchained layer's own output (BART's encoder states, its last
+    # layer's output): inside that layer's tape while the tape is held
+    for j in range(n - 1):
+        v = values.get(rec[j].out_storage)
+        if not layers[j].chained and v is not None and v[0] == j + 1 and (j + 1, v[2]) in held:
+            held.remove((j + 1, v[2]))
+            outputs_kept.append((j, v[2]))
     return LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0),
                         pre.get("fwd", 0.0) + pre.get("bwd", 0.0), shared,
                         [r.draws for r in rec], rise,
                         [bool(per[i][0]["saves_output"]) for i in range(n)], plain_step,
                         grads_made=grads_made, loss_rise=loss_rise,
                         prefix_only=max(0, prefix_tape - x[0]), held=held,
-                        value_grads=value_grads)
+                        value_grads=value_grads, outputs_kept=outputs_kept,
+                        forward_only=found["forward_only"])

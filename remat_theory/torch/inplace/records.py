@@ -49,29 +49,45 @@ class LayerProfile:
     # step); (from_layer, bytes): held at every operation of a layer >= from_layer (what
     # code between two unchained layers leaves; a value layers read, from its first
     # reader), let go once the backward has passed it; (first, last, bytes): a value's
-    # gradient, from the backward of its last reader to that of its first
+    # gradient, from the backward of its last reader to that of its first (beside the chain
+    # after its last reader's backward, whose rise holds it as it is made)
     prefix_only: int | None = None
     held: list = field(default_factory=list)
     value_grads: list = field(default_factory=list)
+    # (j, bytes): layer j's output, which the code after it (not chained to layer j+1)
+    # keeps until the backward has passed it (T5's final norm saves the encoder's last
+    # output): beside the chain where layer j's tape t_{j+1}, which holds it too, is not
+    outputs_kept: list = field(default_factory=list)
+    # (first, until, bytes): the model's locals, made before layer ``first`` (by the prefix
+    # or the code between two layers), read by no layer and let go before layer ``until``
+    # starts: held in the forward only (T5's encoder holds its embeddings through its layers)
+    forward_only: list = field(default_factory=list)
 
     @property
     def fixed_bytes(self) -> int:
         """All that :meth:`held_at` can count at once (the most held beside the chain)."""
-        return self.prefix_bytes + self.shared_grad_bytes
+        return (self.prefix_bytes + self.shared_grad_bytes
+                + sum(b for _, _, b in self.forward_only))
 
     @property
     def always_bytes(self) -> int:
         """What is held beside the chain at every operation (the prefix's tape)."""
         return self.prefix_bytes if self.prefix_only is None else self.prefix_only
 
-    def held_at(self, index: int, backward: bool) -> int:
+    def held_at(self, index: int, backward: bool, tapes: int | None = None) -> int:
         """Bytes held beside the chain at an operation of layer ``index`` (the loss: the
-        chain's length) in the forward or the backward phase (recomputations included)."""
+        chain's length) in the forward or the backward phase (recomputations included).
+        ``tapes``: the simulator state's tape bits after the operation (bit i: t_i held);
+        None counts every kept output (:attr:`outputs_kept`) as outside its tape."""
         if self.prefix_only is None:
             return self.fixed_bytes
         out = self.prefix_only + sum(b for f, b in self.held if index >= f)
-        if backward:
-            out += sum(b for a, last, b in self.value_grads if a <= index <= last)
+        out += sum(b for j, b in self.outputs_kept
+                   if index > j and (tapes is None or not tapes >> (j + 1) & 1))
+        if backward:  # in its last reader's backward the gradient is in that backward's rise
+            out += sum(b for a, last, b in self.value_grads if a <= index < last)
+        else:
+            out += sum(b for f, u, b in self.forward_only if f <= index < u)
         return out
 
     @property
@@ -89,7 +105,7 @@ class LayerProfile:
         for st in simulate(self.chain, ops).profile:
             backward = backward or st.op == "Loss"
             i = n if st.op == "Loss" else int(st.op.lstrip("FalB"))
-            peak = max(peak, st.peak + self.held_at(i, backward))
+            peak = max(peak, st.peak + self.held_at(i, backward, st.state.tapes))
         return peak
 
 
@@ -121,7 +137,8 @@ class LayerCall:
     chained: bool
 
 
-def sizes_from_ops(by: dict, x: list, out_bytes: list, layers, bwd_live: list, real: list):
+def sizes_from_ops(by: dict, x: list, out_bytes: list, layers, bwd_live: list, real: list, *,
+                   live_without_grads: bool = False):
     """The chain's byte fields and each stage's backward rise from one profile's measured
     operations (``by``: the meter's records by label, ``fck``/``fall``/``bwd`` per layer and
     ``suffix``/``suffix_bwd``), the hidden states' bytes ``x``, each layer's output bytes
@@ -145,8 +162,14 @@ def sizes_from_ops(by: dict, x: list, out_bytes: list, layers, bwd_live: list, r
     # goes), plus what the allocator saw beyond the live tensors in the backward measured
     # alone (allocations inside kernels: a convolution's workspace); with no real figure,
     # the one measured alone
-    alone = [max(0, by["bwd"][i].peak - by["bwd"][i].before) + own[i] for i in range(n)]
-    kernel = [max(0, alone[i] - bwd_live[i]) for i in range(n)]
+    raw = [max(0, by["bwd"][i].peak - by["bwd"][i].before) for i in range(n)]
+    alone = [raw[i] + own[i] for i in range(n)]
+    # ``live_without_grads``: the live peak leaves the layer's parameter gradients out, as
+    # the allocator's count does (the in-place profile makes them before the backward); else
+    # it holds those made by its peak and the allocator's count all of them (the kernels'
+    # share then also holds the gradients not yet made at the peak)
+    kernel = [max(0, (raw[i] if live_without_grads else alone[i]) - bwd_live[i])
+              for i in range(n)]
     rise = [a if q is None else min(a, q + k) for a, q, k in zip(alone, real, kernel)]
     rise.append(max(0, max(s.peak, sb.peak) - s.before))
     return tape, f_ovh, a_ovh, b_ovh, rise
@@ -160,7 +183,7 @@ def own_gradient_bytes(layers) -> list:
             if last[id(lc.module)] == i else 0 for i, lc in enumerate(layers)]
 
 
-def held_beside(values: dict, glue: list, x: list, layers) -> tuple:
+def held_beside(values: dict, glue: list, x: list, layers, *, apart: bool = False) -> tuple:
     """What sits beside the chain, by where (:meth:`LayerProfile.held_at`), from ``values``
     (storage -> [first reader, last reader, bytes]: values needing a gradient that layers
     read besides their hidden state, T5's position bias, the encoder's states; each is held
@@ -168,11 +191,15 @@ def held_beside(values: dict, glue: list, x: list, layers) -> tuple:
     ``glue`` (per layer j, what the model's code between layer j and j+1 leaves held): the
     code between two unchained layers holds what it leaves beyond the next layer's input
     (and the values the next layers read, counted as such) until the backward passes it.
+    ``apart``: ``glue`` already leaves out the next layer's input and the values it reads,
+    by storage (the in-place profile's real step); else their bytes are taken off it (a
+    value made by layer j itself, BART's encoder states, was then taken off what the code
+    after it leaves, 0.26 MB too little).
     Returns ``(held, between, value_grads)``; the one rule of the in-place and the
     real-size profiles."""
     n = len(layers)
-    held = [(j + 1, max(0, glue[j] - x[j + 1] - sum(v[2] for v in values.values()
-                                                   if v[0] == j + 1)))
+    held = [(j + 1, glue[j] if apart else max(0, glue[j] - x[j + 1] - sum(
+                v[2] for v in values.values() if v[0] == j + 1)))
             for j in range(n - 1) if not layers[j].chained]
     held = [(f, b) for f, b in held if b]
     held += [(a, b) for a, _, b in values.values()]

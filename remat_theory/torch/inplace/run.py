@@ -45,18 +45,8 @@ class StepRun:
         self.calls: list = [None] * len(layers)
         self.index = 0
         self.open: list = []  # (segment, generator), innermost last
-        starts: dict = {}
-        for seg in opened_segments(plan.tree):
-            starts.setdefault(seg.s, []).append(seg)
-        self.starts = starts
-        # how many times a recomputation calls each layer: its arguments are kept until
-        # then and no longer (a kept layer's are never kept: nothing recomputes it)
-        n = len(layers)
-        forwards = [0] * n
-        for op in nested_schedule(plan.tree, n):
-            if op.kind in (FALL, FCK, FN):
-                forwards[op.index] += 1
-        self.remaining = [f - 1 for f in forwards]
+        self.starts, remaining = _layout(plan, len(layers))
+        self.remaining = list(remaining)
         self.last_out = None
 
     # ------------------------------------------------------------------ hooks
@@ -148,6 +138,24 @@ class StepRun:
         def recompute(x):
             return run_nested(inner, x, run_layer, True, None)
         return recompute
+
+
+def _layout(plan, n: int) -> tuple:
+    """``(starts, remaining)`` of a plan, worked out on its first step and kept on it (every
+    step of one plan opens the same segments): the segments opened at each layer, and how
+    many times a recomputation calls each layer (its arguments are kept until then and no
+    longer; a kept layer's are never kept: nothing recomputes it)."""
+    got = plan.__dict__.get("_run_layout")
+    if got is None:
+        starts: dict = {}
+        for seg in opened_segments(plan.tree):
+            starts.setdefault(seg.s, []).append(seg)
+        forwards = [0] * n
+        for op in nested_schedule(plan.tree, n):
+            if op.kind in (FALL, FCK, FN):
+                forwards[op.index] += 1
+        got = plan.__dict__["_run_layout"] = (starts, tuple(f - 1 for f in forwards))
+    return got
 
 
 def _no_context():

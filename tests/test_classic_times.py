@@ -157,3 +157,22 @@ def test_enumeration_shard_against_time_vectors_brute_force():
                     w = solvers.solve(t, b, "dp-weak").makespan
                     o = solvers.solve(t, b, "exhaustive").makespan
                     assert w <= float(r) * o + 1e-9
+
+
+def test_weakly_persistent_schedules_run_once_per_phase_on_the_classic_model():
+    """Lemma C.11: on the classic model every weakly persistent schedule is in the one-run
+    class (`monotone`): dp-weak's schedules are, and every count vector of the weak class is
+    reached by the one-run class under the same budget."""
+    from remat_theory.model.persistence import is_monotone
+    rng = random.Random(11)
+    for _ in range(10):
+        c = _random_chain(rng, 3)
+        cap = ct.store_all_peak(c)
+        W, M = ct.count_labels(c, "weak", cap), ct.count_labels(c, "monotone", cap)
+        for b in range(c.memory_lower_bound(), cap + 1):
+            s = solvers.solve(c, b, "dp-weak")
+            if s.schedule is not None:
+                assert is_monotone(c, s.schedule)
+            ms = ct.vectors_at(M, b)
+            for w in ct.vectors_at(W, b):
+                assert any(all(x <= y for x, y in zip(m, w)) for m in ms)

@@ -176,3 +176,17 @@ def test_weakly_persistent_schedules_run_once_per_phase_on_the_classic_model():
             ms = ct.vectors_at(M, b)
             for w in ct.vectors_at(W, b):
                 assert any(all(x <= y for x, y in zip(m, w)) for m in ms)
+
+
+def test_cli_family_over_every_time_vector(tmp_path, capsys):
+    from remat_theory.cli.main import main
+    rc = main(["hard", "--family", "repeat", "--stage", "2", "--base",
+               str(CERTS / "classic_weak_gap_L3.json"), "--objective", "dp-weak-gap",
+               "--all-times", "--steps", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "every forward-time vector" in text and "flat" in text
+    (path,) = tmp_path.iterdir()
+    cert = load(path)
+    assert cert.facts["ratio"] == 2.0 and cert.chain.length == 4
+    assert list(cert.chain.fwd_time) == [1.0, 0.0, 0.0, 0.0]

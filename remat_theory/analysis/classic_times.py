@@ -221,17 +221,18 @@ __all__ = ["count_labels", "pareto", "vectors_at", "game_value", "time_free_rati
 
 
 def enumerate_range(cfg, schedule_class: str, lo: int = 0, hi: int | None = None,
-                    keep: int = 50) -> dict:
+                    keep: int = 200) -> dict:
     """Every memory configuration ``lo..hi-1`` of ``cfg`` (a
     :class:`remat_theory.analysis.classic_enum.EnumConfig`; its ``times`` are not used: every
     forward-time vector is covered at once) against ``schedule_class``: the budgets checked,
     the losses (a budget where some time vector makes the class slower), the largest ratio
-    and its count, the ratios' histogram and the ``keep`` largest records, each a chain
-    with a time vector that attains its ratio."""
+    and its count, the ratios' histogram, the time vectors attaining each loss (counted) and
+    the ``keep`` largest records, each a chain with a time vector that attains its ratio."""
     from remat_theory.analysis.classic_enum import chain_of, memory_config
     hi = cfg.size() if hi is None else hi
     out = {"configs": 0, "checks": 0, "losses": 0, "max_ratio": "1", "histogram": {},
-           "losing_configs": 0, "losses_without_fwd_overhead": 0, "records": []}
+           "losing_configs": 0, "losses_without_fwd_overhead": 0, "worst_times": {},
+           "records": []}
     best = Fraction(1)
     for idx in range(lo, hi):
         mem = memory_config(cfg, idx)
@@ -247,6 +248,8 @@ def enumerate_range(cfg, schedule_class: str, lo: int = 0, hi: int | None = None
                 if not any(mem["fwd_overhead"]):
                     out["losses_without_fwd_overhead"] += 1
                 best = max(best, r)
+                key = " ".join(map(str, f))
+                out["worst_times"][key] = out["worst_times"].get(key, 0) + 1
                 rec = {"index": idx, "budget": b, "ratio": str(r), "ratio_float": float(r),
                        "chain": chain_of(mem, tuple(f)).to_dict()}
                 out["records"].append(rec)

@@ -141,22 +141,28 @@ def test_family_over_every_time_vector_keeps_the_gadget_at_two():
 @pytest.mark.slow
 def test_enumeration_shard_against_time_vectors_brute_force():
     """A shard of the 3-stage range around the gadget: the all-times ratio is at least the
-    ratio of every time vector in {0, 1, 2}^3, and equal to their maximum when a vector of
-    that grid attains it."""
-    cfg = EnumConfig(3, 2, zero_bwd_overhead=True)
-    res = ct.enumerate_range(cfg, "weak", 0, 40)
-    assert res["configs"] == 40
+    ratio of every time vector in {0, 1, 2}^3 (dp-weak against exhaustive search), and the
+    gadget's 2 is reached by the grid."""
     from remat_theory.analysis.classic_enum import chain_of, memory_config
-    for idx in range(0, 40, 5):
+    cfg = EnumConfig(3, 2, zero_bwd_overhead=True)
+    digits = [0, 1, 0, 1, 1, 0, 0, 1, 2]  # x_1..x_3, tape excesses, fwd_overhead: the gadget
+    gadget = int("".join(map(str, digits)), 3)
+    res = ct.enumerate_range(cfg, "weak", gadget - 12, gadget + 12)
+    assert res["configs"] == 24 and res["max_ratio"] == "2"
+    for idx in range(gadget - 12, gadget + 12, 3):
         c = chain_of(memory_config(cfg, idx), (1, 1, 1))
-        rows = {b: r for b, r, _ in ct.budget_ratios(c, "weak")}
-        for b, r in rows.items():
+        seen = Fraction(1)
+        rows = ct.budget_ratios(c, "weak")
+        for b, r, _ in rows:
             for f in itertools.product((0, 1, 2), repeat=3):
                 if any(f):
                     t = _with_times(c, f)
                     w = solvers.solve(t, b, "dp-weak").makespan
                     o = solvers.solve(t, b, "exhaustive").makespan
                     assert w <= float(r) * o + 1e-9
+                    seen = max(seen, Fraction(w).limit_denominator(100) / Fraction(o).limit_denominator(100))
+        assert seen == max([r for _, r, _ in rows] + [Fraction(1)])  # the grid reaches it here
+    assert memory_config(cfg, gadget)["fwd_overhead"] == [0, 1, 2]
 
 
 def test_weakly_persistent_schedules_run_once_per_phase_on_the_classic_model():
@@ -190,3 +196,17 @@ def test_cli_family_over_every_time_vector(tmp_path, capsys):
     cert = load(path)
     assert cert.facts["ratio"] == 2.0 and cert.chain.length == 4
     assert list(cert.chain.fwd_time) == [1.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.slow
+def test_the_referee_chain_is_two_at_its_worst_time_vector():
+    """proofs/classic_model.md C.8: the referee's 6-stage chain (unsaved outputs, no
+    recording costs), over every forward-time vector, reaches exactly 2, and the time vector
+    found replays it through the solvers."""
+    c = load(CERTS / "referee_weak_gap_L6.json").chain
+    rows = ct.budget_ratios(c, "weak")
+    b, r, f = max(rows, key=lambda x: x[1])
+    assert r == 2
+    t = _with_times(c, f)
+    assert solvers.solve(t, b, "dp-weak").makespan == pytest.approx(
+        2 * solvers.solve(t, b, "exhaustive").makespan)

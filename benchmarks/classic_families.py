@@ -57,6 +57,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", default=None, help="only the bases whose file name has this")
     p.add_argument("--certificates", default=None, metavar="DIR")
     p.add_argument("--all-times", action="store_true", dest="all_times")
+    p.add_argument("--max-stages", type=int, default=10, dest="max_stages",
+                   help="stop a family past this many stages (default 10)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     rows = []
@@ -71,7 +73,8 @@ def main(argv=None) -> int:
             if a.all_times and spec.field == "fwd_time":
                 continue
             t0 = time.perf_counter()
-            tr = trend(base, spec, cfg, a.steps, seconds=a.seconds, all_times=a.all_times)
+            tr = trend(base, spec, cfg, a.steps, seconds=a.seconds, all_times=a.all_times,
+                       max_stages=a.max_stages)
             word = growth(tr)
             row = {"base": base_name, "objective": objective, "family": spec.label(),
                    "all_times": a.all_times,

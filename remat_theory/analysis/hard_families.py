@@ -170,10 +170,12 @@ def _all_times_score(c: Chain, cfg: GapConfig):
 
 
 def trend(base: Chain, spec: FamilySpec, cfg: GapConfig, steps: int,
-          seconds: float | None = None, all_times: bool = False) -> list:
+          seconds: float | None = None, all_times: bool = False,
+          max_stages: int = OPT_MAX_STAGES) -> list:
     """Score members ``0..steps`` in order (stopping past the exact solver's reach, at an
-    unscorable member, or when ``seconds`` have passed); one :class:`Row` each.  With
-    ``all_times``, each member over every forward-time vector (module docstring)."""
+    unscorable member, when ``seconds`` have passed, or past ``max_stages`` stages); one
+    :class:`Row` each.  With ``all_times``, each member over every forward-time vector
+    (module docstring)."""
     check_int(steps, "steps", minimum=0)
     if all_times and cfg.objective not in _ALL_TIMES_CLASS:
         raise RematError(f"all_times scores dp-weak-gap or dp-gap, not {cfg.objective}")
@@ -186,7 +188,7 @@ def trend(base: Chain, spec: FamilySpec, cfg: GapConfig, steps: int,
         if seconds is not None and time.perf_counter() - t0 > seconds:
             break
         c = member(base, spec, n)
-        if c is None or c.length > OPT_MAX_STAGES:
+        if c is None or c.length > min(OPT_MAX_STAGES, max_stages):
             break
         t1 = time.perf_counter()
         if all_times:

@@ -9,6 +9,9 @@ scored ``(n, L, ratio, budget, seconds)`` (the class DP against exhaustive searc
 budget where the class's makespan changes, or the smallest budgets); a family stops at
 ``--seconds`` or past exhaustive search's reach (10 stages).  ``--certificates DIR`` also
 writes the longest member of each rising or flat family longer than its base.
+``--all-times`` scores each member over every forward-time vector at once (the
+``dp-weak-gap`` rows; proofs/classic_model.md C.8), so the ``drive fwd_time`` rows are
+left out: their limits are among the vectors covered.
 """
 from __future__ import annotations
 
@@ -53,19 +56,28 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--only", default=None, help="only the bases whose file name has this")
     p.add_argument("--certificates", default=None, metavar="DIR")
+    p.add_argument("--all-times", action="store_true", dest="all_times")
+    p.add_argument("--max-stages", type=int, default=10, dest="max_stages",
+                   help="stop a family past this many stages (default 10)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     rows = []
     for base_name, objective, specs in PLAN:
         if a.only and a.only not in base_name:
             continue
+        if a.all_times and objective != "dp-weak-gap":
+            continue
         base = load(CERTS / base_name).chain
         cfg = GapConfig(objective, opt_time_limit=a.seconds)
         for spec in specs:
+            if a.all_times and spec.field == "fwd_time":
+                continue
             t0 = time.perf_counter()
-            tr = trend(base, spec, cfg, a.steps, seconds=a.seconds)
+            tr = trend(base, spec, cfg, a.steps, seconds=a.seconds, all_times=a.all_times,
+                       max_stages=a.max_stages)
             word = growth(tr)
             row = {"base": base_name, "objective": objective, "family": spec.label(),
+                   "all_times": a.all_times,
                    "trend": word, "seconds": round(time.perf_counter() - t0, 1),
                    "members": [[r.n, r.stages, r.score, r.budget, r.seconds] for r in tr]}
             if a.certificates and word in ("rising", "flat") and tr and tr[-1].stages > base.length:

@@ -22,6 +22,14 @@ trend is a list of ``(n, L, ratio, budget)``; members past the exact solver's re
 (:data:`remat_theory.analysis.hard_objectives.OPT_MAX_STAGES` stages, or the per-budget time
 limit) end the trend rather than score without a proven OPT.  :func:`best_certificate`
 writes the best member with OPT's and the class's schedules.
+
+With ``all_times`` (chains without recording costs, objectives ``dp-weak-gap`` and
+``dp-gap``) a member is scored over **every** forward-time vector at once
+(:mod:`remat_theory.analysis.classic_times`: the exact supremum of the class's optimum over
+the unrestricted one, proofs/classic_model.md C.8); its row then carries the member with the
+time vector that attains the ratio, so the certificate replays that ratio with exhaustive
+search and the class DP.  A ``drive fwd_time`` family is then unnecessary: its limit is
+one of the time vectors covered.
 """
 from __future__ import annotations
 
@@ -139,20 +147,55 @@ class Row:
     chain: dict | None = None
 
 
+_ALL_TIMES_CLASS = {"dp-weak-gap": "weak", "dp-gap": "persistent"}
+
+
+def _all_times_score(c: Chain, cfg: GapConfig):
+    """The member's largest ratio over every budget and every forward-time vector, its
+    budget and the member with that time vector (or the member itself when the class never
+    loses); None when the class has no schedule below store-all's peak."""
+    from remat_theory.analysis import classic_times
+    rows = classic_times.budget_ratios(c, _ALL_TIMES_CLASS[cfg.objective])
+    if not rows:
+        return None
+    b, r, f = max(rows, key=lambda x: (x[1], -x[0]))
+    if f is None:
+        return 1.0, b, c, {"ratio": "1"}
+    v = chain_values(c)
+    v["fwd_time"] = [float(t) for t in f]
+    v["bwd_time"] = [0.0] * (c.length + 1)
+    return float(r), b, build_chain(v, c.name), {"ratio": str(r), "fwd_time": list(f)}
+
+
 def trend(base: Chain, spec: FamilySpec, cfg: GapConfig, steps: int,
-          seconds: float | None = None) -> list:
+          seconds: float | None = None, all_times: bool = False,
+          max_stages: int = OPT_MAX_STAGES) -> list:
     """Score members ``0..steps`` in order (stopping past the exact solver's reach, at an
-    unscorable member, or when ``seconds`` have passed); one :class:`Row` each."""
+    unscorable member, when ``seconds`` have passed, or past ``max_stages`` stages); one
+    :class:`Row` each.  With ``all_times``, each member over every forward-time vector
+    (module docstring)."""
     check_int(steps, "steps", minimum=0)
+    if all_times and cfg.objective not in _ALL_TIMES_CLASS:
+        raise RematError(f"all_times scores dp-weak-gap or dp-gap, not {cfg.objective}")
+    if all_times and base.has_fall_costs:
+        raise RematError("all_times needs a chain without recording costs (fall_time and "
+                         "fall_overhead equal to the no-grad forward's)")
     t0 = time.perf_counter()
     rows = []
     for n in range(steps + 1):
         if seconds is not None and time.perf_counter() - t0 > seconds:
             break
         c = member(base, spec, n)
-        if c is None or c.length > OPT_MAX_STAGES:
+        if c is None or c.length > min(OPT_MAX_STAGES, max_stages):
             break
         t1 = time.perf_counter()
+        if all_times:
+            a = _all_times_score(c, cfg)
+            if a is None:
+                break
+            rows.append(Row(n, c.length, a[0], a[1], a[3], round(time.perf_counter() - t1, 3),
+                            a[2].to_dict()))
+            continue
         s = score_chain(c, cfg)
         if s is None or s.budget is None:
             break

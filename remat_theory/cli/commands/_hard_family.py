@@ -30,6 +30,10 @@ def add_arguments(p) -> None:
     p.add_argument("--stage", type=int, default=None, help="--family repeat: the stage")
     p.add_argument("--costly-first", action="store_true", dest="costly_first",
                    help="--family compose: copies after the first have every time 0")
+    p.add_argument("--all-times", action="store_true", dest="all_times",
+                   help="--family: score each member over every forward-time vector at once "
+                        "(no recording costs; dp-weak-gap or dp-gap): the exact largest ratio "
+                        "and a time vector attaining it")
     p.add_argument("--steps", type=int, default=6,
                    help="--family: members n = 0..STEPS (default 6; stops past the exact "
                         "solver's reach or at --time)")
@@ -62,14 +66,14 @@ def run(args) -> int:
     base = _base(args.base)
     cfg = GapConfig(objective=args.objective,
                     solver=args.solver if args.objective == "budget-gap" else None)
-    rows = trend(base, spec, cfg, args.steps, seconds=args.time)
+    rows = trend(base, spec, cfg, args.steps, seconds=args.time, all_times=args.all_times)
     word = growth(rows)
     written = []
     if args.out is not None and rows:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         what = (f"remat hard --family {args.family} --base {Path(args.base).name} "
-                f"--objective {args.objective}")
+                f"--objective {args.objective}" + (" --all-times" if args.all_times else ""))
         cert = best_certificate(rows, spec, cfg, what)
         if cert is not None:
             best = max(rows, key=lambda r: (r.score, r.n))
@@ -83,8 +87,8 @@ def run(args) -> int:
                               "budget": r.budget, "values": r.values, "seconds": r.seconds}
                              for r in rows]})
         return 0
-    print(f"remat hard family {spec.label()} ({cfg.objective}, {cfg.target} vs OPT) from "
-          f"{args.base}: {word}")
+    print(f"remat hard family {spec.label()} ({cfg.objective}, {cfg.target} vs OPT"
+          f"{', every forward-time vector' if args.all_times else ''}) from {args.base}: {word}")
     print(f"{'n':>3} {'L':>3} {'score':>8} {'budget':>7}  values")
     for r in rows:
         print(f"{r.n:>3} {r.stages:>3} {_fmt(r.score):>8} {r.budget:>7}  {r.values}")

@@ -161,10 +161,14 @@ def _all_times_score(c: Chain, cfg: GapConfig):
     b, r, f = max(rows, key=lambda x: (x[1], -x[0]))
     if f is None:
         return 1.0, b, c, {"ratio": "1"}
+    # the time vector f: every time per stage (the forwards; a recording forward costs
+    # its forward on this model) is f, every time per boundary (the backwards) zero
     v = chain_values(c)
-    v["fwd_time"] = [float(t) for t in f]
-    v["bwd_time"] = [0.0] * (c.length + 1)
-    return float(r), b, build_chain(v, c.name), {"ratio": str(r), "fwd_time": list(f)}
+    for fd in chain_fields.of_kind("time"):
+        if fd.name in v or not fd.optional:
+            v[fd.name] = ([float(t) for t in f] if fd.size(c.length) == c.length
+                          else [0.0] * fd.size(c.length))
+    return float(r), b, build_chain(v, c.name), {"ratio": str(r), "forward_times": list(f)}
 
 
 def trend(base: Chain, spec: FamilySpec, cfg: GapConfig, steps: int,

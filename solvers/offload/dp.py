@@ -65,11 +65,11 @@ import math
 from remat_theory.model.chain import Chain
 from remat_theory.model.errors import InternalError
 from remat_theory.model.simulator import simulate
-from remat_theory.model.solution import CLASS_NONE, FEASIBLE, Solution
+from remat_theory.model.solution import Solution
 
-from solvers._dp_tables import (NEVER, Deadline, DeadlineExpired, UnitChain, all_sizes,
-                                refuse_by_length, refuse_if_too_big, slot_info, time_up)
+from solvers._dp_tables import NEVER, Deadline, UnitChain, refuse_if_too_big
 from solvers.dp import skewed_saturation
+from solvers.dp_front import DPParts, solve_front
 from solvers.offload.dp_min_budget import min_units
 from solvers.offload.dp_table import NAME, OffloadTable
 from solvers.registry import Option, register
@@ -150,42 +150,29 @@ def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
     memory by default; with ``slots``, sizes rounded up to budget/slots bytes (valid at the
     real budget, optimal for the rounded sizes: status ``feasible`` unless every size is a
     whole number of slots)."""
-    deadline = Deadline(time_limit)
-    # the saturation table ((L+1)^2 int64) and one memory value per cell at least: refused
-    # from the length before any O(L) work or allocation
-    L = chain.length
-    refuse_by_length(NAME, L, max(8 * 8 * (L + 1) * (L + 2) / 2, (L + 1) ** 2 * 8))
-    uc_exact, gcd = UnitChain.exact(chain)
     info = {"bandwidth": chain.bandwidth, "recompute": recompute}
     cls = CLASS if recompute else CLASS_NO_REMAT
-    try:
-        if slots is None:
-            info.update(memory="exact", unit=gcd)
-            uc, units, exact = uc_exact, budget // gcd, True
-        else:
-            info.update(memory="slots", **slot_info(chain, budget, slots))
-            uc, units = UnitChain.rounded(chain, budget, slots), slots
-            exact = budget == 0 or all(v * slots % budget == 0 for v in all_sizes(chain))
-        makespan, schedule, table = solve_units(uc, chain, units, deadline, slots, recompute)
-    except DeadlineExpired as e:
-        return time_up(NAME, cls, chain, budget, deadline, e.what, info)
-    least = min_units(uc_exact, chain, recompute) * gcd
-    if schedule is None:
-        claim = cls if exact or budget < least else CLASS_NONE
-        return Solution.infeasible(NAME, budget, optimal_for=claim, min_budget=least,
-                                   info=info,
-                                   message=f"no {cls} schedule fits in {budget}; the "
-                                           f"smallest feasible budget of the class is {least}")
-    sim = simulate(chain, schedule)
-    if not math.isclose(sim.makespan, makespan, rel_tol=1e-9, abs_tol=1e-9):
-        raise InternalError(f"{NAME}: the table says {makespan} but the referee measures "
-                            f"{sim.makespan} for {schedule}")
-    info["transfers"] = sum(op.is_transfer for op in schedule)
-    if exact:
-        return Solution.optimal(NAME, budget, schedule, sim.makespan, sim.peak_memory,
-                                bound=sim.makespan, optimal_for=cls, info=info,
-                                min_budget=least)
-    return Solution(NAME, FEASIBLE, schedule, sim.makespan, sim.peak_memory, budget,
-                    optimal_for=CLASS_NONE, info=info,
-                    message="slots mode: optimal for the rounded sizes, not proven optimal "
-                            "at the real budget")
+
+    def units(uc, budget_units, deadline, slots):
+        makespan, schedule, _ = solve_units(uc, chain, budget_units, deadline, slots, recompute)
+        # in exact memory the class's smallest budget comes with every answer
+        return makespan, schedule, None if slots else min_units(uc, chain, recompute)
+
+    def least_units(uc, deadline):
+        return min_units(uc, chain, recompute)
+
+    def replay(chain, schedule, makespan):
+        sim = simulate(chain, schedule)
+        if not math.isclose(sim.makespan, makespan, rel_tol=1e-9, abs_tol=1e-9):
+            raise InternalError(f"{NAME}: the table says {makespan} but the referee measures "
+                                f"{sim.makespan} for {schedule}")
+        return sim.makespan, sim.peak_memory, {
+            "transfers": sum(op.is_transfer for op in schedule)}
+
+    # the saturation table ((L+1)^2 int64) and one memory value per cell at least: refused
+    # from the length before any O(L) work or allocation
+    parts = DPParts(NAME, cls, cls,
+                    lambda L: max(8 * 8 * (L + 1) * (L + 2) / 2, (L + 1) ** 2 * 8),
+                    units, least_units, replay=replay,
+                    least_words="the smallest feasible budget of the class")
+    return solve_front(parts, chain, budget, slots, Deadline(time_limit), info=info)

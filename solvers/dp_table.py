@@ -70,7 +70,7 @@ def skewed_min_memory(uc: UnitChain, deadline: Deadline = NEVER,
     """S[s, n] = mm[s, s + n] (:func:`min_memory_table`), all segments of one length at once;
     with ``kernel="numba"`` by the compiled loop (the same integers; 1.2 CPU s of numpy at
     1000 stages)."""
-    L, x, tape, fo, bo = uc.L, uc.x, uc.tape, uc.fo, uc.bo
+    L, x, tape, bo = uc.L, uc.x, uc.tape, uc.bo
     gvec = np.concatenate([x[1:], [0]]).astype(np.int64)  # g(t), t = 0..L
     S = np.zeros((L + 1, L + 1), dtype=np.int64)
     bneed, dA = uc.bneed, uc.dA  # B_s's need; option A's child runs at m - dA[s]
@@ -172,15 +172,20 @@ def _min_plus_rows(left: np.ndarray, right: np.ndarray, c0: int, c1: int, tmp: n
 class _Rebuild:
     """The schedule rebuilt from a table's ``value(s, t, m)`` (both kernels)."""
 
+    def option_a(self, s: int, t: int, m: int):
+        """(value, ``"A"``) of option A for W(s, t, m) where its recording fits, else
+        (inf, None): the start of :meth:`choice` in both kernels."""
+        uc = self.uc
+        if m >= uc.fall_needs(s, t):
+            return self.value(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s]), "A"
+        return INF, None
+
     def choice(self, s: int, t: int, m: int):
         """The option the table took for W(s, t, m): ``None`` (base case), ``"A"``, or k."""
         uc = self.uc
         if s == t:
             return None
-        best, arg = INF, None
-        if m >= uc.fall_needs(s, t):
-            best = self.value(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s])
-            arg = "A"
+        best, arg = self.option_a(s, t, m)
         g = uc.g(t)
         for k in range(s + 1, t + 1):
             if g + self.fps[s, k - s] > m:
@@ -234,7 +239,6 @@ class PersistentTable(_Rebuild):
         sat = skewed_saturation(uc)
         W = M + 1
         x = [int(v) for v in uc.x]
-        tape = [int(v) for v in uc.tape]
         tf = [int(v) for v in uc.tape + uc.fao]
         bneed = [int(v) for v in uc.bneed]
         dA = [int(v) for v in uc.dA]
@@ -475,10 +479,7 @@ class FusedTable(_Rebuild):
         uc = self.uc
         if s == t:
             return None
-        best, arg = INF, None
-        if m >= uc.fall_needs(s, t):
-            best = self.value(s + 1, t, m - int(uc.dA[s])) + (uc.fall[s] + uc.bwd[s])
-            arg = "A"
+        best, arg = self.option_a(s, t, m)
         over = uc.g(t) + self.fps[s, 1:t - s + 1] > m  # the loop stops at the first
         ks = np.arange(s + 1, s + 1 + (int(np.argmax(over)) if over.any() else t - s))
         if len(ks):

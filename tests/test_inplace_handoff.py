@@ -11,10 +11,10 @@ kept free) while the code between the stacks was counted by what it left net: th
 last output, which the final norm saves, the decoder's input beside the last encoder
 layer's tape, and the cross-attention's position bias kept for the recomputations were
 missing."""
-import copy
 
 import pytest
 from _tiers import tiered
+from _step_peak import step_peak
 
 torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
@@ -26,7 +26,6 @@ from remat_theory.model.simulator import simulate  # noqa: E402
 from remat_theory.model.solution import Solution  # noqa: E402
 from remat_theory.torch.inplace import rematerialize  # noqa: E402
 from remat_theory.torch.inplace.plan import make_plan, measured_gradients, step_budget  # noqa: E402
-from remat_theory.torch.tracker import AllocatorMeter  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -62,17 +61,6 @@ def _fixed(text):
     return solve
 
 
-def _step_peak(model, b):
-    model(**b).loss.backward()  # warm-up: lazily built state exists before the measure
-    model.zero_grad(set_to_none=True)
-    meter = AllocatorMeter("cpu")
-    with meter:
-        with meter.op("step"):
-            model(**b).loss.backward()
-    model.zero_grad(set_to_none=True)
-    return meter.peak
-
-
 @pytest.mark.parametrize("text", tiered(
     [ENCODER_RECOMPUTED, ENCODER_LAST_KEPT, DECODER_RECOMPUTED], [ENCODER_RECOMPUTED]))
 def test_t5s_accepted_budget_holds_across_the_encoder_decoder_hand_off(text):
@@ -89,7 +77,7 @@ def test_t5s_accepted_budget_holds_across_the_encoder_decoder_hand_off(text):
             make_plan(plan.key, prof, budget - 1, grads, handle.chained, solver=name)
     assert str(plan.schedule) == str(at.schedule) == text
     assert at.predicted_step_peak == plan.predicted_step_peak
-    measured = _step_peak(model, b)
+    measured = step_peak(model, b)
     assert measured <= budget, (measured, budget, measured / plan.predicted_step_peak)
     # and not bought by a prediction far above the step (within 1.5% here)
     assert measured >= 0.97 * plan.predicted_step_peak, (measured, plan.predicted_step_peak)

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from _tiers import tiered
+from _step_peak import step_peak
 
 torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
@@ -210,18 +211,6 @@ def test_a_convolutional_stack_profiles_and_trains_like_the_rest():
         same(grads(model), grads(ref))
 
 
-def _step_peak(model, b):
-    from remat_theory.torch.tracker import AllocatorMeter
-    model(**b).loss.backward()  # warm-up: lazily built state exists before the measure
-    model.zero_grad(set_to_none=True)
-    meter = AllocatorMeter("cpu")
-    with meter:
-        with meter.op("step"):
-            model(**b).loss.backward()
-    model.zero_grad(set_to_none=True)
-    return meter.peak
-
-
 @pytest.mark.parametrize("family", tiered(["llama", "gpt2", "bert", "t5", "bart"], ["gpt2"]))
 def test_at_hugging_faces_every_layer_memory(family):
     """Given HF's measured every-layer peak as its budget or, where the plan refuses it, the
@@ -262,7 +251,7 @@ def test_at_hugging_faces_every_layer_memory(family):
     b = {"input_ids": ids, "attention_mask": mask, "labels": labels}
     hf = copy.deepcopy(model)
     hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    hf_peak = _step_peak(hf, b)
+    hf_peak = step_peak(hf, b)
     budget = hf_peak
     try:
         handle = rematerialize(model, hf_peak, b)
@@ -271,7 +260,7 @@ def test_at_hugging_faces_every_layer_memory(family):
         budget = e.smallest_feasible
         handle = rematerialize(model, budget, b)
     assert handle.plan.recomputed > 0
-    assert _step_peak(model, b) <= budget
+    assert step_peak(model, b) <= budget
 
 
 

@@ -124,6 +124,15 @@ def seeded_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def labelled_images(seed: int, batch: int, side: int):
+    """A batch of random RGB images ``side`` x ``side`` and its cross-entropy loss against
+    random labels of 10 classes, both drawn from :func:`seeded_generator`."""
+    g = seeded_generator(seed)
+    x = torch.randn(batch, 3, side, side, generator=g)
+    target = torch.randint(0, 10, (batch,), generator=g)
+    return x, TargetLoss(target, "ce")
+
+
 def mlp(scale: str = "small", seed: int = 0, batch: int | None = None,
         size: int | None = None) -> Network:
     batch_, width, depth, classes = {"test": (64, 16, 2, 5), "small": (512, 256, 6, 10),
@@ -154,10 +163,8 @@ def resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
     model = nn.Sequential(
         nn.Conv2d(3, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
         nn.Sequential(*blocks), PoolHead((2, 3), 4 * c, 10))
-    g = seeded_generator(seed)
-    x = torch.randn(batch, 3, side, side, generator=g)
-    target = torch.randint(0, 10, (batch,), generator=g)
-    return Network("resnet", model, x, TargetLoss(target, "ce"))
+    x, loss = labelled_images(seed, batch, side)
+    return Network("resnet", model, x, loss)
 
 
 def transformer(scale: str = "small", seed: int = 0, batch: int | None = None,
@@ -256,12 +263,10 @@ def tv_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
     batch, side = batch or batch_, size or side
     torch.manual_seed(seed)
     model = TorchvisionStyleResNet(width, blocks, 10)
-    g = seeded_generator(seed)
-    x = torch.randn(batch, 3, side, side, generator=g)
-    target = torch.randint(0, 10, (batch,), generator=g)
+    x, loss = labelled_images(seed, batch, side)
     model.train()
     return Network("tv-resnet", to_stages(model, x, granularity=granularity), x,
-                   TargetLoss(target, "ce"))
+                   loss)
 
 
 def import_transformers():
@@ -331,11 +336,9 @@ def _vit_like(name: str, config: str, model_cls: str, scale: str, seed: int,
                               num_hidden_layers=layers, num_attention_heads=heads,
                               intermediate_size=4 * d, num_labels=10)
     model = getattr(tf, model_cls)(cfg).train()
-    g = seeded_generator(seed)
-    x = torch.randn(batch, 3, side, side, generator=g)
-    target = torch.randint(0, 10, (batch,), generator=g)
+    x, loss = labelled_images(seed, batch, side)
     return Network(name.lower(), to_stages(model, x, granularity=granularity), x,
-                   TargetLoss(target, "ce"))
+                   loss)
 
 
 def vit(scale: str = "small", seed: int = 0, batch: int | None = None,
@@ -356,11 +359,9 @@ def hf_resnet(scale: str = "small", seed: int = 0, batch: int | None = None,
     cfg = tf.ResNetConfig(num_channels=3, embedding_size=emb, hidden_sizes=hidden,
                           depths=depths, layer_type=kind, num_labels=10)
     model = tf.ResNetForImageClassification(cfg).train()
-    g = seeded_generator(seed)
-    x = torch.randn(batch, 3, side, side, generator=g)
-    target = torch.randint(0, 10, (batch,), generator=g)
+    x, loss = labelled_images(seed, batch, side)
     return Network("hf-resnet", to_stages(model, x, granularity=granularity), x,
-                   TargetLoss(target, "ce"))
+                   loss)
 
 
 # ------------------------------------------------------------------------ transformers families
@@ -480,11 +481,9 @@ def convnext(scale: str = "small", seed: int = 0, batch: int | None = None,
     cfg = tf.ConvNextConfig(num_channels=3, hidden_sizes=hidden, depths=depths,
                             num_stages=len(depths), num_labels=10, drop_path_rate=0.0)
     model = tf.ConvNextForImageClassification(cfg).train()
-    g = seeded_generator(seed)
-    x = torch.randn(batch, 3, side, side, generator=g)
-    target = torch.randint(0, 10, (batch,), generator=g)
+    x, loss = labelled_images(seed, batch, side)
     return Network("convnext", to_stages(model, x, granularity=granularity), x,
-                   TargetLoss(target, "ce"))
+                   loss)
 
 
 def swin(scale: str = "small", seed: int = 0, batch: int | None = None,
@@ -499,11 +498,9 @@ def swin(scale: str = "small", seed: int = 0, batch: int | None = None,
                         depths=depths, num_heads=heads, window_size=window, num_labels=10,
                         drop_path_rate=0.0)
     model = tf.SwinForImageClassification(cfg).train()
-    g = seeded_generator(seed)
-    x = torch.randn(batch, 3, side, side, generator=g)
-    target = torch.randint(0, 10, (batch,), generator=g)
+    x, loss = labelled_images(seed, batch, side)
     return Network("swin", to_stages(model, x, granularity=granularity), x,
-                   TargetLoss(target, "ce"))
+                   loss)
 
 
 def t5_encoder(scale: str = "small", seed: int = 0, batch: int | None = None,

@@ -98,6 +98,10 @@ def test_an_encoder_decoder_places_its_gradients_as_the_real_step():
         return out
     assert by_stage(fp.held) == by_stage(real.held)
     assert by_stage(fp.value_grads) == by_stage(real.value_grads)
+    # the encoder's last output, kept by the code after it (its states): as the real step found
+    assert fp.outputs_kept == real.outputs_kept and fp.outputs_kept
+    assert fp.forward_only == real.forward_only
+    assert fp.chain.tape_size == real.chain.tape_size  # the decoder's input apart from it
     # the prefix's tape: 8 B less than the real one's (a scalar made by torch.tensor())
     assert abs(fp.prefix_only - real.prefix_only) <= 0.01 * real.prefix_only
     for a, b in peaks:  # the prefix's wrapped scalar

@@ -6,7 +6,8 @@ the model gave it (a no-grad forward, a recording forward, its backward), the co
 the first layer (the prefix) and after the last (the loss stage), and one plain step of the
 model, run by the in-place profile's own step code (each backward's rise above what it
 starts with, the loss stage's rise, where each parameter's gradient is made, what the
-model's code between two unchained layers holds, the step's peak).  The chain's fields
+model's code between two unchained layers holds and the rest of its findings on the code
+between layers, read by storage, the step's peak).  The chain's fields
 follow from them by the same rules; its times are zero here and come from a device's cost
 model (:mod:`.devices`), one :class:`~.meter.Work` per operation.
 

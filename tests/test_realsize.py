@@ -98,40 +98,52 @@ def test_an_encoder_decoder_places_its_gradients_as_the_real_step():
         return out
     assert by_stage(fp.held) == by_stage(real.held)
     assert by_stage(fp.value_grads) == by_stage(real.value_grads)
+    # the encoder's last output, kept by the code after it (its states): as the real step found
+    assert fp.outputs_kept == real.outputs_kept and fp.outputs_kept
+    assert fp.forward_only == real.forward_only
+    assert fp.chain.tape_size == real.chain.tape_size  # the decoder's input apart from it
     # the prefix's tape: 8 B less than the real one's (a scalar made by torch.tensor())
     assert abs(fp.prefix_only - real.prefix_only) <= 0.01 * real.prefix_only
-    for a, b in peaks:
-        assert abs(a - b) <= 0.001 * a, (a, b)
+    for a, b in peaks:  # the prefix's wrapped scalar
+        assert 0 <= a - b <= 8, (a, b)
 
 
-# the rest of the families.  The in-place profile's last corrections (each backward measured
-# with its layer's gradients made first; the glue between unchained layers counted gross,
-# the next layer's input apart: T5's and OPT's misses) are not yet followed by the fake
-# profile, so their fields differ in where bytes are booked; the step peaks a plan predicts
-# stay within PEAK_TOL (measured; docs/plan.md), exactly on the decoder LMs
-FIELDS_TO_THE_BYTE = ("llama-2-7b", "mistral-7b", "qwen2-7b")
-PEAK_TOL = {"mistral-7b": 0, "qwen2-7b": 0, "gpt2-xl": 0.001, "bert-large": 0.001,
-            "vit-l/16": 0.001, "resnet-50": 0.001, "convnext-large": 0.002,
-            "bart-large": 0.016, "t5-large": 0.017}
-# at the second size (below), measured: BART's fake peak 4.2% and ConvNeXt's 1.6% below the
-# real profile's (remat plan's caution says so)
-SECOND_PEAK_TOL = dict(PEAK_TOL, **{"llama-2-7b": 0, "bart-large": 0.045,
-                                    "convnext-large": 0.017})
+# the rest of the families: every field equal to the byte on these; on the others a few
+# bytes below the real profile's, the Python scalars the kernels wrap and autograd saves
+# (docs/plan.md: GPT-2's tape 24 B, its no-grad overhead 12 B; T5's loss stage 8 B; BART's
+# prefix 8 B), so the step peaks a plan predicts are at most PEAK_BYTES below the real ones
+FIELDS_TO_THE_BYTE = ("llama-2-7b", "mistral-7b", "qwen2-7b", "bert-large", "vit-l/16",
+                      "resnet-50", "convnext-large")
+WRAPPED_SCALARS = 24  # bytes: the most a field of the others is below the real one's
+PEAK_BYTES = {"mistral-7b": 0, "qwen2-7b": 0, "bert-large": 0, "vit-l/16": 0, "resnet-50": 0,
+              "convnext-large": 0, "gpt2-xl": 48, "bart-large": 8, "t5-large": 8}
+# at the second size (below), measured the same
+SECOND_PEAK_BYTES = dict(PEAK_BYTES, **{"llama-2-7b": 0})
+
+
+def _fields_alike(name, real, fake):
+    """Every field equal (FIELDS_TO_THE_BYTE) or a wrapped scalar's few bytes below."""
+    r, f = _fields(real), _fields(fake.profile)
+    for key in r:
+        if name in FIELDS_TO_THE_BYTE:
+            assert r[key] == f[key], (key, r[key], f[key])
+            continue
+        for u, v in zip(*(x if isinstance(x, list) else [x] for x in (r[key], f[key]))):
+            assert 0 <= int(u) - int(v) <= WRAPPED_SCALARS, (key, r[key], f[key])
+    # what sits beside the chain, as the real step placed it
+    for attr in ("held", "value_grads", "outputs_kept", "forward_only"):
+        assert sorted(getattr(real, attr)) == sorted(getattr(fake.profile, attr)), attr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(PEAK_TOL))
+@pytest.mark.parametrize("name", sorted(PEAK_BYTES))
 def test_fake_chain_against_the_real_cpu_profile(name):
     real, fake, peaks = _compare(name)
-    if name in FIELDS_TO_THE_BYTE:
-        r, f = _fields(real), _fields(fake.profile)
-        for key in r:
-            if key != "end":  # in the step peaks below
-                assert r[key] == f[key], (key, r[key], f[key])
+    _fields_alike(name, real, fake)
     assert fake.profile.grads_made == real.grads_made
     # the step peaks a plan predicts, store-all and every layer checkpointed
     for a, b in peaks:
-        assert abs(a - b) <= PEAK_TOL[name] * a, (name, a, b)
+        assert 0 <= a - b <= PEAK_BYTES[name], (name, a, b)
 
 
 def test_a_replicated_profile_equals_the_direct_one():
@@ -152,6 +164,9 @@ def test_replication_with_a_distinct_first_layer_t5():
     rep = real_size_profile(spec, 2, 8, "fp32")
     assert rep.profiled_layers == 6
     assert _fields(rep.profile) == _fields(direct.profile)
+    # what sits beside the chain placed again at the full depth as the direct profile did
+    for attr in ("held", "value_grads", "outputs_kept", "forward_only"):
+        assert sorted(getattr(rep.profile, attr)) == sorted(getattr(direct.profile, attr)), attr
 
 
 def test_layers_that_differ_are_not_replicated():
@@ -215,15 +230,15 @@ def test_does_not_fit_when_the_weights_alone_do_not(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_convolutional_net_on_a_gpu_is_planned_with_a_caution():
-    from remat_theory.torch.realsize.planner import CONV_CAUTION, FOLLOW_CAUTION
+    from remat_theory.torch.realsize.planner import CONV_CAUTION
     spec = spec_of("resnet-50", TINY["resnet-50"])
-    follow = FOLLOW_CAUTION.format(what="convolutional nets")
     assert plan_model(spec, 2, 1, "fp32", device_named("H100-80GB"), search=False)[
-        "caution"] == f"{CONV_CAUTION}; {follow}"
-    assert plan_model(spec, 2, 1, "fp32", device_named("cpu"), search=False)["caution"] == follow
+        "caution"] == CONV_CAUTION
+    # on the CPU its workspaces are measured: nothing left out (the fake profile follows the
+    # real one on convolutional nets and encoder-decoders, the tests above)
+    assert plan_model(spec, 2, 1, "fp32", device_named("cpu"), search=False)["caution"] is None
     t5 = spec_of("t5-large", TINY["t5-large"])
-    assert "encoder-decoders" in plan_model(t5, 2, 8, "fp32", device_named("cpu"),
-                                            search=False)["caution"]
+    assert plan_model(t5, 2, 8, "fp32", device_named("cpu"), search=False)["caution"] is None
 
 
 @pytest.mark.slow
@@ -346,13 +361,9 @@ def test_fake_chain_against_the_real_cpu_profile_at_a_second_size(name):
     seq, over = SECOND[name]
     real, fake, peaks = _compare(name, 4, seq, over)
     assert fake.profile.grads_made == real.grads_made
-    if name in FIELDS_TO_THE_BYTE:
-        r, f = _fields(real), _fields(fake.profile)
-        for key in r:  # the wrapped scalars of docs/plan.md: a few bytes
-            for u, v in zip(*(x if isinstance(x, list) else [x] for x in (r[key], f[key]))):
-                assert 0 <= int(u) - int(v) <= 24, (key, r[key], f[key])
+    _fields_alike(name, real, fake)
     for a, b in peaks:
-        assert abs(a - b) <= SECOND_PEAK_TOL[name] * a, (name, a, b)
+        assert 0 <= a - b <= SECOND_PEAK_BYTES[name], (name, a, b)
 
 
 def test_a_workspace_the_cpu_kernel_refuses_is_named_not_guessed():

@@ -180,7 +180,20 @@ def _replicated(lp: LayerProfile, fp: FakeProfile, chain: Chain, index: list):
     values = {k: [where[a][0], where[b][-1], size]
               for k, (a, b, size) in enumerate(lp.value_grads)}
     calls = [SimpleNamespace(chained=c) for c in _pick(fp.chained, index)]
-    held, between, value_grads = held_beside(values, _pick(fp.glue, index), chain.x_size, calls)
+    held, between, value_grads = held_beside(values, _pick(fp.glue, index), chain.x_size, calls,
+                                             apart=True)
+    n = len(index)
+
+    def at(f):  # a profiled layer's start -> the full one's (the chain's length: the loss)
+        return where[f][0] if f in where else n
+
+    held += [(at(f), b) for f, b in fp.layer_made]
+    between += sum(b for _, b in fp.layer_made)
+    kept = [(where[j][-1], b) for j, b in lp.outputs_kept]
+    between += sum(b for _, b in kept) - sum(b for _, b in fp.moved)
+    for f, b in fp.moved:
+        held.remove((at(f), b))
+    forward_only = [(at(f), at(u), b) for f, u, b in lp.forward_only]
     made = None
     if lp.grads_made is not None:
         made = {k: v for k, v in lp.grads_made.items() if not isinstance(k, int)}
@@ -190,7 +203,7 @@ def _replicated(lp: LayerProfile, fp: FakeProfile, chain: Chain, index: list):
                         _pick(lp.draws, index), _pick(lp.bwd_rise[:-1], index) + [lp.bwd_rise[-1]],
                         _pick(lp.saves_output, index), None, lp.calibration, grads_made=made,
                         loss_rise=lp.loss_rise, prefix_only=prefix, held=held,
-                        value_grads=value_grads)
+                        value_grads=value_grads, outputs_kept=kept, forward_only=forward_only)
     own = _pick(fp.own_grad, index)
     default = Gradients({i: g for i, g in enumerate(own) if g}, fp.other_grad)
     return prof, measured_gradients(prof, default)

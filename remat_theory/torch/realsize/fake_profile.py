@@ -6,7 +6,8 @@ the model gave it (a no-grad forward, a recording forward, its backward), the co
 the first layer (the prefix) and after the last (the loss stage), and one plain step of the
 model, run by the in-place profile's own step code (each backward's rise above what it
 starts with, the loss stage's rise, where each parameter's gradient is made, what the
-model's code between two unchained layers holds, the step's peak).  The chain's fields
+model's code between two unchained layers holds and the rest of its findings on the code
+between layers, read by storage, the step's peak).  The chain's fields
 follow from them by the same rules; its times are zero here and come from a device's cost
 model (:mod:`.devices`), one :class:`~.meter.Work` per operation.
 
@@ -21,6 +22,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.chain import Chain
@@ -57,6 +59,10 @@ class FakeProfile:
     other_grad: int
     glue: list = field(default_factory=list)
     plain_step: int = 0  # the plain step's peak, gradients included (bytes)
+    # (first reader, bytes): what layers made that later layers read (in ``layer.held``);
+    # (first reader, bytes): values taken off ``layer.held`` as an unchained layer's output
+    layer_made: list = field(default_factory=list)
+    moved: list = field(default_factory=list)
 
 
 def _storage_bytes(t) -> int:
@@ -85,15 +91,21 @@ def _record(model, layers, args, kwargs) -> list:
                for k, v in kw.items()}
         rec.append((det, dkw, grads))
 
+    outs = []  # each layer's output (detached: its storage, which the next layer may read)
+
+    def post(mod, a, kw, out):
+        if len(outs) < len(rec) and layers[len(outs)].module is mod:
+            outs.append(leaf_of(out, layers[len(outs)].out_leaf).detach())
+
     run_hooked(model, list({id(lc.module): lc.module for lc in layers}.values()), args, kwargs,
-               pre)
-    if len(rec) != len(layers):
+               pre, post)
+    if len(rec) != len(layers) or len(outs) != len(layers):
         raise RematError(f"the model called {len(rec)} of its {len(layers)} layers")
-    return rec
+    return [r + (y,) for r, y in zip(rec, outs)]
 
 
 def _inputs(lc, r):
-    a0, kw0, grads = r
+    a0, kw0, grads = r[:3]
     h = hidden_of(lc.slot, a0, kw0).detach().requires_grad_(True)
     a, kw = with_hidden(lc.slot, a0, kw0, h)
     a, kw = list(a), dict(kw)
@@ -129,6 +141,12 @@ def _layer(meter, lc, r):
     del saved
     seed = torch.ones_like(y)
     out_bytes = _storage_bytes(y)
+    # the layer's parameter gradients made before its backward, as the in-place profile
+    # makes them: the backward accumulates into them, the live count leaves them out (the
+    # meter's ``persistent``), and what it adds beyond the live tensors is the kernels'
+    for p in lc.module.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
     with meter.op("bwd"), meter.fresh() as fresh:
         torch.autograd.backward(y, seed, inputs=[h] + extra + [
             p for p in lc.module.parameters() if p.requires_grad])
@@ -209,19 +227,35 @@ def _step(real_step, model, layers, args, kwargs, loss_of, workspace=None):
     gradient is made (its post-accumulate-grad hooks run under ``FakeTensorMode`` as on
     real tensors).  Its live-byte readings tell storages apart by address, which fake
     tensors do not have (every one is 0), so the meter here reads the same marks by storage:
-    per layer its backward's rise above what is live when it starts, the glue, the loss
-    stage's rise (from the last layer's output to its gradient: the most of what it made
-    live at once, its gradients included), the step's peak.  Returns ``(rises + [loss
-    rise], glue, grads made, step peak)``."""
+    per layer its backward's rise above what is live when it starts, the loss stage's rise
+    (from the last layer's output to its gradient: the most of what it made live at once,
+    its gradients included), the step's peak, and the glue and ``detail`` findings of
+    ``real_step`` (what the model's code between two layers holds, by storage: the same
+    readings at the same hooks).  Returns ``(rises + [loss rise], glue, grads made, step
+    peak, detail)``."""
     meter = FakeMeter(workspace=workspace)
     marks, calls, after = [], [0], {}
     n = len(layers)
-    glue = [0] * n
     loss_rise = [None]
+    outputs: dict = {}  # an unchained layer j -> (its output's storage, bytes)
+    born: dict = {}  # storage made by the prefix or between layers -> (first layer, bytes)
+    gone: dict = {}  # such a storage -> the layer before whose start it was let go
+    read: set = set()  # the storages of every tensor a layer was given
+    apart: dict = {}  # unchained layer j -> bytes of layer j+1's input, not j's output
+    chain_held: dict = {}  # layer j -> storages of its hidden state and the values it reads
+    layer_made: dict = {}  # a tensor (no gradient) a layer made and a later one reads
+    end_live: set = set()  # the storages live when the backward reaches the last layer
+
+    def let_go(j: int) -> None:
+        for r in born:
+            if r not in gone and r.expired():
+                gone[r] = j
 
     def mark(g):
         if not marks:
             loss_rise[0] = meter.stop_rise()
+            let_go(n)
+            end_live.update(meter.live_storages())
         # what is live now: autograd let the tape of the layer above go after its last
         # operation, which ``current`` (as of that operation) still counts
         peak = meter.peak
@@ -230,13 +264,34 @@ def _step(real_step, model, layers, args, kwargs, loss_of, workspace=None):
 
     def pre(mod, a, kw):
         j = calls[0]
-        if 0 < j < n and layers[j].module is mod and j - 1 in after:
-            glue[j - 1] = meter.refresh() - after[j - 1]
+        if not (j < n and layers[j].module is mod):
+            return
+        let_go(j)
+        x = hidden_of(layers[j].slot, a, kw)
+        if j == 0 and not after:
+            born.update((r, (0, b)) for r, b in meter.new_storages(set()).items())
+        elif j - 1 in after:
+            born.update((r, (j, b)) for r, b in meter.new_storages(after[j - 1]).items())
+            y_ref = outputs.get(j - 1)
+            if (isinstance(x, torch.Tensor) and y_ref is not None
+                    and StorageWeakRef(x.untyped_storage()) != y_ref[0]):
+                apart[j - 1] = _storage_bytes(x)
+        for t in pytree.tree_leaves((a, kw)):
+            if not isinstance(t, torch.Tensor):
+                continue
+            r = StorageWeakRef(t.untyped_storage())
+            if t is x or t.requires_grad:
+                chain_held.setdefault(j, set()).add(r)
+            if r not in read and r not in born and t is not x and not t.requires_grad:
+                layer_made[r] = (j, _storage_bytes(t))
+            read.add(r)
 
     def post(mod, a, kw, out):
         if calls[0] < n and layers[calls[0]].module is mod:
             y = leaf_of(out, layers[calls[0]].out_leaf)
-            after[calls[0]] = meter.refresh()
+            after[calls[0]] = meter.live_storages()
+            if not layers[calls[0]].chained and calls[0] < n - 1:
+                outputs[calls[0]] = (StorageWeakRef(y.untyped_storage()), _storage_bytes(y))
             calls[0] += 1
             if calls[0] == n:
                 meter.watch_rise()
@@ -257,11 +312,29 @@ def _step(real_step, model, layers, args, kwargs, loss_of, workspace=None):
             h.remove()
     marks.append((meter.current, meter.peak))
     step_peak = meter.results()[-1].peak
+    # real_step's rules, on these readings
+    glue = [0] * n
+    spans: dict = {}
+    for r, (f, b) in born.items():
+        if r in read or r not in gone:
+            if f > 0 and r not in chain_held.get(f, ()):
+                glue[f - 1] += b
+        else:
+            spans[f, gone[r]] = spans.get((f, gone[r]), 0) + b
+    by_reader: dict = {}
+    for f, b in layer_made.values():
+        by_reader[f] = by_reader.get(f, 0) + b
+    detail = {"outputs_kept": [b if j in outputs and ref in end_live and ref not in read else 0
+                               for j, (ref, b) in ((j, outputs.get(j, (None, 0)))
+                                                   for j in range(n))],
+              "forward_only": sorted((f, u, b) for (f, u), b in spans.items() if b and u > f),
+              "inputs_apart": [apart.get(j, 0) for j in range(n)],
+              "layer_made": sorted(by_reader.items())}
     if len(marks) != n + 1:
-        return [None] * n + [loss_rise[0]], glue, None, step_peak
+        return [None] * n + [loss_rise[0]], glue, None, step_peak, detail
     starts, ends = marks[:-1][::-1], marks[1:][::-1]
     return ([max(0, ends[i][1] - starts[i][0]) for i in range(n)] + [loss_rise[0]], glue, made,
-            step_peak)
+            step_peak, detail)
 
 
 def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", layers=None,
@@ -286,8 +359,8 @@ def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", lay
         x_last = _suffix(meter, model, layers, args, kwargs, loss_of)
     for p in params:
         p.grad = None
-    real, glue, grads_made, plain = _step(real_step, model, layers, args, kwargs, loss_of,
-                                          workspace)
+    real, glue, grads_made, plain, found = _step(real_step, model, layers, args, kwargs,
+                                                 loss_of, workspace)
     loss_rise, real = real[-1], real[:-1]
     for p in params:
         p.grad = None
@@ -297,7 +370,11 @@ def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", lay
     n = len(layers)
     x = [_storage_bytes(hidden_of(lc.slot, r[0], r[1])) for lc, r in zip(layers, rec)] + [x_last]
     tape, f_ovh, a_ovh, b_ovh, rise = sizes_from_ops(
-        by, x, [per[i][0] for i in range(n)], layers, [per[i][3] for i in range(n)], real)
+        by, x, [per[i][0] for i in range(n)], layers, [per[i][3] for i in range(n)], real,
+        live_without_grads=True)
+    # layer j's tape holds its own output; where the next layer's input is another tensor
+    # (made by the model's code between them), it is held beside it until B_{j+1}
+    tape = [t + a for t, a in zip(tape, found["inputs_apart"])]
     s, sb = by["suffix"][0], by["suffix_bwd"][0]
     own = own_gradient_bytes(layers)
     zeros = [0.0] * n
@@ -314,12 +391,26 @@ def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", lay
             v = values.setdefault(_sid(t), [i, i, _storage_bytes(t)])
             v[1] = i
     shared = sum(v[2] for v in values.values()) + max((per[i][1] for i in range(n)), default=0)
-    held, between, value_grads = held_beside(values, glue, x, layers)
+    held, between, value_grads = held_beside(values, glue, x, layers, apart=True)
+    # as the in-place profile places them (inplace/profile.py): what a layer made that later
+    # layers read, from its first reader; an unchained layer's output the code after it keeps
+    held += found["layer_made"]
+    between += sum(b for _, b in found["layer_made"])
+    outputs_kept = [(j, b) for j, b in enumerate(found["outputs_kept"]) if b]
+    between += sum(b for _, b in outputs_kept)
+    moved = []  # values that are an unchained layer's own output: inside its tape while held
+    for j in range(n - 1):
+        v = values.get(_sid(rec[j][3]))
+        if not layers[j].chained and v is not None and v[0] == j + 1 and (j + 1, v[2]) in held:
+            held.remove((j + 1, v[2]))
+            outputs_kept.append((j, v[2]))
+            moved.append((j + 1, v[2]))
     lp = LayerProfile(chain, max(0, prefix_tape - x[0]) + between, max(end_peak, 0), 0.0, shared,
                       [by["fall"][i].work.random for i in range(n)], rise,
                       [bool(per[i][2]) for i in range(n)], plain,
                       prefix_only=max(0, prefix_tape - x[0]), held=held, value_grads=value_grads,
-                      grads_made=grads_made, loss_rise=loss_rise)
+                      grads_made=grads_made, loss_rise=loss_rise, outputs_kept=outputs_kept,
+                      forward_only=found["forward_only"])
     loss = Work()
     loss.add(s.work)
     loss.add(sb.work)
@@ -330,4 +421,5 @@ def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", lay
     total = sum(q.numel() * q.element_size() for q in params)
     return FakeProfile(lp, [o.work for o in by["fck"]], [o.work for o in by["fall"]],
                        [o.work for o in by["bwd"]], loss, prefix, [lc.path for lc in layers],
-                       [lc.chained for lc in layers], own, total - sum(own), glue, plain)
+                       [lc.chained for lc in layers], own, total - sum(own), glue, plain,
+                       found["layer_made"], moved)

@@ -125,6 +125,17 @@ class FakeMeter(TorchDispatchMode):
         self._expire()
         self.peak = self.current
 
+    def live_storages(self) -> set:
+        """The storages live now (weak references), as
+        :meth:`remat_theory.torch.inplace.realstep.RiseTracker.live_storages`."""
+        self._expire()
+        return {ref for ref, _, _ in self._live.values()}
+
+    def new_storages(self, old: set) -> dict:
+        """The storages live now that were not in ``old`` (weak reference -> bytes)."""
+        self._expire()
+        return {ref: n for ref, n, _ in self._live.values() if ref not in old}
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)

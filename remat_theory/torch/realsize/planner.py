@@ -58,12 +58,7 @@ def timed(rs, device: Device):
     return dataclasses.replace(rs.profile, chain=chain, prefix_time=t(rs.prefix))
 
 
-FOLLOW_CAUTION = ("the fake profile does not yet follow the in-place profile's last "
-                  "corrections for {what}: its step peaks measured from 4.2% below to 1.7% "
-                  "above the real CPU profile's at small sizes (docs/plan.md)")
-
-
-def _caution(rs, device, spec=None) -> str | None:
+def _caution(rs, device) -> str | None:
     out = []
     if device.name != "cpu" and rs.convolutions:
         out.append(CONV_CAUTION)
@@ -71,10 +66,6 @@ def _caution(rs, device, spec=None) -> str | None:
         out.append(f"this CPU's workspaces of {', '.join(rs.unmeasured)} could not be "
                    f"measured (the kernel refused the fake tensors' dtypes) and are not in "
                    f"the peaks")
-    if spec is not None and spec.kind == "s2s":
-        out.append(FOLLOW_CAUTION.format(what="encoder-decoders"))
-    elif rs.convolutions:
-        out.append(FOLLOW_CAUTION.format(what="convolutional nets"))
     return "; ".join(out) or None
 
 
@@ -137,7 +128,7 @@ def plan_model(spec, batch: int, seq: int, dtype: str, device: Device, *,
                profiled_layers=rs.profiled_layers, replicated_layers=rs.replicated,
                chain=prof.chain.to_dict(), prefix_time=prof.prefix_time,
                held_beside=prof.fixed_bytes, calibration=prof.calibration,
-               caution=_caution(rs, device, spec))
+               caution=_caution(rs, device))
     options = [_option("store-all", prof, store_all_schedule(n), grads, budget),
                _option("hf-every-layer", prof, hf_schedule(n), grads, budget)]
     plan, sched = _remat(prof, grads, rs.chained, budget, solver) if budget > 0 else (None, None)

@@ -59,7 +59,8 @@ class RiseTracker(MemoryTracker):
         return out
 
 
-def real_step(model, layers, args, kwargs, loss_of, step_meter=None, detail=None) -> list:
+def real_step(model, layers, args, kwargs, loss_of, step_meter=None, detail=None,
+              tracker=None) -> list:
     """Per layer, bytes its backward rose above the memory held when it started, its
     parameters' gradients included, in one real step of the model (live tensors,
     :class:`~remat_theory.torch.tracker.MemoryTracker`; the step's gradient of each layer's
@@ -98,8 +99,14 @@ def real_step(model, layers, args, kwargs, loss_of, step_meter=None, detail=None
     And where each parameter's gradient is made (its first accumulation): in the loss
     stage's backward, in layer i's, or in the prefix's at the step's end (the embeddings'):
     bytes by phase, ``{"loss": b, "end": b, i: b}``, or None where the marks are not as
-    expected: ``(rises, glue, made)``."""
-    tracker = RiseTracker()
+    expected: ``(rises, glue, made)``.
+
+    ``tracker``: the live-byte readings' source, already entered by the caller (default: a
+    :class:`RiseTracker` entered here); the fake-tensor profile gives its meter, which tells
+    storages apart by object where fake tensors have no addresses."""
+    own_tracker = tracker is None
+    if own_tracker:
+        tracker = RiseTracker()
     loss_rise = [None]
     marks: list = []
     calls = [0]
@@ -208,7 +215,7 @@ def real_step(model, layers, args, kwargs, loss_of, step_meter=None, detail=None
             if step_meter is not None:  # the plain step's peak, as the allocator saw it
                 stack.enter_context(step_meter)
                 stack.enter_context(step_meter.op("step"))
-            with tracker, torch.enable_grad():
+            with tracker if own_tracker else contextlib.nullcontext(), torch.enable_grad():
                 loss = loss_of(model(*args, **kwargs))
                 loss.backward()
                 del loss

@@ -18,11 +18,9 @@ real tensors.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from dataclasses import dataclass, field
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
 from remat_theory.model.chain import Chain
@@ -223,118 +221,18 @@ def _suffix(meter, model, layers, args, kwargs, loss_of):
 
 def _step(real_step, model, layers, args, kwargs, loss_of, workspace=None):
     """One plain step, run by the in-place profile's own code
-    (:func:`~remat_theory.torch.inplace.realstep.real_step`): where each parameter's
-    gradient is made (its post-accumulate-grad hooks run under ``FakeTensorMode`` as on
-    real tensors).  Its live-byte readings tell storages apart by address, which fake
-    tensors do not have (every one is 0), so the meter here reads the same marks by storage:
-    per layer its backward's rise above what is live when it starts, the loss stage's rise
-    (from the last layer's output to its gradient: the most of what it made live at once,
-    its gradients included), the step's peak, and the glue and ``detail`` findings of
-    ``real_step`` (what the model's code between two layers holds, by storage: the same
-    readings at the same hooks).  Returns ``(rises + [loss rise], glue, grads made, step
-    peak, detail)``."""
+    (:func:`~remat_theory.torch.inplace.realstep.real_step`) with this module's meter as its
+    live-byte readings (fake tensors have no addresses; the meter tells storages apart by
+    object): where each parameter's gradient is made (its post-accumulate-grad hooks run
+    under ``FakeTensorMode`` as on real tensors), per layer its backward's rise above what is
+    live when it starts, the loss stage's rise, the glue and ``detail`` findings, and the
+    step's peak.  Returns ``(rises + [loss rise], glue, grads made, step peak, detail)``."""
     meter = FakeMeter(workspace=workspace)
-    marks, calls, after = [], [0], {}
-    n = len(layers)
-    loss_rise = [None]
-    outputs: dict = {}  # an unchained layer j -> (its output's storage, bytes)
-    born: dict = {}  # storage made by the prefix or between layers -> (first layer, bytes)
-    gone: dict = {}  # such a storage -> the layer before whose start it was let go
-    read: set = set()  # the storages of every tensor a layer was given
-    apart: dict = {}  # unchained layer j -> bytes of layer j+1's input, not j's output
-    chain_held: dict = {}  # layer j -> storages of its hidden state and the values it reads
-    layer_made: dict = {}  # a tensor (no gradient) a layer made and a later one reads
-    end_live: set = set()  # the storages live when the backward reaches the last layer
-
-    def let_go(j: int) -> None:
-        for r in born:
-            if r not in gone and r.expired():
-                gone[r] = j
-
-    def mark(g):
-        if not marks:
-            loss_rise[0] = meter.stop_rise()
-            let_go(n)
-            end_live.update(meter.live_storages())
-        # what is live now: autograd let the tape of the layer above go after its last
-        # operation, which ``current`` (as of that operation) still counts
-        peak = meter.peak
-        marks.append((meter.refresh(), peak))
-        meter.reset_peak()
-
-    def pre(mod, a, kw):
-        j = calls[0]
-        if not (j < n and layers[j].module is mod):
-            return
-        let_go(j)
-        x = hidden_of(layers[j].slot, a, kw)
-        if j == 0 and not after:
-            born.update((r, (0, b)) for r, b in meter.new_storages(set()).items())
-        elif j - 1 in after:
-            born.update((r, (j, b)) for r, b in meter.new_storages(after[j - 1]).items())
-            y_ref = outputs.get(j - 1)
-            if (isinstance(x, torch.Tensor) and y_ref is not None
-                    and StorageWeakRef(x.untyped_storage()) != y_ref[0]):
-                apart[j - 1] = _storage_bytes(x)
-        for t in pytree.tree_leaves((a, kw)):
-            if not isinstance(t, torch.Tensor):
-                continue
-            r = StorageWeakRef(t.untyped_storage())
-            if t is x or t.requires_grad:
-                chain_held.setdefault(j, set()).add(r)
-            if r not in read and r not in born and t is not x and not t.requires_grad:
-                layer_made[r] = (j, _storage_bytes(t))
-            read.add(r)
-
-    def post(mod, a, kw, out):
-        if calls[0] < n and layers[calls[0]].module is mod:
-            y = leaf_of(out, layers[calls[0]].out_leaf)
-            after[calls[0]] = meter.live_storages()
-            if not layers[calls[0]].chained and calls[0] < n - 1:
-                outputs[calls[0]] = (StorageWeakRef(y.untyped_storage()), _storage_bytes(y))
-            calls[0] += 1
-            if calls[0] == n:
-                meter.watch_rise()
-            if y.requires_grad:
-                y.register_hook(mark)
-        return None
-
-    # registered before real_step's own: at each mark this meter reads first
-    mods = {id(lc.module): lc.module for lc in layers}.values()
-    handles = [m.register_forward_hook(post, with_kwargs=True) for m in mods]
-    handles += [m.register_forward_pre_hook(pre, with_kwargs=True) for m in mods]
-    try:
-        with warnings.catch_warnings():  # its live-byte readings ask for addresses (above)
-            warnings.filterwarnings("ignore", message=".*data pointer of FakeTensor")
-            made = real_step(model, layers, args, kwargs, loss_of, meter)[2]
-    finally:
-        for h in handles:
-            h.remove()
-    marks.append((meter.current, meter.peak))
-    step_peak = meter.results()[-1].peak
-    # real_step's rules, on these readings
-    glue = [0] * n
-    spans: dict = {}
-    for r, (f, b) in born.items():
-        if r in read or r not in gone:
-            if f > 0 and r not in chain_held.get(f, ()):
-                glue[f - 1] += b
-        else:
-            spans[f, gone[r]] = spans.get((f, gone[r]), 0) + b
-    by_reader: dict = {}
-    for f, b in layer_made.values():
-        by_reader[f] = by_reader.get(f, 0) + b
-    detail = {"outputs_kept": [b if j in outputs and ref in end_live and ref not in read else 0
-                               for j, (ref, b) in ((j, outputs.get(j, (None, 0)))
-                                                   for j in range(n))],
-              "forward_only": sorted((f, u, b) for (f, u), b in spans.items() if b and u > f),
-              "inputs_apart": [apart.get(j, 0) for j in range(n)],
-              "layer_made": sorted(by_reader.items())}
-    if len(marks) != n + 1:
-        return [None] * n + [loss_rise[0]], glue, None, step_peak, detail
-    starts, ends = marks[:-1][::-1], marks[1:][::-1]
-    return ([max(0, ends[i][1] - starts[i][0]) for i in range(n)] + [loss_rise[0]], glue, made,
-            step_peak, detail)
+    detail: dict = {}
+    with meter, meter.op("step"):
+        rises, glue, made = real_step(model, layers, args, kwargs, loss_of, detail=detail,
+                                      tracker=meter)
+    return rises, glue, made, meter.results()[-1].peak, detail
 
 
 def profile_fake(model, args, kwargs, loss_of, *, real_step, name: str = "", layers=None,

@@ -39,7 +39,8 @@ from remat_theory.torch.capture.seams import run_hooked
 from remat_theory.torch.capture.stages import model_state_kept
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
 from remat_theory.torch.inplace.realstep import real_step
-from remat_theory.torch.inplace.records import LayerProfile, held_beside, sizes_from_ops
+from remat_theory.torch.inplace.records import (LayerProfile, gradients_made, held_beside,
+                                                sizes_from_ops)
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
 
 
@@ -191,19 +192,11 @@ def _measure_layer(lc, r, op, sync):
     del saved
     seed = torch.ones_like(y)
     out_bytes = storage_bytes(y)
-    # the layer's parameter gradients made before the backward, so that it accumulates into
-    # them: the live tensors then leave them out, as the allocator's count does (its
-    # ``persistent``), and what the allocator saw beyond the live tensors is what kernels
-    # made (counting the gradients on one side only put OPT's, Llama's, ... every backward
-    # 0.46 MB above the real step's rise: the gradients not yet made at its peak)
-    for p in lc.module.parameters():
-        if p.requires_grad and p.grad is None:
-            p.grad = torch.zeros_like(p)
+    params = gradients_made(lc.module)
     tracker = MemoryTracker()
     with op("bwd"), tracker:
         t0 = time.perf_counter()
-        torch.autograd.backward(y, seed, inputs=[h] + extra + [
-            p for p in lc.module.parameters() if p.requires_grad])
+        torch.autograd.backward(y, seed, inputs=[h] + extra + params)
         sync()
         times["bwd"] = time.perf_counter() - t0
     times["bwd_live"] = tracker.peak

@@ -27,8 +27,8 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import RematError
 from remat_theory.torch.capture.seams import run_hooked
 from remat_theory.torch.inplace.layers import hidden_of, is_cache, leaf_of, with_hidden
-from remat_theory.torch.inplace.records import (LayerProfile, held_beside, own_gradient_bytes,
-                                                sizes_from_ops)
+from remat_theory.torch.inplace.records import (LayerProfile, gradients_made, held_beside,
+                                                own_gradient_bytes, sizes_from_ops)
 from remat_theory.torch.realsize.layers import find_layers_fake
 from remat_theory.torch.realsize.meter import FakeMeter, Work
 
@@ -139,18 +139,12 @@ def _layer(meter, lc, r):
     del saved
     seed = torch.ones_like(y)
     out_bytes = _storage_bytes(y)
-    # the layer's parameter gradients made before its backward, as the in-place profile
-    # makes them: the backward accumulates into them, the live count leaves them out (the
-    # meter's ``persistent``), and what it adds beyond the live tensors is the kernels'
-    for p in lc.module.parameters():
-        if p.requires_grad and p.grad is None:
-            p.grad = torch.zeros_like(p)
+    params = gradients_made(lc.module)  # as the in-place profile measures it
     with meter.op("bwd"), meter.fresh() as fresh:
-        torch.autograd.backward(y, seed, inputs=[h] + extra + [
-            p for p in lc.module.parameters() if p.requires_grad])
+        torch.autograd.backward(y, seed, inputs=[h] + extra + params)
     live = fresh[0]
     shared = sum(_storage_bytes(t) for t in extra)
-    del y, seed, h, a, kw, extra
+    del y, seed, h, a, kw, extra, params
     return out_bytes, shared, saves, live
 
 

@@ -81,6 +81,10 @@ class LayerPlan:
     grad_bytes: int  # the parameters' gradients
     predicted_time: float  # seconds: the layers' schedule, the suffix and the prefix
     predicted_step_peak: int  # activations and the parameters' gradients as they appear
+    # the step's peak as the allocator measured it at plan time (bytes, gradients included):
+    # a verified plan, accepted on its measurement rather than on its prediction less the
+    # margin; None where the plan rests on its prediction
+    measured_step_peak: int | None = None
 
     @property
     def chain(self) -> Chain:
@@ -95,11 +99,19 @@ class LayerPlan:
         """Layer forwards recomputed per step."""
         return 0 if self.tree is None else recomputed_stages(self.tree)
 
+    @property
+    def verified(self) -> bool:
+        """Accepted on the measured peak of one step run at plan time (see :func:`make_plan`)."""
+        return self.measured_step_peak is not None
+
     def __repr__(self) -> str:
         what = ("plain autograd" if self.tree is None
                 else f"{self.recomputed} layer forwards recomputed, solver {self.solution.solver}")
+        proof = ("" if self.measured_step_peak is None else
+                 f", verified by measurement: {self.measured_step_peak} B")
         return (f"LayerPlan({self.chain.length} layers, {what}; predicted step peak "
-                f"{format_bytes(self.predicted_step_peak)}, time {self.predicted_time:.4g} s)")
+                f"{format_bytes(self.predicted_step_peak)}{proof}, time "
+                f"{self.predicted_time:.4g} s)")
 
 
 @dataclass(frozen=True)
@@ -257,14 +269,20 @@ def _limit(kind, value, prof) -> int:
 
 
 def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, *,
-              solver: str = "dp", solver_options=None, describe: str = "") -> LayerPlan:
+              solver: str = "dp", solver_options=None, describe: str = "",
+              measure=None) -> LayerPlan:
     """Solve one shape's chain for ``budget`` (see the module docstring).
 
     A fraction is of the activations alone: the solver gets it less what is held beside the
     chain.  A step budget also holds the gradients, which appear as the backward goes: the
     solver is first given the budget less all of them (always safe), then larger shares,
     each schedule checked against the step's real timeline (:func:`step_peak`), and the
-    largest share that fits is kept (the fastest schedule)."""
+    largest share that fits is kept (the fastest schedule).
+
+    ``measure`` (plan -> the allocator's peak of one step run under it, or None; the API
+    gives :func:`.verify.measure_plan`): a step budget's plan may then be verified by
+    measurement (:func:`_verified`) instead of resting on its prediction less
+    :data:`ENGINE_MARGIN`."""
     kind, value = parse_budget(budget)
     options = dict(solver_options or {})
     chain = prof.chain
@@ -280,12 +298,27 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
     if plain <= limit:
         return LayerPlan(key, prof, limit, None, None, prof.store_all_activations, total, plain_time,
                          plain_step)
+    verify = kind == "bytes" and measure is not None
+    if verify and prof.plain_step_measured is not None and prof.plain_step_measured <= value:
+        # the profile's own plain step, measured by the same meter, fits the whole budget
+        return LayerPlan(key, prof, value, None, None, prof.store_all_activations, total,
+                         plain_time, plain_step, prof.plain_step_measured)
     unit = auto_unit(chain)
     best = _search(prof, grads, kind, limit, solver, options, unit)
+    if verify:
+        got = _verified(key, prof, grads, value, best, chained, solver, options, unit, measure)
+        if got is not None:
+            return got
     if best is None:
-        raise _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe)
-    sol, peak = best
-    tree = nested_form(sol.schedule, chain.length)
+        raise _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe,
+                          verify)
+    return _plan_of(key, prof, limit, best[0], grads, chained, solver)
+
+
+def _plan_of(key, prof, limit, sol, grads, chained, solver) -> LayerPlan:
+    """The plan of the solver's solution ``sol`` (its nested form checked against the
+    model's own code between layers)."""
+    tree = nested_form(sol.schedule, prof.chain.length)
     for seg in opened_segments(tree):
         for j in range(seg.s, seg.k - 1):
             if not chained[j]:
@@ -297,7 +330,53 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
                     f"segments apart there (its barriers option)")
     step, makespan = step_peak(prof, sol.schedule, grads)
     act = _activations(prof, grads, sol.schedule)
-    return LayerPlan(key, prof, limit, sol, tree, act, total, makespan + prof.prefix_time, step)
+    return LayerPlan(key, prof, limit, sol, tree, act, grads.total, makespan + prof.prefix_time,
+                     step)
+
+
+def _least_solution(prof, solver, options, unit):
+    """The solver's least-memory schedule of the profile's chain, or None."""
+    least = _least(prof, solver, options, unit)
+    return None if least is None else _solve(prof.chain, least, solver, options, unit)
+
+
+def _measured(prof, plan, measure):
+    """The measured step peak of ``plan``'s schedule, measured once per profile (cached: a
+    schedule is run at most once for one input shape, whatever the budgets asked)."""
+    cache = prof.__dict__.setdefault("_measured_steps", {})
+    text = "plain" if plan.solution is None else str(plan.solution.schedule)
+    if text not in cache:
+        cache[text] = measure(plan)
+    return cache[text]
+
+
+def _verified(key, prof, grads, value, best, chained, solver, options, unit, measure):
+    """A plan for step budget ``value`` accepted on a measurement, or None.
+
+    The margin exists for predictions nobody measured.  Where the fastest schedule whose
+    predicted peak fits the whole budget (:func:`_search` at ``value``) is faster than
+    ``best`` (the one fitting the budget less the margin, or None), it is run once and
+    accepted if its measured peak is within ``value``; where nothing fits with the margin
+    and that did not, the least-memory schedule is run once and accepted on the same terms.
+    At most two steps per input shape and budget, each schedule measured at most once per
+    shape (:func:`_measured`)."""
+    candidates = []
+    raw = _search(prof, grads, "bytes", value, solver, options, unit)
+    if raw is not None and (best is None or step_peak(prof, raw[0].schedule, grads)[1]
+                            < step_peak(prof, best[0].schedule, grads)[1]):
+        candidates.append(raw[0])
+    if best is None:
+        least = _least_solution(prof, solver, options, unit)
+        if least is not None and all(str(least.schedule) != str(c.schedule)
+                                     for c in candidates):
+            candidates.append(least)
+    for sol in candidates:
+        plan = _plan_of(key, prof, value, sol, grads, chained, solver)
+        got = _measured(prof, plan, measure)
+        if got is not None and got <= value:
+            plan.measured_step_peak = got
+            return plan
+    return None
 
 
 def _activations(prof, grads, schedule) -> int:
@@ -316,11 +395,16 @@ def _store_all(chain):
     return [f"Fall{i}" for i in range(n)] + ["Loss"] + [f"B{i}" for i in reversed(range(n))]
 
 
-def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe):
+def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe,
+                verified=False):
     """The error for a budget no schedule of the solver fits, naming the smallest budget the
     plan accepts (searched from the solver's least-memory schedule upward, to a resolution
     of one rounding unit or 1/1024 of the budget: the budget named is accepted, one
-    resolution less is not), in the same units as the budget and store-all."""
+    resolution less is not), in the same units as the budget and store-all.  ``verified``
+    (a step budget whose plan :func:`_verified` tried): where the least-memory schedule's
+    measured step is below that, it is named instead (accepted: that schedule, run, fits
+    it; a budget below it is accepted only if another schedule, run, measures within it,
+    which this search does not run)."""
     chain = prof.chain
     probe = solver_registry.solve(rounded_chain(chain, unit), 1, solver, **options)
     smallest = None
@@ -353,14 +437,29 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
                 smallest = hi = mid
             else:
                 lo = mid
+    measured = None
+    if verified:  # the least-memory schedule's step, as _verified measured it
+        sol = _least_solution(prof, solver, options, unit)
+        if sol is not None:
+            measured = prof.__dict__.get("_measured_steps", {}).get(str(sol.schedule))
+        if measured is not None and (smallest is None or measured < smallest):
+            smallest = measured  # accepted: that schedule, run, is within it
+        else:
+            measured = None
     store_all = 1.0 if kind == "fraction" else step_budget(plain)
+    if verified and prof.plain_step_measured is not None:  # plain autograd, measured
+        store_all = min(store_all, prof.plain_step_measured)
     msg = f"budget {_say(kind, value)} cannot be met on input {describe} by solver {solver!r}"
     if smallest is not None:
         msg += f"; the smallest feasible budget is {_say(kind, smallest)}"
+        if measured is not None:
+            msg += (" (the step of the solver's least-memory schedule, run once at plan time "
+                    "and measured by the allocator)")
     msg += f" (store-all needs {_say(kind, store_all)}"
     if kind == "bytes":
         msg += (f"; both figures are the whole step, the parameters' gradients "
-                f"({format_bytes(grads.total)}) and the engine's margin included")
+                f"({format_bytes(grads.total)}) included, and the engine's margin where a "
+                f"figure rests on a prediction, not a measurement")
     return InfeasibleBudgetError(msg + ")", value, smallest)
 
 

@@ -5,7 +5,8 @@ Per network: the step's peak as the allocator measures it (``AllocatorMeter``, p
 gradients included, from the forward to the end of ``loss.backward()``) and its time, for
 the eager model, ``gradient_checkpointing_enable()`` (every layer), and
 ``rematerialize(model, budget)`` at HF's measured peak (or, where the plan refuses it, at
-the smallest budget it accepts, which it names) and at 0.5 of store-all.  The three models
+the smallest budget it accepts, which it names) and at 0.5 of store-all; where the plan was
+verified by a step run at plan time, the peak that step measured (``verified_step_peak``).  The three models
 are copies of one; their steps are interleaved, ``--rounds`` times, the median taken.  The
 losses and gradients of the remat model are checked against the eager one on each step.
 
@@ -138,6 +139,7 @@ def run(name, build, rounds, batch, length):
                   "time_s": statistics.median(v[1] for v in vals)}
     for k, (m, h, budget, note) in rows.items():
         out[k].update(budget=budget, note=note, predicted_step_peak=h.plan.predicted_step_peak,
+                      verified_step_peak=h.plan.measured_step_peak,
                       recomputed=h.plan.recomputed, schedule=str(h.plan.schedule),
                       max_rel_diff_vs_eager=worst[k])
     return out
@@ -193,6 +195,8 @@ def table(path) -> str:
         hf_text = (f"{mb(hf['peak_bytes'])}, {hf['time_s']:.2f} s" if hf["peak_bytes"]
                    else "cannot checkpoint")
         asked = "HF's peak" if at["note"] is None else f"refused; at {mb(at['budget'])}"
+        if at.get("verified_step_peak") is not None:
+            asked += f", verified: {at['verified_step_peak']:,} B"
         ratio = f"{at['peak_bytes'] / hf['peak_bytes']:.3f}" if hf["peak_bytes"] else "-"
         rows.append(f"| {name} | {r.get('layers', '-')} | {mb(r['eager']['peak_bytes'])}, "
                     f"{r['eager']['time_s']:.2f} s | {hf_text} | {mb(at['peak_bytes'])}, "

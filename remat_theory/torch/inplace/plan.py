@@ -5,7 +5,12 @@ peak without recomputation (``LayerProfile.store_all_activations``); an int, or 
 a unit (``"6GiB"``), is the whole training step's peak above the resident model, as the
 allocator measures it from the start of the forward to the end of ``backward()``:
 activations, the parameters' gradients as the backward makes them (:class:`Gradients`),
-the loss; :data:`ENGINE_MARGIN` of it is kept free.
+the loss; :data:`ENGINE_MARGIN` of it is kept free where the plan rests on its prediction.
+A plan may instead be *verified* (:func:`_verified`): where the fastest schedule whose
+predicted peak fits the whole budget is faster than the one fitting it less the margin, or
+nothing fits with the margin, that schedule (or the least-memory one) is run once at plan
+time on the call's inputs, the allocator measuring the step, and accepted if it measured
+within the budget (``LayerPlan.measured_step_peak``).
 
 The solver sees the layers' chain with sizes rounded up to a unit
 (:mod:`remat_theory.torch.plan.rounding`) and the budget left once what is held beside the chain
@@ -47,7 +52,9 @@ live and counted what the code between two unchained layers holds where it is he
 deberta-v2 (benchmarks/inplace_vs_hf.py); 0.981-1.004 over every keep-or-recompute schedule
 of nine six-layer networks, T5, BART and Pegasus included (``--sweep``; T5 reached 1.042
 before the hand-off between its encoder and decoder was counted, docs/train.md).  Not a
-proven bound.  (It was 3% while the prediction missed by up to 1.7%.)"""
+proven bound.  (It was 3% while the prediction missed by up to 1.7%.)  A plan verified by
+a step run at plan time keeps no margin: it rests on that measurement, not on a
+prediction (:func:`make_plan`'s ``measure``)."""
 
 
 def parse_budget(budget):
@@ -232,11 +239,15 @@ def _least(prof, solver, options, unit):
     return cache[key]
 
 
-def _search(prof, grads, kind, limit, solver, options, unit):
+def _search(prof, grads, kind, limit, solver, options, unit, fine=False):
     """(solution, peak) of the fastest schedule found whose step fits ``limit``, or None: a
     binary search on the chain's budget, from the solver's least to what the limit leaves
     once the prefix's tape is taken out (a larger chain budget, a faster schedule that holds
-    more; the gradients and the values beside the chain are on the step's timeline)."""
+    more; the gradients and the values beside the chain are on the step's timeline).  To a
+    resolution of 1/64 of the gradients (a step budget) or of the range (a fraction), or,
+    ``fine``, of one rounding unit (the search for a schedule to verify: ViT's one-layer
+    schedule, predicted 5 KB below HF's every-4-layers step peak, fits only in the top
+    51 KB of the range, which the coarse search stops short of)."""
     room = int(limit / prof.calibration)  # the predictions are raised by the calibration
     least = _least(prof, solver, options, unit)
     if least is None:
@@ -250,7 +261,8 @@ def _search(prof, grads, kind, limit, solver, options, unit):
     best = _fits(prof, grads, kind, limit, lo, solver, options, unit)
     if best is None:
         return None
-    resolution = max(unit, (hi - lo) // 64 if kind == "fraction" else grads.total // 64)
+    resolution = unit if fine else max(unit, (hi - lo) // 64 if kind == "fraction"
+                                       else grads.total // 64)
     while hi - lo > resolution:
         mid = (lo + hi) // 2
         got = _fits(prof, grads, kind, limit, mid, solver, options, unit)
@@ -361,7 +373,7 @@ def _verified(key, prof, grads, value, best, chained, solver, options, unit, mea
     At most two steps per input shape and budget, each schedule measured at most once per
     shape (:func:`_measured`)."""
     candidates = []
-    raw = _search(prof, grads, "bytes", value, solver, options, unit)
+    raw = _search(prof, grads, "bytes", value, solver, options, unit, fine=True)
     if raw is not None and (best is None or step_peak(prof, raw[0].schedule, grads)[1]
                             < step_peak(prof, best[0].schedule, grads)[1]):
         candidates.append(raw[0])

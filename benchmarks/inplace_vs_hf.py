@@ -113,13 +113,23 @@ def run(name, build, rounds, batch, length):
     for label, budget in (("remat@hf", hf_peak), ("remat@0.5", 0.5)):
         m = copy.deepcopy(base)
         note = None
+        t0 = time.process_time()
         try:
             h = rematerialize(m, budget, b)
         except InfeasibleBudgetError as e:
             note = f"refused {budget}: smallest it accepts {e.smallest_feasible}"
             budget = e.smallest_feasible
+            t0 = time.process_time()
             h = rematerialize(m, budget, b)
-        rows[label] = (m, h, budget, note)
+        plan_cpu = time.process_time() - t0
+        # the steps run at plan time to verify the plan, and what one of them costs
+        steps = len(h.plan.profile.__dict__.get("_measured_steps", {}))
+        t0 = time.process_time()
+        if steps:
+            h.measure_step(h.plan, **b)
+        costs = {"plan_cpu_s": plan_cpu, "verify_steps": steps,
+                 "verify_step_cpu_s": time.process_time() - t0 if steps else None}
+        rows[label] = (m, h, budget, note, costs)
     models = {"eager": eager} | ({"hf_every_layer": hf} if hf is not None else {}) | {
         k: v[0] for k, v in rows.items()}
     got = {k: [] for k in models}
@@ -137,7 +147,8 @@ def run(name, build, rounds, batch, length):
     for k, vals in got.items():
         out[k] = {"peak_bytes": max(v[0] for v in vals),
                   "time_s": statistics.median(v[1] for v in vals)}
-    for k, (m, h, budget, note) in rows.items():
+    for k, (m, h, budget, note, costs) in rows.items():
+        out[k].update(costs)
         out[k].update(budget=budget, note=note, predicted_step_peak=h.plan.predicted_step_peak,
                       verified_step_peak=h.plan.measured_step_peak,
                       recomputed=h.plan.recomputed, schedule=str(h.plan.schedule),

@@ -371,7 +371,10 @@ def _verified(key, prof, grads, value, best, chained, solver, options, unit, mea
     accepted if its measured peak is within ``value``; where nothing fits with the margin
     and that did not, the least-memory schedule is run once and accepted on the same terms.
     At most two steps per input shape and budget, each schedule measured at most once per
-    shape (:func:`_measured`)."""
+    shape (:func:`_measured`).  Acceptance on measurements is not proven monotone in the
+    budget: a larger budget can pick a faster candidate that measures above it and then
+    fall back to the least-memory schedule, which may measure above it too, where a smaller
+    budget's candidate measured within (not seen on the networks measured)."""
     candidates = []
     raw = _search(prof, grads, "bytes", value, solver, options, unit, fine=True)
     if raw is not None and (best is None or step_peak(prof, raw[0].schedule, grads)[1]

@@ -243,16 +243,27 @@ def _search(prof, grads, kind, limit, solver, options, unit, fine=False):
     """(solution, peak) of the fastest schedule found whose step fits ``limit``, or None: a
     binary search on the chain's budget, from the solver's least to what the limit leaves
     once the prefix's tape is taken out (a larger chain budget, a faster schedule that holds
-    more; the gradients and the values beside the chain are on the step's timeline).  To a
-    resolution of 1/64 of the gradients (a step budget) or of the range (a fraction), or,
-    ``fine``, of one rounding unit (the search for a schedule to verify: ViT's one-layer
-    schedule, predicted 5 KB below HF's every-4-layers step peak, fits only in the top
-    51 KB of the range, which the coarse search stops short of)."""
+    more; the gradients and the values beside the chain are on the step's timeline), to a
+    resolution of 1/64 of the gradients (a step budget) or of the range (a fraction).
+
+    ``fine`` (the search for a schedule to verify by measurement): to one rounding unit,
+    and up to the rounded chain's store-all peak.  The chain's operation table holds more
+    than the step's model (a backward's rise is taken from the real step, below the table's
+    tape and overhead), so a schedule whose step fits can need a chain budget above what the
+    limit leaves: under HF's every-4-layers step peak on the frontier's ViT, 7,487,344 B,
+    recomputing layer 0 or 1 has its step predicted at 7,482,287 B and its rounded chain
+    peak at 7,630,848 B, which the search capped at the limit (7,487,337 B of chain) never
+    gives the solver.  Not exhaustive: where the solver's times make another schedule of
+    the same chain peak the fastest (recomputing ViT's layer 2: step 8,142,255 B), the
+    search passes that chain budget by."""
     room = int(limit / prof.calibration)  # the predictions are raised by the calibration
     least = _least(prof, solver, options, unit)
     if least is None:
         return None
     lo, hi = least, room - prof.always_bytes
+    if fine:
+        rounded = rounded_chain(prof.chain, unit)
+        hi = max(hi, simulate(rounded, _store_all(prof.chain)).peak_memory)
     if hi < lo:
         return None
     got = _fits(prof, grads, kind, limit, hi, solver, options, unit)

@@ -5,7 +5,8 @@ Per network: the step's peak as the allocator measures it (``AllocatorMeter``, p
 gradients included, from the forward to the end of ``loss.backward()``) and its time, for
 the eager model, ``gradient_checkpointing_enable()`` (every layer), and
 ``rematerialize(model, budget)`` at HF's measured peak (or, where the plan refuses it, at
-the smallest budget it accepts, which it names) and at 0.5 of store-all.  The three models
+the smallest budget it accepts, which it names) and at 0.5 of store-all; where the plan was
+verified by a step run at plan time, the peak that step measured (``verified_step_peak``).  The three models
 are copies of one; their steps are interleaved, ``--rounds`` times, the median taken.  The
 losses and gradients of the remat model are checked against the eager one on each step.
 
@@ -112,13 +113,23 @@ def run(name, build, rounds, batch, length):
     for label, budget in (("remat@hf", hf_peak), ("remat@0.5", 0.5)):
         m = copy.deepcopy(base)
         note = None
+        t0 = time.process_time()
         try:
             h = rematerialize(m, budget, b)
         except InfeasibleBudgetError as e:
             note = f"refused {budget}: smallest it accepts {e.smallest_feasible}"
             budget = e.smallest_feasible
+            t0 = time.process_time()
             h = rematerialize(m, budget, b)
-        rows[label] = (m, h, budget, note)
+        plan_cpu = time.process_time() - t0
+        # the steps run at plan time to verify the plan, and what one of them costs
+        steps = len(h.plan.profile.__dict__.get("_measured_steps", {}))
+        t0 = time.process_time()
+        if steps:
+            h.measure_step(h.plan, **b)
+        costs = {"plan_cpu_s": plan_cpu, "verify_steps": steps,
+                 "verify_step_cpu_s": time.process_time() - t0 if steps else None}
+        rows[label] = (m, h, budget, note, costs)
     models = {"eager": eager} | ({"hf_every_layer": hf} if hf is not None else {}) | {
         k: v[0] for k, v in rows.items()}
     got = {k: [] for k in models}
@@ -136,8 +147,10 @@ def run(name, build, rounds, batch, length):
     for k, vals in got.items():
         out[k] = {"peak_bytes": max(v[0] for v in vals),
                   "time_s": statistics.median(v[1] for v in vals)}
-    for k, (m, h, budget, note) in rows.items():
+    for k, (m, h, budget, note, costs) in rows.items():
+        out[k].update(costs)
         out[k].update(budget=budget, note=note, predicted_step_peak=h.plan.predicted_step_peak,
+                      verified_step_peak=h.plan.measured_step_peak,
                       recomputed=h.plan.recomputed, schedule=str(h.plan.schedule),
                       max_rel_diff_vs_eager=worst[k])
     return out
@@ -193,6 +206,8 @@ def table(path) -> str:
         hf_text = (f"{mb(hf['peak_bytes'])}, {hf['time_s']:.2f} s" if hf["peak_bytes"]
                    else "cannot checkpoint")
         asked = "HF's peak" if at["note"] is None else f"refused; at {mb(at['budget'])}"
+        if at.get("verified_step_peak") is not None:
+            asked += f", verified: {at['verified_step_peak']:,} B"
         ratio = f"{at['peak_bytes'] / hf['peak_bytes']:.3f}" if hf["peak_bytes"] else "-"
         rows.append(f"| {name} | {r.get('layers', '-')} | {mb(r['eager']['peak_bytes'])}, "
                     f"{r['eager']['time_s']:.2f} s | {hf_text} | {mb(at['peak_bytes'])}, "

@@ -49,6 +49,7 @@ from remat_theory.torch.inplace.plan import (Gradients, LayerPlan, calibrate, ma
 from remat_theory.torch.inplace.profile import profile_layers
 from remat_theory.torch.inplace.records import LayerProfile, default_loss
 from remat_theory.torch.inplace.run import StepRun
+from remat_theory.torch.inplace.verify import measure_plan
 
 
 __all__ = ["LayerPlan", "LayerProfile", "RematHandle", "rematerialize"]
@@ -185,23 +186,39 @@ class RematHandle:
         key = _call_key(args, kwargs)
         plan = self.plans.get(key)
         if plan is None:
-            self._busy = True
+            def measure(candidate):  # one step under a candidate plan (verified plans)
+                return measure_plan(self.model, self.layers, candidate, args, kwargs,
+                                    self.loss_fn)
+
+            self._busy = True  # the hooks do nothing while the profile's and plan's steps run
             try:
                 prof = profile_layers(self.model, self.layers, args, kwargs, self.loss_fn,
                                       name=type(self.model).__name__)
+                grads = measured_gradients(prof, self.gradients)
+                calibrate(prof, grads)
+                plan = make_plan(key, prof, self.budget, grads, self.chained,
+                                 solver=self.solver, solver_options=self.solver_options,
+                                 describe=_shapes(key), measure=measure)
             finally:
                 self._busy = False
-            grads = measured_gradients(prof, self.gradients)
-            calibrate(prof, grads)
-            plan = make_plan(key, prof, self.budget, grads, self.chained,
-                             solver=self.solver, solver_options=self.solver_options,
-                             describe=_shapes(key))
             self.plans[key] = plan
             while len(self.plans) > self.max_plans:
                 self.plans.popitem(last=False)
         self.plans.move_to_end(key)
         self._last_key = key
         return plan
+
+    def measure_step(self, plan: LayerPlan, *args, **kwargs) -> int | None:
+        """The allocator's peak (bytes, gradients included) of one training step of the
+        model on these inputs under ``plan`` (what verifies a plan,
+        :func:`.verify.measure_plan`), the model's state kept; None where the plan's profile
+        was not measured by the allocator."""
+        args, kwargs = self._training_kwargs(args, kwargs)
+        busy, self._busy = self._busy, True
+        try:
+            return measure_plan(self.model, self.layers, plan, args, kwargs, self.loss_fn)
+        finally:
+            self._busy = busy
 
     # ------------------------------------------------------------------ hooks
     @torch.compiler.disable
@@ -270,7 +287,10 @@ def rematerialize(model: nn.Module, budget, example, *, solver: str = "dp",
     model : the model, called as usual afterwards (``model(**batch)``).
     budget : bytes of the whole training step above the resident model (int, or a str with
         a unit: ``"6GiB"``), or a fraction in (0, 1] of the step's activation peak without
-        recomputation (float); see :mod:`.plan`.  Applies to every input shape.
+        recomputation (float); see :mod:`.plan`.  Applies to every input shape.  A byte
+        budget's plan rests on its prediction with 1% of the budget kept free, or on one
+        step of its schedule run at plan time and measured within the budget (a verified
+        plan, :mod:`.verify`: at most two such steps per input shape).
     example : the kwargs dict or args tuple the model is called with (one batch); profiled
         at once, so that an infeasible budget is refused here.
     solver : a registry name of a solver with persistent schedules (default ``"dp"``).

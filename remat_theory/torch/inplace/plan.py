@@ -5,7 +5,12 @@ peak without recomputation (``LayerProfile.store_all_activations``); an int, or 
 a unit (``"6GiB"``), is the whole training step's peak above the resident model, as the
 allocator measures it from the start of the forward to the end of ``backward()``:
 activations, the parameters' gradients as the backward makes them (:class:`Gradients`),
-the loss; :data:`ENGINE_MARGIN` of it is kept free.
+the loss; :data:`ENGINE_MARGIN` of it is kept free where the plan rests on its prediction.
+A plan may instead be *verified* (:func:`_verified`): where the fastest schedule whose
+predicted peak fits the whole budget is faster than the one fitting it less the margin, or
+nothing fits with the margin, that schedule (or the least-memory one) is run once at plan
+time on the call's inputs, the allocator measuring the step, and accepted if it measured
+within the budget (``LayerPlan.measured_step_peak``).
 
 The solver sees the layers' chain with sizes rounded up to a unit
 (:mod:`remat_theory.torch.plan.rounding`) and the budget left once what is held beside the chain
@@ -47,7 +52,9 @@ live and counted what the code between two unchained layers holds where it is he
 deberta-v2 (benchmarks/inplace_vs_hf.py); 0.981-1.004 over every keep-or-recompute schedule
 of nine six-layer networks, T5, BART and Pegasus included (``--sweep``; T5 reached 1.042
 before the hand-off between its encoder and decoder was counted, docs/train.md).  Not a
-proven bound.  (It was 3% while the prediction missed by up to 1.7%.)"""
+proven bound.  (It was 3% while the prediction missed by up to 1.7%.)  A plan verified by
+a step run at plan time keeps no margin: it rests on that measurement, not on a
+prediction (:func:`make_plan`'s ``measure``)."""
 
 
 def parse_budget(budget):
@@ -81,6 +88,10 @@ class LayerPlan:
     grad_bytes: int  # the parameters' gradients
     predicted_time: float  # seconds: the layers' schedule, the suffix and the prefix
     predicted_step_peak: int  # activations and the parameters' gradients as they appear
+    # the step's peak as the allocator measured it at plan time (bytes, gradients included):
+    # a verified plan, accepted on its measurement rather than on its prediction less the
+    # margin; None where the plan rests on its prediction
+    measured_step_peak: int | None = None
 
     @property
     def chain(self) -> Chain:
@@ -95,11 +106,19 @@ class LayerPlan:
         """Layer forwards recomputed per step."""
         return 0 if self.tree is None else recomputed_stages(self.tree)
 
+    @property
+    def verified(self) -> bool:
+        """Accepted on the measured peak of one step run at plan time (see :func:`make_plan`)."""
+        return self.measured_step_peak is not None
+
     def __repr__(self) -> str:
         what = ("plain autograd" if self.tree is None
                 else f"{self.recomputed} layer forwards recomputed, solver {self.solution.solver}")
+        proof = ("" if self.measured_step_peak is None else
+                 f", verified by measurement: {self.measured_step_peak} B")
         return (f"LayerPlan({self.chain.length} layers, {what}; predicted step peak "
-                f"{format_bytes(self.predicted_step_peak)}, time {self.predicted_time:.4g} s)")
+                f"{format_bytes(self.predicted_step_peak)}{proof}, time "
+                f"{self.predicted_time:.4g} s)")
 
 
 @dataclass(frozen=True)
@@ -220,16 +239,31 @@ def _least(prof, solver, options, unit):
     return cache[key]
 
 
-def _search(prof, grads, kind, limit, solver, options, unit):
+def _search(prof, grads, kind, limit, solver, options, unit, fine=False):
     """(solution, peak) of the fastest schedule found whose step fits ``limit``, or None: a
     binary search on the chain's budget, from the solver's least to what the limit leaves
     once the prefix's tape is taken out (a larger chain budget, a faster schedule that holds
-    more; the gradients and the values beside the chain are on the step's timeline)."""
+    more; the gradients and the values beside the chain are on the step's timeline), to a
+    resolution of 1/64 of the gradients (a step budget) or of the range (a fraction).
+
+    ``fine`` (the search for a schedule to verify by measurement): to one rounding unit,
+    and up to the rounded chain's store-all peak.  The chain's operation table holds more
+    than the step's model (a backward's rise is taken from the real step, below the table's
+    tape and overhead), so a schedule whose step fits can need a chain budget above what the
+    limit leaves: under HF's every-4-layers step peak on the frontier's ViT, 7,487,344 B,
+    recomputing layer 0 or 1 has its step predicted at 7,482,287 B and its rounded chain
+    peak at 7,630,848 B, which the search capped at the limit (7,487,337 B of chain) never
+    gives the solver.  Not exhaustive: where the solver's times make another schedule of
+    the same chain peak the fastest (recomputing ViT's layer 2: step 8,142,255 B), the
+    search passes that chain budget by."""
     room = int(limit / prof.calibration)  # the predictions are raised by the calibration
     least = _least(prof, solver, options, unit)
     if least is None:
         return None
     lo, hi = least, room - prof.always_bytes
+    if fine:
+        rounded = rounded_chain(prof.chain, unit)
+        hi = max(hi, simulate(rounded, _store_all(prof.chain)).peak_memory)
     if hi < lo:
         return None
     got = _fits(prof, grads, kind, limit, hi, solver, options, unit)
@@ -238,7 +272,8 @@ def _search(prof, grads, kind, limit, solver, options, unit):
     best = _fits(prof, grads, kind, limit, lo, solver, options, unit)
     if best is None:
         return None
-    resolution = max(unit, (hi - lo) // 64 if kind == "fraction" else grads.total // 64)
+    resolution = unit if fine else max(unit, (hi - lo) // 64 if kind == "fraction"
+                                       else grads.total // 64)
     while hi - lo > resolution:
         mid = (lo + hi) // 2
         got = _fits(prof, grads, kind, limit, mid, solver, options, unit)
@@ -257,14 +292,20 @@ def _limit(kind, value, prof) -> int:
 
 
 def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, *,
-              solver: str = "dp", solver_options=None, describe: str = "") -> LayerPlan:
+              solver: str = "dp", solver_options=None, describe: str = "",
+              measure=None) -> LayerPlan:
     """Solve one shape's chain for ``budget`` (see the module docstring).
 
     A fraction is of the activations alone: the solver gets it less what is held beside the
     chain.  A step budget also holds the gradients, which appear as the backward goes: the
     solver is first given the budget less all of them (always safe), then larger shares,
     each schedule checked against the step's real timeline (:func:`step_peak`), and the
-    largest share that fits is kept (the fastest schedule)."""
+    largest share that fits is kept (the fastest schedule).
+
+    ``measure`` (plan -> the allocator's peak of one step run under it, or None; the API
+    gives :func:`.verify.measure_plan`): a step budget's plan may then be verified by
+    measurement (:func:`_verified`) instead of resting on its prediction less
+    :data:`ENGINE_MARGIN`."""
     kind, value = parse_budget(budget)
     options = dict(solver_options or {})
     chain = prof.chain
@@ -280,12 +321,27 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
     if plain <= limit:
         return LayerPlan(key, prof, limit, None, None, prof.store_all_activations, total, plain_time,
                          plain_step)
+    verify = kind == "bytes" and measure is not None
+    if verify and prof.plain_step_measured is not None and prof.plain_step_measured <= value:
+        # the profile's own plain step, measured by the same meter, fits the whole budget
+        return LayerPlan(key, prof, value, None, None, prof.store_all_activations, total,
+                         plain_time, plain_step, prof.plain_step_measured)
     unit = auto_unit(chain)
     best = _search(prof, grads, kind, limit, solver, options, unit)
+    if verify:
+        got = _verified(key, prof, grads, value, best, chained, solver, options, unit, measure)
+        if got is not None:
+            return got
     if best is None:
-        raise _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe)
-    sol, peak = best
-    tree = nested_form(sol.schedule, chain.length)
+        raise _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe,
+                          verify)
+    return _plan_of(key, prof, limit, best[0], grads, chained, solver)
+
+
+def _plan_of(key, prof, limit, sol, grads, chained, solver) -> LayerPlan:
+    """The plan of the solver's solution ``sol`` (its nested form checked against the
+    model's own code between layers)."""
+    tree = nested_form(sol.schedule, prof.chain.length)
     for seg in opened_segments(tree):
         for j in range(seg.s, seg.k - 1):
             if not chained[j]:
@@ -297,7 +353,56 @@ def make_plan(key, prof: LayerProfile, budget, grads: Gradients, chained: list, 
                     f"segments apart there (its barriers option)")
     step, makespan = step_peak(prof, sol.schedule, grads)
     act = _activations(prof, grads, sol.schedule)
-    return LayerPlan(key, prof, limit, sol, tree, act, total, makespan + prof.prefix_time, step)
+    return LayerPlan(key, prof, limit, sol, tree, act, grads.total, makespan + prof.prefix_time,
+                     step)
+
+
+def _least_solution(prof, solver, options, unit):
+    """The solver's least-memory schedule of the profile's chain, or None."""
+    least = _least(prof, solver, options, unit)
+    return None if least is None else _solve(prof.chain, least, solver, options, unit)
+
+
+def _measured(prof, plan, measure):
+    """The measured step peak of ``plan``'s schedule, measured once per profile (cached: a
+    schedule is run at most once for one input shape, whatever the budgets asked)."""
+    cache = prof.__dict__.setdefault("_measured_steps", {})
+    text = "plain" if plan.solution is None else str(plan.solution.schedule)
+    if text not in cache:
+        cache[text] = measure(plan)
+    return cache[text]
+
+
+def _verified(key, prof, grads, value, best, chained, solver, options, unit, measure):
+    """A plan for step budget ``value`` accepted on a measurement, or None.
+
+    The margin exists for predictions nobody measured.  Where the fastest schedule whose
+    predicted peak fits the whole budget (:func:`_search` at ``value``) is faster than
+    ``best`` (the one fitting the budget less the margin, or None), it is run once and
+    accepted if its measured peak is within ``value``; where nothing fits with the margin
+    and that did not, the least-memory schedule is run once and accepted on the same terms.
+    At most two steps per input shape and budget, each schedule measured at most once per
+    shape (:func:`_measured`).  Acceptance on measurements is not proven monotone in the
+    budget: a larger budget can pick a faster candidate that measures above it and then
+    fall back to the least-memory schedule, which may measure above it too, where a smaller
+    budget's candidate measured within (not seen on the networks measured)."""
+    candidates = []
+    raw = _search(prof, grads, "bytes", value, solver, options, unit, fine=True)
+    if raw is not None and (best is None or step_peak(prof, raw[0].schedule, grads)[1]
+                            < step_peak(prof, best[0].schedule, grads)[1]):
+        candidates.append(raw[0])
+    if best is None:
+        least = _least_solution(prof, solver, options, unit)
+        if least is not None and all(str(least.schedule) != str(c.schedule)
+                                     for c in candidates):
+            candidates.append(least)
+    for sol in candidates:
+        plan = _plan_of(key, prof, value, sol, grads, chained, solver)
+        got = _measured(prof, plan, measure)
+        if got is not None and got <= value:
+            plan.measured_step_peak = got
+            return plan
+    return None
 
 
 def _activations(prof, grads, schedule) -> int:
@@ -316,11 +421,16 @@ def _store_all(chain):
     return [f"Fall{i}" for i in range(n)] + ["Loss"] + [f"B{i}" for i in reversed(range(n))]
 
 
-def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe):
+def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe,
+                verified=False):
     """The error for a budget no schedule of the solver fits, naming the smallest budget the
     plan accepts (searched from the solver's least-memory schedule upward, to a resolution
     of one rounding unit or 1/1024 of the budget: the budget named is accepted, one
-    resolution less is not), in the same units as the budget and store-all."""
+    resolution less is not), in the same units as the budget and store-all.  ``verified``
+    (a step budget whose plan :func:`_verified` tried): where the least-memory schedule's
+    measured step is below that, it is named instead (accepted: that schedule, run, fits
+    it; a budget below it is accepted only if another schedule, run, measures within it,
+    which this search does not run)."""
     chain = prof.chain
     probe = solver_registry.solve(rounded_chain(chain, unit), 1, solver, **options)
     smallest = None
@@ -353,14 +463,29 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
                 smallest = hi = mid
             else:
                 lo = mid
+    measured = None
+    if verified:  # the least-memory schedule's step, as _verified measured it
+        sol = _least_solution(prof, solver, options, unit)
+        if sol is not None:
+            measured = prof.__dict__.get("_measured_steps", {}).get(str(sol.schedule))
+        if measured is not None and (smallest is None or measured < smallest):
+            smallest = measured  # accepted: that schedule, run, is within it
+        else:
+            measured = None
     store_all = 1.0 if kind == "fraction" else step_budget(plain)
+    if verified and prof.plain_step_measured is not None:  # plain autograd, measured
+        store_all = min(store_all, prof.plain_step_measured)
     msg = f"budget {_say(kind, value)} cannot be met on input {describe} by solver {solver!r}"
     if smallest is not None:
         msg += f"; the smallest feasible budget is {_say(kind, smallest)}"
+        if measured is not None:
+            msg += (" (the step of the solver's least-memory schedule, run once at plan time "
+                    "and measured by the allocator)")
     msg += f" (store-all needs {_say(kind, store_all)}"
     if kind == "bytes":
         msg += (f"; both figures are the whole step, the parameters' gradients "
-                f"({format_bytes(grads.total)}) and the engine's margin included")
+                f"({format_bytes(grads.total)}) included, and the engine's margin where a "
+                f"figure rests on a prediction, not a measurement")
     return InfeasibleBudgetError(msg + ")", value, smallest)
 
 

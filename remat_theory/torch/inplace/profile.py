@@ -44,7 +44,7 @@ from remat_theory.torch.inplace.records import (LayerProfile, gradients_made, he
 from remat_theory.torch.tracker import AllocatorMeter, MemoryTracker, OpMemory, storage_bytes
 
 
-__all__ = ["LayerProfile", "profile_layers", "device_of"]
+__all__ = ["LayerProfile", "profile_layers", "device_of", "host_generators_kept"]
 
 
 class _Stop(BaseException):
@@ -342,7 +342,7 @@ def _forward_ops(model, args, kwargs) -> int:
 
 
 @contextlib.contextmanager
-def _host_generators_kept():
+def host_generators_kept():
     """Python's and numpy's generators as they were: a model may draw from them in its
     forward (wav2vec2's SpecAugment draws its masks with numpy), and a profile made inside
     a user's call must not change what that call draws."""
@@ -362,7 +362,7 @@ def profile_layers(model, layers, args, kwargs, loss_of, *, name: str = "") -> L
     dev = device_of(model, args, kwargs)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     params = [p for p in model.parameters() if p.requires_grad]
-    with model_state_kept([model], dev), _host_generators_kept():
+    with model_state_kept([model], dev), host_generators_kept():
         for p in params:
             p.grad = None
         rec = _record(model, layers, args, kwargs, dev)

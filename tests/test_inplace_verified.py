@@ -5,6 +5,7 @@ measurement of the user's own step after ``rematerialize`` (and, for Hugging Fac
 budget, of HF's every-layer checkpointing on a copy of the model)."""
 import copy
 import random
+import re
 
 import pytest
 
@@ -96,14 +97,6 @@ class NormNet(nn.Module):
         return type("Out", (), {"loss": F.mse_loss(self.head(x).squeeze(-1), y)})()
 
 
-def measured_smallest(model, b) -> int:
-    """The smallest budget a refusal names where it rests on a measured step."""
-    with pytest.raises(InfeasibleBudgetError) as info:
-        rematerialize(copy.deepcopy(model), 1, b)
-    assert "measured by the allocator" in str(info.value)
-    return info.value.smallest_feasible
-
-
 def test_verification_leaves_the_models_state_as_it_was():
     """Gradients already accumulated, BatchNorm statistics and every random generator
     (torch's, Python's, numpy's) are as before the steps a plan's verification ran."""
@@ -134,24 +127,32 @@ def test_verification_leaves_the_models_state_as_it_was():
     assert np.array_equal(np.random.get_state()[1], states[2])
 
 
-def test_a_schedule_measured_above_the_budget_is_refused_naming_the_smallest_that_holds():
-    """One byte below the least-memory schedule's measured step, the schedule predicted to
-    fit is run, measures above the budget and is refused; the error names that measurement
-    as the smallest feasible budget, which is true: one byte more is accepted (verified) and
-    the user's step holds it.  (At this size the least-memory schedule is the only one
-    predicted near that budget, and its measurement is below the margin's figure.)"""
+def test_a_refusal_on_a_measurement_names_a_budget_that_holds():
+    """Where nothing fits on prediction less the margin, the refusal names the least-memory
+    schedule's measured step as a budget that is accepted, and it is: the user's step holds
+    it.  One byte below, the plan either refuses again (naming the same figure) or accepts a
+    schedule that measured within that budget, and the user's step holds that too: which of
+    the two depends on which schedule the profile's (noisy) layer times make the candidate,
+    so the test requires the property, not the outcome.  The message does not call the
+    figure the smallest feasible budget: another schedule may measure less."""
     torch.manual_seed(0)
     model = Tiny(d=32, n=4).train()
     b = batch(1, 8, 64)
-    smallest = measured_smallest(model, b)
-    with pytest.raises(InfeasibleBudgetError) as below:
-        rematerialize(copy.deepcopy(model), smallest - 1, b)
-    assert below.value.smallest_feasible == smallest
-    assert f"the smallest feasible budget is {smallest} B" in str(below.value)
-    assert "measured by the allocator" in str(below.value)
-    handle = rematerialize(model, smallest, b)
-    assert handle.plan.verified and handle.plan.measured_step_peak <= smallest
-    assert step_peak(model, b) <= smallest
+    with pytest.raises(InfeasibleBudgetError) as info:
+        rematerialize(copy.deepcopy(model), 1, b)
+    named = info.value.smallest_feasible
+    assert re.search(rf"a budget of {named} B \([^)]*\) is accepted", str(info.value))
+    assert "measured by the allocator" in str(info.value)
+    assert "smallest feasible" not in str(info.value)
+    for budget in (named, named - 1):
+        m = copy.deepcopy(model)
+        try:
+            handle = rematerialize(m, budget, b)
+        except InfeasibleBudgetError as again:
+            assert budget < named and again.smallest_feasible == named
+            continue
+        assert handle.plan.verified and handle.plan.measured_step_peak <= budget
+        assert step_peak(m, b) == handle.plan.measured_step_peak <= budget
 
 
 def test_hugging_faces_every_layer_peak_is_accepted_as_a_budget_and_held():

@@ -476,11 +476,12 @@ def _infeasible(prof, grads, kind, value, plain, solver, options, unit, describe
     if verified and prof.plain_step_measured is not None:  # plain autograd, measured
         store_all = min(store_all, prof.plain_step_measured)
     msg = f"budget {_say(kind, value)} cannot be met on input {describe} by solver {solver!r}"
-    if smallest is not None:
+    if measured is not None:  # accepted for sure, but another schedule may measure less
+        msg += (f"; a budget of {_say(kind, smallest)} is accepted (the step of the solver's "
+                "least-memory schedule, run once at plan time and measured by the allocator; "
+                "a schedule predicted to need more may measure less)")
+    elif smallest is not None:
         msg += f"; the smallest feasible budget is {_say(kind, smallest)}"
-        if measured is not None:
-            msg += (" (the step of the solver's least-memory schedule, run once at plan time "
-                    "and measured by the allocator)")
     msg += f" (store-all needs {_say(kind, store_all)}"
     if kind == "bytes":
         msg += (f"; both figures are the whole step, the parameters' gradients "

@@ -6,9 +6,10 @@ Memory (bytes, the whole device): resident = the parameters + the optimizer's st
 two moments in the parameters' dtype; SGD: none) + the device's reserve (the CUDA context);
 the training step (forward and backward) may use the rest, the step budget of the in-place
 API (:mod:`remat_theory.torch.inplace.plan`: activations, the parameters' gradients as the
-backward makes them, 3% kept free).  Every strategy's step peak is predicted the same way,
+backward makes them, 1% kept free: the engine margin).  Every strategy's step peak is
+predicted the same way,
 by :func:`~remat_theory.torch.inplace.plan.step_peak` on the chain profiled on fake tensors
-(:mod:`.chain`), and fits when the budget holds it with the same 3% free.  Times are the
+(:mod:`.chain`), and fits when the budget holds it with the same 1% free.  Times are the
 device's cost model (:mod:`.devices`) summed over the strategy's operations.
 """
 from __future__ import annotations

@@ -494,3 +494,18 @@ def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd
                          tp(cf[k] - cf[s]), wf, U((s * R1 + k - 1 - s) * n + lo), U(n - lo))
             for q in range(nn - 1):  # C: checkpoint x_k released, back to d_j
                 _fs(wf, U(ro), hf, U(q * n), wf, U((s * R1 + q + 1) * n), N)
+
+
+# ---------------------------------------------------------------------- dp-offload
+@njit(cache=True)
+def split_rows_min(out, As, da, Bs, db, c, thr):
+    """out[m] = min(out[m], (As[r, m + da[r]] + Bs[r, m + db[r]]) + c[r]) for every r and
+    m >= thr[r]: ``dp-offload``'s option-B candidates (solvers/offload/dp_split.py), an
+    index past the row's end reading its last entry, one below 0 inf (no candidate)."""
+    R, W = As.shape
+    for r in range(R):
+        a, b, cr = da[r], db[r], c[r]
+        for m in range(max(max(thr[r], 0), max(-a, -b)), W):
+            v = (As[r, min(m + a, W - 1)] + Bs[r, min(m + b, W - 1)]) + cr
+            if v < out[m]:
+                out[m] = v

@@ -497,15 +497,22 @@ def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd
 
 
 # ---------------------------------------------------------------------- dp-offload
-@njit(cache=True)
-def split_rows_min(out, As, da, Bs, db, c, thr):
-    """out[m] = min(out[m], (As[r, m + da[r]] + Bs[r, m + db[r]]) + c[r]) for every r and
-    m >= thr[r]: ``dp-offload``'s option-B candidates (solvers/offload/dp_split.py), an
-    index past the row's end reading its last entry, one below 0 inf (no candidate)."""
-    R, W = As.shape
+@njit(cache=True, fastmath=FM)
+def split_rows_min(out, f, ints, c):
+    """out[m] = min(out[m], (A_r[m + da_r] + B_r[m + db_r]) + c[r]) for every r and m >=
+    thr_r: ``dp-offload``'s option-B candidates (solvers/offload/dp_split.py).  f holds
+    A_r at [2rW, (2r+1)W), B_r after it; ints[3r:3r+3] = (da_r, db_r, thr_r); an index past a
+    row's end reads its last entry, one below 0 is inf (no candidate).  Where neither index
+    passes the end the loop is one contiguous pass (vectorized), then the clamped rest."""
+    R, W = c.shape[0], out.shape[0]
     for r in range(R):
-        a, b, cr = da[r], db[r], c[r]
-        for m in range(max(max(thr[r], 0), max(-a, -b)), W):
-            v = (As[r, min(m + a, W - 1)] + Bs[r, min(m + b, W - 1)]) + cr
-            if v < out[m]:
-                out[m] = v
+        a, b, cr = ints[3 * r], ints[3 * r + 1], c[r]
+        m0 = max(max(ints[3 * r + 2], 0), max(-a, -b))
+        m1 = max(m0, min(W, W - max(a, b)))  # m < m1: both indices inside the rows
+        if m0 < m1:
+            ao, bo = U(2 * r * W + m0 + a), U((2 * r + 1) * W + m0 + b)
+            for i in range(U(m1 - m0)):
+                out[U(m0) + i] = min(out[U(m0) + i], (f[ao + i] + f[bo + i]) + cr)
+        for m in range(m1, W):
+            v = (f[2 * r * W + min(m + a, W - 1)] + f[(2 * r + 1) * W + min(m + b, W - 1)]) + cr
+            out[m] = min(out[m], v)

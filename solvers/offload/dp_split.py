@@ -83,10 +83,13 @@ def least(cands, W: int, kernel: str = "numpy") -> np.ndarray:
     if splits:
         from solvers.dp_kernel import jit
 
-        jit().split_rows_min(best, np.array([p.A for p in splits]),
-                             np.array([p.da for p in splits], dtype=np.int64),
-                             np.array([p.B for p in splits]),
-                             np.array([p.db for p in splits], dtype=np.int64),
-                             np.array([p.c for p in splits], dtype=np.float64),
-                             np.array([p.thr for p in splits], dtype=np.int64))
+        rows = [None] * (2 * len(splits))
+        rows[0::2] = [p.A for p in splits]
+        rows[1::2] = [p.B for p in splits]
+        ints = [0] * (3 * len(splits))
+        ints[0::3] = [p.da for p in splits]
+        ints[1::3] = [p.db for p in splits]
+        ints[2::3] = [p.thr for p in splits]
+        jit().split_rows_min(best, np.concatenate(rows), np.array(ints, dtype=np.int64),
+                             np.array([p.c for p in splits], dtype=np.float64))
     return best

@@ -3,10 +3,13 @@
 :func:`persistent_block` fills the columns t0..t1-1 of ``dp``'s value table
 (``solvers/dp_table.py``, :class:`~solvers.dp_table.FusedTable`, says what it stores);
 :func:`weak_fill` the whole of ``dp-weak``'s; :func:`min_plus_rows` is the plain fused
-reduction.  Every value is formed by the floating-point operations, in the order, of the
-numpy code it replaces (``PersistentTable``, ``WeakTable``), so the tables are equal value
-for value; ``fastmath`` allows only what cannot change a value here (no NaN is ever formed:
-inf is never subtracted from inf; signed zeros do not occur), never reassociation.
+reduction; :func:`split_rows_min` reduces ``dp-offload``'s option-B splits.  Every value
+is formed by the floating-point operations, in the order, of the numpy code it replaces
+(``PersistentTable``, ``WeakTable``, ``Split.row``), so the tables are equal value for
+value: a minimum is exact in any order, and where ``dp`` leaves candidates out (with
+integer times, past the point where none can beat the running minimum) they are ones that
+cannot change it; ``fastmath`` allows only what cannot change a value here (no NaN is ever
+formed: inf is never subtracted from inf; signed zeros do not occur), never reassociation.
 """
 from __future__ import annotations
 
@@ -129,7 +132,9 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
     block.  The s are taken in groups of ``LD.shape[0]``, the splits whose left part is
     stored in blocks of ``DL.shape[1]``: each such left row is expanded once into DL (dense,
     over the memory values some t of the block reads) and read from there for every t, each
-    right row CT[t, k] is read once for the group."""
+    right row CT[t, k] is read once for the group.  The splits go four at a time, and with
+    integer times (``tails``) a pass stops where the running minimum is already at most the
+    bound ideal(s, t) + cf[k] every candidate of the four reaches (the comments below)."""
     T = t1 - t0
     G, KB = DL.shape[0], DL.shape[1]
     R = L + 1
@@ -189,7 +194,15 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
                         g = gl[t]
                         ab = (si * T + ti) * W
                         sl = max(lo, g + fps[s, ke - 1 - s]) if ke - k == 4 else b
-                        me = b  # the fused pass stops where no split of the quad can win
+                        # The fused pass stops at the first m where the accumulator is
+                        # already <= lb = ideal(s, t) + cf[k]: every candidate of the
+                        # quad is >= lb (each part is at least its ideal time, the pass
+                        # costs cf[k'] - cf[s] >= cf[k] - cf[s]; in accumulator units cf[s]
+                        # is not yet taken off), and the accumulator does not increase with
+                        # m (each candidate row does not: more memory never costs time), so
+                        # from there on no candidate is smaller.  Only with integer times
+                        # (tails): then every value is an exact integer and lb is exact.
+                        me = b
                         if tails and sl < b:
                             lb = ((cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])) + cf[k]
                             if np.float64(accf[ab + b - 1]) <= lb:

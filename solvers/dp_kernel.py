@@ -7,18 +7,21 @@ segment loop in Python (``solvers/dp.py``'s docstring).  Here it is compiled wit
 (Lam, Pitrou, Seibert, "Numba: a LLVM-based Python JIT compiler", 2015): the whole table
 fill runs as one loop nest, the sum and the minimum fused, no temporary.
 
-Option ``kernel`` (of ``dp`` and ``dp-weak``; :data:`KERNEL`): ``"numba"``, ``"numpy"`` or
-``"auto"`` (the default: numba when it imports, numpy otherwise, silently: the answers are
-the same).  ``kernel="numba"`` without numba is an error naming the way out.  Both kernels
-give the same tables, value for value (the same floating-point operations in the same
-order; the tests compare them), so every answer is the same.
+Option ``kernel`` (of ``dp``, ``dp-weak`` and ``dp-offload``; :data:`KERNEL`):
+``"numba"``, ``"numpy"`` or ``"auto"`` (the default: numba when it imports, numpy
+otherwise, silently: the answers are the same).  ``kernel="numba"`` without numba is an
+error naming the way out.  Both kernels give the same tables, value for value (the same
+floating-point operations in the same order; the tests compare them), so every answer is
+the same.
 
 numba is imported on first use only (importing ``solvers`` stays cheap), and the compiled
 code is cached on disk (``cache=True``): the first run on a machine compiles (a few
 seconds), later ones load it.
 
-For another DP (``dp-offload``): :func:`min_plus_rows` is the one small public entry, the
-fused reduction of a stack of candidate rows, with the same kernel choice.
+``dp-offload`` reduces its option-B splits with ``dp_numba.split_rows_min``
+(``solvers/offload/dp_split.py``).  For another DP: :func:`min_plus_rows` is the one small
+public entry, the fused reduction of a stack of candidate rows, with the same kernel
+choice.
 """
 from __future__ import annotations
 

@@ -3,10 +3,13 @@
 :func:`persistent_block` fills the columns t0..t1-1 of ``dp``'s value table
 (``solvers/dp_table.py``, :class:`~solvers.dp_table.FusedTable`, says what it stores);
 :func:`weak_fill` the whole of ``dp-weak``'s; :func:`min_plus_rows` is the plain fused
-reduction.  Every value is formed by the floating-point operations, in the order, of the
-numpy code it replaces (``PersistentTable``, ``WeakTable``), so the tables are equal value
-for value; ``fastmath`` allows only what cannot change a value here (no NaN is ever formed:
-inf is never subtracted from inf; signed zeros do not occur), never reassociation.
+reduction; :func:`split_rows_min` reduces ``dp-offload``'s option-B splits.  Every value
+is formed by the floating-point operations, in the order, of the numpy code it replaces
+(``PersistentTable``, ``WeakTable``, ``Split.row``), so the tables are equal value for
+value: a minimum is exact in any order, and where ``dp`` leaves candidates out (with
+integer times, past the point where none can beat the running minimum) they are ones that
+cannot change it; ``fastmath`` allows only what cannot change a value here (no NaN is ever
+formed: inf is never subtracted from inf; signed zeros do not occur), never reassociation.
 """
 from __future__ import annotations
 
@@ -129,7 +132,9 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
     block.  The s are taken in groups of ``LD.shape[0]``, the splits whose left part is
     stored in blocks of ``DL.shape[1]``: each such left row is expanded once into DL (dense,
     over the memory values some t of the block reads) and read from there for every t, each
-    right row CT[t, k] is read once for the group."""
+    right row CT[t, k] is read once for the group.  The splits go four at a time, and with
+    integer times (``tails``) a pass stops where the running minimum is already at most the
+    bound ideal(s, t) + cf[k] every candidate of the four reaches (the comments below)."""
     T = t1 - t0
     G, KB = DL.shape[0], DL.shape[1]
     R = L + 1
@@ -169,24 +174,64 @@ def persistent_block(t0, t1, L, W, mms, sat, fps, x, gl, tf, bneed, dA, cap, cf,
                     _expand_rows(dlf, si * KB * W, W, kb0, min(kb1, s + cap[s] + 1), s,
                                  mlo[si], mg[si], mhi[si], fps, R, A, P, B, HOFF, TOFF, cfa,
                                  cfx, cb, hpool, tpool)
-            # s, then k, then t: the expanded left row stays in the first-level cache for
+            # s, then k, then t: the expanded left rows stay in the first-level cache for
             # the block's t, with the accumulators of (s, .); the right rows come from the
-            # second-level cache
+            # second-level cache.  Four splits at a time: on the memory values where all
+            # four are allowed (from the last one's threshold: thresholds do not decrease
+            # in k) one pass takes the least of the four candidates, then the accumulator
+            # (min is exact: the same value in any order), below it each split alone.
             for s in range(top, low - 1, -1):
                 si = top - s
-                for k in range(kb0, min(kb1, s + cap[s] + 1)):
-                    lo_ = (si * KB + k - kb0) * W
+                kc = min(kb1, s + cap[s] + 1)
+                for k in range(kb0, kc, 4):
+                    k4 = min(k + 4, kc)
                     for ti in range(T):
                         t = t0 + ti
                         lo, b = lov[si, ti], bv[si, ti]
-                        if t <= s or lo >= b or k > s + nkv[si, ti]:
+                        if t <= s or lo >= b:
                             continue
-                        st = max(lo, gl[t] + fps[s, k - s])
-                        if st < b:  # _mp written out: an inlined call increfs its arrays
-                            ao, lo2 = U((si * T + ti) * W + st), U(lo_ + st)
-                            ro = U((ti * R + k) * W + st)
-                            for i in range(U(b - st)):
-                                accf[ao + i] = min(accf[ao + i], dlf[lo2 + i] + ctf[ro + i])
+                        ke = min(k4, s + nkv[si, ti] + 1)
+                        g = gl[t]
+                        ab = (si * T + ti) * W
+                        sl = max(lo, g + fps[s, ke - 1 - s]) if ke - k == 4 else b
+                        # The fused pass stops at the first m where the accumulator is
+                        # already <= lb = ideal(s, t) + cf[k]: every candidate of the
+                        # quad is >= lb (each part is at least its ideal time, the pass
+                        # costs cf[k'] - cf[s] >= cf[k] - cf[s]; in accumulator units cf[s]
+                        # is not yet taken off), and the accumulator does not increase with
+                        # m (each candidate row does not: more memory never costs time), so
+                        # from there on no candidate is smaller.  Only with integer times
+                        # (tails): then every value is an exact integer and lb is exact.
+                        me = b
+                        if tails and sl < b:
+                            lb = ((cfx[t + 1] - cfa[s]) + (cb[t + 1] - cb[s])) + cf[k]
+                            if np.float64(accf[ab + b - 1]) <= lb:
+                                u, w = sl, b - 1
+                                while u < w:
+                                    h = (u + w) // 2
+                                    if np.float64(accf[ab + h]) <= lb:
+                                        w = h
+                                    else:
+                                        u = h + 1
+                                me = u
+                        for kk in range(k, ke):  # written out: an inlined call increfs
+                            st = max(lo, g + fps[s, kk - s])
+                            e = min(sl, b)
+                            if st < e:
+                                ao, lo2 = U(ab + st), U((si * KB + kk - kb0) * W + st)
+                                ro = U((ti * R + kk) * W + st)
+                                for i in range(U(e - st)):
+                                    accf[ao + i] = min(accf[ao + i], dlf[lo2 + i] + ctf[ro + i])
+                        if sl < me:
+                            ao = U(ab + sl)
+                            d0 = U((si * KB + k - kb0) * W + sl)
+                            d1, d2, d3 = d0 + U(W), d0 + U(2 * W), d0 + U(3 * W)
+                            c0 = U((ti * R + k) * W + sl)
+                            c1, c2, c3 = c0 + U(W), c0 + U(2 * W), c0 + U(3 * W)
+                            for i in range(U(me - sl)):
+                                v = min(min(dlf[d0 + i] + ctf[c0 + i], dlf[d1 + i] + ctf[c1 + i]),
+                                        min(dlf[d2 + i] + ctf[c2 + i], dlf[d3 + i] + ctf[c3 + i]))
+                                accf[ao + i] = min(accf[ao + i], v)
         for s in range(top, low - 1, -1):
             _finish(s, top - s, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
                     cfx, cb, fb, A, P, B, HOFF, TOFF, hpool, tpool, pos, tails, LD, COL, CT,
@@ -203,6 +248,17 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
     tp = LD.dtype.type
     accf, ctf, ldf, colf = ACC.reshape(-1), CT.reshape(-1), LD.reshape(-1), COL.reshape(-1)
     exf = DL.reshape(-1)  # scratch: stored left rows, expanded
+    # the stored left parts (s, k - 1), s < k <= top, that some t of the block reads:
+    # expanded once, over the memory values any of them reads
+    mlo, mg, mhi, kx = W, W, 0, s + 1
+    for ti in range(T):
+        if t0 + ti > s and lov[si, ti] < bv[si, ti]:
+            mlo, mg = min(mlo, lov[si, ti]), min(mg, gl[t0 + ti])
+            mhi = max(mhi, bv[si, ti])
+            kx = max(kx, min(top, t0, s + nkv[si, ti]) + 1)
+    if s + 1 < kx:
+        _expand_rows(exf, 0, W, s + 1, kx, s, mlo, mg, mhi, fps, R, A, P, B, HOFF, TOFF, cfa,
+                     cfx, cb, hpool, tpool)
     for ti in range(T):
         t = t0 + ti
         if t < s:
@@ -232,10 +288,7 @@ def _finish(s, si, top, t0, T, L, W, R, mms, fps, x, gl, tf, bneed, dA, cf, cfa,
             if lo < b:
                 ao = (si * T + ti) * W
                 # stored left part, right part computed in this group (s < k <= top)
-                k1 = min(top, t0, s + nk) + 1
-                if s + 1 < k1:
-                    _expand_rows(exf, 0, W, s + 1, k1, s, lo, g, b, fps, R, A, P, B, HOFF,
-                                 TOFF, cfa, cfx, cb, hpool, tpool)
+                k1 = min(top, t0, s + nk) + 1  # rows expanded above
                 for k in range(s + 1, k1):
                     st = max(lo, g + fps[s, k - s])
                     if st < b:
@@ -454,3 +507,25 @@ def weak_fill(t0, t1, L, n, x, cf, fp, step, th, tape, fao, bneed, dA, fall, bwd
                          tp(cf[k] - cf[s]), wf, U((s * R1 + k - 1 - s) * n + lo), U(n - lo))
             for q in range(nn - 1):  # C: checkpoint x_k released, back to d_j
                 _fs(wf, U(ro), hf, U(q * n), wf, U((s * R1 + q + 1) * n), N)
+
+
+# ---------------------------------------------------------------------- dp-offload
+@njit(cache=True, fastmath=FM)
+def split_rows_min(out, f, ints, c):
+    """out[m] = min(out[m], (A_r[m + da_r] + B_r[m + db_r]) + c[r]) for every r and m >=
+    thr_r: ``dp-offload``'s option-B candidates (solvers/offload/dp_split.py).  f holds
+    A_r at [2rW, (2r+1)W), B_r after it; ints[3r:3r+3] = (da_r, db_r, thr_r); an index past a
+    row's end reads its last entry, one below 0 is inf (no candidate).  Where neither index
+    passes the end the loop is one contiguous pass (vectorized), then the clamped rest."""
+    R, W = c.shape[0], out.shape[0]
+    for r in range(R):
+        a, b, cr = ints[3 * r], ints[3 * r + 1], c[r]
+        m0 = max(max(ints[3 * r + 2], 0), max(-a, -b))
+        m1 = max(m0, min(W, W - max(a, b)))  # m < m1: both indices inside the rows
+        if m0 < m1:
+            ao, bo = U(2 * r * W + m0 + a), U((2 * r + 1) * W + m0 + b)
+            for i in range(U(m1 - m0)):
+                out[U(m0) + i] = min(out[U(m0) + i], (f[ao + i] + f[bo + i]) + cr)
+        for m in range(m1, W):
+            v = (f[2 * r * W + min(m + a, W - 1)] + f[(2 * r + 1) * W + min(m + b, W - 1)]) + cr
+            out[m] = min(out[m], v)

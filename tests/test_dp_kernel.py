@@ -88,6 +88,26 @@ def test_fused_table_equals_numpy_table_everywhere(times, dtype):
     assert (head > 0) == (times != "integer")
 
 
+@pytest.mark.parametrize("integer", [True, False])
+def test_fused_table_equals_numpy_table_at_depth(integer):
+    """A 40-stage chain: deep enough that the kernel's main loop runs (splits whose left
+    part was stored in an earlier block of columns, taken four at a time, and with integer
+    times cut where no split of the four can beat the running minimum); every segment's
+    row over every memory value equal to numpy's, and the same answer replayed."""
+    chain = families.make("random", 40, 1, integer_times=integer)
+    uc, _ = UnitChain.exact(chain)
+    M = uc.store_all_units() // 2
+    dtype = np.float32 if integer else np.float64
+    a, b = PersistentTable(uc, M, dtype), FusedTable(uc, M, dtype)
+    ms = np.arange(-1, M + 2)
+    for s in range(uc.L + 1):
+        for t in range(s, uc.L + 1):
+            row = b._values(np.full(len(ms), s), np.full(len(ms), t), ms)
+            assert np.array_equal(row, [a.value(s, t, int(m)) for m in ms]), (s, t)
+    budget = (chain.memory_lower_bound() + chain.store_all_memory()) // 2
+    _same_answer(chain, budget, "dp")
+
+
 def test_min_memory_table_the_same_compiled():
     """dp's least feasible memory of every segment, numpy's and the compiled loop's: equal
     (unsaved outputs, barriers, a homogeneous chain)."""

@@ -70,6 +70,7 @@ from remat_theory.model.solution import Solution
 from solvers._dp_tables import NEVER, Deadline, UnitChain, refuse_if_too_big
 from solvers.dp import skewed_saturation
 from solvers.dp_front import DPParts, solve_front
+from solvers.dp_kernel import KERNEL, resolve_kernel
 from solvers.offload.dp_min_budget import min_units
 from solvers.offload.dp_table import NAME, OffloadTable
 from solvers.registry import Option, register
@@ -105,9 +106,10 @@ def class_min_budget(chain: Chain, recompute: bool = True) -> int:
 
 
 def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadline = NEVER,
-                slots: int | None = None, recompute: bool = True):
+                slots: int | None = None, recompute: bool = True, kernel: str = "numpy"):
     """``(makespan, schedule, table)`` at a budget in units of ``uc`` (inf, None, None when
-    the class has no schedule there)."""
+    the class has no schedule there).  ``kernel``: ``"numpy"`` or ``"numba"``, how option
+    B's splits are reduced (the same rows either way: solvers/offload/dp_split.py)."""
     x0 = int(uc.x[0])
     if budget_units < x0:
         return INF, None, None
@@ -118,7 +120,7 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
     _refuse_if_too_big(uc.L, max(1, whole - int(P[0]) + 1), slots, deadline.limit)
     W = int(max(1, skewed_saturation(uc).max() + 1))
     _refuse_if_too_big(uc.L, W, slots, deadline.limit)
-    table = OffloadTable(uc, chain, deadline, recompute)
+    table = OffloadTable(uc, chain, deadline, recompute, kernel)
     m = budget_units - x0
     value = table.value(m)
     if value == INF:
@@ -143,18 +145,22 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
                                        "store-all with offloads: class "
                                        "persistent-no-remat+offload)"),
                    "time_limit": Option("seconds", "for the whole run (status time_limit "
-                                        "past it)", none=True)})
+                                        "past it)", none=True),
+                   "kernel": KERNEL})
 def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
-                     recompute: bool = True, time_limit: float | None = None) -> Solution:
+                     recompute: bool = True, time_limit: float | None = None,
+                     kernel: str = "auto") -> Solution:
     """Optimal schedule of the class ``persistent+offload`` (module docstring): exact in
     memory by default; with ``slots``, sizes rounded up to budget/slots bytes (valid at the
     real budget, optimal for the rounded sizes: status ``feasible`` unless every size is a
     whole number of slots)."""
+    kern = resolve_kernel(kernel, NAME)  # 'numba' without numba: refused before any work
     info = {"bandwidth": chain.bandwidth, "recompute": recompute}
     cls = CLASS if recompute else CLASS_NO_REMAT
 
     def units(uc, budget_units, deadline, slots):
-        makespan, schedule, _ = solve_units(uc, chain, budget_units, deadline, slots, recompute)
+        makespan, schedule, _ = solve_units(uc, chain, budget_units, deadline, slots, recompute,
+                                            kern)
         # in exact memory the class's smallest budget comes with every answer
         return makespan, schedule, None if slots else min_units(uc, chain, recompute)
 

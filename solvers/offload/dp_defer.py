@@ -10,6 +10,8 @@ from __future__ import annotations
 from remat_theory.model.errors import InternalError
 from remat_theory.model.schedule import Bwd, Fck, Fall, Fn
 
+from solvers.offload.dp_split import Split
+
 
 class DeferMixin:
     """Candidates and rebuild of the deferrals (needs the tables of ``OffloadTable``)."""
@@ -42,8 +44,8 @@ class DeferMixin:
             pass_ = self.fwd[s] + (self.cf[k] - self.cf[s + 1])
             child = self.pend(k, t, max(0.0, delta - pass_), c, None, "p")
             part = self.K[s, k - 1] if pre is None else self.qpre(s, k - 1, None, tau, cp)
-            row = self.at(child, -x[k]) + self.at(part, c) + pass_
-            yield self.cut(row, max(self._fck_need(s, t), g + run)), ("dB", k)
+            yield Split(child, -x[k], part, c, pass_, max(self._fck_need(s, t), g + run)), \
+                ("dB", k)
 
     def _plan_defer(self, label, s, t, m, delta, c, late, pp, pres):
         """(ops now, items later) of a deferral's ``label`` at m (the rebuild's items)."""
@@ -79,8 +81,8 @@ class DeferMixin:
             pass_ = cf[k] - cf[s + 1]
             part = self.fresh(form, s, k - 1)
             if variant == "ea":
-                child = self.at(self.qpre(k, t, "p", tc, c), c - x[k])
-                yield self.cut(child + part + pass_, g + run - c), ("rox", k)
+                yield Split(self.qpre(k, t, "p", tc, c), c - x[k], part, 0, pass_,
+                            g + run - c), ("rox", k)
                 continue
             if k == self.L:  # the loss: an offload right after it, fetched right back
                 continue
@@ -88,9 +90,8 @@ class DeferMixin:
                 continue  # no faster than the offload right after Fck_s (O.26)
             delta = max(0.0, tc - self.fwd[s] - pass_)
             pre = (tc, c) if variant == "la" else None
-            child = self.at(self.pend(k, t, delta, c, pre, "p"), -x[k])
-            yield (self.cut(child + part + (pass_ + (0.0 if pre else tc)), g + run),
-                   ("rox", k))
+            yield Split(self.pend(k, t, delta, c, pre, "p"), -x[k], part, 0,
+                        pass_ + (0.0 if pre else tc), g + run), ("rox", k)
 
     def _plan_rox(self, form, variant, s, t, m, off, pre):
         """(ops now, items later) of option B's rest of ``variant`` (``_cands_rox``)."""

@@ -16,6 +16,7 @@ from solvers._schedules import unfold
 from solvers.dp import skewed_saturation
 from solvers.offload.copies import copy_time
 from solvers.offload.dp_defer import DeferMixin
+from solvers.offload.dp_split import Split, least, shifted
 
 NAME = "dp-offload"
 INF = math.inf
@@ -28,8 +29,9 @@ class OffloadTable(DeferMixin):
     one m and follows one that reaches the cell's value."""
 
     def __init__(self, uc: UnitChain, chain: Chain, deadline: Deadline = NEVER,
-                 recompute: bool = True):
+                 recompute: bool = True, kernel: str = "numpy"):
         self.uc, self.chain, self.recompute = uc, chain, recompute
+        self.kernel = kernel  # "numpy" or "numba": how least() reduces option B's splits
         L = self.L = uc.L
         sat = skewed_saturation(uc)
         self.W = W = int(max(1, sat.max() + 1))
@@ -58,43 +60,30 @@ class OffloadTable(DeferMixin):
             for s in range(L + 1 - n):
                 t = s + n
                 if n > 0 and recompute:
-                    self.RK[s, t] = least(self._cands_rk(s, t), W)
+                    self.RK[s, t] = least(self._cands_rk(s, t), W, self.kernel)
                     if s > 0:
                         for form in ("p", "t"):
                             if self.ct[form][s] < INF:
-                                self.RO[form][s, t] = least(self._cands_ro(form, s, t), W)
+                                self.RO[form][s, t] = least(self._cands_ro(form, s, t), W,
+                                                            self.kernel)
                                 for v in ROX:
                                     self.RX[form][v][s, t] = least(
-                                        self._cands_rox(form, s, t, v), W)
-                kb = self.K[s, t] = least(self._cands_k(s, t), W)
+                                        self._cands_rox(form, s, t, v), W, self.kernel)
+                kb = self.K[s, t] = least(self._cands_k(s, t), W, self.kernel)
                 if s == 0 or n == 0:
                     continue
                 for form in ("p", "t"):
                     if self.ct[form][s] == INF:
                         continue
-                    ob = self.O[form][s, t] = least(self._cands_o(form, s, t), W)
+                    ob = self.O[form][s, t] = least(self._cands_o(form, s, t), W,
+                                                    self.kernel)
                     self.Fr[form][s, t] = np.minimum(kb, ob)
         self.deadline = deadline
 
     # -- row helpers ------------------------------------------------------------------
     def at(self, row, d):
         """out[m] = row[min(m + d, W - 1)]; inf where m + d < 0."""
-        W = self.W
-        out = np.empty(W)
-        if d >= 0:
-            if d < W:
-                out[:W - d] = row[d:]
-                out[W - d:] = row[-1]
-            else:
-                out[:] = row[-1]
-        else:
-            e = -d
-            if e >= W:
-                out[:] = INF
-            else:
-                out[:e] = INF
-                out[e:] = row[:W - e]
-        return out
+        return shifted(row, d, self.W)
 
     def cut(self, row, lo):
         """``row`` with inf below ``lo`` (memory units)."""
@@ -132,8 +121,8 @@ class OffloadTable(DeferMixin):
         for k in range(s + 1, t + 1):
             if k > s + 1:
                 run = max(run, self.step[k - 1])
-            row = self.at(self.fresh("p", k, t), -x[k]) + self.K[s, k - 1] + (cf[k] - cf[s + 1])
-            yield self.cut(row, g + run), ("rk", k)
+            yield Split(self.fresh("p", k, t), -x[k], self.K[s, k - 1], 0,
+                        cf[k] - cf[s + 1], g + run), ("rk", k)
 
     def _cands_ro(self, form, s, t):
         """Option B's rest after Fck_s Off C: the pass under m + c, the child (k, t) at
@@ -143,9 +132,8 @@ class OffloadTable(DeferMixin):
         for k in range(s + 1, t + 1):
             if k > s + 1:
                 run = max(run, self.step[k - 1])
-            row = (self.at(self.fresh("p", k, t), c - x[k]) + self.fresh(form, s, k - 1)
-                   + (cf[k] - cf[s + 1]))
-            yield self.cut(row, g + run - c), ("ro", k)
+            yield Split(self.fresh("p", k, t), c - x[k], self.fresh(form, s, k - 1), 0,
+                        cf[k] - cf[s + 1], g + run - c), ("ro", k)
 
     def _fck_need(self, s, t):
         return self.g(t) + self.x[s + 1] + int(self.uc.fo[s])
@@ -186,7 +174,7 @@ class OffloadTable(DeferMixin):
         parent's ``Fall_{s-1}`` runs again right before the child's last op ``B_s``,
         recreating it (the tape t_s holds x_s: the parent's output is saved); ``how`` =
         "fck": ``Fck_{s-1}`` recreates a plain x_s instead (O.25)."""
-        return least(self._cands_evict(s, t, form, how), self.W)
+        return least(self._cands_evict(s, t, form, how), self.W, self.kernel)
 
     def _rneed(self, s, form):
         """The recomputing ``Fall_{s-1}``'s need in the frame of the child (s, t): what is
@@ -312,7 +300,8 @@ class OffloadTable(DeferMixin):
         key = (s, t, form, tau, cp)
         row = self._qpre.get(key)
         if row is None:
-            row = self._qpre[key] = least(self._cands_qpre(s, t, form, tau, cp), self.W)
+            row = self._qpre[key] = least(self._cands_qpre(s, t, form, tau, cp), self.W,
+                                          self.kernel)
         return row
 
     def _cands_qpre(self, s, t, form, tau, cp):
@@ -340,7 +329,7 @@ class OffloadTable(DeferMixin):
         row = self._pend.get(key)
         if row is None:
             row = self._pend[key] = least(self._cands_pend(s, t, delta, c, pre, form),
-                                          self.W)
+                                          self.W, self.kernel)
         return row
 
     def _cands_pend(self, s, t, delta, c, pre, form=None):
@@ -516,12 +505,4 @@ class OffloadTable(DeferMixin):
                     + [Fall(s - 1) if ev == "fall" else Fck(s - 1)])
         later = [child] + mine + list(pres) + [Bwd(s)]
         return now, tuple(later)
-
-
-def least(cands, W):
-    """The pointwise minimum of the candidates' rows (inf where none)."""
-    best = np.full(W, INF)
-    for row, _ in cands:
-        np.minimum(best, row, out=best)
-    return best
 

@@ -105,9 +105,26 @@ def main(argv=None) -> None:
     ap.add_argument("--max-stages", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--search", action="store_true",
+                    help="the local search of remat_theory.analysis.two_runs_search (drawn "
+                         "and skewed chains, times up to --max-time) instead of the walk")
+    ap.add_argument("--min-stages", type=int, default=3)
+    ap.add_argument("--max-time", type=int, default=40)
+    ap.add_argument("--max-size", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=40, help="--search: moves per restart")
+    ap.add_argument("--from-certificates", action="store_true",
+                    help="--search: start the first restarts from the one-run refutations")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    res = run(a.seed, 60 * a.minutes, a.max_stages)
+    if a.search:
+        from remat_theory.analysis.two_runs_search import TwoRunsConfig, walk
+        cfg = TwoRunsConfig(min_stages=a.min_stages, max_stages=a.max_stages,
+                            max_time=a.max_time, max_size=a.max_size)
+        first = ([c for c in starts() if c.length <= a.max_stages] * 3
+                 if a.from_certificates else None)
+        res = walk(cfg, a.seed, 60 * a.minutes, a.steps, starts=first)
+    else:
+        res = run(a.seed, 60 * a.minutes, a.max_stages)
     res.update(command=" ".join(["python", "benchmarks/bench_two_runs.py"] + sys.argv[1:]),
                machine=machine(), wall_seconds=round(time.perf_counter() - t0, 1),
                note="visited: chains compared whole with exhaustive search at every "

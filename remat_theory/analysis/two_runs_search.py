@@ -1,0 +1,216 @@
+"""The two-run question (proofs/two_runs.md, issue 40 item 2): a local search for a chain on
+which two weakly increasing runs of forward operations per phase miss the optimum over all
+schedules.
+
+Objective of a chain (:func:`score`): over its smallest feasible budget and every breakpoint
+of the unrestricted optimum OPT (found by bisection, :func:`opt_breakpoints`, so every
+budget is covered: the restricted class is non-increasing in the budget, so on each step of
+OPT it is worst at the step's first budget), the largest ``class(M) / OPT(M)`` of the class
+``weak-runs<=2`` (infinite where the class has no schedule and OPT has one), and the same of
+``weak-runs<=1`` as a guide: a chain where two runs miss is a chain where one run misses, so
+the search prefers chains where one run misses by more.  Both classes and OPT come from
+exhaustive search (``solvers.exhaustive``: A* over the simulator's states, restricted to the
+class for the classes), so nothing here models a schedule.
+
+The chains (:func:`draw`) are those of ``remat hard``'s gap objectives
+(:func:`remat_theory.analysis.hard_gap_chains.random_chain`, every optional field of the
+``fall-costs`` and ``unsaved-outputs`` variations, overheads), drawn with times up to
+``max_time`` (default 40) and sizes up to ``max_size``, or (a third of the time) a *skewed*
+chain: one stage with a huge tape, or sizes alternating large and small.  A restart walks
+from its chain by :func:`remat_theory.analysis.hard_gap_chains.mutate` and keeps a move
+when the score does not drop (lexicographic: two-run ratio, then one-run ratio).
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solvers import exhaustive as _ex
+
+from remat_theory.analysis.hard_gap_chains import mutate, random_chain
+from remat_theory.analysis.hard_instances import build_chain, chain_values
+from remat_theory.model.chain import Chain
+
+TWO = "weak-runs<=2"
+ONE = "weak-runs<=1"
+
+
+@dataclass(frozen=True)
+class TwoRunsConfig:
+    """The chains drawn (the fields ``hard_gap_chains`` reads) and the search's limits."""
+
+    min_stages: int = 3
+    max_stages: int = 5
+    max_time: int = 40
+    max_size: int = 12
+    min_time: float = 0.0
+    fall_at_least_fwd: bool = False
+    all_saved: bool = False
+    fall_costs: bool = True
+    overheads: bool = True
+    search_seconds: float = 10.0  # one exhaustive search; an unproven one skips the chain
+
+
+@dataclass
+class Score:
+    """What :func:`score` found on one chain."""
+
+    two: float  # the largest weak-runs<=2 / OPT over the budgets (inf: class infeasible)
+    one: float  # the same for weak-runs<=1
+    breakpoints: int
+    misses: list = field(default_factory=list)  # (class, budget, OPT, class value)
+
+    @property
+    def key(self) -> tuple:
+        return (self.two, self.one)
+
+
+class Unproven(Exception):
+    """An exhaustive search stopped at its time limit: the chain is not scored."""
+
+
+def _value(chain: Chain, budget: int, cls: str, cfg: TwoRunsConfig):
+    sched, makespan, _peak, _bound, proven = _ex.search(chain, budget, schedule_class=cls,
+                                                        time_limit=cfg.search_seconds)
+    if not proven:
+        raise Unproven(cls)
+    return None if sched is None else makespan
+
+
+def opt_breakpoints(chain: Chain, cfg: TwoRunsConfig) -> list[tuple[int, float]]:
+    """``[(M, OPT(M))]`` at OPT's smallest feasible budget and at each budget where OPT
+    drops, up to store-all (bisection on the non-increasing step function)."""
+    lo = _ex.min_feasible_budget(chain, max_stages=_ex.REFERENCE_MAX_STAGES)
+    hi = max(lo, chain.store_all_memory())
+    memo: dict = {}
+
+    def opt(b):
+        if b not in memo:
+            memo[b] = _value(chain, b, "all", cfg)
+        return memo[b]
+
+    out = [(lo, opt(lo))]
+
+    def split(a, b):  # OPT(a) > OPT(b): every drop in (a, b]
+        if opt(a) == opt(b):
+            return
+        if b == a + 1:
+            out.append((b, opt(b)))
+            return
+        m = (a + b) // 2
+        split(a, m)
+        split(m, b)
+
+    split(lo, hi)
+    return sorted(out)
+
+
+def _ratio(got, best) -> float:
+    if got is None:
+        return math.inf
+    if got <= best * (1 + 1e-9):
+        return 1.0
+    return got / best if best > 0 else math.inf
+
+
+def score(chain: Chain, cfg: TwoRunsConfig) -> Score:
+    """The objective of the module docstring on ``chain`` (raises :class:`Unproven`)."""
+    bps = opt_breakpoints(chain, cfg)
+    res = Score(1.0, 1.0, len(bps))
+    for cls in (TWO, ONE):
+        worst = 1.0
+        for b, best in bps:
+            r = _ratio(_value(chain, b, cls, cfg), best)
+            if r > 1.0:
+                res.misses.append((cls, b, best, None if math.isinf(r) else r * best))
+            worst = max(worst, r)
+        if cls == TWO:
+            res.two = worst
+        else:
+            res.one = worst
+    return res
+
+
+def skewed_chain(rng: np.random.Generator, cfg: TwoRunsConfig) -> Chain:
+    """A drawn chain made lopsided: one stage's tape made huge, or activations alternating
+    large and small (the shapes the earlier searches, with sizes in a small range, missed)."""
+    c = random_chain(rng, cfg)
+    vals = chain_values(c)
+    L = c.length
+    S = cfg.max_size
+    if rng.random() < 0.5:
+        i = int(rng.integers(L))
+        vals["tape_size"][i] = int(vals["tape_size"][i] + rng.integers(2 * S, 5 * S + 1))
+    else:
+        big = int(rng.integers(2))
+        for j in range(1, L + 1):
+            vals["x_size"][j] = (int(rng.integers(S, 3 * S + 1)) if j % 2 == big
+                                 else int(rng.integers(0, 2)))
+        vals["tape_size"] = [max(t, vals["x_size"][i + 1]) for i, t in
+                             enumerate(vals["tape_size"])]
+    return build_chain(vals, "two-runs") or c
+
+
+def draw(rng: np.random.Generator, cfg: TwoRunsConfig) -> Chain:
+    return skewed_chain(rng, cfg) if rng.random() < 1 / 3 else random_chain(rng, cfg)
+
+
+def walk(cfg: TwoRunsConfig, seed: int, seconds: float, steps_per_restart: int = 40,
+         starts: list | None = None, max_chains: int | None = None) -> dict:
+    """Restarts of a local search (module docstring) for ``seconds``.  ``starts``: chains to
+    start from (cycled) before the drawn ones.  Returns the counts and every chain where two
+    runs miss (``two_run_misses``) with its misses."""
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    scored = unproven = one_run_region = breakpoints = 0
+    misses: list = []
+    best = None
+    starts = list(starts or [])
+    by_length: dict = {}
+    while time.perf_counter() - t0 < seconds and (max_chains is None or scored < max_chains):
+        cur = starts.pop(0) if starts else draw(rng, cfg)
+        try:
+            cur_s = score(cur, cfg)
+        except Unproven:
+            unproven += 1
+            continue
+        scored += 1
+        breakpoints += cur_s.breakpoints
+        for _ in range(steps_per_restart):
+            if time.perf_counter() - t0 >= seconds or (max_chains and scored >= max_chains):
+                break
+            nxt = mutate(rng, cur, cfg)
+            if nxt.length > cfg.max_stages or nxt.length < 2:
+                continue
+            try:
+                s = score(nxt, cfg)
+            except Unproven:
+                unproven += 1
+                continue
+            scored += 1
+            breakpoints += s.breakpoints
+            if s.one > 1.0:
+                one_run_region += 1
+                by_length[nxt.length] = by_length.get(nxt.length, 0) + 1
+            if s.two > 1.0:
+                misses.append({"chain": nxt.to_dict(), "misses": [m for m in s.misses
+                                                                    if m[0] == TWO]})
+            if s.key >= cur_s.key:
+                cur, cur_s = nxt, s
+        if best is None or cur_s.key > best[1]:
+            best = (cur.to_dict(), cur_s.key)
+    return {"scored": scored, "unproven": unproven, "breakpoints": breakpoints,
+            "one_run_misses": one_run_region,
+            "one_run_misses_by_length": dict(sorted(by_length.items())),
+            "best": None if best is None else {"chain": best[0], "two": best[1][0],
+                                                "one": best[1][1]},
+            "two_run_misses": misses, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def random_starts(r: random.Random, chains: list, k: int) -> list:
+    """``k`` chains drawn from ``chains`` (the certificates' one-run misses)."""
+    return [r.choice(chains) for _ in range(k)] if chains else []

@@ -1,7 +1,13 @@
-"""The two-run question (proofs/two_runs.md): the walk of benchmarks/bench_two_runs.py, on a
-few chains, compares each class with exhaustive search (the oracle) at every budget; it
-finds the one-run misses it walks among, with recording costs and unsaved outputs drawn,
-and no chain where two weakly increasing runs per phase miss the optimum."""
+"""The two-run question (proofs/two_runs.md).
+
+Refuted: the certificate ``proofs/certificates/two_runs_min_budget.json`` is a 3-stage chain
+where a schedule fits in 32 bytes and no schedule with at most two weakly increasing runs of
+forward operations per phase does (exhaustive search restricted to the class, and the
+two-pass MILP that is exactly the class); three runs reach 32.  The tests replay it with the
+simulator, re-prove it with exhaustive search, and check each step of the hand proof of
+proofs/two_runs.md on the simulator.  The walk of benchmarks/bench_two_runs.py and the
+local search of remat_theory.analysis.two_runs_search are checked on a few chains against
+exhaustive search (the oracle)."""
 import importlib.util
 import random
 import sys
@@ -9,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from solvers.exhaustive import search
+from remat_theory.analysis import certificates
+from remat_theory.analysis import two_runs_search as trs
+from remat_theory.model import persistence
+from remat_theory.model.errors import BudgetExceededError, InvalidScheduleError
+from remat_theory.model.schedule import Schedule
+from remat_theory.model.simulator import simulate
+from solvers.exhaustive import min_feasible_budget, search
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,6 +34,91 @@ def walk():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+CERT = ROOT / "proofs" / "certificates" / "two_runs_min_budget.json"
+# OPT at 32: phase 2 (after the loss) runs stages 0 1 2 | 0 1 2 | 0
+OPT = "Fn0 Fn1 Fn2 Loss Fn0 Fn1 Fall2 Fn0 Fall1 Fn2 Fall0 B2 B1 B0"
+
+
+@pytest.fixture(scope="module")
+def cert():
+    return certificates.load(CERT)
+
+
+def test_the_certificate_replays_and_exhaustive_search_reproves_it(cert):
+    sims = certificates.replay(cert)  # every recorded schedule, through the simulator
+    assert sims["opt"].peak_memory == cert.budget == 32
+    certificates.reprove(cert, labels=["opt", "exhaustive-weak-runs2", "exhaustive-weak-runs3"])
+    c = cert.chain
+    assert cert.solutions["exhaustive-weak-runs2"]["status"] == "infeasible"
+    assert min_feasible_budget(c) == 32
+    assert min_feasible_budget(c, schedule_class="weak-runs<=2") == 33
+    assert min_feasible_budget(c, schedule_class="weak-runs<=3") == 32
+    assert search(c, 32, schedule_class="weak-runs<=2")[0] is None
+    assert search(c, 32)[1] == simulate(c, Schedule(OPT.split()), 32).makespan == 14.0
+
+
+def test_the_optimum_needs_three_weak_runs_in_one_phase(cert):
+    c = cert.chain
+    for k, member in ((1, False), (2, False), (3, True)):
+        assert persistence.is_class_member(c, Schedule(OPT.split()), f"weak-runs<={k}") is member
+    assert not persistence.is_class_member(c, Schedule(cert.solutions["opt"]["schedule"]),
+                                           "weak-runs<=2")
+
+
+# Each step of the hand proof (proofs/two_runs.md, "Why two runs cannot fit"): the bound
+# from the chain's fields, and one schedule realising the case, refused by the simulator.
+STEPS = [
+    ("a: nothing of positive size at the loss", "Fn0 Fn1 Fall2 Loss", 3, 33),
+    ("b: Fall0 after B1", "Fn0 Fn1 Fn2 Loss Fn0 Fn1 Fall2 Fn0 Fall1 Fn2 B2 B1 Fall0 B0", 12, 36),
+    ("c: Fall0 after B2", "Fn0 Fn1 Fn2 Loss Fn0 Fn1 Fall2 Fn0 Fall1 Fn2 B2 Fall0 B1 B0", 11, 37),
+    ("d: Fall2 beside t2", "Fn0 Fn1 Fn2 Loss Fn0 Fall1 Fn2 Fn0 Fn1 Fall2", 9, 33),
+    ("e: Fall1 beside t1", "Fn0 Fn1 Fn2 Loss Fn0 Fn1 Fall2 Fall0 Fall1", 8, 33),
+]
+
+
+@pytest.mark.parametrize("label, sched, step, peak", STEPS, ids=[s[0][0] for s in STEPS])
+def test_each_step_of_the_hand_proof_is_the_simulators(cert, label, sched, step, peak):
+    with pytest.raises(BudgetExceededError) as e:
+        simulate(cert.chain, Schedule(sched.split()), 32)
+    assert f"step {step} " in str(e.value) and f"peak memory {peak} " in str(e.value)
+
+
+def test_the_hand_proofs_bounds_from_the_fields(cert):
+    """The inequalities of the proof, read off the chain: each is over the budget 32."""
+    c, M = cert.chain, cert.budget
+    held = c.tape_held
+    assert c.bwd_overhead[3] + c.x_size[3] == M and min(held) >= 1          # (a)
+    assert c.x_size[1] + c.tape_size[0] + c.fall_overhead[0] > M              # (b)
+    assert c.x_size[2] + held[1] + c.tape_size[0] + c.fall_overhead[0] > M     # (c) Fall0
+    assert c.x_size[2] + c.x_size[1] + c.tape_size[1] + c.fall_overhead[1] > M  # (c) Fall1
+    assert c.x_size[2] + min(held[0], held[1]) + c.tape_size[2] + c.fall_overhead[2] > M  # (d)
+    assert c.x_size[1] + held[2] + held[0] + c.tape_size[1] + c.fall_overhead[1] > M  # (e)
+    assert not any(c.saved(i) for i in (1, 2))  # x1, x2 only plain: tapes never release
+
+
+def test_releasing_a_plain_output_needs_no_tape(cert):
+    """Why the proof's tapes are never released before their backward: an Fn reading an
+    unsaved x_i from its tape is refused (it is not there)."""
+    with pytest.raises(InvalidScheduleError, match="t2 does not contain it"):
+        simulate(cert.chain, Schedule("Fn0 Fn1 Fn2 Loss Fn0 Fn1 Fall2 Fn2".split()), 10 ** 6)
+
+
+@pytest.mark.slow
+def test_the_two_pass_milp_agrees(cert):
+    certificates.reprove(cert, labels=["ilp", "ilp-weak-runs2", "ilp-weak-runs3"])
+
+
+def test_the_search_scores_the_certificate_as_a_two_run_miss(cert):
+    s = trs.score(cert.chain, trs.TwoRunsConfig())
+    assert s.two == float("inf") and s.one == float("inf")
+    assert (trs.TWO, 32, 14.0, None) in s.misses
+    bps = trs.opt_breakpoints(cert.chain, trs.TwoRunsConfig())
+    assert bps[0] == (32, 14.0)
+    # every breakpoint is OPT's value at that budget, and OPT is flat between them
+    for (b, v), (b2, _) in zip(bps, bps[1:] + [(cert.chain.store_all_memory() + 1, None)]):
+        assert search(cert.chain, b)[1] == v == search(cert.chain, b2 - 1)[1]
 
 
 def test_the_walk_meets_one_run_misses_and_no_two_run_miss(walk):

@@ -214,3 +214,41 @@ def walk(cfg: TwoRunsConfig, seed: int, seconds: float, steps_per_restart: int =
 def random_starts(r: random.Random, chains: list, k: int) -> list:
     """``k`` chains drawn from ``chains`` (the certificates' one-run misses)."""
     return [r.choice(chains) for _ in range(k)] if chains else []
+
+
+# ---------------------------------------------------------------------- certificates
+
+# (label, solver, options): the unrestricted optimum (exhaustive search, and the proven
+# MILP, exact over all schedules: Theorem 1 of proofs/ilp.md), the two-run class (exhaustive search
+# restricted to it, and the two-pass MILP that is exactly the class, Theorem 2' of
+# proofs/ilp.md), and three runs (both again).
+CERTIFIED = (("opt", "exhaustive", {}),
+             ("ilp", "ilp", {}),
+             ("exhaustive-weak-runs2", "exhaustive", {"schedule_class": TWO}),
+             ("exhaustive-weak-runs3", "exhaustive", {"schedule_class": "weak-runs<=3"}),
+             ("ilp-weak-runs2", "ilp", {"passes": 2, "pairs": True}),
+             ("ilp-weak-runs3", "ilp", {"passes": 3, "pairs": True}))
+
+
+def certificate(chain: Chain, budget: int, claim: str, description: str,
+                labels=None, time_limit: float = 600.0):
+    """A ``remat-certificate/1`` of ``chain`` at ``budget`` with the answers of
+    :data:`CERTIFIED` (or those of ``labels``), each through ``solvers.solve`` (so replayed
+    by the simulator), and the smallest feasible budgets of both classes as facts."""
+    import solvers
+    from remat_theory.analysis.certificates import Certificate, solution_entry
+
+    sols = {}
+    for label, name, opts in CERTIFIED:
+        if labels is not None and label not in labels:
+            continue
+        o = dict(opts)
+        if name == "ilp":
+            o["time_limit"] = time_limit
+        sols[label] = solution_entry(solvers.solve(chain, budget, name, **o), o)
+    facts = {"min_budget_all": _ex.min_feasible_budget(chain),
+             "min_budget_weak_runs_2": _ex.min_feasible_budget(chain, schedule_class=TWO),
+             "min_budget_weak_runs_3": _ex.min_feasible_budget(chain,
+                                                               schedule_class="weak-runs<=3")}
+    return Certificate(chain=chain, budget=budget, solutions=sols, claim=claim,
+                       description=description, facts=facts)

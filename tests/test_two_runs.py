@@ -140,3 +140,20 @@ def test_mutations_draw_every_optional_field(walk):
         unsaved |= chain.has_unsaved_outputs
     assert fall and unsaved
     assert search(chain, chain.store_all_memory())[1] is not None
+
+
+@pytest.mark.parametrize("change, two_runs_miss", [
+    ({}, True),
+    ({"fwd_overhead": [15, 10, 0]}, True),  # recording costs only where Fn2 releases x2
+    ({"fwd_overhead": [15, 10, 21]}, False),  # no recording costs at all
+    ({"output_saved": [True, False, True]}, False),  # x1 saved
+    ({"output_saved": [False, True, True]}, False),  # x2 saved
+])
+def test_what_the_miss_needs(cert, change, two_runs_miss):
+    """proofs/two_runs.md, "What it needs": exhaustive search on variations of the chain."""
+    d = cert.chain.to_dict()
+    d.update(change)
+    c = type(cert.chain).from_dict(d)
+    lo = min_feasible_budget(c)
+    assert (min_feasible_budget(c, schedule_class="weak-runs<=2") > lo) is two_runs_miss
+    assert min_feasible_budget(c, schedule_class="weak-runs<=3") == lo

@@ -18,7 +18,12 @@ The chains (:func:`draw`) are those of ``remat hard``'s gap objectives
 ``max_time`` (default 40) and sizes up to ``max_size``, or (a third of the time) a *skewed*
 chain: one stage with a huge tape, or sizes alternating large and small.  A restart walks
 from its chain by :func:`remat_theory.analysis.hard_gap_chains.mutate` and keeps a move
-when the score does not drop (lexicographic: two-run ratio, then one-run ratio).
+when the score does not drop (lexicographic: two-run ratio, then one-run ratio).  With
+``runs = K`` (:class:`TwoRunsConfig`) the same search compares ``weak-runs<=K`` instead,
+guided by ``weak-runs<=K-1``: ``K = 3`` asks whether three runs suffice, starting from the
+chains where two miss.
+
+:func:`certificate` writes the ``remat-certificate/1`` of a miss (proofs/certificates/two_runs_*.json).
 """
 from __future__ import annotations
 
@@ -53,14 +58,21 @@ class TwoRunsConfig:
     fall_costs: bool = True
     overheads: bool = True
     search_seconds: float = 10.0  # one exhaustive search; an unproven one skips the chain
+    runs: int = 2  # the class compared: weak-runs<=runs (the guide: weak-runs<=runs-1)
+
+    @property
+    def classes(self) -> tuple:
+        """(the class searched for a miss, the guide class; None when ``runs`` is 1)."""
+        return (f"weak-runs<={self.runs}",
+                f"weak-runs<={self.runs - 1}" if self.runs > 1 else None)
 
 
 @dataclass
 class Score:
     """What :func:`score` found on one chain."""
 
-    two: float  # the largest weak-runs<=2 / OPT over the budgets (inf: class infeasible)
-    one: float  # the same for weak-runs<=1
+    two: float  # the largest weak-runs<=K / OPT over the budgets (inf: class infeasible)
+    one: float  # the same for weak-runs<=K-1 (K = cfg.runs; 2 and 1 by default)
     breakpoints: int
     misses: list = field(default_factory=list)  # (class, budget, OPT, class value)
 
@@ -121,14 +133,17 @@ def score(chain: Chain, cfg: TwoRunsConfig) -> Score:
     """The objective of the module docstring on ``chain`` (raises :class:`Unproven`)."""
     bps = opt_breakpoints(chain, cfg)
     res = Score(1.0, 1.0, len(bps))
-    for cls in (TWO, ONE):
+    main, guide = cfg.classes
+    for cls in (main, guide):
+        if cls is None:
+            continue
         worst = 1.0
         for b, best in bps:
             r = _ratio(_value(chain, b, cls, cfg), best)
             if r > 1.0:
                 res.misses.append((cls, b, best, None if math.isinf(r) else r * best))
             worst = max(worst, r)
-        if cls == TWO:
+        if cls == main:
             res.two = worst
         else:
             res.one = worst
@@ -198,7 +213,7 @@ def walk(cfg: TwoRunsConfig, seed: int, seconds: float, steps_per_restart: int =
                 by_length[nxt.length] = by_length.get(nxt.length, 0) + 1
             if s.two > 1.0:
                 misses.append({"chain": nxt.to_dict(), "misses": [m for m in s.misses
-                                                                    if m[0] == TWO]})
+                                                                    if m[0] == cfg.classes[0]]})
             if s.key >= cur_s.key:
                 cur, cur_s = nxt, s
         if best is None or cur_s.key > best[1]:
@@ -252,3 +267,67 @@ def certificate(chain: Chain, budget: int, claim: str, description: str,
                                                                schedule_class="weak-runs<=3")}
     return Certificate(chain=chain, budget=budget, solutions=sols, claim=claim,
                        description=description, facts=facts)
+
+
+# ---------------------------------------------------------------------- the structured family
+
+def loss_transient_chain(rng: np.random.Generator, L: int, model: str = "any") -> Chain:
+    """A chain of the shape of the counterexample (proofs/two_runs.md, "The structure that
+    needs the third run"), every time 0 (the question is the smallest budget): activations
+    drawn large (or tiny), tapes a little above their output, recording transients large
+    (or tiny), a backward overhead anywhere and often a large one, outputs unsaved with
+    probability 0.6.  ``model``: ``"saved"`` every output saved, ``"no-fall-costs"``
+    ``fall_overhead = fwd_overhead``, ``"classic"`` both, ``"any"`` neither."""
+    S = int(rng.choice([10, 20, 30]))
+
+    def r(lo, hi):
+        return int(rng.integers(lo, hi + 1))
+
+    def pick(*options):
+        return options[int(rng.integers(len(options)))]
+
+    x = [pick(0, 0, r(0, 2))] + [pick(r(S // 2, 2 * S), r(0, 3), r(S // 2, 2 * S))
+                                 for _ in range(L)]
+    if rng.random() < 0.5:
+        x[L] = pick(0, r(0, 3))
+    saved = [bool(rng.random() < 0.4) for _ in range(L)]
+    tape = [x[i + 1] + pick(r(0, 3), r(0, S)) for i in range(L)]
+    fall_o = [pick(r(0, 3), r(S // 2, 3 * S)) for _ in range(L)]
+    fwd_o = [pick(0, 0, r(0, S)) for _ in range(L)]
+    bwd_o = [pick(0, 0, r(0, S), r(S, 4 * S)) for _ in range(L + 1)]
+    if model in ("saved", "classic"):
+        saved = [True] * L
+    if model in ("no-fall-costs", "classic"):
+        fwd_o = list(fall_o)
+    return Chain([0.0] * L, [0.0] * (L + 1), x, tape, fwd_o, bwd_o, fall_overhead=fall_o,
+                 output_saved=saved, name="loss-transient")
+
+
+MODELS = ("any", "saved", "no-fall-costs", "classic")
+
+
+def family_sweep(seed: int, seconds: float, L: int, model: str = "any", runs: int = 2,
+                 max_chains: int | None = None) -> dict:
+    """Draw :func:`loss_transient_chain` for ``seconds``; on each, the smallest feasible
+    budget over all schedules against that of ``weak-runs<=runs-1`` and, where that one
+    misses, of ``weak-runs<=runs`` (exhaustive search, :func:`solvers.exhaustive.min_feasible_budget`)."""
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    n = guide = 0
+    found = []
+    while time.perf_counter() - t0 < seconds and (max_chains is None or n < max_chains):
+        c = loss_transient_chain(rng, L, model)
+        n += 1
+        lo = _ex.min_feasible_budget(c, max_stages=_ex.REFERENCE_MAX_STAGES)
+        if runs > 1 and _ex.min_feasible_budget(
+                c, schedule_class=f"weak-runs<={runs - 1}",
+                max_stages=_ex.REFERENCE_MAX_STAGES) == lo:
+            continue
+        guide += 1
+        k = _ex.min_feasible_budget(c, schedule_class=f"weak-runs<={runs}",
+                                    max_stages=_ex.REFERENCE_MAX_STAGES)
+        if k > lo:
+            found.append({"chain": c.to_dict(), "min_budget_all": lo,
+                          f"min_budget_weak_runs_{runs}": k})
+    return {"chains": n, "guide_misses": guide, "misses": found, "model": model, "stages": L,
+            "runs": runs, "seconds": round(time.perf_counter() - t0, 1)}

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _tiers import tiered
 
 from remat_theory.analysis import certificates
 from remat_theory.analysis import two_runs_search as trs
@@ -157,3 +158,29 @@ def test_what_the_miss_needs(cert, change, two_runs_miss):
     lo = min_feasible_budget(c)
     assert (min_feasible_budget(c, schedule_class="weak-runs<=2") > lo) is two_runs_miss
     assert min_feasible_budget(c, schedule_class="weak-runs<=3") == lo
+
+
+def test_three_runs_reach_the_optimum_at_every_budget_of_the_certificate(cert):
+    s = trs.score(cert.chain, trs.TwoRunsConfig(runs=3))
+    assert (s.two, s.one) == (1.0, float("inf"))  # weak-runs<=3 never misses; <=2 does
+
+
+@pytest.mark.parametrize("model", tiered(trs.MODELS, ["classic"]))
+def test_the_family_draws_its_model_and_its_misses_are_real(model):
+    import numpy as np
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        c = trs.loss_transient_chain(rng, 3, model)
+        if model in ("saved", "classic"):
+            assert not c.has_unsaved_outputs
+        if model in ("no-fall-costs", "classic"):
+            assert not c.has_fall_costs
+    res = trs.family_sweep(seed=2, seconds=60, L=3, model=model, max_chains=5)
+    assert res["chains"] == 5
+    for m in res["misses"]:  # none expected this small; any reported must be real
+        c = type(cert_chain()).from_dict(m["chain"])
+        assert min_feasible_budget(c, schedule_class="weak-runs<=2") > min_feasible_budget(c)
+
+
+def cert_chain():
+    return certificates.load(CERT).chain

@@ -28,7 +28,6 @@ chains where two miss.
 from __future__ import annotations
 
 import math
-import random
 import time
 from dataclasses import dataclass, field
 
@@ -224,11 +223,6 @@ def walk(cfg: TwoRunsConfig, seed: int, seconds: float, steps_per_restart: int =
             "best": None if best is None else {"chain": best[0], "two": best[1][0],
                                                 "one": best[1][1]},
             "two_run_misses": misses, "seconds": round(time.perf_counter() - t0, 1)}
-
-
-def random_starts(r: random.Random, chains: list, k: int) -> list:
-    """``k`` chains drawn from ``chains`` (the certificates' one-run misses)."""
-    return [r.choice(chains) for _ in range(k)] if chains else []
 
 
 # ---------------------------------------------------------------------- certificates

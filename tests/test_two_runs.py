@@ -184,3 +184,30 @@ def test_the_family_draws_its_model_and_its_misses_are_real(model):
 
 def cert_chain():
     return certificates.load(CERT).chain
+
+
+CERT_NO_FALL = ROOT / "proofs" / "certificates" / "two_runs_no_fall_costs.json"
+
+
+def test_without_recording_costs_two_runs_miss_too():
+    """The second certificate: no recording costs, one unsaved output (x2); 10 bytes fit,
+    the two-run class needs 11 (exhaustive search re-proves it), three runs fit."""
+    cert = certificates.load(CERT_NO_FALL)
+    c = cert.chain
+    assert not c.has_fall_costs and [c.saved(i) for i in (1, 2, 3)] == [True, False, True]
+    sims = certificates.replay(cert)
+    assert sims["opt"].peak_memory == cert.budget == 10
+    certificates.reprove(cert, labels=["opt", "exhaustive-weak-runs2", "exhaustive-weak-runs3"])
+    assert min_feasible_budget(c) == 10
+    assert min_feasible_budget(c, schedule_class="weak-runs<=2") == 11
+    assert min_feasible_budget(c, schedule_class="weak-runs<=3") == 10
+    for label in ("opt", "ilp-weak-runs3"):
+        s = Schedule(cert.solutions[label]["schedule"])
+        assert not persistence.is_class_member(c, s, "weak-runs<=2")
+        assert persistence.is_class_member(c, s, "weak-runs<=3")
+
+
+@pytest.mark.slow
+def test_the_two_pass_milp_agrees_without_recording_costs():
+    certificates.reprove(certificates.load(CERT_NO_FALL),
+                         labels=["ilp", "ilp-weak-runs2", "ilp-weak-runs3"])

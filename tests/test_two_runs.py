@@ -211,3 +211,12 @@ def test_without_recording_costs_two_runs_miss_too():
 def test_the_two_pass_milp_agrees_without_recording_costs():
     certificates.reprove(certificates.load(CERT_NO_FALL),
                          labels=["ilp", "ilp-weak-runs2", "ilp-weak-runs3"])
+
+
+@pytest.mark.parametrize("path", [CERT, CERT_NO_FALL], ids=["min_budget", "no_fall_costs"])
+def test_above_the_miss_two_runs_reach_the_optimum(path):
+    c = certificates.load(path).chain
+    lo = min_feasible_budget(c, schedule_class="weak-runs<=2")
+    assert lo > min_feasible_budget(c)
+    for b in range(lo, c.store_all_memory() + 1):
+        assert search(c, b, schedule_class="weak-runs<=2")[1] == search(c, b)[1]

@@ -238,3 +238,26 @@ def test_the_searchs_two_run_misses_are_real_and_three_runs_fit():
         assert search(c, budget)[1] == best
         assert search(c, budget, schedule_class="weak-runs<=2")[0] is None
         assert search(c, budget, schedule_class="weak-runs<=3")[1] == best
+
+
+CERT_L5 = ROOT / "proofs" / "certificates" / "two_runs_search_L5.json"
+
+
+def test_the_searchs_miss_replays():
+    """The third certificate (the local search's miss, shrunk): no recording costs, no loss
+    transient; its optimum's loss phase has three weakly increasing runs."""
+    cert = certificates.load(CERT_L5)
+    c = cert.chain
+    assert not c.has_fall_costs and c.bwd_overhead[-1] == 0 and c.has_unsaved_outputs
+    sims = certificates.replay(cert)
+    assert sims["opt"].peak_memory == cert.budget == 36
+    s = Schedule(cert.solutions["opt"]["schedule"])
+    assert not persistence.is_class_member(c, s, "weak-runs<=2")
+    assert persistence.is_class_member(c, s, "weak-runs<=3")
+
+
+@pytest.mark.slow
+def test_the_searchs_miss_reproves():
+    cert = certificates.load(CERT_L5)
+    certificates.reprove(cert)  # exhaustive search and the MILPs, all three classes
+    assert min_feasible_budget(cert.chain, schedule_class="weak-runs<=2") == 37

@@ -116,6 +116,8 @@ def main(argv=None) -> None:
                     help="--search: start the first restarts from the one-run refutations")
     ap.add_argument("--runs", type=int, default=2,
                     help="--search: the class compared is weak-runs<=RUNS (guide: RUNS-1)")
+    ap.add_argument("--all-saved", action="store_true",
+                    help="--search: every output saved (no unsaved outputs drawn or moved)")
     ap.add_argument("--start", nargs="*", default=[],
                     help="--search: certificate files whose chains start the first restarts")
     ap.add_argument("--family", choices=("any", "saved", "no-fall-costs", "classic"),
@@ -130,7 +132,8 @@ def main(argv=None) -> None:
         from remat_theory.analysis.two_runs_search import TwoRunsConfig, walk
         from remat_theory.analysis.certificates import load
         cfg = TwoRunsConfig(min_stages=a.min_stages, max_stages=a.max_stages,
-                            max_time=a.max_time, max_size=a.max_size, runs=a.runs)
+                            max_time=a.max_time, max_size=a.max_size, runs=a.runs,
+                            all_saved=a.all_saved)
         first = ([c for c in starts() if c.length <= a.max_stages] * 3
                  if a.from_certificates else [])
         first += [load(f).chain for f in a.start] * 5

@@ -160,8 +160,10 @@ def test_what_the_miss_needs(cert, change, two_runs_miss):
     assert min_feasible_budget(c, schedule_class="weak-runs<=3") == lo
 
 
-def test_three_runs_reach_the_optimum_at_every_budget_of_the_certificate(cert):
-    s = trs.score(cert.chain, trs.TwoRunsConfig(runs=3))
+@pytest.mark.parametrize("path", ["two_runs_min_budget.json", "two_runs_no_fall_costs.json"])
+def test_three_runs_reach_the_optimum_at_every_budget_of_the_certificates(path):
+    chain = certificates.load(ROOT / "proofs" / "certificates" / path).chain
+    s = trs.score(chain, trs.TwoRunsConfig(runs=3))
     assert (s.two, s.one) == (1.0, float("inf"))  # weak-runs<=3 never misses; <=2 does
 
 

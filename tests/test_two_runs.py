@@ -108,7 +108,29 @@ def test_releasing_a_plain_output_needs_no_tape(cert):
 
 @pytest.mark.slow
 def test_the_two_pass_milp_agrees(cert):
-    certificates.reprove(cert, labels=["ilp", "ilp-weak-runs2", "ilp-weak-runs3"])
+    check_milps(cert)
+
+
+def check_milps(cert):
+    """The MILPs recorded under ``facts["milp"]`` (two_runs_search.certificate), run again:
+    the same status, makespan and smallest budget; their schedules replay at the budget;
+    the default ``ilp`` (all schedules) equals exhaustive search, the two-pass MILP (the
+    two-run class) has no schedule, the three-pass one reaches the optimum."""
+    import solvers
+    milp = cert.facts["milp"]
+    assert set(milp) == {"ilp", "ilp-weak-runs2", "ilp-weak-runs3"}
+    for label, rec in milp.items():
+        sol = solvers.solve(cert.chain, cert.budget, rec["solver"], **rec["options"])
+        assert (sol.status, sol.makespan, sol.min_budget) == (
+            rec["status"], rec["makespan"], rec["min_budget"]), label
+        if rec["schedule"] is not None:
+            sim = simulate(cert.chain, Schedule(rec["schedule"]), cert.budget)
+            assert sim.makespan == rec["makespan"]
+    best = cert.solutions["opt"]["makespan"]
+    assert milp["ilp"]["status"] == "optimal" and milp["ilp"]["makespan"] == best
+    assert milp["ilp-weak-runs2"]["status"] == "infeasible"
+    assert milp["ilp-weak-runs2"]["min_budget"] == cert.facts["min_budget_weak_runs_2"]
+    assert milp["ilp-weak-runs3"]["makespan"] == best
 
 
 def test_the_search_scores_the_certificate_as_a_two_run_miss(cert):
@@ -203,16 +225,15 @@ def test_without_recording_costs_two_runs_miss_too():
     assert min_feasible_budget(c) == 10
     assert min_feasible_budget(c, schedule_class="weak-runs<=2") == 11
     assert min_feasible_budget(c, schedule_class="weak-runs<=3") == 10
-    for label in ("opt", "ilp-weak-runs3"):
-        s = Schedule(cert.solutions[label]["schedule"])
+    for s in (Schedule(cert.solutions["opt"]["schedule"]),
+              Schedule(cert.facts["milp"]["ilp-weak-runs3"]["schedule"])):
         assert not persistence.is_class_member(c, s, "weak-runs<=2")
         assert persistence.is_class_member(c, s, "weak-runs<=3")
 
 
 @pytest.mark.slow
 def test_the_two_pass_milp_agrees_without_recording_costs():
-    certificates.reprove(certificates.load(CERT_NO_FALL),
-                         labels=["ilp", "ilp-weak-runs2", "ilp-weak-runs3"])
+    check_milps(certificates.load(CERT_NO_FALL))
 
 
 @pytest.mark.parametrize("path", [CERT, CERT_NO_FALL], ids=["min_budget", "no_fall_costs"])
@@ -261,5 +282,6 @@ def test_the_searchs_miss_replays():
 @pytest.mark.slow
 def test_the_searchs_miss_reproves():
     cert = certificates.load(CERT_L5)
-    certificates.reprove(cert)  # exhaustive search and the MILPs, all three classes
+    certificates.reprove(cert)  # exhaustive search, all schedules and both classes
     assert min_feasible_budget(cert.chain, schedule_class="weak-runs<=2") == 37
+    check_milps(cert)

@@ -23,7 +23,11 @@ when the score does not drop (lexicographic: two-run ratio, then one-run ratio).
 guided by ``weak-runs<=K-1``: ``K = 3`` asks whether three runs suffice, starting from the
 chains where two miss.
 
-:func:`certificate` writes the ``remat-certificate/1`` of a miss (proofs/certificates/two_runs_*.json).
+:func:`loss_transient_chain` draws the family of the first counterexample (a loss transient,
+large unsaved activations with small tapes, large recording transients), and
+:func:`family_sweep` compares smallest feasible budgets on it (``models``: with every output
+saved, without recording costs, or both).  :func:`certificate` writes the
+``remat-certificate/1`` of a miss (proofs/certificates/two_runs_*.json).
 """
 from __future__ import annotations
 

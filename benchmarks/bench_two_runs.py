@@ -105,12 +105,49 @@ def main(argv=None) -> None:
     ap.add_argument("--max-stages", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--search", action="store_true",
+                    help="the local search of remat_theory.analysis.two_runs_search (drawn "
+                         "and skewed chains, times up to --max-time) instead of the walk")
+    ap.add_argument("--min-stages", type=int, default=3)
+    ap.add_argument("--max-time", type=int, default=40)
+    ap.add_argument("--max-size", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=40, help="--search: moves per restart")
+    ap.add_argument("--from-certificates", action="store_true",
+                    help="--search: start the first restarts from the one-run refutations")
+    ap.add_argument("--runs", type=int, default=2,
+                    help="--search: the class compared is weak-runs<=RUNS (guide: RUNS-1)")
+    ap.add_argument("--all-saved", action="store_true",
+                    help="--search: every output saved (no unsaved outputs drawn or moved)")
+    ap.add_argument("--start", nargs="*", default=[],
+                    help="--search: certificate files whose chains start the first restarts")
+    ap.add_argument("--family", choices=("any", "saved", "no-fall-costs", "classic"),
+                    help="draw the counterexample's family (two_runs_search.family_sweep) "
+                         "with --max-stages stages, smallest budgets only")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    res = run(a.seed, 60 * a.minutes, a.max_stages)
+    if a.family:
+        from remat_theory.analysis.two_runs_search import family_sweep
+        res = family_sweep(a.seed, 60 * a.minutes, a.max_stages, a.family, a.runs)
+    elif a.search:
+        from remat_theory.analysis.two_runs_search import TwoRunsConfig, walk
+        from remat_theory.analysis.certificates import load
+        cfg = TwoRunsConfig(min_stages=a.min_stages, max_stages=a.max_stages,
+                            max_time=a.max_time, max_size=a.max_size, runs=a.runs,
+                            all_saved=a.all_saved)
+        first = ([c for c in starts() if c.length <= a.max_stages] * 3
+                 if a.from_certificates else [])
+        first += [load(f).chain for f in a.start] * 5
+        res = walk(cfg, a.seed, 60 * a.minutes, a.steps, starts=first)
+    else:
+        res = run(a.seed, 60 * a.minutes, a.max_stages)
     res.update(command=" ".join(["python", "benchmarks/bench_two_runs.py"] + sys.argv[1:]),
                machine=machine(), wall_seconds=round(time.perf_counter() - t0, 1),
-               note="visited: chains compared whole with exhaustive search at every "
+               note=("family: chains drawn from the counterexample's family, smallest "
+                     "feasible budgets only; guide_misses: where weak-runs<=RUNS-1 misses; "
+                     "misses: where weak-runs<=RUNS misses" if a.family else
+                     "search: drawn and skewed chains walked by local search; one_run_misses: "
+                     "chains where weak-runs<=RUNS-1 misses; two_run_misses: chains where "
+                     "weak-runs<=RUNS misses" if a.search else None) or "visited: chains compared whole with exhaustive search at every "
                     "breakpoint; region: those where one weakly increasing run per phase "
                     "misses (the walk stays among them); region_with: how many of those have "
                     "recording costs / unsaved outputs; two_run_misses: counterexamples to "

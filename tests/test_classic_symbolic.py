@@ -86,7 +86,7 @@ def test_every_label_is_a_schedule_of_its_class_with_its_counts():
 
 
 def test_two_stages_without_forward_overheads_every_schedule_is_dominated():
-    """Theorem C.12 (a) for L = 2 (and 3 in the slow tier): every schedule's label is
+    """Theorem C.13 (a) for L = 2 (and 3 in the slow tier): every schedule's label is
     dominated by a weak one, so at every real size no class gap of any kind."""
     r = cs.check_weak_equals_all(_params("free", 2, fo=False))
     assert r["failures"] == [] and r["dominated"] == r["all"] > 0
@@ -101,14 +101,14 @@ def test_weak_dominates_every_schedule_slow(kind, L, fo):
 
 
 def test_homogeneous_chains_weak_dominates_every_schedule():
-    """Theorem C.12 (b) for L = 2 (the slow tier 3 and 4; the benchmark 5)."""
+    """Theorem C.13 (a) on homogeneous chains, L = 2 (the slow tier 3 and 4; the benchmark 5)."""
     for L in (2,):
         r = cs.check_weak_equals_all(_params("homogeneous", L))
         assert r["failures"] == [] and r["dominated"] == r["all"] > 0
 
 
 def test_two_stages_bound_is_three_halves_and_attained():
-    """Theorem C.13: on 2 stages the bound is 3/2 and the certificate attains it; the
+    """Theorem C.14: on 2 stages the bound is 3/2 and the certificate attains it; the
     condition of check_weak_equals_all fails exactly on its schedule."""
     P = cs.free_params(2)
     r = cs.ratio_bound(P, all_labels=_labels("free", 2, "all"),
@@ -163,3 +163,13 @@ def test_params_refuse_bad_values():
         P.chain([-1] + [0] * (len(P.names) - 1))
     with pytest.raises(RematError, match="schedule_class"):
         cs.labels(P, "nonsense")
+
+
+@pytest.mark.slow
+def test_one_run_dominates_every_schedule_on_four_stages_without_forward_overheads():
+    """Theorem C.13 (a) with the one-run class: 4 stages, no forward overheads, every real
+    size (backward overheads included); the weak class alone does not dominate there."""
+    P = cs.free_params(4, fwd_overhead=False)
+    r = cs.check_weak_equals_all(P, "monotone")
+    assert r["failures"] == [] and r["dominated"] == r["all"] > 0
+    assert cs.check_weak_equals_all(P)["dominated"] < r["all"]

@@ -17,9 +17,10 @@ every budget ``B`` fits and is no slower at any time vector.  :func:`labels` wal
 simulator's own state graph (``transition``; class rules from
 :func:`remat_theory.model.persistence.violation`) and keeps, per node, the labels ``(n,
 forms)`` no other label of the node dominates; it returns the complete schedules' labels:
-every schedule of the class is dominated by one of them (proofs/classic_model.md C.12).
+every schedule of the class is dominated by one of them (proofs/classic_model.md, Lemma
+C.12).
 
-:func:`check_weak_equals_all` then decides a **sufficient condition** for "``DP_weak = OPT``
+:func:`check_weak_equals_all` then decides a **sufficient condition** (Theorem C.13) for "``DP_weak = OPT``
 at every size vector, every budget where the weak class has a schedule, and every time
 vector": for every label ``S`` of all schedules and every weak label ``W'`` whose count is
 not below ``n(S)``, some weak label ``W`` with ``n(W) <= n(S)`` has every form below a form of
@@ -27,7 +28,9 @@ not below ``n(S)``, some weak label ``W`` with ``n(W) <= n(S)`` has every form b
 ``W'`` fits, ``W`` then fits ``M`` and is no slower than ``S``.)  The condition involves no
 number but the coefficients, so a pass is a proof for all real sizes of the
 parametrization; a failure names the pair, which may or may not be a real loss (the
-criterion compares form by form).
+criterion compares form by form).  :func:`ratio_bound` bounds the ratio where it fails
+(Theorem C.14), exactly; a chain attaining the bound makes it the supremum over every real
+size of the parametrization.
 """
 from __future__ import annotations
 
@@ -126,18 +129,44 @@ def covered(forms, by) -> bool:
     return all(any(_le(f, g) for g in by) for f in forms)
 
 
-def _antichain(forms) -> frozenset:
-    fs = set(forms)
-    return frozenset(f for f in fs if not any(g != f and _le(f, g) for g in fs))
-
-
 def dominates(a, b) -> bool:
     """Label ``a = (n, forms)`` dominates ``b`` (module docstring)."""
     return _le(a[0], b[0]) and covered(a[1], b[1])
 
 
+_W = 8  # bits per packed coefficient: 7 for the value, 1 guard (see _Packed)
+
+
+class _Packed:
+    """Vectors of small non-negative integers packed into one int, ``_W`` bits a field, so
+    that "coefficientwise at most" is one subtraction: with the guard bit of every field set
+    in ``b | H``, no field borrows from the next, and a field keeps its guard bit iff
+    ``b_i >= a_i``."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.H = sum(1 << (_W * k + _W - 1) for k in range(length))
+
+    def pack(self, v) -> int:
+        r = 0
+        for k, x in enumerate(v):
+            if not 0 <= x < 1 << (_W - 1):
+                raise RematError(f"coefficient {x} is outside 0..{(1 << (_W - 1)) - 1}: the "
+                                 f"chain is too long for the packed labels")
+            r |= x << (_W * k)
+        return r
+
+    def unpack(self, r: int) -> tuple:
+        m = (1 << _W) - 1
+        return tuple((r >> (_W * k)) & m for k in range(self.length))
+
+    def le(self, a: int, b: int) -> bool:
+        H = self.H
+        return ((b | H) - a) & H == H
+
+
 def labels(params: Params, schedule_class: str = persistence.ALL,
-           max_labels: int = 200_000) -> list:
+           max_labels: int = 2_000_000) -> list:
     """The labels ``(n, forms, ops)`` of complete schedules of ``schedule_class`` such that
     every schedule of the class is dominated by one of them (``ops``: one schedule with that
     label, as tokens).  Raises :class:`RematError` past ``max_labels`` settled labels."""
@@ -146,10 +175,13 @@ def labels(params: Params, schedule_class: str = persistence.ALL,
     L = params.stages
     units = params.units
     c0 = units[0]
+    PF, PN = _Packed(len(units)), _Packed(L)
+    fle = PF.le
     fwd = [(Fn(i), Fck(i), Fall(i)) for i in range(L)]
     bwd = [Bwd(i) for i in range(L)]
     s0 = State.initial(c0)
     mem_cache: dict = {}
+    step_cache: dict = {}
 
     def mem(state):
         m = mem_cache.get(state)
@@ -157,60 +189,83 @@ def labels(params: Params, schedule_class: str = persistence.ALL,
             m = mem_cache[state] = tuple(state_memory(u, state) for u in units)
         return m
 
-    f0 = mem(s0)
-    start = (s0, persistence.NO_FRESH)
-    settled: dict = {}
-    final = []
-    tie = itertools.count()
-    heap = [(0, next(tie), (0,) * L, frozenset([f0]), (), start)]
-    count = 0
-    while heap:
-        _, _, n, forms, ops, node = heapq.heappop(heap)
-        seen = settled.setdefault(node, [])
-        if any(dominates(m, (n, forms)) for m in seen):
-            continue
-        seen.append((n, forms))
-        count += 1
-        if count > max_labels:
-            raise RematError(f"labels: more than max_labels = {max_labels} labels settled")
+    HF, HN = PF.H, PN.H
+
+    def dom(a, b):  # packed labels (n, forms): nle and fle inlined (the walk's hot spot)
+        if ((b[0] | HN) - a[0]) & HN != HN:
+            return False
+        bf = [g | HF for g in b[1]]
+        return all(any((g - f) & HF == HF for g in bf) for f in a[1])
+
+    def steps(node):
+        """The operations allowed at ``node``: (op, packed form, packed count step, next)."""
+        out = step_cache.get(node)
+        if out is not None:
+            return out
         state, mark = node
-        if state.is_final():
-            final.append((n, forms, ops))
-            continue
         m = mem(state)
         u = state.bwd_next
         cand = [LOSS_OP] if u == L else [bwd[u]] if u >= 0 else []
         for i in range(min(u, L - 1) + 1):
             cand.extend(fwd[i])
+        out = []
         for op in cand:
             if persistence.violation(c0, state, mark, op, schedule_class) is not None:
                 continue
             rs = [transition(uc, state, mk, op) for uc, mk in zip(units, m)]
             if isinstance(rs[0], str):
                 continue
-            peak = tuple(r.peak for r in rs)
-            nn = n
-            if op.kind in (FN, FCK, FALL):
-                nn = n[:op.index] + (n[op.index] + 1,) + n[op.index + 1:]
-            nf = _antichain(forms | {peak})
+            inc = 1 << (_W * op.index) if op.kind in (FN, FCK, FALL) else 0
             nxt = (rs[0].state, persistence.next_mark(op, schedule_class, mark))
-            heapq.heappush(heap, (sum(nn), next(tie), nn, nf, ops + (op.token,), nxt))
+            out.append((op.token, PF.pack([r.peak for r in rs]), inc, nxt))
+        step_cache[node] = out
+        return out
+
+    start = (s0, persistence.NO_FRESH)
+    settled: dict = {}
+    final = []
+    tie = itertools.count()
+    heap = [(0, next(tie), 0, frozenset([PF.pack(mem(s0))]), (), start)]
+    count = 0
+    while heap:
+        tot, _, n, forms, ops, node = heapq.heappop(heap)
+        seen = settled.setdefault(node, [])
+        lab = (n, forms)
+        if any(dom(m, lab) for m in seen):
+            continue
+        seen.append(lab)
+        count += 1
+        if count > max_labels:
+            raise RematError(f"labels: more than max_labels = {max_labels} labels settled")
+        if node[0].is_final():
+            final.append((n, forms, ops))
+            continue
+        for tok, peak, inc, nxt in steps(node):
+            if any(fle(peak, g) for g in forms):
+                nf = forms
+            else:
+                nf = frozenset([g for g in forms if not fle(g, peak)] + [peak])
+            if (n + inc) & PN.H:
+                raise RematError("a count passed the packed labels' range")
+            heapq.heappush(heap, (tot + (inc != 0), next(tie), n + inc, nf, ops + (tok,), nxt))
     out = []
     for lab in final:  # the complete labels no other complete label dominates
-        if any(dominates(o[:2], lab[:2]) for o in out):
+        if any(dom(o, lab) for o in out):
             continue
-        out = [o for o in out if not dominates(lab[:2], o[:2])] + [lab]
-    return out
+        out = [o for o in out if not dom(lab, o)] + [lab]
+    return [(PN.unpack(n), frozenset(PF.unpack(f) for f in forms), ops) for n, forms, ops in out]
 
 
-def check_weak_equals_all(params: Params, weak_class: str = persistence.WEAK) -> dict:
+def check_weak_equals_all(params: Params, weak_class: str = persistence.WEAK,
+                          all_labels: list | None = None, class_labels: list | None = None
+                          ) -> dict:
     """The sufficient condition of the module docstring, decided: ``{"all": number of labels
     of every schedule, "weak": of the class, "dominated": labels of every schedule some class
     label dominates outright, "failures": the pairs (S, W') the condition fails on, as
     schedules}``.  No failure: at every real size vector of ``params``, every budget where
     the class has a schedule and every forward-time vector, the class's optimum is OPT."""
-    A = labels(params, persistence.ALL)
-    W = labels(params, weak_class)
+    A = labels(params, persistence.ALL) if all_labels is None else all_labels
+    W = labels(params, weak_class) if class_labels is None else class_labels
     failures, dominated = [], 0
     for s in A:
         below = [w for w in W if _le(w[0], s[0])]
@@ -235,7 +290,7 @@ def ratio_bound(params: Params, weak_class: str = persistence.WEAK,
                 all_labels: list | None = None, class_labels: list | None = None) -> dict:
     """An upper bound, exact, on ``DP_class / OPT`` over every real size vector of
     ``params``, every budget where the class has a schedule and every forward-time vector
-    (proofs/classic_model.md, Theorem C.13): the largest over the labels ``S`` of every
+    (proofs/classic_model.md, Theorem C.14): the largest over the labels ``S`` of every
     schedule and the class labels ``W'`` of the game value (Theorem C.10) of ``n(S)`` against
     the count vectors of ``W'`` and of every class label whose forms ``S`` and ``W'`` cover
     (those fit wherever ``S`` and ``W'`` do).  Returns ``{"bound": Fraction, "worst": [(S ops,
@@ -251,6 +306,10 @@ def ratio_bound(params: Params, weak_class: str = persistence.WEAK,
             union = s[1] | w2[1]
             cs = sorted({w[0] for w in W if covered(w[1], union)} | {w2[0]})
             if any(_le(c, s[0]) for c in cs):
+                continue
+            cs = [c for c in cs if not any(d != c and _le(d, c) for d in cs)]
+            # val <= the value against any single c (max_i c_i / a_i): skip what cannot win
+            if min(max(Fraction(ci, ai) for ci, ai in zip(c, s[0])) for c in cs) < best:
                 continue
             v, _ = game_value(s[0], cs)
             if v > best:

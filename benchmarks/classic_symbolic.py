@@ -1,7 +1,8 @@
 """The classic rows over every real size (proofs/classic_model.md C.12-C.14).
 
     python benchmarks/classic_symbolic.py --out benchmarks/results/classic_symbolic.json
-    python benchmarks/classic_symbolic.py --only free:2 --certificate proofs/certificates/classic_weak_gap_L2.json
+    python benchmarks/classic_symbolic.py --only free:2 \
+        --certificate proofs/certificates/classic_weak_gap_L2.json
 
 For each parametrization (``free:L``: every entry its own parameter; ``homogeneous:L``: all
 stages alike; suffix ``:fo0`` without forward overheads, ``:bo0`` without backward
@@ -51,7 +52,8 @@ def run(spec: str) -> dict:
     check = cs.check_weak_equals_all(P, cls, A, W)
     bound = cs.ratio_bound(P, cls, all_labels=A, class_labels=W)
     t2 = time.process_time()
-    out = {"params": spec, "class": cls, "names": list(P.names), "labels_all": len(A), "labels_weak": len(W),
+    out = {"params": spec, "class": cls, "names": list(P.names), "labels_all": len(A),
+           "labels_weak": len(W),
            "dominated": None if check is None else check["dominated"],
            "domination_failures": None if check is None else len(check["failures"]),
            "bound": str(bound["bound"]), "worst": bound["worst"][:5],

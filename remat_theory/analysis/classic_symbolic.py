@@ -20,10 +20,10 @@ forms)`` no other label of the node dominates; it returns the complete schedules
 every schedule of the class is dominated by one of them (proofs/classic_model.md, Lemma
 C.12).
 
-:func:`check_weak_equals_all` then decides a **sufficient condition** (Theorem C.13) for "``DP_weak = OPT``
-at every size vector, every budget where the weak class has a schedule, and every time
-vector": for every label ``S`` of all schedules and every weak label ``W'`` whose count is
-not below ``n(S)``, some weak label ``W`` with ``n(W) <= n(S)`` has every form below a form of
+:func:`check_weak_equals_all` then decides a **sufficient condition** (Theorem C.13) for
+"``DP_weak = OPT`` at every size vector, every budget where the weak class has a schedule,
+and every time vector": for every label ``S`` of all schedules and every weak label ``W'``
+whose count is not below ``n(S)``, some weak label ``W`` with ``n(W) <= n(S)`` has every form below a form of
 ``S`` or of ``W'``.  (At sizes ``s`` and budget ``M >= peak_S(s)`` where some weak schedule
 ``W'`` fits, ``W`` then fits ``M`` and is no slower than ``S``.)  The condition involves no
 number but the coefficients, so a pass is a proof for all real sizes of the

@@ -24,9 +24,9 @@ C.12).
 "``DP_weak = OPT`` at every size vector, every budget where the weak class has a schedule,
 and every time vector": for every label ``S`` of all schedules and every weak label ``W'``
 whose count is not below ``n(S)``, some weak label ``W`` with ``n(W) <= n(S)`` has every
-form below a form of ``S`` or of ``W'``.  (At sizes ``s`` and budget ``M >= peak_S(s)`` where some weak schedule
-``W'`` fits, ``W`` then fits ``M`` and is no slower than ``S``.)  The condition involves no
-number but the coefficients, so a pass is a proof for all real sizes of the
+form below a form of ``S`` or of ``W'``.  (At sizes ``s`` and budget ``M >= peak_S(s)``
+where some weak schedule ``W'`` fits, ``W`` then fits ``M`` and is no slower than ``S``.)
+The condition involves no number but the coefficients, so a pass is a proof for all real sizes of the
 parametrization; a failure names the pair, which may or may not be a real loss (the
 criterion compares form by form).  :func:`ratio_bound` bounds the ratio where it fails
 (Theorem C.14), exactly; a chain attaining the bound makes it the supremum over every real

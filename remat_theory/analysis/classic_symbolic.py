@@ -26,9 +26,9 @@ and every time vector": for every label ``S`` of all schedules and every weak la
 whose count is not below ``n(S)``, some weak label ``W`` with ``n(W) <= n(S)`` has every
 form below a form of ``S`` or of ``W'``.  (At sizes ``s`` and budget ``M >= peak_S(s)``
 where some weak schedule ``W'`` fits, ``W`` then fits ``M`` and is no slower than ``S``.)
-The condition involves no number but the coefficients, so a pass is a proof for all real sizes of the
-parametrization; a failure names the pair, which may or may not be a real loss (the
-criterion compares form by form).  :func:`ratio_bound` bounds the ratio where it fails
+The condition involves no number but the coefficients, so a pass is a proof for all real
+sizes of the parametrization; a failure names the pair, which may or may not be a real loss
+(the criterion compares form by form).  :func:`ratio_bound` bounds the ratio where it fails
 (Theorem C.14), exactly; a chain attaining the bound makes it the supremum over every real
 size of the parametrization.
 """

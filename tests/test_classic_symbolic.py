@@ -173,3 +173,20 @@ def test_one_run_dominates_every_schedule_on_four_stages_without_forward_overhea
     r = cs.check_weak_equals_all(P, "monotone")
     assert r["failures"] == [] and r["dominated"] == r["all"] > 0
     assert cs.check_weak_equals_all(P)["dominated"] < r["all"]
+
+
+@pytest.mark.slow
+def test_four_stages_without_backward_overheads_bound_is_three_and_attained():
+    """Theorem C.14 on 4 stages without backward overheads: bound 3; the certificate's chain
+    is a point of the parametrization where the labels give 3 and the solvers agree."""
+    P = cs.free_params(4, bwd_overhead=False)
+    A, W = cs.labels(P, "all"), cs.labels(P, "weak")
+    assert cs.ratio_bound(P, all_labels=A, class_labels=W)["bound"] == 3
+    cert = load(CERTS / "classic_weak_gap_L4.json")
+    c = cert.chain
+    vals = list(c.x_size[1:]) + [t - x for t, x in zip(c.tape_size, c.x_size[1:])] + list(
+        c.fwd_overhead)
+    assert P.chain(vals).tape_size == c.tape_size and not any(c.bwd_overhead)
+    assert max(r for b, r, _ in cs.ratios_at(vals, A, W) if b == cert.budget) == 3
+    opt = solvers.solve(c, cert.budget, "exhaustive").makespan
+    assert solvers.solve(c, cert.budget, "dp-weak").makespan == pytest.approx(3 * opt)

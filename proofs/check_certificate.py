@@ -21,6 +21,10 @@ simulator (the referee every solver answers to), and the lower bound is re-deriv
   arithmetic, exceeds ``makespan - delta`` (``delta``: the gcd of the times when they are
   all integers, so a faster schedule is ``delta`` faster) or reaches ``makespan`` (``delta``
   0).  Every 0/1 point lies in some box, so no schedule is faster than the one given.
+* ``remat-proof/2``: as /1, plus a list ``cuts`` derived here before the tree is walked
+  (:func:`add_cuts`: Chvátal-Gomory or mixed-integer rounding cuts, each from its
+  multipliers, valid at every 0/1 point of the rows whatever the multipliers are); cut k
+  is the row ``cut_k``, which later cuts and the tree's multipliers may use.
 
     python proofs/check_certificate.py proofs/certified/*.json
 

@@ -1,11 +1,12 @@
-"""Optimality certificates a third party can check (``remat-proof/1``, proofs/certified.md):
-what :func:`certificate` writes, proofs/check_certificate.py verifies without importing any
-solver.
+"""Optimality certificates a third party can check (``remat-proof/1``, and ``/2`` with
+cuts; proofs/certified.md): what :func:`certificate` writes, proofs/check_certificate.py
+verifies without importing any solver.
 
 Two kinds: ``ideal`` (the schedule's makespan is the ideal one, which no schedule beats:
 every Fall and every backward runs once at least) and ``lp-tree`` (a branch and bound over
 the moment relaxation's LP whose every leaf carries the multipliers that close it:
-:mod:`solvers.bounds.lp_tree`).
+:mod:`solvers.bounds.lp_tree`, over the rows and the Gomory mixed-integer cuts it derives
+at the root and at shallow nodes, :mod:`solvers.bounds.cg_cuts`).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from remat_theory.model.simulator import simulate
 from solvers.bounds import lp_tree
 
 FORMAT = "remat-proof/1"
-FORMAT_CUTS = "remat-proof/2"  # /1 plus Chvátal-Gomory cuts (proofs/certified.md)
+FORMAT_CUTS = "remat-proof/2"  # /1 plus cuts with their derivations (proofs/certified.md)
 #: rounds of root cuts (solvers.bounds.cg_cuts) and their share of the time limit
 CUT_ROUNDS = 8
 CUT_SHARE = 0.25

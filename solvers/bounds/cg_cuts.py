@@ -1,25 +1,26 @@
-"""Chvátal-Gomory cuts with their derivations, for the certificate's tree (proofs/certified.md,
-"Cuts").
+"""Gomory mixed-integer cuts with their derivations, for the certificate's tree
+(proofs/certified.md, "Cuts").
 
-Every variable of the moment relaxation is a 0/1 variable and every row has integer
-coefficients and sides.  For signed row multipliers ``u`` (``u_r > 0`` uses row r's upper
-side, ``u_r < 0`` its lower side, as the tree's ``y``) and bound multipliers ``v_j > 0`` (on
-``x_j <= 1``), every 0/1 point satisfies ``alpha x <= beta`` with ``alpha = sum_r u_r a_r + v``
-and ``beta = sum_r u_r side_r + sum_j v_j``; since ``x >= 0`` and is integer,
+Every variable of the moment relaxation is 0/1 and every row has integer coefficients and
+sides, so every row's slack (``up_r - a_r x`` or ``a_r x - lo_r``) and every bound's slack
+(``t_j = 1 - x_j``) is a nonnegative integer at every 0/1 point.  Multipliers of any sign
+on row equations and on ``x_j + t_j = 1`` aggregate them into one equation
+``sum_i a_i y_i = beta`` over nonnegative integers ``y``; with ``f = frac(beta) > 0``, the
+mixed-integer rounding (MIR) inequality ``sum_i F(a_i) y_i <= floor(beta)``,
+``F(a) = floor(a) + max(0, frac(a) - f) / (1 - f)``, holds at every such point, and with the
+slacks substituted back it is a row over ``x``.  Whatever the multipliers, the cut is
+valid, so the checker needs only them: it re-derives the row exactly and adds it to the
+rows the tree's multipliers may use.  Later cuts may use earlier ones as rows.
 
-    sum_j floor(alpha_j) x_j <= floor(beta)
-
-holds too (a Chvátal-Gomory cut).  Whatever ``u`` and ``v`` are, the cut is valid, so the
-checker needs only the multipliers: it re-derives the row exactly and adds it to the rows
-the tree's multipliers may use.  Cuts of later rounds may use earlier cuts as rows.
-
-Where the multipliers come from (not the checker's business): Gomory's fractional cuts.
-For a basic column with a fractional value, the row of the basis inverse ``lambda`` gives
-the tableau row; the fractional parts of ``lambda`` (each row oriented by the side it is
-tight at) are the ``u`` of the classic cut, and a column whose ``alpha`` is just below an
-integer is rounded up with a bound multiplier when that loses less at the LP point.  The
-cut is derived here in exact integer arithmetic (every float is a binary fraction), the way
-the checker derives it, and kept when it cuts off the LP point.
+Where the multipliers come from (not the checker's business): the tableau.  For a basic
+column with a fractional value, the row of the basis inverse aggregates the rows into
+``x_i + sum over nonbasic of abar_j w_j = xbar_i`` (``w``: the nonbasic columns, those at
+their upper bound complemented, and the tight rows' slacks); its MIR cut is Gomory's
+mixed-integer cut, which cuts off the LP point.  The multipliers are rounded to multiples
+of ``2**-GRID`` (any rounding is still a valid cut: MIR is continuous enough that the cut
+stays nearly as deep), the cut is derived here in exact integer arithmetic, and one whose
+coefficients grow past ``2**SMALL`` is divided by an integer and rounded down (a
+Chvátal-Gomory step, valid as ``x >= 0`` is integer) so every row stays exact in floats.
 """
 from __future__ import annotations
 

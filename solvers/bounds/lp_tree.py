@@ -169,9 +169,11 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     """Branch and bound over the moment relaxation's LP: is every 0/1 point of it worth more
     than ``cutoff - granularity`` (module docstring)?  Depth first, branching on the most
     fractional variable (``branching="state"``: of the moment-state variables h and g first,
-    which decide what every phase must recompute), a leaf closed by its LP's multipliers (or its Farkas ray).  The
-    tree is returned when every leaf closed.  ``cuts``: rounds of Chvátal-Gomory cuts added
-    at the root first (:mod:`solvers.bounds.cg_cuts`, at most ``cut_seconds``), whose rows
+    which decide what every phase must recompute), a leaf closed by its LP's multipliers
+    (or its Farkas ray).  Strong branching doubles as probing: a child its LP closes fixes
+    the column the other way (a fix node with that child's multipliers), both children
+    closed close the box.  The tree is returned when every leaf closed.  ``cuts``: rounds
+    of Gomory mixed-integer cuts added at the root first (:mod:`solvers.bounds.cg_cuts`, at most ``cut_seconds``), whose rows
     the multipliers may then use (``TreeResult.cuts``: their derivations); ``node_cuts``
     rounds more at every node not closed down to depth ``node_cut_depth`` (cuts valid
     everywhere, derived from the node's LP)."""

@@ -166,13 +166,14 @@ def separate(h, active, row_coefs, row_sides, row_scales, x, max_candidates: int
 
 def cut_rounds(h, rows, *, rounds: int = 8, time_limit: float | None = None,
                max_candidates: int = 60, max_cuts: int = 60, min_gain: float = 1e-3,
-               target: float | None = None, purge: bool = True):
+               target: float | None = None, purge: bool = True, stall: int = 0):
     """Rounds of :func:`separate` on the solved LP ``h`` over ``rows`` (an
     :class:`solvers.bounds.lp_tree.LpRows`, whose rows ``h`` holds in that order): each
     round's cuts are added to ``h`` and to the rows, and ``h`` re-solved; with ``purge``,
     cuts left slack by a round are deleted from ``h`` (they stay in the rows, and in the
     certificate, where later cuts may use them).  Stops after ``rounds``, past
-    ``time_limit`` seconds, when a round raises the bound less than ``min_gain`` or the
+    ``time_limit`` seconds, when more than ``stall`` rounds in a row raise the bound less
+    than ``min_gain`` (on a degenerate LP a round may only move the point), or when the
     bound passes ``target``.  Returns ``(rows with the cuts and ``active``, derivations,
     history)``: ``derivations`` is the certificate's ``cuts`` list, cut k labelled
     ``cut_k``; ``rows.active`` the rows ``h`` still holds, in its order."""
@@ -190,6 +191,7 @@ def cut_rounds(h, rows, *, rounds: int = 8, time_limit: float | None = None,
     new_idx, new_val, new_up, derivations = [], [], [], []
     value = h.getInfo().objective_function_value + rows.constant
     history = [round(value, 6)]
+    stalled = 0
     for _ in range(rounds):
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
@@ -236,7 +238,8 @@ def cut_rounds(h, rows, *, rounds: int = 8, time_limit: float | None = None,
                 gone = set(slack)
                 active = [r for k, r in enumerate(active) if k not in gone]
                 h.run()
-        if gain < min_gain:
+        stalled = stalled + 1 if gain < min_gain else 0
+        if stalled > stall:
             break
     if not derivations:
         return replace(rows, active=np.array(active, dtype=np.int64)), [], history

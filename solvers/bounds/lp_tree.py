@@ -211,6 +211,10 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     def close(y_like, with_cost):
         return lagrangian(rows, y_like, lb, ub, with_cost)
 
+    def left():
+        """Seconds left of the time limit (None: no limit)."""
+        return None if time_limit is None else time_limit - (time.perf_counter() - t0)
+
     def ray_leaf():
         """A leaf closed by the Farkas ray of an infeasible node LP (scaled past the
         target), or None."""
@@ -265,7 +269,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
             if not (cutting and node_cuts and nodes > 1 and depth <= node_cut_depth):
                 break
             rows, more, _ = cg_cuts.cut_rounds(h, rows, rounds=node_cuts,
-                                               target=target + margin)
+                                               target=target + margin, time_limit=left())
             m = len(rows.labels)
             derivations.extend(more)
             if not more:
@@ -326,6 +330,8 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
         best, best_score = order[0], -1.0
         probed.clear()
         for j in order:
+            if left() is not None and left() <= 0:
+                break
             (v0, leaf0), (v1, leaf1) = child_value(j, 0), child_value(j, 1)
             if leaf0 is not None:
                 probed.append((j, 0, leaf0))

@@ -93,13 +93,33 @@ def check(path: Path) -> dict:
             "checker": (p.stdout.strip() or p.stderr.strip())[-300:]}
 
 
+def _subset(tokens):
+    """``--only`` as {chain name without spaces: {budget indices}} (None: every instance);
+    each token ``NAME:K[,K...]``, e.g. ``random30:2,3`` or ``net32:0``."""
+    if not tokens:
+        return None
+    out = {}
+    for tok in tokens:
+        name, _, ks = tok.partition(":")
+        if not ks:
+            raise SystemExit(f"--only {tok!r}: expected NAME:K[,K...] (e.g. random30:2,3)")
+        out.setdefault(name, set()).update(int(k) for k in ks.split(","))
+    return out
+
+
 def run(args) -> list:
     cert_dir = Path(args.cert_dir or tempfile.mkdtemp(prefix="remat-proofs-"))
     cert_dir.mkdir(parents=True, exist_ok=True)
     rows = []
+    only = _subset(args.only)
     for name, seed, chain in instances(args):
+        key = name.replace(" ", "")
+        if only is not None and key not in only:
+            continue
         bs = budgets(chain)
         for k, b in enumerate(bs):
+            if only is not None and k not in only[key]:
+                continue
             t0 = time.perf_counter()
             sol = solvers.solve(chain, b, "prove", time_limit=args.time_limit, checkable=True)
             secs = time.perf_counter() - t0
@@ -113,6 +133,9 @@ def run(args) -> list:
                    "relaxation": sol.info.get("relaxation"),
                    "bounded_search": sol.info.get("bounded_search"),
                    "proof_search": sol.info.get("proof_search")}
+            ps = sol.info.get("proof_search") or {}
+            row.update(cert_seconds=ps.get("seconds"), cert_nodes=ps.get("nodes"),
+                       cert_cuts=ps.get("cuts"), cert_stopped=ps.get("stopped"))
             proof = sol.info.get("proof")
             if proof is not None:
                 path = cert_dir / f"{name.replace(' ', '')}_s{seed}_b{k}.json"
@@ -126,14 +149,16 @@ def run(args) -> list:
     return rows
 
 
-def write_certificate(family: str, L: int, seed: int, k: int, path: str) -> None:
+def write_certificate(family: str, L: int, seed: int, k: int, path: str, cuts=None,
+                      node_cuts=None) -> None:
     """The certificate of the weak DP's schedule of ``make(family, L, seed)`` at the k-th of
     the five budgets (``--certify``), written to ``path``."""
     from solvers.bounds.certified import certificate
     chain = make(family, L, seed)
     b = budgets(chain)[k]
     sol = solvers.solve(chain, b, "dp-weak")
-    cert, info = certificate(chain, b, sol.schedule)
+    opts = {key: v for key, v in (("cuts", cuts), ("node_cuts", node_cuts)) if v is not None}
+    cert, info = certificate(chain, b, sol.schedule, **opts)
     if cert is None:
         raise SystemExit(f"no certificate: {info}")
     cert["command"] = " ".join(["python", "benchmarks/bench_prove_depth.py"] + sys.argv[1:])
@@ -145,17 +170,24 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--certify", nargs=5, metavar=("FAMILY", "L", "SEED", "K", "PATH"),
                     help="only write the certificate of one instance (budget index K)")
+    ap.add_argument("--cut-rounds", type=int, default=None,
+                    help="with --certify: rounds of root cuts (default: the producer's)")
+    ap.add_argument("--node-cut-rounds", type=int, default=None,
+                    help="with --certify: rounds of cuts at shallow nodes")
     ap.add_argument("--random", type=int, nargs="*", default=[30, 60, 100])
     ap.add_argument("--net", type=int, nargs="*", default=[30, 46, 78],
                     help="transformer blocks (the chain has two stages more)")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--cert-dir", default=None)
+    ap.add_argument("--only", nargs="*", default=None, metavar="NAME:K",
+                    help="only these instances: chain name without spaces and budget "
+                         "indices 0-4, e.g. random30:2,3 net32:0")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if a.certify:
         f, L, seed, k, path = a.certify
-        write_certificate(f, int(L), int(seed), int(k), path)
+        write_certificate(f, int(L), int(seed), int(k), path, a.cut_rounds, a.node_cut_rounds)
         return
     t0 = time.perf_counter()
     rows = run(a)

@@ -21,6 +21,10 @@ simulator (the referee every solver answers to), and the lower bound is re-deriv
   arithmetic, exceeds ``makespan - delta`` (``delta``: the gcd of the times when they are
   all integers, so a faster schedule is ``delta`` faster) or reaches ``makespan`` (``delta``
   0).  Every 0/1 point lies in some box, so no schedule is faster than the one given.
+* ``remat-proof/2``: as /1, plus a list ``cuts`` derived here before the tree is walked
+  (:func:`add_cuts`: Chvátal-Gomory or mixed-integer rounding cuts, each from its
+  multipliers, valid at every 0/1 point of the rows whatever the multipliers are); cut k
+  is the row ``cut_k``, which later cuts and the tree's multipliers may use.
 
     python proofs/check_certificate.py proofs/certified/*.json
 
@@ -41,6 +45,8 @@ from remat_theory.model.chain import Chain  # noqa: E402
 from remat_theory.model.simulator import simulate  # noqa: E402
 
 FORMAT = "remat-proof/1"
+#: remat-proof/2: as /1, plus an optional list ``cuts`` of Chvátal-Gomory cuts (below)
+FORMATS = (FORMAT, "remat-proof/2")
 
 
 class Rejected(Exception):
@@ -234,6 +240,153 @@ def lagrangian(rows, cost, constant, y: dict, box: dict) -> Fraction:
     return Fraction(total, 1 << K)
 
 
+def _number(v) -> Fraction:
+    """A multiplier: a JSON number or the text ``"p/q"`` (exact)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise Rejected(f"multiplier {v!r} is not a number")
+    try:
+        return Fraction(v)
+    except (ValueError, OverflowError, ZeroDivisionError) as e:
+        raise Rejected(f"multiplier {v!r} is not a finite number") from e
+
+
+def _cg_cut(k, cut, rows, cost):
+    """The Chvátal-Gomory cut ``{"rows": {label: u}, "bounds": {var: v}}`` (``add_cuts``)."""
+    alpha, beta = {}, Fraction(0)
+    for label, v in cut.get("rows", {}).items():
+        if label not in rows:
+            raise Rejected(f"cut {k}: multiplier on an unknown row {label!r}")
+        u = _number(v)
+        if u == 0:
+            continue
+        coef, lo, up = rows[label]
+        side = up if u > 0 else lo
+        if side is None:
+            raise Rejected(f"cut {k}: multiplier {v} on row {label} has the sign of a "
+                           f"side it lacks")
+        beta += u * Fraction(side)
+        for var, a in coef.items():
+            alpha[var] = alpha.get(var, 0) + u * a
+    for var, v in cut.get("bounds", {}).items():
+        if var not in cost:
+            raise Rejected(f"cut {k}: bound multiplier on an unknown variable {var!r}")
+        w = _number(v)
+        if w < 0:
+            raise Rejected(f"cut {k}: bound multiplier {v} on {var} is negative")
+        alpha[var] = alpha.get(var, 0) + w
+        beta += w
+    return {var: Fraction(math.floor(a)) for var, a in alpha.items()}, Fraction(math.floor(beta))
+
+
+def _mir_cut(k, cut, rows, cost):
+    """The mixed-integer rounding cut ``{"kind": "mir", "grid": G, "rows": {label: [W,
+    side]}, "bounds": {var: V}}`` (``add_cuts``)."""
+    scale = Fraction(1, 2 ** int(cut.get("grid", 0)))
+    alpha, beta, slack = {}, Fraction(0), []
+    for label, ws in cut.get("rows", {}).items():
+        if label not in rows:
+            raise Rejected(f"cut {k}: multiplier on an unknown row {label!r}")
+        if not isinstance(ws, list) or len(ws) != 2 or ws[1] not in ("up", "lo"):
+            raise Rejected(f"cut {k}: row {label}: expected [multiplier, 'up' or 'lo']")
+        w = _number(ws[0]) * scale
+        coef, lo, up = rows[label]
+        side = up if ws[1] == "up" else lo
+        if side is None:
+            raise Rejected(f"cut {k}: row {label} has no {ws[1]} side")
+        side = Fraction(side)
+        if side.denominator != 1:
+            raise Rejected(f"cut {k}: row {label}'s side {side} is not an integer")
+        beta += w * side
+        for var, a in coef.items():
+            alpha[var] = alpha.get(var, 0) + w * a
+        if lo is None or up is None or lo != up:  # an equality's slack is 0
+            sig = 1 if ws[1] == "up" else -1  # s = sig (side - a x) >= 0, an integer
+            slack.append((w * sig, coef, side, sig))
+    bounds = []
+    for var, V in cut.get("bounds", {}).items():  # x + t = 1, t >= 0 an integer
+        if var not in cost:
+            raise Rejected(f"cut {k}: bound multiplier on an unknown variable {var!r}")
+        w = _number(V) * scale
+        alpha[var] = alpha.get(var, 0) + w
+        beta += w
+        bounds.append((var, w))
+    f = beta - math.floor(beta)
+    if f == 0:
+        raise Rejected(f"cut {k}: the aggregated right side {beta} is an integer")
+
+    def F(a):
+        return math.floor(a) + max(Fraction(0), a - math.floor(a) - f) / (1 - f)
+
+    out = {var: F(a) for var, a in alpha.items()}
+    rhs = Fraction(math.floor(beta))
+    for g, coef, side, sig in slack:
+        c = F(g)
+        rhs -= c * sig * side
+        for var, a in coef.items():
+            out[var] = out.get(var, 0) - c * sig * a
+    for var, w in bounds:
+        c = F(w)
+        out[var] = out.get(var, 0) - c
+        rhs -= c
+    return out, rhs
+
+
+def _coprime(ints: dict, R: int):
+    g = 0
+    for a in list(ints.values()) + [R]:
+        g = math.gcd(g, a)
+    g = g or 1
+    return {var: a // g for var, a in ints.items() if a // g}, R // g
+
+
+def add_cuts(rows, cost, cuts) -> int:
+    """Derive every cut of ``cuts`` in order and add it to ``rows`` as ``cut_k`` (an upper
+    side only, the row scaled to coprime integers); earlier cuts are rows for later ones.
+    Two kinds (proofs/certified.md, "Cuts"); every variable is 0/1, every row has integer
+    coefficients and sides, so every slack is a nonnegative integer:
+
+    * Chvátal-Gomory (the default): signed row multipliers ``u`` (a positive one uses the
+      row's upper side, a negative one its lower side) and bound multipliers ``v >= 0`` on
+      ``x_j <= 1`` give ``alpha x <= beta`` (``alpha = sum u_r a_r + v``, ``beta = sum u_r
+      side_r + sum v_j``); as ``x >= 0`` is integer, ``sum floor(alpha_j) x_j <= floor(beta)``.
+    * ``"mir"``: multipliers ``W / 2**grid`` of any sign on row equations ``a_r x + s_r =
+      up_r`` (side "up") or ``a_r x - s_r = lo_r`` ("lo") and on ``x_j + t_j = 1`` give an
+      equation ``sum a_i y_i = beta`` over nonnegative integers ``y`` (``x``, ``s``, ``t``);
+      with ``f = frac(beta) > 0``, ``sum F(a_i) y_i <= floor(beta)`` where ``F(a) = floor(a)
+      + max(0, frac(a) - f) / (1 - f)`` (mixed-integer rounding), and ``s``, ``t`` are
+      substituted back.
+    Returns the number of cuts."""
+    if not isinstance(cuts, list):
+        raise Rejected("cuts must be a list")
+    for k, cut in enumerate(cuts):
+        if not isinstance(cut, dict) or set(cut) - {"rows", "bounds", "kind", "grid",
+                                                           "divide"}:
+            raise Rejected(f"cut {k}: expected an object with rows and bounds")
+        kind = cut.get("kind", "cg")
+        if kind == "cg":
+            coef, rhs = _cg_cut(k, cut, rows, cost)
+        elif kind == "mir":
+            coef, rhs = _mir_cut(k, cut, rows, cost)
+        else:
+            raise Rejected(f"cut {k}: kind {kind!r} (known: cg, mir)")
+        den = rhs.denominator
+        for a in coef.values():
+            den = den * a.denominator // math.gcd(den, a.denominator)
+        ints = {var: int(a * den) for var, a in coef.items() if a}
+        R = int(rhs * den)
+        ints, R = _coprime(ints, R)
+        if "divide" in cut:  # floor(C / d) x <= floor(R / d): valid as x >= 0 is integer
+            d = cut["divide"]
+            if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+                raise Rejected(f"cut {k}: divide = {d!r} must be a positive integer")
+            ints, R = _coprime({var: a // d for var, a in ints.items()}, R // d)
+        label = f"cut_{k}"
+        if label in rows:
+            raise Rejected(f"cut {k}: its label {label} is a row already")
+        rows[label] = ({var: Fraction(a) for var, a in ints.items() if a}, None, Fraction(R))
+    return len(cuts)
+
+
 def _walk(node, rows, cost, constant, box, closes, counts, depth=0):
     if depth > 100_000:
         raise Rejected("tree too deep")
@@ -284,8 +437,10 @@ def _walk(node, rows, cost, constant, box, closes, counts, depth=0):
 
 def check(cert: dict) -> dict:
     """Verify ``cert`` (a parsed certificate); returns what was checked, raises Rejected."""
-    if cert.get("format") != FORMAT:
-        raise Rejected(f"format = {cert.get('format')!r}, expected {FORMAT!r}")
+    if cert.get("format") not in FORMATS:
+        raise Rejected(f"format = {cert.get('format')!r}, expected one of {FORMATS}")
+    if "cuts" in cert and cert["format"] == FORMAT:
+        raise Rejected(f"cuts in a {FORMAT} certificate (they came with remat-proof/2)")
     chain = Chain.from_dict(cert["chain"])
     if chain.bandwidth is not None:
         raise Rejected("a chain with a copy channel (offloading): not covered")
@@ -307,6 +462,7 @@ def check(cert: dict) -> dict:
     if kind != "lp-tree":
         raise Rejected(f"kind = {kind!r}: this checker knows 'ideal' and 'lp-tree'")
     rows, cost, constant = moment_rows(chain, budget)
+    ncuts = add_cuts(rows, cost, cert.get("cuts", []))
     delta = granularity(chain)
 
     def closes(val):
@@ -314,7 +470,7 @@ def check(cert: dict) -> dict:
 
     counts = {"boxes": 0}
     _walk(cert["tree"], rows, cost, constant, {}, closes, counts)
-    return {"kind": kind, "makespan": float(makespan), "boxes": counts["boxes"],
+    return {"kind": kind, "makespan": float(makespan), "boxes": counts["boxes"], "cuts": ncuts,
             "least_leaf_bound": float(counts["least"]) if "least" in counts else None,
             "delta": float(delta)}
 

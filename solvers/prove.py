@@ -181,9 +181,9 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
         docs/results.md).
     checkable : an ``optimal`` answer also carries ``info["proof"]``, a ``remat-proof/1``
-        certificate (:mod:`solvers.bounds.certified`) that proofs/check_certificate.py
-        verifies without any solver, or None when none was found in the time left
-        (``info["proof_search"]`` says how far it got).
+        certificate (``/2`` when it uses cuts; :mod:`solvers.bounds.certified`) that
+        proofs/check_certificate.py verifies without any solver, or None when none was
+        found in the time left (``info["proof_search"]`` says how far it got).
     """
     # the options' types and ranges are checked by the registry (the schema above)
     families = _cut_families(cuts)

@@ -1,11 +1,12 @@
-"""Optimality certificates a third party can check (``remat-proof/1``, proofs/certified.md):
-what :func:`certificate` writes, proofs/check_certificate.py verifies without importing any
-solver.
+"""Optimality certificates a third party can check (``remat-proof/1``, and ``/2`` with
+cuts; proofs/certified.md): what :func:`certificate` writes, proofs/check_certificate.py
+verifies without importing any solver.
 
 Two kinds: ``ideal`` (the schedule's makespan is the ideal one, which no schedule beats:
 every Fall and every backward runs once at least) and ``lp-tree`` (a branch and bound over
 the moment relaxation's LP whose every leaf carries the multipliers that close it:
-:mod:`solvers.bounds.lp_tree`).
+:mod:`solvers.bounds.lp_tree`, over the rows and the Gomory mixed-integer cuts it derives
+at the root and at shallow nodes, :mod:`solvers.bounds.cg_cuts`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ from remat_theory.model.simulator import simulate
 from solvers.bounds import lp_tree
 
 FORMAT = "remat-proof/1"
+FORMAT_CUTS = "remat-proof/2"  # /1 plus cuts with their derivations (proofs/certified.md)
+#: rounds of root cuts (solvers.bounds.cg_cuts) and their share of the time limit
+CUT_ROUNDS = 8
+CUT_SHARE = 0.25
+#: rounds of cuts at each node not closed down to this depth
+NODE_CUT_ROUNDS = 2
+NODE_CUT_DEPTH = 4
 
 
 def _base(chain: Chain, budget: int, schedule, makespan: float) -> dict:
@@ -25,7 +33,8 @@ def _base(chain: Chain, budget: int, schedule, makespan: float) -> dict:
 
 
 def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None = None,
-                max_nodes: int = 200_000):
+                max_nodes: int = 200_000, cuts: int = CUT_ROUNDS, strong: int = 8,
+                node_cuts: int = NODE_CUT_ROUNDS, node_cut_depth: int = NODE_CUT_DEPTH):
     """``(certificate dict or None, info)``: a checkable proof that ``schedule`` (valid at
     ``budget``) is optimal over all schedules, or None when none was found in time
     (``info["stopped"]`` says why)."""
@@ -38,14 +47,20 @@ def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None
         info["kind"] = "ideal"
         return cert, info
     res = lp_tree.prove_cutoff(chain, budget, makespan, time_limit=time_limit,
-                               max_nodes=max_nodes)
+                               max_nodes=max_nodes, cuts=cuts, strong=strong,
+                               node_cuts=node_cuts, node_cut_depth=node_cut_depth,
+                               cut_seconds=None if time_limit is None else
+                               CUT_SHARE * time_limit)
     info.update(kind="lp-tree", nodes=res.nodes, seconds=round(res.seconds, 3),
                 stopped=res.stopped, **res.stats)
     if not res.proven:
         return None, info
     cert = _base(chain, budget, schedule, makespan)
+    if res.cuts:
+        cert.update(format=FORMAT_CUTS, cuts=res.cuts)
     cert.update(kind="lp-tree", tree=res.tree,
-                stats={"nodes": res.nodes, "delta": lp_tree.granularity(chain)})
+                stats={"nodes": res.nodes, "delta": lp_tree.granularity(chain),
+                       "cuts": len(res.cuts)})
     return cert, info
 
 

@@ -32,6 +32,7 @@ import pulp
 
 from remat_theory.model.chain import Chain
 
+from solvers.bounds import cg_cuts
 from solvers.ilp import relaxation
 
 
@@ -49,6 +50,23 @@ class LpRows:
     index: np.ndarray
     value: np.ndarray
     constant: float
+    #: per row, the factor its row in HiGHS is divided by (cut rows are normalised there):
+    #: HiGHS's dual y_h is y_h / hscale on these rows (None: all 1)
+    hscale: np.ndarray | None = None
+    #: the rows HiGHS holds, in its order (None: all): the others are cuts it dropped
+    active: np.ndarray | None = None
+
+    def scales(self) -> np.ndarray:
+        return np.ones(len(self.labels)) if self.hscale is None else self.hscale
+
+    def from_highs(self, y_h) -> np.ndarray:
+        """HiGHS's row duals (or dual ray) as multipliers of these rows."""
+        y_h = np.asarray(y_h, dtype=float)
+        if self.active is None:
+            return y_h / self.scales()
+        y = np.zeros(len(self.labels))
+        y[self.active] = y_h / self.scales()[self.active]
+        return y
 
     def column(self, name: str) -> int:
         return self._col[name]
@@ -124,6 +142,7 @@ class TreeResult:
     seconds: float
     stopped: str | None = None  # "time_limit", "node_limit", "integral" (a point below)
     stats: dict = field(default_factory=dict)
+    cuts: list = field(default_factory=list)  # the cuts' derivations (cg_cuts), cut_k in y
 
 
 def granularity(chain: Chain) -> float:
@@ -145,12 +164,19 @@ def _sparse(rows: LpRows, y: np.ndarray) -> dict:
 
 def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float | None = None,
                  max_nodes: int = 200_000, branching: str = "state",
-                 strong: int = 8) -> TreeResult:
+                 strong: int = 8, cuts: int = 0, cut_seconds: float | None = None,
+                 node_cuts: int = 0, node_cut_depth: int = 0) -> TreeResult:
     """Branch and bound over the moment relaxation's LP: is every 0/1 point of it worth more
     than ``cutoff - granularity`` (module docstring)?  Depth first, branching on the most
     fractional variable (``branching="state"``: of the moment-state variables h and g first,
-    which decide what every phase must recompute), a leaf closed by its LP's multipliers (or its Farkas ray).  The
-    tree is returned when every leaf closed."""
+    which decide what every phase must recompute), a leaf closed by its LP's multipliers
+    (or its Farkas ray).  Strong branching doubles as probing: a child its LP closes fixes
+    the column the other way (a fix node with that child's multipliers), both children
+    closed close the box.  The tree is returned when every leaf closed.  ``cuts``: rounds
+    of Gomory mixed-integer cuts added at the root first (:mod:`solvers.bounds.cg_cuts`, at most ``cut_seconds``), whose rows
+    the multipliers may then use (``TreeResult.cuts``: their derivations); ``node_cuts``
+    rounds more at every node not closed down to depth ``node_cut_depth`` (cuts valid
+    everywhere, derived from the node's LP)."""
     t0 = time.perf_counter()
     rows = lp_rows(chain, budget)
     delta = granularity(chain)
@@ -168,43 +194,86 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     h.changeColsCost(n, np.arange(n, dtype=np.int32), rows.cost)
     h.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
               rows.index, rows.value)
-    lb, ub = np.zeros(n), np.ones(n)
-    state = np.array([nm[0] in "hg" for nm in rows.names])
     nodes = 0
     stats = {"leaves_lp": 0, "leaves_ray": 0, "columns": n, "rows": m}
+    derivations = []
+    if cuts:
+        h.run()
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            rows, derivations, history = cg_cuts.cut_rounds(
+                h, rows, rounds=cuts, time_limit=cut_seconds, target=target + margin)
+            m = len(rows.labels)
+            stats.update(cuts=len(derivations), cut_bounds=history,
+                         cut_seconds=round(time.perf_counter() - t0, 3))
+    lb, ub = np.zeros(n), np.ones(n)
+    state = np.array([nm[0] in "hg" for nm in rows.names])
 
     def close(y_like, with_cost):
         return lagrangian(rows, y_like, lb, ub, with_cost)
 
-    def solve_node():
+    def left():
+        """Seconds left of the time limit (None: no limit)."""
+        return None if time_limit is None else time_limit - (time.perf_counter() - t0)
+
+    def ray_leaf():
+        """A leaf closed by the Farkas ray of an infeasible node LP (scaled past the
+        target), or None."""
+        _, has, ray = h.getDualRay()
+        if not has:
+            return None
+        for sign in (1.0, -1.0):
+            yr = sign * rows.from_highs(ray)
+            gain = close(yr, False)
+            if gain > 1e-9:
+                base = close(np.zeros(m), True)
+                t = (target - base + 1.0 + margin) / gain
+                y = yr * max(t, 1.0)
+                if close(y, True) > target + margin:
+                    stats["leaves_ray"] += 1
+                    return {"y": _sparse(rows, y)}
+        return None
+
+    def run_lp():
+        """Solve the node's LP (warm, then once more from scratch if that ends badly):
+        None when optimal, a leaf when infeasible with a usable ray."""
+        for attempt in range(2):
+            if attempt:
+                stats["lp_restarts"] = stats.get("lp_restarts", 0) + 1
+                h.clearSolver()
+            h.run()
+            st = h.getModelStatus()
+            if st == highspy.HighsModelStatus.kInfeasible:
+                leaf = ray_leaf()
+                if leaf is not None:
+                    return leaf
+            elif st == highspy.HighsModelStatus.kOptimal:
+                return None
+        raise _Stop("lp_failed")  # no optimum, nor an infeasibility proof it can use
+
+    def solve_node(depth):
         """``(leaf, column to branch on, LP value, fixings, y)``: a leaf dict when the node
         closes; else the most fractional column and the columns whose reduced cost alone
         closes their other value (fixed at ``y``'s side: reduced-cost fixing)."""
+        nonlocal rows, m
         h.changeColsBounds(n, np.arange(n, dtype=np.int32), lb, ub)
-        h.run()
-        st = h.getModelStatus()
-        if st == highspy.HighsModelStatus.kInfeasible:
-            _, has, ray = h.getDualRay()
-            if has:
-                for sign in (1.0, -1.0):
-                    yr = sign * np.asarray(ray)
-                    gain = close(yr, False)
-                    if gain > 1e-9:
-                        base = close(np.zeros(m), True)
-                        t = (target - base + 1.0 + margin) / gain
-                        y = yr * max(t, 1.0)
-                        if close(y, True) > target + margin:
-                            stats["leaves_ray"] += 1
-                            return {"y": _sparse(rows, y)}, None, math.inf, {}, None
-            raise _Stop("lp_failed")  # an infeasible node without a usable ray
-        if st != highspy.HighsModelStatus.kOptimal:
-            raise _Stop("lp_failed")
-        sol = h.getSolution()
-        y = np.asarray(sol.row_dual)
-        val, d = lagrangian_terms(rows, y, lb, ub, True)
-        if val > target + margin:
-            stats["leaves_lp"] += 1
-            return {"y": _sparse(rows, y)}, None, val, {}, None
+        for cutting in (True, False):
+            leaf = run_lp()
+            if leaf is not None:
+                return leaf, None, math.inf, {}, None
+            sol = h.getSolution()
+            y = rows.from_highs(sol.row_dual)
+            val, d = lagrangian_terms(rows, y, lb, ub, True)
+            if val > target + margin:
+                stats["leaves_lp"] += 1
+                return {"y": _sparse(rows, y)}, None, val, {}, None
+            if not (cutting and node_cuts and nodes > 1 and depth <= node_cut_depth):
+                break
+            rows, more, _ = cg_cuts.cut_rounds(h, rows, rounds=node_cuts,
+                                               target=target + margin, time_limit=left())
+            m = len(rows.labels)
+            derivations.extend(more)
+            if not more:
+                break
         x = np.asarray(sol.col_value)
         frac = np.abs(x - np.round(x))
         free = lb < ub
@@ -225,32 +294,50 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
         return None, k, val, fixes, y
 
     def child_value(k, v):
-        """The LP value with column k at v (inf when infeasible)."""
+        """``(LP value with column k at v, leaf)``: the value is inf when infeasible;
+        ``leaf`` the multipliers closing that box when they do (else None)."""
         old = lb[k], ub[k]
         lb[k] = ub[k] = v
         h.changeColBounds(k, v, v)
-        h.run()
-        st = h.getModelStatus()
-        lb[k], ub[k] = old
-        h.changeColBounds(k, old[0], old[1])
-        if st == highspy.HighsModelStatus.kInfeasible:
-            return math.inf
-        if st != highspy.HighsModelStatus.kOptimal:
-            return -math.inf
-        return h.getInfo().objective_function_value + rows.constant
+        try:
+            h.run()
+            st = h.getModelStatus()
+            if st == highspy.HighsModelStatus.kInfeasible:
+                return math.inf, ray_leaf()
+            if st != highspy.HighsModelStatus.kOptimal:
+                return -math.inf, None
+            val = h.getInfo().objective_function_value + rows.constant
+            if val > target + margin:
+                y = rows.from_highs(h.getSolution().row_dual)
+                if lagrangian(rows, y, lb, ub) > target + margin:
+                    return val, {"y": _sparse(rows, y)}
+            return val, None
+        finally:
+            lb[k], ub[k] = old
+            h.changeColBounds(k, old[0], old[1])
+
+    probed = []  # (column, value, leaf): children strong branching found closed
 
     def pick_strong(frac, fixes):
         """Strong branching: of the ``strong`` most fractional columns (not about to be
-        fixed), the one whose weaker child rises most (products of the two rises)."""
+        fixed), the one whose weaker child rises most (products of the two rises).  A
+        child its multipliers close is recorded in ``probed`` (the column is then fixed
+        the other way: probing)."""
         order = [int(j) for j in np.argsort(-frac)[:strong + len(fixes)]
                  if frac[j] >= 1e-7 and int(j) not in fixes][:strong]
         stats["strong_lps"] = stats.get("strong_lps", 0) + 2 * len(order)
         base = h.getInfo().objective_function_value + rows.constant
         best, best_score = order[0], -1.0
+        probed.clear()
         for j in order:
-            r0 = min(child_value(j, 0) - base, 1e9)
-            r1 = min(child_value(j, 1) - base, 1e9)
-            score = max(r0, 1e-6) * max(r1, 1e-6)
+            if left() is not None and left() <= 0:
+                break
+            (v0, leaf0), (v1, leaf1) = child_value(j, 0), child_value(j, 1)
+            if leaf0 is not None:
+                probed.append((j, 0, leaf0))
+            if leaf1 is not None:
+                probed.append((j, 1, leaf1))
+            score = max(min(v0 - base, 1e9), 1e-6) * max(min(v1 - base, 1e9), 1e-6)
             if score > best_score:
                 best, best_score = j, score
         return best
@@ -262,38 +349,62 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
             raise _Stop("time_limit")
         if nodes > max_nodes:
             raise _Stop("node_limit")
-        leaf, k, val, fixes, y = solve_node()
+        probed.clear()
+        leaf, k, val, fixes, y = solve_node(depth)
         if leaf is not None:
             return leaf
+        y_fix = _sparse(rows, y) if fixes else None  # the rows grow below (node cuts)
+        closed = [(j, v, lf) for j, v, lf in probed if j not in fixes]
+        probed.clear()
         saved = {j: (lb[j], ub[j]) for j in fixes}
         for j, v in fixes.items():
             lb[j] = ub[j] = v
         try:
-            children = []
-            for v in (0, 1):
-                old = lb[k], ub[k]
-                lb[k] = ub[k] = v
-                try:
-                    children.append(expand(depth + 1))
-                finally:
-                    lb[k], ub[k] = old
+            sides = {}
+            for j, v, lf in closed:
+                sides.setdefault(j, {})[v] = lf
+            both = [j for j, d in sides.items() if len(d) == 2]
+            if both:  # both children closed: so is this box
+                j = both[0]
+                stats["probe_closed"] = stats.get("probe_closed", 0) + 1
+                node = {"var": rows.names[j], "children": [sides[j][0], sides[j][1]]}
+            elif closed:  # probing: fix each column the other way, then this box again
+                for j, v, _ in closed:
+                    saved.setdefault(j, (lb[j], ub[j]))
+                    lb[j] = ub[j] = 1 - v
+                stats["probe_fixed"] = stats.get("probe_fixed", 0) + len(closed)
+                node = expand(depth)
+                for j, v, lf in reversed(closed):
+                    node = {"fix": {rows.names[j]: 1 - v}, "y": lf["y"], "child": node}
+            else:
+                children = []
+                for v in (0, 1):
+                    old = lb[k], ub[k]
+                    lb[k] = ub[k] = v
+                    try:
+                        children.append(expand(depth + 1))
+                    finally:
+                        lb[k], ub[k] = old
+                node = {"var": rows.names[k], "children": children}
         finally:
             for j, (a, b) in saved.items():
                 lb[j], ub[j] = a, b
-        node = {"var": rows.names[k], "children": children}
         if fixes:
             stats["fixed"] = stats.get("fixed", 0) + len(fixes)
             node = {"fix": {rows.names[j]: v for j, v in fixes.items()},
-                    "y": _sparse(rows, y), "child": node}
+                    "y": y_fix, "child": node}
         return node
 
     try:
         tree = expand(0)
     except _Stop as s:
+        stats["cuts"] = len(derivations)
         return TreeResult(False, None, None, nodes, time.perf_counter() - t0, s.why, stats)
     except RecursionError:
         return TreeResult(False, None, None, nodes, time.perf_counter() - t0, "depth", stats)
-    return TreeResult(True, tree, cutoff, nodes, time.perf_counter() - t0, None, stats)
+    stats["cuts"] = len(derivations)
+    return TreeResult(True, tree, cutoff, nodes, time.perf_counter() - t0, None, stats,
+                      derivations)
 
 
 class _Stop(Exception):

@@ -9,6 +9,7 @@ from _tiers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import solvers
 from remat_theory import simulate
 from remat_theory.analysis.families import make
 from remat_theory.model.errors import SolverOptionError
@@ -81,7 +82,8 @@ def test_fall_peak_closes_the_13_stage_gaps(seed, budget, plain, opt):
     chain = make("random", 13, seed)
     assert lower_bound(chain, budget).value == pytest.approx(plain)
     assert lower_bound(chain, budget, cuts=FAMILY).value == pytest.approx(opt)
-    assert search(chain, budget, max_states=None)[1] == pytest.approx(opt)
+    proof = solvers.solve(chain, budget, "prove", relaxation=False)  # bounded search
+    assert proof.status == "optimal" and proof.makespan == pytest.approx(opt)
 
 
 def test_fall_peak_is_accepted_on_unsaved_outputs_where_the_older_rows_are_refused():
@@ -90,3 +92,14 @@ def test_fall_peak_is_accepted_on_unsaved_outputs_where_the_older_rows_are_refus
     cuts.add_cuts(build_relaxation(unsaved, 100), 100, FAMILY)
     with pytest.raises(SolverOptionError, match="reach"):
         cuts.add_cuts(build_relaxation(unsaved, 100), 100, ("reach", "fall_peak"))
+
+
+def test_fall_peak_closes_a_3_stage_gap():
+    """A chain of the validity sweep (benchmarks/bench_relaxation_depth.py --sweep) where the
+    plain relaxation stops at 57 and the optimum is 62: the rows reach it."""
+    from remat_theory import Chain
+    chain = Chain([5.0, 8.0, 10.0], [10.0, 3.0, 3.0, 5.0], [3, 1, 1, 5], [4, 9, 8],
+                  [0, 3, 1], [1, 0, 0, 0])
+    assert search(chain, 18)[1] == 62
+    assert lower_bound(chain, 18).value == pytest.approx(57)
+    assert lower_bound(chain, 18, cuts=FAMILY).value == pytest.approx(62)

@@ -48,6 +48,53 @@ def instance(name):
     return chain, budgets(chain)[k]
 
 
+def gaps(lengths, seeds: int, time_limit: float) -> list:
+    """On ``families.make("random", L, seed)`` at the smallest budget, 10% and 25% of the way
+    to store-all: the weak DP's makespan, the plain relaxation's bound and the bound with
+    ``fall_peak`` (each from the DP's schedule, ``time_limit`` s), and bounded search's
+    answer (``prove -o relaxation=false``, the oracle; ``time_limit`` s)."""
+    out = []
+    for L in lengths:
+        for seed in range(seeds):
+            chain = make("random", L, seed)
+            lo = solvers.solve(chain, 0, "dp-weak").min_budget
+            hi = chain.store_all_memory()
+            for b in sorted({lo, lo + (hi - lo) // 10, lo + (hi - lo) // 4}):
+                dp = solvers.solve(chain, b, "dp-weak")
+                row = {"L": L, "seed": seed, "budget": b, "smallest": lo,
+                       "dp_weak": dp.makespan}
+                for key, fams in (("plain", ()), ("fall_peak", ("fall_peak",))):
+                    t0 = time.perf_counter()
+                    lb = relaxation.lower_bound(chain, b, schedule=dp.schedule,
+                                                time_limit=time_limit, cuts=fams)
+                    row[key] = {"bound": lb.value, "solved": lb.proven_optimal,
+                                "seconds": round(time.perf_counter() - t0, 1)}
+                s = solvers.solve(chain, b, "prove", time_limit=time_limit, relaxation=False)
+                row["bounded_search"] = {"status": s.status, "makespan": s.makespan,
+                                         "bound": s.bound}
+                print(json.dumps(row), flush=True)
+                out.append(row)
+    return out
+
+
+def dp_check(lengths, seeds: int, time_limit: float) -> list:
+    """Is the weak DP's schedule optimal at the smallest budgets?  Bounded search (``prove -o
+    relaxation=false``) at the smallest feasible budget, one above and 10% of the way."""
+    out = []
+    for L in lengths:
+        for seed in range(seeds):
+            chain = make("random", L, seed)
+            lo = solvers.solve(chain, 0, "dp-weak").min_budget
+            for b in sorted({lo, lo + 1, lo + (chain.store_all_memory() - lo) // 10}):
+                dp = solvers.solve(chain, b, "dp-weak").makespan
+                s = solvers.solve(chain, b, "prove", time_limit=time_limit, relaxation=False)
+                row = {"L": L, "seed": seed, "budget": b, "smallest": lo, "dp_weak": dp,
+                       "status": s.status, "makespan": s.makespan, "bound": s.bound}
+                print(json.dumps(row), flush=True)
+                out.append(row)
+    return out
+
+
 def lp_root(chain, budget, fams) -> float:
     """The relaxation's LP optimum (every variable continuous in [0, 1]), with ``fams``."""
     import pulp
@@ -74,7 +121,19 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lp", action="store_true",
                     help="instead of the MIP: the root LP's optimum (every binary relaxed)")
+    ap.add_argument("--gaps", type=int, nargs="*", default=None, metavar="L",
+                    help="instead: gaps() on random chains of these lengths")
+    ap.add_argument("--dp-check", type=int, nargs="*", default=None, metavar="L",
+                    help="instead: dp_check() on random chains of these lengths")
+    ap.add_argument("--seeds", type=int, default=3)
     a = ap.parse_args(argv)
+    if a.gaps is not None or a.dp_check is not None:
+        fn, lengths = (gaps, a.gaps) if a.gaps is not None else (dp_check, a.dp_check)
+        res = {"command": " ".join(["python", "benchmarks/bench_relaxation_depth.py"]
+                                   + sys.argv[1:]), "runs": fn(lengths, a.seeds, a.time_limit)}
+        if a.out:
+            Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+        return
     if a.sweep is not None:
         res = sweep(a.sweep, a.seed)
         res["command"] = " ".join(["python", "benchmarks/bench_relaxation_depth.py"]

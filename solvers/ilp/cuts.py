@@ -2,7 +2,7 @@
 schedule: the relaxation with them is still a lower bound on every valid schedule's
 makespan (proofs/ilp.md section 11, which proves them row by row).
 
-Two families, both about what happens *inside* a phase, which the relaxation's own rows see
+Three families, all about what happens *inside* a phase, which the relaxation's own rows see
 only through which kinds of value a phase creates and frees:
 
 * ``reach`` (availability through one operation per stage): ``u[i, r]`` is "phase r runs
@@ -19,9 +19,14 @@ only through which kinds of value a phase creates and frees:
   phase did not make again (``p`` variables, at least the product of the three).  A big-M
   row switches it on when ``c[i, r]`` (or ``z[i, r]``) is 1.
 
+* ``fall_peak`` (:mod:`solvers.ilp.fall_peak`, proofs/ilp.md section 12): the peak of each
+  phase's last ``Fall_r`` with what the phase made before it, and a second operation of one
+  kind paid for.
+
 Chains with unsaved outputs (``output_saved`` false somewhere) change what a Fall makes and
-frees; these rows are proven for the table without that field only, and
-:func:`add_cuts` refuses such chains with a :class:`SolverOptionError`.
+frees; ``reach`` and ``fwd_peak`` are proven for the table without that field only, and
+:func:`add_cuts` refuses such chains for them with a :class:`SolverOptionError`;
+``fall_peak`` is proven for every chain.
 """
 from __future__ import annotations
 

@@ -18,13 +18,21 @@ relaxation's own variables, without ordering the phase:
   started or made in it by an ``Fn``/``Fck`` of stage i-1 (or a ``Fall`` when unsaved),
   a tape likewise by a ``Fall``: so the relaxation cannot count a cheap plain x_i where only
   a tape was made.
+* ``wy[i, r]``: an operation of stage i-1 runs after omega.  A value held at moment r was
+  held just before omega or made after it; such an operation needs its input, held just
+  before omega or made after it too.
+* ``d2[j, r]``: phase r runs more operations of stage j than kinds among them, priced at
+  min(fwd_time, fall_time) in the objective: an operation of stage i-1 before omega (x_i
+  made on the way up) and one after it are two, which ``c + z`` count only when of both
+  kinds.
 * the peak row: ``x_0 + x_{r+1} + sum x_i wx + sum theta_j wt + dead + (tau_r + psi_r) z[r, r]
   <= M``.  Without omega in phase r the variables stand for the state at moment r, where the
   row is implied by the backward's peak.
 
-The new variables are continuous in [0, 1]: at a schedule's point they are 0/1 indicators
-(:func:`point`), so the relaxation keeps every schedule, and its binaries are unchanged.
-Valid for every chain of the model, unsaved outputs included (section 10's U1-U4).
+The new variables are binaries; at a schedule's point each is a 0/1 indicator (:func:`point`)
+and the objective (``d2`` included) is at most the makespan, so the relaxation with these
+rows still keeps every schedule.  Valid for every chain of the model, unsaved outputs
+included (section 10's U1-U4).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 schedule: the relaxation with them is still a lower bound on every valid schedule's
 makespan (proofs/ilp.md section 11, which proves them row by row).
 
-Two families, both about what happens *inside* a phase, which the relaxation's own rows see
+Three families, all about what happens *inside* a phase, which the relaxation's own rows see
 only through which kinds of value a phase creates and frees:
 
 * ``reach`` (availability through one operation per stage): ``u[i, r]`` is "phase r runs
@@ -19,9 +19,14 @@ only through which kinds of value a phase creates and frees:
   phase did not make again (``p`` variables, at least the product of the three).  A big-M
   row switches it on when ``c[i, r]`` (or ``z[i, r]``) is 1.
 
+* ``fall_peak`` (:mod:`solvers.ilp.fall_peak`, proofs/ilp.md section 12): the peak of each
+  phase's last ``Fall_r`` with what the phase made before it, and a second operation of one
+  kind paid for.
+
 Chains with unsaved outputs (``output_saved`` false somewhere) change what a Fall makes and
-frees; these rows are proven for the table without that field only, and
-:func:`add_cuts` refuses such chains with a :class:`SolverOptionError`.
+frees; ``reach`` and ``fwd_peak`` are proven for the table without that field only, and
+:func:`add_cuts` refuses such chains for them with a :class:`SolverOptionError`;
+``fall_peak`` is proven for every chain.
 """
 from __future__ import annotations
 
@@ -31,15 +36,19 @@ from remat_theory.model.chain import Chain
 from remat_theory.model.errors import SolverOptionError
 from remat_theory.model.schedule import Schedule
 
-FAMILIES = ("reach", "fwd_peak")
+FAMILIES = ("reach", "fwd_peak", "fall_peak")
+#: the families proven for chains whose outputs are all saved only (section 11)
+SAVED_ONLY = ("reach", "fwd_peak")
 
 
-def check_chain(chain: Chain) -> None:
-    """Refuse a chain these rows are not proven for (unsaved outputs)."""
-    if chain.has_unsaved_outputs:
-        raise SolverOptionError("cuts: the in-phase rows are proven only for chains whose "
-                                "outputs are all saved (output_saved all true); this chain has "
-                                f"output_saved = {list(chain.output_saved)}")
+def check_chain(chain: Chain, families=SAVED_ONLY) -> None:
+    """Refuse a chain ``families`` are not proven for: ``reach`` and ``fwd_peak`` on unsaved
+    outputs (``fall_peak``, proofs/ilp.md section 12, holds on every chain)."""
+    needs_saved = [f for f in families if f in SAVED_ONLY]
+    if chain.has_unsaved_outputs and needs_saved:
+        raise SolverOptionError(f"cuts: the in-phase rows {', '.join(needs_saved)} are proven "
+                                "only for chains whose outputs are all saved (output_saved all "
+                                f"true); this chain has output_saved = {list(chain.output_saved)}")
 
 
 def check_families(families) -> tuple:
@@ -73,7 +82,7 @@ def add_cuts(model, budget: int, families=FAMILIES) -> list:
     :func:`solvers.ilp.relaxation.violated_rows` checks them too)."""
     fams = check_families(families)
     chain = model.chain
-    check_chain(chain)
+    check_chain(chain, fams)
     if model.budget_var is not None:
         raise SolverOptionError("cuts: the in-phase rows need a fixed budget, not the "
                                 "min-budget relaxation")
@@ -82,6 +91,9 @@ def add_cuts(model, budget: int, families=FAMILIES) -> list:
         rows += _reach_rows(model)
     if "fwd_peak" in fams:
         rows += _peak_rows(model, budget)
+    if "fall_peak" in fams:
+        from solvers.ilp import fall_peak
+        rows += fall_peak.add_rows(model, budget)
     for row, label in rows:
         model.prob += row, label
     model.rows.extend((label, row) for row, label in rows)
@@ -167,6 +179,8 @@ def cut_point(chain: Chain, schedule: Schedule, point: dict) -> dict:
             else:
                 v = point[f"h_{j}_{r + 1}"] + point[f"h_{j}_{r}"] - point[f"z_{j}_{r}"]
             val[name] = 1 if v >= 2 else 0
+    from solvers.ilp import fall_peak
+    val.update(fall_peak.point(chain, schedule))
     return val
 
 

@@ -15,9 +15,10 @@ this ``__init__``):
 - :mod:`.ilp_bounds`: the length bounds of the MILP's certificate (O.14, O.15);
 - :mod:`.ilp_model`: the MILP over N positions (HiGHS);
 - :mod:`.ilp`: ``ilp-offload`` (incumbent, certificate, answer);
-- :mod:`.dp_defer`, :mod:`.dp_table`, :mod:`.dp_min_budget`, :mod:`.dp`: ``dp-offload``,
-  the persistent DP with offloading (its deferred offloads, its tables, its class's
-  smallest budget, the registered solver);
+- :mod:`.dp_split`, :mod:`.dp_defer`, :mod:`.dp_table`, :mod:`.dp_min_budget`, :mod:`.dp`:
+  ``dp-offload``, the persistent DP with offloading (its splits reduced by the numba
+  or numpy kernel, its deferred offloads, its tables, its class's smallest budget, the
+  registered solver);
 - :mod:`.baselines`: ``save-on-cpu`` and ``offload-all``;
 - :mod:`.auto`: the route ``auto`` takes on a chain with a channel.
 

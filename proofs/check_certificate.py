@@ -203,6 +203,22 @@ def _exp2(f: Fraction) -> int:
     return den.bit_length() - 1
 
 
+def _signed_row(rows, label, v, u: Fraction, *, lower_if_positive: bool, where: str):
+    """Row ``label``'s coefficients and the side a multiplier ``u`` (given as ``v``) uses:
+    the lower side for a positive ``u`` in a Lagrangian bound, the upper one in a cut's
+    combination (and the other way round for a negative ``u``); Rejected on an unknown row or
+    on a sign whose side the row lacks.  (``None`` as the side for ``u == 0``.)"""
+    if label not in rows:
+        raise Rejected(f"{where}multiplier on an unknown row {label!r}")
+    coef, lo, up = rows[label]
+    if u == 0:
+        return coef, None
+    side = (lo if u > 0 else up) if lower_if_positive else (up if u > 0 else lo)
+    if side is None:
+        raise Rejected(f"{where}multiplier {v} on row {label} has the sign of a side it lacks")
+    return coef, side
+
+
 def lagrangian(rows, cost, constant, y: dict, box: dict) -> Fraction:
     """The bound of the module docstring for multipliers ``y`` (label -> number) over
     ``box`` (var -> (lo, hi) in {0, 1}); raises Rejected on a multiplier of the wrong sign.
@@ -210,15 +226,10 @@ def lagrangian(rows, cost, constant, y: dict, box: dict) -> Fraction:
     scaled by one power of two."""
     ys = []
     for label, v in y.items():
-        if label not in rows:
-            raise Rejected(f"multiplier on an unknown row {label!r}")
         yv = Fraction(v)
+        coef, side = _signed_row(rows, label, v, yv, lower_if_positive=True, where="")
         if yv == 0:
             continue
-        coef, lo, up = rows[label]
-        side = lo if yv > 0 else up
-        if side is None:
-            raise Rejected(f"multiplier {v} on row {label} has the sign of a side it lacks")
         ys.append((yv, coef, Fraction(side)))
     K = max([_exp2(constant)] + [_exp2(c) for c in cost.values()]
             + [_exp2(yv) + _exp2(sd) for yv, _, sd in ys] + [_exp2(yv) for yv, _, _ in ys])
@@ -254,16 +265,11 @@ def _cg_cut(k, cut, rows, cost):
     """The Chvátal-Gomory cut ``{"rows": {label: u}, "bounds": {var: v}}`` (``add_cuts``)."""
     alpha, beta = {}, Fraction(0)
     for label, v in cut.get("rows", {}).items():
-        if label not in rows:
-            raise Rejected(f"cut {k}: multiplier on an unknown row {label!r}")
         u = _number(v)
+        coef, side = _signed_row(rows, label, v, u, lower_if_positive=False,
+                                 where=f"cut {k}: ")
         if u == 0:
             continue
-        coef, lo, up = rows[label]
-        side = up if u > 0 else lo
-        if side is None:
-            raise Rejected(f"cut {k}: multiplier {v} on row {label} has the sign of a "
-                           f"side it lacks")
         beta += u * Fraction(side)
         for var, a in coef.items():
             alpha[var] = alpha.get(var, 0) + u * a

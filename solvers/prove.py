@@ -131,7 +131,7 @@ def _cut_families(cuts) -> tuple:
     """The ``cuts`` option as a tuple of family names (SolverOptionError naming it)."""
     if not isinstance(cuts, str):
         raise SolverOptionError(f"{_OWNER} cuts = {cuts!r} must be a string of comma-separated "
-                                f"families (reach, fwd_peak)")
+                                f"families (reach, fwd_peak, fall_peak)")
     from solvers.ilp.cuts import check_families
     return check_families(f.strip() for f in cuts.split(",") if f.strip())
 
@@ -178,7 +178,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         than :data:`LONG_CHAIN` stages (without a time
         limit, :data:`RELAXATION_CAP` seconds).
     cuts : comma-separated families of extra relaxation rows (:mod:`solvers.ilp.cuts`:
-        ``reach``, ``fwd_peak``); none by default (measured: no gain at 20-30 stages,
+        ``reach``, ``fwd_peak``, ``fall_peak``); none by default (measured: no gain at 20-30 stages,
         docs/results.md).
     checkable : an ``optimal`` answer also carries ``info["proof"]``, a ``remat-proof/1``
         certificate (``/2`` when it uses cuts; :mod:`solvers.bounds.certified`) that
@@ -189,7 +189,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
     families = _cut_families(cuts)
     if families:
         from solvers.ilp.cuts import check_chain
-        check_chain(chain)  # SolverOptionError on unsaved outputs
+        check_chain(chain, families)  # reach, fwd_peak: SolverOptionError on unsaved outputs
     if relaxation_share is None:
         relaxation_share = (LONG_RELAXATION_SHARE if chain.length > LONG_CHAIN
                             else DEFAULT_RELAXATION_SHARE)

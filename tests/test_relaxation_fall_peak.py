@@ -92,6 +92,13 @@ def test_fall_peak_is_accepted_on_unsaved_outputs_where_the_older_rows_are_refus
     cuts.add_cuts(build_relaxation(unsaved, 100), 100, FAMILY)
     with pytest.raises(SolverOptionError, match="reach"):
         cuts.add_cuts(build_relaxation(unsaved, 100), 100, ("reach", "fall_peak"))
+    # and through the prove solver's option (which checked the chain against reach and
+    # fwd_peak whatever families were asked for, refusing fall_peak on unsaved outputs)
+    budget = min_feasible_budget(unsaved)
+    sol = solvers.solve(unsaved, budget, "prove", time_limit=30, cuts="fall_peak")
+    assert sol.status == "optimal" and sol.makespan == pytest.approx(search(unsaved, budget)[1])
+    with pytest.raises(SolverOptionError, match="reach"):
+        solvers.solve(unsaved, budget, "prove", cuts="reach,fall_peak")
 
 
 def test_fall_peak_closes_a_3_stage_gap():

@@ -366,23 +366,42 @@ def _least_solution(prof, solver, options, unit):
     return None if least is None else _solve(prof.chain, least, solver, options, unit)
 
 
+def _every_layer_solution(prof):
+    """Every layer's input checkpointed, each layer recomputed once (the last kept): the
+    computation HF's every-layer gradient checkpointing runs, or None for one layer."""
+    n = prof.chain.length
+    if n < 2:
+        return None
+    ops = [f"Fck{i}" for i in range(n - 1)] + [f"Fall{n - 1}", "Loss", f"B{n - 1}"]
+    for i in range(n - 2, -1, -1):
+        ops += [f"Fall{i}", f"B{i}"]
+    schedule = Schedule.parse(" ".join(ops))
+    sim = simulate(prof.chain, schedule)
+    return Solution.feasible("every-layer", None, schedule, sim.makespan, sim.peak_memory)
+
+
 def _least_step_solutions(prof, grads, solver, options, unit) -> list:
-    """The schedules run where nothing else fits: the fastest schedule whose predicted step
-    peak is the least-memory schedule's (found by :func:`_search`), then the least-memory
-    schedule itself.  Where several schedules share that predicted step (the loss stage's
-    peak above every chain peak: a tiny Mamba), the solver's least chain budget picks the
-    one recomputing most, which can measure more than a schedule recomputing less: on
-    ``test_inplace_families``' Mamba, one checkpoint and six layer forwards recomputed
-    measured 706,936 B, every layer checkpointed 696,824 B (HF's every-layer step, to the
-    byte), both predicted at 759,632 B."""
+    """The schedules run where nothing else fits, in this order: every layer checkpointed
+    (:func:`_every_layer_solution`), the fastest schedule whose predicted step peak is the
+    least-memory schedule's (found by :func:`_search`), the least-memory schedule itself.
+    Where several schedules share the least predicted step (a peak of the step that no
+    keep-or-recompute choice moves), the solver's least chain budget picks the one
+    recomputing most, which can measure more than one recomputing less.  Tiny Mamba
+    (``test_inplace_families``): four schedules predicted at 759,632 B; one checkpoint and
+    six layer forwards recomputed measured 706,936 B, every layer checkpointed 696,824 B
+    (HF's every-layer step, to the byte).  Tiny Pegasus: predicted 244,440 B each; the
+    least 254,000 B, the fastest of them 251,528 B, every layer checkpointed 248,944 B
+    (HF's every-layer step: 249,376 B)."""
     least = _least_solution(prof, solver, options, unit)
     if least is None:
         return []
     got = _search(prof, grads, "bytes", step_peak(prof, least.schedule, grads)[0], solver,
                   options, unit, fine=True)
-    if got is None or str(got[0].schedule) == str(least.schedule):
-        return [least]
-    return [got[0], least]
+    out = []
+    for sol in (_every_layer_solution(prof), None if got is None else got[0], least):
+        if sol is not None and all(str(sol.schedule) != str(o.schedule) for o in out):
+            out.append(sol)
+    return out
 
 
 def _measured(prof, plan, measure):
@@ -409,7 +428,8 @@ def _verified(key, prof, grads, value, best, chained, solver, options, unit, mea
     accepted if its measured peak is within ``value``; else ``best`` is run and accepted on
     the same terms (its prediction can miss by more than the margin: 2.9% on a tiny
     Pegasus, 9% on a tiny ALBERT), else the least-memory schedules
-    (:func:`_least_step_solutions`).  At most four steps per input shape and budget, each schedule measured at most once per shape
+    (:func:`_least_step_solutions`).  At most five steps per input shape and budget, each
+    schedule measured at most once per shape
     (:func:`_measured`).  Acceptance on measurements is not proven monotone in the
     budget: a larger budget can pick a faster candidate that measures above it and then
     fall back to the least-memory schedule, which may measure above it too, where a smaller

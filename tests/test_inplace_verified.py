@@ -117,9 +117,10 @@ def test_verification_leaves_the_models_state_as_it_was():
         runs.append(candidate.schedule)
         return handle.measure_step(candidate, **b)
 
-    with pytest.raises(InfeasibleBudgetError):  # nothing fits: the least-memory step is run
+    with pytest.raises(InfeasibleBudgetError):  # nothing fits: the least-memory steps are run
         make_plan(plan.key, plan.profile, 1, grads, handle.chained, measure=measure)
-    assert len(runs) == 1 and runs[0] is not None
+    # every layer checkpointed, the fastest predicted at the least step, the least chain budget
+    assert 1 <= len(runs) <= 3 and all(r is not None for r in runs)
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), saved))
     assert all(torch.equal(t, s) for t, s in zip(model.buffers(), buffers))
     assert torch.equal(torch.get_rng_state(), states[0])

@@ -288,9 +288,10 @@ def rematerialize(model: nn.Module, budget, example, *, solver: str = "dp",
     budget : bytes of the whole training step above the resident model (int, or a str with
         a unit: ``"6GiB"``), or a fraction in (0, 1] of the step's activation peak without
         recomputation (float); see :mod:`.plan`.  Applies to every input shape.  A byte
-        budget's plan rests on its prediction with 1% of the budget kept free, or on one
-        step of its schedule run at plan time and measured within the budget (a verified
-        plan, :mod:`.verify`: at most two such steps per input shape).
+        budget's plan rests on one step of its schedule run at plan time and measured within
+        the budget (a verified plan, :mod:`.verify`: at most five such steps per input shape,
+        each schedule run once), or, where the profile cannot measure a step, on its
+        prediction with 1% of the budget kept free.
     example : the kwargs dict or args tuple the model is called with (one batch); profiled
         at once, so that an infeasible budget is refused here.
     solver : a registry name of a solver with persistent schedules (default ``"dp"``).

@@ -90,6 +90,9 @@ INF = math.inf
 #: implementation on one core: ``benchmarks/bench_dp.py scale`` measures the real one), so
 #: that only runs clearly past the time limit are refused.
 ASSUMED_RATE = 4e9
+#: The numpy kernel's measured rate in the same steps (about 1e9 to 1.5e9 per second, 120
+#: to 1,000 stages): what option kernel = auto weighs against compiling.
+NUMPY_RATE = 1e9
 
 def min_units(uc: UnitChain) -> int:
     """Smallest budget (units) at which a persistent schedule exists."""
@@ -139,8 +142,6 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     (:meth:`UnitChain.divided`).  Raises :class:`SolverError` up front when the table is
     too big (:func:`solvers._dp_tables.refuse_if_too_big`), ``DeadlineExpired`` when
     ``deadline`` passes.  ``kernel``: the option (``solvers/dp_kernel.py``)."""
-    kern = resolve_kernel(kernel, "dp")
-    table_class = FusedTable if kern == "numba" else PersistentTable
     g = uc.size_gcd()
     x0 = int(uc.x[0])
     ucd = uc.divided(g)
@@ -153,6 +154,8 @@ def solve_units(uc: UnitChain, budget_units: int, deadline: Deadline = NEVER,
     table_bytes, steps = work_estimate(L, max(M, 0), itemsize)
     refuse_if_too_big("dp", table_bytes, steps, ASSUMED_RATE, time_limit, L, M + 1, slots,
                       _fit_slots(L, itemsize))
+    kern = resolve_kernel(kernel, "dp", steps / NUMPY_RATE)
+    table_class = FusedTable if kern == "numba" else PersistentTable
     mms = skewed_min_memory(ucd, deadline, kern)
     least = g * (int(ucd.x[0]) + int(mms[0, L]))
     if M < int(mms[0, L]):

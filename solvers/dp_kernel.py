@@ -39,7 +39,13 @@ KERNELS = ("auto", "numba", "numpy")
 
 #: The ``kernel`` option, as ``dp`` and ``dp-weak`` declare it.
 KERNEL = Option("choice", "min-plus kernel: numba (compiled, fused), numpy (the fallback), "
-                "auto (numba when it imports; the answers are the same)", choices=KERNELS)
+                "auto (numba when it imports and the table is big enough to repay compiling "
+                "it; the answers are the same)", choices=KERNELS)
+
+#: ``auto`` takes numba only when numpy is estimated to need at least this many seconds:
+#: below it, loading the compiled kernels (0.3-5 s in a fresh process, up to about 30 s of
+#: compiling on a fresh install) costs more than it saves.
+AUTO_MIN_NUMPY_SECONDS = 0.5
 
 _NUMBA = None  # None: not tried yet; False: not importable; else the module of kernels
 
@@ -62,17 +68,23 @@ def numba_available() -> bool:
     return bool(_load())
 
 
-def resolve_kernel(kernel: str | None, solver: str) -> str:
+def resolve_kernel(kernel: str | None, solver: str, numpy_seconds: float | None = None) -> str:
     """``"numba"`` or ``"numpy"``: what ``kernel`` (an option value; None = auto) means here.
 
-    ``"auto"`` is numba when it imports, numpy otherwise; ``"numba"`` without numba raises
-    :class:`SolverOptionError` naming the solver, the option and the way out."""
+    ``"auto"`` is numba when it imports, numpy otherwise, and numpy too when
+    ``numpy_seconds`` (the caller's estimate of the numpy kernel's time on this table) is
+    below :data:`AUTO_MIN_NUMPY_SECONDS`: a small chain is not worth compiling for.
+    ``"numba"`` without numba raises :class:`SolverOptionError` naming the solver, the
+    option and the way out."""
     kernel = "auto" if kernel is None else kernel
     if kernel == "numpy":
         return "numpy"
     if kernel not in KERNELS:
         raise SolverOptionError(f"solver {solver!r}: kernel = {kernel!r} is not one of "
                                 f"{', '.join(KERNELS)}")
+    if (kernel == "auto" and numpy_seconds is not None
+            and numpy_seconds < AUTO_MIN_NUMPY_SECONDS):
+        return "numpy"
     if numba_available():
         return "numba"
     if kernel == "numba":

@@ -53,7 +53,7 @@ def sweep(chain: Chain, budgets: Iterable[int], solver: str = "dp", kernel: str 
     for b in budgets:
         if isinstance(b, bool) or not isinstance(b, int) or b < 0:
             raise SolverOptionError(f"sweep: budget {b!r} is not a non-negative integer")
-    fused = resolve_kernel(kernel, solver) == "numba"
+    resolve_kernel(kernel, solver)  # kernel = 'numba' without numba: refused before any work
     uc, gcd = UnitChain.exact(chain)
     g = uc.size_gcd()
     ucd = uc.divided(g)
@@ -70,10 +70,11 @@ def sweep(chain: Chain, budgets: Iterable[int], solver: str = "dp", kernel: str 
     if solver == "dp":
         import numpy as np
 
-        from solvers.dp import FusedTable, PersistentTable, table_dtype, work_estimate
+        from solvers.dp import NUMPY_RATE, FusedTable, PersistentTable, table_dtype, work_estimate
 
         dtype = table_dtype(ucd)
-        size, _ = work_estimate(L, M, np.dtype(dtype).itemsize)
+        size, steps = work_estimate(L, M, np.dtype(dtype).itemsize)
+        fused = resolve_kernel(kernel, solver, steps / NUMPY_RATE) == "numba"
     else:
         from solvers.dp_weak import WeakTable, work_estimate
 

@@ -178,6 +178,39 @@ def test_without_numba_auto_falls_back_and_numba_is_refused(monkeypatch):
             solvers.solve(chain, budget, label, kernel="numba")
 
 
+def test_auto_compiles_only_where_it_repays():
+    # a small chain's numpy table takes milliseconds, loading the compiled kernels up to
+    # seconds: auto keeps numpy there, and takes numba past the threshold
+    small = dp_kernel.AUTO_MIN_NUMPY_SECONDS / 10
+    assert dp_kernel.resolve_kernel("auto", "dp", small) == "numpy"
+    assert dp_kernel.resolve_kernel("numba", "dp", small) == "numba"  # asked for: honoured
+    big = dp_kernel.AUTO_MIN_NUMPY_SECONDS * 10
+    assert dp_kernel.resolve_kernel("auto", "dp", big) == "numba"
+    assert dp_kernel.resolve_kernel("numpy", "dp", big) == "numpy"
+    # the solvers pass their estimate: a 6-stage chain builds the numpy tables under auto
+    chain = families.make("random", 6, 0)
+    budget = chain.store_all_memory() // 2
+    seen = []
+    real = dp_kernel.resolve_kernel
+
+    def spy(kernel, solver, numpy_seconds=None):
+        seen.append((solver, numpy_seconds, real(kernel, solver, numpy_seconds)))
+        return seen[-1][-1]
+    import solvers.dp as dp_mod
+    import solvers.dp_weak as dp_weak_mod
+    for mod in (dp_mod, dp_weak_mod):
+        setattr(mod, "resolve_kernel", spy)
+    try:
+        for label in ("dp", "dp-weak"):
+            solvers.solve(chain, budget, label)
+    finally:
+        for mod in (dp_mod, dp_weak_mod):
+            setattr(mod, "resolve_kernel", real)
+    sized = [(s, k) for s, sec, k in seen if sec is not None]
+    assert {s for s, _ in sized} == {"dp", "dp-weak"}
+    assert all(k == "numpy" for _, k in sized)
+
+
 @pytest.mark.parametrize("label", ["dp", "dp-weak"])
 def test_kernel_option_is_checked_and_documented(label):
     chain = families.make("random", 3, 0)

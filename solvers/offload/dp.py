@@ -80,9 +80,12 @@ CLASS_NO_REMAT = "store-all+offload"  # recompute=False
 INF = math.inf
 #: Min-plus steps per second assumed by the up-front refusal (solvers._dp_tables).
 ASSUMED_RATE = 5e8
+#: The numpy kernel's measured rate in the same steps (about 3e7 to 6e7 per second at 20
+#: and 40 stages): what option kernel = auto weighs against compiling.
+NUMPY_RATE = 3e7
 
 
-def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:
+def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> float:
     # eight float64 rows of W per segment (K, O and F by container form, option B's rests
     # by form and move, O.26), and the pending and prefetching children's rows, kept: they
     # grow with the origins a deferral passes down (O.25; measured 54 per segment on a
@@ -95,6 +98,7 @@ def _refuse_if_too_big(L: int, W: int, slots, time_limit) -> None:
         return int(min(max_bytes / per_unit, max_steps / max(1.0, steps / W)))
 
     refuse_if_too_big(NAME, per_unit * W, steps, ASSUMED_RATE, time_limit, L, W, slots, fit)
+    return steps
 
 
 def class_min_budget(chain: Chain, recompute: bool = True) -> int:
@@ -106,10 +110,11 @@ def class_min_budget(chain: Chain, recompute: bool = True) -> int:
 
 
 def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadline = NEVER,
-                slots: int | None = None, recompute: bool = True, kernel: str = "numpy"):
+                slots: int | None = None, recompute: bool = True, kernel: str = "auto"):
     """``(makespan, schedule, table)`` at a budget in units of ``uc`` (inf, None, None when
-    the class has no schedule there).  ``kernel``: ``"numpy"`` or ``"numba"``, how option
-    B's splits are reduced (the same rows either way: solvers/offload/dp_split.py)."""
+    the class has no schedule there).  ``kernel``: the option (``"auto"``, ``"numpy"`` or
+    ``"numba"``), how option B's splits are reduced (the same rows either way:
+    solvers/offload/dp_split.py)."""
     x0 = int(uc.x[0])
     if budget_units < x0:
         return INF, None, None
@@ -119,7 +124,8 @@ def solve_units(uc: UnitChain, chain: Chain, budget_units: int, deadline: Deadli
     whole = max(int(loss_term), int(fall_term.max(initial=0)), int(b_term.max(initial=0)))
     _refuse_if_too_big(uc.L, max(1, whole - int(P[0]) + 1), slots, deadline.limit)
     W = int(max(1, skewed_saturation(uc).max() + 1))
-    _refuse_if_too_big(uc.L, W, slots, deadline.limit)
+    steps = _refuse_if_too_big(uc.L, W, slots, deadline.limit)
+    kernel = resolve_kernel(kernel, NAME, steps / NUMPY_RATE)
     table = OffloadTable(uc, chain, deadline, recompute, kernel)
     m = budget_units - x0
     value = table.value(m)
@@ -154,13 +160,13 @@ def solve_dp_offload(chain: Chain, budget: int, *, slots: int | None = None,
     memory by default; with ``slots``, sizes rounded up to budget/slots bytes (valid at the
     real budget, optimal for the rounded sizes: status ``feasible`` unless every size is a
     whole number of slots)."""
-    kern = resolve_kernel(kernel, NAME)  # 'numba' without numba: refused before any work
+    resolve_kernel(kernel, NAME)  # 'numba' without numba: refused before any work
     info = {"bandwidth": chain.bandwidth, "recompute": recompute}
     cls = CLASS if recompute else CLASS_NO_REMAT
 
     def units(uc, budget_units, deadline, slots):
         makespan, schedule, _ = solve_units(uc, chain, budget_units, deadline, slots, recompute,
-                                            kern)
+                                            kernel)
         # in exact memory the class's smallest budget comes with every answer
         return makespan, schedule, None if slots else min_units(uc, chain, recompute)
 

@@ -18,13 +18,14 @@ recomputation, its plan is plain autograd, as it should be).  A verified plan's 
 measure what its verification measured, to the byte.
 
 Families HF cannot checkpoint (``supports_gradient_checkpointing`` false), among
-test_inplace_families' FAMILIES: ALBERT only (one shared layer called once per layer);
-``gradient_checkpointing_enable()`` raises transformers' ValueError "... does not support
-gradient (in this transformers: activation) checkpointing", asserted here.  It runs the
-same loop at its own smallest accepted step budget, the one a 1-byte budget's refusal names.
+test_inplace_families' FAMILIES: ALBERT (one shared layer called once per layer), ResNet,
+RegNet and ConvNeXt; ``gradient_checkpointing_enable()`` raises transformers' ValueError
+"... does not support gradient (in this transformers: activation) checkpointing", asserted
+here.  They run the same loop at their own smallest accepted step budget, the one a 1-byte
+budget's refusal names.
 
-Every family under ``slow``; by default OLMo, kept aside (no other file names it), the
-cheapest of them, and one whose HF peak had been refused in some runs before every layer
+Every family under ``slow``; by default SegFormer (vision: efficient attention over
+stages of blocks) and OLMo, kept aside (no other file names it), the cheapest of them, and one whose HF peak had been refused in some runs before every layer
 checkpointed was among the schedules a refusal runs.  ``-s`` prints one row per family (``HFLOOP``): HF's peaks, remat's
 peaks and their ratios to the bound, layers recomputed, whether the plan was verified by
 measurement.
@@ -41,11 +42,12 @@ transformers = pytest.importorskip("transformers")
 from remat_theory.model.errors import InfeasibleBudgetError  # noqa: E402
 from remat_theory.torch.inplace import rematerialize  # noqa: E402
 
-from test_inplace_families import FAMILIES, batches, build, check_step  # noqa: E402
+from test_inplace_families import FAMILIES, batches, build, check_step, seed  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("one_torch_thread")]
 
-HF_CANNOT = {"albert"}  # supports_gradient_checkpointing is False (asserted below)
+# supports_gradient_checkpointing is False (asserted below)
+HF_CANNOT = {"albert", "resnet", "regnet", "convnext"}
 HF_REFUSAL = r"does not support (gradient|activation) checkpointing"
 
 
@@ -86,7 +88,7 @@ def accepted_budget(model, budget, example, tries=3):
     raise AssertionError(f"refused {tries} times, last at {budget} B")
 
 
-@pytest.mark.parametrize("name", tiered(sorted(FAMILIES), ["olmo"]))
+@pytest.mark.parametrize("name", tiered(sorted(FAMILIES), ["olmo", "segformer"]))
 def test_the_users_loop_at_hugging_faces_every_layer_peak(name):
     model, kind = build(name)
     pad_id = getattr(model.config, "pad_token_id", None) or 0
@@ -118,10 +120,10 @@ def test_the_users_loop_at_hugging_faces_every_layer_peak(name):
             assert peaks[i] == plan.measured_step_peak, (name, i, peaks[i], plan)
         model.zero_grad(set_to_none=True)
         ref.zero_grad(set_to_none=True)
-        torch.manual_seed(100 + i)
+        seed(100 + i)
         out = model(**b)
         out.loss.backward()
-        torch.manual_seed(100 + i)
+        seed(100 + i)
         want = ref(**b)
         want.loss.backward()
         check_step(model, ref, out, want, f"{name} batch {i}")

@@ -43,10 +43,11 @@ import torch
 from torch import nn
 
 from remat_theory.model.errors import RematError
+from remat_theory.torch.capture.stages import model_state_kept
 from remat_theory.torch.inplace.layers import find_layers
 from remat_theory.torch.inplace.plan import (Gradients, LayerPlan, calibrate, make_plan,
                                              measured_gradients, parse_budget)
-from remat_theory.torch.inplace.profile import profile_layers
+from remat_theory.torch.inplace.profile import device_of, host_generators_kept, profile_layers
 from remat_theory.torch.inplace.records import LayerProfile, default_loss
 from remat_theory.torch.inplace.run import StepRun
 from remat_theory.torch.inplace.verify import measure_plan
@@ -148,8 +149,12 @@ class RematHandle:
         was = model.training
         model.train()
         try:
-            self.layers, out = find_layers(model, args, kwargs)
-            del out
+            # the probe is a forward of the model: BatchNorm's running statistics, the random
+            # generators (dropout, SpecAugment) are left as they were, as by the profile
+            with model_state_kept([model], device_of(model, args, kwargs)), \
+                    host_generators_kept():
+                self.layers, out = find_layers(model, args, kwargs)
+                del out
             self.chained = [lc.chained for lc in self.layers]
             self.gradients = _gradients(model, self.layers)
             self._plan_for(args, kwargs)

@@ -122,6 +122,18 @@ def test_growth_certificates():
     assert c40.facts["ratio"] == 20
 
 
+def test_five_and_six_stage_certificates_say_four():
+    """The certificates of 5 and 6 stages record OPT 1 and dp-weak 4 (both re-solved by
+    tests/test_proofs.py; the ratio recomputed by tests/test_weak_gap.py), on the classic
+    model with only stage 0 costing time."""
+    for name in ("classic_weak_gap_L5.json", "classic_weak_gap_L6.json"):
+        cert = load(CERTS / name)
+        c = cert.chain
+        assert (cert.makespan("opt"), cert.makespan("dp-weak")) == (1, 4)
+        assert not c.has_fall_costs and not c.has_unsaved_outputs
+        assert list(c.fwd_time) == [1.0] + [0.0] * (c.length - 1) and not any(c.bwd_time)
+
+
 def test_five_stage_certificate_meets_the_ladder_inequalities():
     """classic_weak_gap_L5.json (OPT 1, dp-weak 4): the inequalities of C.15's ladder lemma,
     read off its chain (x_1 the smallest value; the gadget 3-4; the ladder 0-2)."""

@@ -32,9 +32,10 @@ REPROVE_MAX_STAGES = 8
 
 
 def _witnesses() -> dict:
-    from remat_theory.analysis import classic_gap, hardness, weak_gap
+    from remat_theory.analysis import classic_gap, classic_growth, hardness, weak_gap
 
     return {"classic_budget_gap_witness": classic_gap.budget_gap_witness,
+            "classic_growth_witness": classic_growth.growth_witness,
             "unbounded_gap_witness": hardness.unbounded_gap_witness,
             "persistence_gap_witness": hardness.persistence_gap_witness,
             "fall_only_gap_witness": weak_gap.fall_only_gap_witness,

@@ -173,6 +173,26 @@ def test_family_members():
         F.FamilySpec("drive", field="nope", index=0)
 
 
+def test_block_repeat_family_builds_the_growth_family_and_rises():
+    """``--family repeat --stage 2 --block 2`` on G_4 stacks its gadget: member n is
+    G_{4+2n} (Theorem C.15), field for field, and the trend scored by exhaustive search
+    rises by one run of stage 0 per gadget."""
+    from remat_theory.analysis.classic_growth import growth_chain
+    base, budget = growth_chain(2)
+    spec = F.FamilySpec("repeat", stage=2, block=2)
+    for n in range(4):
+        want, _ = growth_chain(2 + n)
+        got = F.member(base, spec, n)
+        assert got.to_dict() | {"name": ""} == want.to_dict() | {"name": ""}, n
+    rows = F.trend(base, spec, H.GapConfig("dp-weak-gap"), 2)
+    assert [(r.stages, r.score) for r in rows] == [(4, 2.0), (6, 3.0), (8, 4.0)]
+    assert all(r.budget == budget for r in rows)
+    assert F.growth(rows) == "rising"
+    assert spec.label() == "repeat stages 2-3"
+    with pytest.raises(RematError, match="block"):
+        F.member(base, F.FamilySpec("repeat", stage=3, block=2), 1)
+
+
 def test_family_trend_against_the_solvers():
     """Each row's ratio is dp-weak over exhaustive search at the row's budget, and no
     budget of the member does better (brute force over every budget)."""

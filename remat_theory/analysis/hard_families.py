@@ -7,9 +7,11 @@ A family starts from a *base* chain (a certificate's, or any chain file) and bui
 * ``drive`` (``field``, ``index``): one entry driven to its limit, ``v * factor**n``
   (``factor**n - 1`` from a zero entry: 0, 1, 3, 7, ... for factor 2); a tape follows its
   activation when that grows past it, and an activation driven past its tape lifts the tape;
-* ``repeat`` (``stage``): the stage repeated ``n`` more times
+* ``repeat`` (``stage``, ``block``): the stage repeated ``n`` more times
   (:func:`remat_theory.analysis.hard_instances.repeat_stage`, ``L + n`` stages), as ``H_r``
-  repeats its middle stage (claim 6);
+  repeats its middle stage (claim 6); with ``block = k`` the stages ``stage..stage+k-1``
+  repeated as a block (``L + k n`` stages), as ``G_L`` stacks its two-stage gadget (claim
+  12, Theorem C.15: ``--stage 2 --block 2`` on ``G_4`` gives ``G_L``);
 * ``compose``: ``n + 1`` copies of the base's stages in a row (block ``j`` reads the last
   activation of block ``j - 1``), as ``G_k`` composes its blocks; with ``costly_first``
   the copies after the first have every time 0 (as in ``G_k``, where only ``F_0`` costs),
@@ -61,6 +63,7 @@ class FamilySpec:
     factor: int = 2
     stage: int | None = None
     costly_first: bool = False
+    block: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -75,12 +78,14 @@ class FamilySpec:
             check_int(self.factor, "factor", minimum=2)
         if self.kind == "repeat":
             check_int(self.stage, "stage", minimum=0)
+        check_int(self.block, "block", minimum=1)
 
     def label(self) -> str:
         if self.kind == "drive":
             return f"drive {self.field}[{self.index}] x{self.factor}"
         if self.kind == "repeat":
-            return f"repeat stage {self.stage}"
+            return (f"repeat stage {self.stage}" if self.block == 1 else
+                    f"repeat stages {self.stage}-{self.stage + self.block - 1}")
         return "compose (times in the first block only)" if self.costly_first else "compose"
 
 
@@ -125,12 +130,12 @@ def member(base: Chain, spec: FamilySpec, n: int) -> Chain | None:
         return _drive(base, spec, n)
     if spec.kind == "compose":
         return _compose(base, n + 1, spec.costly_first)
-    if spec.stage >= base.length:
-        raise RematError(f"family repeat: stage = {spec.stage} is outside the chain "
-                         f"({base.length} stages)")
+    if spec.stage + spec.block > base.length:
+        raise RematError(f"family repeat: stage = {spec.stage}, block = {spec.block} reaches "
+                         f"outside the chain ({base.length} stages)")
     c = base
     for _ in range(n):
-        c = repeat_stage(c, spec.stage)
+        c = repeat_stage(c, spec.stage, spec.block)
         if c is None:
             return None
     return c

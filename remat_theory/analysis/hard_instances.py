@@ -92,13 +92,15 @@ def complexity(chain: Chain, budget: int) -> tuple:
     return (chain.length, flags, total, budget)
 
 
-def repeat_stage(chain: Chain, i: int) -> Chain | None:
+def repeat_stage(chain: Chain, i: int, block: int = 1) -> Chain | None:
     """The chain with forward stage i repeated: F_i, then a copy of it whose input is x_{i+1}
-    (activation x_{i+1} appears twice)."""
+    (activation x_{i+1} appears twice).  ``block = k``: the stages i..i+k-1 repeated as a
+    block, the copy of F_i reading x_{i+k} (activations x_{i+1}..x_{i+k} appear twice)."""
+    k = block
     v = chain_values(chain)
     new = {f.name: (v[f.name] if f.scalar else
-                    v[f.name][:i + 2] + v[f.name][i + 1:] if f.per == "activation"
-                    else v[f.name][:i + 1] + v[f.name][i:]) for f in chain_fields.FIELDS}
+                    v[f.name][:i + k + 1] + v[f.name][i + 1:] if f.per == "activation"
+                    else v[f.name][:i + k] + v[f.name][i:]) for f in chain_fields.FIELDS}
     return build_chain(new, chain.name)
 
 

@@ -28,6 +28,9 @@ def add_arguments(p) -> None:
     p.add_argument("--factor", type=int, default=2,
                    help="--family drive: growth per step (default 2)")
     p.add_argument("--stage", type=int, default=None, help="--family repeat: the stage")
+    p.add_argument("--block", type=int, default=1,
+                   help="--family repeat: repeat the stages STAGE..STAGE+BLOCK-1 as a block "
+                        "(default 1: the stage alone)")
     p.add_argument("--costly-first", action="store_true", dest="costly_first",
                    help="--family compose: copies after the first have every time 0")
     p.add_argument("--all-times", action="store_true", dest="all_times",
@@ -62,7 +65,7 @@ def run(args) -> int:
         raise RematError(f"--family scores dp-gap (without --solver), dp-weak-gap or "
                          f"budget-gap, not {args.objective}")
     spec = FamilySpec(args.family, field=args.field, index=args.index, factor=args.factor,
-                      stage=args.stage, costly_first=args.costly_first)
+                      stage=args.stage, costly_first=args.costly_first, block=args.block)
     base = _base(args.base)
     cfg = GapConfig(objective=args.objective,
                     solver=args.solver if args.objective == "budget-gap" else None)

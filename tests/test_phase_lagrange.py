@@ -1,0 +1,75 @@
+"""The phase-block Lagrangian bound (solvers/bounds/phase_lagrange.py,
+proofs/phase_lagrange.md) against exhaustive search: for ANY prices the bound is at most
+the optimum (weak duality), so random prices are checked as well as the ascent's."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import solvers
+from remat_theory.analysis.families import make, with_fall_costs
+from solvers.bounds.phase_lagrange import Blocks, lagrangian_bound
+
+
+def _budgets(chain):
+    lo = solvers.solve(chain, 0, "dp-weak").min_budget
+    hi = chain.store_all_memory()
+    return sorted({lo, lo + 1, (lo + hi) // 2, hi})
+
+
+def _cases(n, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        L = int(rng.integers(1, 5))
+        s = int(rng.integers(10 ** 6))
+        chain = make("random", L, s, max_size=int(rng.integers(2, 8)))
+        if rng.random() < 0.4:
+            chain = with_fall_costs(chain, s)
+        yield rng, chain
+
+
+@pytest.mark.parametrize("drops", [False, True])
+def test_never_above_the_optimum(drops):
+    """Bound <= OPT (exhaustive search; with Drop when ``drops``) at random prices and after
+    the ascent; and the ascent reaches the optimum on some of them (the check can fail)."""
+    checked = reached = 0
+    for rng, chain in _cases(25, 7 + drops):
+        bwd = math.fsum(chain.bwd_time)
+        for b in _budgets(chain):
+            ex = solvers.solve(chain, b, "exhaustive", allow_drop=drops)
+            assert ex.status == "optimal"
+            opt = ex.makespan
+            blocks = Blocks(chain, b, drops)
+            L = chain.length
+            for _ in range(3):
+                mp = rng.normal(0, 3, (L + 2, L + 2))
+                mt = rng.normal(0, 3, (L + 2, L + 2))
+                value, _ = blocks.value(mp, mt)
+                assert value + bwd <= opt + 1e-9, (chain, b, value + bwd, opt)
+                checked += 1
+            res = lagrangian_bound(chain, b, upper=opt, iterations=40, drops=drops)
+            assert res["bound"] <= opt + 1e-9, (chain, b, res["bound"], opt)
+            reached += res["bound"] >= opt - 1e-6
+    assert checked >= 200
+    assert reached >= 10
+
+
+def test_below_every_weak_dp_schedule_and_above_ideal_at_tight_budgets():
+    """On 10 stages at the smallest budget: at most the weak DP's makespan (a valid
+    schedule) and well above the ideal makespan (the bound sees the recomputation)."""
+    chain = make("random", 10, 0)
+    b = solvers.solve(chain, 0, "dp-weak").min_budget
+    weak = solvers.solve(chain, b, "dp-weak")
+    res = lagrangian_bound(chain, b, upper=weak.makespan, iterations=150)
+    assert res["bound"] <= weak.makespan + 1e-9
+    assert res["bound"] > chain.ideal_makespan() + 0.5 * (weak.makespan - chain.ideal_makespan())
+
+
+def test_infeasible_moment_and_unsaved_outputs():
+    chain = make("random", 4, 1)
+    assert lagrangian_bound(chain, chain.x_size[0])["infeasible"]
+    from remat_theory.analysis.families import with_unsaved_outputs
+    with pytest.raises(ValueError):
+        Blocks(with_unsaved_outputs(chain, 0, 1.0), chain.store_all_memory())

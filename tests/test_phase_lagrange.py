@@ -73,3 +73,23 @@ def test_infeasible_moment_and_unsaved_outputs():
     from remat_theory.analysis.families import with_unsaved_outputs
     with pytest.raises(ValueError):
         Blocks(with_unsaved_outputs(chain, 0, 1.0), chain.store_all_memory())
+
+
+def test_compiled_kernel_equals_numpy():
+    """The numba kernel and the numpy program give the same block minima (random prices,
+    both memory modes, with and without Drop)."""
+    from solvers.bounds.phase_lagrange import _kernel
+    if _kernel() is None:
+        pytest.skip("numba is not installed: only the numpy program runs")
+    rng = np.random.default_rng(3)
+    for _, chain in _cases(20, 11):
+        L = chain.length
+        lo = solvers.solve(chain, 0, "dp-weak").min_budget
+        b = int(rng.integers(lo, chain.store_all_memory() + 1))
+        for drops in (False, True):
+            for both in (False, True):
+                mp = rng.normal(0, 3, (L + 2, L + 2))
+                mt = rng.normal(0, 3, (L + 2, L + 2))
+                a, _ = Blocks(chain, b, drops, both, "numpy").value(mp, mt)
+                c, _ = Blocks(chain, b, drops, both, "auto").value(mp, mt)
+                assert a == pytest.approx(c, abs=1e-9)

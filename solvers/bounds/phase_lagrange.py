@@ -32,14 +32,28 @@ import numpy as np
 from remat_theory.model.chain import Chain
 
 INF = float("inf")
+_KERNEL = None  # None: not tried; False: numba unavailable; else the compiled module
+
+
+def _kernel():
+    global _KERNEL
+    if _KERNEL is None:
+        try:
+            from solvers.bounds import phase_lagrange_numba
+            _KERNEL = phase_lagrange_numba
+        except ImportError:
+            _KERNEL = False
+    return _KERNEL or None
 
 
 class Blocks:
     """The block programs of ``chain`` (sizes divided by their gcd) at ``budget``."""
 
-    def __init__(self, chain: Chain, budget: int, drops: bool = False, both: bool = False):
+    def __init__(self, chain: Chain, budget: int, drops: bool = False, both: bool = False,
+                 kernel: str = "auto"):
         self.drops = drops
         self.both = both
+        self.kernel = kernel
         if chain.has_unsaved_outputs:
             raise ValueError("phase_lagrange: chains with unsaved outputs are not handled")
         g = chain.size_gcd()
@@ -53,6 +67,9 @@ class Blocks:
         self.F = list(chain.fall_time)
         self.m = [min(a, b) for a, b in zip(self.f, self.F)]
         x, bo, M = self.x, self.bo, self.M
+        self._x = np.array(self.x, dtype=np.int64)
+        self._T = np.array(self.T, dtype=np.int64)
+        self._f, self._F, self._m = (np.array(v, dtype=np.float64) for v in (self.f, self.F, self.m))
         # cap[r]: bytes the items held at moment r may take (block r's end copy)
         self.cap = [M - (x[0] + (x[r + 1] if r < L else 0) + x[r] + bo[r]) for r in range(L + 1)]
 
@@ -60,6 +77,25 @@ class Blocks:
         return all(c >= 0 for c in self.cap)
 
     def solve_block(self, r: int, mu_p: np.ndarray, mu_t: np.ndarray, want_point=False):
+        """Minimum of block r and, with ``want_point``, a minimizer's items (as
+        :meth:`_solve_block_numpy`), by the compiled kernel when numba imports."""
+        kern = _kernel() if self.kernel != "numpy" else None
+        if kern is None:
+            return self._solve_block_numpy(r, mu_p, mu_t, want_point)
+        cap = self.cap[r]
+        capS = self.cap[r + 1] if (self.both and r < self.L) else 0
+        if cap < 0 or capS < 0:
+            return INF, None
+        point = np.zeros((4, self.L + 2) if want_point else (4, 0), dtype=np.int64)
+        best = kern.solve_block(r, self.L, self._x, self._T, self._f, self._F, self._m,
+                                np.ascontiguousarray(mu_p, dtype=np.float64),
+                                np.ascontiguousarray(mu_t, dtype=np.float64),
+                                cap, capS, self.drops, point)
+        if not want_point or not math.isfinite(best):
+            return float(best), None
+        return float(best), tuple({int(k) for k in np.flatnonzero(row)} for row in point)
+
+    def _solve_block_numpy(self, r: int, mu_p: np.ndarray, mu_t: np.ndarray, want_point=False):
         """Minimum of block r at prices ``mu_p[q, k]``, ``mu_t[q, k]`` (moment q's plain x_k
         and tape t_k; row 0 unused: moment 0 has one copy), and, with ``want_point``, the
         items of a minimizer: (start plain, start tapes, end plain, end tapes) as sets.

@@ -78,9 +78,9 @@ def test_infeasible_moment_and_unsaved_outputs():
 def test_compiled_kernel_equals_numpy():
     """The numba kernel and the numpy program give the same block minima (random prices,
     both memory modes, with and without Drop)."""
+    pytest.importorskip("numba")
     from solvers.bounds.phase_lagrange import _kernel
-    if _kernel() is None:
-        pytest.skip("numba is not installed: only the numpy program runs")
+    assert _kernel() is not None
     rng = np.random.default_rng(3)
     for _, chain in _cases(20, 11):
         L = chain.length
@@ -93,3 +93,19 @@ def test_compiled_kernel_equals_numpy():
                 a, _ = Blocks(chain, b, drops, both, "numpy").value(mp, mt)
                 c, _ = Blocks(chain, b, drops, both, "auto").value(mp, mt)
                 assert a == pytest.approx(c, abs=1e-9)
+
+
+def test_prove_option_claims_optimal_only_at_the_optimum():
+    """``prove -o lagrange=...`` with the relaxation off: every ``optimal`` answer equals
+    exhaustive search's optimum, and some of them are proven by the Lagrangian bound."""
+    by_lagrange = 0
+    for _, chain in _cases(12, 5):
+        for b in _budgets(chain):
+            ex = solvers.solve(chain, b, "exhaustive")
+            sol = solvers.solve(chain, b, "prove", lagrange=2.0, relaxation=False)
+            assert sol.status == ex.status
+            if ex.status == "optimal":
+                assert sol.makespan == pytest.approx(ex.makespan)
+                assert sol.bound <= ex.makespan + 1e-9
+                by_lagrange += sol.info.get("certificate") == "phase Lagrangian"
+    assert by_lagrange >= 3

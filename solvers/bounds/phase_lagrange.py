@@ -39,10 +39,12 @@ def _kernel():
     global _KERNEL
     if _KERNEL is None:
         try:
+            import numba  # noqa: F401  (only whether it imports)
+        except ImportError:  # numba missing: the numpy program, the same minima
+            _KERNEL = False
+        else:
             from solvers.bounds import phase_lagrange_numba
             _KERNEL = phase_lagrange_numba
-        except ImportError:
-            _KERNEL = False
     return _KERNEL or None
 
 
@@ -68,6 +70,7 @@ class Blocks:
         self.m = [min(a, b) for a, b in zip(self.f, self.F)]
         x, bo, M = self.x, self.bo, self.M
         self._x = np.array(self.x, dtype=np.int64)
+        self._free = np.full((4, L + 2), -1, dtype=np.int64)
         self._T = np.array(self.T, dtype=np.int64)
         self._f, self._F, self._m = (np.array(v, dtype=np.float64) for v in (self.f, self.F, self.m))
         # cap[r]: bytes the items held at moment r may take (block r's end copy)
@@ -76,12 +79,17 @@ class Blocks:
     def feasible(self) -> bool:
         return all(c >= 0 for c in self.cap)
 
-    def solve_block(self, r: int, mu_p: np.ndarray, mu_t: np.ndarray, want_point=False):
+    def solve_block(self, r: int, mu_p: np.ndarray, mu_t: np.ndarray, want_point=False,
+                    force=None):
         """Minimum of block r and, with ``want_point``, a minimizer's items (as
-        :meth:`_solve_block_numpy`), by the compiled kernel when numba imports."""
+        :meth:`_solve_block_numpy`), by the compiled kernel when numba imports.  ``force``:
+        an int array [4, L + 2] (rows: start plain, start tapes, end plain, end tapes; -1
+        free, 0 or 1 the item's value), None for none."""
+        if force is None:
+            force = self._free
         kern = _kernel() if self.kernel != "numpy" else None
         if kern is None:
-            return self._solve_block_numpy(r, mu_p, mu_t, want_point)
+            return self._solve_block_numpy(r, mu_p, mu_t, want_point, force)
         cap = self.cap[r]
         capS = self.cap[r + 1] if (self.both and r < self.L) else 0
         if cap < 0 or capS < 0:
@@ -90,12 +98,13 @@ class Blocks:
         best = kern.solve_block(r, self.L, self._x, self._T, self._f, self._F, self._m,
                                 np.ascontiguousarray(mu_p, dtype=np.float64),
                                 np.ascontiguousarray(mu_t, dtype=np.float64),
-                                cap, capS, self.drops, point)
+                                cap, capS, self.drops, point, force)
         if not want_point or not math.isfinite(best):
             return float(best), None
         return float(best), tuple({int(k) for k in np.flatnonzero(row)} for row in point)
 
-    def _solve_block_numpy(self, r: int, mu_p: np.ndarray, mu_t: np.ndarray, want_point=False):
+    def _solve_block_numpy(self, r: int, mu_p: np.ndarray, mu_t: np.ndarray, want_point=False,
+                           force=None):
         """Minimum of block r at prices ``mu_p[q, k]``, ``mu_t[q, k]`` (moment q's plain x_k
         and tape t_k; row 0 unused: moment 0 has one copy), and, with ``want_point``, the
         items of a minimizer: (start plain, start tapes, end plain, end tapes) as sets.
@@ -123,8 +132,14 @@ class Blocks:
             te_ok = k <= (L if initial else r + 1)
             nV = np.full((4, capS + 1, cap + 1), INF)
             code = np.full((4, capS + 1, cap + 1), -1, dtype=np.int64)
+            if force is None:
+                force = self._free
             for ps in ((0, 1) if ps_ok else (0,)):
+                if force[0, k] >= 0 and ps != force[0, k]:
+                    continue
                 for ts in ((0, 1) if ts_ok else (0,)):
+                    if force[1, k] >= 0 and ts != force[1, k]:
+                        continue
                     wS = ((x[k] if ps else 0) + (T[k - 1] if ts else 0)) if capS else 0
                     if wS > capS:
                         continue
@@ -134,7 +149,11 @@ class Blocks:
                         if k == r + 1 and not (ps or ts):
                             continue  # x_{r+1} is read by B_{r+1}
                     for pe in ((0, 1) if pe_ok else (0,)):
+                        if force[2, k] >= 0 and pe != force[2, k]:
+                            continue
                         for te in ((0, 1) if te_ok else (0,)):
+                            if force[3, k] >= 0 and te != force[3, k]:
+                                continue
                             if not initial and k == r + 1 and not te:
                                 continue  # t_{r+1} is read by B_r
                             if k == (L if initial else r) and k >= 1 and not (pe or te):
@@ -225,7 +244,7 @@ class Blocks:
 
 
 def lagrangian_bound(chain: Chain, budget: int, *, upper: float | None = None,
-                     drops: bool = False, both: bool = False,
+                     drops: bool = False, both: bool = False, patience: int = 40,
                      iterations: int = 300, time_limit: float | None = None,
                      verbose: bool = False) -> dict:
     """Subgradient ascent on the prices; returns the best bound found (backward times
@@ -253,7 +272,7 @@ def lagrangian_bound(chain: Chain, budget: int, *, upper: float | None = None,
             best, best_mu, stall = val, (mu_p.copy(), mu_t.copy()), 0
         else:
             stall += 1
-            if stall >= 15:
+            if stall >= patience:
                 theta, stall = theta / 2, 0
         history.append(val)
         if verbose and it % 10 == 0:
@@ -284,7 +303,15 @@ def lagrangian_bound(chain: Chain, budget: int, *, upper: float | None = None,
         step = theta * max(aim - val, 1e-6) / norm
         mu_p += step * gp
         mu_t += step * gt
-        if theta < 1e-4:
+        if theta < 1e-5:
             break
-    return {"bound": best + bwd, "infeasible": False, "iterations": it,
-            "seconds": time.perf_counter() - t0, "mu": best_mu, "history": history}
+    # a margin for rounding: the bound is made of fewer than 8 (L+2)^2 float additions, each
+    # of partial sums no larger than ``mag`` (the times and prices in magnitude), so it is
+    # within 8 (L+2)^2 u mag of the exact value (u = 2^-53; proofs/phase_lagrange.md,
+    # "Rounding"); twice that is subtracted by the callers that claim it
+    mag = math.fsum(map(abs, chain.fwd_time)) + math.fsum(map(abs, chain.fall_time)) \
+        + bwd + float(np.abs(best_mu[0]).sum() + np.abs(best_mu[1]).sum())
+    margin = 16 * (L + 2) ** 2 * 2.0 ** -53 * max(1.0, mag)
+    return {"bound": best + bwd, "margin": margin, "infeasible": False,
+            "iterations": it, "seconds": time.perf_counter() - t0, "mu": best_mu,
+            "history": history}

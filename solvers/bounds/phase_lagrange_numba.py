@@ -10,9 +10,10 @@ INF = np.inf
 
 
 @njit(cache=True)
-def solve_block(r, L, x, T, f, F, m, mu_p, mu_t, cap, capS, drops, point):
+def solve_block(r, L, x, T, f, F, m, mu_p, mu_t, cap, capS, drops, point, force):
     """Minimum of block r; when ``point`` (int64[4, L + 2]) is not empty, a minimizer's
-    items are written to it (rows: start plain, start tapes, end plain, end tapes)."""
+    items are written to it (rows: start plain, start tapes, end plain, end tapes).
+    ``force`` (int64[4, L + 2], rows as ``point``): -1 free, else the item's forced value."""
     initial = r == L
     top = L if initial else min(r + 2, L)
     V = np.full((4, capS + 1, cap + 1), INF)
@@ -32,8 +33,12 @@ def solve_block(r, L, x, T, f, F, m, mu_p, mu_t, cap, capS, drops, point):
         for ps in range(2):
             if ps and not ps_ok:
                 continue
+            if force[0, k] >= 0 and ps != force[0, k]:
+                continue
             for ts in range(2):
                 if ts and not ts_ok:
+                    continue
+                if force[1, k] >= 0 and ts != force[1, k]:
                     continue
                 wS = 0
                 if capS > 0:
@@ -48,8 +53,12 @@ def solve_block(r, L, x, T, f, F, m, mu_p, mu_t, cap, capS, drops, point):
                 for pe in range(2):
                     if pe and not pe_ok:
                         continue
+                    if force[2, k] >= 0 and pe != force[2, k]:
+                        continue
                     for te in range(2):
                         if te and not te_ok:
+                            continue
+                        if force[3, k] >= 0 and te != force[3, k]:
                             continue
                         if (not initial) and k == r + 1 and not te:
                             continue

@@ -11,6 +11,11 @@ store-all) and of ``bench_ilp.py`` (``tight``: 10% of the way).
         --budgets smallest 25% --time-limit 60 --out benchmarks/results/phase_lagrange.json
     python benchmarks/bench_phase_lagrange.py --random 30 --seeds 2 --budgets tight \
         --time-limit 60 --out benchmarks/results/phase_lagrange_tight30.json
+
+``--window W`` then runs the windows' bound (W phases a window, exact MILPs joined by
+prices, solvers/bounds/window_lagrange.py) from the phase blocks' prices for
+``--window-seconds``.  ``--relaxation S`` also solves the moment relaxation (solvers/ilp/relaxation.py) from the
+weak DP's schedule for at most S seconds and records its bound and whether it finished.
 """
 from __future__ import annotations
 
@@ -40,6 +45,12 @@ def main(argv=None) -> None:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--one-sided", action="store_true",
                     help="each block checks its end moment's peak only (default: both)")
+    ap.add_argument("--window", type=int, default=None, metavar="W",
+                    help="then the windows' bound (solvers/bounds/window_lagrange.py), W "
+                         "phases a window, from the phase blocks' prices, --window-seconds")
+    ap.add_argument("--window-seconds", type=float, default=60.0)
+    ap.add_argument("--relaxation", type=float, default=None, metavar="S",
+                    help="also the moment relaxation's bound, S seconds at most")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     rows = []
@@ -62,6 +73,23 @@ def main(argv=None) -> None:
                        "seconds": round(res["seconds"], 1),
                        "gap": round((weak.makespan - res["bound"] + res["margin"]) / weak.makespan, 4),
                        "load_1min": os.getloadavg()[0]}
+                if a.window is not None:
+                    from solvers.bounds.window_lagrange import window_bound
+                    w = window_bound(chain, b, width=a.window, upper=weak.makespan,
+                                     schedule=weak.schedule, mu=res["mu"],
+                                     time_limit=a.window_seconds,
+                                     seconds_each=max(1.0, a.window_seconds / 4))
+                    wb = w["bound"] - res["margin"]
+                    row.update(window=a.window, window_bound=round(wb, 3),
+                               window_iterations=w["iterations"],
+                               window_seconds=round(w["seconds"], 1),
+                               window_gap=round((weak.makespan - wb) / weak.makespan, 4))
+                if a.relaxation is not None:
+                    from solvers.ilp.relaxation import lower_bound
+                    t0 = time.perf_counter()
+                    lb = lower_bound(chain, b, schedule=weak.schedule, time_limit=a.relaxation)
+                    row.update(relaxation_bound=lb.value, relaxation_solved=lb.proven_optimal,
+                               relaxation_seconds=round(time.perf_counter() - t0, 1))
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     out = {"command": " ".join(["python", "benchmarks/bench_phase_lagrange.py"] + sys.argv[1:]),

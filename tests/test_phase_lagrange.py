@@ -109,3 +109,41 @@ def test_prove_option_claims_optimal_only_at_the_optimum():
                 assert sol.bound <= ex.makespan + 1e-9
                 by_lagrange += sol.info.get("certificate") == "phase Lagrangian"
     assert by_lagrange >= 3
+
+
+def test_windows_never_above_the_optimum():
+    """The windows' bound (solvers/bounds/window_lagrange.py): at random prices and after a
+    few steps, never above exhaustive search's optimum; it reaches it on some."""
+    from solvers.bounds.window_lagrange import Windows, window_bound
+    checked = reached = 0
+    for rng, chain in _cases(8, 21):
+        bwd = math.fsum(chain.bwd_time)
+        L = chain.length
+        for b in _budgets(chain)[:2]:
+            ex = solvers.solve(chain, b, "exhaustive")
+            opt = ex.makespan
+            for width in (1, 2):
+                value, _ = Windows(chain, b, width).solve(rng.normal(0, 3, (L + 2, L + 2)),
+                                                          rng.normal(0, 3, (L + 2, L + 2)), 10)
+                assert value + bwd <= opt + 1e-7
+                checked += 1
+            res = window_bound(chain, b, width=1, upper=opt, schedule=ex.schedule,
+                               iterations=5)
+            assert res["bound"] <= opt + 1e-7
+            reached += res["bound"] >= opt - 1e-6
+    assert checked >= 30 and reached >= 3
+
+
+def test_windows_at_a_tight_budget():
+    """On 10 stages at the smallest budget, windows of 4 phases from the phase blocks'
+    prices: at most the weak DP's makespan, well above the ideal one."""
+    from solvers.bounds.window_lagrange import window_bound
+    chain = make("random", 10, 0)
+    b = solvers.solve(chain, 0, "dp-weak").min_budget
+    weak = solvers.solve(chain, b, "dp-weak")
+    ph = lagrangian_bound(chain, b, upper=weak.makespan, iterations=300, both=True)
+    w = window_bound(chain, b, width=4, upper=weak.makespan, schedule=weak.schedule,
+                     mu=ph["mu"], iterations=6)
+    assert w["bound"] <= weak.makespan + 1e-7
+    ideal = chain.ideal_makespan()
+    assert w["bound"] > ideal + 0.5 * (weak.makespan - ideal)

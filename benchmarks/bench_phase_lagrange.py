@@ -83,6 +83,7 @@ def main(argv=None) -> None:
                     row.update(window=a.window, window_bound=round(wb, 3),
                                window_iterations=w["iterations"],
                                window_seconds=round(w["seconds"], 1),
+                               window_steps=[round(v, 2) for v in w["history"]],
                                window_gap=round((weak.makespan - wb) / weak.makespan, 4))
                 if a.relaxation is not None:
                     from solvers.ilp.relaxation import lower_bound

@@ -147,7 +147,7 @@ def window_bound(chain: Chain, budget: int, *, width: int = 5, upper: float,
     mu_p, mu_t = (np.zeros((L + 2, L + 2)), np.zeros((L + 2, L + 2))) if mu is None \
         else (mu[0].copy(), mu[1].copy())
     start = relaxation.relaxation_point(chain, schedule) if schedule is not None else None
-    best, theta, it = -math.inf, 1.0, 0
+    best, theta, it, history = -math.inf, 1.0, 0, []
     for it in range(1, iterations + 1):
         left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
         if left is not None and left <= 0:
@@ -160,6 +160,7 @@ def window_bound(chain: Chain, budget: int, *, width: int = 5, upper: float,
                         "seconds": time.perf_counter() - t0}
             break
         best = max(best, val)
+        history.append(val + bwd)
         if best + bwd >= upper - 1e-9:
             break
         gp, gt = np.zeros_like(mu_p), np.zeros_like(mu_t)
@@ -179,4 +180,4 @@ def window_bound(chain: Chain, budget: int, *, width: int = 5, upper: float,
         mu_t += step * gt
         theta *= 0.8
     return {"bound": best + bwd, "infeasible": False, "iterations": it,
-            "seconds": time.perf_counter() - t0, "windows": len(W.parts)}
+            "seconds": time.perf_counter() - t0, "windows": len(W.parts), "history": history}

@@ -121,7 +121,11 @@ def run(args) -> list:
             if only is not None and k not in only[key]:
                 continue
             t0 = time.perf_counter()
-            sol = solvers.solve(chain, b, "prove", time_limit=args.time_limit, checkable=True)
+            opts = {} if args.lagrange is None else {"lagrange": args.lagrange}
+            if args.lagrange_window is not None:
+                opts["lagrange_window"] = args.lagrange_window
+            sol = solvers.solve(chain, b, "prove", time_limit=args.time_limit, checkable=True,
+                                **opts)
             secs = time.perf_counter() - t0
             row = {"chain": name, "stages": chain.length, "seed": seed, "budget_index": k,
                    "budget": b, "status": sol.status, "makespan": sol.makespan,
@@ -131,6 +135,7 @@ def run(args) -> list:
                    round((sol.makespan - sol.bound) / sol.makespan, 5),
                    "certificate": sol.info.get("certificate"),
                    "relaxation": sol.info.get("relaxation"),
+                   "lagrange": sol.info.get("lagrange"),
                    "bounded_search": sol.info.get("bounded_search"),
                    "proof_search": sol.info.get("proof_search")}
             ps = sol.info.get("proof_search") or {}
@@ -143,7 +148,8 @@ def run(args) -> list:
                 row.update(check(path), proof_bytes=path.stat().st_size)
             row["load_1min"] = os.getloadavg()[0]
             print(json.dumps({k2: v for k2, v in row.items()
-                              if k2 not in ("relaxation", "bounded_search", "proof_search")}),
+                              if k2 not in ("relaxation", "bounded_search", "proof_search",
+                                            "lagrange")}),
                   flush=True)
             rows.append(row)
     return rows
@@ -183,6 +189,10 @@ def main(argv=None) -> None:
     ap.add_argument("--only", nargs="*", default=None, metavar="NAME:K",
                     help="only these instances: chain name without spaces and budget "
                          "indices 0-4, e.g. random30:2,3 net32:0")
+    ap.add_argument("--lagrange", type=float, default=None, metavar="S",
+                    help="prove -o lagrange=S: the phase-block Lagrangian bound first, S s")
+    ap.add_argument("--lagrange-window", type=int, default=None, metavar="W",
+                    help="prove -o lagrange_window=W (with --lagrange)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if a.certify:

@@ -157,13 +157,22 @@ def _tolerance(chain: Chain) -> float:
                                               "beyond 20 stages)", none=True),
                    "cuts": Option("str", "comma-separated extra relaxation rows: reach, "
                                   "fwd_peak (refused on unsaved outputs)"),
+                   "lagrange": Option("seconds", "first run the phase-block Lagrangian bound "
+                                      "(solvers/bounds/phase_lagrange.py) this long; off "
+                                      "by default (chains whose outputs are all saved)",
+                                      none=True),
+                   "lagrange_window": Option("int", "with lagrange: then windows of this many "
+                                             "phases, each an exact MILP, joined by prices "
+                                             "(solvers/bounds/window_lagrange.py); 2/3 of "
+                                             "lagrange's time", minimum=1, none=True),
                    "checkable": Option("bool", "an optimal answer also carries a certificate "
                                        "proofs/check_certificate.py verifies "
                                        "(info['proof']; None if not found in the time left)")})
 def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
                 relaxation_share: float | None = None, cuts: str = "",
-                checkable: bool = False) -> Solution:
+                checkable: bool = False, lagrange: float | None = None,
+                lagrange_window: int | None = None) -> Solution:
     """Optimal schedule over all schedules, by proof of a schedule in hand (module
     docstring).
 
@@ -184,6 +193,16 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         certificate (``/2`` when it uses cuts; :mod:`solvers.bounds.certified`) that
         proofs/check_certificate.py verifies without any solver, or None when none was
         found in the time left (``info["proof_search"]`` says how far it got).
+    lagrange : seconds for the phase-block Lagrangian bound
+        (:mod:`solvers.bounds.phase_lagrange`, proofs/phase_lagrange.md), run before the
+        relaxation, its bound kept when larger (``certificate`` ``"phase Lagrangian"`` when
+        it reaches the makespan); None (the default): not run.  Strong where the
+        relaxation's branch and bound stalls, the smallest budgets of deep chains
+        (docs/ilp.md); ignored on chains with unsaved outputs.
+    lagrange_window : with ``lagrange``, a third of its time goes to the phase blocks and
+        the rest to windows of this many phases, each the moment relaxation restricted to
+        them and solved exactly, joined by prices from the phase blocks'
+        (:mod:`solvers.bounds.window_lagrange`; 5 measured best at 30 stages).
     """
     # the options' types and ranges are checked by the registry (the schema above)
     families = _cut_families(cuts)
@@ -204,6 +223,14 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
             info["certificate"] = "ideal makespan"
             return _optimal(chain, budget, schedule, info, deadline,
                             "its makespan is the ideal one (every Fall and backward once)")
+        if lagrange is not None and not chain.has_unsaved_outputs:
+            lag = _lagrange_step(chain, budget, makespan, lagrange, info, deadline,
+                                 schedule, lagrange_window)
+            if lag >= makespan - _tolerance(chain):
+                info["certificate"] = "phase Lagrangian"
+                return _optimal(chain, budget, schedule, info, deadline,
+                                "the phase-block Lagrangian bound reaches its makespan")
+            lower = max(lower, lag)
         if relaxation:
             lb = _relaxation_step(chain, budget, schedule, makespan, info, deadline,
                                   relaxation_share, families)
@@ -243,6 +270,36 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                                    wall_time=deadline.elapsed())
     return _stopped(chain, budget, schedule, max(lower, bound), stopped, max_states, info,
                     deadline)
+
+
+def _lagrange_step(chain, budget, makespan, seconds, info, deadline, schedule,
+                   window) -> float:
+    """The phase-block Lagrangian bound in at most ``seconds`` (and the time left), less a
+    margin for the floating-point sums (proofs/phase_lagrange.md, "Rounding"); with
+    ``window``, a third of that time, then the windows' bound from its prices."""
+    from solvers.bounds.phase_lagrange import lagrangian_bound
+    left = seconds if deadline.limit is None else min(seconds, deadline.remaining(0.01))
+    res = lagrangian_bound(chain, budget, upper=makespan,
+                           time_limit=left / 3 if window else left, both=True,
+                           iterations=10 ** 9)
+    if res.get("infeasible"):  # a valid schedule is in hand: the blocks cannot all be empty
+        raise AssertionError("phase_lagrange: a block is empty next to a valid schedule")
+    value = res["bound"] - res["margin"]
+    info["lagrange"] = {"bound": value, "iterations": res["iterations"],
+                        "wall_time": round(res["seconds"], 3)}
+    if window and value < makespan - _tolerance(chain):
+        from solvers.bounds.window_lagrange import window_bound
+        rest = left - res["seconds"]
+        wres = window_bound(chain, budget, width=window, upper=makespan, schedule=schedule,
+                            mu=res["mu"], time_limit=rest, seconds_each=max(1.0, rest / 4))
+        if wres.get("infeasible"):
+            raise AssertionError("window_lagrange: a window is infeasible next to a valid "
+                                 "schedule")
+        wval = wres["bound"] - res["margin"]
+        info["lagrange"].update(window_bound=wval, window_iterations=wres["iterations"],
+                                window_wall_time=round(wres["seconds"], 3))
+        value = max(value, wval)
+    return value
 
 
 #: Without a time limit the relaxation may run this many seconds (its branch and bound

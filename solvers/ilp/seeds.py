@@ -2,8 +2,8 @@
 
 They are MIP starts (an incumbent from the first second) and the schedules the moment
 relaxation tries to prove optimal.  Under a time limit a DP runs only when its estimated
-time fits in a share of what is left (:func:`dp_seconds`): the DPs cannot be interrupted,
-and dp-weak's O(L^4 M) table takes minutes at 100 stages.
+time fits in a share of what is left (:func:`dp_seconds`): dp-weak's O(L^4 M) table took
+minutes at 100 stages with numpy's kernel (seconds with the compiled one).
 """
 from __future__ import annotations
 
@@ -45,8 +45,42 @@ def dp_seconds(chain: Chain, budget: int, name: str) -> float:
     M = max(1, min(budget, chain.store_all_memory()) // g)
     L = chain.length
     if name == "dp":
-        return L ** 3 / 6 * (1.5e-6 + 2e-9 * M)
-    return L ** 4 / 6 * (1e-5 + 1e-8 * M + 5e-8 * max(0, M - 100_000)) * max(1.0, L / 60)
+        numpy_s = L ** 3 / 6 * (1.5e-6 + 2e-9 * M)
+    else:
+        numpy_s = (L ** 4 / 6 * (1e-5 + 1e-8 * M + 5e-8 * max(0, M - 100_000))
+                   * max(1.0, L / 60))
+    return min(numpy_s, _kernel_seconds(L, M, name))
+
+
+#: The compiled kernels' rates assumed by :func:`dp_seconds`, in each DP's own steps (its
+#: ``work_estimate``), and what loading them costs: measured dp-weak 1.2 s at 60 and 100
+#: stages at the smallest budget (M about 60), 2.1 s at 100 stages and M = 331 (where the
+#: estimate from numpy's old rates said 23-370 s, so prove and ilp fell back to the
+#: persistent DP's schedule under a minute's limit); dp 17.6 s at 1,000 stages, M = 1,000.
+COMPILED_RATE = {"dp": 1e9, "dp-weak": 5e8}
+COMPILED_LOAD_SECONDS = 2.0
+
+
+#: How far above numpy's measured rate (each DP's NUMPY_RATE) the estimate goes.
+NUMPY_SLACK = 5.0
+
+
+def _kernel_seconds(L: int, M: int, name: str) -> float:
+    """A generous estimate of the DP's seconds with the kernel option ``auto`` picks there,
+    from the DP's own step count: the compiled kernel's (loading it included), or numpy's
+    at :data:`NUMPY_SLACK` times its measured rate."""
+    from solvers import dp, dp_weak
+    from solvers.dp_kernel import resolve_kernel
+    if name == "dp":
+        steps = dp.work_estimate(L, M, 8)[1]
+        numpy_rate = dp.NUMPY_RATE
+    else:
+        steps = dp_weak.work_estimate(L, M)[1]
+        numpy_rate = dp_weak.NUMPY_RATE
+    slow = 6.0 if M > 100_000 else 1.0  # rows past the caches
+    if resolve_kernel("auto", name, steps / numpy_rate) != "numba":
+        return DP_ALWAYS + NUMPY_SLACK * slow * steps / numpy_rate
+    return COMPILED_LOAD_SECONDS + slow * steps / COMPILED_RATE[name]
 
 
 def _affordable(deadline: Deadline, seconds: float) -> bool:

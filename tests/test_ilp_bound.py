@@ -110,6 +110,44 @@ def test_a_mip_start_cannot_make_highs_misreport_the_optimum():
     assert plain.value == pytest.approx(2.0) and started.value == pytest.approx(2.0)
 
 
+def test_a_misreported_start_costs_the_bound_a_restart_not_the_run():
+    """HiGHS 1.16 with presolve announces the weak DP's start on the random 30-stage chain
+    at its smallest budget (57) at 588 where its point is worth 596 (backward times
+    aside).  The driver used to notice only at the end and solve again without presolve in
+    the 0.01 s left, so a run of any length answered a bound of 208 (the backward times
+    alone, below even the ideal makespan 374).  The incumbent is now checked as it is
+    announced and the run restarted at once: the bound is at least the rows' own LP
+    optimum (weak duality, computed here apart with HiGHS's LP solver) and at most the
+    schedule's makespan."""
+    import highspy
+    import numpy as np
+
+    import solvers
+    from solvers.bounds.lp_tree import lp_rows
+    from solvers.ilp import backends
+    from solvers.ilp.relaxation import relaxation_point
+
+    chain = make("random", 30, 0)
+    weak = solvers.solve(chain, 57, "dp-weak")
+    assert weak.makespan == 793.0
+    rows = lp_rows(chain, 57)
+    n, m = len(rows.names), len(rows.labels)
+    lp = highspy.Highs()
+    lp.setOptionValue("output_flag", False)
+    lp.addVars(n, np.zeros(n), np.ones(n))
+    lp.changeColsCost(n, np.arange(n, dtype=np.int32), rows.cost)
+    lp.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
+               rows.index, rows.value)
+    lp.run()
+    root = lp.getInfo().objective_function_value + rows.constant
+    assert root > chain.ideal_makespan()
+    model = build_relaxation(chain.scaled_sizes(chain.size_gcd()), 57)
+    res = backends.run_model(model, "highs", 6.0, relaxation_point(chain, weak.schedule), 1,
+                             chain.ideal_makespan())
+    assert any("announced below" in r for r in res.retries)
+    assert res.bound is not None and root - 1e-6 <= res.bound <= weak.makespan + 1e-6
+
+
 # A chain where the relaxation stays below the optimum (found by a random search): the
 # phases must order their operations around forward overheads, which it does not see.
 GAP_CHAIN = Chain(fwd_time=[1.0, 5.0, 4.0], bwd_time=[1.0, 5.0, 2.0, 2.0], x_size=[3, 1, 2, 1],

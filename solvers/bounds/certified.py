@@ -22,6 +22,8 @@ FORMAT_CUTS = "remat-proof/2"  # /1 plus cuts with their derivations (proofs/cer
 #: rounds of root cuts (solvers.bounds.cg_cuts) and their share of the time limit
 CUT_ROUNDS = 8
 CUT_SHARE = 0.25
+#: rounds of Chvátal-Gomory cuts in the directions of HiGHS's root cuts, before those
+SUGGEST_ROUNDS = 3
 #: rounds of cuts at each node not closed down to this depth
 NODE_CUT_ROUNDS = 2
 NODE_CUT_DEPTH = 4
@@ -34,7 +36,8 @@ def _base(chain: Chain, budget: int, schedule, makespan: float) -> dict:
 
 def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None = None,
                 max_nodes: int = 200_000, cuts: int = CUT_ROUNDS, strong: int = 8,
-                node_cuts: int = NODE_CUT_ROUNDS, node_cut_depth: int = NODE_CUT_DEPTH):
+                node_cuts: int = NODE_CUT_ROUNDS, node_cut_depth: int = NODE_CUT_DEPTH,
+                suggest: int = SUGGEST_ROUNDS):
     """``(certificate dict or None, info)``: a checkable proof that ``schedule`` (valid at
     ``budget``) is optimal over all schedules, or None when none was found in time
     (``info["stopped"]`` says why)."""
@@ -49,6 +52,7 @@ def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None
     res = lp_tree.prove_cutoff(chain, budget, makespan, time_limit=time_limit,
                                max_nodes=max_nodes, cuts=cuts, strong=strong,
                                node_cuts=node_cuts, node_cut_depth=node_cut_depth,
+                               suggest=suggest,
                                cut_seconds=None if time_limit is None else
                                CUT_SHARE * time_limit)
     info.update(kind="lp-tree", nodes=res.nodes, seconds=round(res.seconds, 3),

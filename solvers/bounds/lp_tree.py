@@ -125,12 +125,20 @@ def lagrangian_terms(rows: LpRows, y: np.ndarray, lb: np.ndarray, ub: np.ndarray
     y = clip(rows, y)
     side = np.where(y > 0, np.where(np.isfinite(rows.lo), rows.lo, 0.0),
                     np.where(np.isfinite(rows.up), rows.up, 0.0))
-    aty = np.zeros(len(rows.names))
     counts = np.diff(rows.starts)
-    np.add.at(aty, rows.index, np.repeat(y, counts) * rows.value)
+    terms = np.repeat(y, counts) * rows.value
+    aty = np.bincount(rows.index, terms, len(rows.names))
     d = (rows.cost if with_cost else 0.0) - aty
     total = float(np.dot(y, side)) + float(np.sum(np.minimum(d * lb, d * ub)))
-    return total + (rows.constant if with_cost else 0.0), d
+    total += rows.constant if with_cost else 0.0
+    # a bound on the floating-point error of all that (every term's magnitude, times the
+    # longest sum's length, times the unit roundoff): the value returned is below the
+    # exact LB(y) the checker computes (its rows are exact integers in floats)
+    size = (float(np.dot(np.abs(y), np.abs(side)))
+            + float(np.sum(np.bincount(rows.index, np.abs(terms), len(rows.names))))
+            + (float(np.sum(np.abs(rows.cost))) + abs(rows.constant) if with_cost else 0.0))
+    longest = max(len(y), int(counts.max(initial=0)), len(d)) + 8
+    return total - 4.0 * longest * np.finfo(float).eps * size, d
 
 
 @dataclass
@@ -165,7 +173,8 @@ def _sparse(rows: LpRows, y: np.ndarray) -> dict:
 def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float | None = None,
                  max_nodes: int = 200_000, branching: str = "state",
                  strong: int = 8, cuts: int = 0, cut_seconds: float | None = None,
-                 node_cuts: int = 0, node_cut_depth: int = 0) -> TreeResult:
+                 node_cuts: int = 0, node_cut_depth: int = 0,
+                 suggest: int = 0) -> TreeResult:
     """Branch and bound over the moment relaxation's LP: is every 0/1 point of it worth more
     than ``cutoff - granularity`` (module docstring)?  Depth first, branching on the most
     fractional variable (``branching="state"``: of the moment-state variables h and g first,
@@ -176,7 +185,10 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     of Gomory mixed-integer cuts added at the root first (:mod:`solvers.bounds.cg_cuts`, at most ``cut_seconds``), whose rows
     the multipliers may then use (``TreeResult.cuts``: their derivations); ``node_cuts``
     rounds more at every node not closed down to depth ``node_cut_depth`` (cuts valid
-    everywhere, derived from the node's LP)."""
+    everywhere, derived from the node's LP).  ``suggest``: rounds of Chvátal-Gomory cuts in
+    the directions of HiGHS's root cuts first (:func:`solvers.bounds.cg_cuts.suggested_rounds`:
+    each re-derived from multipliers an LP finds, nothing of HiGHS's trusted), within the
+    same ``cut_seconds``."""
     t0 = time.perf_counter()
     rows = lp_rows(chain, budget)
     delta = granularity(chain)
@@ -197,14 +209,23 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     nodes = 0
     stats = {"leaves_lp": 0, "leaves_ray": 0, "columns": n, "rows": m}
     derivations = []
-    if cuts:
+    if cuts or suggest:
         h.run()
-        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-            rows, derivations, history = cg_cuts.cut_rounds(
-                h, rows, rounds=cuts, time_limit=cut_seconds, target=target + margin)
-            m = len(rows.labels)
-            stats.update(cuts=len(derivations), cut_bounds=history,
-                         cut_seconds=round(time.perf_counter() - t0, 3))
+        if suggest and h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            rows, derivations, history = cg_cuts.suggested_rounds(
+                h, rows, rounds=suggest, time_limit=cut_seconds, target=target + margin)
+            stats.update(suggested_cuts=len(derivations), suggested_bounds=history)
+        value = h.getInfo().objective_function_value + rows.constant
+        if cuts and h.getModelStatus() == highspy.HighsModelStatus.kOptimal \
+                and value <= target + margin:
+            spent = time.perf_counter() - t0
+            rows, more, history = cg_cuts.cut_rounds(
+                h, rows, rounds=cuts, target=target + margin,
+                time_limit=None if cut_seconds is None else max(0.0, cut_seconds - spent))
+            derivations.extend(more)
+            stats.update(cut_bounds=history)
+        m = len(rows.labels)
+        stats.update(cuts=len(derivations), cut_seconds=round(time.perf_counter() - t0, 3))
     lb, ub = np.zeros(n), np.ones(n)
     state = np.array([nm[0] in "hg" for nm in rows.names])
 

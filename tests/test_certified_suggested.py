@@ -210,3 +210,16 @@ def test_only_the_cuts_the_tree_uses_are_written():
     # the derivations refer backwards only (the checker derives cut_k from earlier ones)
     for k, cut in enumerate(cert["cuts"]):
         assert all(int(lab[4:]) < k for lab in cut["rows"] if lab.startswith("cut_"))
+
+
+def test_a_root_closing_to_the_unit_is_certified():
+    """The network chain of 48 stages at its smallest budget: the LP root's bound is the
+    makespan itself (one unit above what a leaf must exceed, on a makespan of 1.3e8), so the
+    producer's floating-point error bound must be far below a unit for the root to close;
+    the certificate is one box, and accepted."""
+    chain = bench.net_chain(46)
+    b = bench.budgets(chain)[0]
+    sol = solvers.solve(chain, b, "dp-weak")
+    cert, info = certified.certificate(chain, b, sol.schedule, time_limit=60)
+    assert cert is not None and info["nodes"] == 1, info
+    assert checker.check(json.loads(json.dumps(cert)))["boxes"] == 1

@@ -106,7 +106,10 @@ def lp_rows(chain: Chain, budget: int) -> LpRows:
 
 def clip(rows: LpRows, y: np.ndarray) -> np.ndarray:
     """``y`` with every multiplier of a sign its row cannot take set to 0 (still a valid
-    ``y``: the bound is defined for every such vector)."""
+    ``y``: the bound is defined for every such vector), and every multiplier of magnitude
+    1e-12 or less too (the certificate does not write those: the bound evaluated here is
+    the bound of the multipliers written)."""
+    y = np.where(np.abs(y) > 1e-12, y, 0.0)
     return np.where(y > 0, np.where(np.isfinite(rows.lo), y, 0.0),
                     np.where(np.isfinite(rows.up), y, 0.0))
 
@@ -127,18 +130,26 @@ def lagrangian_terms(rows: LpRows, y: np.ndarray, lb: np.ndarray, ub: np.ndarray
                     np.where(np.isfinite(rows.up), rows.up, 0.0))
     counts = np.diff(rows.starts)
     terms = np.repeat(y, counts) * rows.value
-    aty = np.bincount(rows.index, terms, len(rows.names))
-    d = (rows.cost if with_cost else 0.0) - aty
-    total = float(np.dot(y, side)) + float(np.sum(np.minimum(d * lb, d * ub)))
-    total += rows.constant if with_cost else 0.0
-    # a bound on the floating-point error of all that (every term's magnitude, times the
-    # longest sum's length, times the unit roundoff): the value returned is below the
-    # exact LB(y) the checker computes (its rows are exact integers in floats)
-    size = (float(np.dot(np.abs(y), np.abs(side)))
-            + float(np.sum(np.bincount(rows.index, np.abs(terms), len(rows.names))))
-            + (float(np.sum(np.abs(rows.cost))) + abs(rows.constant) if with_cost else 0.0))
-    longest = max(len(y), int(counts.max(initial=0)), len(d)) + 8
-    return total - 4.0 * longest * np.finfo(float).eps * size, d
+    n = len(rows.names)
+    aty = np.bincount(rows.index, terms, n)
+    cost = rows.cost if with_cost else np.zeros(n)
+    d = cost - aty
+    ys = y * side
+    total = math.fsum(ys) + math.fsum(np.minimum(d * lb, d * ub))
+    constant = rows.constant if with_cost else 0.0
+    total += constant
+    # a bound on the floating-point error of all that, so that the value returned is below
+    # the exact LB(y) the checker computes (its rows are exact integers in floats): each
+    # product y_r side_r is rounded once and summed exactly (fsum); each d_j is a sum of
+    # count_j rounded products, rounded again when subtracted from c_j (recursive summation:
+    # at most (count_j + 2) eps times the sum of the magnitudes); d_j times a bound of 0 or
+    # 1 is exact and those are summed exactly; adding the constant rounds once more
+    eps = float(np.finfo(float).eps)
+    per_col = np.bincount(rows.index, minlength=n)[:n] + 2.0
+    mags = np.bincount(rows.index, np.abs(terms), n) + np.abs(cost)
+    err = eps * (math.fsum(np.abs(ys)) + math.fsum(per_col * mags)
+                 + 2.0 * (abs(total) + abs(constant)))
+    return total - err, d
 
 
 @dataclass

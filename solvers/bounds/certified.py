@@ -25,7 +25,7 @@ FORMAT_CUTS = "remat-proof/2"  # /1 plus cuts with their derivations (proofs/cer
 CUT_ROUNDS = 8
 CUT_SHARE = 0.25
 #: rounds of Chvátal-Gomory cuts in the directions of HiGHS's root cuts, before those
-SUGGEST_ROUNDS = 3
+SUGGEST_ROUNDS = 1
 #: rounds of cuts at each node not closed down to this depth
 NODE_CUT_ROUNDS = 2
 NODE_CUT_DEPTH = 4

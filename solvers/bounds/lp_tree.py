@@ -222,21 +222,31 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     derivations = []
     if cuts or suggest:
         h.run()
-        if suggest and h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-            rows, derivations, history = cg_cuts.suggested_rounds(
-                h, rows, rounds=suggest, time_limit=cut_seconds, target=target + margin)
-            stats.update(suggested_cuts=len(derivations), suggested_bounds=history)
-        value = h.getInfo().objective_function_value + rows.constant
-        if cuts and h.getModelStatus() == highspy.HighsModelStatus.kOptimal \
-                and value <= target + margin:
+        # the suggested cuts first, then the tableau's from the point they leave (the other
+        # way round, the tableau's dense cuts change what HiGHS suggests, and on the network
+        # chains the root no longer closes: docs/ilp.md, "Certificates, round two")
+        phases = ["suggest"] * bool(suggest) + ["gmi"] * bool(cuts)
+        history, suggested = [], []
+        for phase in phases:
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                break
+            if h.getInfo().objective_function_value + rows.constant > target + margin:
+                break
             spent = time.perf_counter() - t0
-            rows, more, history = cg_cuts.cut_rounds(
-                h, rows, rounds=cuts, target=target + margin,
-                time_limit=None if cut_seconds is None else max(0.0, cut_seconds - spent))
+            budget = None if cut_seconds is None else max(0.0, cut_seconds - spent)
+            if phase == "gmi":
+                rows, more, hist = cg_cuts.cut_rounds(h, rows, rounds=cuts, time_limit=budget,
+                                                      target=target + margin)
+            else:
+                rows, more, hist = cg_cuts.suggested_rounds(h, rows, rounds=suggest,
+                                                            time_limit=budget,
+                                                            target=target + margin)
+                suggested.extend(more)
             derivations.extend(more)
-            stats.update(cut_bounds=history)
+            history.append([phase] + hist)
         m = len(rows.labels)
-        stats.update(cuts=len(derivations), cut_seconds=round(time.perf_counter() - t0, 3))
+        stats.update(cuts=len(derivations), suggested_cuts=len(suggested), cut_bounds=history,
+                     cut_seconds=round(time.perf_counter() - t0, 3))
     lb, ub = np.zeros(n), np.ones(n)
     state = np.array([nm[0] in "hg" for nm in rows.names])
 

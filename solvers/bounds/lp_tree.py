@@ -233,13 +233,13 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
             if h.getInfo().objective_function_value + rows.constant > target + margin:
                 break
             spent = time.perf_counter() - t0
-            budget = None if cut_seconds is None else max(0.0, cut_seconds - spent)
+            seconds = None if cut_seconds is None else max(0.0, cut_seconds - spent)
             if phase == "gmi":
-                rows, more, hist = cg_cuts.cut_rounds(h, rows, rounds=cuts, time_limit=budget,
+                rows, more, hist = cg_cuts.cut_rounds(h, rows, rounds=cuts, time_limit=seconds,
                                                       target=target + margin)
             else:
                 rows, more, hist = cg_cuts.suggested_rounds(h, rows, rounds=suggest,
-                                                            time_limit=budget,
+                                                            time_limit=seconds,
                                                             target=target + margin)
                 suggested.extend(more)
             derivations.extend(more)

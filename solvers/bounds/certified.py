@@ -6,7 +6,9 @@ Two kinds: ``ideal`` (the schedule's makespan is the ideal one, which no schedul
 every Fall and every backward runs once at least) and ``lp-tree`` (a branch and bound over
 the moment relaxation's LP whose every leaf carries the multipliers that close it:
 :mod:`solvers.bounds.lp_tree`, over the rows and the Gomory mixed-integer cuts it derives
-at the root and at shallow nodes, :mod:`solvers.bounds.cg_cuts`).
+at the root and at shallow nodes, and the Chvátal-Gomory cuts it derives in the
+directions of HiGHS's root cuts, :mod:`solvers.bounds.cg_cuts`; only the cuts the tree uses
+are written: :func:`prune_cuts`).
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ FORMAT_CUTS = "remat-proof/2"  # /1 plus cuts with their derivations (proofs/cer
 #: rounds of root cuts (solvers.bounds.cg_cuts) and their share of the time limit
 CUT_ROUNDS = 8
 CUT_SHARE = 0.25
+#: rounds of Chvátal-Gomory cuts in the directions of HiGHS's root cuts, before those
+SUGGEST_ROUNDS = 1
 #: rounds of cuts at each node not closed down to this depth
 NODE_CUT_ROUNDS = 2
 NODE_CUT_DEPTH = 4
@@ -34,7 +38,8 @@ def _base(chain: Chain, budget: int, schedule, makespan: float) -> dict:
 
 def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None = None,
                 max_nodes: int = 200_000, cuts: int = CUT_ROUNDS, strong: int = 8,
-                node_cuts: int = NODE_CUT_ROUNDS, node_cut_depth: int = NODE_CUT_DEPTH):
+                node_cuts: int = NODE_CUT_ROUNDS, node_cut_depth: int = NODE_CUT_DEPTH,
+                suggest: int = SUGGEST_ROUNDS):
     """``(certificate dict or None, info)``: a checkable proof that ``schedule`` (valid at
     ``budget``) is optimal over all schedules, or None when none was found in time
     (``info["stopped"]`` says why)."""
@@ -49,6 +54,7 @@ def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None
     res = lp_tree.prove_cutoff(chain, budget, makespan, time_limit=time_limit,
                                max_nodes=max_nodes, cuts=cuts, strong=strong,
                                node_cuts=node_cuts, node_cut_depth=node_cut_depth,
+                               suggest=suggest,
                                cut_seconds=None if time_limit is None else
                                CUT_SHARE * time_limit)
     info.update(kind="lp-tree", nodes=res.nodes, seconds=round(res.seconds, 3),
@@ -56,12 +62,70 @@ def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None
     if not res.proven:
         return None, info
     cert = _base(chain, budget, schedule, makespan)
-    if res.cuts:
-        cert.update(format=FORMAT_CUTS, cuts=res.cuts)
-    cert.update(kind="lp-tree", tree=res.tree,
+    tree, cuts = prune_cuts(res.tree, res.cuts)
+    info["cuts_written"] = len(cuts)
+    if cuts:
+        cert.update(format=FORMAT_CUTS, cuts=cuts)
+    cert.update(kind="lp-tree", tree=tree,
                 stats={"nodes": res.nodes, "delta": lp_tree.granularity(chain),
-                       "cuts": len(res.cuts)})
+                       "cuts": len(cuts)})
     return cert, info
+
+
+def _is_cut(label: str) -> bool:
+    return label.startswith("cut_") and label[4:].isdigit()
+
+
+def prune_cuts(tree: dict, cuts: list) -> tuple:
+    """``(tree, cuts)`` with only the cuts the tree's multipliers use, and those their
+    derivations use in turn, renumbered in their order (``cut_k`` is the k-th cut the
+    checker derives, so every label in the derivations and the tree is rewritten): the
+    same proof, with fewer rows for the checker to derive."""
+    used = set()
+
+    def walk(node):
+        if node is None:
+            return
+        for label in node.get("y") or {}:
+            if _is_cut(label):
+                used.add(int(label[4:]))
+        for child in node.get("children", []):
+            walk(child)
+        if "child" in node:
+            walk(node["child"])
+
+    walk(tree)
+    stack = list(used)
+    while stack:
+        for label in cuts[stack.pop()].get("rows", {}):
+            if _is_cut(label) and int(label[4:]) not in used:
+                used.add(int(label[4:]))
+                stack.append(int(label[4:]))
+    keep = sorted(used)
+    if len(keep) == len(cuts):
+        return tree, cuts
+    new = {f"cut_{k}": f"cut_{i}" for i, k in enumerate(keep)}
+
+    def rename(d):
+        return {new.get(label, label): v for label, v in d.items()}
+
+    out = []
+    for k in keep:
+        cut = dict(cuts[k])
+        cut["rows"] = rename(cut.get("rows", {}))
+        out.append(cut)
+
+    def redo(node):
+        node = dict(node)
+        if "y" in node and node["y"] is not None:
+            node["y"] = rename(node["y"])
+        if "children" in node:
+            node["children"] = [redo(c) for c in node["children"]]
+        if "child" in node:
+            node["child"] = redo(node["child"])
+        return node
+
+    return redo(tree), out
 
 
 def tree_size(tree: dict) -> int:

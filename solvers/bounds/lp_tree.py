@@ -106,7 +106,10 @@ def lp_rows(chain: Chain, budget: int) -> LpRows:
 
 def clip(rows: LpRows, y: np.ndarray) -> np.ndarray:
     """``y`` with every multiplier of a sign its row cannot take set to 0 (still a valid
-    ``y``: the bound is defined for every such vector)."""
+    ``y``: the bound is defined for every such vector), and every multiplier of magnitude
+    1e-12 or less too (the certificate does not write those: the bound evaluated here is
+    the bound of the multipliers written)."""
+    y = np.where(np.abs(y) > 1e-12, y, 0.0)
     return np.where(y > 0, np.where(np.isfinite(rows.lo), y, 0.0),
                     np.where(np.isfinite(rows.up), y, 0.0))
 
@@ -125,12 +128,28 @@ def lagrangian_terms(rows: LpRows, y: np.ndarray, lb: np.ndarray, ub: np.ndarray
     y = clip(rows, y)
     side = np.where(y > 0, np.where(np.isfinite(rows.lo), rows.lo, 0.0),
                     np.where(np.isfinite(rows.up), rows.up, 0.0))
-    aty = np.zeros(len(rows.names))
     counts = np.diff(rows.starts)
-    np.add.at(aty, rows.index, np.repeat(y, counts) * rows.value)
-    d = (rows.cost if with_cost else 0.0) - aty
-    total = float(np.dot(y, side)) + float(np.sum(np.minimum(d * lb, d * ub)))
-    return total + (rows.constant if with_cost else 0.0), d
+    terms = np.repeat(y, counts) * rows.value
+    n = len(rows.names)
+    aty = np.bincount(rows.index, terms, n)
+    cost = rows.cost if with_cost else np.zeros(n)
+    d = cost - aty
+    ys = y * side
+    total = math.fsum(ys) + math.fsum(np.minimum(d * lb, d * ub))
+    constant = rows.constant if with_cost else 0.0
+    total += constant
+    # a bound on the floating-point error of all that, so that the value returned is below
+    # the exact LB(y) the checker computes (its rows are exact integers in floats): each
+    # product y_r side_r is rounded once and summed exactly (fsum); each d_j is a sum of
+    # count_j rounded products, rounded again when subtracted from c_j (recursive summation:
+    # at most (count_j + 2) eps times the sum of the magnitudes); d_j times a bound of 0 or
+    # 1 is exact and those are summed exactly; adding the constant rounds once more
+    eps = float(np.finfo(float).eps)
+    per_col = np.bincount(rows.index, minlength=n)[:n] + 2.0
+    mags = np.bincount(rows.index, np.abs(terms), n) + np.abs(cost)
+    err = eps * (math.fsum(np.abs(ys)) + math.fsum(per_col * mags)
+                 + 2.0 * (abs(total) + abs(constant)))
+    return total - err, d
 
 
 @dataclass
@@ -165,7 +184,8 @@ def _sparse(rows: LpRows, y: np.ndarray) -> dict:
 def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float | None = None,
                  max_nodes: int = 200_000, branching: str = "state",
                  strong: int = 8, cuts: int = 0, cut_seconds: float | None = None,
-                 node_cuts: int = 0, node_cut_depth: int = 0) -> TreeResult:
+                 node_cuts: int = 0, node_cut_depth: int = 0,
+                 suggest: int = 0) -> TreeResult:
     """Branch and bound over the moment relaxation's LP: is every 0/1 point of it worth more
     than ``cutoff - granularity`` (module docstring)?  Depth first, branching on the most
     fractional variable (``branching="state"``: of the moment-state variables h and g first,
@@ -176,7 +196,10 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     of Gomory mixed-integer cuts added at the root first (:mod:`solvers.bounds.cg_cuts`, at most ``cut_seconds``), whose rows
     the multipliers may then use (``TreeResult.cuts``: their derivations); ``node_cuts``
     rounds more at every node not closed down to depth ``node_cut_depth`` (cuts valid
-    everywhere, derived from the node's LP)."""
+    everywhere, derived from the node's LP).  ``suggest``: rounds of Chvátal-Gomory cuts in
+    the directions of HiGHS's root cuts first (:func:`solvers.bounds.cg_cuts.suggested_rounds`:
+    each re-derived from multipliers an LP finds, nothing of HiGHS's trusted), within the
+    same ``cut_seconds``."""
     t0 = time.perf_counter()
     rows = lp_rows(chain, budget)
     delta = granularity(chain)
@@ -197,14 +220,33 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     nodes = 0
     stats = {"leaves_lp": 0, "leaves_ray": 0, "columns": n, "rows": m}
     derivations = []
-    if cuts:
+    if cuts or suggest:
         h.run()
-        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-            rows, derivations, history = cg_cuts.cut_rounds(
-                h, rows, rounds=cuts, time_limit=cut_seconds, target=target + margin)
-            m = len(rows.labels)
-            stats.update(cuts=len(derivations), cut_bounds=history,
-                         cut_seconds=round(time.perf_counter() - t0, 3))
+        # the suggested cuts first, then the tableau's from the point they leave (the other
+        # way round, the tableau's dense cuts change what HiGHS suggests, and on the network
+        # chains the root no longer closes: docs/ilp.md, "Certificates, round two")
+        phases = ["suggest"] * bool(suggest) + ["gmi"] * bool(cuts)
+        history, suggested = [], []
+        for phase in phases:
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                break
+            if h.getInfo().objective_function_value + rows.constant > target + margin:
+                break
+            spent = time.perf_counter() - t0
+            seconds = None if cut_seconds is None else max(0.0, cut_seconds - spent)
+            if phase == "gmi":
+                rows, more, hist = cg_cuts.cut_rounds(h, rows, rounds=cuts, time_limit=seconds,
+                                                      target=target + margin)
+            else:
+                rows, more, hist = cg_cuts.suggested_rounds(h, rows, rounds=suggest,
+                                                            time_limit=seconds,
+                                                            target=target + margin)
+                suggested.extend(more)
+            derivations.extend(more)
+            history.append([phase] + hist)
+        m = len(rows.labels)
+        stats.update(cuts=len(derivations), suggested_cuts=len(suggested), cut_bounds=history,
+                     cut_seconds=round(time.perf_counter() - t0, 3))
     lb, ub = np.zeros(n), np.ones(n)
     state = np.array([nm[0] in "hg" for nm in rows.names])
 

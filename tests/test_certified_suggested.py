@@ -11,7 +11,6 @@ import random
 from fractions import Fraction
 from pathlib import Path
 
-import highspy
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -40,15 +39,7 @@ def _rejected(cert):
 
 
 def _lp(rows):
-    n, m = len(rows.names), len(rows.labels)
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("presolve", "off")
-    h.setOptionValue("threads", 1)
-    h.addVars(n, np.zeros(n), np.ones(n))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), rows.cost)
-    h.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
-              rows.index, rows.value)
+    h = lp_tree.highs_lp(rows)
     h.run()
     return h
 

@@ -119,11 +119,8 @@ def test_a_misreported_start_costs_the_bound_a_restart_not_the_run():
     announced and the run restarted at once: the bound is at least the rows' own LP
     optimum (weak duality, computed here apart with HiGHS's LP solver) and at most the
     schedule's makespan."""
-    import highspy
-    import numpy as np
-
     import solvers
-    from solvers.bounds.lp_tree import lp_rows
+    from solvers.bounds.lp_tree import highs_lp, lp_rows
     from solvers.ilp import backends
     from solvers.ilp.relaxation import relaxation_point
 
@@ -131,13 +128,7 @@ def test_a_misreported_start_costs_the_bound_a_restart_not_the_run():
     weak = solvers.solve(chain, 57, "dp-weak")
     assert weak.makespan == 793.0
     rows = lp_rows(chain, 57)
-    n, m = len(rows.names), len(rows.labels)
-    lp = highspy.Highs()
-    lp.setOptionValue("output_flag", False)
-    lp.addVars(n, np.zeros(n), np.ones(n))
-    lp.changeColsCost(n, np.arange(n, dtype=np.int32), rows.cost)
-    lp.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
-               rows.index, rows.value)
+    lp = highs_lp(rows)
     lp.run()
     root = lp.getInfo().objective_function_value + rows.constant
     assert root > chain.ideal_makespan()

@@ -164,6 +164,21 @@ class TreeResult:
     cuts: list = field(default_factory=list)  # the cuts' derivations (cg_cuts), cut_k in y
 
 
+def highs_lp(rows: LpRows) -> "highspy.Highs":
+    """The LP of ``rows`` (every column in [0, 1]) in a silent, single-threaded HiGHS
+    without presolve, not yet solved."""
+    n, m = len(rows.names), len(rows.labels)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("threads", 1)
+    h.addVars(n, np.zeros(n), np.ones(n))
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), rows.cost)
+    h.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
+              rows.index, rows.value)
+    return h
+
+
 def granularity(chain: Chain) -> float:
     """The gcd of every time when all are integers (a faster makespan is then at least this
     much faster), else 0."""
@@ -209,14 +224,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     if delta > 0:
         margin = min(margin, delta / 16)
     n, m = len(rows.names), len(rows.labels)
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("presolve", "off")
-    h.setOptionValue("threads", 1)
-    h.addVars(n, np.zeros(n), np.ones(n))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), rows.cost)
-    h.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
-              rows.index, rows.value)
+    h = highs_lp(rows)
     nodes = 0
     stats = {"leaves_lp": 0, "leaves_ray": 0, "columns": n, "rows": m}
     derivations = []

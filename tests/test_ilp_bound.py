@@ -139,6 +139,38 @@ def test_a_misreported_start_costs_the_bound_a_restart_not_the_run():
     assert res.bound is not None and root - 1e-6 <= res.bound <= weak.makespan + 1e-6
 
 
+def test_a_run_past_its_limit_is_interrupted_with_a_valid_bound_and_never_proven(monkeypatch):
+    """HiGHS does not check its time limit inside every step of its search (its first cut
+    round on a deep relaxation was seen to run far past it); the driver interrupts a run
+    from HiGHS's callback once the limit has passed.  Here the grace is made negative so
+    that the interrupt comes before HiGHS's own limit, on a relaxation HiGHS cannot prove in
+    that time: the run stops at once, says time limit, is not proven, and its bound is
+    still a bound (at most the weak DP's makespan, which the relaxation's optimum reaches
+    here: proofs/ilp.md section 9; at least the rows' LP optimum)."""
+    import time
+
+    import solvers
+    from solvers.bounds.lp_tree import highs_lp, lp_rows
+    from solvers.ilp import backends
+    from solvers.ilp.relaxation import relaxation_point
+
+    chain = make("random", 30, 0)
+    weak = solvers.solve(chain, 85, "dp-weak")
+    assert weak.makespan == 531.0
+    model = build_relaxation(chain.scaled_sizes(chain.size_gcd()), 85)
+    monkeypatch.setattr(backends._WarmHighs, "OVERRUN_GRACE", -58.0)
+    t0 = time.perf_counter()
+    res = backends.run_model(model, "highs", 60.0, relaxation_point(chain, weak.schedule), 1,
+                             chain.ideal_makespan())
+    assert time.perf_counter() - t0 < 30  # interrupted by the driver, not by HiGHS at 60 s
+    assert not res.proven and res.status_text.startswith("Time limit reached (interrupted")
+    rows = lp_rows(chain, 85)
+    lp = highs_lp(rows)
+    lp.run()
+    root = lp.getInfo().objective_function_value + rows.constant
+    assert res.bound is not None and root - 1e-6 <= res.bound <= weak.makespan - 1
+
+
 # A chain where the relaxation stays below the optimum (found by a random search): the
 # phases must order their operations around forward overheads, which it does not see.
 GAP_CHAIN = Chain(fwd_time=[1.0, 5.0, 4.0], bwd_time=[1.0, 5.0, 2.0, 2.0], x_size=[3, 1, 2, 1],

@@ -38,10 +38,14 @@ PULP_SUPPORTED = ((3, 3, 1), (4,))  # [lowest, first unsupported): as pyproject.
 SECONDS_PER_BINARY = 4.5e-4
 
 
-#: HiGHS's first round of root cuts does not check the time limit (HiGHS 1.16: 120 s past
-#: a 12 s limit on the 100-stage moment relaxation, 25,000 binaries; 4 s past a 6 s limit at
-#: 50 stages, 6,500 binaries): seconds per squared binary, a generous fit of both.
-ROOT_SECONDS_PER_BINARY2 = 2e-7
+#: HiGHS's first round of root cuts was seen not to check the time limit (HiGHS 1.16, on a
+#: loaded machine: 120 s past a 12 s limit on the 100-stage moment relaxation, 25,000
+#: binaries; 4 s past a 6 s limit at 50 stages, 6,500 binaries).  The driver now interrupts
+#: a run that passes its limit from HiGHS's MIP callback (``_WarmHighs._watch_clock``; at
+#: 100 stages the callback came at most 2.2 s apart and the run stopped 1.2 s past a 12 s
+#: limit), so this term only keeps room for the first LP and cut round that precede any
+#: bound: seconds per squared binary (13 s at 25,000 binaries).
+ROOT_SECONDS_PER_BINARY2 = 2e-8
 
 
 def build_seconds(binaries: int) -> float:
@@ -116,6 +120,7 @@ class _WarmHighs(pulp.HiGHS):
     def callSolver(self, lp):
         h = lp.solverModel
         self.misreported = False
+        self.overran = False
         if self._start:
             pairs = [(v.index, float(self._start[v.name])) for v in lp.variables()
                      if v.name in self._start]
@@ -123,14 +128,39 @@ class _WarmHighs(pulp.HiGHS):
             val = np.array([x for _, x in pairs], dtype=np.float64)
             h.setSolution(len(pairs), idx, val)
             self._watch_incumbents(h)
+        self._watch_clock(h)
         if self.threads is not None:
             # HiGHS keeps one thread scheduler per process; a different thread count needs
             # a fresh one (otherwise run() fails with an option error)
             highspy.Highs.resetGlobalScheduler(True)
         self.run_status = h.run()
-        if self._start:
-            h.cbMipImprovingSolution.unsubscribe_by_data(self)
-            h.cbMipInterrupt.unsubscribe_by_data(self)
+        h.cbMipImprovingSolution.unsubscribe_by_data(self)
+        h.cbMipInterrupt.unsubscribe_by_data(self)
+
+    #: seconds past ``timeLimit`` after which the run is interrupted from the callback
+    OVERRUN_GRACE = 1.0
+
+    def _watch_clock(self, h):
+        """HiGHS checks its time limit between the steps of its MIP search, not inside
+        every one of them (its first round of root cuts on a deep relaxation was seen to
+        run far past the limit); its MIP interrupt callback is called often within them,
+        so the run is interrupted there once the limit is passed by :data:`OVERRUN_GRACE`
+        seconds.  An interrupted run keeps its dual bound (a bound is valid at any point
+        of the search) and is not proven."""
+        limit = self.timeLimit
+        misreport = bool(self._start)
+        if limit is None and not misreport:
+            return
+        t_end = None if limit is None else time.perf_counter() + limit + self.OVERRUN_GRACE
+
+        def interrupt(event):
+            if misreport and self.misreported:
+                event.data_in.user_interrupt = True
+            elif t_end is not None and time.perf_counter() > t_end:
+                self.overran = True
+                event.data_in.user_interrupt = True
+
+        h.cbMipInterrupt.subscribe(interrupt, self)
 
     def _watch_incumbents(self, h):
         """HiGHS 1.16 with presolve was seen to map a MIP start into its presolved model
@@ -140,7 +170,8 @@ class _WarmHighs(pulp.HiGHS):
         objective nor the dual bound can be trusted.  Each improving incumbent's announced
         objective is compared with the objective at its own point here, and the run is
         interrupted at the first disagreement, so that the driver solves again without
-        presolve with (nearly) all of its time rather than none."""
+        presolve with (nearly) all of its time rather than none (the interrupt itself is
+        :meth:`_watch_clock`'s)."""
         lp = h.getLp()
         cost, offset = np.asarray(lp.col_cost_, dtype=float), float(lp.offset_)
         tol = 1e-9 * max(1.0, float(np.abs(cost).sum()))
@@ -152,12 +183,7 @@ class _WarmHighs(pulp.HiGHS):
                 if abs(at_point - event.data_out.objective_function_value) > tol:
                     self.misreported = True
 
-        def interrupt(event):
-            if self.misreported:
-                event.data_in.user_interrupt = True
-
         h.cbMipImprovingSolution.subscribe(improving, self)
-        h.cbMipInterrupt.subscribe(interrupt, self)
 
 
 def _objective_at_point(prob) -> float | None:
@@ -221,9 +247,11 @@ def _run_highs(model, time_limit, start, threads, scale, presolve: str = "on") -
     obj = info.objective_function_value + model.constant if has else None
     if bound is not None:
         bound += model.constant
+    text = h.modelStatusToString(st)
+    if solver.overran and st == MS.kInterrupt:
+        text = "Time limit reached (interrupted: HiGHS ran past its limit)"
     return RunResult(proven=st in (MS.kOptimal, MS.kInfeasible), infeasible=st == MS.kInfeasible,
-                     has_solution=has, objective=obj, bound=bound,
-                     status_text=h.modelStatusToString(st))
+                     has_solution=has, objective=obj, bound=bound, status_text=text)
 
 
 _CBC_BOUND = re.compile(r"best possible\s+(-?[0-9.eE+]+)")

@@ -79,7 +79,7 @@ def budgets(chain: Chain) -> list:
 
 def instances(args):
     for L in args.random:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             yield f"random {L}", seed, make("random", L, seed)
     for blocks in args.net:
         yield f"net {blocks + 2}", 0, net_chain(blocks)
@@ -184,6 +184,8 @@ def main(argv=None) -> None:
     ap.add_argument("--net", type=int, nargs="*", default=[30, 46, 78],
                     help="transformer blocks (the chain has two stages more)")
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="the random chains' seeds are FIRST_SEED .. FIRST_SEED+SEEDS-1")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--cert-dir", default=None)
     ap.add_argument("--only", nargs="*", default=None, metavar="NAME:K",

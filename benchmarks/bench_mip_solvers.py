@@ -97,6 +97,18 @@ def _lp_root(mps, constant) -> float:
     return h.getInfo().objective_function_value + constant
 
 
+def versions() -> dict:
+    """The versions of the solvers' Python packages that are installed."""
+    from importlib import metadata
+    out = {}
+    for pkg in ("highspy", "pyscipopt", "ortools"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
 def instances(args):
     for L in args.random:
         for seed in range(args.seeds):
@@ -160,7 +172,8 @@ def main(argv=None) -> None:
     if args.out:
         cmd = " ".join(["python benchmarks/bench_mip_solvers.py"] + sys.argv[1:])
         Path(args.out).write_text(json.dumps({"command": cmd, "time_limit": args.time_limit,
-                                              "machine": machine(), "runs": rows}, indent=1))
+                                              "machine": machine(), "versions": versions(),
+                                              "runs": rows}, indent=1))
 
 if __name__ == "__main__":
     main()

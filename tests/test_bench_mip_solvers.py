@@ -3,26 +3,17 @@ given the same relaxation and start, proves the same optimum on a small chain (e
 search's, where the relaxation is exact), and a solver that is not installed is named,
 not silently dropped."""
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
 
+import _bench
 import pytest
 
 from remat_theory.analysis.families import make
 from solvers.exhaustive import search
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_mip_solvers",
-                                                  ROOT / "benchmarks" / "bench_mip_solvers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _bench.load("bench_mip_solvers")
 
 
 def test_every_solver_proves_the_exhaustive_optimum_or_says_it_is_missing(bench):

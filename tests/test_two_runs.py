@@ -8,11 +8,10 @@ simulator, re-prove it with exhaustive search, and check each step of the hand p
 proofs/two_runs.md on the simulator.  The walk of benchmarks/bench_two_runs.py and the
 local search of remat_theory.analysis.two_runs_search are checked on a few chains against
 exhaustive search (the oracle)."""
-import importlib.util
 import random
-import sys
 from pathlib import Path
 
+import _bench
 import pytest
 from _tiers import tiered
 
@@ -29,12 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def walk():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_two_runs",
-                                                  ROOT / "benchmarks" / "bench_two_runs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _bench.load("bench_two_runs")
 
 
 CERT = ROOT / "proofs" / "certificates" / "two_runs_min_budget.json"

@@ -1,5 +1,6 @@
-"""Loading a benchmark script (benchmarks/NAME.py) as a module for a test, with benchmarks/
-on the import path for the scripts that import each other."""
+"""Loading a script that is not a package module for a test: a benchmark
+(benchmarks/NAME.py, with benchmarks/ on the import path for the scripts that import each
+other) or the independent certificate checker (proofs/check_certificate.py)."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -7,11 +8,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load(name: str):
-    bench_dir = str(ROOT / "benchmarks")
-    if bench_dir not in sys.path:
-        sys.path.insert(0, bench_dir)
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+def _load_file(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load(name: str):
+    """benchmarks/NAME.py as a module."""
+    bench_dir = str(ROOT / "benchmarks")
+    if bench_dir not in sys.path:
+        sys.path.insert(0, bench_dir)
+    return _load_file(name, ROOT / "benchmarks" / f"{name}.py")
+
+
+def checker():
+    """proofs/check_certificate.py as a module."""
+    return _load_file("check_certificate", ROOT / "proofs" / "check_certificate.py")

@@ -1,8 +1,8 @@
 """The ILP benchmark script's sweeps (benchmarks/bench_ilp.py) on known instances: their
 per-chain comparison finds the refuted normal form's miss and nothing for two runs."""
-import importlib.util
 from pathlib import Path
 
+import _bench
 import pytest
 
 import solvers
@@ -15,10 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ilp", ROOT / "benchmarks" / "bench_ilp.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _bench.load("bench_ilp")
 
 
 def test_chain_misses_finds_the_fast_modes_counterexample(bench):

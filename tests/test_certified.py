@@ -2,10 +2,10 @@
 checker's own rows against the solver's, every certificate against exhaustive search (the
 oracle with no modelling argument), and tampered certificates rejected."""
 import copy
-import importlib.util
 import json
 from pathlib import Path
 
+import _bench
 import pytest
 from hypothesis import given, settings
 
@@ -15,10 +15,7 @@ from solvers.bounds import certified, lp_tree
 from solvers.exhaustive import min_feasible_budget, search
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("check_certificate",
-                                               ROOT / "proofs" / "check_certificate.py")
-checker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(checker)
+checker = _bench.checker()
 
 
 def _budgets(chain):
@@ -143,10 +140,7 @@ def test_prove_carries_a_certificate_the_checker_accepts():
 def test_the_depth_benchmarks_network_chain_is_the_profile_repeated():
     """benchmarks/bench_prove_depth.py's network chain: the profiled transformer's first and
     last stage around its blocks repeated, times in whole microseconds, sizes in units."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_prove_depth", ROOT / "benchmarks" / "bench_prove_depth.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _bench.load("bench_prove_depth")
     prof = json.loads(mod.NET.read_text())
     L0 = len(prof["fwd_time"])
     blocks = 2 * (L0 - 2) + 1  # every block stage twice, and one more: the cycle wraps

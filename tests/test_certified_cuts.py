@@ -3,7 +3,6 @@ sound, rejected when any of their parts is tampered with, never closing above th
 (exhaustive search, the oracle with no modelling argument), and the checker still runs
 without any solver."""
 import copy
-import importlib.util
 import json
 import math
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import _bench
 import pytest
 from hypothesis import given, settings
 
@@ -22,10 +22,7 @@ from tests._tiers import examples
 
 ROOT = Path(__file__).resolve().parent.parent
 CERTS = ROOT / "proofs" / "certified"
-_spec = importlib.util.spec_from_file_location("check_certificate",
-                                               ROOT / "proofs" / "check_certificate.py")
-checker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(checker)
+checker = _bench.checker()
 
 
 def _load(name):

@@ -5,13 +5,12 @@ certificate made with them is accepted and rejected when tampered with; the tree
 closes above exhaustive search's optimum with them; and the producer's floating-point
 Lagrangian bound never exceeds the checker's exact one."""
 import copy
-import importlib.util
 import json
 import random
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
+import _bench
 import pytest
 from hypothesis import given, settings
 
@@ -22,15 +21,8 @@ from solvers.bounds import certified, cg_cuts, lp_tree
 from solvers.exhaustive import min_feasible_budget, search
 from tests._tiers import examples
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("check_certificate",
-                                               ROOT / "proofs" / "check_certificate.py")
-checker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(checker)
-_bspec = importlib.util.spec_from_file_location(
-    "bench_prove_depth", ROOT / "benchmarks" / "bench_prove_depth.py")
-bench = importlib.util.module_from_spec(_bspec)
-_bspec.loader.exec_module(bench)
+checker = _bench.checker()
+bench = _bench.load("bench_prove_depth")
 
 
 def _rejected(cert):

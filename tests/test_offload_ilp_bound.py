@@ -15,6 +15,7 @@ import math
 import random
 from fractions import Fraction
 
+import _bench
 import pytest
 from _tiers import instances
 
@@ -321,12 +322,7 @@ def test_a_time_limit_before_any_dual_bound_gives_only_the_ideal_makespan():
     then bounded by the ideal makespan only, never by O.15's bound on the longer ones (which
     once was reported alone, above the optimum: random-2 seed 0, copies 0.3 forwards,
     unsaved outputs, budget 27, where the optimum is 40 and that bound 50)."""
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "offload_dp_gap.py"
-    spec = importlib.util.spec_from_file_location("offload_dp_gap", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _bench.load("offload_dp_gap")
     from remat_theory.analysis import families
     chain = mod.with_channel(families.make("random", 2, 0), 0.3, 0)
     ref = registry.solve(chain, 27, "exhaustive-offload")

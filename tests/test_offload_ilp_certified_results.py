@@ -3,10 +3,10 @@ measured): the summary is the rows', the stored optima are exhaustive-offload's,
 row's length bounds are the solver's (O.14 before, the normal form's O.21 after)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 
+import _bench
 import pytest
 
 from remat_theory.analysis import families
@@ -19,10 +19,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "offload_ilp_certified.json"
 
 
 def _module(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _bench.load(name)
 
 
 @pytest.fixture(scope="module")

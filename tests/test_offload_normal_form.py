@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 
+import _bench
 import pytest
 from _offload_reference import TwoStreamReference
 
@@ -121,12 +122,7 @@ def test_some_optimal_schedule_is_in_normal_form_on_the_benchmark_chains():
     """O.20 on offload_dp_gap's distribution (2-3 stages, seeds 0-9, copy times 0.3, 1, 3
     forwards, with and without unsaved outputs, 5 budgets from the smallest feasible to
     store-all)."""
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "offload_dp_gap.py"
-    spec = importlib.util.spec_from_file_location("offload_dp_gap", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _bench.load("offload_dp_gap")
     for L in (2, 3):
         for seed in range(10):
             base = families.make("random", L, seed)

@@ -1,5 +1,6 @@
 """The profiler: sizes against independent counts, the two tape measures against each
 other, and profiling leaves the model untouched."""
+import _bench
 import pytest
 from _tiers import tiered
 
@@ -104,14 +105,9 @@ def test_bad_arguments():
 def test_gpu_timer_ab_benchmark_runs_and_predicts_each_schedule(tmp_path):
     """benchmarks/gpu_timer_ab.py (the A/B of the GPU stage timer) on the test device: every
     record carries one prediction per profile, each the simulator's makespan (positive)."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_timer_ab.py"
-    spec = importlib.util.spec_from_file_location("gpu_timer_ab", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _bench.load("gpu_timer_ab")
     out = tmp_path / "ab.json"
     assert mod.main(["--device", DEVICE.type, "--scale", "test", "--models", "mlp", "--out", str(out)]) == 0
     records = json.loads(out.read_text())

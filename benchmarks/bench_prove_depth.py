@@ -10,7 +10,12 @@ Chains:
   per block, every field as measured: overheads, recording costs, unsaved outputs) repeated
   to ``L`` blocks between its own first and last stage, times rounded to integer
   microseconds (so a certificate's bound closes on integers, proofs/certified.md) and sizes
-  rounded up to units of 256 KiB (byte-exact, the weak DP's table would need terabytes).
+  rounded up to units of 256 KiB (byte-exact, the weak DP's table would need terabytes);
+* ``--preset NAME``: one of the package's own families at its published depth
+  (``remat_theory.torch.realsize`` presets: llama-2-7b has 32 layers, gpt2-xl 48,
+  llama-2-70b 80), profiled on fake tensors (no GPU, nothing downloaded) at batch 1,
+  sequence 2048, bf16, one stage per layer, with the H100-80GB device model's times rounded
+  to integer microseconds and sizes rounded up to units of half the smallest activation.
 
 Budgets: five, evenly spaced from the weak DP's smallest feasible budget to store-all (both
 included).  Each instance: ``prove`` with ``checkable=true`` under ``--time-limit``; an
@@ -71,6 +76,29 @@ def net_chain(blocks: int) -> Chain:
     return Chain.from_dict(out)
 
 
+PRESET_DEVICE = "H100-80GB"
+
+
+def preset_chain(name: str, batch: int = 1, seq: int = 2048) -> Chain:
+    """The realsize preset ``name`` as a chain (module docstring)."""
+    from remat_theory.torch.realsize.chain import real_size_profile
+    from remat_theory.torch.realsize.devices import device_named
+    from remat_theory.torch.realsize.planner import timed
+    from remat_theory.torch.realsize.presets import spec_of
+    prof = timed(real_size_profile(spec_of(name), batch, seq), device_named(PRESET_DEVICE))
+    d = prof.chain.to_dict()
+    unit = max(1, min(d["x_size"]) // 2)
+    for key in ("fwd_time", "fall_time", "bwd_time"):
+        if key in d:
+            d[key] = [float(round(t * 1e6)) for t in d[key]]
+    for key in ("x_size", "tape_size", "fwd_overhead", "fall_overhead", "bwd_overhead"):
+        if key in d:
+            d[key] = [-(-v // unit) for v in d[key]]
+    d["tape_size"] = [max(t, d["x_size"][i + 1]) for i, t in enumerate(d["tape_size"])]
+    d["name"] = f"{name} (b{batch}, s{seq}, {PRESET_DEVICE}, unit {unit} B)"
+    return Chain.from_dict(d)
+
+
 def budgets(chain: Chain) -> list:
     lo = solvers.solve(chain, 0, "dp-weak").min_budget
     hi = chain.store_all_memory()
@@ -83,6 +111,8 @@ def instances(args):
             yield f"random {L}", seed, make("random", L, seed)
     for blocks in args.net:
         yield f"net {blocks + 2}", 0, net_chain(blocks)
+    for name in getattr(args, "preset", None) or []:
+        yield name, 0, preset_chain(name)
 
 
 def check(path: Path) -> dict:
@@ -183,6 +213,9 @@ def main(argv=None) -> None:
     ap.add_argument("--random", type=int, nargs="*", default=[30, 60, 100])
     ap.add_argument("--net", type=int, nargs="*", default=[30, 46, 78],
                     help="transformer blocks (the chain has two stages more)")
+    ap.add_argument("--preset", nargs="*", default=[],
+                    help="package families at their depth: llama-2-7b (32 layers), gpt2-xl "
+                         "(48), llama-2-70b (80)")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--first-seed", type=int, default=0,
                     help="the random chains' seeds are FIRST_SEED .. FIRST_SEED+SEEDS-1")

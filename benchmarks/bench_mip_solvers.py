@@ -152,16 +152,21 @@ def run(args) -> list:
     return rows
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def instance_arguments(ap, budget: str, net_budget: str) -> None:
+    """The options :func:`instances` reads (the relaxation LNS takes the same)."""
     ap.add_argument("--random", type=int, nargs="*", default=[30])
     ap.add_argument("--net", type=int, nargs="*", default=[],
                     help="transformer blocks (the chain has two stages more)")
     ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--budget", default="tight",
+    ap.add_argument("--budget", default=budget,
                     help="random chains: min, tight (10%% of the way), middle, store_all, or "
                          "0-4 (the five budgets of bench_prove_depth.py)")
-    ap.add_argument("--net-budget", default="2", help="network chains: 0-4")
+    ap.add_argument("--net-budget", default=net_budget, help="network chains: 0-4")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    instance_arguments(ap, "tight", "2")
     ap.add_argument("--solvers", nargs="*", default=list(SOLVERS), choices=SOLVERS)
     ap.add_argument("--time-limit", type=float, default=150.0)
     ap.add_argument("--workers", type=int, default=2, help="CP-SAT's workers")

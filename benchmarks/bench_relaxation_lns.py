@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import solvers  # noqa: E402
 from bench_ilp import machine  # noqa: E402
-from bench_mip_solvers import instances  # noqa: E402
+from bench_mip_solvers import instance_arguments, instances  # noqa: E402
 from solvers.bounds import lp_tree  # noqa: E402
 from solvers.ilp import relaxation  # noqa: E402
 
@@ -110,13 +110,7 @@ def run(args) -> list:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--random", type=int, nargs="*", default=[30])
-    ap.add_argument("--net", type=int, nargs="*", default=[],
-                    help="transformer blocks (the chain has two stages more)")
-    ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--budget", default="min",
-                    help="random chains: min, tight, middle, store_all, or 0-4")
-    ap.add_argument("--net-budget", default="1", help="network chains: 0-4")
+    instance_arguments(ap, "min", "1")
     ap.add_argument("--window", type=int, default=8, help="phases per window")
     ap.add_argument("--window-seconds", type=float, default=60.0)
     ap.add_argument("--passes", type=int, default=2)

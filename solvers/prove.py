@@ -112,23 +112,18 @@ def _incumbent(chain, budget, deadline):
     return seeds.incumbent(chain, budget, True, deadline)
 
 
-def _relaxation_bound(chain, budget, schedule, seconds, info, cuts=(), cap=None):
+def _relaxation_bound(chain, budget, schedule, seconds, info, cuts=()):
     """The moment relaxation's proven bound at ``budget`` within ``seconds`` (None if it
     proved nothing in time); an infeasibility proof next to a valid schedule is an error
-    (:func:`solvers.ilp.certify.reaches`).  ``cap`` (the schedule's makespan): the
-    relaxation with its objective capped below it instead
-    (:func:`solvers.ilp.relaxation.capped_bound`)."""
+    (:func:`solvers.ilp.certify.reaches`)."""
     from solvers.ilp import relaxation
     try:
-        if cap is not None:
-            lb = relaxation.capped_bound(chain, budget, cap, time_limit=seconds)
-        else:
-            lb = relaxation.lower_bound(chain, budget, schedule=schedule, time_limit=seconds,
-                                        cuts=cuts)
+        lb = relaxation.lower_bound(chain, budget, schedule=schedule, time_limit=seconds,
+                                    cuts=cuts)
     except DeadlineExpired:
         info["relaxation"] = {"bound": None, "status": "not built in time"}
         return None
-    info["relaxation"] = dict(lb.as_info(), capped=cap is not None)
+    info["relaxation"] = lb.as_info()
     return lb
 
 
@@ -170,9 +165,6 @@ def _tolerance(chain: Chain) -> float:
                                              "phases, each an exact MILP, joined by prices "
                                              "(solvers/bounds/window_lagrange.py); 2/3 of "
                                              "lagrange's time", minimum=1, none=True),
-                   "cap": Option("bool", "the relaxation with its objective a row capped "
-                                 "below the schedule's makespan (integer times), rather "
-                                 "than minimized from it"),
                    "checkable": Option("bool", "an optimal answer also carries a certificate "
                                        "proofs/check_certificate.py verifies "
                                        "(info['proof']; None if not found in the time left)")})
@@ -180,7 +172,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
                 relaxation_share: float | None = None, cuts: str = "",
                 checkable: bool = False, lagrange: float | None = None,
-                lagrange_window: int | None = None, cap: bool = False) -> Solution:
+                lagrange_window: int | None = None) -> Solution:
     """Optimal schedule over all schedules, by proof of a schedule in hand (module
     docstring).
 
@@ -207,12 +199,6 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         it reaches the makespan); None (the default): not run.  Strong where the
         relaxation's branch and bound stalls, the smallest budgets of deep chains
         (docs/ilp.md); ignored on chains with unsaved outputs.
-    cap : ask the relaxation whether any of its points is faster than the schedule in
-        hand, its objective a row capped below the makespan
-        (:func:`solvers.ilp.relaxation.capped_bound`), rather than minimize it from that
-        schedule; needs integer times (otherwise ignored), ignored with ``cuts``.  Off by
-        default: docs/ilp.md, "Round five", says where it proves what the minimization
-        does not, and where not.
     lagrange_window : with ``lagrange``, a third of its time goes to the phase blocks and
         the rest to windows of this many phases, each the moment relaxation restricted to
         them and solved exactly, joined by prices from the phase blocks'
@@ -247,7 +233,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
             lower = max(lower, lag)
         if relaxation:
             lb = _relaxation_step(chain, budget, schedule, makespan, info, deadline,
-                                  relaxation_share, families, cap)
+                                  relaxation_share, families)
             if lb is not None and lb.value is not None:
                 if lb.value >= makespan - _tolerance(chain):
                     info["certificate"] = "moment relaxation"
@@ -321,17 +307,13 @@ def _lagrange_step(chain, budget, makespan, seconds, info, deadline, schedule,
 RELAXATION_CAP = 60.0
 
 
-def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families,
-                     cap=False):
+def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families):
     """The moment relaxation's bound (None when it proved nothing), with ``share`` of the
-    time left (:data:`RELAXATION_CAP` seconds without a time limit); ``cap``: its objective
-    capped below ``makespan`` (when the times are integers and no cut family is asked).
-    A bound above the schedule's makespan, or an infeasibility proof next to it, raises
+    time left (:data:`RELAXATION_CAP` seconds without a time limit).  A bound above
+    the schedule's makespan, or an infeasibility proof next to it, raises
     (:func:`solvers.ilp.certify.reaches`)."""
-    from solvers.ilp.relaxation import time_granularity
     seconds = RELAXATION_CAP if deadline.limit is None else share * deadline.remaining(0.01)
-    capped = makespan if cap and not families and time_granularity(chain) > 0 else None
-    lb = _relaxation_bound(chain, budget, schedule, seconds, info, families, capped)
+    lb = _relaxation_bound(chain, budget, schedule, seconds, info, families)
     if lb is not None:
         from solvers.ilp.certify import reaches
         reaches(lb, makespan, chain)  # raises on a contradiction with a valid schedule

@@ -181,8 +181,14 @@ def highs_lp(rows: LpRows) -> "highspy.Highs":
 
 def granularity(chain: Chain) -> float:
     """The gcd of every time when all are integers (a faster makespan is then at least this
-    much faster), else 0: :func:`solvers.ilp.relaxation.time_granularity`."""
-    return relaxation.time_granularity(chain)
+    much faster), else 0."""
+    times = list(chain.fwd_time) + list(chain.fall_time) + list(chain.bwd_time)
+    if all(float(t).is_integer() for t in times):
+        g = 0
+        for t in times:
+            g = math.gcd(g, int(t))
+        return float(g)
+    return 0.0
 
 
 def _sparse(rows: LpRows, y: np.ndarray) -> dict:

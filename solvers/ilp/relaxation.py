@@ -339,59 +339,6 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
     return Bound(res.bound, False, False, res.status_text, wall)
 
 
-def time_granularity(chain: Chain) -> float:
-    """The gcd of every time when all are integers, else 0: every makespan, and every value
-    of the relaxation's objective (its coefficients are times, its constant their sum), is
-    then a multiple of it, so a schedule faster than another is this much faster."""
-    times = list(chain.fwd_time) + list(chain.fall_time) + list(chain.bwd_time)
-    if not all(float(t).is_integer() for t in times):
-        return 0.0
-    g = 0
-    for t in times:
-        g = math.gcd(g, int(t))
-    return float(g)
-
-
-def capped_bound(chain: Chain, budget: int, makespan: float, *,
-                 time_limit: float | None = None, mip_solver: str = "highs",
-                 threads: int = 1) -> Bound:
-    """The relaxation with its objective as a row, ``objective <= makespan - delta``
-    (``delta``: :func:`time_granularity`, which must be positive), solved for a point:
-    a proof that there is none (infeasible) is a proof that no schedule is faster than
-    ``makespan``, and the answer's ``value`` is ``makespan``.  The same question as
-    :func:`lower_bound` from a schedule of that makespan, asked so that the solver can use
-    the objective as a constraint (its cuts, its propagation); on deep chains it moves the
-    bound where the minimization stalls (docs/ilp.md, "Round five").  Stopped by the time
-    limit, ``value`` is ``min(dual bound, makespan)``: every point is either worth more than
-    the cap (so at least ``makespan``) or at least the dual bound.  A point found is a
-    relaxation point below ``makespan`` (``status_text`` says so; ``value`` the dual bound):
-    then this relaxation cannot prove ``makespan``."""
-    delta = time_granularity(chain)
-    if delta <= 0:
-        raise RematError("capped_bound: the times are not all integers (no granularity "
-                         "to cap the objective below the makespan)")
-    deadline = Deadline(time_limit)
-    t0 = deadline.start
-    g = chain.size_gcd()
-    if budget < chain.x_size[0]:
-        return Bound(None, True, True, "budget below x_0", time.perf_counter() - t0)
-    model = build_relaxation(chain.scaled_sizes(g), budget // g, deadline=deadline)
-    level = makespan - delta - model.constant
-    model.prob += (model.prob.objective <= level, "objective_cap")
-    deadline.check("starting the capped moment relaxation's solve")
-    res = backends.run_model(model, mip_solver, deadline.remaining(0.01), None, threads,
-                             max(1.0, chain.ideal_makespan()))
-    wall = time.perf_counter() - t0
-    if res.infeasible:
-        return Bound(float(makespan), False, True,
-                     f"no point of the relaxation at or below {makespan - delta:g}", wall)
-    bound = None if res.bound is None else min(res.bound, float(makespan))
-    if res.has_solution:
-        return Bound(bound, False, False, f"a relaxation point at {res.objective:g}, below "
-                     f"{makespan:g}: this relaxation cannot prove it", wall)
-    return Bound(bound, False, False, res.status_text, wall)
-
-
 def min_budget_bound(chain: Chain, *, time_limit: float | None = None,
                      mip_solver: str = "highs", threads: int = 1) -> int | None:
     """A proven lower bound on the smallest feasible budget (bytes) from the min-budget

@@ -154,8 +154,6 @@ def run(args) -> list:
             opts = {} if args.lagrange is None else {"lagrange": args.lagrange}
             if args.lagrange_window is not None:
                 opts["lagrange_window"] = args.lagrange_window
-            if getattr(args, "cap", False):
-                opts["cap"] = True
             sol = solvers.solve(chain, b, "prove", time_limit=args.time_limit, checkable=True,
                                 **opts)
             secs = time.perf_counter() - t0
@@ -230,9 +228,6 @@ def main(argv=None) -> None:
                     help="prove -o lagrange=S: the phase-block Lagrangian bound first, S s")
     ap.add_argument("--lagrange-window", type=int, default=None, metavar="W",
                     help="prove -o lagrange_window=W (with --lagrange)")
-    ap.add_argument("--cap", action="store_true",
-                    help="prove -o cap=true: the relaxation's objective a row capped below "
-                         "the weak DP's makespan")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if a.certify:

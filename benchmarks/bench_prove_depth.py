@@ -185,12 +185,13 @@ def run(args) -> list:
     return rows
 
 
-def write_certificate(family: str, L: int, seed: int, k: int, path: str, cuts=None,
+def write_certificate(family: str, L, seed: int, k: int, path: str, cuts=None,
                       node_cuts=None) -> None:
-    """The certificate of the weak DP's schedule of ``make(family, L, seed)`` at the k-th of
-    the five budgets (``--certify``), written to ``path``."""
+    """The certificate of the weak DP's schedule of ``make(family, L, seed)`` (``family``
+    "preset": :func:`preset_chain` of the preset named ``L``) at the k-th of the five
+    budgets (``--certify``), written to ``path``."""
     from solvers.bounds.certified import certificate
-    chain = make(family, L, seed)
+    chain = preset_chain(L) if family == "preset" else make(family, int(L), seed)
     b = budgets(chain)[k]
     sol = solvers.solve(chain, b, "dp-weak")
     opts = {key: v for key, v in (("cuts", cuts), ("node_cuts", node_cuts)) if v is not None}
@@ -205,7 +206,8 @@ def write_certificate(family: str, L: int, seed: int, k: int, path: str, cuts=No
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--certify", nargs=5, metavar=("FAMILY", "L", "SEED", "K", "PATH"),
-                    help="only write the certificate of one instance (budget index K)")
+                    help="only write the certificate of one instance (budget index K; "
+                         "FAMILY preset: L is the preset's name)")
     ap.add_argument("--cut-rounds", type=int, default=None,
                     help="with --certify: rounds of root cuts (default: the producer's)")
     ap.add_argument("--node-cut-rounds", type=int, default=None,
@@ -232,7 +234,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     if a.certify:
         f, L, seed, k, path = a.certify
-        write_certificate(f, int(L), int(seed), int(k), path, a.cut_rounds, a.node_cut_rounds)
+        write_certificate(f, L, int(seed), int(k), path, a.cut_rounds, a.node_cut_rounds)
         return
     t0 = time.perf_counter()
     rows = run(a)

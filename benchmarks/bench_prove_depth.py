@@ -68,12 +68,21 @@ def net_chain(blocks: int) -> Chain:
         out[key] = stages(key, L0 + 1)
     x = d["x_size"]  # x_0, the block outputs, the head's output
     out["x_size"] = [x[0]] + [x[body[k % len(body)]] for k in range(blocks)] + x[L0 - 1:]
+    return _rounded(out, UNIT)
+
+
+def _rounded(d: dict, unit: int) -> Chain:
+    """The chain of ``d`` (a chain's dict, times in seconds, sizes in bytes) with its times
+    in whole microseconds and its sizes rounded up to whole ``unit``s (a tape never below
+    the output it holds)."""
     for key in ("fwd_time", "fall_time", "bwd_time"):
-        out[key] = [float(round(t * 1e6)) for t in out[key]]
+        if key in d:
+            d[key] = [float(round(t * 1e6)) for t in d[key]]
     for key in ("x_size", "tape_size", "fwd_overhead", "fall_overhead", "bwd_overhead"):
-        out[key] = [-(-v // UNIT) for v in out[key]]  # rounded up to whole units
-    out["tape_size"] = [max(t, out["x_size"][i + 1]) for i, t in enumerate(out["tape_size"])]
-    return Chain.from_dict(out)
+        if key in d:
+            d[key] = [-(-v // unit) for v in d[key]]
+    d["tape_size"] = [max(t, d["x_size"][i + 1]) for i, t in enumerate(d["tape_size"])]
+    return Chain.from_dict(d)
 
 
 PRESET_DEVICE = "H100-80GB"
@@ -88,15 +97,8 @@ def preset_chain(name: str, batch: int = 1, seq: int = 2048) -> Chain:
     prof = timed(real_size_profile(spec_of(name), batch, seq), device_named(PRESET_DEVICE))
     d = prof.chain.to_dict()
     unit = max(1, min(d["x_size"]) // 2)
-    for key in ("fwd_time", "fall_time", "bwd_time"):
-        if key in d:
-            d[key] = [float(round(t * 1e6)) for t in d[key]]
-    for key in ("x_size", "tape_size", "fwd_overhead", "fall_overhead", "bwd_overhead"):
-        if key in d:
-            d[key] = [-(-v // unit) for v in d[key]]
-    d["tape_size"] = [max(t, d["x_size"][i + 1]) for i, t in enumerate(d["tape_size"])]
     d["name"] = f"{name} (b{batch}, s{seq}, {PRESET_DEVICE}, unit {unit} B)"
-    return Chain.from_dict(d)
+    return _rounded(d, unit)
 
 
 def budgets(chain: Chain) -> list:

@@ -190,10 +190,12 @@ def run(args) -> list:
 def write_certificate(family: str, L, seed: int, k: int, path: str, cuts=None,
                       node_cuts=None) -> None:
     """The certificate of the weak DP's schedule of ``make(family, L, seed)`` (``family``
-    "preset": :func:`preset_chain` of the preset named ``L``) at the k-th of the five
+    "preset": :func:`preset_chain` of the preset named ``L``; "net": :func:`net_chain` of
+    ``L`` blocks) at the k-th of the five
     budgets (``--certify``), written to ``path``."""
     from solvers.bounds.certified import certificate
-    chain = preset_chain(L) if family == "preset" else make(family, int(L), seed)
+    chain = (preset_chain(L) if family == "preset" else net_chain(int(L)) if family == "net"
+             else make(family, int(L), seed))
     b = budgets(chain)[k]
     sol = solvers.solve(chain, b, "dp-weak")
     opts = {key: v for key, v in (("cuts", cuts), ("node_cuts", node_cuts)) if v is not None}
@@ -209,7 +211,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--certify", nargs=5, metavar=("FAMILY", "L", "SEED", "K", "PATH"),
                     help="only write the certificate of one instance (budget index K; "
-                         "FAMILY preset: L is the preset's name)")
+                         "FAMILY preset: L is the preset's name; net: L blocks)")
     ap.add_argument("--cut-rounds", type=int, default=None,
                     help="with --certify: rounds of root cuts (default: the producer's)")
     ap.add_argument("--node-cut-rounds", type=int, default=None,

@@ -124,6 +124,73 @@ def test_tampered_certificates_are_rejected():
             pytest.approx(cert["makespan"])
 
 
+def _nested(node):
+    """The tree with every ``steps`` node written as the chain of fix nodes it spells."""
+    if "children" in node:
+        return dict(node, children=[_nested(c) for c in node["children"]])
+    if "child" not in node:
+        return node
+    child = _nested(node["child"])
+    if "fix" in node:
+        return dict(node, child=child)
+    for step in reversed(node["steps"]):
+        child = {"fix": step["fix"], "y": step["y"], "child": child}
+    return child
+
+
+def _fixings_in_a_row(node) -> int:
+    """The most fix or steps nodes of the tree found directly below one another."""
+    if "children" in node:
+        return max(_fixings_in_a_row(c) for c in node["children"])
+    if "child" not in node:
+        return 0
+    below = node["child"]
+    run = 1 + (_fixings_in_a_row(below) if "child" in below else 0)
+    return max(run, _fixings_in_a_row(below))
+
+
+def test_a_probing_dive_is_one_flat_node():
+    """Consecutive fixings at one node (reduced-cost fixing, then probing round after
+    round) are written as one ``steps`` node, not nested (the producer once recursed once per
+    round, and a dive of ~1,000 rounds on an 80-layer chain hit Python's recursion limit):
+    never two fixing nodes in a row; the checker accepts it, counts the same boxes as the
+    nested spelling, and rejects a step whose multipliers do not close its box."""
+    from remat_theory.analysis.families import make
+    chain = make("random", 8, 0)  # 59 nodes, 15 steps nodes without cuts
+    b = solvers.solve(chain, 0, "dp-weak").min_budget
+    sol = solvers.solve(chain, b, "dp-weak")
+    cert, info = certified.certificate(chain, b, sol.schedule, time_limit=60, cuts=0,
+                                       suggest=0, node_cuts=0)
+    assert cert is not None, info
+    cert = json.loads(json.dumps(cert))
+    text = json.dumps(cert["tree"])
+    assert '"steps"' in text
+    assert _fixings_in_a_row(cert["tree"]) == 1
+    flat = checker.check(cert)
+    nested = dict(cert, tree=_nested(cert["tree"]))
+    assert '"steps"' not in json.dumps(nested["tree"])
+    assert checker.check(nested)["boxes"] == flat["boxes"]
+    assert search(chain, b)[1] == pytest.approx(cert["makespan"])
+
+    def first_steps(node):
+        if "steps" in node:
+            return node
+        for c in node.get("children", []) + ([node["child"]] if "child" in node else []):
+            got = first_steps(c)
+            if got is not None:
+                return got
+        return None
+
+    bad = copy.deepcopy(cert)
+    first_steps(bad["tree"])["steps"][-1]["y"] = {}  # the box's bound alone: not closed
+    with pytest.raises(checker.Rejected):
+        checker.check(bad)
+    bad = copy.deepcopy(cert)
+    first_steps(bad["tree"])["steps"] = []
+    with pytest.raises(checker.Rejected):
+        checker.check(bad)
+
+
 def test_prove_carries_a_certificate_the_checker_accepts():
     """``prove -o checkable=true``: an optimal answer with its certificate, accepted."""
     from remat_theory.analysis.families import make

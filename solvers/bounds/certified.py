@@ -21,9 +21,12 @@ from solvers.bounds import lp_tree
 
 FORMAT = "remat-proof/1"
 FORMAT_CUTS = "remat-proof/2"  # /1 plus cuts with their derivations (proofs/certified.md)
-#: rounds of root cuts (solvers.bounds.cg_cuts) and their share of the time limit
+#: rounds of root cuts (solvers.bounds.cg_cuts) and their share of the time limit (a cap:
+#: the cuts stop when the root closes; HiGHS's root on an 80-layer chain at 25% of the way
+#: takes about 100 s, and half of a quarter of the 567 s a 10-minute run left it cut short:
+#: docs/ilp.md, round six)
 CUT_ROUNDS = 8
-CUT_SHARE = 0.25
+CUT_SHARE = 0.5
 #: rounds of Chvátal-Gomory cuts in the directions of HiGHS's root cuts, before those
 SUGGEST_ROUNDS = 1
 #: rounds of cuts at each node not closed down to this depth
@@ -86,9 +89,10 @@ def prune_cuts(tree: dict, cuts: list) -> tuple:
     def walk(node):
         if node is None:
             return
-        for label in node.get("y") or {}:
-            if _is_cut(label):
-                used.add(int(label[4:]))
+        for y in [node.get("y")] + [step.get("y") for step in node.get("steps", [])]:
+            for label in y or {}:
+                if _is_cut(label):
+                    used.add(int(label[4:]))
         for child in node.get("children", []):
             walk(child)
         if "child" in node:
@@ -119,6 +123,8 @@ def prune_cuts(tree: dict, cuts: list) -> tuple:
         node = dict(node)
         if "y" in node and node["y"] is not None:
             node["y"] = rename(node["y"])
+        if "steps" in node:
+            node["steps"] = [dict(step, y=rename(step["y"])) for step in node["steps"]]
         if "children" in node:
             node["children"] = [redo(c) for c in node["children"]]
         if "child" in node:
@@ -129,13 +135,14 @@ def prune_cuts(tree: dict, cuts: list) -> tuple:
 
 
 def tree_size(tree: dict) -> int:
-    """The number of nodes of a certificate's tree."""
+    """The number of nodes of a certificate's tree (a ``steps`` node counts one per
+    step, as the fix nodes it spells flat)."""
     if tree is None:
         return 0
     if "children" in tree:
         return 1 + sum(tree_size(c) for c in tree["children"])
     if "child" in tree:
-        return 1 + tree_size(tree["child"])
+        return len(tree.get("steps", [0])) + tree_size(tree["child"])
     return 1
 
 

@@ -393,40 +393,50 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
         return best
 
     def expand(depth):
+        """The subtree of the current box.  Probing and reduced-cost fixing repeat at the
+        same node without recursion (a probing dive of hundreds of rounds is one node of
+        ``steps``); only a branch recurses, so the depth is the number of branchings."""
         nonlocal nodes
-        nodes += 1
-        if time_limit is not None and time.perf_counter() - t0 > time_limit:
-            raise _Stop("time_limit")
-        if nodes > max_nodes:
-            raise _Stop("node_limit")
-        probed.clear()
-        leaf, k, val, fixes, y = solve_node(depth)
-        if leaf is not None:
-            return leaf
-        y_fix = _sparse(rows, y) if fixes else None  # the rows grow below (node cuts)
-        closed = [(j, v, lf) for j, v, lf in probed if j not in fixes]
-        probed.clear()
-        saved = {j: (lb[j], ub[j]) for j in fixes}
-        for j, v in fixes.items():
-            lb[j] = ub[j] = v
+        steps = []  # ({name: value}, y) in the order applied: each closes the other values
+        saved = {}
         try:
-            sides = {}
-            for j, v, lf in closed:
-                sides.setdefault(j, {})[v] = lf
-            both = [j for j, d in sides.items() if len(d) == 2]
-            if both:  # both children closed: so is this box
-                j = both[0]
-                stats["probe_closed"] = stats.get("probe_closed", 0) + 1
-                node = {"var": rows.names[j], "children": [sides[j][0], sides[j][1]]}
-            elif closed:  # probing: fix each column the other way, then this box again
-                for j, v, _ in closed:
-                    saved.setdefault(j, (lb[j], ub[j]))
-                    lb[j] = ub[j] = 1 - v
-                stats["probe_fixed"] = stats.get("probe_fixed", 0) + len(closed)
-                node = expand(depth)
-                for j, v, lf in reversed(closed):
-                    node = {"fix": {rows.names[j]: 1 - v}, "y": lf["y"], "child": node}
-            else:
+            while True:
+                nodes += 1
+                if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                    raise _Stop("time_limit")
+                if nodes > max_nodes:
+                    raise _Stop("node_limit")
+                probed.clear()
+                leaf, k, val, fixes, y = solve_node(depth)
+                if leaf is not None:
+                    node = leaf
+                    break
+                closed = [(j, v, lf) for j, v, lf in probed if j not in fixes]
+                probed.clear()
+                if fixes:
+                    stats["fixed"] = stats.get("fixed", 0) + len(fixes)
+                    # the rows grow below (node cuts): the multipliers are taken now
+                    steps.append(({rows.names[j]: v for j, v in fixes.items()},
+                                  _sparse(rows, y)))
+                    for j, v in fixes.items():
+                        saved.setdefault(j, (lb[j], ub[j]))
+                        lb[j] = ub[j] = v
+                sides = {}
+                for j, v, lf in closed:
+                    sides.setdefault(j, {})[v] = lf
+                both = [j for j, d in sides.items() if len(d) == 2]
+                if both:  # both children closed: so is this box
+                    j = both[0]
+                    stats["probe_closed"] = stats.get("probe_closed", 0) + 1
+                    node = {"var": rows.names[j], "children": [sides[j][0], sides[j][1]]}
+                    break
+                if closed:  # probing: fix each column the other way, then this box again
+                    for j, v, lf in closed:
+                        saved.setdefault(j, (lb[j], ub[j]))
+                        lb[j] = ub[j] = 1 - v
+                        steps.append(({rows.names[j]: 1 - v}, lf["y"]))
+                    stats["probe_fixed"] = stats.get("probe_fixed", 0) + len(closed)
+                    continue
                 children = []
                 for v in (0, 1):
                     old = lb[k], ub[k]
@@ -436,13 +446,15 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
                     finally:
                         lb[k], ub[k] = old
                 node = {"var": rows.names[k], "children": children}
+                break
         finally:
             for j, (a, b) in saved.items():
                 lb[j], ub[j] = a, b
-        if fixes:
-            stats["fixed"] = stats.get("fixed", 0) + len(fixes)
-            node = {"fix": {rows.names[j]: v for j, v in fixes.items()},
-                    "y": y_fix, "child": node}
+        if len(steps) == 1:
+            (fix, y_fix), = steps
+            return {"fix": fix, "y": y_fix, "child": node}
+        if steps:
+            return {"steps": [{"fix": fix, "y": y_fix} for fix, y_fix in steps], "child": node}
         return node
 
     try:

@@ -122,7 +122,8 @@ def check(path: Path) -> dict:
     p = subprocess.run([sys.executable, str(CHECKER), str(path)], capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     return {"accepted": p.returncode == 0, "check_seconds": round(time.perf_counter() - t0, 2),
-            "checker": (p.stdout.strip() or p.stderr.strip())[-300:]}
+            "checker": (p.stdout.strip() or p.stderr.strip()).replace(
+                str(path.parent) + os.sep, "DIR" + os.sep)[-300:]}
 
 
 def _subset(tokens):
@@ -188,7 +189,7 @@ def run(args) -> list:
 
 
 def write_certificate(family: str, L, seed: int, k: int, path: str, cuts=None,
-                      node_cuts=None) -> None:
+                      node_cuts=None, time_limit=None) -> None:
     """The certificate of the weak DP's schedule of ``make(family, L, seed)`` (``family``
     "preset": :func:`preset_chain` of the preset named ``L``; "net": :func:`net_chain` of
     ``L`` blocks) at the k-th of the five
@@ -199,7 +200,7 @@ def write_certificate(family: str, L, seed: int, k: int, path: str, cuts=None,
     b = budgets(chain)[k]
     sol = solvers.solve(chain, b, "dp-weak")
     opts = {key: v for key, v in (("cuts", cuts), ("node_cuts", node_cuts)) if v is not None}
-    cert, info = certificate(chain, b, sol.schedule, **opts)
+    cert, info = certificate(chain, b, sol.schedule, time_limit=time_limit, **opts)
     if cert is None:
         raise SystemExit(f"no certificate: {info}")
     cert["command"] = " ".join(["python", "benchmarks/bench_prove_depth.py"] + sys.argv[1:])
@@ -216,6 +217,9 @@ def main(argv=None) -> None:
                     help="with --certify: rounds of root cuts (default: the producer's)")
     ap.add_argument("--node-cut-rounds", type=int, default=None,
                     help="with --certify: rounds of cuts at shallow nodes")
+    ap.add_argument("--certify-time-limit", type=float, default=None, metavar="S",
+                    help="with --certify: stop the certificate search after S seconds "
+                         "(default: none)")
     ap.add_argument("--random", type=int, nargs="*", default=[30, 60, 100])
     ap.add_argument("--net", type=int, nargs="*", default=[30, 46, 78],
                     help="transformer blocks (the chain has two stages more)")
@@ -238,7 +242,8 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     if a.certify:
         f, L, seed, k, path = a.certify
-        write_certificate(f, L, int(seed), int(k), path, a.cut_rounds, a.node_cut_rounds)
+        write_certificate(f, L, int(seed), int(k), path, a.cut_rounds, a.node_cut_rounds,
+                          a.certify_time_limit)
         return
     t0 = time.perf_counter()
     rows = run(a)

@@ -61,6 +61,8 @@ def compare(args) -> list:
                     opts["relaxation"] = False
                 if name == "prove" and args.max_states:
                     opts["max_states"] = args.max_states
+                if name == "prove" and getattr(args, "cap", False):
+                    opts["cap"] = True
                 t0 = time.perf_counter()
                 sol = solvers.solve(chain, budget, name, **opts)
                 row[name] = _row(sol, time.perf_counter() - t0)
@@ -164,6 +166,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-relaxation", action="store_true",
                     help="prove with -o relaxation=false: bounded search alone")
     ap.add_argument("--max-states", type=int, default=None)
+    ap.add_argument("--cap", action="store_true",
+                    help="prove with -o cap=true: the relaxation's objective a row capped "
+                         "below the weak DP's makespan")
     ap.add_argument("--cuts-lp", action="store_true")
     ap.add_argument("--revolve", action="store_true")
     ap.add_argument("--slots", nargs="+", type=int, default=[1, 2, 3])

@@ -157,6 +157,10 @@ def run(args) -> list:
             opts = {} if args.lagrange is None else {"lagrange": args.lagrange}
             if args.lagrange_window is not None:
                 opts["lagrange_window"] = args.lagrange_window
+            if getattr(args, "cap", False):
+                opts["cap"] = True
+                if getattr(args, "cap_tolerance", None) is not None:
+                    opts["cap_tolerance"] = args.cap_tolerance
             sol = solvers.solve(chain, b, "prove", time_limit=args.time_limit, checkable=True,
                                 **opts)
             secs = time.perf_counter() - t0
@@ -238,6 +242,11 @@ def main(argv=None) -> None:
                     help="prove -o lagrange=S: the phase-block Lagrangian bound first, S s")
     ap.add_argument("--lagrange-window", type=int, default=None, metavar="W",
                     help="prove -o lagrange_window=W (with --lagrange)")
+    ap.add_argument("--cap", action="store_true",
+                    help="prove -o cap=true: the relaxation's objective a row capped below "
+                         "the weak DP's makespan")
+    ap.add_argument("--cap-tolerance", type=float, default=None, metavar="TOL",
+                    help="prove -o cap_tolerance=TOL (with --cap; default HiGHS's 1e-6)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if a.certify:

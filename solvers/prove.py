@@ -112,18 +112,25 @@ def _incumbent(chain, budget, deadline):
     return seeds.incumbent(chain, budget, True, deadline)
 
 
-def _relaxation_bound(chain, budget, schedule, seconds, info, cuts=()):
+def _relaxation_bound(chain, budget, schedule, seconds, info, cuts=(), cap=None,
+                      cap_tolerance=None):
     """The moment relaxation's proven bound at ``budget`` within ``seconds`` (None if it
     proved nothing in time); an infeasibility proof next to a valid schedule is an error
-    (:func:`solvers.ilp.certify.reaches`)."""
+    (:func:`solvers.ilp.certify.reaches`).  ``cap`` (the schedule's makespan): the
+    relaxation with its objective capped below it instead, at HiGHS's feasibility
+    tolerance ``cap_tolerance`` (:func:`solvers.ilp.relaxation.capped_bound`)."""
     from solvers.ilp import relaxation
     try:
-        lb = relaxation.lower_bound(chain, budget, schedule=schedule, time_limit=seconds,
-                                    cuts=cuts)
+        if cap is not None:
+            lb = relaxation.capped_bound(chain, budget, cap, time_limit=seconds,
+                                         feasibility_tolerance=cap_tolerance)
+        else:
+            lb = relaxation.lower_bound(chain, budget, schedule=schedule, time_limit=seconds,
+                                        cuts=cuts)
     except DeadlineExpired:
         info["relaxation"] = {"bound": None, "status": "not built in time"}
         return None
-    info["relaxation"] = lb.as_info()
+    info["relaxation"] = dict(lb.as_info(), capped=cap is not None)
     return lb
 
 
@@ -165,6 +172,12 @@ def _tolerance(chain: Chain) -> float:
                                              "phases, each an exact MILP, joined by prices "
                                              "(solvers/bounds/window_lagrange.py); 2/3 of "
                                              "lagrange's time", minimum=1, none=True),
+                   "cap": Option("bool", "the relaxation with its objective a row capped "
+                                 "below the schedule's makespan (integer times), rather "
+                                 "than minimized from it"),
+                   "cap_tolerance": Option("fraction", "with cap: HiGHS's "
+                                           "mip_feasibility_tolerance for the capped run "
+                                           "(its default 1e-6)"),
                    "checkable": Option("bool", "an optimal answer also carries a certificate "
                                        "proofs/check_certificate.py verifies "
                                        "(info['proof']; None if not found in the time left)")})
@@ -172,7 +185,8 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
                 max_states: int = DEFAULT_MAX_STATES, relaxation: bool = True,
                 relaxation_share: float | None = None, cuts: str = "",
                 checkable: bool = False, lagrange: float | None = None,
-                lagrange_window: int | None = None) -> Solution:
+                lagrange_window: int | None = None, cap: bool = False,
+                cap_tolerance: float = 1e-6) -> Solution:
     """Optimal schedule over all schedules, by proof of a schedule in hand (module
     docstring).
 
@@ -203,6 +217,14 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         the rest to windows of this many phases, each the moment relaxation restricted to
         them and solved exactly, joined by prices from the phase blocks'
         (:mod:`solvers.bounds.window_lagrange`; 5 measured best at 30 stages).
+    cap : ask the relaxation whether any of its points is faster than the schedule in
+        hand, its objective a row capped below the makespan
+        (:func:`solvers.ilp.relaxation.capped_bound`, whose docstring says why its
+        "infeasible" is a proof), rather than minimize it from that schedule; needs
+        integer times (otherwise ignored), ignored with ``cuts``.  Off by default
+        (docs/ilp.md, "Round five").
+    cap_tolerance : HiGHS's ``mip_feasibility_tolerance`` for the capped run (default
+        1e-6, HiGHS's own; the minimization keeps the driver's 1e-9).
     """
     # the options' types and ranges are checked by the registry (the schema above)
     families = _cut_families(cuts)
@@ -233,7 +255,7 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
             lower = max(lower, lag)
         if relaxation:
             lb = _relaxation_step(chain, budget, schedule, makespan, info, deadline,
-                                  relaxation_share, families)
+                                  relaxation_share, families, cap, cap_tolerance)
             if lb is not None and lb.value is not None:
                 if lb.value >= makespan - _tolerance(chain):
                     info["certificate"] = "moment relaxation"
@@ -307,13 +329,18 @@ def _lagrange_step(chain, budget, makespan, seconds, info, deadline, schedule,
 RELAXATION_CAP = 60.0
 
 
-def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families):
+def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families,
+                     cap=False, cap_tolerance=1e-6):
     """The moment relaxation's bound (None when it proved nothing), with ``share`` of the
-    time left (:data:`RELAXATION_CAP` seconds without a time limit).  A bound above
-    the schedule's makespan, or an infeasibility proof next to it, raises
+    time left (:data:`RELAXATION_CAP` seconds without a time limit); ``cap``: its objective
+    capped below ``makespan`` (when the times are integers and no cut family is asked).
+    A bound above the schedule's makespan, or an infeasibility proof next to it, raises
     (:func:`solvers.ilp.certify.reaches`)."""
+    from solvers.bounds.lp_tree import granularity
     seconds = RELAXATION_CAP if deadline.limit is None else share * deadline.remaining(0.01)
-    lb = _relaxation_bound(chain, budget, schedule, seconds, info, families)
+    capped = makespan if cap and not families and granularity(chain) > 0 else None
+    lb = _relaxation_bound(chain, budget, schedule, seconds, info, families, capped,
+                           cap_tolerance)
     if lb is not None:
         from solvers.ilp.certify import reaches
         reaches(lb, makespan, chain)  # raises on a contradiction with a valid schedule

@@ -210,11 +210,16 @@ _HIGHS_FAILED = (highspy.HighsModelStatus.kNotset, highspy.HighsModelStatus.kLoa
                  highspy.HighsModelStatus.kPostsolveError)
 
 
-def _run_highs(model, time_limit, start, threads, scale, presolve: str = "on") -> RunResult:
+#: HiGHS's ``mip_feasibility_tolerance`` in the driver's runs (HiGHS's own default: 1e-6)
+FEASIBILITY_TOLERANCE = 1e-9
+
+
+def _run_highs(model, time_limit, start, threads, scale, presolve: str = "on",
+               feasibility_tolerance: float = FEASIBILITY_TOLERANCE) -> RunResult:
     silence_highs_banner()
     t0 = time.perf_counter()
-    opts = dict(mip_rel_gap=0.0, mip_abs_gap=1e-9 * scale, mip_feasibility_tolerance=1e-9,
-                presolve=presolve)
+    opts = dict(mip_rel_gap=0.0, mip_abs_gap=1e-9 * scale,
+                mip_feasibility_tolerance=feasibility_tolerance, presolve=presolve)
     solver = _WarmHighs(start=start, msg=False, timeLimit=time_limit, threads=threads, **opts)
     model.prob.solve(solver)
     h = model.prob.solverModel
@@ -223,7 +228,8 @@ def _run_highs(model, time_limit, start, threads, scale, presolve: str = "on") -
         # interrupted at once (_WarmHighs._watch_incumbents): nothing of this run is kept
         left = None if time_limit is None else \
             max(0.01, time_limit - (time.perf_counter() - t0))
-        res = _run_highs(model, left, start, threads, scale, presolve="off")
+        res = _run_highs(model, left, start, threads, scale, presolve="off",
+                         feasibility_tolerance=feasibility_tolerance)
         res.retries = ("highs: an incumbent announced below its own objective; solved "
                        "again without presolve",) + res.retries
         return res
@@ -241,7 +247,8 @@ def _run_highs(model, time_limit, start, threads, scale, presolve: str = "on") -
         if at_point is None or abs(at_point - info.objective_function_value) > 1e-9 * scale:
             left = None if time_limit is None else \
                 max(0.01, time_limit - (time.perf_counter() - t0))
-            return _run_highs(model, left, start, threads, scale, presolve="off")
+            return _run_highs(model, left, start, threads, scale, presolve="off",
+                              feasibility_tolerance=feasibility_tolerance)
     bound = info.mip_dual_bound
     bound = None if bound is None or not math.isfinite(bound) else bound
     obj = info.objective_function_value + model.constant if has else None
@@ -322,11 +329,12 @@ ATTEMPTS = {"highs": (("highs", "on"), ("highs", "off"), ("cbc", None)),
 
 
 def run_model(model, solver: str, time_limit: float | None, start: dict | None, threads: int,
-              scale: float) -> RunResult:
+              scale: float, feasibility_tolerance: float = FEASIBILITY_TOLERANCE) -> RunResult:
     """Solve ``model`` (anything with ``prob`` and ``constant``) with ``solver`` ("highs" or
     "cbc") in at most ``time_limit`` seconds, from the MIP start ``start`` (variable name ->
     value) if given.  ``scale``: the objective's magnitude, for the absolute gap (1e-9 of
-    it, the registry's float tolerance).
+    it, the registry's float tolerance).  ``feasibility_tolerance``: HiGHS's
+    ``mip_feasibility_tolerance`` (CBC keeps its own).
 
     A back end that fails is retried as :data:`ATTEMPTS` says (within the same time limit);
     :class:`IlpError` is raised only when every attempt fails.  ``RunResult.backend`` names
@@ -338,7 +346,8 @@ def run_model(model, solver: str, time_limit: float | None, start: dict | None, 
             max(0.01, time_limit - (time.perf_counter() - t0))
         try:
             if backend == "highs":
-                res = _run_highs(model, left, start, threads, scale, presolve=presolve)
+                res = _run_highs(model, left, start, threads, scale, presolve=presolve,
+                                 feasibility_tolerance=feasibility_tolerance)
             else:
                 res = _run_cbc(model, left, start, threads, scale)
         except (IlpError, pulp.PulpSolverError) as e:

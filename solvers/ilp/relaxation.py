@@ -339,6 +339,86 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
     return Bound(res.bound, False, False, res.status_text, wall)
 
 
+#: HiGHS's own ``mip_feasibility_tolerance``, the default of :func:`capped_bound`
+HIGHS_DEFAULT_TOLERANCE = 1e-6
+
+
+def capped_bound(chain: Chain, budget: int, makespan: float, *,
+                 time_limit: float | None = None, mip_solver: str = "highs",
+                 threads: int = 1,
+                 feasibility_tolerance: float = HIGHS_DEFAULT_TOLERANCE) -> Bound:
+    """The relaxation asked whether any of its points is faster than ``makespan`` (that of
+    a valid schedule), its objective a row ``objective <= makespan - delta/2`` (``delta``:
+    the gcd of the integer times, :func:`solvers.bounds.lp_tree.granularity`, which must
+    be positive) and still minimized under it.  Infeasible: no schedule is faster than
+    ``makespan``, and ``value`` is ``makespan``.  The same question as
+    :func:`lower_bound` from a schedule of that makespan, asked so that the solver can use
+    the objective as a constraint (its propagation, its cuts); docs/ilp.md ("Round five")
+    says what it gains.  Stopped by the time limit, ``value`` is ``min(dual bound,
+    makespan)``: a point is either above the cap (so at least ``makespan``, see below) or
+    worth at least the dual bound.  A point found is a relaxation point below
+    ``makespan``, never a schedule (``status_text`` says so; ``value`` as when stopped):
+    this relaxation then cannot prove ``makespan``.
+
+    ``feasibility_tolerance``: HiGHS's ``mip_feasibility_tolerance`` for this run (its own
+    default, 1e-6, where the driver's minimization uses 1e-9: at 1e-9 the capped model on
+    net 80 stalls where it passes at 1e-6).  Why an infeasibility answer stays a proof
+    under the looser tolerance:
+
+    * every variable is binary and every objective coefficient and the constant are times,
+      multiples of ``delta``: at each 0/1 point the objective is a multiple of ``delta``,
+      so a point is either at most ``makespan - delta`` (slack at least ``delta/2`` on the
+      cap row) or at least ``makespan`` (the cap violated by at least ``delta/2``); the
+      cap's level halfway leaves no 0/1 point within any tolerance below ``delta/2`` of
+      the row, and HiGHS's rounding of an integral row's side (floor(side + tolerance))
+      makes it ``makespan - delta`` exactly, the same set of 0/1 points;
+    * a looser tolerance only admits more points: HiGHS's LP relaxations take it as their
+      primal feasibility tolerance, its propagation deduces infeasibility only from a
+      violation larger than it, and it rounds integer bounds outward by it.  Each step
+      that ends in "infeasible" is more conservative at 1e-6 than at 1e-9; what a looser
+      tolerance can do is accept a point that is not one (a near-integral or slightly
+      violating point), and that answer is "a point found", which proves nothing;
+    * the dual bound is a bound over the (larger) set of tolerated points, so at most the
+      bound over the 0/1 points.
+
+    What remains is floating-point arithmetic, as in every run of the driver; the driver's
+    guards stay (:func:`solvers.ilp.backends.run_model`: the objective read at the
+    returned point, a run whose reported objective differs solved again without
+    presolve).  There is no MIP start here (the schedule's point violates the cap), so the
+    incumbent watch of :class:`~solvers.ilp.backends._WarmHighs` has nothing to watch: any
+    incumbent is a point below the cap."""
+    from solvers.bounds.lp_tree import granularity
+    delta = granularity(chain)
+    if delta <= 0:
+        raise RematError("capped_bound: the times are not all integers (no granularity "
+                         "to cap the objective below the makespan)")
+    if not 1e-10 <= feasibility_tolerance < 1:
+        raise RematError(f"capped_bound: feasibility_tolerance = {feasibility_tolerance!r} "
+                         f"must be in [1e-10, 1)")
+    deadline = Deadline(time_limit)
+    t0 = deadline.start
+    g = chain.size_gcd()
+    if budget < chain.x_size[0]:
+        return Bound(None, True, True, "budget below x_0", time.perf_counter() - t0)
+    model = build_relaxation(chain.scaled_sizes(g), budget // g, deadline=deadline)
+    level = makespan - delta / 2 - model.constant
+    model.prob += (model.prob.objective <= level, "objective_cap")
+    deadline.check("starting the capped moment relaxation's solve")
+    res = backends.run_model(model, mip_solver, deadline.remaining(0.01), None, threads,
+                             max(1.0, chain.ideal_makespan()),
+                             feasibility_tolerance=feasibility_tolerance)
+    wall = time.perf_counter() - t0
+    if res.infeasible:
+        return Bound(float(makespan), False, True,
+                     f"capped: no point of the relaxation at or below {makespan - delta:g}",
+                     wall)
+    bound = None if res.bound is None else min(res.bound, float(makespan))
+    if res.has_solution:
+        return Bound(bound, False, False, f"capped: a relaxation point at {res.objective:g}, "
+                     f"below {makespan:g}: this relaxation cannot prove it", wall)
+    return Bound(bound, False, False, f"capped: {res.status_text}", wall)
+
+
 def min_budget_bound(chain: Chain, *, time_limit: float | None = None,
                      mip_solver: str = "highs", threads: int = 1) -> int | None:
     """A proven lower bound on the smallest feasible budget (bytes) from the min-budget

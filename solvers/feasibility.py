@@ -28,7 +28,8 @@ from remat_theory.model.errors import (InfeasibleBudgetError, InternalError, Rem
                                        SolverContractError)
 
 from solvers import registry
-from solvers.exhaustive import DEFAULT_MAX_STAGES, min_feasible_budget
+from solvers import exhaustive
+from solvers.exhaustive import min_feasible_budget
 
 EXACT = "exhaustive"
 OFFLOAD_EXACT = "exhaustive-offload"
@@ -71,7 +72,10 @@ def smallest_feasible_budget(chain: Chain, max_exhaustive_stages: int | None = N
     """
     if chain.has_bandwidth:
         return smallest_with_channel(chain)
-    limit = DEFAULT_MAX_STAGES if max_exhaustive_stages is None else max_exhaustive_stages
+    # read at call time: the guard is exhaustive search's (and a test that lowers it there
+    # must not leave a copy lowered here)
+    limit = exhaustive.DEFAULT_MAX_STAGES if max_exhaustive_stages is None else \
+        max_exhaustive_stages
     if chain.length <= limit:
         return min_feasible_budget(chain, max_stages=max(limit, chain.length)), EXACT
     lb = chain.memory_lower_bound()
@@ -113,7 +117,7 @@ def check_feasible(chain: Chain, budget: int) -> None:
     lb = chain.memory_lower_bound()
     if chain.has_bandwidth:
         return _check_with_channel(chain, budget, lb)
-    if budget >= lb and chain.length > DEFAULT_MAX_STAGES:
+    if budget >= lb and chain.length > exhaustive.DEFAULT_MAX_STAGES:
         return  # the solver decides (and reports its own smallest budget)
     if chain.length > SMALLEST_BUDGET_MAX_STAGES:  # the DP's minimum would take minutes
         raise InfeasibleBudgetError(

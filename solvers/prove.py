@@ -336,7 +336,7 @@ def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, f
     capped below ``makespan`` (when the times are integers and no cut family is asked).
     A bound above the schedule's makespan, or an infeasibility proof next to it, raises
     (:func:`solvers.ilp.certify.reaches`)."""
-    from solvers.bounds.lp_tree import granularity
+    from solvers.ilp.relaxation import granularity
     seconds = RELAXATION_CAP if deadline.limit is None else share * deadline.remaining(0.01)
     capped = makespan if cap and not families and granularity(chain) > 0 else None
     lb = _relaxation_bound(chain, budget, schedule, seconds, info, families, capped,

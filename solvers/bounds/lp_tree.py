@@ -34,6 +34,7 @@ from remat_theory.model.chain import Chain
 
 from solvers.bounds import cg_cuts
 from solvers.ilp import relaxation
+from solvers.ilp.relaxation import granularity
 
 
 @dataclass
@@ -177,18 +178,6 @@ def highs_lp(rows: LpRows) -> "highspy.Highs":
     h.addRows(m, rows.lo, rows.up, len(rows.index), rows.starts[:-1].astype(np.int32),
               rows.index, rows.value)
     return h
-
-
-def granularity(chain: Chain) -> float:
-    """The gcd of every time when all are integers (a faster makespan is then at least this
-    much faster), else 0."""
-    times = list(chain.fwd_time) + list(chain.fall_time) + list(chain.bwd_time)
-    if all(float(t).is_integer() for t in times):
-        g = 0
-        for t in times:
-            g = math.gcd(g, int(t))
-        return float(g)
-    return 0.0
 
 
 def _sparse(rows: LpRows, y: np.ndarray) -> dict:

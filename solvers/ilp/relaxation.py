@@ -339,6 +339,18 @@ def lower_bound(chain: Chain, budget: int, *, schedule: Schedule | None = None,
     return Bound(res.bound, False, False, res.status_text, wall)
 
 
+def granularity(chain: Chain) -> float:
+    """The gcd of every time when all are integers (a faster makespan is then at least this
+    much faster), else 0."""
+    times = list(chain.fwd_time) + list(chain.fall_time) + list(chain.bwd_time)
+    if all(float(t).is_integer() for t in times):
+        g = 0
+        for t in times:
+            g = math.gcd(g, int(t))
+        return float(g)
+    return 0.0
+
+
 #: HiGHS's own ``mip_feasibility_tolerance``, the default of :func:`capped_bound`
 HIGHS_DEFAULT_TOLERANCE = 1e-6
 
@@ -349,7 +361,7 @@ def capped_bound(chain: Chain, budget: int, makespan: float, *,
                  feasibility_tolerance: float = HIGHS_DEFAULT_TOLERANCE) -> Bound:
     """The relaxation asked whether any of its points is faster than ``makespan`` (that of
     a valid schedule), its objective a row ``objective <= makespan - delta/2`` (``delta``:
-    the gcd of the integer times, :func:`solvers.bounds.lp_tree.granularity`, which must
+    the gcd of the integer times, :func:`granularity`, which must
     be positive) and still minimized under it.  Infeasible: no schedule is faster than
     ``makespan``, and ``value`` is ``makespan``.  The same question as
     :func:`lower_bound` from a schedule of that makespan, asked so that the solver can use
@@ -387,7 +399,6 @@ def capped_bound(chain: Chain, budget: int, makespan: float, *,
     presolve).  There is no MIP start here (the schedule's point violates the cap), so the
     incumbent watch of :class:`~solvers.ilp.backends._WarmHighs` has nothing to watch: any
     incumbent is a point below the cap."""
-    from solvers.bounds.lp_tree import granularity
     delta = granularity(chain)
     if delta <= 0:
         raise RematError("capped_bound: the times are not all integers (no granularity "

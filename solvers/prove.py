@@ -221,13 +221,15 @@ def solve_prove(chain: Chain, budget: int, *, time_limit: float | None = None,
         hand, its objective a row capped below the makespan
         (:func:`solvers.ilp.relaxation.capped_bound`, whose docstring says why its
         "infeasible" is a proof), rather than minimize it from that schedule; needs
-        integer times (otherwise ignored), ignored with ``cuts``.  Off by default
+        integer times and no ``cuts`` (SolverOptionError otherwise).  Off by default
         (docs/ilp.md, "Round five").
     cap_tolerance : HiGHS's ``mip_feasibility_tolerance`` for the capped run (default
         1e-6, HiGHS's own; the minimization keeps the driver's 1e-9).
     """
     # the options' types and ranges are checked by the registry (the schema above)
     families = _cut_families(cuts)
+    if cap:
+        _check_cap(chain, families)
     if families:
         from solvers.ilp.cuts import check_chain
         check_chain(chain, families)  # reach, fwd_peak: SolverOptionError on unsaved outputs
@@ -329,16 +331,28 @@ def _lagrange_step(chain, budget, makespan, seconds, info, deadline, schedule,
 RELAXATION_CAP = 60.0
 
 
+def _check_cap(chain: Chain, families) -> None:
+    """``cap = true`` is refused where it cannot run (rather than silently ignored): with
+    extra relaxation rows, or on a chain whose times are not all integers (no granularity to
+    cap the objective below the makespan)."""
+    from solvers.ilp.relaxation import granularity
+    if families:
+        raise SolverOptionError(f"{_OWNER} cap = true cannot be combined with cuts = "
+                                f"{','.join(families)!r}")
+    if granularity(chain) <= 0:
+        raise SolverOptionError(f"{_OWNER} cap = true needs integer times (fwd_time, "
+                                f"fall_time, bwd_time); this chain has fractional ones")
+
+
 def _relaxation_step(chain, budget, schedule, makespan, info, deadline, share, families,
                      cap=False, cap_tolerance=1e-6):
     """The moment relaxation's bound (None when it proved nothing), with ``share`` of the
     time left (:data:`RELAXATION_CAP` seconds without a time limit); ``cap``: its objective
-    capped below ``makespan`` (when the times are integers and no cut family is asked).
+    capped below ``makespan`` (:func:`_check_cap` has refused it where it cannot run).
     A bound above the schedule's makespan, or an infeasibility proof next to it, raises
     (:func:`solvers.ilp.certify.reaches`)."""
-    from solvers.ilp.relaxation import granularity
     seconds = RELAXATION_CAP if deadline.limit is None else share * deadline.remaining(0.01)
-    capped = makespan if cap and not families and granularity(chain) > 0 else None
+    capped = makespan if cap else None
     lb = _relaxation_bound(chain, budget, schedule, seconds, info, families, capped,
                            cap_tolerance)
     if lb is not None:

@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 
 import solvers
 from remat_theory.analysis.families import make
-from remat_theory.model.errors import RematError
+from remat_theory.model.errors import RematError, SolverOptionError
 from remat_theory.strategies import chains
 from solvers.bounds.lp_tree import granularity
 from solvers.exhaustive import min_feasible_budget, search
@@ -143,9 +143,17 @@ def test_the_cap_needs_integer_times():
     assert granularity(frac) == 0.0
     with pytest.raises(RematError, match="not all integers"):
         relaxation.capped_bound(frac, frac.store_all_memory(), 100.0)
-    # prove ignores the option there and still answers exactly
+    # prove refuses the option there, naming it and why (it once ignored it silently)
     budget = solvers.solve(frac, 0, "dp-weak").min_budget + 2
-    sol = solvers.solve(frac, budget, "prove", cap=True, time_limit=120)
+    with pytest.raises(SolverOptionError, match="cap = true needs integer times"):
+        solvers.solve(frac, budget, "prove", cap=True, time_limit=120)
+    # without the option the same instance is answered exactly
+    sol = solvers.solve(frac, budget, "prove", time_limit=120)
     assert sol.status == "optimal"
     assert sol.makespan == pytest.approx(search(frac, budget)[1])
-    assert sol.info.get("relaxation", {}).get("capped") in (None, False)
+
+
+def test_the_cap_is_refused_with_extra_rows():
+    chain = make("random", 4, 0)
+    with pytest.raises(SolverOptionError, match="cap = true cannot be combined with cuts"):
+        solvers.solve(chain, chain.store_all_memory(), "prove", cap=True, cuts="reach")

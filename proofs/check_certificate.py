@@ -15,7 +15,8 @@ simulator (the referee every solver answers to), and the lower bound is re-deriv
   certificate's tree is walked: an inner node ``{"var", "children": [at 0, at 1]}`` splits
   on one binary, a ``{"fix": {var: v}, "y", "child"}`` node closes each ``var = 1 - v``
   with the multipliers ``y`` and goes on with every ``var = v`` (``{"steps": [{"fix",
-  "y"}, ...], "child"}``: a chain of such nodes spelled flat), and a leaf ``{"y"}``
+  "y"}, ...], "child"}``: a chain of such nodes spelled flat; a step ``{"fix": {var: v},
+  "tree"}`` closes ``var = 1 - v`` with a subtree instead: probing), and a leaf ``{"y"}``
   closes its box.  A box closes when the Lagrangian bound
   ``sum_r y_r side_r + sum_j min over the box of (c - A^T y)_j x_j`` (weak duality; ``y_r``
   >= 0 on a ``>=`` row, <= 0 on a ``<=`` row, free on ``=``), computed in exact rational
@@ -421,16 +422,23 @@ def _walk(node, rows, cost, constant, box, closes, counts, depth=0):
         olds = {}
         for step in steps:
             fixed = step["fix"]
+            if ("y" in step) == ("tree" in step):
+                raise Rejected("a fixing needs either multipliers y or a tree")
+            if "tree" in step and len(fixed) != 1:
+                raise Rejected("a fixing closed by a tree fixes one variable")
             for var, v in fixed.items():
                 if var not in cost or v not in (0, 1) or box.get(var, (0, 1))[0] == \
                         box.get(var, (0, 1))[1]:
                     raise Rejected(f"fixing of {var!r}, not a free variable of the box")
                 olds[var] = box.get(var)
                 box[var] = (1 - v, 1 - v)
-                val = lagrangian(rows, cost, constant, step["y"], box)
-                counts["boxes"] += 1
-                if not closes(val):
-                    raise Rejected(f"{var} = {1 - v} not closed: bound {float(val)}")
+                if "tree" in step:  # the box with the other value closed by a subtree
+                    _walk(step["tree"], rows, cost, constant, box, closes, counts, depth + 1)
+                else:
+                    val = lagrangian(rows, cost, constant, step["y"], box)
+                    counts["boxes"] += 1
+                    if not closes(val):
+                        raise Rejected(f"{var} = {1 - v} not closed: bound {float(val)}")
                 box[var] = (v, v)
         _walk(node["child"], rows, cost, constant, box, closes, counts, depth + 1)
         for var, old in olds.items():

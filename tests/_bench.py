@@ -26,3 +26,17 @@ def load(name: str):
 def checker():
     """proofs/check_certificate.py as a module."""
     return _load_file("check_certificate", ROOT / "proofs" / "check_certificate.py")
+
+
+def multiplier_sets(node):
+    """Every ``y`` of a certificate's tree (leaves, fixings, steps and the subtrees of
+    probing steps), depth first: the dicts themselves, so a test can alter one in place."""
+    if "y" in node:
+        yield node["y"]
+    for step in node.get("steps", []):
+        if "y" in step:
+            yield step["y"]
+        else:
+            yield from multiplier_sets(step["tree"])
+    for child in node.get("children", []) + ([node["child"]] if "child" in node else []):
+        yield from multiplier_sets(child)

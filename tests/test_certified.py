@@ -106,11 +106,10 @@ def test_tampered_certificates_are_rejected():
     with pytest.raises(checker.Rejected):
         checker.check(bad)
     bad = copy.deepcopy(cert)  # a multiplier of the sign its row cannot take
-    leaf = bad["tree"]
-    while "y" not in leaf or "fix" in leaf:
-        leaf = leaf["children"][0] if "children" in leaf else leaf["child"]
-    label = next(k for k in leaf["y"] if k.startswith(("keep", "free", "end", "in_")))
-    leaf["y"][label] = abs(leaf["y"][label]) + 1.0
+    upper = ("keep", "free", "end", "in_", "peak", "chain", "fn_", "no_fall")
+    y = next(y for y in _bench.multiplier_sets(bad["tree"]) if any(k.startswith(upper) for k in y))
+    label = next(k for k in y if k.startswith(upper))
+    y[label] = abs(y[label]) + 1.0
     with pytest.raises(checker.Rejected):
         checker.check(bad)
     bad = copy.deepcopy(cert)
@@ -134,7 +133,8 @@ def _nested(node):
     if "fix" in node:
         return dict(node, child=child)
     for step in reversed(node["steps"]):
-        child = {"fix": step["fix"], "y": step["y"], "child": child}
+        closer = {"tree": _nested(step["tree"])} if "tree" in step else {"y": step["y"]}
+        child = {"fix": step["fix"], **closer, "child": child}
     return child
 
 

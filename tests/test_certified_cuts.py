@@ -81,9 +81,9 @@ def test_tampered_cuts_are_rejected():
             cut["rows"][label][0] *= 2
     _rejected(bad)
     bad = copy.deepcopy(cert)  # a cut row is a <= row: its multiplier must be <= 0
-    leaf = bad["tree"]
-    label = next(k for k in leaf["y"] if k.startswith("cut_"))
-    leaf["y"][label] = abs(leaf["y"][label]) + 1.0
+    y = next(y for y in _bench.multiplier_sets(bad["tree"]) if any(k.startswith("cut_") for k in y))
+    label = next(k for k in y if k.startswith("cut_"))
+    y[label] = abs(y[label]) + 1.0
     _rejected(bad)
 
 

@@ -29,6 +29,10 @@ CUT_ROUNDS = 8
 CUT_SHARE = 0.5
 #: rounds of Chvátal-Gomory cuts in the directions of HiGHS's root cuts, before those
 SUGGEST_ROUNDS = 1
+#: bound propagation and probing at the root first (solvers.bounds.propagate), at most this
+#: share of the time limit: on the homogeneous families' smallest budgets it is what closes
+#: the root (docs/ilp.md, round seven)
+PROBE_SHARE = 0.25
 #: rounds of cuts at each node not closed down to this depth
 NODE_CUT_ROUNDS = 2
 NODE_CUT_DEPTH = 4
@@ -42,7 +46,7 @@ def _base(chain: Chain, budget: int, schedule, makespan: float) -> dict:
 def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None = None,
                 max_nodes: int = 200_000, cuts: int = CUT_ROUNDS, strong: int = 8,
                 node_cuts: int = NODE_CUT_ROUNDS, node_cut_depth: int = NODE_CUT_DEPTH,
-                suggest: int = SUGGEST_ROUNDS):
+                suggest: int = SUGGEST_ROUNDS, probe: bool = True):
     """``(certificate dict or None, info)``: a checkable proof that ``schedule`` (valid at
     ``budget``) is optimal over all schedules, or None when none was found in time
     (``info["stopped"]`` says why)."""
@@ -59,7 +63,9 @@ def certificate(chain: Chain, budget: int, schedule, *, time_limit: float | None
                                node_cuts=node_cuts, node_cut_depth=node_cut_depth,
                                suggest=suggest,
                                cut_seconds=None if time_limit is None else
-                               CUT_SHARE * time_limit)
+                               CUT_SHARE * time_limit,
+                               probe_seconds=0.0 if not probe else None
+                               if time_limit is None else PROBE_SHARE * time_limit)
     info.update(kind="lp-tree", nodes=res.nodes, seconds=round(res.seconds, 3),
                 stopped=res.stopped, **res.stats)
     if not res.proven:
@@ -93,7 +99,8 @@ def prune_cuts(tree: dict, cuts: list) -> tuple:
             for label in y or {}:
                 if _is_cut(label):
                     used.add(int(label[4:]))
-        for child in node.get("children", []):
+        for child in node.get("children", []) + [step["tree"] for step in
+                                                 node.get("steps", []) if "tree" in step]:
             walk(child)
         if "child" in node:
             walk(node["child"])
@@ -124,7 +131,8 @@ def prune_cuts(tree: dict, cuts: list) -> tuple:
         if "y" in node and node["y"] is not None:
             node["y"] = rename(node["y"])
         if "steps" in node:
-            node["steps"] = [dict(step, y=rename(step["y"])) for step in node["steps"]]
+            node["steps"] = [dict(step, tree=redo(step["tree"])) if "tree" in step
+                             else dict(step, y=rename(step["y"])) for step in node["steps"]]
         if "children" in node:
             node["children"] = [redo(c) for c in node["children"]]
         if "child" in node:
@@ -142,7 +150,9 @@ def tree_size(tree: dict) -> int:
     if "children" in tree:
         return 1 + sum(tree_size(c) for c in tree["children"])
     if "child" in tree:
-        return len(tree.get("steps", [0])) + tree_size(tree["child"])
+        steps = tree.get("steps", [tree])
+        return sum(tree_size(step["tree"]) if "tree" in step else 1 for step in steps) \
+            + tree_size(tree["child"])
     return 1
 
 

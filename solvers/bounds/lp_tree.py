@@ -32,7 +32,7 @@ import pulp
 
 from remat_theory.model.chain import Chain
 
-from solvers.bounds import cg_cuts
+from solvers.bounds import cg_cuts, propagate
 from solvers.ilp import relaxation
 from solvers.ilp.relaxation import granularity
 
@@ -153,6 +153,10 @@ def lagrangian_terms(rows: LpRows, y: np.ndarray, lb: np.ndarray, ub: np.ndarray
     return total - err, d
 
 
+#: rounds of root cuts after a reduced-cost fixing (and propagation) that fixed something
+ROOT_RESTARTS = 3
+
+
 @dataclass
 class TreeResult:
     proven: bool  # every leaf closed: no schedule faster than the cutoff
@@ -180,16 +184,94 @@ def highs_lp(rows: LpRows) -> "highspy.Highs":
     return h
 
 
-def _sparse(rows: LpRows, y: np.ndarray) -> dict:
+def sparse(rows: LpRows, y: np.ndarray) -> dict:
+    """``y`` as a certificate writes it: by row label, clipped to the signs the rows allow
+    (:func:`clip`), zeros left out."""
     y = clip(rows, y)
     return {rows.labels[k]: float(y[k]) for k in np.flatnonzero(np.abs(y) > 1e-12)}
+
+
+def with_steps(steps: list, child: dict) -> dict:
+    """``child`` behind the fixing ``steps``, as one flat ``steps`` node when ``child``
+    starts with fixings too (never two fixing nodes in a row)."""
+    if not steps:
+        return child
+    if "fix" in child:
+        first = [{k: child[k] for k in ("fix", "y", "tree") if k in child}]
+        return {"steps": steps + first, "child": child["child"]}
+    if "steps" in child:
+        return {"steps": steps + child["steps"], "child": child["child"]}
+    return {"steps": steps, "child": child}
+
+
+def root_reduce(rows: LpRows, h, target: float, margin: float, lb=None, ub=None, *,
+                time_limit: float | None = None, rounds: int = 20) -> "propagate.Presolved":
+    """Propagation and probing, then the LP of the box they leave and reduced-cost fixing
+    (a column whose reduced cost alone lifts the bound past the cutoff takes its other
+    value, the step's multipliers the LP's duals), then propagation and probing again in
+    the smaller box, round after round until nothing is fixed (HiGHS's root does the same:
+    fixing by reduced cost, then presolving again; on llama-2-7b's 25% budget that is 38% of
+    its columns, once HiGHS's first cuts have raised its bound).  From the box
+    ``[lb, ub]`` (default: every column free); ``h``: the LP of ``rows``
+    (:func:`solvers.bounds.lp_tree.highs_lp`), left with the returned box's bounds."""
+    t0 = time.perf_counter()
+    n = len(rows.names)
+    lb = np.zeros(n) if lb is None else np.array(lb, dtype=float)
+    ub = np.ones(n) if ub is None else np.array(ub, dtype=float)
+    steps, stats = [], {"rounds": 0, "reduced_cost_fixed": 0, "propagated": 0, "probed": 0}
+    leaf = None
+    h.changeColsBounds(n, np.arange(n, dtype=np.int32), lb, ub)
+    h.run()  # a box its LP closes needs no steps (the smallest certificate)
+    if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+        y = rows.from_highs(h.getSolution().row_dual)
+        if lagrangian(rows, y, lb, ub) > target + margin:
+            return propagate.Presolved([], lb, ub, {"y": sparse(rows, y)}, stats)
+    for _ in range(rounds):
+        left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+        pre = propagate.presolve(rows, target, margin, lb, ub, time_limit=left)
+        stats["rounds"] += 1
+        stats["propagated"] += pre.stats["propagated"]
+        stats["probed"] += pre.stats["probed"]
+        steps += pre.steps
+        lb, ub = pre.lb, pre.ub
+        if pre.leaf is not None:
+            leaf = pre.leaf
+            break
+        if left is not None and time.perf_counter() - t0 >= time_limit:
+            break
+        h.changeColsBounds(n, np.arange(n, dtype=np.int32), lb, ub)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            break  # the tree's root handles it (an infeasible LP: its Farkas ray)
+        y = rows.from_highs(h.getSolution().row_dual)
+        val, d = lagrangian_terms(rows, y, lb, ub, True)
+        if val > target + margin:
+            leaf = {"y": sparse(rows, y)}
+            break
+        free = lb < ub
+        slack = target + margin - val
+        to0 = np.flatnonzero(free & (d > slack + margin))
+        to1 = np.flatnonzero(free & (-d > slack + margin))
+        if not len(to0) + len(to1):
+            break
+        fix = {rows.names[j]: 0 for j in to0}
+        fix.update({rows.names[j]: 1 for j in to1})
+        steps.append({"fix": fix, "y": sparse(rows, y)})
+        stats["reduced_cost_fixed"] += len(fix)
+        lb, ub = lb.copy(), ub.copy()
+        lb[to1] = ub[to1] = 1.0
+        lb[to0] = ub[to0] = 0.0
+    h.changeColsBounds(n, np.arange(n, dtype=np.int32), lb, ub)
+    stats["fixed"] = int(np.sum(lb == ub))
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    return propagate.Presolved(steps, lb, ub, leaf, stats)
 
 
 def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float | None = None,
                  max_nodes: int = 200_000, branching: str = "state",
                  strong: int = 8, cuts: int = 0, cut_seconds: float | None = None,
                  node_cuts: int = 0, node_cut_depth: int = 0,
-                 suggest: int = 0) -> TreeResult:
+                 suggest: int = 0, probe_seconds: float | None = 0.0) -> TreeResult:
     """Branch and bound over the moment relaxation's LP: is every 0/1 point of it worth more
     than ``cutoff - granularity`` (module docstring)?  Depth first, branching on the most
     fractional variable (``branching="state"``: of the moment-state variables h and g first,
@@ -203,7 +285,9 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     everywhere, derived from the node's LP).  ``suggest``: rounds of Chvátal-Gomory cuts in
     the directions of HiGHS's root cuts first (:func:`solvers.bounds.cg_cuts.suggested_rounds`:
     each re-derived from multipliers an LP finds, nothing of HiGHS's trusted), within the
-    same ``cut_seconds``."""
+    same ``cut_seconds``.  ``probe_seconds`` (0: off; None: no limit): bound propagation and
+    probing at the root first (:mod:`solvers.bounds.propagate`), every fixing a step of the
+    tree, and the rest in the box they leave."""
     t0 = time.perf_counter()
     rows = lp_rows(chain, budget)
     delta = granularity(chain)
@@ -217,34 +301,70 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     nodes = 0
     stats = {"leaves_lp": 0, "leaves_ray": 0, "columns": n, "rows": m}
     derivations = []
+    probing = probe_seconds is None or probe_seconds > 0
+    root_steps, lb, ub = [], np.zeros(n), np.ones(n)
+
+    def reduce(phase):
+        """Propagation, probing and reduced-cost fixing at the root, from the box so far
+        (:func:`root_reduce`): the leaf closing it, or None."""
+        nonlocal lb, ub
+        spent = time.perf_counter() - t0
+        seconds = None if probe_seconds is None else max(0.0, probe_seconds - spent)
+        pre = root_reduce(rows, h, target, margin, lb, ub, time_limit=seconds)
+        stats.setdefault("presolve", {})[phase] = pre.stats
+        root_steps.extend(pre.steps)
+        lb, ub = pre.lb.copy(), pre.ub.copy()
+        return pre.leaf
+
+    def closed_at_root(leaf):
+        stats["cuts"] = len(derivations)
+        return TreeResult(True, with_steps(root_steps, leaf), cutoff, 1,
+                          time.perf_counter() - t0, None, stats, derivations)
+
+    if probing:
+        leaf = reduce("before cuts")
+        if leaf is not None:
+            return closed_at_root(leaf)
     if cuts or suggest:
-        h.run()
         # the suggested cuts first, then the tableau's from the point they leave (the other
         # way round, the tableau's dense cuts change what HiGHS suggests, and on the network
-        # chains the root no longer closes: docs/ilp.md, "Certificates, round two")
-        phases = ["suggest"] * bool(suggest) + ["gmi"] * bool(cuts)
+        # chains the root no longer closes: docs/ilp.md, "Certificates, round two"); then,
+        # when probing, fixing by reduced cost in the box the cuts leave and cutting again
+        # there, while that fixes something (HiGHS's root restarts the same way)
         history, suggested = [], []
-        for phase in phases:
-            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        for again in range(1 + (ROOT_RESTARTS if probing else 0)):
+            h.run()
+            before = len(derivations)
+            phases = ["suggest"] * bool(suggest and not again) + ["gmi"] * bool(cuts)
+            for phase in phases:
+                if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                    break
+                if h.getInfo().objective_function_value + rows.constant > target + margin:
+                    break
+                spent = time.perf_counter() - t0
+                seconds = None if cut_seconds is None else max(0.0, cut_seconds - spent)
+                if phase == "gmi":
+                    rows, more, hist = cg_cuts.cut_rounds(h, rows, rounds=cuts,
+                                                          time_limit=seconds,
+                                                          target=target + margin)
+                else:
+                    rows, more, hist = cg_cuts.suggested_rounds(h, rows, rounds=suggest,
+                                                                time_limit=seconds,
+                                                                target=target + margin)
+                    suggested.extend(more)
+                derivations.extend(more)
+                history.append([phase] + hist)
+            m = len(rows.labels)
+            if not (probing and len(derivations) > before):
                 break
-            if h.getInfo().objective_function_value + rows.constant > target + margin:
+            fixed = int(np.sum(lb == ub))
+            leaf = reduce(f"after cuts {again + 1}")
+            if leaf is not None:
+                return closed_at_root(leaf)
+            if int(np.sum(lb == ub)) == fixed:
                 break
-            spent = time.perf_counter() - t0
-            seconds = None if cut_seconds is None else max(0.0, cut_seconds - spent)
-            if phase == "gmi":
-                rows, more, hist = cg_cuts.cut_rounds(h, rows, rounds=cuts, time_limit=seconds,
-                                                      target=target + margin)
-            else:
-                rows, more, hist = cg_cuts.suggested_rounds(h, rows, rounds=suggest,
-                                                            time_limit=seconds,
-                                                            target=target + margin)
-                suggested.extend(more)
-            derivations.extend(more)
-            history.append([phase] + hist)
-        m = len(rows.labels)
         stats.update(cuts=len(derivations), suggested_cuts=len(suggested), cut_bounds=history,
                      cut_seconds=round(time.perf_counter() - t0, 3))
-    lb, ub = np.zeros(n), np.ones(n)
     state = np.array([nm[0] in "hg" for nm in rows.names])
 
     def close(y_like, with_cost):
@@ -269,7 +389,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
                 y = yr * max(t, 1.0)
                 if close(y, True) > target + margin:
                     stats["leaves_ray"] += 1
-                    return {"y": _sparse(rows, y)}
+                    return {"y": sparse(rows, y)}
         return None
 
     def run_lp():
@@ -304,7 +424,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
             val, d = lagrangian_terms(rows, y, lb, ub, True)
             if val > target + margin:
                 stats["leaves_lp"] += 1
-                return {"y": _sparse(rows, y)}, None, val, {}, None
+                return {"y": sparse(rows, y)}, None, val, {}, None
             if not (cutting and node_cuts and nodes > 1 and depth <= node_cut_depth):
                 break
             rows, more, _ = cg_cuts.cut_rounds(h, rows, rounds=node_cuts,
@@ -349,7 +469,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
             if val > target + margin:
                 y = rows.from_highs(h.getSolution().row_dual)
                 if lagrangian(rows, y, lb, ub) > target + margin:
-                    return val, {"y": _sparse(rows, y)}
+                    return val, {"y": sparse(rows, y)}
             return val, None
         finally:
             lb[k], ub[k] = old
@@ -406,7 +526,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
                     stats["fixed"] = stats.get("fixed", 0) + len(fixes)
                     # the rows grow below (node cuts): the multipliers are taken now
                     steps.append(({rows.names[j]: v for j, v in fixes.items()},
-                                  _sparse(rows, y)))
+                                  sparse(rows, y)))
                     for j, v in fixes.items():
                         saved.setdefault(j, (lb[j], ub[j]))
                         lb[j] = ub[j] = v
@@ -454,6 +574,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     except RecursionError:
         return TreeResult(False, None, None, nodes, time.perf_counter() - t0, "depth", stats)
     stats["cuts"] = len(derivations)
+    tree = with_steps(root_steps, tree)
     return TreeResult(True, tree, cutoff, nodes, time.perf_counter() - t0, None, stats,
                       derivations)
 

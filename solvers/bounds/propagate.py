@@ -69,7 +69,8 @@ class _Box:
         self.minact = np.bincount(rid, lo_c, m + 1).tolist()
         self.maxact = np.bincount(rid, hi_c, m + 1).tolist()
         self.lo_l, self.up_l = self.lo.tolist(), self.up.tolist()
-        self.trail = []  # (col, value, reason): reason (row, side) or None (a decision)
+        self.trail = []  # (col, value, reason): reason (row, side) or None (a decision); the
+        # row None is the objective (index m here)
 
     def fix(self, j: int, v: int, reason, queue: list) -> None:
         self.lb[j] = self.ub[j] = v
@@ -99,7 +100,7 @@ class _Box:
 
     def propagate(self, queue: list):
         """Propagate to a fixpoint from the rows in ``queue``: None, or the violated
-        ``(row, side)``."""
+        ``(row, side)`` (row None: the objective)."""
         lb, ub, lo, up = self.lb, self.ub, self.lo_l, self.up_l
         minact, maxact = self.minact, self.maxact
         seen = set()
@@ -108,10 +109,11 @@ class _Box:
             if r in seen:
                 continue
             seen.add(r)
+            row = None if r == self.m else r  # row m is the objective
             if minact[r] > up[r] + _TOL:
-                return (r, "up")
+                return (row, "up")
             if maxact[r] < lo[r] - _TOL:
-                return (r, "lo")
+                return (row, "lo")
             s_up, s_lo = up[r] - minact[r], maxact[r] - lo[r]
             least = min(s_up, s_lo) + _TOL
             more = []
@@ -121,9 +123,9 @@ class _Box:
                 if lb[k] == ub[k]:
                     continue
                 if abs(a) > s_up + _TOL:
-                    more.append((k, 0 if a > 0 else 1, (r, "up")))
+                    more.append((k, 0 if a > 0 else 1, (row, "up")))
                 elif abs(a) > s_lo + _TOL:
-                    more.append((k, 1 if a > 0 else 0, (r, "lo")))
+                    more.append((k, 1 if a > 0 else 0, (row, "lo")))
             for k, v, why in more:
                 if lb[k] == ub[k]:
                     if lb[k] != v:
@@ -137,15 +139,15 @@ class _Box:
         return None
 
 
-def _bound(rows, r: int, yr: float, lb, ub) -> float:
-    """``LB(y)`` (Lemma C.1) for ``y`` zero but on row ``r`` (``r = m``: ``y = 0``), less a
+def _bound(rows, r, yr: float, lb, ub) -> float:
+    """``LB(y)`` (Lemma C.1) for ``y`` zero but on row ``r`` (``r = None``: ``y = 0``), less a
     bound on its floating-point error (so it is below the checker's exact value): only the
     row's columns have a reduced cost other than their cost."""
     cost = rows.cost
     base = np.minimum(cost * lb, cost * ub)
     terms = [rows.constant, math.fsum(base)]
     mags = abs(rows.constant) + float(np.abs(base).sum())
-    if r < len(rows.labels):
+    if r is not None:
         cols = rows.index[rows.starts[r]:rows.starts[r + 1]]
         a = rows.value[rows.starts[r]:rows.starts[r + 1]]
         side = rows.up[r] if yr < 0 else rows.lo[r]
@@ -159,11 +161,11 @@ def _bound(rows, r: int, yr: float, lb, ub) -> float:
 
 def _multipliers(rows, box_lb, box_ub, reason, target: float, margin: float):
     """The ``y`` (dict by row label) closing the box ``[box_lb, box_ub]``, in which
-    ``reason`` = ``(row, side)`` is violated (row ``m`` is the objective: ``y = {}``), or
+    ``reason`` = ``(row, side)`` is violated (row None is the objective: ``y = {}``), or
     None when no scaling of that row closes it in floating point."""
     r, side = reason
-    if r == len(rows.labels):
-        return {} if _bound(rows, r, 0.0, box_lb, box_ub) > target + margin else None
+    if r is None:
+        return {} if _bound(rows, None, 0.0, box_lb, box_ub) > target + margin else None
     sign = -1.0 if side == "up" else 1.0
     a = rows.value[rows.starts[r]:rows.starts[r + 1]]
     cols = rows.index[rows.starts[r]:rows.starts[r + 1]]

@@ -87,16 +87,17 @@ def _tree_steps(node, found=None):
 
 def test_probing_steps_are_checked_and_tampering_is_rejected():
     """A chain whose relaxation propagation and probing alone close at the smallest budget
-    (a 5-stage transformer-like chain, whose LP root alone does not close): the certificate
-    is those steps and a leaf, no cuts; the checker accepts it, its makespan is exhaustive
+    (a 5-stage transformer-like chain, whose LP root alone does not close; no cuts asked
+    for): the certificate is those steps and a leaf; the checker accepts it, its makespan is exhaustive
     search's optimum, and a probing subtree
     altered (its leaf emptied, two columns fixed at once, multipliers beside the subtree,
     the fixed value turned round) is rejected."""
     chain, budget, sol = _instance("transformer", 5, "smallest")
-    cert, info = certified.certificate(chain, budget, sol.schedule, time_limit=60)
+    cert, info = certified.certificate(chain, budget, sol.schedule, time_limit=60, cuts=0,
+                                       suggest=0)
     assert cert is not None, info
-    assert info["presolve"]["before cuts"]["probed"] > 0 and info["nodes"] == 1
-    assert info["cuts"] == 0
+    assert info["presolve"]["root"]["probed"] > 0 and info["nodes"] == 1
+    assert "cuts" not in cert
     cert = json.loads(json.dumps(cert))
     assert checker.check(cert)["makespan"] == pytest.approx(search(chain, budget)[1])
     probes = _tree_steps(cert["tree"])
@@ -141,3 +142,22 @@ def test_presolve_steps_merge_with_the_tree_s_first_fixings():
     assert lp_tree.with_steps(steps, child)["steps"][1] == {"fix": {"b": 1}, "y": {}}
     assert lp_tree.with_steps(steps, {"y": {}}) == {"steps": steps, "child": {"y": {}}}
     assert lp_tree.with_steps([], {"y": {}}) == {"y": {}}
+
+
+def test_fixing_after_the_cuts_closes_a_root_they_leave_open():
+    """The default certificate on 6 random stages at 25% of the way to store-all: the cuts
+    leave the root open, propagation, probing and reduced-cost fixing in the box they leave
+    close it (one node; eight without them), the checker accepts it, and the makespan is
+    exhaustive search's optimum."""
+    bench = _bench.load("bench_prove_depth")
+    chain = make("random", 6, 0)
+    budget = bench.budgets(chain)[1]
+    sol = solvers.solve(chain, budget, "dp-weak")
+    cert, info = certified.certificate(chain, budget, sol.schedule, time_limit=60)
+    assert cert is not None and info["nodes"] == 1, info
+    assert info["presolve"]["after cuts 1"]["fixed"] > 0
+    assert checker.check(json.loads(json.dumps(cert)))["makespan"] == \
+        pytest.approx(search(chain, budget)[1])
+    plain, plain_info = certified.certificate(chain, budget, sol.schedule, time_limit=60,
+                                              probe=False)
+    assert plain is not None and plain_info["nodes"] > 1 and "presolve" not in plain_info

@@ -321,16 +321,18 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
         return TreeResult(True, with_steps(root_steps, leaf), cutoff, 1,
                           time.perf_counter() - t0, None, stats, derivations)
 
-    if probing:
-        leaf = reduce("before cuts")
+    if probing and not (cuts or suggest):
+        leaf = reduce("root")
         if leaf is not None:
             return closed_at_root(leaf)
     if cuts or suggest:
         # the suggested cuts first, then the tableau's from the point they leave (the other
         # way round, the tableau's dense cuts change what HiGHS suggests, and on the network
         # chains the root no longer closes: docs/ilp.md, "Certificates, round two"); then,
-        # when probing, fixing by reduced cost in the box the cuts leave and cutting again
-        # there, while that fixes something (HiGHS's root restarts the same way)
+        # when probing and the root is still open, propagation, probing and fixing by
+        # reduced cost in the box the cuts leave, and cuts again there, while that fixes
+        # something (HiGHS's root restarts the same way); cuts first, so that a root they
+        # close needs no fixing steps (a certificate of one box, checked in a second)
         history, suggested = [], []
         for again in range(1 + (ROOT_RESTARTS if probing else 0)):
             h.run()
@@ -355,8 +357,11 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
                 derivations.extend(more)
                 history.append([phase] + hist)
             m = len(rows.labels)
-            if not (probing and len(derivations) > before):
+            if not probing or (again and len(derivations) == before):
                 break
+            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and \
+                    h.getInfo().objective_function_value + rows.constant > target + margin:
+                break  # the cuts close the root: no fixings needed (the smallest certificate)
             fixed = int(np.sum(lb == ub))
             leaf = reduce(f"after cuts {again + 1}")
             if leaf is not None:

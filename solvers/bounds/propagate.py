@@ -17,13 +17,13 @@ them is what propagation derives.
 the column takes the other value, and the box it left is closed by the steps of that
 propagation and a leaf on the violated row, a subtree: the step
 ``{"fix": {col: 1 - v}, "tree": T}``.  On the smallest budgets of the homogeneous families
-this is what closes the relaxation at its root (llama-2-70b's smallest budget: 77 columns
-fixed by probing, 12,807 of 16,439 fixed in all, and the LP of what is left reaches the
+this is what closes the relaxation at its root (llama-2-70b's smallest budget: 12,807 of
+16,439 columns fixed, 73 of them by probing, and the LP of what is left reaches the
 makespan; docs/ilp.md "Round seven"), where the LP and Gomory cuts alone stay far below.
 
 Every step is checked here (:func:`_bound`, a bound below the checker's exact one) before
-it is kept; a step that does not close its box stops the
-propagation where it is (every step before it stands).
+it is kept; a step that does not close its box stops the propagation where it is (every
+step before it stands).
 """
 from __future__ import annotations
 

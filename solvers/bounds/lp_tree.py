@@ -191,6 +191,17 @@ def sparse(rows: LpRows, y: np.ndarray) -> dict:
     return {rows.labels[k]: float(y[k]) for k in np.flatnonzero(np.abs(y) > 1e-12)}
 
 
+def reduced_cost_fixes(d: np.ndarray, lb: np.ndarray, ub: np.ndarray, slack: float,
+                       margin: float) -> dict:
+    """``{column: value}``: the free columns whose reduced cost ``d`` alone, at their other
+    value, lifts the box's bound by more than ``slack`` (what it lacks to close) — each
+    takes the value it has at the LP's bound (reduced-cost fixing)."""
+    free = lb < ub
+    fixes = {int(j): 0 for j in np.flatnonzero(free & (d > slack + margin))}
+    fixes.update({int(j): 1 for j in np.flatnonzero(free & (-d > slack + margin))})
+    return fixes
+
+
 def with_steps(steps: list, child: dict) -> dict:
     """``child`` behind the fixing ``steps``, as one flat ``steps`` node when ``child``
     starts with fixings too (never two fixing nodes in a row)."""
@@ -211,7 +222,8 @@ def root_reduce(rows: LpRows, h, target: float, margin: float, lb=None, ub=None,
     value, the step's multipliers the LP's duals), then propagation and probing again in
     the smaller box, round after round until nothing is fixed (HiGHS's root does the same:
     fixing by reduced cost, then presolving again; on llama-2-7b's 25% budget that is 38% of
-    its columns, once HiGHS's first cuts have raised its bound).  From the box
+    its columns, once HiGHS's first cuts have raised its bound).  A box the LP closes first
+    needs no steps (the smallest certificate: its leaf).  From the box
     ``[lb, ub]`` (default: every column free); ``h``: the LP of ``rows``
     (:func:`solvers.bounds.lp_tree.highs_lp`), left with the returned box's bounds."""
     t0 = time.perf_counter()
@@ -248,19 +260,15 @@ def root_reduce(rows: LpRows, h, target: float, margin: float, lb=None, ub=None,
         if val > target + margin:
             leaf = {"y": sparse(rows, y)}
             break
-        free = lb < ub
-        slack = target + margin - val
-        to0 = np.flatnonzero(free & (d > slack + margin))
-        to1 = np.flatnonzero(free & (-d > slack + margin))
-        if not len(to0) + len(to1):
+        fixes = reduced_cost_fixes(d, lb, ub, target + margin - val, margin)
+        if not fixes:
             break
-        fix = {rows.names[j]: 0 for j in to0}
-        fix.update({rows.names[j]: 1 for j in to1})
-        steps.append({"fix": fix, "y": sparse(rows, y)})
-        stats["reduced_cost_fixed"] += len(fix)
+        steps.append({"fix": {rows.names[j]: v for j, v in fixes.items()},
+                      "y": sparse(rows, y)})
+        stats["reduced_cost_fixed"] += len(fixes)
         lb, ub = lb.copy(), ub.copy()
-        lb[to1] = ub[to1] = 1.0
-        lb[to0] = ub[to0] = 0.0
+        for j, v in fixes.items():
+            lb[j] = ub[j] = v
     h.changeColsBounds(n, np.arange(n, dtype=np.int32), lb, ub)
     stats["fixed"] = int(np.sum(lb == ub))
     stats["seconds"] = round(time.perf_counter() - t0, 3)
@@ -285,9 +293,10 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
     everywhere, derived from the node's LP).  ``suggest``: rounds of Chvátal-Gomory cuts in
     the directions of HiGHS's root cuts first (:func:`solvers.bounds.cg_cuts.suggested_rounds`:
     each re-derived from multipliers an LP finds, nothing of HiGHS's trusted), within the
-    same ``cut_seconds``.  ``probe_seconds`` (0: off; None: no limit): bound propagation and
-    probing at the root first (:mod:`solvers.bounds.propagate`), every fixing a step of the
-    tree, and the rest in the box they leave."""
+    same ``cut_seconds``.  ``probe_seconds`` (0: off; None: no limit): when the root cuts
+    leave the root open (or none are asked for), bound propagation, probing and
+    reduced-cost fixing there (:func:`root_reduce`, :mod:`solvers.bounds.propagate`), every
+    fixing a step of the tree, then cuts again and the tree in the box they leave."""
     t0 = time.perf_counter()
     rows = lp_rows(chain, budget)
     delta = granularity(chain)
@@ -441,11 +450,7 @@ def prove_cutoff(chain: Chain, budget: int, cutoff: float, *, time_limit: float 
         x = np.asarray(sol.col_value)
         frac = np.abs(x - np.round(x))
         free = lb < ub
-        slack = target + margin - val
-        to0 = np.flatnonzero(free & (d > slack + margin))
-        to1 = np.flatnonzero(free & (-d > slack + margin))
-        fixes = {int(j): 0 for j in to0}
-        fixes.update({int(j): 1 for j in to1})
+        fixes = reduced_cost_fixes(d, lb, ub, target + margin - val, margin)
         frac[~free] = 0.0
         if branching == "state" and frac[state].max(initial=0.0) >= 1e-7:
             frac = np.where(state, frac, 0.0)

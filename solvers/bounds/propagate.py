@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -178,13 +179,17 @@ def _multipliers(rows, box_lb, box_ub, reason, target: float, margin: float):
     return None
 
 
+@dataclass
 class Presolved:
     """What :func:`presolve` found: ``steps`` (certificate steps from the starting box,
     in order), the box they leave (``lb``, ``ub``), ``leaf`` (a leaf closing that box when
     propagation found it empty, else None) and ``stats``."""
 
-    def __init__(self, steps, lb, ub, leaf, stats):
-        self.steps, self.lb, self.ub, self.leaf, self.stats = steps, lb, ub, leaf, stats
+    steps: list
+    lb: np.ndarray
+    ub: np.ndarray
+    leaf: dict | None
+    stats: dict
 
 
 def _replay(rows, trail, lb, ub, target, margin):
@@ -203,7 +208,7 @@ def _replay(rows, trail, lb, ub, target, margin):
 
 
 def presolve(rows, target: float, margin: float, lb, ub, *,
-             time_limit: float | None = None, probe: bool = True) -> Presolved:
+             time_limit: float | None = None) -> Presolved:
     """Propagate and probe over ``rows`` (a :class:`solvers.bounds.lp_tree.LpRows`) from the
     box ``[lb, ub]`` against the cutoff ``target`` (a box closes when its bound exceeds
     ``target + margin``): see the module docstring."""
@@ -236,7 +241,7 @@ def presolve(rows, target: float, margin: float, lb, ub, *,
         return Presolved(steps, start_lb, start_ub, leaf, stats)
     if not flush():
         return Presolved(steps, start_lb, start_ub, None, stats)
-    changed = probe
+    changed = True
     while changed:
         changed = False
         for j in range(box.n):
